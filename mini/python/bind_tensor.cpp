@@ -1,0 +1,385 @@
+// bind_tensor.cpp — mini.Tensor and the tensor functions, bound with pybind11.
+//
+// One Python object per TensorImpl: the pybind holder is the same std::shared_ptr the C++
+// stages use. Python numbers that meet tensors become 0-d "wrapped number" tensors (they
+// promote like torch's). Argument parsing that is easier in Python (factories' varargs,
+// dtype objects, repr) lives in mini/__init__.py; what runs per op lives here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+namespace py = pybind11;
+using mini::DType;
+using mini::OpKind;
+using mini::Tensor;
+using mini::TensorImpl;
+
+namespace {
+
+// A Python number or tensor as a tensor operand; null if `v` is neither.
+Tensor as_operand(py::handle v) {
+  if (py::isinstance<TensorImpl>(v)) return v.cast<Tensor>();
+  if (PyBool_Check(v.ptr())) return mini::scalar_tensor(v.ptr() == Py_True, DType::Bool, true);
+  if (PyLong_Check(v.ptr())) return mini::scalar_tensor((double)v.cast<int64_t>(), DType::Int64, true);
+  if (PyFloat_Check(v.ptr())) return mini::scalar_tensor(v.cast<double>(), DType::Float64, true);
+  return nullptr;
+}
+
+std::string type_name(py::handle v) { return py::str(py::type::of(v).attr("__name__")); }
+
+Tensor operand_or_throw(py::handle v, const char* op, const char* arg) {
+  Tensor t = as_operand(v);
+  if (!t) mini::fail_type(op, "(): argument '", arg, "' must be a Tensor or a number, not ", type_name(v));
+  return t;
+}
+
+// Binary operator: returns NotImplemented for foreign types so Python can try the other side.
+py::object binop(OpKind k, const Tensor& a, py::handle b, bool reflected) {
+  Tensor t = as_operand(b);
+  if (!t) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(reflected ? mini::binary(k, t, a) : mini::binary(k, a, t));
+}
+
+std::vector<int64_t> dims_arg(py::handle dim) {
+  if (dim.is_none()) return {};
+  if (PyLong_Check(dim.ptr())) return {dim.cast<int64_t>()};
+  return dim.cast<std::vector<int64_t>>();
+}
+
+DType dtype_from_code(int code) {
+  if (code < 0 || code > 3) mini::fail_type("unknown dtype code ", code);
+  return static_cast<DType>(code);
+}
+
+// ---- indexing: ints, slices, None, Ellipsis (basic indexing; views only) ---------------
+Tensor index(const Tensor& t, py::handle idx) {
+  std::vector<py::handle> items;
+  if (PyTuple_Check(idx.ptr()))
+    for (auto h : py::reinterpret_borrow<py::tuple>(idx)) items.push_back(h);
+  else
+    items.push_back(idx);
+  int64_t consuming = 0;
+  for (auto h : items) {
+    if (PyBool_Check(h.ptr()) || (!PyLong_Check(h.ptr()) && !PySlice_Check(h.ptr()) &&
+                                  !h.is_none() && h.ptr() != Py_Ellipsis))
+      mini::fail_index("mini supports basic indexing only (ints, slices, None and ...), not ",
+                       type_name(h), "; use mini.where or a mask multiply instead");
+    if (PyLong_Check(h.ptr()) || PySlice_Check(h.ptr())) consuming++;
+  }
+  if (consuming > t->dim())
+    mini::fail_index("too many indices for tensor of dimension ", t->dim(), " (got ", consuming, ")");
+  Tensor r = t;
+  int64_t dim = 0;
+  for (auto h : items) {
+    if (h.is_none()) {
+      r = mini::unsqueeze(r, dim++);
+    } else if (h.ptr() == Py_Ellipsis) {
+      dim += t->dim() - consuming;
+    } else if (PyLong_Check(h.ptr())) {
+      r = mini::select(r, dim, h.cast<int64_t>());
+    } else {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
+      if (step <= 0) mini::fail_value("step must be greater than zero");
+      int64_t n = r->sizes[dim];
+      PySlice_AdjustIndices(n, &start, &stop, step);
+      r = mini::slice(r, dim, start, std::max<Py_ssize_t>(stop, start), step);
+      dim++;
+    }
+  }
+  return r;
+}
+
+// ---- numpy ------------------------------------------------------------------------------
+py::dtype numpy_dtype(DType d) {
+  switch (d) {
+    case DType::Bool: return py::dtype("bool");
+    case DType::Int64: return py::dtype::of<int64_t>();
+    case DType::Float32: return py::dtype::of<float>();
+    case DType::Float64: return py::dtype::of<double>();
+  }
+  return py::dtype::of<float>();
+}
+
+py::array to_numpy(const Tensor& t) {
+  if (t->needs_grad())
+    mini::fail("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+  std::vector<py::ssize_t> shape(t->sizes.begin(), t->sizes.end()), strides;
+  for (int64_t s : t->strides) strides.push_back(s * (py::ssize_t)mini::itemsize(t->dtype));
+  auto* keep = new std::shared_ptr<mini::Storage>(t->storage);
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<mini::Storage>*>(p); });
+  return py::array(numpy_dtype(t->dtype), shape, strides, t->raw(), base);
+}
+
+Tensor from_numpy(py::array arr) {
+  py::dtype dt = arr.dtype();
+  char kind = dt.kind();
+  DType d;
+  if (kind == 'f' && dt.itemsize() == 4) d = DType::Float32;
+  else if (kind == 'f' && dt.itemsize() == 8) d = DType::Float64;
+  else if (kind == 'i' && dt.itemsize() == 8) d = DType::Int64;
+  else if (kind == 'b') d = DType::Bool;
+  else
+    mini::fail_type("can't convert np.ndarray of type ", std::string(py::str(dt)),
+                    ". The only supported types are: float32, float64, int64 and bool; "
+                    "convert first, e.g. arr.astype(np.float32)");
+  int64_t item = dt.itemsize();
+  mini::Shape sizes;
+  mini::Strides strides;
+  int64_t extent = 1;
+  for (py::ssize_t i = 0; i < arr.ndim(); i++) {
+    if (arr.strides(i) < 0 || arr.strides(i) % item)
+      mini::fail_value("At least one stride in the given numpy array is negative or not a "
+                       "multiple of the element size; make a copy first (arr.copy())");
+    sizes.push_back(arr.shape(i));
+    strides.push_back(arr.strides(i) / item);
+    extent += (arr.shape(i) - 1) * (arr.strides(i) / item);
+  }
+  auto* owner = new py::object(arr);
+  auto storage = mini::Storage::wrap(arr.mutable_data(), extent * item, [owner](void*) {
+    py::gil_scoped_acquire gil;
+    delete owner;
+  });
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = storage;
+  t->sizes = sizes;
+  t->strides = strides;
+  t->dtype = d;
+  return t;
+}
+
+py::object item(const Tensor& t) {
+  double v = t->scalar_value();
+  switch (t->dtype) {
+    case DType::Bool: return py::bool_(v != 0);
+    case DType::Int64: return py::int_((int64_t)v);
+    default: return py::float_(v);
+  }
+}
+
+void set_requires_grad(const Tensor& t, bool on) {
+  if (!t->is_leaf())
+    mini::fail("you can only change requires_grad flags of leaf variables. If you want to use a "
+               "computed variable in a subgraph that doesn't require differentiation use "
+               "var_no_grad = var.detach().");
+  if (on && !mini::is_floating(t->dtype))
+    mini::fail("only Tensors of floating point dtype can require gradients (got ",
+               mini::dtype_name(t->dtype), ")");
+  t->requires_grad = on;
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  py::class_<mini::GradNode, std::shared_ptr<mini::GradNode>>(m, "GradNode")
+      .def("name", [](const mini::GradNode& n) { return std::string(n.name()); })
+      .def_property_readonly("next_functions", [](const mini::GradNode& n) {
+        py::list out;
+        for (auto& e : n.next) out.append(e.node ? py::cast(e.node) : py::none());
+        return out;
+      })
+      .def("__repr__", [](const mini::GradNode& n) {
+        return "<" + std::string(n.name()) + "Backward>";
+      });
+
+  auto T = py::class_<TensorImpl, std::shared_ptr<TensorImpl>>(m, "Tensor", py::dynamic_attr());
+  T.def(py::init([](const Tensor& other) { return mini::detach(other); }),
+        "A new tensor object sharing `other`'s storage (used by nn.Parameter).");
+
+  // ---- geometry -------------------------------------------------------------------------
+  T.def_property_readonly("_sizes", [](const TensorImpl& t) {
+    py::tuple out(t.sizes.size());
+    for (size_t i = 0; i < t.sizes.size(); i++) out[i] = py::int_(t.sizes[i]);
+    return out;
+  });
+  T.def("stride", [](const TensorImpl& t, py::object dim) -> py::object {
+    if (dim.is_none()) return py::tuple(py::cast(t.strides));
+    return py::int_(t.strides[mini::wrap_dim(dim.cast<int64_t>(), t.dim())]);
+  }, py::arg("dim") = py::none());
+  T.def("dim", &TensorImpl::dim);
+  T.def_property_readonly("ndim", &TensorImpl::dim);
+  T.def("numel", &TensorImpl::numel);
+  T.def("storage_offset", [](const TensorImpl& t) { return t.offset; });
+  T.def("is_contiguous", &TensorImpl::is_contiguous);
+  T.def("element_size", [](const TensorImpl& t) { return mini::itemsize(t.dtype); });
+  T.def("data_ptr", [](const TensorImpl& t) { return (uintptr_t)t.raw(); });
+  T.def_property_readonly("_dtype_code", [](const TensorImpl& t) { return (int)t.dtype; });
+  T.def("__len__", [](const TensorImpl& t) {
+    if (t.dim() == 0) mini::fail_type("len() of a 0-d tensor");
+    return t.sizes[0];
+  });
+  T.def("__hash__", [](const TensorImpl& t) { return (py::ssize_t)(uintptr_t)&t; });
+
+  // ---- autograd ---------------------------------------------------------------------------
+  T.def_property("requires_grad", [](const TensorImpl& t) { return t.needs_grad(); },
+                 [](const Tensor& t, bool on) { set_requires_grad(t, on); });
+  T.def("requires_grad_", [](const Tensor& t, bool on) { set_requires_grad(t, on); return t; },
+        py::arg("requires_grad") = true);
+  T.def_property("grad", [](const TensorImpl& t) { return t.grad; },
+                 [](TensorImpl& t, const Tensor& g) { t.grad = g; });
+  T.def_property_readonly("grad_fn", [](const TensorImpl& t) { return t.grad_fn; });
+  T.def_property_readonly("is_leaf", &TensorImpl::is_leaf);
+  T.def("detach", &mini::detach);
+  T.def("detach_", [](const Tensor& t) { t->grad_fn.reset(); t->requires_grad = false; return t; });
+  T.def("backward", [](const Tensor& t, py::object gradient, bool retain_graph) {
+    Tensor g = gradient.is_none() ? nullptr : operand_or_throw(gradient, "backward", "gradient");
+    mini::backward(t, g, retain_graph);
+  }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false);
+
+  // ---- operators -----------------------------------------------------------------------
+  struct Bin { const char* name; const char* rname; OpKind kind; };
+  for (Bin b : {Bin{"__add__", "__radd__", OpKind::Add}, Bin{"__sub__", "__rsub__", OpKind::Sub},
+                Bin{"__mul__", "__rmul__", OpKind::Mul}, Bin{"__truediv__", "__rtruediv__", OpKind::Div},
+                Bin{"__pow__", "__rpow__", OpKind::Pow}}) {
+    OpKind k = b.kind;
+    T.def(b.name, [k](const Tensor& a, py::handle o) { return binop(k, a, o, false); }, py::is_operator());
+    T.def(b.rname, [k](const Tensor& a, py::handle o) { return binop(k, a, o, true); }, py::is_operator());
+  }
+  for (Bin b : {Bin{"__eq__", "", OpKind::Eq}, Bin{"__ne__", "", OpKind::Ne}, Bin{"__lt__", "", OpKind::Lt},
+                Bin{"__le__", "", OpKind::Le}, Bin{"__gt__", "", OpKind::Gt}, Bin{"__ge__", "", OpKind::Ge}}) {
+    OpKind k = b.kind;
+    T.def(b.name, [k](const Tensor& a, py::handle o) { return binop(k, a, o, false); }, py::is_operator());
+  }
+  T.def("__matmul__", [](const Tensor& a, py::handle o) -> py::object {
+    if (!py::isinstance<TensorImpl>(o)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    return py::cast(mini::matmul(a, o.cast<Tensor>()));
+  }, py::is_operator());
+  T.def("__neg__", [](const Tensor& a) { return mini::unary(OpKind::Neg, a); });
+  T.def("__abs__", [](const Tensor& a) { return mini::unary(OpKind::Abs, a); });
+  T.def("__iadd__", [](const Tensor& a, py::handle o) { mini::inplace_binary(OpKind::Add, a, operand_or_throw(o, "add_", "other")); return a; });
+  T.def("__isub__", [](const Tensor& a, py::handle o) { mini::inplace_binary(OpKind::Sub, a, operand_or_throw(o, "sub_", "other")); return a; });
+  T.def("__imul__", [](const Tensor& a, py::handle o) { mini::inplace_binary(OpKind::Mul, a, operand_or_throw(o, "mul_", "other")); return a; });
+  T.def("__itruediv__", [](const Tensor& a, py::handle o) { mini::inplace_binary(OpKind::Div, a, operand_or_throw(o, "div_", "other")); return a; });
+  T.def("__getitem__", [](const Tensor& t, py::handle idx) { return index(t, idx); });
+  T.def("__setitem__", [](const Tensor& t, py::handle idx, py::handle v) {
+    mini::copy_(index(t, idx), operand_or_throw(v, "__setitem__", "value"));
+  });
+  T.def("__bool__", [](const TensorImpl& t) {
+    if (t.numel() != 1)
+      mini::fail("Boolean value of Tensor with more than one value is ambiguous (shape ",
+                 mini::shape_str(t.sizes), "); use .any() or .all(), or compare one element");
+    return t.scalar_value() != 0;
+  });
+  T.def("__float__", [](const TensorImpl& t) { return t.scalar_value(); });
+  T.def("__int__", [](const TensorImpl& t) { return (int64_t)t.scalar_value(); });
+  T.def("__index__", [](const TensorImpl& t) {
+    if (t.dtype != DType::Int64 && t.dtype != DType::Bool)
+      mini::fail_type("only integer tensors of a single element can be converted to an index");
+    return (int64_t)t.scalar_value();
+  });
+
+  // ---- named methods (also exposed as mini.<name> functions by __init__.py) ------------
+  struct Named { const char* name; OpKind kind; };
+  for (Named b : {Named{"add", OpKind::Add}, Named{"sub", OpKind::Sub}, Named{"mul", OpKind::Mul},
+                  Named{"div", OpKind::Div}, Named{"pow", OpKind::Pow}, Named{"maximum", OpKind::Maximum},
+                  Named{"minimum", OpKind::Minimum}, Named{"eq", OpKind::Eq}, Named{"ne", OpKind::Ne},
+                  Named{"lt", OpKind::Lt}, Named{"le", OpKind::Le}, Named{"gt", OpKind::Gt},
+                  Named{"ge", OpKind::Ge}}) {
+    OpKind k = b.kind;
+    const char* name = b.name;
+    T.def(b.name, [k, name](const Tensor& a, py::handle o) {
+      return mini::binary(k, a, operand_or_throw(o, name, "other"));
+    }, py::arg("other"));
+  }
+  for (Named b : {Named{"add_", OpKind::Add}, Named{"sub_", OpKind::Sub}, Named{"mul_", OpKind::Mul},
+                  Named{"div_", OpKind::Div}}) {
+    OpKind k = b.kind;
+    const char* name = b.name;
+    T.def(b.name, [k, name](const Tensor& a, py::handle o) {
+      mini::inplace_binary(k, a, operand_or_throw(o, name, "other"));
+      return a;
+    }, py::arg("other"));
+  }
+  for (Named u : {Named{"neg", OpKind::Neg}, Named{"abs", OpKind::Abs}, Named{"exp", OpKind::Exp},
+                  Named{"log", OpKind::Log}, Named{"sin", OpKind::Sin}, Named{"cos", OpKind::Cos},
+                  Named{"tanh", OpKind::Tanh}, Named{"sigmoid", OpKind::Sigmoid},
+                  Named{"relu", OpKind::Relu}, Named{"sqrt", OpKind::Sqrt},
+                  Named{"rsqrt", OpKind::Rsqrt}, Named{"sign", OpKind::Sign}}) {
+    OpKind k = u.kind;
+    T.def(u.name, [k](const Tensor& a) { return mini::unary(k, a); });
+  }
+  T.def("gelu", [](const Tensor& a, const std::string& approximate) {
+    if (approximate != "none" && approximate != "tanh")
+      mini::fail_value("approximate must be 'none' or 'tanh', got '", approximate, "'");
+    mini::Attrs at;
+    at.mode = approximate;
+    return mini::unary(OpKind::Gelu, a, at);
+  }, py::arg("approximate") = "none");
+
+  struct Red { const char* name; OpKind kind; };
+  for (Red r : {Red{"sum", OpKind::Sum}, Red{"mean", OpKind::Mean}, Red{"amax", OpKind::Amax},
+                Red{"amin", OpKind::Amin}}) {
+    OpKind k = r.kind;
+    T.def(r.name, [k](const Tensor& a, py::object dim, bool keepdim) {
+      return mini::reduce(k, a, dims_arg(dim), keepdim);
+    }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  }
+  T.def("_max_min_dim", [](const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
+    return mini::max_min_dim(a, dim, keepdim, is_max);
+  });
+  T.def("nonzero", &mini::nonzero);
+  T.def("softmax", [](const Tensor& a, int64_t dim) { return mini::softmax(a, dim, false); }, py::arg("dim"));
+  T.def("log_softmax", [](const Tensor& a, int64_t dim) { return mini::softmax(a, dim, true); }, py::arg("dim"));
+  T.def("matmul", [](const Tensor& a, const Tensor& b) { return mini::matmul(a, b); });
+  T.def("mm", [](const Tensor& a, const Tensor& b) {
+    if (a->dim() != 2 || b->dim() != 2)
+      mini::fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
+    return mini::matmul(a, b);
+  });
+
+  // ---- views ---------------------------------------------------------------------------
+  T.def("_reshape", [](const Tensor& a, const mini::Shape& s) { return mini::reshape(a, s); });
+  T.def("_view", [](const Tensor& a, const mini::Shape& s) { return mini::view(a, s); });
+  T.def("_expand", [](const Tensor& a, const mini::Shape& s) { return mini::expand(a, s); });
+  T.def("_permute", [](const Tensor& a, const std::vector<int64_t>& p) { return mini::permute(a, p); });
+  T.def("transpose", &mini::transpose, py::arg("dim0"), py::arg("dim1"));
+  T.def("t", [](const Tensor& a) {
+    if (a->dim() > 2) mini::fail("t() expects a tensor with <= 2 dimensions, but self is ", a->dim(), "D");
+    return a->dim() < 2 ? a : mini::transpose(a, 0, 1);
+  });
+  T.def_property_readonly("T", [](const Tensor& a) {
+    std::vector<int64_t> p;
+    for (int64_t d = a->dim() - 1; d >= 0; d--) p.push_back(d);
+    return mini::permute(a, p);
+  });
+  T.def_property_readonly("mT", [](const Tensor& a) { return mini::transpose(a, -2, -1); });
+  T.def("unsqueeze", &mini::unsqueeze, py::arg("dim"));
+  T.def("squeeze", [](const Tensor& a, py::object dim) { return mini::squeeze(a, dims_arg(dim)); },
+        py::arg("dim") = py::none());
+  T.def("contiguous", &mini::contiguous);
+  T.def("clone", &mini::clone);
+
+  // ---- data ----------------------------------------------------------------------------
+  T.def("_to_dtype", [](const Tensor& a, int code) { return mini::cast(a, dtype_from_code(code)); });
+  T.def("item", &item);
+  T.def("numpy", &to_numpy);
+  T.def("zero_", [](const Tensor& a) { mini::fill_(a, 0.0); return a; });
+  T.def("fill_", [](const Tensor& a, double v) { mini::fill_(a, v); return a; });
+  T.def("copy_", [](const Tensor& a, const Tensor& src) { mini::copy_(a, src); return a; });
+
+  // ---- module functions ----------------------------------------------------------------
+  m.def("from_numpy", &from_numpy);
+  m.def("full", [](const mini::Shape& s, double v, int code) { return mini::full(s, v, dtype_from_code(code)); });
+  m.def("empty", [](const mini::Shape& s, int code) { return mini::empty(s, dtype_from_code(code)); });
+  m.def("arange", [](double a, double b, double s, int code) { return mini::arange(a, b, s, dtype_from_code(code)); });
+  m.def("randn", [](const mini::Shape& s, int code) { return mini::randn(s, dtype_from_code(code)); });
+  m.def("rand", [](const mini::Shape& s, int code) { return mini::rand(s, dtype_from_code(code)); });
+  m.def("manual_seed", &mini::manual_seed);
+  m.def("where", [](py::handle c, py::handle a, py::handle b) {
+    return mini::where(operand_or_throw(c, "where", "condition"), operand_or_throw(a, "where", "input"),
+                       operand_or_throw(b, "where", "other"));
+  });
+  m.def("layer_norm", [](const Tensor& x, const mini::Shape& shape, std::optional<Tensor> w,
+                         std::optional<Tensor> b, double eps) {
+    return mini::layer_norm(x, shape, w.value_or(nullptr), b.value_or(nullptr), eps);
+  }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+     py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def("mse_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return mini::mse_loss(a, b, r); },
+        py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+  m.def("operand", [](py::handle v) { return operand_or_throw(v, "tensor", "data"); });
+  m.def("is_grad_enabled", &mini::grad_enabled);
+  m.def("set_grad_enabled", &mini::set_grad_enabled);
+}

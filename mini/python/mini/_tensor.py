@@ -1,0 +1,464 @@
+"""The torch-shaped tensor surface over mini._C: dtypes, Size, device, factories, and the
+Tensor methods whose argument parsing is easier in Python (varargs sizes, dtype objects,
+repr). Everything that computes runs in C++."""
+import collections
+import contextlib
+import functools
+
+import numpy as np
+
+from . import _C
+
+Tensor = _C.Tensor
+
+
+class dtype:
+    """A tensor element type: mini.float32, mini.float64, mini.int64, mini.bool."""
+
+    def __init__(self, name, code, numpy_type, is_floating_point):
+        self.name, self.code = name, code
+        self.numpy_type = numpy_type
+        self.is_floating_point = is_floating_point
+        self.itemsize = np.dtype(numpy_type).itemsize
+
+    def __repr__(self):
+        return "mini." + self.name
+
+    def __reduce__(self):
+        return self.name
+
+
+float32 = dtype("float32", 2, np.float32, True)
+float64 = dtype("float64", 3, np.float64, True)
+int64 = dtype("int64", 1, np.int64, False)
+bool = dtype("bool", 0, np.bool_, False)  # noqa: A001 - torch's name
+float, double, long = float32, float64, int64  # noqa: A001
+_BY_CODE = {d.code: d for d in (float32, float64, int64, bool)}
+_BY_NUMPY = {np.dtype(d.numpy_type): d for d in (float32, float64, int64, bool)}
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple of ints, printed like torch.Size."""
+
+    def __repr__(self):
+        return "mini.Size([" + ", ".join(str(s) for s in self) + "])"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class device:
+    """Where a tensor lives. This build of mini has the CPU only."""
+
+    def __init__(self, type="cpu"):  # noqa: A002 - torch's name
+        type = str(type)
+        if type.startswith("cuda"):
+            raise RuntimeError(_NO_CUDA)
+        if type != "cpu":
+            raise RuntimeError(f"unknown device '{type}': mini supports 'cpu'")
+        self.type = type
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+    def __str__(self):
+        return self.type
+
+    def __eq__(self, other):
+        return str(self) == str(other)
+
+    def __hash__(self):
+        return hash(self.type)
+
+
+_NO_CUDA = ("CUDA is not available in this build of mini: the CUDA backend has not been "
+            "built yet. Use device='cpu'.")
+_CPU = device("cpu")
+
+
+def _check_device(dev):
+    if dev is not None:
+        device(dev)
+
+
+def _shape_args(size):
+    """Accepts f(2, 3), f((2, 3)), f([2, 3]) and f(mini.Size(...))."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, int) or isinstance(s, type(True)):
+            raise TypeError(f"size must be a sequence of ints, got an element of type {type(s).__name__}")
+        out.append(s)
+    return out
+
+
+def _dtype_arg(d, default=None):
+    d = default if d is None else d
+    if isinstance(d, dtype):
+        return d
+    if d in (None,):
+        return float32
+    if isinstance(d, str) and d in globals() and isinstance(globals()[d], dtype):
+        return globals()[d]
+    try:
+        return _BY_NUMPY[np.dtype(d)]
+    except (TypeError, KeyError):
+        raise TypeError(f"unsupported dtype {d!r}: mini has float32, float64, int64 and bool") from None
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+# ---- factories ----------------------------------------------------------------------------
+def zeros(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    return _finish(_C.full(_shape_args(size), 0.0, _dtype_arg(dtype).code), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    return _finish(_C.full(_shape_args(size), 1.0, _dtype_arg(dtype).code), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    return _finish(_C.empty(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    if dtype is None:
+        dtype = bool if isinstance(fill_value, type(True)) else int64 if isinstance(fill_value, int) else float32
+    return _finish(_C.full(_shape_args((size,)), fill_value, _dtype_arg(dtype).code), requires_grad)
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, requires_grad=False):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    return _finish(_C.randn(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    return _finish(_C.rand(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+
+
+def randn_like(t):
+    return randn(t.shape, dtype=t.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+    _check_device(device)
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_int = all(isinstance(v, int) for v in (start, end, step))
+        dtype = int64 if is_int else float32
+    return _finish(_C.arange(start, end, step, _dtype_arg(dtype).code), requires_grad)
+
+
+def manual_seed(seed):
+    _C.manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+def from_numpy(array):
+    """A tensor sharing `array`'s memory (like torch.from_numpy)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    return _C.from_numpy(array)
+
+
+def tensor(data, dtype=None, requires_grad=False, device=None):
+    """A new tensor holding a copy of `data` (a number, nested lists, an ndarray or a Tensor)."""
+    _check_device(device)
+    if isinstance(data, Tensor):
+        t = data.detach().clone()
+        return _finish(t.to(dtype) if dtype is not None else t, requires_grad)
+    if isinstance(data, np.ndarray):
+        arr = data
+        if arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
+            arr = arr.astype(np.float32)
+    else:
+        arr = np.array(data)
+        if arr.dtype == object:
+            raise TypeError(f"mini.tensor: could not infer a dtype for {type(data).__name__} data")
+        if arr.dtype.kind == "f":
+            arr = arr.astype(np.float32)  # Python floats become the default dtype
+        elif arr.dtype.kind in "iu":
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind not in "b":
+            raise TypeError(f"mini.tensor: unsupported data of type {arr.dtype} "
+                            "(use numbers, bools or nested lists of them)")
+    if dtype is not None:
+        arr = arr.astype(_dtype_arg(dtype).numpy_type)
+    return _finish(_C.from_numpy(np.array(arr, copy=True, order="C")), requires_grad)
+
+
+# ---- grad mode ----------------------------------------------------------------------------
+class _GradMode(contextlib.ContextDecorator):
+    def __init__(self, enabled):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = _C.is_grad_enabled()
+        _C.set_grad_enabled(self.enabled)
+
+    def __exit__(self, *exc):
+        _C.set_grad_enabled(self.prev)
+        return False
+
+
+def no_grad(fn=None):
+    """Context manager (and decorator) that turns gradient recording off."""
+    if callable(fn):
+        return _GradMode(False)(fn)
+    return _GradMode(False)
+
+
+def enable_grad(fn=None):
+    if callable(fn):
+        return _GradMode(True)(fn)
+    return _GradMode(True)
+
+
+def is_grad_enabled():
+    return _C.is_grad_enabled()
+
+
+# ---- Tensor methods defined in Python -----------------------------------------------------
+return_types_max = collections.namedtuple("max", ["values", "indices"])
+return_types_min = collections.namedtuple("min", ["values", "indices"])
+
+
+def _max(self, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return self.maximum(dim)
+    if dim is None:
+        return self.amax()
+    return return_types_max(*self._max_min_dim(dim, keepdim, True))
+
+
+def _min(self, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return self.minimum(dim)
+    if dim is None:
+        return self.amin()
+    return return_types_min(*self._max_min_dim(dim, keepdim, False))
+
+
+def _size(self, dim=None):
+    s = self._sizes
+    if dim is None:
+        return Size(s)
+    if not -max(len(s), 1) <= dim < max(len(s), 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{-len(s)}, {len(s) - 1}], but got {dim})")
+    return s[dim]
+
+
+def _to(self, *args, dtype=None, device=None, copy=False):
+    for a in args:
+        if isinstance(a, globals()["dtype"]):
+            dtype = a
+        elif isinstance(a, (str, globals()["device"])):
+            device = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+    _check_device(device)
+    out = self if dtype is None else self._to_dtype(_dtype_arg(dtype).code)
+    return out.clone() if copy and out is self else out
+
+
+def _repr(self):
+    arr = self.detach().numpy()
+    if self.dtype.is_floating_point and arr.size and np.all(np.isfinite(arr)) and \
+            np.all(arr == np.round(arr)) and np.abs(arr).max() < 1e8:
+        body = np.array2string(arr, separator=", ", prefix="tensor(",
+                               formatter={"float_kind": lambda v: f"{v:.0f}."})
+    else:
+        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
+    extras = []
+    if self.dtype not in (float32, int64, bool) or (self.dtype is bool and False):
+        extras.append(f"dtype={self.dtype!r}")
+    if arr.size == 0:
+        extras.append(f"size={tuple(self.shape)}")
+    if self.grad_fn is not None:
+        extras.append(f"grad_fn={self.grad_fn!r}")
+    elif self.requires_grad:
+        extras.append("requires_grad=True")
+    return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    for i in range(len(self)):
+        yield self[i]
+
+
+def _array(self, dtype=None, copy=None):
+    arr = self.detach().numpy()
+    return arr.astype(dtype) if dtype is not None else arr
+
+
+def _reshape(self, *shape):
+    return self._reshape(_shape_args(shape))
+
+
+def _install_methods():
+    Tensor.shape = property(lambda self: Size(self._sizes))
+    Tensor.dtype = property(lambda self: _BY_CODE[self._dtype_code])
+    Tensor.device = property(lambda self: _CPU)
+    Tensor.is_cuda = property(lambda self: False)
+    Tensor.size = _size
+    Tensor.max = _max
+    Tensor.min = _min
+    Tensor.to = _to
+    Tensor.__repr__ = _repr
+    Tensor.__str__ = _repr
+    Tensor.__iter__ = _iter
+    Tensor.__array__ = _array
+    Tensor.__array_priority__ = 1000  # numpy defers to Tensor's reflected operators
+    Tensor.reshape = lambda self, *s: self._reshape(_shape_args(s))
+    Tensor.view = lambda self, *s: self._view(_shape_args(s))
+    Tensor.expand = lambda self, *s: self._expand(_shape_args(s))
+    Tensor.permute = lambda self, *d: self._permute(_shape_args(d))
+    Tensor.tolist = lambda self: self.detach().numpy().tolist()
+    Tensor.float = lambda self: self._to_dtype(float32.code)
+    Tensor.double = lambda self: self._to_dtype(float64.code)
+    Tensor.long = lambda self: self._to_dtype(int64.code)
+    Tensor.bool = lambda self: self._to_dtype(bool.code)
+    Tensor.cpu = lambda self: self
+    Tensor.type_as = lambda self, other: self.to(other.dtype)
+    Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
+
+    def cuda(self, *args, **kwargs):
+        raise RuntimeError(_NO_CUDA)
+    Tensor.cuda = cuda
+    Tensor.__rmatmul__ = lambda self, other: NotImplemented
+
+
+_install_methods()
+
+
+# ---- functions ------------------------------------------------------------------------------
+def _as_tensor(x, name="input"):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (int, float)):
+        return _C.operand(x)
+    raise TypeError(f"{name} must be a Tensor, not {type(x).__name__}")
+
+
+def _method_function(name):
+    def fn(input, *args, **kwargs):
+        return getattr(_as_tensor(input), name)(*args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = f"mini.{name}(input, ...) is input.{name}(...)"
+    return fn
+
+
+_FUNCTIONS = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sin", "cos",
+              "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "maximum", "minimum", "eq", "ne",
+              "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "max", "min", "nonzero",
+              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm",
+              "softmax", "log_softmax", "gelu", "clone", "t", "sign", "flatten"]
+functions = {name: _method_function(name) for name in _FUNCTIONS}
+
+
+def _flatten(self, start_dim=0, end_dim=-1):
+    if self.dim() == 0:
+        return self.reshape(1)
+    r = self.dim()
+    s, e = start_dim % r, end_dim % r
+    shape = list(self.shape[:s]) + [-1] + list(self.shape[e + 1:])
+    return self.reshape(shape)
+
+
+Tensor.flatten = _flatten
+
+
+def where(condition, input, other):
+    return _C.where(condition, input, other)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _C.layer_norm(input, list(normalized_shape), weight, bias, eps)
+
+
+def mse_loss(input, target, reduction="mean"):
+    return _C.mse_loss(input, target, reduction)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when a and b (tensors, arrays or numbers) are elementwise close, like torch."""
+    def arr(x):
+        if isinstance(x, Tensor):
+            return x.detach().numpy()
+        return np.asarray(x)
+    x, y = arr(a), arr(b)
+    if x.shape != y.shape:
+        try:
+            np.broadcast_shapes(x.shape, y.shape)
+        except ValueError:
+            raise RuntimeError(f"allclose: shapes {list(x.shape)} and {list(y.shape)} cannot be "
+                               "broadcast together") from None
+    return builtins_bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+import builtins as _builtins  # noqa: E402
+builtins_bool = _builtins.bool
+
+
+class _Metrics:
+    """Counters of the kernels mini ran: kernel_launches, bytes_moved (bytes read and
+    written by those kernels) and generated_kernel_count (kernels emitted by codegen)."""
+
+    @property
+    def kernel_launches(self):
+        return _C.metrics_get()[0]
+
+    @property
+    def bytes_moved(self):
+        return _C.metrics_get()[1]
+
+    @property
+    def generated_kernel_count(self):
+        return _C.metrics_get()[2]
+
+    def reset(self):
+        _C.metrics_reset()
+
+    def snapshot(self):
+        k, b, g = _C.metrics_get()
+        return dict(kernel_launches=k, bytes_moved=b, generated_kernel_count=g)
+
+    def __repr__(self):
+        return "mini.metrics(" + ", ".join(f"{k}={v}" for k, v in self.snapshot().items()) + ")"
+
+
+metrics = _Metrics()

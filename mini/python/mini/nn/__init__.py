@@ -1,0 +1,23 @@
+"""mini.nn: torch.nn's shape in plain Python over mini tensors.
+
+    import mini
+    import mini.nn as nn
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    loss = nn.functional.mse_loss(model(x), y)
+
+Modules and Parameter live in modules.py; the stateless functions in functional.py.
+"""
+
+from . import functional
+from .modules import GELU, LayerNorm, Linear, Module, Parameter, ReLU, Sequential
+
+__all__ = [
+    "functional",
+    "Module",
+    "Parameter",
+    "Linear",
+    "ReLU",
+    "GELU",
+    "LayerNorm",
+    "Sequential",
+]

@@ -1,0 +1,375 @@
+"""Modules and parameters: the torch.nn building blocks, in plain Python over mini tensors.
+
+What comes in: mini tensors. What goes out: mini tensors, computed by the eager C++ ops (or by
+a compiled graph, through `Module.compile`). A `Module` finds its parameters and submodules
+the way torch's does: assigning a `Parameter` or a `Module` to an attribute registers it in
+`_parameters` or `_modules`, and `parameters()` walks that tree.
+
+This file is imported by `mini/__init__.py` after every tensor function is defined, so
+`mini.Tensor` exists when `Parameter` subclasses it below.
+"""
+
+from collections import OrderedDict
+
+import mini
+
+from . import functional as F
+
+
+class Parameter(mini.Tensor):
+    """A tensor that is a module's learnable state: requires grad, and is registered by
+    `Module.__setattr__`. It aliases the storage of the tensor it was made from."""
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = mini.empty(0)
+        if not isinstance(data, mini.Tensor):
+            raise TypeError(
+                f"Parameter(data): data must be a mini.Tensor, got {type(data).__name__}; "
+                "wrap Python numbers or lists with mini.tensor(...) first"
+            )
+        super().__init__(data.detach())
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of every layer and model.
+
+    Subclasses call `super().__init__()` first, then assign parameters and submodules as
+    attributes, and define `forward`. Calling the module calls `forward`.
+    """
+
+    def __init__(self):
+        # object.__setattr__ skips our own __setattr__, which needs these dicts to exist.
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    # ---- calling ----------------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def compile(self, **kwargs):
+        """Returns `mini.compile(self, **kwargs)`: a callable running this module compiled.
+
+        (torch's `Module.compile` instead compiles in place and returns None.)
+        """
+        compile_fn = getattr(mini, "compile", None)
+        if compile_fn is None:
+            raise NotImplementedError(
+                "Module.compile: mini.compile is not available in this build of mini yet; "
+                "call the module eagerly (model(x)) until the compiler stages land"
+            )
+        return compile_fn(self, **kwargs)
+
+    # ---- registration -----------------------------------------------------------------------
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"cannot assign '{name}' before Module.__init__() call; "
+                f"call super().__init__() first in {type(self).__name__}.__init__"
+            )
+        params = self._parameters
+        modules = self._modules
+        if isinstance(value, Parameter):
+            self.__dict__.pop(name, None)
+            modules.pop(name, None)
+            params[name] = value
+        elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                    "(mini.nn.Parameter or None expected)"
+                )
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    "(mini.nn.Module or None expected)"
+                )
+            modules[name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # Called only when normal lookup fails: look in the registries.
+        registries = self.__dict__
+        if "_parameters" in registries and name in registries["_parameters"]:
+            return registries["_parameters"][name]
+        if "_modules" in registries and name in registries["_modules"]:
+            return registries["_modules"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' as parameter '{name}' "
+                "(mini.nn.Parameter or None expected)"
+            )
+        self._parameters[name] = param
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._modules[name] = module
+
+    # ---- walking the tree -------------------------------------------------------------------
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """Yields (qualified name, module) for this module and every module below it."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is None:
+                continue
+            child_prefix = prefix + "." + name if prefix else name
+            yield from child.named_modules(memo, child_prefix, remove_duplicate)
+
+    def modules(self):
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self):
+        for _, child in self.named_children():
+            yield child
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Yields (qualified name, parameter), e.g. ("0.weight", ...) inside a Sequential.
+        A parameter shared by two modules is yielded once unless remove_duplicate=False."""
+        if recurse:
+            owners = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+        else:
+            owners = [(prefix, self)]
+        seen = set()
+        for owner_prefix, owner in owners:
+            for name, param in owner._parameters.items():
+                if param is None:
+                    continue
+                if remove_duplicate:
+                    if id(param) in seen:
+                        continue
+                    seen.add(id(param))
+                yield (owner_prefix + "." + name if owner_prefix else name), param
+
+    def parameters(self, recurse=True):
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    # ---- modes and gradients ----------------------------------------------------------------
+
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
+        self.training = mode
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for param in self.parameters():
+            param.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Clears every parameter's .grad: to None (the default), or to zeros in place."""
+        for param in self.parameters():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                param.grad.zero_()
+
+    # ---- printing ---------------------------------------------------------------------------
+
+    def extra_repr(self):
+        """What a subclass prints inside its parentheses, e.g. 'in_features=4, ...'."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        for name, child in self._modules.items():
+            child_text = _indent(repr(child), 2)
+            lines.append(f"({name}): {child_text}")
+        head = type(self).__name__ + "("
+        if not lines:
+            return head + ")"
+        if len(lines) == 1 and not self._modules:
+            return head + lines[0] + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _indent(text, spaces):
+    """Indents every line of `text` but the first (the first follows '(name): ')."""
+    first, *rest = text.split("\n")
+    pad = " " * spaces
+    return "\n".join([first] + [pad + line for line in rest])
+
+
+# ---- layers ---------------------------------------------------------------------------------
+
+
+def _uniform(shape, bound):
+    """A tensor of `shape` with values uniform in [-bound, bound)."""
+    return (mini.rand(*shape) * 2.0 - 1.0) * bound
+
+
+class Linear(Module):
+    """y = x @ weight.t() + bias, with weight [out_features, in_features].
+
+    Initialised like torch: weight and bias uniform in +-1/sqrt(in_features) (what torch's
+    kaiming_uniform_(a=sqrt(5)) works out to)."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        bound = 1.0 / in_features**0.5 if in_features > 0 else 0.0
+        self.weight = Parameter(_uniform((out_features, in_features), bound))
+        if bias:
+            self.bias = Parameter(_uniform((out_features,), bound))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        has_bias = self.bias is not None
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={has_bias}"
+        )
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class LayerNorm(Module):
+    """Normalises over the last len(normalized_shape) dims, then scales by weight and shifts
+    by bias (ones and zeros at first) when elementwise_affine is True."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(mini.ones(*self.normalized_shape))
+            if bias:
+                self.bias = Parameter(mini.zeros(*self.normalized_shape))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}"
+        )
+
+
+class Sequential(Module):
+    """Runs its modules in order, each one's output the next one's input.
+
+    Sequential(a, b, c) names them "0", "1", "2"; Sequential(OrderedDict(...)) keeps names."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for index, module in enumerate(args):
+                self.add_module(str(index), module)
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        modules = list(self._modules.values())
+        if not -len(modules) <= index < len(modules):
+            raise IndexError(f"index {index} is out of range for Sequential of length "
+                             f"{len(modules)}")
+        return modules[index]
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self

@@ -1,0 +1,38 @@
+// module.cpp — the `mini._C` extension: the C++ stages as seen from Python.
+// The tensor bindings live in bind_tensor.cpp; this file holds the module entry point, the
+// translation of mini::Error to the Python exception torch would raise, and the counters.
+#include <pybind11/pybind11.h>
+
+#include "tensor/errors.h"
+#include "tensor/metrics.h"
+
+namespace py = pybind11;
+
+void bind_tensor(py::module_& m);
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mini's C++ core: tensors, eager kernels and autograd";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const mini::Error& e) {
+      PyObject* type = PyExc_RuntimeError;
+      switch (e.kind) {
+        case mini::Error::Kind::Type: type = PyExc_TypeError; break;
+        case mini::Error::Kind::Value: type = PyExc_ValueError; break;
+        case mini::Error::Kind::Index: type = PyExc_IndexError; break;
+        default: break;
+      }
+      PyErr_SetString(type, e.what());
+    }
+  });
+
+  m.def("metrics_get", [] {
+    const mini::Metrics& s = mini::metrics();
+    return py::make_tuple(s.kernel_launches, s.bytes_moved, s.generated_kernel_count);
+  }, "(kernel_launches, bytes_moved, generated_kernel_count)");
+  m.def("metrics_reset", [] { mini::metrics().reset(); });
+
+  bind_tensor(m);
+}

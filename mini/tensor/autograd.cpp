@@ -1,0 +1,201 @@
+#include "autograd.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "derivatives.h"
+#include "ops.h"
+
+namespace mini {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+
+// The eager builder for derivatives.h: runs each op immediately, without recording.
+struct EagerBuilder {
+  using Value = Tensor;
+  Value call(OpKind k, std::vector<Value> in, const Attrs& a) { return call_op(k, in, a); }
+  Shape shape(const Value& v) { return v->sizes; }
+  DType dtype(const Value& v) { return v->dtype; }
+  Value scalar(double x, DType d) { return scalar_tensor(x, d, /*wrapped_number=*/true); }
+};
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool on) { g_grad_enabled = on; }
+
+void SavedTensor::save(const Tensor& t) {
+  value = t;
+  version = t ? t->storage->version : 0;
+}
+
+const Tensor& SavedTensor::unpack(const char* op) const {
+  if (value && value->storage->version != version)
+    fail("one of the variables needed for gradient computation has been modified by an "
+         "inplace operation: the input or output of ", op, " was written after it was saved "
+         "(version ", version, ", now ", value->storage->version, "). Use an out-of-place "
+         "op (e.g. x = x + y instead of x.add_(y)) before backward.");
+  return value;
+}
+
+const char* GradNode::name() const { return is_accumulator() ? "AccumulateGrad" : op_name(kind); }
+
+Edge edge_of(const Tensor& t) {
+  if (!t) return {};
+  if (t->grad_fn) return {t->grad_fn};
+  if (!t->requires_grad) return {};
+  auto acc = t->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<GradNode>();
+    acc->leaf = t;
+    acc->accumulator_ = true;
+    t->grad_accumulator = acc;
+  }
+  return {acc};
+}
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const auto& t : inputs)
+    if (t && t->needs_grad()) return true;
+  return false;
+}
+
+void record(OpKind kind, const std::vector<Tensor>& inputs, const Tensor& output,
+            const Attrs& attrs) {
+  if (!should_record(inputs)) return;
+  auto node = std::make_shared<GradNode>();
+  node->kind = kind;
+  node->attrs = attrs;
+  node->inputs.resize(inputs.size());
+  SavedNeeds needs = saved_needs(kind);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    node->inputs[i].save(needs.input_values || !inputs[i] ? inputs[i] : shape_only(inputs[i]));
+    node->next.push_back(edge_of(inputs[i]));
+  }
+  // The output is saved as an alias without grad_fn: no reference cycle.
+  node->output.save(needs.output_value ? detach(output) : shape_only(output));
+  output->grad_fn = node;
+}
+
+SavedNeeds saved_needs(OpKind kind) {
+  switch (kind) {
+    case OpKind::Add: case OpKind::Sub: case OpKind::Neg: case OpKind::Cast:
+    case OpKind::Clone: case OpKind::Sum: case OpKind::Mean: case OpKind::Reshape:
+    case OpKind::Transpose: case OpKind::Permute: case OpKind::Unsqueeze:
+    case OpKind::Squeeze: case OpKind::Expand: case OpKind::Slice: case OpKind::Select:
+    case OpKind::SliceBackward:
+      return {false, false};
+    case OpKind::Exp: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Relu:
+    case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Softmax: case OpKind::LogSoftmax:
+      return {false, true};
+    case OpKind::Amax: case OpKind::Amin: case OpKind::Pow:
+      return {true, true};
+    default:
+      return {true, false};
+  }
+}
+
+Tensor shape_only(const Tensor& t) {
+  auto p = std::make_shared<TensorImpl>();
+  p->storage = std::make_shared<Storage>();
+  p->sizes = t->sizes;
+  p->strides = t->strides;
+  p->dtype = t->dtype;
+  return p;
+}
+
+namespace {
+
+// Nodes reachable from `root`, ordered so that every node comes before the nodes it
+// feeds gradients into (reverse post-order of a depth-first walk).
+std::vector<GradNode*> topological_order(GradNode* root) {
+  std::vector<GradNode*> post;
+  std::unordered_set<GradNode*> seen{root};
+  std::vector<std::pair<GradNode*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, i] = stack.back();
+    if (i < node->next.size()) {
+      GradNode* child = node->next[i++].node.get();
+      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    } else {
+      post.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+void accumulate_into_leaf(GradNode* acc, const Tensor& g) {
+  Tensor leaf = acc->leaf.lock();
+  if (!leaf) return;
+  NoGradGuard no_grad;
+  if (g->sizes != leaf->sizes)
+    fail("gradient of shape ", shape_str(g->sizes), " does not match the leaf's shape ",
+         shape_str(leaf->sizes));
+  if (!leaf->grad) {
+    leaf->grad = clone(g);  // the leaf owns its own buffer, never an alias of another grad
+  } else {
+    leaf->grad = binary(OpKind::Add, leaf->grad, g);
+  }
+}
+
+}  // namespace
+
+void backward(const Tensor& root, Tensor grad, bool retain_graph) {
+  if (!root->needs_grad())
+    fail("element 0 of tensors does not require grad and does not have a grad_fn");
+  if (!grad) {
+    if (root->numel() != 1)
+      fail("grad can be implicitly created only for scalar outputs (the tensor has shape ",
+           shape_str(root->sizes), "); pass a gradient: t.backward(gradient)");
+    grad = full(root->sizes, 1.0, root->dtype);
+  } else if (grad->sizes != root->sizes) {
+    fail("gradient has shape ", shape_str(grad->sizes), " but the tensor has shape ",
+         shape_str(root->sizes));
+  }
+  Edge root_edge = edge_of(root);
+  std::vector<GradNode*> order = topological_order(root_edge.node.get());
+  std::unordered_map<GradNode*, Tensor> pending{{root_edge.node.get(), grad}};
+
+  NoGradGuard no_grad;
+  EagerBuilder builder;
+  Rules<EagerBuilder> rules{builder};
+  for (GradNode* node : order) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;
+    Tensor g = std::move(it->second);
+    pending.erase(it);
+    if (node->is_accumulator()) {
+      accumulate_into_leaf(node, g);
+      continue;
+    }
+    if (node->released)
+      fail("Trying to backward through the graph a second time (or directly access saved "
+           "tensors after they have already been freed). Specify retain_graph=True on the "
+           "first backward() call if you need to backward through the graph again.");
+    std::vector<Tensor> in(node->inputs.size());
+    std::vector<bool> need(node->inputs.size());
+    for (size_t i = 0; i < in.size(); i++) {
+      in[i] = node->inputs[i].unpack(node->name());
+      need[i] = node->next[i].node != nullptr;
+    }
+    Tensor out = node->output.unpack(node->name());
+    std::vector<Tensor> grads = rules.apply(node->kind, node->attrs, g, in, out, need);
+    for (size_t i = 0; i < grads.size(); i++) {
+      GradNode* child = node->next[i].node.get();
+      if (!child || !grads[i]) continue;
+      Tensor gi = grads[i];
+      if (in[i] && gi->dtype != in[i]->dtype) gi = cast(gi, in[i]->dtype);
+      auto [slot, fresh] = pending.emplace(child, gi);
+      if (!fresh) slot->second = binary(OpKind::Add, slot->second, gi);
+    }
+    if (!retain_graph) {
+      node->released = true;
+      for (auto& s : node->inputs) s.value.reset();
+      node->output.value.reset();
+    }
+  }
+}
+
+}  // namespace mini

@@ -1,0 +1,84 @@
+// autograd.h — eager reverse-mode autodiff: the tape (GradNodes linked to their inputs'
+// producers), grad mode, and the backward engine.
+//
+// Each differentiable op calls record() after computing its output. The node stores the
+// op kind, attributes, its inputs (and a storage-sharing alias of its output) as
+// SavedTensors, and one Edge per input. backward() walks the nodes in reverse topological
+// order and applies each op's rule from derivatives.h — the same rule the joint
+// forward/backward graph applies symbolically.
+//
+// Ownership: a tensor owns its grad_fn; a node owns its inputs' producers (edges) and its
+// saved tensors. A saved *output* is an alias without grad_fn, so there is no cycle.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "op.h"
+#include "tensor.h"
+
+namespace mini {
+
+// A tensor saved for backward, remembering its storage version so that an in-place write
+// after saving is caught instead of silently giving a wrong gradient.
+struct SavedTensor {
+  Tensor value;
+  uint64_t version = 0;
+  void save(const Tensor& t);
+  const Tensor& unpack(const char* op) const;
+};
+
+struct Edge {
+  std::shared_ptr<GradNode> node;  // null: this input needs no gradient
+};
+
+struct GradNode {
+  OpKind kind = OpKind::Add;
+  Attrs attrs;
+  std::vector<SavedTensor> inputs;
+  SavedTensor output;
+  std::vector<Edge> next;  // one per input
+  bool released = false;   // saved tensors freed after a backward without retain_graph
+
+  // A leaf's accumulator: adds incoming gradients into leaf->grad.
+  std::weak_ptr<TensorImpl> leaf;
+  bool is_accumulator() const { return !leaf.expired() || accumulator_; }
+  bool accumulator_ = false;
+
+  const char* name() const;
+};
+
+// ---- grad mode ------------------------------------------------------------------------
+bool grad_enabled();
+void set_grad_enabled(bool on);
+struct NoGradGuard {
+  bool prev;
+  NoGradGuard() : prev(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(prev); }
+};
+
+// True when an op on these inputs must be recorded.
+bool should_record(const std::vector<Tensor>& inputs);
+
+// Attaches a GradNode for (kind, attrs, inputs) to `output`. No-op unless should_record.
+void record(OpKind kind, const std::vector<Tensor>& inputs, const Tensor& output,
+            const Attrs& attrs = {});
+
+// What an op's derivative rule reads: its inputs' values, its output's value. Inputs whose
+// values are not read are saved as shape-only placeholders, so that writing to them in
+// place later is not mistaken for corrupting backward (torch saves only what it needs too).
+struct SavedNeeds {
+  bool input_values;
+  bool output_value;
+};
+SavedNeeds saved_needs(OpKind kind);
+
+// A tensor with t's sizes, strides and dtype but no data: for rules that read only shapes.
+Tensor shape_only(const Tensor& t);
+
+// Runs backward from `root` with incoming gradient `grad` (ones for a scalar when null).
+void backward(const Tensor& root, Tensor grad, bool retain_graph);
+
+// Gradient edge of an input: its grad_fn, or its leaf accumulator, or none.
+Edge edge_of(const Tensor& t);
+
+}  // namespace mini

@@ -1,0 +1,269 @@
+// derivatives.h — every differentiable op's derivative rule, once.
+//
+// A rule maps the gradient of an op's output to gradients of its inputs, using only other
+// ops. It is written against a "builder" F so that the same rule runs in two worlds:
+//   * eager autograd (autograd.cpp): F::Value is a Tensor and F::call runs the op now;
+//   * the joint forward/backward graph (mini/autograd): F::Value is a graph value and
+//     F::call appends a node.
+// F must provide:
+//   Value call(OpKind, std::vector<Value>, Attrs)    apply an op
+//   Shape shape(const Value&);  DType dtype(const Value&)
+//   Value scalar(double, DType)                      a 0-d constant
+// A default-constructed Value means "no gradient" (and must test false).
+#pragma once
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "errors.h"
+#include "op.h"
+
+namespace mini {
+
+template <class F>
+struct Rules {
+  using V = typename F::Value;
+  F& f;
+
+  // ---- small vocabulary on top of F::call --------------------------------------------
+  V op(OpKind k, std::vector<V> in, Attrs a = {}) { return f.call(k, std::move(in), a); }
+  V add(V a, V b) { return op(OpKind::Add, {a, b}); }
+  V sub(V a, V b) { return op(OpKind::Sub, {a, b}); }
+  V mul(V a, V b) { return op(OpKind::Mul, {a, b}); }
+  V div(V a, V b) { return op(OpKind::Div, {a, b}); }
+  V neg(V a) { return op(OpKind::Neg, {a}); }
+  V num(double x, const V& like) { return f.scalar(x, f.dtype(like)); }
+  V cast(V a, DType d) {
+    if (f.dtype(a) == d) return a;
+    Attrs at; at.dtype = d;
+    return op(OpKind::Cast, {a}, at);
+  }
+  V reshape(V a, const Shape& s) {
+    if (f.shape(a) == s) return a;
+    Attrs at; at.shape = s;
+    return op(OpKind::Reshape, {a}, at);
+  }
+  V expand(V a, const Shape& s) {
+    if (f.shape(a) == s) return a;
+    Attrs at; at.shape = s;
+    return op(OpKind::Expand, {a}, at);
+  }
+  V sum(V a, std::vector<int64_t> dims, bool keepdim) {
+    Attrs at; at.dims = std::move(dims); at.keepdim = keepdim;
+    return op(OpKind::Sum, {a}, at);
+  }
+  V transpose_last(V a) {
+    Attrs at; at.dim = -1; at.dim2 = -2;
+    return op(OpKind::Transpose, {a}, at);
+  }
+
+  // Sums a broadcast gradient back to `shape` (the input's shape before broadcasting).
+  V sum_to(V g, const Shape& shape) {
+    Shape gs = f.shape(g);
+    if (gs == shape) return g;
+    size_t lead = gs.size() - shape.size();
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < gs.size(); i++)
+      if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) dims.push_back((int64_t)i);
+    if (!dims.empty()) g = sum(g, dims, true);
+    return reshape(g, shape);
+  }
+
+  // Re-inserts reduced dims (kept as size 1) so that a reduction's gradient broadcasts.
+  V unreduce(V g, const Shape& in_shape, const Attrs& a) {
+    if (a.keepdim) return g;
+    std::vector<int64_t> dims = a.dims;
+    int64_t rank = (int64_t)in_shape.size();
+    if (dims.empty()) {
+      dims.resize(rank);
+      std::iota(dims.begin(), dims.end(), 0);
+    }
+    for (auto& d : dims) d = d < 0 ? d + rank : d;
+    Shape kept = in_shape;
+    for (int64_t d : dims) kept[d] = 1;
+    return reshape(g, kept);
+  }
+
+  int64_t reduced_count(const Shape& in_shape, const Attrs& a) {
+    if (a.dims.empty()) {
+      int64_t n = 1;
+      for (auto s : in_shape) n *= s;
+      return n;
+    }
+    int64_t n = 1, rank = (int64_t)in_shape.size();
+    for (int64_t d : a.dims) n *= in_shape[d < 0 ? d + rank : d];
+    return n;
+  }
+
+  // ---- the rules ---------------------------------------------------------------------
+  // g: gradient of the output; in: the op's inputs; out: its output; need[i]: whether
+  // input i wants a gradient. Returns one gradient (or none) per input.
+  std::vector<V> apply(OpKind k, const Attrs& a, V g, const std::vector<V>& in, const V& out,
+                       const std::vector<bool>& need) {
+    std::vector<V> gi(in.size());
+    auto shp = [&](size_t i) { return f.shape(in[i]); };
+    switch (k) {
+      case OpKind::Add:
+        if (need[0]) gi[0] = sum_to(g, shp(0));
+        if (need[1]) gi[1] = sum_to(g, shp(1));
+        break;
+      case OpKind::Sub:
+        if (need[0]) gi[0] = sum_to(g, shp(0));
+        if (need[1]) gi[1] = sum_to(neg(g), shp(1));
+        break;
+      case OpKind::Mul:
+        if (need[0]) gi[0] = sum_to(mul(g, in[1]), shp(0));
+        if (need[1]) gi[1] = sum_to(mul(g, in[0]), shp(1));
+        break;
+      case OpKind::Div:
+        if (need[0]) gi[0] = sum_to(div(g, in[1]), shp(0));
+        if (need[1]) gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), shp(1));
+        break;
+      case OpKind::Pow:  // out = x ** y
+        if (need[0]) {
+          V y_minus_1 = sub(in[1], num(1.0, in[1]));
+          V dx = mul(in[1], op(OpKind::Pow, {in[0], y_minus_1}));
+          gi[0] = sum_to(mul(g, dx), shp(0));
+        }
+        if (need[1]) gi[1] = sum_to(mul(g, mul(out, op(OpKind::Log, {in[0]}))), shp(1));
+        break;
+      case OpKind::Maximum:
+      case OpKind::Minimum: {  // ties split the gradient evenly, as torch
+        OpKind wins = k == OpKind::Maximum ? OpKind::Gt : OpKind::Lt;
+        V tie = mul(cast(op(OpKind::Eq, {in[0], in[1]}), f.dtype(g)), num(0.5, g));
+        if (need[0]) {
+          V m = add(cast(op(wins, {in[0], in[1]}), f.dtype(g)), tie);
+          gi[0] = sum_to(mul(g, m), shp(0));
+        }
+        if (need[1]) {
+          V m = add(cast(op(wins, {in[1], in[0]}), f.dtype(g)), tie);
+          gi[1] = sum_to(mul(g, m), shp(1));
+        }
+        break;
+      }
+      case OpKind::Where: {  // where(c, a, b)
+        V zero = num(0.0, g);
+        if (need[1]) gi[1] = sum_to(op(OpKind::Where, {in[0], g, zero}), shp(1));
+        if (need[2]) gi[2] = sum_to(op(OpKind::Where, {in[0], zero, g}), shp(2));
+        break;
+      }
+      case OpKind::Neg: gi[0] = neg(g); break;
+      case OpKind::Abs: gi[0] = mul(g, op(OpKind::Sign, {in[0]})); break;
+      case OpKind::Exp: gi[0] = mul(g, out); break;
+      case OpKind::Log: gi[0] = div(g, in[0]); break;
+      case OpKind::Sin: gi[0] = mul(g, op(OpKind::Cos, {in[0]})); break;
+      case OpKind::Cos: gi[0] = neg(mul(g, op(OpKind::Sin, {in[0]}))); break;
+      case OpKind::Tanh: gi[0] = mul(g, sub(num(1.0, out), mul(out, out))); break;
+      case OpKind::Sigmoid: gi[0] = mul(g, mul(out, sub(num(1.0, out), out))); break;
+      case OpKind::Relu:
+        gi[0] = op(OpKind::Where, {op(OpKind::Gt, {out, num(0.0, out)}), g, num(0.0, g)});
+        break;
+      case OpKind::Sqrt: gi[0] = div(g, mul(out, num(2.0, out))); break;
+      case OpKind::Rsqrt: gi[0] = mul(g, mul(mul(out, mul(out, out)), num(-0.5, out))); break;
+      case OpKind::Gelu: {
+        Attrs at; at.mode = a.mode;
+        gi[0] = op(OpKind::GeluBackward, {g, in[0]}, at);
+        break;
+      }
+      case OpKind::Cast: gi[0] = cast(g, f.dtype(in[0])); break;
+      case OpKind::Clone: gi[0] = g; break;
+      case OpKind::Sum: gi[0] = expand(unreduce(g, shp(0), a), shp(0)); break;
+      case OpKind::Mean: {
+        V scaled = div(g, num((double)reduced_count(shp(0), a), g));
+        gi[0] = expand(unreduce(scaled, shp(0), a), shp(0));
+        break;
+      }
+      case OpKind::Amax:
+      case OpKind::Amin: {  // the gradient goes to the extremal elements, split on ties
+        Attrs keep = a; keep.keepdim = true;
+        V hit = cast(op(OpKind::Eq, {in[0], unreduce(out, shp(0), a)}), f.dtype(g));
+        V count = op(OpKind::Sum, {hit}, keep);
+        gi[0] = mul(div(unreduce(g, shp(0), a), count), hit);
+        break;
+      }
+      case OpKind::Reshape: gi[0] = reshape(g, shp(0)); break;
+      case OpKind::Transpose: {
+        Attrs at; at.dim = a.dim; at.dim2 = a.dim2;
+        gi[0] = op(OpKind::Transpose, {g}, at);
+        break;
+      }
+      case OpKind::Permute: {
+        Attrs at; at.dims.resize(a.dims.size());
+        int64_t r = (int64_t)a.dims.size();
+        for (int64_t i = 0; i < r; i++) at.dims[(a.dims[i] + r) % r] = i;
+        gi[0] = op(OpKind::Permute, {g}, at);
+        break;
+      }
+      case OpKind::Unsqueeze:
+      case OpKind::Squeeze: gi[0] = reshape(g, shp(0)); break;
+      case OpKind::Expand: gi[0] = sum_to(g, shp(0)); break;
+      case OpKind::Slice: {
+        Attrs at = a; at.shape = shp(0);
+        gi[0] = op(OpKind::SliceBackward, {g}, at);
+        break;
+      }
+      case OpKind::Select: {
+        Shape in_s = shp(0);
+        int64_t d = a.dim < 0 ? a.dim + (int64_t)in_s.size() : a.dim;
+        Shape kept = in_s; kept[d] = 1;
+        Attrs at; at.shape = in_s; at.dim = d;
+        at.start = a.index; at.end = a.index + 1; at.step = 1;
+        gi[0] = op(OpKind::SliceBackward, {reshape(g, kept)}, at);
+        break;
+      }
+      case OpKind::Matmul:  // both inputs at least 2-D here (ops.cpp reshapes 1-D cases)
+        if (need[0]) gi[0] = sum_to(op(OpKind::Matmul, {g, transpose_last(in[1])}), shp(0));
+        if (need[1]) gi[1] = sum_to(op(OpKind::Matmul, {transpose_last(in[0]), g}), shp(1));
+        break;
+      case OpKind::Softmax: {
+        Attrs at; at.dims = {a.dim}; at.keepdim = true;
+        V gy = mul(g, out);
+        gi[0] = sub(gy, mul(out, op(OpKind::Sum, {gy}, at)));
+        break;
+      }
+      case OpKind::LogSoftmax: {
+        Attrs at; at.dims = {a.dim}; at.keepdim = true;
+        gi[0] = sub(g, mul(op(OpKind::Exp, {out}), op(OpKind::Sum, {g}, at)));
+        break;
+      }
+      case OpKind::LayerNorm: gi = layer_norm(a, g, in, need); break;
+      case OpKind::MseLoss: {  // out = reduce((a - b)^2)
+        V diff = sub(in[0], in[1]);
+        V scale = num(a.mode == "mean" ? 2.0 / (double)reduced_count(f.shape(diff), Attrs{}) : 2.0, g);
+        V ga = mul(mul(g, scale), diff);
+        if (need[0]) gi[0] = sum_to(ga, shp(0));
+        if (need[1]) gi[1] = sum_to(neg(ga), shp(1));
+        break;
+      }
+      default:
+        fail("derivative for ", op_name(k), " is not implemented");
+    }
+    return gi;
+  }
+
+  // layer_norm over the last a.dim dims: y = (x - mean) * rstd * w + b.
+  std::vector<V> layer_norm(const Attrs& a, V g, const std::vector<V>& in,
+                            const std::vector<bool>& need) {
+    std::vector<V> gi(in.size());
+    Shape xs = f.shape(in[0]);
+    Attrs red; red.keepdim = true;
+    for (int64_t i = (int64_t)xs.size() - a.dim; i < (int64_t)xs.size(); i++) red.dims.push_back(i);
+    V mu = op(OpKind::Mean, {in[0]}, red);
+    V xc = sub(in[0], mu);
+    V var = op(OpKind::Mean, {mul(xc, xc)}, red);
+    V rstd = op(OpKind::Rsqrt, {add(var, num(a.eps, var))});
+    V xhat = mul(xc, rstd);
+    bool has_w = in.size() > 1 && in[1];
+    V gxhat = has_w ? mul(g, in[1]) : g;
+    if (need[0]) {
+      V m1 = op(OpKind::Mean, {gxhat}, red);
+      V m2 = op(OpKind::Mean, {mul(gxhat, xhat)}, red);
+      gi[0] = mul(rstd, sub(sub(gxhat, m1), mul(xhat, m2)));
+    }
+    if (has_w && need[1]) gi[1] = sum_to(mul(g, xhat), f.shape(in[1]));
+    if (in.size() > 2 && in[2] && need[2]) gi[2] = sum_to(g, f.shape(in[2]));
+    return gi;
+  }
+};
+
+}  // namespace mini

@@ -1,0 +1,98 @@
+// factories.cpp — tensors made from nothing: full/zeros/ones, arange, random numbers, and
+// the 0-d tensors that stand for Python numbers. A fill is one kernel; empty() is none.
+#include <cmath>
+#include <random>
+
+#include "loops.h"
+#include "metrics.h"
+#include "ops.h"
+
+namespace mini {
+
+namespace {
+std::mt19937_64& generator() {
+  static std::mt19937_64 gen(0x5eed);
+  return gen;
+}
+
+template <class T>
+void fill_raw(const Tensor& t, T v) {
+  T* p = t->data<T>();
+  parallel_chunks(t->numel(), [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; i++) p[i] = v;
+  });
+}
+}  // namespace
+
+void manual_seed(uint64_t seed) { generator().seed(seed); }
+
+Tensor empty(const Shape& shape, DType dtype) { return TensorImpl::empty(shape, dtype); }
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = TensorImpl::empty(shape, dtype);
+  MINI_DISPATCH(dtype, T, [&] { fill_raw<T>(t, static_cast<T>(value)); });
+  count_kernel(t->nbytes());
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor scalar_tensor(double value, DType dtype, bool wrapped_number) {
+  Tensor t = TensorImpl::empty({}, dtype);
+  MINI_DISPATCH(dtype, T, [&] { *t->data<T>() = static_cast<T>(value); });
+  t->wrapped_number = wrapped_number;
+  return t;
+}
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0) fail("arange: step must be nonzero");
+  if ((step > 0 && start > end) || (step < 0 && start < end))
+    fail("arange: upper bound and larger bound inconsistent with step sign (start ", start,
+         ", end ", end, ", step ", step, ")");
+  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = TensorImpl::empty({n}, dtype);
+  MINI_DISPATCH(dtype, T, [&] {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < n; i++) p[i] = static_cast<T>(start + i * step);
+  });
+  count_kernel(t->nbytes());
+  return t;
+}
+
+// Random numbers are drawn sequentially from one generator, so a seed reproduces them
+// exactly regardless of thread count.
+Tensor rand(const Shape& shape, DType dtype) {
+  if (!is_floating(dtype)) fail("rand is only defined for floating point dtypes, got ", dtype_name(dtype));
+  Tensor t = TensorImpl::empty(shape, dtype);
+  auto& gen = generator();
+  MINI_DISPATCH(dtype, T, [&] {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel(); i++) {
+      T u = static_cast<T>((gen() >> 11) * 0x1.0p-53);
+      p[i] = u < T(1) ? u : T(0);  // rounding to float can reach 1.0: keep [0, 1)
+    }
+  });
+  count_kernel(t->nbytes());
+  return t;
+}
+
+Tensor randn(const Shape& shape, DType dtype) {
+  if (!is_floating(dtype)) fail("randn is only defined for floating point dtypes, got ", dtype_name(dtype));
+  Tensor t = TensorImpl::empty(shape, dtype);
+  auto& gen = generator();
+  MINI_DISPATCH(dtype, T, [&] {
+    T* p = t->data<T>();
+    int64_t n = t->numel();
+    for (int64_t i = 0; i < n; i += 2) {  // Box-Muller: two normals from two uniforms
+      double u1 = ((gen() >> 11) + 1) * 0x1.0p-53, u2 = (gen() >> 11) * 0x1.0p-53;
+      double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+      p[i] = static_cast<T>(r * std::cos(th));
+      if (i + 1 < n) p[i + 1] = static_cast<T>(r * std::sin(th));
+    }
+  });
+  count_kernel(t->nbytes());
+  return t;
+}
+
+}  // namespace mini

@@ -1,0 +1,136 @@
+// matmul.cpp — torch.matmul semantics on top of one batched GEMM kernel (OpenBLAS for
+// float32/float64, a plain loop for int64). 1-D operands are unsqueezed to matrices and
+// the extra dim squeezed away afterwards, so the core op and its derivative only ever see
+// operands of rank >= 2.
+#include <cblas.h>
+
+#include "autograd.h"
+#include "loops.h"
+#include "metrics.h"
+#include "ops.h"
+
+namespace mini {
+
+namespace {
+
+// How BLAS can read one matrix of an operand: row-major as is, or as the transpose of a
+// column-major one. Anything else needs a contiguous copy first.
+struct BlasView {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+bool blas_view(const Tensor& t, BlasView* v) {
+  int64_t r = t->dim(), rows = t->sizes[r - 2], cols = t->sizes[r - 1];
+  int64_t rs = t->strides[r - 2], cs = t->strides[r - 1];
+  if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(cols, 1)) {
+    *v = {false, std::max<int64_t>(rs, 1)};
+    return true;
+  }
+  if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(rows, 1)) {
+    *v = {true, std::max<int64_t>(cs, 1)};
+    return true;
+  }
+  return false;
+}
+
+template <class T>
+void gemm(const BlasView& va, const BlasView& vb, int64_t n, int64_t k, int64_t m, const T* a,
+          const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
+                n, m, k, 1.0f, a, va.ld, b, vb.ld, 0.0f, c, m);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
+                n, m, k, 1.0, a, va.ld, b, vb.ld, 0.0, c, m);
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < m; j++) {
+        T acc = 0;
+        for (int64_t p = 0; p < k; p++) {
+          T x = va.trans ? a[p * va.ld + i] : a[i * va.ld + p];
+          T y = vb.trans ? b[j * vb.ld + p] : b[p * vb.ld + j];
+          acc += x * y;
+        }
+        c[i * m + j] = acc;
+      }
+  }
+}
+
+std::string mat_str(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); i++) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+// The core op: a [..., n, k] @ b [..., k, m] with broadcast batch dims.
+Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  int64_t ra = a->dim(), rb = b->dim();
+  int64_t n = a->sizes[ra - 2], k = a->sizes[ra - 1], m = b->sizes[rb - 1];
+  if (b->sizes[rb - 2] != k)
+    fail("mat1 and mat2 shapes cannot be multiplied (", mat_str(a->sizes), " and ",
+         mat_str(b->sizes), "): the inner dimensions ", k, " and ", b->sizes[rb - 2],
+         " must be equal");
+  Shape batch_a(a->sizes.begin(), a->sizes.end() - 2), batch_b(b->sizes.begin(), b->sizes.end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b);
+  Shape out_shape = batch;
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  Tensor out = TensorImpl::empty(out_shape, a->dtype);
+  BlasView va, vb;
+  if (!blas_view(a, &va)) { a = contiguous(detach(a)); blas_view(a, &va); }
+  if (!blas_view(b, &vb)) { b = contiguous(detach(b)); blas_view(b, &vb); }
+  Strides sa = broadcast_strides(batch_a, Strides(a->strides.begin(), a->strides.end() - 2), batch);
+  Strides sb = broadcast_strides(batch_b, Strides(b->strides.begin(), b->strides.end() - 2), batch);
+  int64_t nbatch = numel_of(batch);
+  Strides bc = contiguous_strides(batch);
+  MINI_DISPATCH(a->dtype, T, [&] {
+    if constexpr (std::is_same_v<T, bool>) {
+      fail("matmul is not implemented for bool tensors; convert first, e.g. a.float() @ b.float()");
+    } else {
+      for (int64_t bi = 0; bi < nbatch; bi++) {
+        int64_t oa = 0, ob = 0, rem = bi;
+        for (size_t d = 0; d < batch.size(); d++) {
+          int64_t idx = rem / bc[d];
+          rem %= bc[d];
+          oa += idx * sa[d];
+          ob += idx * sb[d];
+        }
+        T* c = out->data<T>() + bi * n * m;
+        if (k == 0) {
+          for (int64_t i = 0; i < n * m; i++) c[i] = 0;
+          continue;
+        }
+        gemm<T>(va, vb, n, k, m, a->data<T>() + oa, b->data<T>() + ob, c);
+      }
+    }
+  });
+  count_kernel(a_in->nbytes() + b_in->nbytes() + out->nbytes());
+  record(OpKind::Matmul, {a_in, b_in}, out);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (!a || !b) fail_type("matmul(): arguments must be Tensors, not None");
+  if (a->dim() == 0 || b->dim() == 0)
+    fail("both arguments to matmul need to be at least 1D, but they are ", a->dim(), "D and ",
+         b->dim(), "D");
+  if (a->dtype != b->dtype)
+    fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(a->dtype), " != ",
+         dtype_name(b->dtype));
+  if (a->dim() == 1 && b->dim() == 1) {
+    if (a->sizes[0] != b->sizes[0])
+      fail("inconsistent tensor size, expected tensor [", a->sizes[0], "] and src [",
+           b->sizes[0], "] to have the same number of elements, but got ", a->sizes[0],
+           " and ", b->sizes[0], " elements respectively");
+    return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
+  }
+  if (a->dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b), {-2});
+  if (b->dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, 1)), {-1});
+  return matmul_nd(a, b);
+}
+
+}  // namespace mini

@@ -1,0 +1,23 @@
+// metrics.h — counters every kernel bumps: launches and bytes moved (operands read + output
+// written). The labs read them through mini.metrics. Plain globals: the eager runtime is
+// single-threaded at the op level (kernels parallelize inside).
+#pragma once
+#include <cstdint>
+
+namespace mini {
+
+struct Metrics {
+  int64_t kernel_launches = 0;
+  int64_t bytes_moved = 0;
+  int64_t generated_kernel_count = 0;
+  void reset() { *this = Metrics{}; }
+};
+
+Metrics& metrics();
+
+inline void count_kernel(int64_t bytes) {
+  metrics().kernel_launches += 1;
+  metrics().bytes_moved += bytes;
+}
+
+}  // namespace mini

@@ -1,0 +1,78 @@
+// op.h — the vocabulary of operations: one OpKind per eager kernel, with its attributes.
+//
+// This list is shared by every stage: eager autograd records an OpKind per node, the graph
+// IR (mini/graph) stores one per node, derivative rules (derivatives.h) switch on it, and
+// later the fusion stage classifies it (pointwise / reduction / view / extern).
+// call_op(kind, inputs, attrs) in ops.h runs any of them eagerly.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+#include "shape.h"
+
+namespace mini {
+
+#define MINI_OP_LIST(X)                                                        \
+  /* pointwise, two inputs (broadcast, promoted) */                           \
+  X(Add, "add", Pointwise) X(Sub, "sub", Pointwise) X(Mul, "mul", Pointwise)   \
+  X(Div, "div", Pointwise) X(Pow, "pow", Pointwise)                            \
+  X(Maximum, "maximum", Pointwise) X(Minimum, "minimum", Pointwise)            \
+  X(Eq, "eq", Pointwise) X(Ne, "ne", Pointwise) X(Lt, "lt", Pointwise)         \
+  X(Le, "le", Pointwise) X(Gt, "gt", Pointwise) X(Ge, "ge", Pointwise)         \
+  X(GeluBackward, "gelu_backward", Pointwise)                                  \
+  /* pointwise, one input */                                                  \
+  X(Neg, "neg", Pointwise) X(Abs, "abs", Pointwise) X(Exp, "exp", Pointwise)   \
+  X(Log, "log", Pointwise) X(Sin, "sin", Pointwise) X(Cos, "cos", Pointwise)   \
+  X(Tanh, "tanh", Pointwise) X(Sigmoid, "sigmoid", Pointwise)                  \
+  X(Relu, "relu", Pointwise) X(Sqrt, "sqrt", Pointwise)                        \
+  X(Rsqrt, "rsqrt", Pointwise) X(Sign, "sign", Pointwise)                      \
+  X(Gelu, "gelu", Pointwise) X(Cast, "to", Pointwise) X(Clone, "clone", Pointwise) \
+  /* pointwise, three inputs */                                               \
+  X(Where, "where", Pointwise)                                                 \
+  /* reductions */                                                            \
+  X(Sum, "sum", Reduction) X(Mean, "mean", Reduction)                          \
+  X(Amax, "amax", Reduction) X(Amin, "amin", Reduction)                        \
+  /* views: no kernel, an index rewrite */                                    \
+  X(Reshape, "reshape", View) X(Transpose, "transpose", View)                  \
+  X(Permute, "permute", View) X(Unsqueeze, "unsqueeze", View)                  \
+  X(Squeeze, "squeeze", View) X(Expand, "expand", View)                        \
+  X(Slice, "slice", View) X(Select, "select", View)                            \
+  /* composite kernels */                                                     \
+  X(Matmul, "matmul", Extern)                                                  \
+  X(Softmax, "softmax", Composite) X(LogSoftmax, "log_softmax", Composite)      \
+  X(LayerNorm, "layer_norm", Composite) X(MseLoss, "mse_loss", Composite)      \
+  X(SliceBackward, "slice_backward", Composite)                                \
+  X(Nonzero, "nonzero", Composite)
+
+enum class OpKind {
+#define MINI_OP_ENUM(name, str, cls) name,
+  MINI_OP_LIST(MINI_OP_ENUM)
+#undef MINI_OP_ENUM
+};
+
+enum class OpClass { Pointwise, Reduction, View, Extern, Composite };
+
+const char* op_name(OpKind k);
+OpClass op_class(OpKind k);
+
+// Attributes of one op application. Each op reads only the fields it documents:
+//   reductions: dims (empty = all), keepdim
+//   Reshape/Expand: shape;  Permute: dims;  Transpose: dim, dim2;  Unsqueeze: dim
+//   Squeeze: dims (empty = every size-1 dim);  Select: dim, index
+//   Slice: dim, start, end, step;  SliceBackward: shape (of the base) + Slice's fields
+//   Softmax/LogSoftmax: dim;  LayerNorm: dims = normalized trailing dim count in dim, eps
+//   Gelu/GeluBackward: approximate ("none"|"tanh");  MseLoss: reduction
+//   Cast: dtype
+struct Attrs {
+  std::vector<int64_t> dims;
+  Shape shape;
+  bool keepdim = false;
+  int64_t dim = 0, dim2 = 0;
+  int64_t index = 0, start = 0, end = 0, step = 1;
+  double eps = 1e-5;
+  DType dtype = DType::Float32;
+  std::string mode;
+};
+
+}  // namespace mini

@@ -1,0 +1,74 @@
+// ops.h — the eager operations: the interface of mini/tensor to every other stage.
+//
+// In: Tensors (std::shared_ptr<TensorImpl>) and attributes.  Out: new Tensors.
+// Guarantees:
+//  * each compute op runs exactly one kernel (counted in metrics()); views run none;
+//  * broadcasting and type promotion follow torch for float32/float64/int64/bool;
+//  * when grad mode is on and an input needs grad, the result gets a GradNode whose
+//    derivative rule is the op's rule in derivatives.h;
+//  * bad input throws mini::Error (see errors.h), never crashes.
+// call_op() runs any OpKind by value, which is how graphs are interpreted.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "op.h"
+#include "tensor.h"
+
+namespace mini {
+
+// ---- factories ------------------------------------------------------------------------
+Tensor empty(const Shape& shape, DType dtype = DType::Float32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+Tensor ones(const Shape& shape, DType dtype = DType::Float32);
+Tensor arange(double start, double end, double step, DType dtype);
+Tensor scalar_tensor(double value, DType dtype, bool wrapped_number = false);
+Tensor randn(const Shape& shape, DType dtype = DType::Float32);
+Tensor rand(const Shape& shape, DType dtype = DType::Float32);
+void manual_seed(uint64_t seed);
+
+// ---- the generic entry point ----------------------------------------------------------
+Tensor call_op(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+
+// ---- pointwise ------------------------------------------------------------------------
+Tensor binary(OpKind kind, const Tensor& a, const Tensor& b);
+Tensor unary(OpKind kind, const Tensor& a, const Attrs& attrs = {});
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor cast(const Tensor& a, DType dtype);  // no kernel when dtype already matches
+Tensor clone(const Tensor& a);
+Tensor contiguous(const Tensor& a);          // no kernel when already contiguous
+DType result_type(const std::vector<Tensor>& operands);
+
+// ---- reductions -----------------------------------------------------------------------
+Tensor reduce(OpKind kind, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+// max/min along one dim: values and int64 indices from one kernel.
+std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max);
+
+// ---- views ----------------------------------------------------------------------------
+Tensor reshape(const Tensor& a, const Shape& shape);
+Tensor view(const Tensor& a, const Shape& shape);  // errors where reshape would copy
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& a, const std::vector<int64_t>& perm);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor squeeze(const Tensor& a, const std::vector<int64_t>& dims);  // empty: all size-1
+Tensor expand(const Tensor& a, const Shape& shape);
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor detach(const Tensor& a);  // shares storage, no autograd history
+
+// ---- matmul and composite kernels -----------------------------------------------------
+Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul: 1-D, 2-D, batched
+Tensor softmax(const Tensor& a, int64_t dim, bool log);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps);
+Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);
+Tensor nonzero(const Tensor& a);
+Tensor sum_to(const Tensor& a, const Shape& shape);  // reduces broadcast dims away
+
+// ---- in place (bump the storage version; autograd-checked) ----------------------------
+void copy_(const Tensor& dst, const Tensor& src);
+void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other);
+void fill_(const Tensor& self, double value);
+
+}  // namespace mini

@@ -1,0 +1,63 @@
+// scalar_math.h — the per-element math of the pointwise kernels, written so that loops
+// over them vectorize: no calls into libm in the hot float32 paths (exp is a Cephes-style
+// polynomial), NaN handled with compares rather than branches.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace mini {
+
+// exp for float32 with ~1 ulp error: x = n*ln2 + r, exp(x) = 2^n * P(r).
+inline float exp_f32(float x) {
+  float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  float y = p * scale;
+  y = x > 88.72283935546875f ? std::numeric_limits<float>::infinity() : y;
+  y = x < -87.3f ? (x < -103.98f ? 0.0f : std::exp(x)) : y;
+  return x != x ? x : y;
+}
+
+template <class T> inline T exp_of(T x) { return std::exp(x); }
+template <> inline float exp_of<float>(float x) { return exp_f32(x); }
+
+template <class T> inline T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+template <class T> inline T gelu_of(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(inner));
+  }
+  return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
+}
+
+template <class T> inline T gelu_grad_of(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T x3 = x * x * x;
+    T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x3);
+    T th = std::tanh(inner);
+    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
+    return T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * dinner;
+  }
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+  T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+}  // namespace mini

@@ -1,0 +1,232 @@
+"""Shared setup and helpers for mini's Python tests.
+
+The importable package is built by CMake into <repo>/build/python (mini/_C*.so plus the Python
+sources); put it first on sys.path so `import mini` works from the repo root, from ctest, or
+from anywhere else. MINI_PYTHON_DIR overrides the location (e.g. a second build folder).
+
+Expected values in these tests always come from numpy or from hand computation, never from
+mini itself. Conversions back to numpy go through `tolist()` so that a bug in `numpy()` /
+`__array__` cannot hide a bug in an op (those paths have their own tests).
+"""
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_PY_DIR = os.environ.get("MINI_PYTHON_DIR", str(REPO / "build" / "python"))
+if _PY_DIR not in sys.path:
+    sys.path.insert(0, _PY_DIR)
+
+import mini  # noqa: E402  (after the sys.path tweak on purpose)
+
+# ---------------------------------------------------------------------------------------------
+# dtypes
+
+DTYPES = [mini.float32, mini.float64, mini.int64, mini.bool]
+FLOAT_DTYPES = [mini.float32, mini.float64]
+NUMERIC_DTYPES = [mini.float32, mini.float64, mini.int64]
+_NP_OF = [(mini.float32, np.float32), (mini.float64, np.float64),
+          (mini.int64, np.int64), (mini.bool, np.bool_)]
+
+
+def np_dtype(dt):
+    """The numpy dtype matching a mini dtype."""
+    for m, n in _NP_OF:
+        if dt == m:
+            return np.dtype(n)
+    raise AssertionError(f"unknown mini dtype {dt!r}")
+
+
+def mini_dtype(npdt):
+    """The mini dtype matching a numpy dtype."""
+    npdt = np.dtype(npdt)
+    for m, n in _NP_OF:
+        if npdt == np.dtype(n):
+            return m
+    raise AssertionError(f"no mini dtype for {npdt}")
+
+
+def dtype_id(dt):
+    return str(dt).split(".")[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions and comparisons
+
+
+def to_np(t):
+    """A fresh numpy copy of a mini tensor, built from tolist() (independent of numpy())."""
+    assert isinstance(t, mini.Tensor), f"expected a mini.Tensor, got {type(t).__name__}"
+    shape = tuple(t.shape)
+    return np.array(t.tolist(), dtype=np_dtype(t.dtype)).reshape(shape)
+
+
+def mk(arr, requires_grad=False, dtype=None):
+    """A mini tensor holding a copy of a numpy array (or anything np.asarray accepts)."""
+    arr = np.asarray(arr)
+    if dtype is None:
+        dtype = mini_dtype(arr.dtype)
+    return mini.tensor(arr.tolist() if arr.ndim else arr.item(), dtype=dtype,
+                       requires_grad=requires_grad)
+
+
+def tol_for(dt):
+    """(rtol, atol) suitable for comparing a result of dtype `dt` with a float64 reference."""
+    if dt == mini.float32:
+        return 1e-5, 1e-6
+    if dt == mini.float64:
+        return 1e-10, 1e-12
+    return 0, 0
+
+
+def assert_close(t, expected, rtol=None, atol=None, dtype=None):
+    """t (mini tensor) equals `expected` (numpy-like) in shape, dtype (if given) and values."""
+    expected = np.asarray(expected)
+    assert isinstance(t, mini.Tensor), f"expected a mini.Tensor, got {type(t).__name__}"
+    assert tuple(t.shape) == expected.shape, f"shape {tuple(t.shape)} != {expected.shape}"
+    if dtype is not None:
+        assert t.dtype == dtype, f"dtype {t.dtype} != {dtype}"
+    got = to_np(t)
+    if rtol is None or atol is None:
+        r, a = tol_for(t.dtype)
+        rtol = r if rtol is None else rtol
+        atol = a if atol is None else atol
+    if got.dtype == np.bool_ or expected.dtype == np.bool_:
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=rtol, atol=atol)
+
+
+def assert_shares_storage(a, b):
+    """a and b alias: writing through a changes b (checked via a's first element)."""
+    before = to_np(b)
+    a.add_(1)
+    after = to_np(b)
+    assert not np.array_equal(before, after), "tensors do not share storage"
+    a.sub_(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# reference implementations
+
+
+def np_sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def np_gelu(x, approximate="none"):
+    x = np.asarray(x, dtype=np.float64)
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def np_softmax(x, dim):
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def np_log_softmax(x, dim):
+    m = x.max(axis=dim, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=dim, keepdims=True))
+
+
+def np_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)  # biased, like torch
+    y = (x - mu) / np.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient checking
+
+
+def gradcheck(fn, *arrays, eps=1e-6, rtol=1e-4, atol=1e-6, seed=0):
+    """Checks mini's backward() for `fn` against central finite differences in float64.
+
+    fn takes mini tensors (one per array) and returns a mini tensor. The scalar checked is
+    L = sum(fn(*xs) * R) for a fixed random R of the output's shape (R = 1 for 0-d outputs, so
+    plain backward() is used there), which exercises non-trivial upstream gradients.
+    """
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    leaves = [mk(a, requires_grad=True) for a in arrays]
+    out = fn(*leaves)
+    assert isinstance(out, mini.Tensor)
+    assert out.requires_grad, "output of a differentiable op does not require grad"
+    rng = np.random.default_rng(seed)
+    R = rng.uniform(-1.0, 1.0, size=tuple(out.shape)) if out.dim() else np.array(1.0)
+    if out.dim():
+        out.backward(mk(R))
+    else:
+        out.backward()
+
+    def loss(arrs):
+        with mini.no_grad():
+            o = fn(*[mk(a) for a in arrs])
+        return float((to_np(o).astype(np.float64) * R).sum())
+
+    for i, (a, leaf) in enumerate(zip(arrays, leaves)):
+        assert leaf.grad is not None, f"input {i}: .grad is None after backward()"
+        g = leaf.grad
+        assert tuple(g.shape) == a.shape, f"input {i}: grad shape {tuple(g.shape)} != {a.shape}"
+        assert g.dtype == mini.float64, f"input {i}: grad dtype {g.dtype}"
+        num = np.zeros_like(a)
+        flat = num.reshape(-1)
+        for j in range(a.size):
+            plus = [x.copy() for x in arrays]
+            minus = [x.copy() for x in arrays]
+            plus[i].reshape(-1)[j] += eps
+            minus[i].reshape(-1)[j] -= eps
+            flat[j] = (loss(plus) - loss(minus)) / (2 * eps)
+        np.testing.assert_allclose(to_np(g), num, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of input {i} differs from finite differences")
+
+
+# ---------------------------------------------------------------------------------------------
+# error messages
+
+
+def shape_regex(shape):
+    """Matches a shape written as [3, 4], (3, 4), 3x4 or 3 x 4 (with word boundaries)."""
+    return r"(?<![\d.])" + r"\s*(?:,|x|×|\*)\s*".join(str(s) for s in shape) + r"(?![\d.])"
+
+
+def assert_mentions_shape(msg, shape):
+    assert re.search(shape_regex(shape), msg), f"message does not name shape {list(shape)}: {msg!r}"
+
+
+def assert_mentions_numbers(msg, *numbers):
+    for n in numbers:
+        assert re.search(r"(?<![\d.])" + re.escape(str(n)) + r"(?![\d.])", msg), \
+            f"message does not mention {n}: {msg!r}"
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def metrics():
+    """mini.metrics, reset before the test body."""
+    mini.metrics.reset()
+    return mini.metrics

@@ -1,0 +1,170 @@
+"""Memory stays flat: long loops of eager ops and of forward+backward passes do not grow the
+process (RSS, which sees C++ allocations that tracemalloc cannot), intermediate tensors die
+once nothing refers to them, and the Python object count does not creep up."""
+import gc
+import os
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+import mini
+
+MB = 1024 * 1024
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss():
+    """Resident set size in bytes, from /proc/self/statm (field 2, in pages)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def _growth(fn, warmup, iters):
+    fn(warmup)
+    gc.collect()
+    before = rss()
+    fn(iters)
+    gc.collect()
+    return rss() - before
+
+
+def _pointwise_loop(n):
+    x = mini.randn(16)
+    for _ in range(n):
+        y = x * 2 + 1
+    return y
+
+
+def _mlp_setup():
+    mini.manual_seed(0)
+    w1 = mini.randn(8, 16, requires_grad=True)
+    b1 = mini.zeros(16, requires_grad=True)
+    w2 = mini.randn(16, 4, requires_grad=True)
+    x = mini.randn(32, 8)
+    target = mini.randn(32, 4)
+    return w1, b1, w2, x, target
+
+
+def _mlp_step(params, x, target):
+    w1, b1, w2 = params
+    h = mini.gelu(x @ w1 + b1)
+    out = (h @ w2).softmax(-1)
+    loss = mini.mse_loss(out, target) + (h * h).mean()
+    loss.backward()
+    return loss
+
+
+def _mlp_loop(n):
+    w1, b1, w2, x, target = _mlp_setup()
+    for _ in range(n):
+        _mlp_step((w1, b1, w2), x, target)
+        with mini.no_grad():
+            for p in (w1, b1, w2):
+                p.sub_(p.grad * 0.01)
+                p.grad.zero_()
+
+
+def test_rss_flat_over_many_small_eager_ops():
+    growth = _growth(_pointwise_loop, 10_000, 100_000)
+    assert growth < 20 * MB, f"RSS grew by {growth / MB:.1f} MB over 2*10^5 eager ops"
+
+
+def test_rss_flat_over_many_backward_passes():
+    growth = _growth(_mlp_loop, 100, 1_000)
+    assert growth < 20 * MB, f"RSS grew by {growth / MB:.1f} MB over 10^3 backward passes"
+
+
+def test_large_intermediates_are_freed():
+    # 4M float32 = 16 MB per tensor; 20 rounds would leak >= 320 MB if anything were retained
+    x = mini.randn(4 * 1024 * 1024, requires_grad=True)
+
+    def rounds(n):
+        for _ in range(n):
+            y = x.exp()        # exp saves its output: a naive tape makes y -> node -> y cycle
+            z = (y * x).tanh()
+            z.sum().backward()
+            del y, z
+
+    growth = _growth(rounds, 2, 20)
+    assert growth < 40 * MB, f"RSS grew by {growth / MB:.1f} MB: large intermediates leak"
+
+
+def test_graph_without_backward_is_freed():
+    x = mini.randn(4 * 1024 * 1024, requires_grad=True)
+
+    def rounds(n):
+        for _ in range(n):
+            y = x.exp().sigmoid()  # graph built, never backpropagated, then dropped
+            del y
+
+    growth = _growth(rounds, 2, 20)
+    assert growth < 40 * MB, f"RSS grew by {growth / MB:.1f} MB: unused graphs leak"
+
+
+def test_numpy_views_do_not_leak():
+    def rounds(n):
+        for _ in range(n):
+            t = mini.zeros(1024 * 1024)
+            a = t.numpy()
+            b = mini.from_numpy(np.ones(1024 * 1024, dtype=np.float32))
+            del t, a, b
+
+    growth = _growth(rounds, 5, 50)
+    assert growth < 40 * MB, f"RSS grew by {growth / MB:.1f} MB over numpy round trips"
+
+
+def test_intermediates_die_after_backward():
+    w1, b1, w2, x, target = _mlp_setup()
+    h = mini.gelu(x @ w1 + b1)
+    out = (h @ w2).softmax(-1)
+    loss = mini.mse_loss(out, target)
+    refs = [weakref.ref(t) for t in (h, out, loss)]
+    loss.backward()
+    del h, out, loss
+    gc.collect()
+    alive = [i for i, r in enumerate(refs) if r() is not None]
+    assert not alive, f"intermediates {alive} still alive after backward and del"
+    assert w1.grad is not None
+
+
+def test_intermediates_die_without_backward():
+    x = mini.randn(5, requires_grad=True)
+    y = x.exp()
+    z = y * 2
+    refs = [weakref.ref(y), weakref.ref(z)]
+    del y, z
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_grad_tensor_dies_with_leaf():
+    x = mini.randn(5, requires_grad=True)
+    (x * 2).sum().backward()
+    gref = weakref.ref(x.grad)
+    xref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert xref() is None and gref() is None
+
+
+@pytest.mark.parametrize("body", ["pointwise", "backward"])
+def test_python_object_count_flat(body):
+    x = mini.randn(16, requires_grad=(body == "backward"))
+
+    def run(n):
+        for _ in range(n):
+            y = (x * 2 + 1).relu()
+            if body == "backward":
+                y.sum().backward()
+
+    run(1_000)
+    gc.collect()
+    before = len(gc.get_objects())
+    refcount = sys.getrefcount(x)
+    run(10_000)
+    gc.collect()
+    after = len(gc.get_objects())
+    assert after - before < 100, f"{after - before} Python objects accumulated"
+    assert sys.getrefcount(x) == refcount, "the input's refcount changed: references leak"
