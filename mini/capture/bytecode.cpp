@@ -215,6 +215,13 @@ bool reach(const std::vector<Instruction>& instructions, int offset, int depth,
 }
 
 bool stack_effect(const Instruction& instruction, bool jump, int* effect) {
+  if (instruction.op == Opcode::RETURN_GENERATOR) {
+    // The generator's frame continues after RETURN_GENERATOR when it is first resumed, with
+    // the sent value pushed (the next POP_TOP drops it). 3.13's compiler says +1; 3.11 and
+    // 3.12 add this prologue after computing co_stacksize and say 0.
+    *effect = 1;
+    return true;
+  }
   *effect = PyCompile_OpcodeStackEffectWithJump(instruction.raw_opcode, instruction.arg,
                                                 jump ? 1 : 0);
   if (*effect == PY_INVALID_STACK_EFFECT) {

@@ -36,10 +36,15 @@ Tensor operand_or_throw(py::handle v, const char* op, const char* arg) {
   return t;
 }
 
-// Binary operator: returns NotImplemented for foreign types so Python can try the other side.
-py::object binop(OpKind k, const Tensor& a, py::handle b, bool reflected) {
+// Binary operator with a tensor or a Python number on the other side. numpy arrays get
+// NotImplemented (so numpy's reflected operator runs); anything else is a TypeError.
+py::object binop(OpKind k, const Tensor& a, py::handle b, bool reflected, const char* symbol) {
   Tensor t = as_operand(b);
-  if (!t) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  if (!t) {
+    if (py::isinstance<py::array>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    std::string left = reflected ? type_name(b) : "Tensor", right = reflected ? "Tensor" : type_name(b);
+    mini::fail_type("unsupported operand type(s) for ", symbol, ": '", left, "' and '", right, "'");
+  }
   return py::cast(reflected ? mini::binary(k, t, a) : mini::binary(k, a, t));
 }
 
@@ -152,10 +157,10 @@ Tensor from_numpy(py::array arr) {
 }
 
 py::object item(const Tensor& t) {
-  double v = t->scalar_value();
+  double v = t->scalar_value();  // checks numel == 1
   switch (t->dtype) {
-    case DType::Bool: return py::bool_(v != 0);
-    case DType::Int64: return py::int_((int64_t)v);
+    case DType::Bool: return py::bool_(*t->data<bool>());
+    case DType::Int64: return py::int_(*t->data<int64_t>());  // exact, beyond 2^53 too
     default: return py::float_(v);
   }
 }
@@ -230,21 +235,35 @@ void bind_tensor(py::module_& m) {
   }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false);
 
   // ---- operators -----------------------------------------------------------------------
-  struct Bin { const char* name; const char* rname; OpKind kind; };
-  for (Bin b : {Bin{"__add__", "__radd__", OpKind::Add}, Bin{"__sub__", "__rsub__", OpKind::Sub},
-                Bin{"__mul__", "__rmul__", OpKind::Mul}, Bin{"__truediv__", "__rtruediv__", OpKind::Div},
-                Bin{"__pow__", "__rpow__", OpKind::Pow}}) {
+  struct Bin { const char* name; const char* rname; OpKind kind; const char* symbol; };
+  for (Bin b : {Bin{"__add__", "__radd__", OpKind::Add, "+"}, Bin{"__sub__", "__rsub__", OpKind::Sub, "-"},
+                Bin{"__mul__", "__rmul__", OpKind::Mul, "*"},
+                Bin{"__truediv__", "__rtruediv__", OpKind::Div, "/"},
+                Bin{"__pow__", "__rpow__", OpKind::Pow, "**"}}) {
     OpKind k = b.kind;
-    T.def(b.name, [k](const Tensor& a, py::handle o) { return binop(k, a, o, false); }, py::is_operator());
-    T.def(b.rname, [k](const Tensor& a, py::handle o) { return binop(k, a, o, true); }, py::is_operator());
+    const char* sym = b.symbol;
+    T.def(b.name, [k, sym](const Tensor& a, py::handle o) { return binop(k, a, o, false, sym); }, py::is_operator());
+    T.def(b.rname, [k, sym](const Tensor& a, py::handle o) { return binop(k, a, o, true, sym); }, py::is_operator());
   }
-  for (Bin b : {Bin{"__eq__", "", OpKind::Eq}, Bin{"__ne__", "", OpKind::Ne}, Bin{"__lt__", "", OpKind::Lt},
-                Bin{"__le__", "", OpKind::Le}, Bin{"__gt__", "", OpKind::Gt}, Bin{"__ge__", "", OpKind::Ge}}) {
+  for (Bin b : {Bin{"__lt__", "", OpKind::Lt, "<"}, Bin{"__le__", "", OpKind::Le, "<="},
+                Bin{"__gt__", "", OpKind::Gt, ">"}, Bin{"__ge__", "", OpKind::Ge, ">="}}) {
     OpKind k = b.kind;
-    T.def(b.name, [k](const Tensor& a, py::handle o) { return binop(k, a, o, false); }, py::is_operator());
+    const char* sym = b.symbol;
+    T.def(b.name, [k, sym](const Tensor& a, py::handle o) { return binop(k, a, o, false, sym); }, py::is_operator());
+  }
+  // == and != with a non-tensor, non-number answer False/True (Python's identity rule),
+  // so `t == None` and `t in some_list` work as they do for torch tensors.
+  for (Bin b : {Bin{"__eq__", "", OpKind::Eq, "=="}, Bin{"__ne__", "", OpKind::Ne, "!="}}) {
+    OpKind k = b.kind;
+    T.def(b.name, [k](const Tensor& a, py::handle o) -> py::object {
+      Tensor t = as_operand(o);
+      if (!t) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      return py::cast(mini::binary(k, a, t));
+    }, py::is_operator());
   }
   T.def("__matmul__", [](const Tensor& a, py::handle o) -> py::object {
-    if (!py::isinstance<TensorImpl>(o)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    if (!py::isinstance<TensorImpl>(o))
+      mini::fail_type("unsupported operand type(s) for @: 'Tensor' and '", type_name(o), "'");
     return py::cast(mini::matmul(a, o.cast<Tensor>()));
   }, py::is_operator());
   T.def("__neg__", [](const Tensor& a) { return mini::unary(OpKind::Neg, a); });
@@ -323,8 +342,15 @@ void bind_tensor(py::module_& m) {
   T.def("nonzero", &mini::nonzero);
   T.def("softmax", [](const Tensor& a, int64_t dim) { return mini::softmax(a, dim, false); }, py::arg("dim"));
   T.def("log_softmax", [](const Tensor& a, int64_t dim) { return mini::softmax(a, dim, true); }, py::arg("dim"));
-  T.def("matmul", [](const Tensor& a, const Tensor& b) { return mini::matmul(a, b); });
-  T.def("mm", [](const Tensor& a, const Tensor& b) {
+  T.def("matmul", [](const Tensor& a, py::handle b) {
+    if (!py::isinstance<TensorImpl>(b))
+      mini::fail_type("matmul(): argument 'other' must be a Tensor, not ", type_name(b));
+    return mini::matmul(a, b.cast<Tensor>());
+  });
+  T.def("mm", [](const Tensor& a, py::handle bh) {
+    if (!py::isinstance<TensorImpl>(bh))
+      mini::fail_type("mm(): argument 'mat2' must be a Tensor, not ", type_name(bh));
+    Tensor b = bh.cast<Tensor>();
     if (a->dim() != 2 || b->dim() != 2)
       mini::fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
     return mini::matmul(a, b);

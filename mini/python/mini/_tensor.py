@@ -1,9 +1,9 @@
 """The torch-shaped tensor surface over mini._C: dtypes, Size, device, factories, and the
 Tensor methods whose argument parsing is easier in Python (varargs sizes, dtype objects,
 repr). Everything that computes runs in C++."""
+import builtins
 import collections
 import contextlib
-import functools
 
 import numpy as np
 
@@ -92,7 +92,7 @@ def _shape_args(size):
     for s in size:
         if isinstance(s, Tensor):
             s = int(s)
-        if not isinstance(s, int) or isinstance(s, type(True)):
+        if not isinstance(s, builtins.int) or isinstance(s, builtins.bool):
             raise TypeError(f"size must be a sequence of ints, got an element of type {type(s).__name__}")
         out.append(s)
     return out
@@ -102,14 +102,16 @@ def _dtype_arg(d, default=None):
     d = default if d is None else d
     if isinstance(d, dtype):
         return d
-    if d in (None,):
+    if d is None:
         return float32
-    if isinstance(d, str) and d in globals() and isinstance(globals()[d], dtype):
-        return globals()[d]
-    try:
-        return _BY_NUMPY[np.dtype(d)]
-    except (TypeError, KeyError):
-        raise TypeError(f"unsupported dtype {d!r}: mini has float32, float64, int64 and bool") from None
+    if isinstance(d, type) and issubclass(d, np.generic):
+        return _BY_NUMPY.get(np.dtype(d)) or _bad_dtype(d)
+    return _bad_dtype(d)
+
+
+def _bad_dtype(d):
+    raise TypeError(f"dtype must be a mini.dtype (mini.float32, mini.float64, mini.int64 or "
+                    f"mini.bool), not {d!r}")
 
 
 def _finish(t, requires_grad):
@@ -137,7 +139,7 @@ def empty(*size, dtype=None, requires_grad=False, device=None):
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
     _check_device(device)
     if dtype is None:
-        dtype = bool if isinstance(fill_value, type(True)) else int64 if isinstance(fill_value, int) else float32
+        dtype = bool if isinstance(fill_value, builtins.bool) else int64 if isinstance(fill_value, builtins.int) else float32
     return _finish(_C.full(_shape_args((size,)), fill_value, _dtype_arg(dtype).code), requires_grad)
 
 
@@ -172,7 +174,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
     if end is None:
         start, end = 0, start
     if dtype is None:
-        is_int = all(isinstance(v, int) for v in (start, end, step))
+        is_int = all(isinstance(v, builtins.int) for v in (start, end, step))
         dtype = int64 if is_int else float32
     return _finish(_C.arange(start, end, step, _dtype_arg(dtype).code), requires_grad)
 
@@ -202,15 +204,14 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
             arr = arr.astype(np.float32)
     else:
         arr = np.array(data)
-        if arr.dtype == object:
-            raise TypeError(f"mini.tensor: could not infer a dtype for {type(data).__name__} data")
-        if arr.dtype.kind == "f":
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"mini.tensor: could not make a tensor from {type(data).__name__} "
+                            f"data of numpy type {arr.dtype} (use numbers, bools or nested "
+                            "lists of them)")
+        if arr.dtype.kind == "f" and dtype is None:
             arr = arr.astype(np.float32)  # Python floats become the default dtype
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
-        elif arr.dtype.kind not in "b":
-            raise TypeError(f"mini.tensor: unsupported data of type {arr.dtype} "
-                            "(use numbers, bools or nested lists of them)")
     if dtype is not None:
         arr = arr.astype(_dtype_arg(dtype).numpy_type)
     return _finish(_C.from_numpy(np.array(arr, copy=True, order="C")), requires_grad)
@@ -367,7 +368,7 @@ _install_methods()
 def _as_tensor(x, name="input"):
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (int, float)):
+    if isinstance(x, (builtins.int, builtins.float)):
         return _C.operand(x)
     raise TypeError(f"{name} must be a Tensor, not {type(x).__name__}")
 
@@ -427,11 +428,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
         except ValueError:
             raise RuntimeError(f"allclose: shapes {list(x.shape)} and {list(y.shape)} cannot be "
                                "broadcast together") from None
-    return builtins_bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
-import builtins as _builtins  # noqa: E402
-builtins_bool = _builtins.bool
+    return builtins.bool(np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 class _Metrics:
