@@ -252,7 +252,8 @@ bool compute_stack_depths(PyCodeObject* code, const std::vector<Instruction>& in
     const int depth = (*depths)[index];
 
     // Edge 1: an exception raised here goes to the handler covering this offset.
-    const ExceptionTableEntry* handler = find_exception_handler(exception_table, instruction.offset);
+    const ExceptionTableEntry* handler =
+        find_exception_handler(exception_table, instruction.offset);
     if (handler != nullptr) {
       const int handler_depth = handler->depth + (handler->push_lasti ? 1 : 0) + 1;
       if (!reach(instructions, handler->target, handler_depth, depths, &worklist)) {

@@ -84,12 +84,18 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     old = (kind == OpKind::Mul || kind == OpKind::Div) ? clone(self) : shape_only(self);
     old->grad_fn = self->grad_fn;
   }
-  Tensor result;
-  {
-    NoGradGuard no_grad;
-    result = binary(kind, self, other);  // counts the kernel
+  if (rt == self->dtype) {
+    binary_out(kind, self, self, other, rt);  // each element is read before it is written
+    self->storage->version++;
+    count_kernel(self->nbytes() + other->nbytes() + self->nbytes());
+  } else {  // e.g. float32 += int64 tensor: compute in the promoted type, then store
+    Tensor result;
+    {
+      NoGradGuard no_grad;
+      result = binary(kind, self, other);  // counts the kernel
+    }
+    copy_into(self, result);
   }
-  copy_into(self, result);
   if (rec) record(kind, {old, other}, self);
 }
 

@@ -33,6 +33,9 @@ Tensor call_op(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attr
 
 // ---- pointwise ------------------------------------------------------------------------
 Tensor binary(OpKind kind, const Tensor& a, const Tensor& b);
+// The kernel of binary() writing into `out` (already of the broadcast shape): no counting,
+// no autograd. `compute` is the promoted type; out's dtype is compute (or bool for compares).
+void binary_out(OpKind kind, const Tensor& out, const Tensor& a, const Tensor& b, DType compute);
 Tensor unary(OpKind kind, const Tensor& a, const Attrs& attrs = {});
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor cast(const Tensor& a, DType dtype);  // no kernel when dtype already matches

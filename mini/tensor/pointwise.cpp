@@ -141,27 +141,11 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 
 }  // namespace
 
-Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
-  check_tensor(a, op_name(k), "input");
-  check_tensor(b, op_name(k), "other");
-  DType compute = result_type({a, b});
-  if (compute == DType::Bool && k == OpKind::Sub)
-    fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
-         "Use the `^` or `logical_xor()` operator instead.");
-  if ((k == OpKind::Div || k == OpKind::Pow) && compute == DType::Bool) compute = DType::Int64;
-  if (k == OpKind::Div && !is_floating(compute)) compute = DType::Float32;  // true division
-  if (k == OpKind::GeluBackward && !is_floating(compute)) compute = DType::Float32;
-  DType out_dtype = is_comparison(k) ? DType::Bool : compute;
-  if (compute == DType::Bool && (k == OpKind::Add || k == OpKind::Mul)) {
-    // bool + bool is logical or, bool * bool is logical and (torch semantics).
-  }
-  Shape shape = broadcast_shapes(a->sizes, b->sizes);
-  Tensor out = TensorImpl::empty(shape, out_dtype);
+void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute) {
   Tensor ca = convert_operand(a, compute), cb = convert_operand(b, compute);
-  Attrs attrs;
   MINI_DISPATCH(compute, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
-      // bool arithmetic runs as int64-free logic: + is or, * is and, max/min likewise.
+      // bool arithmetic is logic: + and max are or, * and min are and (torch semantics).
       switch (k) {
         case OpKind::Add:
         case OpKind::Maximum:
@@ -175,6 +159,23 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
       return run_binary<T>(k, out, ca, cb, "");
     }
   });
+}
+
+Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
+  check_tensor(a, op_name(k), "input");
+  check_tensor(b, op_name(k), "other");
+  DType compute = result_type({a, b});
+  if (compute == DType::Bool && k == OpKind::Sub)
+    fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
+         "Use the `^` or `logical_xor()` operator instead.");
+  if ((k == OpKind::Div || k == OpKind::Pow) && compute == DType::Bool) compute = DType::Int64;
+  if (k == OpKind::Div && !is_floating(compute)) compute = DType::Float32;  // true division
+  if (k == OpKind::GeluBackward && !is_floating(compute)) compute = DType::Float32;
+  DType out_dtype = is_comparison(k) ? DType::Bool : compute;
+  Shape shape = broadcast_shapes(a->sizes, b->sizes);
+  Tensor out = TensorImpl::empty(shape, out_dtype);
+  binary_out(k, out, a, b, compute);
+  Attrs attrs;
   count_kernel(a->nbytes() + b->nbytes() + out->nbytes());
   if (is_floating(out_dtype)) record(k, {a, b}, out, attrs);
   return out;

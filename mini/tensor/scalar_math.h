@@ -9,9 +9,18 @@
 
 namespace mini {
 
-// exp for float32 with ~1 ulp error: x = n*ln2 + r, exp(x) = 2^n * P(r).
+// exp for float32 with ~1 ulp error: x = n*ln2 + r, exp(x) = 2^n * P(r). 2^n is applied
+// as two factors 2^(n/2) so that results down to the denormal range stay exact; there is
+// no branch and no libm call, so loops over it vectorize.
+inline float pow2i_f32(int32_t n) {  // 2^n for n in [-126, 127]
+  int32_t bits = (n + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 inline float exp_f32(float x) {
-  float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  float xc = x < -103.9f ? -103.9f : (x > 88.7228394f ? 88.7228394f : x);
   float n = std::floor(xc * 1.44269504088896341f + 0.5f);
   float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -21,12 +30,11 @@ inline float exp_f32(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  float y = p * scale;
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t half = ni >> 1;
+  float y = p * pow2i_f32(half) * pow2i_f32(ni - half);
   y = x > 88.72283935546875f ? std::numeric_limits<float>::infinity() : y;
-  y = x < -87.3f ? (x < -103.98f ? 0.0f : std::exp(x)) : y;
+  y = x < -103.97f ? 0.0f : y;
   return x != x ? x : y;
 }
 

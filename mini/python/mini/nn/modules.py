@@ -34,6 +34,8 @@ class Parameter(mini.Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__  # print(param) shows the header too, as in torch
+
 
 class Module:
     """Base class of every layer and model.
