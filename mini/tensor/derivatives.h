@@ -96,6 +96,7 @@ struct Rules {
   }
 
   // ---- the rules ---------------------------------------------------------------------
+  // A1 BEGIN: derivative rules
   // g: gradient of the output; in: the op's inputs; out: its output; need[i]: whether
   // input i wants a gradient. Returns one gradient (or none) per input.
   std::vector<V> apply(OpKind k, const Attrs& a, V g, const std::vector<V>& in, const V& out,
@@ -240,6 +241,8 @@ struct Rules {
     }
     return gi;
   }
+
+  // A1 END
 
   // layer_norm over the last a.dim dims: y = (x - mean) * rstd * w + b.
   std::vector<V> layer_norm(const Attrs& a, V g, const std::vector<V>& in,
