@@ -232,33 +232,33 @@ PyObject* resume_native(PyThreadState* tstate, _PyInterpreterFrame* frame, int o
 // FrameView.
 
 FrameView::FrameView(_PyInterpreterFrame* frame)
-    : frame_(frame),
-      code_(cpython_frame::code(frame)),
-      function_(cpython_frame::function(frame)),
-      globals_(cpython_frame::globals(frame)),
-      builtins_(cpython_frame::builtins(frame)) {}
+    : frame(frame),
+      code(cpython_frame::code(frame)),
+      function(cpython_frame::function(frame)),
+      globals(cpython_frame::globals(frame)),
+      builtins(cpython_frame::builtins(frame)) {}
 
-int FrameView::local_count() const { return code_->co_nlocalsplus; }
+int FrameView::local_count() const { return code->co_nlocalsplus; }
 
 int FrameView::argument_count() const {
-  int count = code_->co_argcount + code_->co_kwonlyargcount;
-  if (code_->co_flags & CO_VARARGS) count++;
-  if (code_->co_flags & CO_VARKEYWORDS) count++;
+  int count = code->co_argcount + code->co_kwonlyargcount;
+  if (code->co_flags & CO_VARARGS) count++;
+  if (code->co_flags & CO_VARKEYWORDS) count++;
   return count;
 }
 
-int FrameView::local_kind(int i) const { return kind_of(code_, i); }
+int FrameView::local_kind(int i) const { return kind_of(code, i); }
 
 PyObject* FrameView::local_name(int i) const {
-  return PyTuple_GET_ITEM(code_->co_localsplusnames, i);
+  return PyTuple_GET_ITEM(code->co_localsplusnames, i);
 }
 
 PyObject* FrameView::free_cell(int i) const {
   if (!(local_kind(i) & kLocalFree)) {
     return nullptr;
   }
-  PyObject* closure = reinterpret_cast<PyFunctionObject*>(function_)->func_closure;
-  const int index = closure_index(code_, i);
+  PyObject* closure = reinterpret_cast<PyFunctionObject*>(function)->func_closure;
+  const int index = closure_index(code, i);
   if (closure == nullptr || index >= PyTuple_GET_SIZE(closure)) {
     return nullptr;
   }
@@ -273,7 +273,7 @@ PyObject* FrameView::local(int i) const {
   }
   // A cell argument is still the plain argument (MAKE_CELL has not run); other cells are
   // NULL, other locals are the arguments CPython placed or NULL.
-  return cpython_frame::localsplus(frame_)[i];
+  return cpython_frame::localsplus(frame)[i];
 }
 
 std::vector<PyObject*> FrameView::locals() const {

@@ -117,14 +117,14 @@ enum LocalKind : unsigned char {
 // Layout of the slots: positional args, keyword-only args, *args, **kwargs, other locals,
 // cells that are not arguments, free variables. Indices are localsplus indices, the same as
 // LOAD_FAST's and LOAD_DEREF's argument (3.11+).
-class FrameView {
- public:
+struct FrameView {
   explicit FrameView(_PyInterpreterFrame* frame);
 
-  PyCodeObject* code() const { return code_; }    // Borrowed
-  PyObject* function() const { return function_; }  // Borrowed (a PyFunctionObject)
-  PyObject* globals() const { return globals_; }    // Borrowed dict
-  PyObject* builtins() const { return builtins_; }  // Borrowed dict
+  _PyInterpreterFrame* frame;
+  PyCodeObject* code;  // Borrowed
+  PyObject* function;  // Borrowed (a PyFunctionObject)
+  PyObject* globals;   // Borrowed dict
+  PyObject* builtins;  // Borrowed dict
 
   int local_count() const;     // co_nlocalsplus
   int argument_count() const;  // slots holding arguments (including *args and **kwargs)
@@ -138,13 +138,6 @@ class FrameView {
   int local_kind(int i) const;        // LocalKind bits
   // For a free variable slot: the closure's cell, Borrowed. NULL for other slots.
   PyObject* free_cell(int i) const;
-
- private:
-  _PyInterpreterFrame* frame_;
-  PyCodeObject* code_;
-  PyObject* function_;
-  PyObject* globals_;
-  PyObject* builtins_;
 };
 
 }  // namespace mini::capture

@@ -15,6 +15,10 @@ struct Metrics {
 
 Metrics& metrics();
 
+// Bytes a kernel reads for one operand: its storage as laid out. A Python number (a
+// "wrapped number" tensor) is a kernel argument held in a register, so it counts 0.
+#define MINI_OPERAND_BYTES(t) ((t)->wrapped_number ? 0 : (t)->nbytes())
+
 inline void count_kernel(int64_t bytes) {
   metrics().kernel_launches += 1;
   metrics().bytes_moved += bytes;

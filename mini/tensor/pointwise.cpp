@@ -176,7 +176,7 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
   Tensor out = TensorImpl::empty(shape, out_dtype);
   binary_out(k, out, a, b, compute);
   Attrs attrs;
-  count_kernel(a->nbytes() + b->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(a) + MINI_OPERAND_BYTES(b) + out->nbytes());
   if (is_floating(out_dtype)) record(k, {a, b}, out, attrs);
   return out;
 }
@@ -190,7 +190,7 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& mode) 
     if constexpr (std::is_floating_point_v<T>) run_binary<T>(OpKind::GeluBackward, out, cg, cx, mode);
     else fail("gelu_backward needs floating point tensors");
   });
-  count_kernel(g->nbytes() + x->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(g) + MINI_OPERAND_BYTES(x) + out->nbytes());
   return out;
 }
 
@@ -277,7 +277,7 @@ Tensor unary(OpKind k, const Tensor& a, const Attrs& attrs) {
   } else {
     MINI_DISPATCH(compute, T, [&] { run_unary<T>(k, out, ca, attrs); });
   }
-  count_kernel(a->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
   if (is_floating(compute)) record(k, {a}, out, attrs);
   return out;
 }
@@ -286,7 +286,7 @@ Tensor clone(const Tensor& a) {
   check_tensor(a, "clone", "input");
   Tensor out = TensorImpl::empty(a->sizes, a->dtype);
   MINI_DISPATCH(a->dtype, T, [&] { unary_loop<T, T>(out, a, [](T x) { return x; }); });
-  count_kernel(a->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
   record(OpKind::Clone, {a}, out);
   return out;
 }
@@ -305,7 +305,7 @@ Tensor cast(const Tensor& a, DType dtype) {
       });
     });
   });
-  count_kernel(a->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
   Attrs at;
   at.dtype = dtype;
   if (is_floating(dtype) && is_floating(a->dtype)) record(OpKind::Cast, {a}, out, at);
@@ -333,7 +333,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       *(T*)p[0] = *(bool*)p[1] ? *(T*)p[2] : *(T*)p[3];
     });
   });
-  count_kernel(cond->nbytes() + a->nbytes() + b->nbytes() + out->nbytes());
+  count_kernel(MINI_OPERAND_BYTES(cond) + MINI_OPERAND_BYTES(a) + MINI_OPERAND_BYTES(b) + out->nbytes());
   if (is_floating(compute)) record(OpKind::Where, {cond, a, b}, out);
   return out;
 }

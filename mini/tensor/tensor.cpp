@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "metrics.h"
 
@@ -14,6 +17,46 @@ Metrics& metrics() {
   return m;
 }
 
+namespace {
+
+// Freed buffers of a size worth keeping wait here to be reused by the next allocation of
+// the same rounded size. Without it every mid-sized eager op would mmap and munmap (glibc
+// serves large requests that way) and pay a page fault per 4 KiB page it touches.
+class BlockCache {
+ public:
+  static constexpr size_t kMinBytes = size_t(64) << 10;   // smaller blocks: malloc is fine
+  static constexpr size_t kCapBytes = size_t(1) << 30;    // never hold more than this
+
+  void* take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(rounded);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    held_ -= rounded;
+    return p;
+  }
+  bool give(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ + rounded > kCapBytes) return false;
+    free_[rounded].push_back(p);
+    held_ += rounded;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t held_ = 0;
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache();  // never destroyed: storages may outlive statics
+  return *cache;
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   auto s = std::make_shared<Storage>();
   // 64-byte alignment: whole cache lines, and aligned vector loads in the kernels. Large
@@ -21,12 +64,24 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   // first-touch page faults on 4 KiB pages otherwise cost more than the kernel itself.
   constexpr size_t kHuge = size_t(2) << 20;
   size_t align = nbytes >= 2 * kHuge ? kHuge : 64;
-  size_t rounded = ((nbytes + align - 1) / align) * align;
-  s->data = rounded ? std::aligned_alloc(align, rounded) : nullptr;
-  if (s->data && align == kHuge) madvise(s->data, rounded, MADV_HUGEPAGE);
-  if (rounded && !s->data) fail("out of memory allocating ", nbytes, " bytes");
+  size_t rounded = nbytes >= BlockCache::kMinBytes ? ((nbytes + 4095) / 4096) * 4096 : nbytes;
+  rounded = ((rounded + align - 1) / align) * align;
   s->nbytes = nbytes;
-  s->release = [](void* p) { std::free(p); };
+  if (rounded == 0) return s;
+  bool cacheable = rounded >= BlockCache::kMinBytes;
+  s->data = cacheable ? block_cache().take(rounded) : nullptr;
+  if (!s->data) {
+    s->data = std::aligned_alloc(align, rounded);
+    if (!s->data) fail("out of memory allocating ", nbytes, " bytes");
+    if (align == kHuge) madvise(s->data, rounded, MADV_HUGEPAGE);
+  }
+  if (cacheable) {
+    s->release = [rounded](void* p) {
+      if (!block_cache().give(p, rounded)) std::free(p);
+    };
+  } else {
+    s->release = [](void* p) { std::free(p); };
+  }
   return s;
 }
 

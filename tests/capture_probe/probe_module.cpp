@@ -6,7 +6,8 @@
 // Frames:    run_hooked(func, *args), run_hooked_on(target, func, *args),
 //            run_finished(func, value, *args), resume_at(func, offset, locals, stack, *args),
 //            resume_at_with_cells(...), frame_view(func, *args),
-//            run_reentrant(func, disabled, *args), intercepted(), datastack_top(), NULL
+//            run_reentrant(func, disabled, *args), intercepted(), datastack_top(),
+//            frames_starting_a_chunk(), hook_installed(), NULL
 //
 // In each frame probe, the hook is installed only for the duration of the call, and only
 // frames of the target function's code object are treated specially (the first one only,
@@ -201,6 +202,7 @@ struct ProbeRequest {
 };
 ProbeRequest g_probe;
 int g_last_intercepted = 0;
+int g_frames_starting_a_chunk = 0;  // finished frames that were first in a data stack chunk
 
 PyObject* marker_or_value(PyObject* value) {  // New
   return Py_NewRef(value == nullptr ? g_null_marker : value);
@@ -231,15 +233,15 @@ PyObject* build_view(const mc::FrameView& view) {
     Py_DECREF(value);
   }
   return Py_BuildValue("{sNsNsNsisOsOsOsO}", "names", names, "kinds", kinds, "values", values,
-                       "argument_count", view.argument_count(), "function", view.function(),
-                       "code", reinterpret_cast<PyObject*>(view.code()), "globals",
-                       view.globals(), "builtins", view.builtins());
+                       "argument_count", view.argument_count(), "function", view.function, "code",
+                       reinterpret_cast<PyObject*>(view.code), "globals", view.globals,
+                       "builtins", view.builtins);
 }
 
 PyObject* probe_callback(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwflag,
                          void*) {
   mc::FrameView view(frame);
-  if (reinterpret_cast<PyObject*>(view.code()) != g_probe.target_code) {
+  if (reinterpret_cast<PyObject*>(view.code) != g_probe.target_code) {
     return mc::run_default(tstate, frame, throwflag);
   }
   g_probe.intercepted++;
@@ -248,6 +250,9 @@ PyObject* probe_callback(PyThreadState* tstate, _PyInterpreterFrame* frame, int 
   }
   switch (g_probe.mode) {
     case Mode::Finish:
+      if (reinterpret_cast<PyObject**>(frame) == &tstate->datastack_chunk->data[0]) {
+        g_frames_starting_a_chunk++;  // finish_frame must give this chunk back
+      }
       mc::finish_frame(tstate, frame);
       return Py_NewRef(g_probe.value);
     case Mode::Resume:
@@ -285,21 +290,25 @@ PyObject* probe_callback(PyThreadState* tstate, _PyInterpreterFrame* frame, int 
   return mc::run_default(tstate, frame, throwflag);
 }
 
-// Calls func(*args) with the hook installed for `target`'s code, then resets g_probe.
-PyObject* call_hooked(PyObject* target, PyObject* func, PyObject* args) {
+// Calls func(*args, **kwargs) with the hook installed for `target`'s code. The caller has
+// filled g_probe's request; it reads the outcome from g_probe, then calls end_probe().
+PyObject* call_hooked(PyObject* target, PyObject* func, PyObject* args, PyObject* kwargs) {
   PyCodeObject* code = code_of(target);
   if (code == nullptr) return nullptr;
   g_probe.target_code = reinterpret_cast<PyObject*>(code);
   g_probe.intercepted = 0;
   mc::install_frame_hook(probe_callback, nullptr);
-  PyObject* result = PyObject_Call(func, args, nullptr);
+  PyObject* result = PyObject_Call(func, args, kwargs);
   mc::uninstall_frame_hook();
-  g_last_intercepted = g_probe.intercepted;
-  g_probe = ProbeRequest();
   return result;
 }
 
-bool split_args(PyObject* args, Py_ssize_t fixed, const char* usage) {
+void end_probe() {
+  g_last_intercepted = g_probe.intercepted;
+  g_probe = ProbeRequest();
+}
+
+bool check_arg_count(PyObject* args, Py_ssize_t fixed, const char* usage) {
   if (PyTuple_GET_SIZE(args) < fixed) {
     PyErr_Format(PyExc_TypeError, "usage: %s", usage);
     return false;
@@ -307,40 +316,49 @@ bool split_args(PyObject* args, Py_ssize_t fixed, const char* usage) {
   return true;
 }
 
-PyObject* rest(PyObject* args, Py_ssize_t fixed) {  // New
+PyObject* args_after(PyObject* args, Py_ssize_t fixed) {  // New
   return PyTuple_GetSlice(args, fixed, PyTuple_GET_SIZE(args));
 }
 
-PyObject* probe_run_hooked(PyObject*, PyObject* args) {
-  if (!split_args(args, 1, "run_hooked(func, *args)")) return nullptr;
-  PyObject* func = PyTuple_GET_ITEM(args, 0);
-  PyObject* call_args = rest(args, 1);
-  PyObject* result = call_hooked(func, func, call_args);
+// The common shape of the probes: func = args[0], the call's arguments follow the first
+// `fixed` ones; g_probe's request is already filled in.
+PyObject* run_probe(PyObject* target, PyObject* func, PyObject* args, Py_ssize_t fixed,
+                    PyObject* kwargs) {
+  PyObject* call_args = args_after(args, fixed);
+  if (call_args == nullptr) return nullptr;
+  PyObject* result = call_hooked(target, func, call_args, kwargs);
   Py_DECREF(call_args);
+  return result;
+}
+
+PyObject* probe_run_hooked(PyObject*, PyObject* args) {
+  if (!check_arg_count(args, 1, "run_hooked(func, *args)")) return nullptr;
+  PyObject* func = PyTuple_GET_ITEM(args, 0);
+  PyObject* result = run_probe(func, func, args, 1, nullptr);
+  end_probe();
   return result;
 }
 
 PyObject* probe_run_hooked_on(PyObject*, PyObject* args) {
-  if (!split_args(args, 2, "run_hooked_on(target, func, *args)")) return nullptr;
-  PyObject* call_args = rest(args, 2);
-  PyObject* result = call_hooked(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1), call_args);
-  Py_DECREF(call_args);
+  if (!check_arg_count(args, 2, "run_hooked_on(target, func, *args)")) return nullptr;
+  PyObject* result = run_probe(PyTuple_GET_ITEM(args, 0), PyTuple_GET_ITEM(args, 1), args, 2,
+                               nullptr);
+  end_probe();
   return result;
 }
 
 PyObject* probe_run_finished(PyObject*, PyObject* args) {
-  if (!split_args(args, 2, "run_finished(func, value, *args)")) return nullptr;
+  if (!check_arg_count(args, 2, "run_finished(func, value, *args)")) return nullptr;
   PyObject* func = PyTuple_GET_ITEM(args, 0);
   g_probe.mode = Mode::Finish;
   g_probe.value = PyTuple_GET_ITEM(args, 1);
-  PyObject* call_args = rest(args, 2);
-  PyObject* result = call_hooked(func, func, call_args);
-  Py_DECREF(call_args);
+  PyObject* result = run_probe(func, func, args, 2, nullptr);
+  end_probe();
   return result;
 }
 
 PyObject* resume_common(PyObject* args, mc::ResumeCells cells) {
-  if (!split_args(args, 4, "resume_at(func, offset, locals, stack, *args)")) return nullptr;
+  if (!check_arg_count(args, 4, "resume_at(func, offset, locals, stack, *args)")) return nullptr;
   PyObject* func = PyTuple_GET_ITEM(args, 0);
   PyObject* locals = PyTuple_GET_ITEM(args, 2);
   PyObject* stack = PyTuple_GET_ITEM(args, 3);
@@ -353,9 +371,8 @@ PyObject* resume_common(PyObject* args, mc::ResumeCells cells) {
   g_probe.locals = locals;
   g_probe.stack = stack;
   g_probe.cells = cells;
-  PyObject* call_args = rest(args, 4);
-  PyObject* result = call_hooked(func, func, call_args);
-  Py_DECREF(call_args);
+  PyObject* result = run_probe(func, func, args, 4, nullptr);
+  end_probe();
   return result;
 }
 
@@ -367,49 +384,33 @@ PyObject* probe_resume_at_with_cells(PyObject*, PyObject* args) {
   return resume_common(args, mc::ResumeCells::AreCells);
 }
 
-PyObject* probe_frame_view(PyObject*, PyObject* args) {
-  if (!split_args(args, 1, "frame_view(func, *args)")) return nullptr;
+PyObject* probe_frame_view(PyObject*, PyObject* args, PyObject* kwargs) {
+  if (!check_arg_count(args, 1, "frame_view(func, *args, **kwargs)")) return nullptr;
   PyObject* func = PyTuple_GET_ITEM(args, 0);
   g_probe.mode = Mode::View;
-  PyObject* call_args = rest(args, 1);
-  PyObject* view = nullptr;
-  // call_hooked resets g_probe, so pick the view up inside the call's lifetime.
-  PyCodeObject* code = code_of(func);
-  if (code == nullptr) return nullptr;
-  g_probe.target_code = reinterpret_cast<PyObject*>(code);
-  mc::install_frame_hook(probe_callback, nullptr);
-  PyObject* result = PyObject_Call(func, call_args, nullptr);
-  mc::uninstall_frame_hook();
-  view = g_probe.view;
-  g_last_intercepted = g_probe.intercepted;
-  g_probe = ProbeRequest();
-  Py_DECREF(call_args);
+  PyObject* result = run_probe(func, func, args, 1, kwargs);
+  PyObject* view = g_probe.view;  // New or NULL
+  end_probe();
   if (result == nullptr) {
     Py_XDECREF(view);
     return nullptr;
   }
-  if (view == nullptr) view = Py_NewRef(Py_None);
-  return Py_BuildValue("(NN)", view, result);
+  return Py_BuildValue("(NN)", view != nullptr ? view : Py_NewRef(Py_None), result);
 }
 
 PyObject* probe_run_reentrant(PyObject*, PyObject* args) {
-  if (!split_args(args, 2, "run_reentrant(func, disabled, *args)")) return nullptr;
+  if (!check_arg_count(args, 2, "run_reentrant(func, disabled, *args)")) return nullptr;
   PyObject* func = PyTuple_GET_ITEM(args, 0);
-  PyObject* call_args = rest(args, 2);
+  PyObject* nested_args = args_after(args, 2);
+  if (nested_args == nullptr) return nullptr;
   g_probe.mode = Mode::Reentrant;
   g_probe.nested_func = func;
-  g_probe.nested_args = call_args;
+  g_probe.nested_args = nested_args;
   g_probe.nested_disabled = PyObject_IsTrue(PyTuple_GET_ITEM(args, 1));
-  PyCodeObject* code = code_of(func);
-  if (code == nullptr) return nullptr;
-  g_probe.target_code = reinterpret_cast<PyObject*>(code);
-  mc::install_frame_hook(probe_callback, nullptr);
-  PyObject* result = PyObject_Call(func, call_args, nullptr);
-  mc::uninstall_frame_hook();
-  PyObject* nested = g_probe.nested_result;
-  g_last_intercepted = g_probe.intercepted;
-  g_probe = ProbeRequest();
-  Py_DECREF(call_args);
+  PyObject* result = run_probe(func, func, args, 2, nullptr);
+  PyObject* nested = g_probe.nested_result;  // New or NULL
+  end_probe();
+  Py_DECREF(nested_args);
   if (result == nullptr || nested == nullptr) {
     Py_XDECREF(result);
     Py_XDECREF(nested);
@@ -422,6 +423,10 @@ PyObject* probe_intercepted(PyObject*, PyObject*) { return PyLong_FromLong(g_las
 
 PyObject* probe_hook_installed(PyObject*, PyObject*) {
   return PyBool_FromLong(mc::frame_hook_installed());
+}
+
+PyObject* probe_frames_starting_a_chunk(PyObject*, PyObject*) {
+  return PyLong_FromLong(g_frames_starting_a_chunk);
 }
 
 PyObject* probe_datastack_top(PyObject*, PyObject*) {
@@ -447,12 +452,15 @@ PyMethodDef kMethods[] = {
      "resume_at(func, offset, locals, stack, *args)"},
     {"resume_at_with_cells", probe_resume_at_with_cells, METH_VARARGS,
      "resume_at_with_cells(func, offset, locals, stack, *args): ResumeCells::AreCells"},
-    {"frame_view", probe_frame_view, METH_VARARGS, "frame_view(func, *args) -> (view, result)"},
+    {"frame_view", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(probe_frame_view)),
+     METH_VARARGS | METH_KEYWORDS, "frame_view(func, *args, **kwargs) -> (view, result)"},
     {"run_reentrant", probe_run_reentrant, METH_VARARGS,
      "run_reentrant(func, disabled, *args) -> (result, nested_result, intercepted)"},
     {"intercepted", probe_intercepted, METH_NOARGS, "target frames the last probe saw"},
     {"hook_installed", probe_hook_installed, METH_NOARGS, "is a callback set on this thread"},
     {"datastack_top", probe_datastack_top, METH_NOARGS, "tstate->datastack_top as an int"},
+    {"frames_starting_a_chunk", probe_frames_starting_a_chunk, METH_NOARGS,
+     "how many frames run_finished finished were the first of a data stack chunk"},
     {nullptr, nullptr, 0, nullptr},
 };
 

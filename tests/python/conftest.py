@@ -103,15 +103,6 @@ def assert_close(t, expected, rtol=None, atol=None, dtype=None):
                                    rtol=rtol, atol=atol)
 
 
-def assert_shares_storage(a, b):
-    """a and b alias: writing through a changes b (checked via a's first element)."""
-    before = to_np(b)
-    a.add_(1)
-    after = to_np(b)
-    assert not np.array_equal(before, after), "tensors do not share storage"
-    a.sub_(1)
-
-
 # ---------------------------------------------------------------------------------------------
 # reference implementations
 

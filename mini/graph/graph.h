@@ -1,0 +1,77 @@
+// graph.h — the graph IR: what capture produces and every backend consumes (torch.fx's role).
+//
+// In:  inputs (typed placeholders), constants (Python numbers) and op nodes appended in
+//      program order, each op an OpKind of mini/tensor/op.h with its Attrs.
+// Out: a Graph that prints like TORCH_LOGS=graph_code, runs with eager ops (run_graph),
+//      and carries each node's meta (sizes, strides, dtype) computed without running it.
+// Guarantees: nodes are in topological order (an op's inputs come before it); names are
+// unique and readable (l_x_, mul, mul_1, ...); meta matches what the eager op would give.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace mini::graph {
+
+struct TensorMeta {
+  Shape sizes;
+  Strides strides;
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+};
+
+enum class NodeKind { Input, Constant, Op };
+
+struct Node {
+  NodeKind kind = NodeKind::Op;
+  std::string name;             // unique, printable
+  TensorMeta meta;
+  // Op
+  OpKind op = OpKind::Add;
+  Attrs attrs;
+  std::vector<int> inputs;      // node ids
+  std::string code;             // the user's source line that made it ("" if unknown)
+  // Input
+  std::string source;           // where the value comes from, e.g. "L['x']"
+  // Constant: a Python number, materialized once as a 0-d "wrapped number" tensor
+  double value = 0;
+  Tensor constant;
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<int> inputs;   // Input node ids, in the order run_graph takes them
+  std::vector<int> outputs;  // node ids of the returned tensors
+
+  int add_input(const TensorMeta& meta, const std::string& source);
+  int add_constant(double value, DType dtype);
+  // Appends an op, computing its meta (throws mini::Error if the op is invalid for its
+  // inputs, with the same message the eager op would give).
+  int add_op(OpKind op, const std::vector<int>& inputs, const Attrs& attrs,
+             const std::string& code = "");
+
+  int op_count() const;  // Op nodes: torch's "call_function" count
+  // The graph as TORCH_LOGS=graph_code prints it, under a "===== title =====" banner.
+  std::string print(const std::string& title) const;
+  // One node as Python-like source: `mul: "f32[8]" = mini.mul(l_x_, 2)`.
+  std::string node_str(int id) const;
+
+ private:
+  std::string unique_name(const std::string& base);
+  std::vector<std::string> used_names_;
+};
+
+// Output meta of `op` applied to inputs of these metas (with attrs), without running it.
+// `wrapped` marks inputs that are Python numbers (they promote with the lowest priority).
+TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& inputs,
+                      const std::vector<bool>& wrapped, const Attrs& attrs);
+
+// "f32[8, 8][8, 1]cpu": dtype, sizes and strides, as torch prints graph meta.
+std::string meta_str(const TensorMeta& meta);
+
+// Runs the graph with eager ops. `inputs` follow graph.inputs; returns graph.outputs.
+std::vector<Tensor> run_graph(const Graph& graph, const std::vector<Tensor>& inputs);
+
+}  // namespace mini::graph
