@@ -71,7 +71,7 @@ struct Rules {
 
   // Re-inserts reduced dims (kept as size 1) so that a reduction's gradient broadcasts.
   V unreduce(V g, const Shape& in_shape, const Attrs& a) {
-    if (a.keepdim) return g;
+    if (a.keepdim || in_shape.empty()) return reshape(g, in_shape.empty() ? Shape{} : f.shape(g));
     std::vector<int64_t> dims = a.dims;
     int64_t rank = (int64_t)in_shape.size();
     if (dims.empty()) {
@@ -91,6 +91,7 @@ struct Rules {
       return n;
     }
     int64_t n = 1, rank = (int64_t)in_shape.size();
+    if (rank == 0) return 1;
     for (int64_t d : a.dims) n *= in_shape[d < 0 ? d + rank : d];
     return n;
   }
@@ -150,6 +151,12 @@ struct Rules {
       }
       case OpKind::Neg: gi[0] = neg(g); break;
       case OpKind::Abs: gi[0] = mul(g, op(OpKind::Sign, {in[0]})); break;
+      case OpKind::Sign: gi[0] = mul(g, num(0.0, g)); break;  // flat almost everywhere
+      case OpKind::SliceBackward: {  // the gradient of "scatter g into zeros" is g's slice
+        Attrs at; at.dim = a.dim; at.start = a.start; at.end = a.end; at.step = a.step;
+        gi[0] = op(OpKind::Slice, {g}, at);
+        break;
+      }
       case OpKind::Exp: gi[0] = mul(g, out); break;
       case OpKind::Log: gi[0] = div(g, in[0]); break;
       case OpKind::Sin: gi[0] = mul(g, op(OpKind::Cos, {in[0]})); break;

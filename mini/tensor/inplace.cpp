@@ -76,6 +76,10 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     fail("output with shape ", shape_str(self->sizes), " doesn't match the broadcast shape ",
          shape_str(b), " (in-place ", op_name(kind), "_)");
   bool rec = should_record({self, other});
+  if (rec && self->is_view)
+    fail("an in-place ", op_name(kind), "_ on a view of a tensor that is part of an autograd graph is "
+         "not supported by mini's eager autograd (torch rebases the view's base; mini does not); "
+         "use an out-of-place op");
   Tensor old;
   if (rec) {
     // Autograd sees the old value of self as the op's input: mul_/div_ read it in backward,
@@ -84,10 +88,16 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     old = (kind == OpKind::Mul || kind == OpKind::Div) ? clone(self) : shape_only(self);
     old->grad_fn = self->grad_fn;
   }
-  if (rt == self->dtype) {
-    binary_out(kind, self, self, other, rt);  // each element is read before it is written
+  Tensor rhs = other == self && rec ? old : other;  // x.mul_(x): backward sees the old x twice
+  // Writing in place is safe when `other` does not share memory with self, or is exactly
+  // self (each element is read before it is written); any other overlap (x += x.T) goes
+  // through a temporary.
+  bool overlap = other->storage == self->storage &&
+                 !(other->sizes == self->sizes && other->strides == self->strides && other->offset == self->offset);
+  if (rt == self->dtype && !overlap) {
+    binary_out(kind, self, self, other, rt);
     self->storage->version++;
-    count_kernel(self->nbytes() + other->nbytes() + self->nbytes());
+    count_kernel(self->nbytes() + MINI_OPERAND_BYTES(other) + self->nbytes());
   } else {  // e.g. float32 += int64 tensor: compute in the promoted type, then store
     Tensor result;
     {
@@ -96,7 +106,7 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     }
     copy_into(self, result);
   }
-  if (rec) record(kind, {old, other}, self);
+  if (rec) record(kind, {old, rhs}, self);
 }
 
 }  // namespace mini

@@ -2,7 +2,10 @@
 //
 // In: Tensors (std::shared_ptr<TensorImpl>) and attributes.  Out: new Tensors.
 // Guarantees:
-//  * each compute op runs exactly one kernel (counted in metrics()); views run none;
+//  * each compute op runs exactly one kernel (counted in metrics()); views run none; an op
+//    whose kernel needs a contiguous input (softmax, layer_norm, a matmul operand BLAS
+//    cannot read as is) first copies a non-contiguous one, counted as a kernel of its own,
+//    as torch does;
 //  * broadcasting and type promotion follow torch for float32/float64/int64/bool;
 //  * when grad mode is on and an input needs grad, the result gets a GradNode whose
 //    derivative rule is the op's rule in derivatives.h;

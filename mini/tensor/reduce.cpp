@@ -243,8 +243,10 @@ Tensor reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims_in, bo
 std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim_in, bool keepdim, bool is_max) {
   int64_t dim = wrap_dim(dim_in, a->dim());
   if (a->dim() == 0) {  // torch: a 0-d tensor reduces to itself, index 0
-    Tensor v = clone(a);
-    return {v, zeros({}, DType::Int64)};
+    Tensor v = clone(a);  // the one kernel; the index of a 0-d tensor is 0
+    Tensor i = TensorImpl::empty({}, DType::Int64);
+    *i->data<int64_t>() = 0;
+    return {v, i};
   }
   int64_t n = a->sizes[dim];
   if (n == 0) fail(is_max ? "max" : "min", "(): cannot reduce over a zero-size dimension ", dim);

@@ -18,6 +18,7 @@ inline float pow2i_f32(int32_t n) {  // 2^n for n in [-126, 127]
 
 inline float exp_f32(float x) {
   float xc = x < -103.9f ? -103.9f : (x > 88.7228394f ? 88.7228394f : x);
+  xc = x != x ? 0.0f : xc;  // NaN: compute anything finite, the NaN is returned below
   // n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in the float's mantissa
   // (floorf would not vectorize without -ffast-math).
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

@@ -54,8 +54,8 @@ std::vector<int64_t> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
   std::vector<int64_t> out;
   for (int64_t d : dims) out.push_back(wrap_dim(d, rank));
   std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end())
-    fail("dim ", out[0], " appears multiple times in the list of dims");
+  auto dup = std::adjacent_find(out.begin(), out.end());
+  if (dup != out.end()) fail("dim ", *dup, " appears multiple times in the list of dims");
   if (rank == 0) out.clear();
   return out;
 }

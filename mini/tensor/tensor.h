@@ -37,6 +37,7 @@ struct TensorImpl {
   // A view of a leaf that requires grad: writing to it in place would change the leaf
   // behind autograd's back, so in-place ops refuse it (as torch does).
   bool view_of_grad_leaf = false;
+  bool is_view = false;  // made by a view op: shares its base's storage
 
   // -- construction --------------------------------------------------------------------
   static Tensor empty(const Shape& sizes, DType dtype);           // contiguous, uninitialized

@@ -20,6 +20,7 @@ Tensor make_view(const Tensor& a, const Shape& sizes, const Strides& strides, in
                  OpKind k, const Attrs& at) {
   Tensor t = TensorImpl::view_of(a, sizes, strides, offset);
   t->view_of_grad_leaf = a->view_of_grad_leaf || (a->requires_grad && a->is_leaf());
+  t->is_view = true;
   record(k, {a}, t, at);
   return t;
 }
@@ -123,6 +124,9 @@ Tensor expand(const Tensor& a, const Shape& shape_in) {
       if (i < off) fail("expand: -1 is not allowed in a leading, non-existing dimension");
       shape[i] = a->sizes[i - off];
     }
+    if (shape[i] < 0)
+      fail("expand: invalid size ", shape[i], " at dim ", i, " in ", shape_str(shape_in),
+           " (sizes must be >= 0, or -1 to keep a dim)");
     if (i >= off && a->sizes[i - off] != 1 && a->sizes[i - off] != shape[i])
       fail("The expanded size of the tensor (", shape[i], ") must match the existing size (",
            a->sizes[i - off], ") at non-singleton dimension ", i, ".  Target sizes: ",
@@ -172,15 +176,14 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
 }
 
 Tensor slice_backward(const Tensor& g, const Attrs& a) {
+  Metrics before = metrics();  // zero fill + copy count as one kernel: slice_backward
   Tensor out = zeros(a.shape, g->dtype);
-  metrics().kernel_launches -= 1;  // zeros + copy count as one kernel: slice_backward
-  metrics().bytes_moved -= out->nbytes();
-  Tensor region;
   {
     NoGradGuard no_grad;
-    region = slice(out, a.dim, a.start, a.end, a.step);
-    copy_(region, g);
+    copy_(slice(out, a.dim, a.start, a.end, a.step), g);
   }
+  metrics() = before;
+  count_kernel(g->nbytes() + out->nbytes());
   record(OpKind::SliceBackward, {g}, out, a);
   return out;
 }

@@ -1,0 +1,376 @@
+// tensor_calls.cpp — the op table: tensor methods, operators and mini functions, traced as
+// graph nodes (Dynamo's TorchInGraphFunctionVariable and TensorVariable.call_method).
+//
+// Each entry parses its arguments the way the eager function does (positional or keyword,
+// with the same defaults) and appends one node; meta (shapes, dtypes) comes from
+// graph::infer_meta, so a bad shape fails here with the eager op's message.
+#include "capture/trace_context.h"
+
+namespace mini::capture {
+
+namespace {
+
+// The arguments of one call, matched to parameter names.
+struct Args {
+  std::vector<VarRef> pos;
+  const Kwargs& kw;
+  std::string fn;
+
+  VarRef get(size_t i, const char* name, bool required = true) const {
+    if (i < pos.size()) return pos[i];
+    for (auto& [k, v] : kw)
+      if (k == name) return v;
+    if (required) unsupported(fn + "() missing argument '" + name + "'");
+    return nullptr;
+  }
+  void at_most(size_t n) const {
+    if (pos.size() > n) unsupported(fn + "() takes at most " + std::to_string(n) + " positional arguments");
+  }
+};
+
+int64_t int_of(const VarRef& v, const std::string& what) {
+  if (!v || !v->is(Var::Kind::Constant) || !PyLong_Check(v->obj))
+    unsupported(what + " must be a Python int known while tracing, got " + (v ? v->describe() : "nothing"));
+  return PyLong_AsLongLong(v->obj);
+}
+
+bool bool_of(const VarRef& v, bool dflt) {
+  if (!v) return dflt;
+  if (!v->is(Var::Kind::Constant)) unsupported("expected a bool constant, got " + v->describe());
+  return PyObject_IsTrue(v->obj);
+}
+
+// Sizes given as f(2, 3), f((2, 3)) or f([2, 3]).
+std::vector<int64_t> ints_of(const std::vector<VarRef>& args, size_t from, const std::string& what) {
+  std::vector<int64_t> out;
+  if (args.size() == from + 1 && (args[from]->is(Var::Kind::Tuple) || args[from]->is(Var::Kind::List))) {
+    for (auto& v : args[from]->items) out.push_back(int_of(v, what));
+    return out;
+  }
+  if (args.size() == from + 1 && args[from]->is(Var::Kind::Constant) && PyTuple_Check(args[from]->obj)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[from]->obj); i++)
+      out.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(args[from]->obj, i)));
+    return out;
+  }
+  for (size_t i = from; i < args.size(); i++) out.push_back(int_of(args[i], what));
+  return out;
+}
+
+std::vector<int64_t> dims_of(const VarRef& v) {
+  if (!v || v->obj == Py_None) return {};
+  if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) {
+    std::vector<int64_t> out;
+    for (auto& i : v->items) out.push_back(int_of(i, "dim"));
+    return out;
+  }
+  return {int_of(v, "dim")};
+}
+
+// A node for an operand: the tensor's node, or a constant node for a Python number.
+int operand(TraceContext& ctx, const VarRef& v) {
+  if (v->is(Var::Kind::Tensor)) return v->node;
+  if (v->is(Var::Kind::Constant)) {
+    PyObject* o = v->obj;
+    if (PyBool_Check(o)) return ctx.graph().add_constant(o == Py_True, DType::Bool);
+    if (PyLong_Check(o)) return ctx.graph().add_constant((double)PyLong_AsLongLong(o), DType::Int64);
+    if (PyFloat_Check(o)) return ctx.graph().add_constant(PyFloat_AS_DOUBLE(o), DType::Float64);
+  }
+  unsupported("a tensor op on " + v->describe() + ", which is neither a tensor nor a number");
+}
+
+VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs = {}) {
+  return make_tensor(ctx.graph().add_op(op, inputs, attrs, ctx.current_code));
+}
+
+VarRef dtype_object(DType d) {
+  PyObject* o = python_bridge().dtype_objects[(int)d];
+  if (!o) unsupported("dtype objects are not registered");
+  Py_INCREF(o);
+  auto v = std::make_shared<Var>(Var::Kind::Object);
+  v->obj = o;
+  return v;
+}
+
+DType dtype_from(const VarRef& v) {
+  for (int i = 0; i < 4; i++)
+    if (v->obj && v->obj == python_bridge().dtype_objects[i]) return (DType)i;
+  unsupported("expected a mini dtype, got " + v->describe());
+}
+
+VarRef cast_to(TraceContext& ctx, const VarRef& self, DType d) {
+  if (meta_of(ctx, self).dtype == d) return self;
+  Attrs a;
+  a.dtype = d;
+  return node(ctx, OpKind::Cast, {self->node}, a);
+}
+
+VarRef reshape(TraceContext& ctx, const VarRef& self, const std::vector<int64_t>& shape) {
+  Attrs a;
+  a.shape = shape;
+  return node(ctx, OpKind::Reshape, {self->node}, a);
+}
+
+VarRef reduction(TraceContext& ctx, OpKind op, const VarRef& self, const Args& args) {
+  args.at_most(2);
+  Attrs a;
+  a.dims = dims_of(args.get(0, "dim", false));
+  a.keepdim = bool_of(args.get(1, "keepdim", false), false);
+  return node(ctx, op, {self->node}, a);
+}
+
+const struct { const char* name; OpKind op; } kBinary[] = {
+    {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
+    {"pow", OpKind::Pow}, {"maximum", OpKind::Maximum}, {"minimum", OpKind::Minimum},
+    {"eq", OpKind::Eq}, {"ne", OpKind::Ne}, {"lt", OpKind::Lt}, {"le", OpKind::Le},
+    {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul}, {"mm", OpKind::Matmul},
+};
+const struct { const char* name; OpKind op; } kUnary[] = {
+    {"neg", OpKind::Neg}, {"abs", OpKind::Abs}, {"exp", OpKind::Exp}, {"log", OpKind::Log},
+    {"sin", OpKind::Sin}, {"cos", OpKind::Cos}, {"tanh", OpKind::Tanh}, {"sigmoid", OpKind::Sigmoid},
+    {"relu", OpKind::Relu}, {"sqrt", OpKind::Sqrt}, {"rsqrt", OpKind::Rsqrt}, {"sign", OpKind::Sign},
+    {"clone", OpKind::Clone},
+};
+
+}  // namespace
+
+const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
+  return ctx.graph().nodes[t->node].meta;
+}
+
+VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
+  if (op == OpKind::Matmul && !(a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)))
+    unsupported("matmul of " + a->describe() + " and " + b->describe());
+  return node(ctx, op, {operand(ctx, a), operand(ctx, b)});
+}
+
+VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a) { return node(ctx, op, {a->node}); }
+
+VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& name) {
+  const graph::TensorMeta& m = meta_of(ctx, self);
+  if (name == "shape") {
+    std::vector<VarRef> dims;
+    for (int64_t s : m.sizes) {
+      if (s < 0) unsupported("reading a data-dependent size (the length of a nonzero() result) in Python");
+      dims.push_back(make_constant(PyLong_FromLongLong(s)));
+    }
+    return make_tuple(dims);
+  }
+  if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
+  if (name == "dtype") return dtype_object(m.dtype);
+  if (name == "requires_grad") return make_constant(PyBool_FromLong(m.requires_grad));
+  if (name == "is_cuda") return make_constant((Py_INCREF(Py_False), Py_False));
+  if (name == "T") {
+    Attrs a;
+    for (int64_t d = (int64_t)m.sizes.size() - 1; d >= 0; d--) a.dims.push_back(d);
+    return node(ctx, OpKind::Permute, {self->node}, a);
+  }
+  if (name == "mT") {
+    Attrs a;
+    a.dim = -2;
+    a.dim2 = -1;
+    return node(ctx, OpKind::Transpose, {self->node}, a);
+  }
+  if (name == "grad" || name == "data" || name == "grad_fn")
+    unsupported("reading Tensor." + name + " inside a compiled function is not supported by mini's capture");
+  return make_method(self, name);  // a method, bound to the tensor; called later
+}
+
+VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
+  std::vector<VarRef> items = index->is(Var::Kind::Tuple) ? index->items : std::vector<VarRef>{index};
+  int64_t rank = (int64_t)meta_of(ctx, t).sizes.size(), consuming = 0;
+  for (auto& it : items) {
+    if (!it->is(Var::Kind::Constant) || PyBool_Check(it->obj))
+      unsupported("indexing a tensor with " + it->describe() + " (mini supports ints, slices, None and ...)");
+    if (PyLong_Check(it->obj) || PySlice_Check(it->obj)) consuming++;
+  }
+  VarRef r = t;
+  int64_t dim = 0;
+  for (auto& it : items) {
+    PyObject* o = it->obj;
+    Attrs a;
+    if (o == Py_None) {
+      a.dim = dim++;
+      r = node(ctx, OpKind::Unsqueeze, {r->node}, a);
+    } else if (o == Py_Ellipsis) {
+      dim += rank - consuming;
+    } else if (PyLong_Check(o)) {
+      a.dim = dim;
+      a.index = PyLong_AsLongLong(o);
+      int64_t n = meta_of(ctx, r).sizes.at(dim);
+      if (a.index < -n || a.index >= n)
+        fail_index("index ", a.index, " is out of bounds for dimension ", dim, " with size ", n);
+      if (a.index < 0) a.index += n;
+      r = node(ctx, OpKind::Select, {r->node}, a);
+    } else {
+      Py_ssize_t start, stop, step;
+      PySlice_Unpack(o, &start, &stop, &step);
+      if (step <= 0) fail_value("step must be greater than zero");
+      int64_t n = meta_of(ctx, r).sizes.at(dim);
+      PySlice_AdjustIndices(n, &start, &stop, step);
+      a.dim = dim++;
+      a.start = start;
+      a.end = std::max<Py_ssize_t>(stop, start);
+      a.step = step;
+      r = node(ctx, OpKind::Slice, {r->node}, a);
+    }
+  }
+  return r;
+}
+
+VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                          std::vector<VarRef> pos, const Kwargs& kwargs) {
+  Args args{std::move(pos), kwargs, name};
+  const graph::TensorMeta& m = meta_of(ctx, self);
+  for (auto& b : kBinary)
+    if (name == b.name) return tensor_binary(ctx, b.op, self, args.get(0, "other"));
+  for (auto& u : kUnary)
+    if (name == u.name) return tensor_unary(ctx, u.op, self);
+  if (name == "sum") return reduction(ctx, OpKind::Sum, self, args);
+  if (name == "mean") return reduction(ctx, OpKind::Mean, self, args);
+  if (name == "amax") return reduction(ctx, OpKind::Amax, self, args);
+  if (name == "amin") return reduction(ctx, OpKind::Amin, self, args);
+  if (name == "max" || name == "min") {
+    VarRef dim = args.get(0, "dim", false);
+    if (dim && dim->is(Var::Kind::Tensor))
+      return tensor_binary(ctx, name == "max" ? OpKind::Maximum : OpKind::Minimum, self, dim);
+    if (dim) unsupported(name + "(dim) returns (values, indices); mini's capture supports " + name + "() and a" + name + "(dim)");
+    return node(ctx, name == "max" ? OpKind::Amax : OpKind::Amin, {self->node});
+  }
+  if (name == "softmax" || name == "log_softmax") {
+    Attrs a;
+    a.dim = int_of(args.get(0, "dim"), "dim");
+    return node(ctx, name == "softmax" ? OpKind::Softmax : OpKind::LogSoftmax, {self->node}, a);
+  }
+  if (name == "gelu") {
+    Attrs a;
+    VarRef ap = args.get(0, "approximate", false);
+    a.mode = ap && ap->obj && PyUnicode_Check(ap->obj) ? PyUnicode_AsUTF8(ap->obj) : "none";
+    return node(ctx, OpKind::Gelu, {self->node}, a);
+  }
+  if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(args.pos, 0, "shape"));
+  if (name == "flatten") {
+    int64_t r = (int64_t)m.sizes.size();
+    if (r == 0) return reshape(ctx, self, {1});
+    int64_t s = int_of(args.get(0, "start_dim", false) ? args.get(0, "start_dim") : make_constant(PyLong_FromLong(0)), "start_dim");
+    VarRef ev = args.get(1, "end_dim", false);
+    int64_t e = ev ? int_of(ev, "end_dim") : -1;
+    s = wrap_dim(s, r);
+    e = wrap_dim(e, r);
+    std::vector<int64_t> shape(m.sizes.begin(), m.sizes.begin() + s);
+    shape.push_back(-1);
+    shape.insert(shape.end(), m.sizes.begin() + e + 1, m.sizes.end());
+    return reshape(ctx, self, shape);
+  }
+  if (name == "expand") {
+    Attrs a;
+    a.shape = ints_of(args.pos, 0, "size");
+    return node(ctx, OpKind::Expand, {self->node}, a);
+  }
+  if (name == "permute") {
+    Attrs a;
+    a.dims = ints_of(args.pos, 0, "dims");
+    return node(ctx, OpKind::Permute, {self->node}, a);
+  }
+  if (name == "transpose") {
+    Attrs a;
+    a.dim = int_of(args.get(0, "dim0"), "dim0");
+    a.dim2 = int_of(args.get(1, "dim1"), "dim1");
+    return node(ctx, OpKind::Transpose, {self->node}, a);
+  }
+  if (name == "t") {
+    if (m.sizes.size() < 2) return self;
+    Attrs a;
+    a.dim = 0;
+    a.dim2 = 1;
+    return node(ctx, OpKind::Transpose, {self->node}, a);
+  }
+  if (name == "unsqueeze") {
+    Attrs a;
+    a.dim = int_of(args.get(0, "dim"), "dim");
+    return node(ctx, OpKind::Unsqueeze, {self->node}, a);
+  }
+  if (name == "squeeze") {
+    Attrs a;
+    a.dims = dims_of(args.get(0, "dim", false));
+    return node(ctx, OpKind::Squeeze, {self->node}, a);
+  }
+  if (name == "contiguous") {
+    bool contiguous = m.strides == contiguous_strides(m.sizes);
+    return contiguous ? self : node(ctx, OpKind::Clone, {self->node});
+  }
+  if (name == "float") return cast_to(ctx, self, DType::Float32);
+  if (name == "double") return cast_to(ctx, self, DType::Float64);
+  if (name == "long") return cast_to(ctx, self, DType::Int64);
+  if (name == "bool") return cast_to(ctx, self, DType::Bool);
+  if (name == "to" || name == "type_as") {
+    VarRef d = args.get(0, "dtype");
+    if (d->is(Var::Kind::Tensor)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
+    if (d->obj && PyUnicode_Check(d->obj)) return self;  // .to("cpu")
+    return cast_to(ctx, self, dtype_from(d));
+  }
+  if (name == "cpu" || name == "detach") return name == "cpu" ? self : node(ctx, OpKind::Clone, {self->node});
+  if (name == "size") {
+    VarRef d = args.get(0, "dim", false);
+    if (!d) return tensor_attr(ctx, self, "shape");
+    int64_t s = m.sizes.at(wrap_dim(int_of(d, "dim"), (int64_t)m.sizes.size()));
+    return make_constant(PyLong_FromLongLong(s));
+  }
+  if (name == "dim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
+  if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
+  if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
+  if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
+  if (name == "item" || name == "tolist" || name == "numpy")
+    unsupported("Unsupported Tensor." + name + "() call with capture_scalar_outputs=False: the value "
+                "is only known at run time; keep it a tensor (e.g. mini.where) instead of a Python number");
+  if (name.back() == '_' || name == "copy_" || name == "zero_")
+    unsupported("in-place Tensor." + name + "() inside a compiled function is not supported by mini's "
+                "capture; use the out-of-place form");
+  unsupported("Tensor." + name + "() is not supported by mini's capture");
+}
+
+VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
+                           const Kwargs& kwargs) {
+  if (name == "where") {
+    Args args{std::move(pos), kwargs, name};
+    VarRef c = args.get(0, "condition"), a = args.get(1, "input"), b = args.get(2, "other");
+    if (!c->is(Var::Kind::Tensor)) unsupported("where() with a condition that is not a tensor");
+    return node(ctx, OpKind::Where, {c->node, operand(ctx, a), operand(ctx, b)});
+  }
+  if (name == "layer_norm") {
+    Args args{std::move(pos), kwargs, name};
+    VarRef x = args.get(0, "input");
+    std::vector<int64_t> shape = ints_of({args.get(1, "normalized_shape")}, 0, "normalized_shape");
+    VarRef w = args.get(2, "weight", false), b = args.get(3, "bias", false), e = args.get(4, "eps", false);
+    Attrs a;
+    a.dim = (int64_t)shape.size();
+    a.eps = e && e->obj && PyFloat_Check(e->obj) ? PyFloat_AS_DOUBLE(e->obj) : 1e-5;
+    const auto& xm = meta_of(ctx, x);
+    if (shape.size() > xm.sizes.size() || !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size()))
+      fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
+           "but got input of size", shape_str(xm.sizes));
+    std::vector<int> in{x->node};
+    in.push_back(w && w->is(Var::Kind::Tensor) ? w->node : -1);
+    in.push_back(b && b->is(Var::Kind::Tensor) ? b->node : -1);
+    return node(ctx, OpKind::LayerNorm, in, a);
+  }
+  if (name == "mse_loss") {
+    Args args{std::move(pos), kwargs, name};
+    VarRef a = args.get(0, "input"), b = args.get(1, "target"), r = args.get(2, "reduction", false);
+    Attrs at;
+    at.mode = r && r->obj && PyUnicode_Check(r->obj) ? PyUnicode_AsUTF8(r->obj) : "mean";
+    return node(ctx, OpKind::MseLoss, {a->node, b->node}, at);
+  }
+  // mini.<method>(tensor, ...): the method form on the first argument
+  if (pos.empty()) unsupported("mini." + name + "() without arguments");
+  VarRef self = pos[0];
+  pos.erase(pos.begin());
+  if (!self->is(Var::Kind::Tensor)) {
+    if (pos.size() == 1 && pos[0]->is(Var::Kind::Tensor))  // mini.add(2, x)
+      for (auto& b : kBinary)
+        if (name == b.name) return tensor_binary(ctx, b.op, self, pos[0]);
+    unsupported("mini." + name + "() on " + self->describe());
+  }
+  return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+}
+
+}  // namespace mini::capture

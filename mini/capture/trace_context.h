@@ -1,0 +1,59 @@
+// trace_context.h — the state shared by every frame of one trace (the root frame and the
+// functions it inlines), and the pieces of the interpreter split across files:
+//   tracer.cpp       the instruction loop
+//   wrap.cpp         turning a real object read from the frame into a Var (+ its guards)
+//   calls.cpp        calling a Var: inlining functions and modules, builtins
+//   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
+// Internal to capture/.
+#pragma once
+#include <unordered_map>
+
+#include "capture/tracer.h"
+
+namespace mini::capture {
+
+struct TraceContext {
+  Trace trace;
+  guards::FrameValues root;
+  PyObject* root_globals = nullptr;  // Borrowed
+  TraceOptions options;
+  int depth = 0;                                  // inlining depth
+  std::unordered_map<PyObject*, int> tensor_node; // input tensor object -> its graph node
+  std::string current_code;                       // the source line being traced
+  std::string current_location;                   // "file:line in fn"
+
+  graph::Graph& graph() { return *trace.graph; }
+  guards::GuardSet& guards() { return *trace.guards; }
+};
+
+[[noreturn]] void unsupported(const std::string& reason);
+
+// wrap.cpp: a real object found at `source` (Borrowed `value`) as a Var, with guards.
+VarRef wrap(TraceContext& ctx, PyObject* value, SourceRef source);
+// A value computed while tracing (no source, no guards): constants, tuples of them.
+VarRef wrap_untracked(TraceContext& ctx, PyObject* value);
+bool is_module(PyObject* value);
+
+// calls.cpp
+VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args,
+                std::vector<std::pair<std::string, VarRef>> kwargs);
+VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name);
+// Runs an inlined function's code: the interpreter (tracer.cpp).
+VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function_source,
+                       std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs);
+
+// tensor_calls.cpp
+using Kwargs = std::vector<std::pair<std::string, VarRef>>;
+VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                          std::vector<VarRef> args, const Kwargs& kwargs);
+// mini.<name>(...) for the registered graph functions.
+VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> args,
+                           const Kwargs& kwargs);
+VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& name);
+// a <op> b for BINARY_OP / COMPARE_OP / unary ops where a tensor is involved.
+VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b);
+VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a);
+VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index);
+const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t);
+
+}  // namespace mini::capture

@@ -1,0 +1,297 @@
+#include "graph.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "tensor/autograd.h"
+
+namespace mini::graph {
+
+// ---- names and printing ------------------------------------------------------------------
+
+std::string Graph::unique_name(const std::string& base) {
+  int count = 0;
+  for (const auto& n : used_names_)
+    if (n == base) count++;
+  used_names_.push_back(base);
+  return count ? base + "_" + std::to_string(count) : base;
+}
+
+static const char* short_dtype(DType d) {
+  switch (d) {
+    case DType::Bool: return "b8";
+    case DType::Int64: return "i64";
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+  }
+  return "?";
+}
+
+std::string meta_str(const TensorMeta& m) {
+  return std::string(short_dtype(m.dtype)) + shape_str(m.sizes) + shape_str(m.strides) + "cpu";
+}
+
+// "L['x']" -> "l_x_", as Dynamo names placeholders.
+static std::string placeholder_name(const std::string& source) {
+  std::string out;
+  for (char c : source) {
+    if (std::isalnum((unsigned char)c)) out += (char)std::tolower((unsigned char)c);
+    else if (out.empty() || out.back() != '_') out += '_';
+  }
+  if (out.empty() || std::isdigit((unsigned char)out[0])) out = "arg_" + out;
+  return out;
+}
+
+int Graph::add_input(const TensorMeta& meta, const std::string& source) {
+  Node n;
+  n.kind = NodeKind::Input;
+  n.meta = meta;
+  n.source = source;
+  n.name = unique_name(placeholder_name(source));
+  nodes.push_back(std::move(n));
+  inputs.push_back((int)nodes.size() - 1);
+  return (int)nodes.size() - 1;
+}
+
+int Graph::add_constant(double value, DType dtype) {
+  Node n;
+  n.kind = NodeKind::Constant;
+  n.value = value;
+  n.constant = scalar_tensor(value, dtype, /*wrapped_number=*/true);
+  n.meta = {{}, {}, dtype, false};
+  std::ostringstream s;
+  if (dtype == DType::Bool) s << (value ? "True" : "False");
+  else if (dtype == DType::Int64) s << (int64_t)value;
+  else {
+    s << value;
+    if (s.str().find_first_of(".einf") == std::string::npos) s << ".0";
+  }
+  n.name = s.str();  // constants print inline, as their value
+  nodes.push_back(std::move(n));
+  return (int)nodes.size() - 1;
+}
+
+int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, const std::string& code) {
+  std::vector<TensorMeta> metas;
+  std::vector<bool> wrapped;
+  for (int i : in) {
+    metas.push_back(i >= 0 ? nodes[i].meta : TensorMeta{});
+    wrapped.push_back(i >= 0 && nodes[i].kind == NodeKind::Constant);
+  }
+  Node n;
+  n.kind = NodeKind::Op;
+  n.op = op;
+  n.attrs = attrs;
+  n.inputs = in;
+  n.code = code;
+  n.meta = infer_meta(op, metas, wrapped, attrs);
+  n.name = unique_name(op_name(op));
+  nodes.push_back(std::move(n));
+  return (int)nodes.size() - 1;
+}
+
+int Graph::op_count() const {
+  return (int)std::count_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.kind == NodeKind::Op; });
+}
+
+static std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// The attributes an op was called with, as keyword arguments.
+static std::string attrs_str(OpKind op, const Attrs& a) {
+  switch (op_class(op)) {
+    case OpClass::Reduction:
+      return (a.dims.empty() ? "" : ", dim=" + ints_str(a.dims)) + (a.keepdim ? ", keepdim=True" : "");
+    default: break;
+  }
+  switch (op) {
+    case OpKind::Reshape: case OpKind::Expand: return ", " + ints_str(a.shape);
+    case OpKind::Permute: return ", " + ints_str(a.dims);
+    case OpKind::Transpose: return ", " + std::to_string(a.dim) + ", " + std::to_string(a.dim2);
+    case OpKind::Unsqueeze: case OpKind::Softmax: case OpKind::LogSoftmax:
+      return ", dim=" + std::to_string(a.dim);
+    case OpKind::Squeeze: return a.dims.empty() ? "" : ", dim=" + ints_str(a.dims);
+    case OpKind::Select: return ", " + std::to_string(a.dim) + ", " + std::to_string(a.index);
+    case OpKind::Slice:
+      return ", " + std::to_string(a.dim) + ", " + std::to_string(a.start) + ", " +
+             std::to_string(a.end) + ", " + std::to_string(a.step);
+    case OpKind::Cast: return std::string(", dtype=mini.") + dtype_name(a.dtype);
+    case OpKind::Gelu: return a.mode == "tanh" ? ", approximate='tanh'" : "";
+    case OpKind::MseLoss: return ", reduction='" + a.mode + "'";
+    case OpKind::LayerNorm: return ", normalized_dims=" + std::to_string(a.dim) + ", eps=" + std::to_string(a.eps);
+    default: return "";
+  }
+}
+
+std::string Graph::node_str(int id) const {
+  const Node& n = nodes[id];
+  std::string s = n.name + ": \"" + meta_str(n.meta) + "\" = mini." + op_name(n.op) + "(";
+  for (size_t i = 0; i < n.inputs.size(); i++)
+    s += (i ? ", " : "") + (n.inputs[i] >= 0 ? nodes[n.inputs[i]].name : std::string("None"));
+  return s + attrs_str(n.op, n.attrs) + ")";
+}
+
+std::string Graph::print(const std::string& title) const {
+  std::ostringstream s;
+  s << "===== " << title << " =====\n";
+  s << " class GraphModule(mini.nn.Module):\n    def forward(self";
+  for (int i : inputs) s << ", " << nodes[i].name << ": \"" << meta_str(nodes[i].meta) << "\"";
+  s << "):\n";
+  std::string last_code;
+  for (size_t i = 0; i < nodes.size(); i++) {
+    if (nodes[i].kind != NodeKind::Op) continue;
+    if (!nodes[i].code.empty() && nodes[i].code != last_code) {
+      s << "\n         # " << nodes[i].code << "\n";
+      last_code = nodes[i].code;
+    }
+    s << "        " << node_str((int)i) << "\n";
+  }
+  s << "        return (";
+  for (size_t i = 0; i < outputs.size(); i++) s << (i ? ", " : "") << nodes[outputs[i]].name;
+  s << (outputs.size() == 1 ? ",)" : ")") << "\n";
+  return s.str();
+}
+
+// ---- meta inference ---------------------------------------------------------------------
+// Views run the real view functions on data-less tensors (they only compute sizes and
+// strides); everything else computes its output shape by its rule. Kernel outputs are
+// contiguous.
+
+static Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = std::make_shared<Storage>();
+  t->sizes = m.sizes;
+  t->strides = m.strides.size() == m.sizes.size() ? m.strides : contiguous_strides(m.sizes);
+  t->dtype = m.dtype;
+  t->wrapped_number = wrapped;
+  return t;
+}
+
+static TensorMeta contiguous_meta(const Shape& sizes, DType dtype) {
+  return {sizes, contiguous_strides(sizes), dtype, false};
+}
+
+static Shape reduced_shape(const Shape& in, const Attrs& a) {
+  std::vector<int64_t> dims = wrap_dims(a.dims, (int64_t)in.size());
+  Shape out;
+  for (int64_t d = 0; d < (int64_t)in.size(); d++) {
+    bool red = dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!red) out.push_back(in[d]);
+    else if (a.keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::vector<bool>& wrapped,
+                      const Attrs& a) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> t;
+  for (size_t i = 0; i < in.size(); i++) t.push_back(meta_tensor(in[i], wrapped[i]));
+  switch (op_class(op)) {
+    case OpClass::Pointwise: {
+      Shape shape;
+      for (auto& m : in) shape = broadcast_shapes(shape, m.sizes);
+      std::vector<Tensor> operands = t;
+      if (op == OpKind::Where) operands.erase(operands.begin());  // the condition does not promote
+      DType dt = result_type(operands);
+      switch (op) {
+        case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le:
+        case OpKind::Gt: case OpKind::Ge:
+          dt = DType::Bool;
+          break;
+        case OpKind::Div: case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos:
+        case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Sqrt: case OpKind::Rsqrt:
+        case OpKind::Gelu: case OpKind::GeluBackward:
+          if (!is_floating(dt)) dt = DType::Float32;
+          break;
+        case OpKind::Cast: dt = a.dtype; break;
+        case OpKind::Where:
+          if (in[0].dtype != DType::Bool)
+            fail_type("where expected condition to be a boolean tensor, but got a tensor with dtype ",
+                      dtype_name(in[0].dtype));
+          break;
+        default: break;
+      }
+      return contiguous_meta(shape, dt);
+    }
+    case OpClass::Reduction: {
+      DType dt = in[0].dtype;
+      if (op == OpKind::Sum && !is_floating(dt)) dt = DType::Int64;
+      if (op == OpKind::Mean && !is_floating(dt))
+        fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
+             "or complex dtype. Got: ", dtype_name(dt));
+      return contiguous_meta(reduced_shape(in[0].sizes, a), dt);
+    }
+    case OpClass::View: {
+      Tensor v;
+      if (op == OpKind::Reshape) {
+        Shape target = infer_reshape(a.shape, numel_of(in[0].sizes));
+        Strides st;
+        if (!view_strides(t[0]->sizes, t[0]->strides, target, &st)) st = contiguous_strides(target);
+        return {target, st, in[0].dtype, false};
+      }
+      v = call_op(op, t, a);  // sizes/strides only: views never touch data
+      return {v->sizes, v->strides, v->dtype, false};
+    }
+    default: break;
+  }
+  switch (op) {
+    case OpKind::Matmul: {
+      const Shape &x = in[0].sizes, &y = in[1].sizes;
+      if (x.empty() || y.empty()) fail("both arguments to matmul need to be at least 1D");
+      if (in[0].dtype != in[1].dtype)
+        fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(in[0].dtype),
+             " != ", dtype_name(in[1].dtype));
+      Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
+      if (xs.back() != ys[ys.size() - 2])
+        fail("mat1 and mat2 shapes cannot be multiplied (", shape_str(x), " and ", shape_str(y), ")");
+      Shape batch = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
+      if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);
+      if (y.size() > 1) batch.push_back(ys.back());
+      return contiguous_meta(batch, in[0].dtype);
+    }
+    case OpKind::Softmax: case OpKind::LogSoftmax:
+      wrap_dim(a.dim, (int64_t)in[0].sizes.size());
+      if (!is_floating(in[0].dtype)) fail("softmax(): expected a floating point tensor");
+      return contiguous_meta(in[0].sizes, in[0].dtype);
+    case OpKind::LayerNorm: return contiguous_meta(in[0].sizes, in[0].dtype);
+    case OpKind::MseLoss: {
+      Shape s = broadcast_shapes(in[0].sizes, in[1].sizes);
+      return contiguous_meta(a.mode == "none" ? s : Shape{}, result_type(t));
+    }
+    case OpKind::SliceBackward: return contiguous_meta(a.shape, in[0].dtype);
+    case OpKind::Nonzero:  // data-dependent length: -1 marks a size only known at run time
+      return contiguous_meta({-1, (int64_t)in[0].sizes.size()}, DType::Int64);
+    default: break;
+  }
+  fail("no meta rule for ", op_name(op));
+}
+
+// ---- the interpreter ----------------------------------------------------------------------
+
+std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs.size())
+    fail("graph expects ", g.inputs.size(), " inputs but got ", inputs.size());
+  std::vector<Tensor> values(g.nodes.size());
+  for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
+  std::vector<Tensor> args;
+  for (size_t id = 0; id < g.nodes.size(); id++) {
+    const Node& n = g.nodes[id];
+    if (n.kind == NodeKind::Constant) {
+      values[id] = n.constant;
+    } else if (n.kind == NodeKind::Op) {
+      args.clear();
+      for (int i : n.inputs) args.push_back(i >= 0 ? values[i] : nullptr);
+      values[id] = call_op(n.op, args, n.attrs);
+    }
+  }
+  std::vector<Tensor> out;
+  out.reserve(g.outputs.size());
+  for (int i : g.outputs) out.push_back(values[i]);
+  return out;
+}
+
+}  // namespace mini::graph

@@ -1,0 +1,80 @@
+#include "cache.h"
+
+#include <unordered_set>
+
+namespace mini::guards {
+
+namespace {
+std::unordered_set<CodeCache*>& live_caches() {
+  static auto* s = new std::unordered_set<CodeCache*>();
+  return *s;
+}
+int g_next_frame_id = 0;
+
+void free_code_cache(void* p) {
+  auto* cache = static_cast<CodeCache*>(p);
+  live_caches().erase(cache);
+  delete cache;
+}
+
+Py_ssize_t extra_index() {
+  static Py_ssize_t index = _PyEval_RequestCodeExtraIndex(free_code_cache);
+  return index;
+}
+}  // namespace
+
+CacheEntry* CodeCache::lookup(const FrameValues& frame, PyObject* backend_key) {
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    if (it->backend_key != backend_key) continue;
+    if (!it->guards->check(frame)) continue;
+    if (it != entries.begin()) entries.splice(entries.begin(), entries, it);
+    return &entries.front();
+  }
+  return nullptr;
+}
+
+std::string CodeCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
+  for (const auto& e : entries) {
+    if (e.backend_key != backend_key) continue;
+    std::string why = e.guards->check_verbose(frame);
+    if (!why.empty()) return std::to_string(frame_id) + "/" + std::to_string(e.compile_id) + ": " + why;
+  }
+  return "";
+}
+
+CacheEntry& CodeCache::add(CacheEntry entry) {
+  entries.push_front(std::move(entry));
+  return entries.front();
+}
+
+void CodeCache::clear() {
+  entries.clear();
+  compiles = 0;
+  run_only = false;
+  skip_reason.clear();
+}
+
+CodeCache* code_cache(PyCodeObject* code, bool create) {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra((PyObject*)code, extra_index(), &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra || !create) return static_cast<CodeCache*>(extra);
+  auto* cache = new CodeCache();
+  cache->frame_id = g_next_frame_id++;
+  if (_PyCode_SetExtra((PyObject*)code, extra_index(), cache) < 0) {
+    PyErr_Clear();
+    delete cache;
+    return nullptr;
+  }
+  live_caches().insert(cache);
+  return cache;
+}
+
+void clear_all_code_caches() {
+  for (CodeCache* c : live_caches()) c->clear();
+  g_next_frame_id = 0;
+}
+
+}  // namespace mini::guards

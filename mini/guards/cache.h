@@ -1,0 +1,53 @@
+// cache.h — per code object, the compiled entries and how they are looked up.
+//
+// Each code object that mini has seen carries a CodeCache in its co_extra slot (as Dynamo's
+// ExtraState). Its entries are checked most recently hit first; a hit moves to the front;
+// a new compile goes in at the front. Past the cache size limit the code runs eagerly on
+// every miss ("run only"), still using the entries it has.
+//
+// Ownership: the CodeCache belongs to the code object (freed with it, or by clear_all());
+// an entry owns its GuardSet and its compiled artifact.
+#pragma once
+#include <Python.h>
+
+#include <list>
+#include <memory>
+#include <string>
+
+#include "guards/guards.h"
+
+namespace mini::guards {
+
+// What a backend produced; defined by capture, opaque here.
+struct CompiledArtifact {
+  virtual ~CompiledArtifact() = default;
+};
+
+struct CacheEntry {
+  std::unique_ptr<GuardSet> guards;
+  std::shared_ptr<CompiledArtifact> artifact;
+  int compile_id = 0;  // the k of Dynamo's "frame/k"
+  PyObject* backend_key = nullptr;  // identity of the backend that compiled it (not owned)
+};
+
+struct CodeCache {
+  std::list<CacheEntry> entries;  // most recently hit first
+  int frame_id = 0;               // the frame of "frame/k", numbered in order of first sight
+  int compiles = 0;
+  bool run_only = false;          // hit the cache size limit: never compile again
+  std::string skip_reason;        // non-empty: capture cannot handle this code, run it eagerly
+
+  // The first entry (for `backend_key`) whose guards hold, moved to the front; or null.
+  CacheEntry* lookup(const FrameValues& frame, PyObject* backend_key);
+  // After a miss: the newest entry's first failing guard, "frame/k: reason" (torch's form).
+  std::string recompile_reason(const FrameValues& frame, PyObject* backend_key) const;
+  CacheEntry& add(CacheEntry entry);  // at the front
+  void clear();
+};
+
+// The CodeCache of `code` (Borrowed), created on first use when `create`.
+CodeCache* code_cache(PyCodeObject* code, bool create);
+// mini.reset(): every code object forgets its entries and counters.
+void clear_all_code_caches();
+
+}  // namespace mini::guards

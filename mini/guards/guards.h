@@ -1,0 +1,102 @@
+// guards.h — the assumptions a compiled graph was made under, checked on every call.
+//
+// In:  guards added by capture as it reads values from the frame (each on a Source).
+// Out: check() — true when every guard holds — and, after a miss, check_verbose() — the
+//      first failing guard in torch's words ("tensor 'x' size mismatch at index 0.
+//      expected 32, actual 64").
+// Guarantees:
+//  * check() creates no Python objects and calls no Python code for guards on locals,
+//    globals, cells, tuple/list items and dict items (attributes call getattr);
+//  * a stale hit is impossible for what is guarded: a tensor's dtype, device, rank, sizes,
+//    strides and requires_grad; a constant's type and value; an object's identity (via a
+//    weak reference, so a dead object never matches a new one at the same address);
+//  * a GuardSet keeps no user tensor or module alive (identity guards hold weak references;
+//    constants it holds are ints, floats, strs, bools and None);
+//  * guards are checked in insertion order until the first failure; each failure bumps
+//    the guard's fail_count.
+#pragma once
+#include <Python.h>
+
+#include <string>
+#include <vector>
+
+#include "guards/source.h"
+#include "tensor/tensor.h"
+
+namespace mini::guards {
+
+enum class GuardKind {
+  TensorMatch,  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
+  TypeMatch,    // type(v) is T
+  IdMatch,      // v is this very object
+  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float or str)
+  NoneMatch,    // v is None
+  BoolMatch,    // v is True / v is False
+  LengthCheck,  // a tuple or list of this length
+  GradMode,     // mini.is_grad_enabled() has this value (global state)
+};
+
+struct TensorSpec {
+  PyTypeObject* type = nullptr;  // mini.Tensor or a subclass (nn.Parameter)
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  std::vector<int64_t> sizes;    // -1: dynamic, not checked
+  std::vector<int64_t> strides;  // -1: not checked
+};
+
+struct Guard {
+  GuardKind kind;
+  int source = -1;      // index into GuardSet::sources; -1 for global state
+  TensorSpec tensor;    // TensorMatch
+  PyObject* object = nullptr;  // TypeMatch: the type (strong); IdMatch: weakref or object;
+                               // EqualsMatch: the constant (strong)
+  bool weak = false;    // IdMatch: `object` is a weak reference
+  int64_t length = 0;   // LengthCheck
+  bool flag = false;    // BoolMatch, GradMode
+  std::string code;     // the guard as torch prints it: "L['n'] == 2"
+  int64_t fail_count = 0;
+};
+
+// How guards find the C++ tensor behind a Python object (set by the Python module):
+// returns nullptr when `obj` is not a mini.Tensor.
+using TensorUnwrap = TensorImpl* (*)(PyObject* obj);
+void set_tensor_unwrap(TensorUnwrap fn);
+TensorImpl* unwrap_tensor(PyObject* obj);
+
+class GuardSet {
+ public:
+  GuardSet() = default;
+  GuardSet(const GuardSet&) = delete;
+  GuardSet& operator=(const GuardSet&) = delete;
+  ~GuardSet();
+
+  // Adders. `value` is the object found at `source` now (Borrowed).
+  void add_tensor_match(SourceRef source, PyObject* value, const std::vector<bool>& dynamic_dims = {});
+  void add_type_match(SourceRef source, PyObject* value);
+  void add_id_match(SourceRef source, PyObject* value);
+  // Picks NoneMatch, BoolMatch or EqualsMatch (+ type) for an immutable constant.
+  void add_constant_match(SourceRef source, PyObject* value);
+  void add_length_check(SourceRef source, PyObject* value);
+  void add_grad_mode(bool enabled);
+
+  bool check(const FrameValues& frame);
+  // "" if every guard holds; else the first failure as torch words it.
+  std::string check_verbose(const FrameValues& frame) const;
+  // MINI_LOGS=guards: the tree of sources and their guards.
+  std::string print() const;
+
+  size_t size() const { return guards_.size(); }
+  const std::vector<Guard>& guards() const { return guards_; }
+  const std::vector<SourceRef>& sources() const { return sources_; }
+
+ private:
+  int source_index(const SourceRef& source);
+  bool has(GuardKind kind, int source) const;
+  // First failing guard index, or -1. `reason` (optional) gets its message.
+  int first_failure(const FrameValues& frame, std::string* reason) const;
+
+  std::vector<SourceRef> sources_;
+  std::vector<Guard> guards_;
+};
+
+}  // namespace mini::guards

@@ -1,0 +1,91 @@
+#include "source.h"
+
+namespace mini::guards {
+
+std::string Source::str() const {
+  switch (kind) {
+    case Kind::Local: return "L['" + name + "']";
+    case Kind::Global: return "G['" + name + "']";
+    case Kind::Attr: return base->str() + "." + name;
+    case Kind::Item: return base->str() + "[" + std::to_string(index) + "]";
+    case Kind::DictItem: return base->str() + "['" + name + "']";
+    case Kind::CellContents: return base->str() + ".cell_contents";
+  }
+  return "?";
+}
+
+SourceRef Source::local(int index, const std::string& name) {
+  return std::make_shared<Source>(Source{Kind::Local, index, name, nullptr});
+}
+SourceRef Source::global(const std::string& name) {
+  return std::make_shared<Source>(Source{Kind::Global, 0, name, nullptr});
+}
+SourceRef Source::attr(SourceRef base, const std::string& name) {
+  return std::make_shared<Source>(Source{Kind::Attr, 0, name, std::move(base)});
+}
+SourceRef Source::item(SourceRef base, int index) {
+  return std::make_shared<Source>(Source{Kind::Item, index, "", std::move(base)});
+}
+SourceRef Source::dict_item(SourceRef base, const std::string& key) {
+  return std::make_shared<Source>(Source{Kind::DictItem, 0, key, std::move(base)});
+}
+SourceRef Source::cell_contents(SourceRef base) {
+  return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
+}
+
+PyObject* fetch(const Source& s, const FrameValues& f) {
+  switch (s.kind) {
+    case Source::Kind::Local: {
+      if (s.index >= f.nlocals) return nullptr;
+      PyObject* v = f.locals[s.index];
+      Py_XINCREF(v);
+      return v;
+    }
+    case Source::Kind::Global: {
+      PyObject* key = PyUnicode_FromString(s.name.c_str());
+      PyObject* v = PyDict_GetItemWithError(f.globals, key);
+      if (!v && !PyErr_Occurred()) v = PyDict_GetItemWithError(f.builtins, key);
+      Py_DECREF(key);
+      PyErr_Clear();
+      Py_XINCREF(v);
+      return v;
+    }
+    case Source::Kind::Attr: {
+      PyObject* base = fetch(*s.base, f);
+      if (!base) return nullptr;
+      PyObject* v = PyObject_GetAttrString(base, s.name.c_str());
+      Py_DECREF(base);
+      if (!v) PyErr_Clear();
+      return v;
+    }
+    case Source::Kind::Item: {
+      PyObject* base = fetch(*s.base, f);
+      if (!base) return nullptr;
+      PyObject* v = nullptr;
+      if (PyTuple_Check(base) && s.index < PyTuple_GET_SIZE(base)) v = PyTuple_GET_ITEM(base, s.index);
+      else if (PyList_Check(base) && s.index < PyList_GET_SIZE(base)) v = PyList_GET_ITEM(base, s.index);
+      Py_XINCREF(v);
+      Py_DECREF(base);
+      return v;
+    }
+    case Source::Kind::DictItem: {
+      PyObject* base = fetch(*s.base, f);
+      if (!base) return nullptr;
+      PyObject* v = PyDict_Check(base) ? PyDict_GetItemString(base, s.name.c_str()) : nullptr;
+      Py_XINCREF(v);
+      Py_DECREF(base);
+      return v;
+    }
+    case Source::Kind::CellContents: {
+      PyObject* base = fetch(*s.base, f);
+      if (!base) return nullptr;
+      PyObject* v = PyCell_Check(base) ? PyCell_GET(base) : nullptr;
+      Py_XINCREF(v);
+      Py_DECREF(base);
+      return v;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace mini::guards

@@ -1,0 +1,55 @@
+// source.h — where a value of a frame comes from: a local, a global, an attribute or item
+// of another source. Capture attaches a Source to every value it reads from the frame;
+// guards check the value found there on each call, and compiled code fetches its graph
+// inputs from the same Sources.
+//
+// Printed the way Dynamo prints them: L['x'], G['SCALE'], L['self'].weight, L['xs'][0].
+#pragma once
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mini::guards {
+
+struct Source;
+using SourceRef = std::shared_ptr<const Source>;
+
+struct Source {
+  enum class Kind {
+    Local,      // index: the frame's localsplus slot (free variables read through their cell)
+    Global,     // name: the frame's globals, then builtins
+    Attr,       // base.name
+    Item,       // base[index] (a tuple or list)
+    DictItem,   // base[name] (a dict with str keys)
+    CellContents,  // base.cell_contents (base is a cell)
+  };
+  Kind kind;
+  int index = 0;
+  std::string name;
+  SourceRef base;
+
+  std::string str() const;
+  static SourceRef local(int index, const std::string& name);
+  static SourceRef global(const std::string& name);
+  static SourceRef attr(SourceRef base, const std::string& name);
+  static SourceRef item(SourceRef base, int index);
+  static SourceRef dict_item(SourceRef base, const std::string& key);
+  static SourceRef cell_contents(SourceRef base);
+};
+
+// What a Source is read against: the frame's values at entry. All Borrowed.
+struct FrameValues {
+  PyObject* const* locals = nullptr;  // one per localsplus slot (free vars: the cell contents)
+  int nlocals = 0;
+  PyObject* globals = nullptr;
+  PyObject* builtins = nullptr;
+};
+
+// The value at `source`: New reference, or NULL with no Python error set if it is missing
+// (an unbound local, a missing attribute). Never runs user code for Local/Global/Item/
+// DictItem/CellContents; Attr calls getattr (the same call the traced code made).
+PyObject* fetch(const Source& source, const FrameValues& frame);
+
+}  // namespace mini::guards
