@@ -83,14 +83,14 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     }
   }
   if ((name == "tuple" || name == "list") && args.size() == 1 && !args[0]->is(Var::Kind::Constant))
-    return make_tuple(items_of(args[0]), name == "list");
+    return make_tuple_var(items_of(args[0]), name == "list");
   if (name == "enumerate" && !args.empty()) {
     std::vector<VarRef> out;
     long start = args.size() > 1 && args[1]->obj ? PyLong_AsLong(args[1]->obj) : 0;
     auto items = items_of(args[0]->is(Var::Kind::Constant) ? args[0] : args[0]);
     for (size_t i = 0; i < items.size(); i++)
-      out.push_back(make_tuple({make_constant(PyLong_FromLong(start + (long)i)), items[i]}));
-    return make_tuple(out);
+      out.push_back(make_tuple_var({make_constant(PyLong_FromLong(start + (long)i)), items[i]}));
+    return make_tuple_var(out);
   }
   if (name == "zip") {
     std::vector<std::vector<VarRef>> lists;
@@ -101,9 +101,9 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     for (size_t i = 0; i < n; i++) {
       std::vector<VarRef> row;
       for (auto& l : lists) row.push_back(l[i]);
-      out.push_back(make_tuple(row));
+      out.push_back(make_tuple_var(row));
     }
-    return make_tuple(out);
+    return make_tuple_var(out);
   }
   if (name == "abs" && args.size() == 1 && args[0]->is(Var::Kind::Tensor))
     return tensor_unary(ctx, OpKind::Abs, args[0]);

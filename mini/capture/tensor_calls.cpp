@@ -153,7 +153,7 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
       if (s < 0) unsupported("reading a data-dependent size (the length of a nonzero() result) in Python");
       dims.push_back(make_constant(PyLong_FromLongLong(s)));
     }
-    return make_tuple(dims);
+    return make_tuple_var(dims);
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "dtype") return dtype_object(m.dtype);

@@ -3,6 +3,7 @@
 
 #include "capture/frame_hook.h"
 #include "capture/trace_context.h"
+#include "tensor/autograd.h"
 
 namespace mini::capture {
 
@@ -42,7 +43,7 @@ VarRef make_tensor(int node) {
   v->node = node;
   return v;
 }
-VarRef make_tuple(std::vector<VarRef> items, bool list) {
+VarRef make_tuple_var(std::vector<VarRef> items, bool list) {
   auto v = std::make_shared<Var>(list ? Var::Kind::List : Var::Kind::Tuple);
   v->items = std::move(items);
   return v;
@@ -270,7 +271,7 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a, const VarRef& b) {
   if ((a->is(Var::Kind::Tuple) || a->is(Var::Kind::List)) && op % 13 == 0 && a->kind == b->kind) {
     std::vector<VarRef> items = a->items;
     items.insert(items.end(), b->items.begin(), b->items.end());
-    return make_tuple(items, a->is(Var::Kind::List));
+    return make_tuple_var(items, a->is(Var::Kind::List));
   }
   unsupported("the operator " + std::string(binary_symbol(op)) + " on " + a->describe() + " and " +
               b->describe() + " is not supported by mini's capture");
@@ -303,7 +304,7 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index) {
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       std::vector<VarRef> items;
       for (Py_ssize_t k = 0; k < len; k++) items.push_back(obj->items[start + k * step]);
-      return make_tuple(items, obj->is(Var::Kind::List));
+      return make_tuple_var(items, obj->is(Var::Kind::List));
     }
   }
   if (is_constant(obj) && is_constant(index))
@@ -529,7 +530,7 @@ VarRef FrameInterpreter::run() {
       }
       case Opcode::CALL_INTRINSIC_1: {
         VarRef a = pop();
-        if (in.arg == (int)Intrinsic1::ListToTuple) push(make_tuple(a->items));
+        if (in.arg == (int)Intrinsic1::ListToTuple) push(make_tuple_var(a->items));
         else if (in.arg == (int)Intrinsic1::UnaryPositive) push(a);
         else unsupported(std::string("the intrinsic ") + std::to_string(in.arg) + " is not supported");
         break;
@@ -558,7 +559,7 @@ VarRef FrameInterpreter::run() {
       case Opcode::BUILD_TUPLE: case Opcode::BUILD_LIST: {
         std::vector<VarRef> items(in.arg);
         for (int i = in.arg - 1; i >= 0; i--) items[i] = pop();
-        push(make_tuple(std::move(items), in.op == Opcode::BUILD_LIST));
+        push(make_tuple_var(std::move(items), in.op == Opcode::BUILD_LIST));
         break;
       }
       case Opcode::LIST_APPEND: {
@@ -573,7 +574,7 @@ VarRef FrameInterpreter::run() {
         dst.insert(dst.end(), it->items.begin() + it->position, it->items.end());
         break;
       }
-      case Opcode::LIST_TO_TUPLE: push(make_tuple(pop()->items)); break;
+      case Opcode::LIST_TO_TUPLE: push(make_tuple_var(pop()->items)); break;
       case Opcode::UNPACK_SEQUENCE: {
         std::vector<VarRef> items = unpack(pop(), in.arg);
         for (auto r = items.rbegin(); r != items.rend(); ++r) push(*r);
@@ -636,7 +637,7 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   for (size_t i = 0; i < npos; i++) locals[i] = args[i];
   int slot = nargs + nkw;
   if (flags & CO_VARARGS) {
-    locals[slot++] = make_tuple(std::vector<VarRef>(args.begin() + npos, args.end()));
+    locals[slot++] = make_tuple_var(std::vector<VarRef>(args.begin() + npos, args.end()));
   } else if (args.size() > (size_t)nargs) {
     unsupported("too many positional arguments for " + std::string(PyUnicode_AsUTF8(code->co_name)));
   }

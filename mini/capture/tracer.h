@@ -45,6 +45,8 @@ struct PythonBridge {
   PyObject* tensor_type = nullptr;    // mini.Tensor
   PyObject* dtype_objects[4] = {};    // mini.bool, int64, float32, float64 by DType code
   PyObject* graph_functions = nullptr;  // dict: function object -> op-table name
+  // A Python GraphModule for a backend callable (New reference, NULL on error).
+  PyObject* (*make_graph_module)(std::shared_ptr<graph::Graph> graph, const std::string& name) = nullptr;
 };
 PythonBridge& python_bridge();
 

@@ -57,7 +57,7 @@ struct Var {
 
 VarRef make_constant(PyObject* value /* New, stolen */);
 VarRef make_tensor(int node);
-VarRef make_tuple(std::vector<VarRef> items, bool list = false);
+VarRef make_tuple_var(std::vector<VarRef> items, bool list = false);
 VarRef make_method(VarRef self, const std::string& name);
 VarRef null_var();
 

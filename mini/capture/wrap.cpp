@@ -59,7 +59,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
       PyObject* item = PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
       items.push_back(wrap(ctx, item, guards::Source::item(src, (int)i)));
     }
-    VarRef var = make_tuple(items, PyList_Check(v));
+    VarRef var = make_tuple_var(items, PyList_Check(v));
     var->source = src;
     return var;
   }
@@ -91,7 +91,7 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
     std::vector<VarRef> items;
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
       items.push_back(wrap_untracked(ctx, PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i)));
-    return make_tuple(items, PyList_Check(v));
+    return make_tuple_var(items, PyList_Check(v));
   }
   if (is_module(v)) return object_var(Var::Kind::Module, v, nullptr);
   if (PyFunction_Check(v)) {

@@ -47,8 +47,11 @@ CacheEntry& CodeCache::add(CacheEntry entry) {
   return entries.front();
 }
 
+int next_frame_id() { return g_next_frame_id++; }
+
 void CodeCache::clear() {
   entries.clear();
+  frame_id = -1;
   compiles = 0;
   run_only = false;
   skip_reason.clear();
@@ -62,7 +65,6 @@ CodeCache* code_cache(PyCodeObject* code, bool create) {
   }
   if (extra || !create) return static_cast<CodeCache*>(extra);
   auto* cache = new CodeCache();
-  cache->frame_id = g_next_frame_id++;
   if (_PyCode_SetExtra((PyObject*)code, extra_index(), cache) < 0) {
     PyErr_Clear();
     delete cache;

@@ -32,7 +32,7 @@ struct CacheEntry {
 
 struct CodeCache {
   std::list<CacheEntry> entries;  // most recently hit first
-  int frame_id = 0;               // the frame of "frame/k", numbered in order of first sight
+  int frame_id = -1;              // the frame of "frame/k", numbered in order of first compile
   int compiles = 0;
   bool run_only = false;          // hit the cache size limit: never compile again
   std::string skip_reason;        // non-empty: capture cannot handle this code, run it eagerly
@@ -47,6 +47,8 @@ struct CodeCache {
 
 // The CodeCache of `code` (Borrowed), created on first use when `create`.
 CodeCache* code_cache(PyCodeObject* code, bool create);
+// The next frame number ("frame/k"), counted from 0 after each reset.
+int next_frame_id();
 // mini.reset(): every code object forgets its entries and counters.
 void clear_all_code_caches();
 

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "guards/guards.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -178,7 +179,18 @@ void set_requires_grad(const Tensor& t, bool on) {
 
 }  // namespace
 
+// The guard and capture stages' view of a Python object: the TensorImpl behind a
+// mini.Tensor (or a subclass), or nullptr. No Python objects are created.
+TensorImpl* unwrap(PyObject* obj) {
+  static PyTypeObject* tensor_type = (PyTypeObject*)py::type::of<TensorImpl>().ptr();
+  if (!PyObject_TypeCheck(obj, tensor_type)) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj);
+  auto vh = inst->get_value_and_holder(py::detail::get_type_info(typeid(TensorImpl)));
+  return vh.value_ptr<TensorImpl>();
+}
+
 void bind_tensor(py::module_& m) {
+  mini::guards::set_tensor_unwrap(&unwrap);
   py::class_<mini::GradNode, std::shared_ptr<mini::GradNode>>(m, "GradNode")
       .def("name", [](const mini::GradNode& n) { return std::string(n.name()); })
       .def_property_readonly("next_functions", [](const mini::GradNode& n) {

@@ -9,6 +9,7 @@
 namespace py = pybind11;
 
 void bind_tensor(py::module_& m);
+void bind_compile(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mini's C++ core: tensors, eager kernels and autograd";
@@ -35,4 +36,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("metrics_reset", [] { mini::metrics().reset(); });
 
   bind_tensor(m);
+  bind_compile(m);
 }

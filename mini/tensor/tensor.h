@@ -19,7 +19,7 @@ struct GradNode;
 struct TensorImpl;
 using Tensor = std::shared_ptr<TensorImpl>;
 
-struct TensorImpl {
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<Storage> storage;
   Shape sizes;
   Strides strides;

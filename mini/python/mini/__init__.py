@@ -13,5 +13,23 @@ globals().update(_functions)
 del _functions
 
 from . import nn, optim  # noqa: E402,F401
+from ._compile import (compile, explain, CompileCounter, reset, config, set_logs,  # noqa: E402,A004
+                       mark_dynamic)
+from . import _compile as _compile_module  # noqa: E402
 
-__all__ = ["Tensor", "tensor", "nn", "optim", "metrics"]
+
+def _register_capture():
+    import os
+    graph_functions = {fn: name for name, fn in _tensor.functions.items()}
+    graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
+                            _tensor.mse_loss: "mse_loss"})
+    _C._register_bridge(nn.Module, Tensor, [bool, int64, float32, float64], graph_functions,
+                        os.path.dirname(os.path.abspath(__file__)) + os.sep)
+
+
+from . import _tensor  # noqa: E402
+_register_capture()
+Unsupported = _C.Unsupported
+
+__all__ = ["Tensor", "tensor", "nn", "optim", "metrics", "compile", "explain", "CompileCounter",
+           "reset", "config"]

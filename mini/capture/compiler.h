@@ -1,0 +1,81 @@
+// compiler.h — the driver: what happens to a frame that enters a compiled region (Dynamo's
+// convert_frame + eval_frame callback).
+//
+// On each frame: skip it (mini's own code, generators, frames without tensors), or look up
+// its CodeCache; on a hit run the stored artifact; on a miss trace it, hand the graph to
+// the backend, store a new CacheEntry at the front, and run it. Past the cache size limit,
+// warn once and run the code eagerly from then on. What capture cannot trace runs eagerly
+// with the reason logged (or raises, under fullgraph=True).
+#pragma once
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capture/tracer.h"
+#include "guards/cache.h"
+
+namespace mini::capture {
+
+struct CompileConfig {
+  int cache_size_limit = 8;
+  bool automatic_dynamic_shapes = true;
+  bool capture_scalar_outputs = false;
+};
+CompileConfig& compile_config();
+
+// MINI_LOGS channels.
+struct LogChannels {
+  bool graph_breaks = false, recompiles = false, guards = false, graph_code = false,
+       dynamic = false, output_code = false, fusion = false, aot_graphs = false;
+};
+LogChannels& log_channels();
+void log_write(const std::string& text);  // to Python's sys.stderr
+
+// One mini.compile(...) wrapper's settings, active while its function runs.
+struct CompileRequest {
+  PyObject* backend = nullptr;  // a Python callable, or nullptr for the built-in graph runner
+  PyObject* backend_key = nullptr;  // identity of the backend for cache entries (not owned)
+  bool fullgraph = false;
+  int dynamic = -1;  // -1 None, 0 False, 1 True
+};
+
+void enter_compiled_region(CompileRequest* request);
+void exit_compiled_region();
+
+// What explain() reads: every graph compiled and every frame capture gave up on.
+struct CompileEvent {
+  std::shared_ptr<graph::Graph> graph;
+  std::string guards;      // the GuardSet, printed
+  std::string function;    // "fn (file:line)"
+};
+struct BreakEvent {
+  std::string reason;
+  std::string location;    // "file:line in fn"
+  std::string code;        // the user's source line
+};
+std::vector<CompileEvent>& compile_events();
+std::vector<BreakEvent>& break_events();
+
+// mini.reset()
+void reset_all();
+
+// The exception type raised under fullgraph=True (mini.Unsupported), set by the module.
+extern PyObject* g_unsupported_error;
+// Files under this prefix are mini's own: never captured.
+extern std::string g_skip_prefix;
+
+// The compiled form of one traced frame.
+struct Artifact : guards::CompiledArtifact {
+  std::shared_ptr<graph::Graph> graph;
+  std::vector<SourceRef> input_sources;
+  OutputSpec output;
+  PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null
+  ~Artifact() override { Py_XDECREF(compiled_fn); }
+};
+
+// Sets the Python error for a mini::Error (the exception torch would raise).
+void set_python_error(const std::exception& e);
+
+}  // namespace mini::capture

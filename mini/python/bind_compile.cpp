@@ -1,0 +1,159 @@
+// bind_compile.cpp — the capture stage as seen from Python: GraphModule (what a backend
+// callable receives), the compile request a mini.compile() wrapper enters, configuration,
+// logs, explain's records and reset. mini/_compile.py builds the torch-shaped API on it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "capture/compiler.h"
+#include "guards/guards.h"
+
+namespace py = pybind11;
+using mini::Tensor;
+using mini::TensorImpl;
+namespace cap = mini::capture;
+
+namespace {
+
+// A graph handed to a backend callable: prints itself, lists its nodes, and runs.
+struct GraphModule {
+  std::shared_ptr<mini::graph::Graph> graph;
+  std::string name;
+};
+
+py::tuple run(const GraphModule& gm, py::args args) {
+  std::vector<Tensor> inputs;
+  for (auto a : args) inputs.push_back(a.cast<Tensor>());
+  std::vector<Tensor> out = mini::graph::run_graph(*gm.graph, inputs);
+  py::tuple t(out.size());
+  for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
+  return t;
+}
+
+struct NodeInfo {
+  std::string op, name, target, text;
+};
+
+std::vector<NodeInfo> nodes(const GraphModule& gm) {
+  std::vector<NodeInfo> out;
+  const auto& g = *gm.graph;
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    const auto& n = g.nodes[i];
+    if (n.kind == mini::graph::NodeKind::Input) out.push_back({"placeholder", n.name, n.source, n.name});
+    else if (n.kind == mini::graph::NodeKind::Op)
+      out.push_back({"call_function", n.name, std::string("mini.") + mini::op_name(n.op), g.node_str((int)i)});
+  }
+  out.push_back({"output", "output", "output", ""});
+  return out;
+}
+
+// A compile request with the Python backend it refers to kept alive.
+struct Request {
+  cap::CompileRequest req;
+  py::object backend;
+};
+
+PyObject* wrap_tensor(const Tensor& t) { return py::cast(t).release().ptr(); }
+
+PyObject* make_graph_module(std::shared_ptr<mini::graph::Graph> g, const std::string& name) {
+  try {
+    return py::cast(GraphModule{std::move(g), name}).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+void bind_compile(py::module_& m) {
+  py::class_<NodeInfo>(m, "Node")
+      .def_readonly("op", &NodeInfo::op)
+      .def_readonly("name", &NodeInfo::name)
+      .def_readonly("target", &NodeInfo::target)
+      .def("__repr__", [](const NodeInfo& n) { return n.name; })
+      .def("format_node", [](const NodeInfo& n) { return n.text; });
+
+  py::class_<GraphModule>(m, "GraphModule")
+      .def("__call__", &run)
+      .def("forward", &run)
+      .def_property_readonly("nodes", &nodes)
+      .def_property_readonly("name", [](const GraphModule& gm) { return gm.name; })
+      .def_property_readonly("graph", [](const GraphModule& gm) { return gm; })
+      .def("op_count", [](const GraphModule& gm) { return gm.graph->op_count(); })
+      .def("print_readable", [](const GraphModule& gm, bool print_output) {
+        std::string s = gm.graph->print(gm.name);
+        if (print_output) py::print(s);
+        return s;
+      }, py::arg("print_output") = true)
+      .def_property_readonly("code", [](const GraphModule& gm) { return gm.graph->print(gm.name); })
+      .def("__str__", [](const GraphModule& gm) { return gm.graph->print(gm.name); })
+      .def("__repr__", [](const GraphModule& gm) { return "<GraphModule " + gm.name + ">"; });
+
+  py::class_<Request>(m, "CompileRequest")
+      .def(py::init([](py::object backend, bool fullgraph, int dynamic) {
+             auto r = new Request();
+             r->backend = backend;
+             r->req.backend = backend.is_none() ? nullptr : backend.ptr();
+             static int builtin_key;
+             r->req.backend_key = backend.is_none() ? (PyObject*)&builtin_key : backend.ptr();
+             r->req.fullgraph = fullgraph;
+             r->req.dynamic = dynamic;
+             return r;
+           }), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"))
+      .def("enter", [](Request& r) { cap::enter_compiled_region(&r.req); })
+      .def("exit", [](Request&) { cap::exit_compiled_region(); });
+
+  m.def("_register_bridge", [](py::object module_class, py::object tensor_type, py::list dtypes,
+                               py::dict graph_functions, std::string skip_prefix) {
+    auto& b = cap::python_bridge();
+    b.module_class = module_class.release().ptr();
+    b.tensor_type = tensor_type.release().ptr();
+    for (int i = 0; i < 4; i++) b.dtype_objects[i] = py::object(dtypes[i]).release().ptr();
+    b.graph_functions = graph_functions.release().ptr();
+    b.wrap_tensor = &wrap_tensor;
+    b.make_graph_module = &make_graph_module;
+    cap::g_skip_prefix = skip_prefix;
+  });
+  m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs) {
+    auto& c = cap::compile_config();
+    c.cache_size_limit = cache_size_limit;
+    c.automatic_dynamic_shapes = automatic_dynamic_shapes;
+    c.capture_scalar_outputs = capture_scalar_outputs;
+  });
+  m.def("_set_logs", [](const std::vector<std::string>& names) {
+    auto& l = cap::log_channels();
+    l = cap::LogChannels{};
+    for (const auto& n : names) {
+      if (n == "graph_breaks") l.graph_breaks = true;
+      else if (n == "recompiles") l.recompiles = true;
+      else if (n == "guards") l.guards = true;
+      else if (n == "graph_code") l.graph_code = true;
+      else if (n == "dynamic") l.dynamic = true;
+      else if (n == "output_code") l.output_code = true;
+      else if (n == "fusion") l.fusion = true;
+      else if (n == "aot_graphs") l.aot_graphs = true;
+      else throw py::value_error("unknown MINI_LOGS channel '" + n + "'");
+    }
+  });
+  m.def("_reset", &cap::reset_all);
+  m.def("_compile_events", [] {
+    py::list out;
+    for (auto& e : cap::compile_events())
+      out.append(py::make_tuple(GraphModule{e.graph, "graph"}, e.guards, e.function));
+    return out;
+  });
+  m.def("_break_events", [] {
+    py::list out;
+    for (auto& e : cap::break_events()) out.append(py::make_tuple(e.reason, e.location, e.code));
+    return out;
+  });
+  m.def("_clear_events", [] {
+    cap::compile_events().clear();
+    cap::break_events().clear();
+  });
+
+  cap::g_unsupported_error = PyErr_NewExceptionWithDoc(
+      "mini.Unsupported", "capture met code it cannot trace (raised under fullgraph=True)",
+      PyExc_RuntimeError, nullptr);
+  m.attr("Unsupported") = py::handle(cap::g_unsupported_error);
+}

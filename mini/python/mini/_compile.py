@@ -1,0 +1,215 @@
+"""mini.compile and its companions (explain, CompileCounter, reset, config, logs), over the
+C++ capture stage in mini._C. Names and behaviour follow torch.compile / torch._dynamo."""
+import contextlib
+import functools
+import os
+
+from . import _C
+
+_BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+class _Config:
+    """mini.config: the knobs of capture. Change attributes directly or with patch()."""
+
+    _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False)
+
+    def __init__(self):
+        object.__setattr__(self, "_values", dict(self._fields))
+        object.__setattr__(self, "cache_dir", os.path.join(os.path.expanduser("~"), ".cache", "mini"))
+        self._push()
+
+    def __getattr__(self, name):
+        if name == "recompile_limit":  # torch 2.11's newer name for the same limit
+            name = "cache_size_limit"
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"mini.config has no option '{name}'; options: "
+                                 f"{', '.join(sorted(self._fields))}, cache_dir") from None
+
+    def __setattr__(self, name, value):
+        if name == "recompile_limit":
+            name = "cache_size_limit"
+        if name == "cache_dir":
+            object.__setattr__(self, name, value)
+            return
+        if name not in self._fields:
+            raise AttributeError(f"mini.config has no option '{name}'; options: "
+                                 f"{', '.join(sorted(self._fields))}, cache_dir")
+        expected = type(self._fields[name])
+        if not isinstance(value, expected):
+            raise TypeError(f"mini.config.{name} must be {expected.__name__}, got {type(value).__name__}")
+        self._values[name] = value
+        self._push()
+
+    def _push(self):
+        v = self._values
+        _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"])
+
+    @contextlib.contextmanager
+    def patch(self, **changes):
+        """with mini.config.patch(cache_size_limit=2): ..."""
+        saved = {k: getattr(self, k) for k in changes}
+        for k, v in changes.items():
+            setattr(self, k, v)
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+
+    def __repr__(self):
+        return "mini.config(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+
+config = _Config()
+
+
+def set_logs(*channels):
+    """Turn MINI_LOGS channels on (graph_breaks, recompiles, guards, graph_code, dynamic, ...).
+    set_logs() turns them all off."""
+    names = []
+    for c in channels:
+        names.extend(x.strip() for x in c.split(",") if x.strip())
+    _C._set_logs(names)
+
+
+if os.environ.get("MINI_LOGS"):
+    set_logs(os.environ["MINI_LOGS"])
+
+
+def reset():
+    """Forget every compiled entry, counter and explain record (torch._dynamo.reset())."""
+    _C._reset()
+
+
+def _resolve_backend(backend):
+    if isinstance(backend, str):
+        if backend not in _BUILTIN_BACKENDS:
+            raise ValueError(f"unknown backend '{backend}': use one of {', '.join(_BUILTIN_BACKENDS)} "
+                             "or a callable backend(graph_module, example_inputs)")
+        return None  # the built-in graph runner (aot_eager and inductor run as eager for now)
+    if callable(backend):
+        return backend
+    raise TypeError(f"backend must be a string or a callable, got {type(backend).__name__}")
+
+
+class _CompiledFunction:
+    """What mini.compile returns for a function: calling it runs the function with the frame
+    hook on, so that its frame is captured, cached and run compiled."""
+
+    def __init__(self, fn, backend, fullgraph, dynamic, mode):
+        if mode not in ("default", "reduce-overhead", "max-autotune", None):
+            raise ValueError(f"unknown mode '{mode}': use 'default', 'reduce-overhead' or 'max-autotune'")
+        if dynamic not in (None, True, False):
+            raise TypeError("dynamic must be None, True or False")
+        self._fn = fn
+        self._request = _C.CompileRequest(_resolve_backend(backend), bool(fullgraph),
+                                          -1 if dynamic is None else int(dynamic))
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        request = self._request
+        request.enter()
+        try:
+            return self._fn(*args, **kwargs)
+        finally:
+            request.exit()
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def __repr__(self):
+        return f"<mini compiled {self._fn!r}>"
+
+
+def compile(model=None, *, backend="inductor", mode="default", dynamic=None, fullgraph=False):  # noqa: A001
+    """Compile a function or nn.Module, like torch.compile. Usable as @mini.compile and
+    @mini.compile(backend=...)."""
+    if model is None:
+        return lambda fn: compile(fn, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph)
+    if not callable(model):
+        raise TypeError(f"mini.compile expects a function or an nn.Module, got {type(model).__name__}")
+    return _CompiledFunction(model, backend, fullgraph, dynamic, mode)
+
+
+class CompileCounter:
+    """A backend that counts what it is given: frame_count (graphs compiled) and op_count
+    (their call_function nodes). It runs each graph with eager ops."""
+
+    def __init__(self):
+        self.frame_count = 0
+        self.op_count = 0
+
+    def __call__(self, gm, example_inputs):
+        self.frame_count += 1
+        self.op_count += gm.op_count()
+        return gm.forward
+
+    def clear(self):
+        self.frame_count = 0
+        self.op_count = 0
+
+
+class BreakReason:
+    def __init__(self, reason, location, code):
+        self.reason, self.location, self.code = reason, location, code
+
+    def __repr__(self):
+        return f"{self.reason} ({self.location})"
+
+
+class ExplainOutput:
+    """What mini.explain(fn)(*args) returns: the graphs compiled, the breaks and guards."""
+
+    def __init__(self, graphs, break_reasons, guards, out):
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.graph_break_count = len(break_reasons)
+        self.break_reasons = break_reasons
+        self.op_count = sum(g.op_count() for g in graphs)
+        self.guards = guards
+        self.out = out
+
+    def __str__(self):
+        lines = [f"Graph Count: {self.graph_count}", f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            for i, r in enumerate(self.break_reasons, 1):
+                lines.append(f"  Break Reason {i}:\n    Reason: {r.reason}\n    User Stack: {r.location}")
+        lines.append("Ops per Graph:")
+        for i, g in enumerate(self.graphs, 1):
+            lines.append(f"  Ops {i}:")
+            lines.extend(f"    {n.format_node()}" for n in g.nodes if n.op == "call_function")
+        return "\n".join(lines)
+
+
+def explain(fn):
+    """mini.explain(fn)(*args, **kwargs): compile fn with a recording backend, run it once,
+    and report graphs, graph breaks (with reasons and source lines), ops and guards."""
+    def run(*args, **kwargs):
+        _C._clear_events()
+        graphs = []
+
+        def record(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+
+        out = compile(fn, backend=record)(*args, **kwargs)
+        events = _C._compile_events()
+        breaks = [BreakReason(*b) for b in _C._break_events()]
+        return ExplainOutput(graphs, breaks, [e[1] for e in events], out)
+    return run
+
+
+def mark_dynamic(t, dim):
+    """Declare dimension `dim` of tensor t dynamic before compiling (torch._dynamo.mark_dynamic)."""
+    dims = dim if isinstance(dim, (list, tuple)) else [dim]
+    existing = getattr(t, "_mini_dynamic_dims", set())
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"mark_dynamic: dim {d} is out of range for a tensor of rank {t.dim()}")
+        existing.add(d % t.dim())
+    t._mini_dynamic_dims = existing
