@@ -204,7 +204,10 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   PyCodeObject* code = view.code;
   if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return run_default(ts, frame, throwflag);
   const char* file = PyUnicode_AsUTF8(code->co_filename);
-  if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0)
+  // mini's own frames run as they are, except mini.nn's modules, which user code calls and
+  // capture inlines (as Dynamo traces torch.nn)
+  if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
+      strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
     return run_default(ts, frame, throwflag);
 
   guards::CodeCache* cache = guards::code_cache(code, false);

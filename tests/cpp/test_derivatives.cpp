@@ -143,6 +143,8 @@ std::vector<GradcheckCase> differentiable_cases() {
   for (OpKind k : {OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt})
     cs.push_back({mini::op_name(k), k, {positive(m)}, {}});
   cs.push_back({"gelu tanh", OpKind::Gelu, {spread(m)}, with_mode("tanh")});
+  // sign: flat away from 0 (spread() keeps every value 0.1 away from it), so a zero gradient
+  cs.push_back({"sign", OpKind::Sign, {spread(m)}, {}});
   Attrs to32;
   to32.dtype = DType::Float32;
   // float64 -> float32: the finite difference sees float32 rounding, hence the looser tolerance
@@ -183,6 +185,14 @@ std::vector<GradcheckCase> differentiable_cases() {
   se.dim = 1;
   se.index = -1;
   cs.push_back({"select", OpKind::Select, {spread(c)}, se});
+  // slice_backward (scatter g into zeros): its gradient is the slice of the incoming one
+  Attrs sb;
+  sb.shape = {2, 5};
+  sb.dim = 1;
+  sb.start = 1;
+  sb.end = 5;
+  sb.step = 2;
+  cs.push_back({"slice_backward", OpKind::SliceBackward, {spread({2, 2})}, sb});
   // ---- matmul: 2-D, batched with broadcast, 1-D on either side, dot
   cs.push_back({"matmul 2-D", OpKind::Matmul, {spread({2, 3}), spread({3, 4})}, {}});
   cs.push_back({"matmul batched", OpKind::Matmul, {spread({2, 2, 3}), spread({3, 2})}, {}});
@@ -220,8 +230,6 @@ std::vector<GradcheckCase> differentiable_cases() {
 const std::set<OpKind> kNotDifferentiable = {OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le,
                                              OpKind::Gt, OpKind::Ge, OpKind::Nonzero,
                                              OpKind::GeluBackward};
-// Ops that are recorded but whose rule is missing: see the [!mayfail] test below.
-const std::set<OpKind> kKnownMissingRule = {OpKind::Sign, OpKind::SliceBackward};
 
 }  // namespace
 
@@ -241,7 +249,7 @@ TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck]") 
   };
   for (OpKind k : all) {
     INFO(mini::op_name(k));
-    int places = covered.count(k) + kNotDifferentiable.count(k) + kKnownMissingRule.count(k);
+    int places = covered.count(k) + kNotDifferentiable.count(k);
     CHECK(places == 1);
   }
 }
@@ -259,28 +267,28 @@ TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck]") {
   }
 }
 
-// BUG: unary() records Sign for floating inputs, but derivatives.h has no rule for Sign:
-// backward throws "derivative for sign is not implemented" (torch: zero gradient).
-// BUG: slice_backward() records SliceBackward, but derivatives.h has no rule for it:
-// backward through it throws (torch: the gradient of slice_backward is the slice).
-TEST_CASE("recorded ops without a derivative rule", "[autograd][gradcheck][!mayfail]") {
-  SECTION("sign") { gradcheck({"sign", OpKind::Sign, {spread({2, 3})}, {}}); }
-  SECTION("slice_backward") {
-    Attrs a;
-    a.shape = {2, 5};
-    a.dim = 1;
-    a.start = 1;
-    a.end = 5;
-    a.step = 2;
-    gradcheck({"slice_backward", OpKind::SliceBackward, {spread({2, 2})}, a});
-  }
+// Sign's rule is a zero gradient (torch); SliceBackward's is the slice of the incoming
+// gradient. Both are in the catalog above; here their exact values.
+TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck]") {
+  Tensor x = leaf({-1.5, 2, 0.5}, {3});
+  mini::backward(mini::call_op(OpKind::Sign, {x}), make({1, 2, 3}, {3}, DType::Float64), false);
+  check_values(x->grad, {0, 0, 0});
+  Attrs a;
+  a.shape = {2, 5};
+  a.dim = 1;
+  a.start = 1;
+  a.end = 5;
+  a.step = 2;
+  Tensor g = leaf({1, 2, 3, 4}, {2, 2});
+  Tensor out = mini::call_op(OpKind::SliceBackward, {g}, a);
+  check_values(out, {0, 1, 0, 2, 0, 0, 3, 0, 4, 0});
+  mini::backward(out, make({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}, DType::Float64), false);
+  check_values(g->grad, {1, 3, 6, 8});
 }
 
-// BUG: reducing a 0-d tensor over an explicit dim (sum(x, dims={0}), allowed as in torch)
-// records dims={0}; Rules::unreduce then writes kept[0] of an empty Shape (and Mean's
-// reduced_count reads in_shape[0]): out-of-bounds access, a crash. Hidden ("[.]") because
-// it crashes rather than fails; run it with: mini_tests "[zero-dim-reduce]".
-TEST_CASE("backward of a 0-d reduction over dim 0", "[autograd][!mayfail][.][zero-dim-reduce]") {
+// Reducing a 0-d tensor over an explicit dim (sum(x, dims={0}), allowed as in torch)
+// records dims={0}; Rules::unreduce and Mean's reduced_count must handle the empty shape.
+TEST_CASE("backward of a 0-d reduction over dim 0", "[autograd]") {
   gradcheck({"sum 0-d dim 0", OpKind::Sum, {f64({1.5}, {})}, with_dims({0}, false)});
   gradcheck({"mean 0-d dim -1", OpKind::Mean, {f64({1.5}, {})}, with_dims({-1}, false)});
 }

@@ -97,11 +97,11 @@ TEST_CASE("expand stretches size-1 dims with stride 0", "[tensor][views]") {
   CHECK_MINI_ERROR(mini::expand(x, {-1, 3, 1}), Error::Kind::Runtime, "-1");
 }
 
-// BUG: expand accepts a negative target size (other than -1) on a size-1 dim and builds a
-// tensor with a negative size instead of throwing.
-TEST_CASE("expand rejects negative sizes", "[tensor][views][!mayfail]") {
+TEST_CASE("expand rejects negative sizes", "[tensor][views]") {
   Tensor x = make({1}, {1});
   CHECK_THROWS_AS(mini::expand(x, {-2}), mini::Error);
+  CHECK_MINI_ERROR(mini::expand(x, {-2}), Error::Kind::Runtime, "-2");
+  CHECK_MINI_ERROR(mini::expand(x, {3, -5}), Error::Kind::Runtime, "-5");
 }
 
 TEST_CASE("slice moves the offset and multiplies the stride", "[tensor][views]") {

@@ -117,11 +117,26 @@ class _CompiledFunction:
         finally:
             request.exit()
 
-    def __get__(self, obj, objtype=None):
+    def __get__(self, obj, objtype=None):  # a compiled function used as a method
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def __repr__(self):
         return f"<mini compiled {self._fn!r}>"
+
+
+class _CompiledModule(_CompiledFunction):
+    """What mini.compile returns for an nn.Module (torch's OptimizedModule): calling it runs
+    the module's forward compiled; other attributes are the module's."""
+
+    def __init__(self, module, backend, fullgraph, dynamic, mode):
+        super().__init__(module.forward, backend, fullgraph, dynamic, mode)
+        self._orig_mod = module
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_orig_mod"], name)
+
+    def __repr__(self):
+        return f"OptimizedModule({self._orig_mod!r})"
 
 
 def compile(model=None, *, backend="inductor", mode="default", dynamic=None, fullgraph=False):  # noqa: A001
@@ -131,6 +146,9 @@ def compile(model=None, *, backend="inductor", mode="default", dynamic=None, ful
         return lambda fn: compile(fn, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph)
     if not callable(model):
         raise TypeError(f"mini.compile expects a function or an nn.Module, got {type(model).__name__}")
+    from .nn import Module
+    if isinstance(model, Module):
+        return _CompiledModule(model, backend, fullgraph, dynamic, mode)
     return _CompiledFunction(model, backend, fullgraph, dynamic, mode)
 
 

@@ -58,20 +58,15 @@ class Module:
         )
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
     def compile(self, **kwargs):
-        """Returns `mini.compile(self, **kwargs)`: a callable running this module compiled.
-
-        (torch's `Module.compile` instead compiles in place and returns None.)
-        """
-        compile_fn = getattr(mini, "compile", None)
-        if compile_fn is None:
-            raise NotImplementedError(
-                "Module.compile: mini.compile is not available in this build of mini yet; "
-                "call the module eagerly (model(x)) until the compiler stages land"
-            )
-        return compile_fn(self, **kwargs)
+        """Compile this module in place, like torch's Module.compile: later calls of the
+        module run compiled (with mini.compile's keyword arguments). Returns None."""
+        object.__setattr__(self, "_compiled_call", mini.compile(self, **kwargs))
 
     # ---- registration -----------------------------------------------------------------------
 
