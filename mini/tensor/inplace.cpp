@@ -76,7 +76,7 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     fail("output with shape ", shape_str(self->sizes), " doesn't match the broadcast shape ",
          shape_str(b), " (in-place ", op_name(kind), "_)");
   bool rec = should_record({self, other});
-  if (rec && self->is_view)
+  if (rec && self->is_view && self->needs_grad())
     fail("an in-place ", op_name(kind), "_ on a view of a tensor that is part of an autograd graph is "
          "not supported by mini's eager autograd (torch rebases the view's base; mini does not); "
          "use an out-of-place op");
@@ -88,7 +88,15 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     old = (kind == OpKind::Mul || kind == OpKind::Div) ? clone(self) : shape_only(self);
     old->grad_fn = self->grad_fn;
   }
-  Tensor rhs = other == self && rec ? old : other;  // x.mul_(x): backward sees the old x twice
+  // If `other` shares self's memory, backward must see its value from before the write.
+  Tensor rhs = other;
+  if (rec && other == self) {
+    rhs = old;  // x.mul_(x)
+  } else if (rec && other->storage == self->storage) {
+    NoGradGuard no_grad;
+    rhs = clone(other);
+    rhs->grad_fn = other->grad_fn;
+  }
   // Writing in place is safe when `other` does not share memory with self, or is exactly
   // self (each element is read before it is written); any other overlap (x += x.T) goes
   // through a temporary.

@@ -317,13 +317,9 @@ TEST_CASE("in-place op with self as both operands does not leak", "[autograd]") 
   CHECK(a.use_count() == 1);  // only this variable holds it; the node should not
 }
 
-// BUG: inplace_binary records Mul/Div(old, other) where `other` is a different Tensor that
-// aliases self's memory (a.mul_(a.T), or a.mul_(a.reshape({2})) with the same geometry);
-// the saved `other` is read in backward after self was written (and was saved after the
-// version bump, so no version error): x.grad of a.mul_(a.T) with a = x comes out
-// [2, 9, 8, 20] instead of 2 x^T = [2, 6, 4, 8], and of a.mul_(a.reshape({2})) [6, 12]
-// instead of [4, 6]. Only the other == self case saves `old` (fix for a.mul_(a)).
-TEST_CASE("in-place mul with an alias of self as the other operand", "[autograd][!mayfail]") {
+// a.mul_(a.T): `other` aliases self's memory, so backward must see its value from before
+// the write (x.grad = 2 x^T), not after.
+TEST_CASE("in-place mul with an alias of self as the other operand", "[autograd]") {
   SECTION("partial overlap: a.mul_(a.T)") {
     Tensor x = leaf({1, 2, 3, 4}, {2, 2});
     Tensor a = mul(x, num(1));
