@@ -50,7 +50,10 @@ std::vector<VarRef> items_of(const VarRef& v) {
   unsupported("expected a tuple, list or iterator, got " + v->describe());
 }
 
-VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs) {
+VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs_in) {
+  for (auto& a : args) a = specialize(ctx, a);
+  Kwargs kwargs = kwargs_in;
+  for (auto& kv : kwargs) kv.second = specialize(ctx, kv.second);
   std::string name = builtin_name(callee->obj);
   if (name == "print")
     unsupported("Failed to trace builtin operator `print`: printing is a side effect that must run "

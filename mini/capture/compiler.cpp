@@ -78,7 +78,10 @@ bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& loca
   return false;
 }
 
-PyObject* build_output(const OutputSpec& spec, const std::vector<PyObject*>& outs) {
+// A real object from its reconstruction spec. New reference; NULL for Null/Absent slots
+// (no error set); NULL with an error set when something cannot be rebuilt.
+PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, const guards::FrameValues& fv,
+                bool* failed) {
   switch (spec.kind) {
     case OutputSpec::Kind::GraphOutput: {
       PyObject* o = outs.at(spec.index);
@@ -88,41 +91,66 @@ PyObject* build_output(const OutputSpec& spec, const std::vector<PyObject*>& out
     case OutputSpec::Kind::Constant:
       Py_INCREF(spec.value);
       return spec.value;
-    case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: {
-      bool tuple = spec.kind == OutputSpec::Kind::Tuple;
-      PyObject* r = tuple ? PyTuple_New((Py_ssize_t)spec.items.size()) : PyList_New((Py_ssize_t)spec.items.size());
-      for (size_t i = 0; i < spec.items.size(); i++) {
-        PyObject* item = build_output(spec.items[i], outs);
-        if (tuple) PyTuple_SET_ITEM(r, i, item);
-        else PyList_SET_ITEM(r, i, item);
+    case OutputSpec::Kind::Source: {
+      PyObject* o = guards::fetch(*spec.source, fv);
+      if (!o) {
+        *failed = true;
+        PyErr_Format(PyExc_RuntimeError, "mini: cannot read %s again", spec.source->str().c_str());
       }
-      return r;
+      return o;
+    }
+    case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
+      return nullptr;
+    case OutputSpec::Kind::Method: {
+      PyObject* self = build(spec.items[0], outs, fv, failed);
+      if (!self) return nullptr;
+      PyObject* m = PyObject_GetAttrString(self, spec.name.c_str());
+      Py_DECREF(self);
+      if (!m) *failed = true;
+      return m;
+    }
+    case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: case OutputSpec::Kind::Iterator: {
+      bool list = spec.kind == OutputSpec::Kind::List;
+      PyObject* r = list ? PyList_New((Py_ssize_t)spec.items.size()) : PyTuple_New((Py_ssize_t)spec.items.size());
+      for (size_t i = 0; i < spec.items.size(); i++) {
+        PyObject* item = build(spec.items[i], outs, fv, failed);
+        if (*failed) { Py_DECREF(r); return nullptr; }
+        if (list) PyList_SET_ITEM(r, i, item);
+        else PyTuple_SET_ITEM(r, i, item);
+      }
+      if (spec.kind != OutputSpec::Kind::Iterator) return r;
+      PyObject* it = PyObject_GetIter(r);
+      Py_DECREF(r);
+      return it;
     }
   }
   return nullptr;
 }
 
-// Runs a compiled artifact on the frame's values. New reference, or NULL with an error.
-PyObject* run_artifact(const Artifact& a, const guards::FrameValues& fv) {
+// Runs a unit's graph on the frame's values: the graph's outputs as Python objects (New
+// references, appended to `outs`). False with a Python error on failure.
+bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<PyObject*>* outs) {
   std::vector<PyObject*> input_objects;
-  input_objects.reserve(a.input_sources.size());
   auto release = [&] {
     for (PyObject* o : input_objects) Py_XDECREF(o);
   };
-  for (const auto& s : a.input_sources) {
-    PyObject* o = guards::fetch(*s, fv);
+  for (size_t i = 0; i < a.input_sources.size(); i++) {
+    PyObject* o = guards::fetch(*a.input_sources[i], fv);
     if (!o) {
       release();
-      PyErr_Format(PyExc_RuntimeError, "mini: graph input %s disappeared", s->str().c_str());
-      return nullptr;
+      PyErr_Format(PyExc_RuntimeError, "mini: graph input %s disappeared", a.input_sources[i]->str().c_str());
+      return false;
+    }
+    if (i < a.scalar_inputs.size() && a.scalar_inputs[i]) {  // a dynamic Python number
+      PyObject* t = python_bridge().wrap_tensor(scalar_tensor(PyFloat_AsDouble(o),
+                                                              PyFloat_Check(o) ? DType::Float64 : DType::Int64, true));
+      Py_DECREF(o);
+      o = t;
     }
     input_objects.push_back(o);
   }
-  std::vector<PyObject*> outs;
-  PyObject* result = nullptr;
   if (!a.compiled_fn) {
     std::vector<Tensor> inputs;
-    inputs.reserve(input_objects.size());
     for (PyObject* o : input_objects) inputs.push_back(guards::unwrap_tensor(o)->shared_from_this());
     std::vector<Tensor> values;
     try {
@@ -130,71 +158,244 @@ PyObject* run_artifact(const Artifact& a, const guards::FrameValues& fv) {
     } catch (const std::exception& e) {
       release();
       set_python_error(e);
-      return nullptr;
+      return false;
     }
-    for (auto& t : values) outs.push_back(python_bridge().wrap_tensor(t));
-    result = build_output(a.output, outs);
-    for (PyObject* o : outs) Py_DECREF(o);
-  } else {
-    PyObject* args = PyTuple_New((Py_ssize_t)input_objects.size());
-    for (size_t i = 0; i < input_objects.size(); i++) {
-      Py_INCREF(input_objects[i]);
-      PyTuple_SET_ITEM(args, i, input_objects[i]);
-    }
-    PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
-    Py_DECREF(args);
-    if (!r) { release(); return nullptr; }
-    PyObject* seq = PySequence_Fast(r, "a compiled graph must return a sequence of tensors");
-    Py_DECREF(r);
-    if (!seq) { release(); return nullptr; }
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) outs.push_back(PySequence_Fast_GET_ITEM(seq, i));
-    if (outs.size() != a.graph->outputs.size()) {
-      Py_DECREF(seq);
-      release();
-      PyErr_SetString(PyExc_RuntimeError, "mini: the backend's compiled function returned the wrong number of outputs");
-      return nullptr;
-    }
-    result = build_output(a.output, outs);
-    Py_DECREF(seq);
+    for (auto& t : values) outs->push_back(python_bridge().wrap_tensor(t));
+    release();
+    return true;
   }
-  release();
-  return result;
+  PyObject* args = PyTuple_New((Py_ssize_t)input_objects.size());
+  for (size_t i = 0; i < input_objects.size(); i++) PyTuple_SET_ITEM(args, i, input_objects[i]);
+  PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
+  Py_DECREF(args);
+  if (!r) return false;
+  PyObject* seq = PySequence_Fast(r, "a compiled graph must return a sequence of tensors");
+  Py_DECREF(r);
+  if (!seq) return false;
+  if ((size_t)PySequence_Fast_GET_SIZE(seq) != a.graph->outputs.size()) {
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_RuntimeError, "mini: the backend's compiled function returned the wrong number of outputs");
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+    PyObject* o = PySequence_Fast_GET_ITEM(seq, i);
+    Py_INCREF(o);
+    outs->push_back(o);
+  }
+  Py_DECREF(seq);
+  return true;
 }
 
-// Traces the frame and hands the graph to the backend. Throws Unsupported or Error.
-std::shared_ptr<Artifact> compile_frame(PyCodeObject* code, const FrameView& view, const guards::FrameValues& fv,
-                                        CompileRequest* req, std::unique_ptr<guards::GuardSet>* guards_out) {
-  Trace trace = trace_frame(code, view.function, fv, TraceOptions{});
+// Executes one instruction with real objects (the instruction a graph break stopped at).
+// `stack` holds owned references (NULL entries allowed). Returns the offset to continue at,
+// or -1 with a Python error set.
+int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObject* kw_names) {
+  const BytecodeDialect& dialect = bytecode_dialect();
+  auto pop = [&] {
+    PyObject* v = stack.back();
+    stack.pop_back();
+    return v;
+  };
+  switch (in.op) {
+    case Opcode::CALL: case Opcode::CALL_KW: case Opcode::CALL_FUNCTION_EX: {
+      PyObject* kwnames = in.op == Opcode::CALL_KW ? pop() : nullptr;
+      if (in.op == Opcode::CALL && kw_names) { kwnames = kw_names; Py_INCREF(kwnames); }
+      PyObject *ex_args = nullptr, *ex_kwargs = nullptr;
+      std::vector<PyObject*> args;
+      if (in.op == Opcode::CALL_FUNCTION_EX) {
+        if (in.arg & 1) ex_kwargs = pop();
+        ex_args = pop();
+      } else {
+        args.resize(in.arg);
+        for (int i = in.arg - 1; i >= 0; i--) args[i] = pop();
+      }
+      PyObject* b = pop();
+      PyObject* a = pop();
+      PyObject *callable, *self = nullptr;
+      if (dialect.call_null_position == NullPosition::BeforeCallable) {
+        if (!a) callable = b;
+        else { callable = a; self = b; }
+      } else {
+        callable = a;
+        self = b;
+      }
+      PyObject* result;
+      if (ex_args) {
+        PyObject* tuple = PySequence_Tuple(ex_args);
+        result = tuple ? PyObject_Call(callable, tuple, ex_kwargs) : nullptr;
+        Py_XDECREF(tuple);
+      } else {
+        if (self) args.insert(args.begin(), self);
+        size_t nkw = kwnames ? (size_t)PyTuple_GET_SIZE(kwnames) : 0;
+        result = PyObject_Vectorcall(callable, args.data(), args.size() - nkw, kwnames);
+        if (self) args.erase(args.begin());
+      }
+      for (PyObject* o : args) Py_XDECREF(o);
+      Py_XDECREF(a);
+      Py_XDECREF(b);
+      Py_XDECREF(ex_args);
+      Py_XDECREF(ex_kwargs);
+      Py_XDECREF(kwnames);
+      if (!result) return -1;
+      stack.push_back(result);
+      return in.next_offset;
+    }
+    case Opcode::POP_JUMP_IF_FALSE: case Opcode::POP_JUMP_IF_TRUE: {
+      PyObject* v = pop();
+      int t = PyObject_IsTrue(v);
+      Py_DECREF(v);
+      if (t < 0) return -1;
+      return (t == (in.op == Opcode::POP_JUMP_IF_TRUE)) ? in.jump_target : in.next_offset;
+    }
+    case Opcode::TO_BOOL: {
+      PyObject* v = pop();
+      int t = PyObject_IsTrue(v);
+      Py_DECREF(v);
+      if (t < 0) return -1;
+      stack.push_back(PyBool_FromLong(t));
+      return in.next_offset;
+    }
+    default:
+      PyErr_Format(PyExc_SystemError, "mini: cannot run %s eagerly", in.name);
+      return -1;
+  }
+}
+
+std::string repr_of(PyObject* o) {
+  PyObject* r = PyObject_Repr(o);
+  std::string s = r ? PyUnicode_AsUTF8(r) : "?";
+  Py_XDECREF(r);
+  PyErr_Clear();
+  return s;
+}
+
+// After a compile: what this unit saw at each tensor and number source, for automatic dynamic.
+void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs) {
+  for (const guards::Guard& g : gs.guards()) {
+    if (g.source < 0) continue;
+    const SourceRef& src = gs.sources()[g.source];
+    std::string key = src->str();
+    if (unit.seen.count(key)) continue;
+    if (g.kind == guards::GuardKind::TensorMatch) {
+      PyObject* o = guards::fetch(*src, fv);
+      if (TensorImpl* t = o ? guards::unwrap_tensor(o) : nullptr) unit.seen[key] = {src, true, t->sizes, ""};
+      Py_XDECREF(o);
+    } else if (g.kind == guards::GuardKind::EqualsMatch &&
+               (PyFloat_CheckExact(g.object) || PyLong_CheckExact(g.object))) {
+      unit.seen[key] = {src, false, {}, repr_of(g.object)};
+    }
+  }
+}
+
+// Automatic dynamic: before recompiling a unit, compare the new call's values with what
+// earlier compiles saw; sizes that changed become symbolic, numbers that changed become
+// graph inputs (torch 2.11: one recompile, then never again for that change).
+void note_recompile(guards::UnitCache& unit, const guards::FrameValues& fv, const std::string& reason,
+                    CompileRequest* req) {
+  if (!compile_config().automatic_dynamic_shapes || req->dynamic == 0) return;
+  for (auto& [key, seen] : unit.seen) {
+    PyObject* o = guards::fetch(*seen.source, fv);
+    if (!o) continue;
+    if (seen.tensor) {
+      TensorImpl* t = guards::unwrap_tensor(o);
+      if (t) {
+        auto& dyn = unit.dynamic_dims[key];
+        dyn.resize(seen.sizes.size(), false);
+        bool rank_changed = t->sizes.size() != seen.sizes.size();
+        for (size_t d = 0; d < seen.sizes.size(); d++) {
+          bool changed = rank_changed || t->sizes[d] != seen.sizes[d];
+          if (changed && !dyn[d] && log_channels().dynamic)
+            log_write("automatic dynamic: " + key + ".size()[" + std::to_string(d) + "] changed " +
+                      std::to_string(seen.sizes[d]) + " -> " +
+                      (rank_changed ? std::string("(rank changed)") : std::to_string(t->sizes[d])) +
+                      ", recompiling with that dim symbolic");
+          dyn[d] = dyn[d] || changed;
+        }
+      }
+    } else if ((PyFloat_CheckExact(o) || PyLong_CheckExact(o)) && repr_of(o) != seen.scalar) {
+      if (!unit.dynamic_scalars[key] && log_channels().dynamic)
+        log_write("automatic dynamic: " + key + " changed " + seen.scalar + " -> " + repr_of(o) +
+                  ", recompiling with it as a graph input");
+      unit.dynamic_scalars[key] = true;
+    }
+    Py_DECREF(o);
+  }
+  (void)reason;
+}
+
+void release_all(std::vector<PyObject*>& v) {
+  for (PyObject* o : v) Py_XDECREF(o);
+  v.clear();
+}
+
+// Traces one unit and hands its graph to the backend. Returns null with a Python error
+// when the backend or the user's code (a bad shape, say) raised.
+std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& unit, int offset,
+                                       const guards::FrameValues& fv, CompileRequest* req,
+                                       std::unique_ptr<guards::GuardSet>* guards_out) {
+  DynamicPolicy policy;
+  policy.all_dims = req->dynamic == 1;
+  policy.dims = &unit.dynamic_dims;
+  policy.scalars = &unit.dynamic_scalars;
+  Trace trace;
+  try {
+    trace = trace_frame(code, fv, offset, policy, TraceOptions{});
+  } catch (const Unsupported& u) {
+    trace.exit = Trace::Exit::Native;
+    trace.break_reason = u.reason;
+    trace.graph->nodes.clear();
+  } catch (const std::exception& e) {
+    set_python_error(e);
+    return nullptr;
+  }
   auto art = std::make_shared<Artifact>();
   art->graph = trace.graph;
   art->input_sources = trace.input_sources;
+  art->scalar_inputs = trace.scalar_inputs;
+  art->exit = trace.exit;
   art->output = std::move(trace.output);
-  std::string title = "__compiled_fn_" + std::to_string(++g_graph_counter);
-  if (log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
+  art->exit_instruction = trace.exit_instruction;
+  art->exit_stack = std::move(trace.exit_stack);
+  art->exit_locals = std::move(trace.exit_locals);
+  art->exit_kw_names = trace.exit_kw_names;
+  bool has_graph = art->graph->op_count() > 0;
+  std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
+  if (has_graph && log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
   if (log_channels().guards) log_write(trace.guards->print());
-  if (req->backend) {
+  if (trace.exit != Trace::Exit::Return) {
+    std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
+    if (req->fullgraph) {
+      PyErr_SetString(g_unsupported_error, (trace.break_reason + "\n  from user code: " +
+                                            (trace.break_code.empty() ? where : trace.break_code)).c_str());
+      return nullptr;
+    }
+    break_events().push_back({trace.break_reason, where, trace.break_code});
+    if (log_channels().graph_breaks)
+      log_write("Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
+                (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
+  }
+  // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
+  if (has_graph && req->backend) {
     PyObject* gm = python_bridge().make_graph_module(art->graph, title);
-    if (!gm) throw Unsupported{"internal: cannot make a GraphModule"};
+    if (!gm) return nullptr;
     PyObject* examples = PyList_New((Py_ssize_t)trace.example_inputs.size());
     for (size_t i = 0; i < trace.example_inputs.size(); i++) {
-      Py_INCREF(trace.example_inputs[i]);
-      PyList_SET_ITEM(examples, i, trace.example_inputs[i]);
+      PyObject* e = trace.example_inputs[i];
+      if (i < trace.scalar_inputs.size() && trace.scalar_inputs[i])
+        e = python_bridge().wrap_tensor(scalar_tensor(PyFloat_AsDouble(e), PyFloat_Check(e) ? DType::Float64 : DType::Int64, true));
+      else
+        Py_INCREF(e);
+      PyList_SET_ITEM(examples, i, e);
     }
     PyObject* fn = PyObject_CallFunctionObjArgs(req->backend, gm, examples, nullptr);
     Py_DECREF(gm);
     Py_DECREF(examples);
-    if (!fn) return nullptr;  // the backend raised: propagate
+    if (!fn) return nullptr;
     art->compiled_fn = fn;
   }
-  if (art->graph->op_count() > 0 || true)
-    compile_events().push_back({art->graph, trace.guards->print(), function_label(code)});
+  if (has_graph) compile_events().push_back({art->graph, trace.guards->print(), function_label(code)});
   *guards_out = std::move(trace.guards);
   return art;
-}
-
-// A frame that runs as plain Python, as the evaluator would.
-PyObject* run_eagerly(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
-  return run_default(ts, frame, throwflag);
 }
 
 PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, void*) {
@@ -211,82 +412,118 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     return run_default(ts, frame, throwflag);
 
   guards::CodeCache* cache = guards::code_cache(code, false);
-  if (cache && !cache->skip_reason.empty()) return run_default(ts, frame, throwflag);
-  std::vector<PyObject*> locals = view.locals();
-  guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins};
-
-  HookDisabled no_hook;  // guards, tracing and compiled code are mini's own work
-  if (cache) {
-    if (guards::CacheEntry* hit = cache->lookup(fv, req->backend_key)) {
-      PyObject* r = run_artifact(*static_cast<Artifact*>(hit->artifact.get()), fv);
-      finish_frame(ts, frame);
-      return r;
-    }
+  std::vector<PyObject*> entry_locals = view.locals();
+  if (!cache) {
+    if (!frame_has_tensors(view, entry_locals)) return run_default(ts, frame, throwflag);
+    cache = guards::code_cache(code, true);
+    if (!cache) return run_default(ts, frame, throwflag);
   }
-  if (!frame_has_tensors(view, locals)) return run_default(ts, frame, throwflag);
-  if (!cache) cache = guards::code_cache(code, true);
-  if (!cache) return run_default(ts, frame, throwflag);
-  if (cache->frame_id < 0) cache->frame_id = guards::next_frame_id();
-  if (cache->run_only) return run_default(ts, frame, throwflag);
-
-  std::string reason = cache->entries.empty() ? "" : cache->recompile_reason(fv, req->backend_key);
-  if (cache->compiles >= compile_config().cache_size_limit) {
-    cache->run_only = true;
-    std::string msg = "mini hit config.cache_size_limit (" + std::to_string(compile_config().cache_size_limit) +
-                      ")\n   function: " + function_label(code) + "\n   last reason: " + reason +
-                      "\nTo log all recompilation reasons, use MINI_LOGS=\"recompiles\".";
-    if (req->fullgraph) {
-      PyErr_SetString(g_unsupported_error, msg.c_str());
-      finish_frame(ts, frame);
-      return nullptr;
-    }
-    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) {
-      finish_frame(ts, frame);
-      return nullptr;
-    }
-    return run_default(ts, frame, throwflag);
-  }
-  if (!reason.empty() && log_channels().recompiles)
-    log_write("Recompiling function " + std::string(PyUnicode_AsUTF8(code->co_name)) + " in " +
-              PyUnicode_AsUTF8(code->co_filename) + ":" + std::to_string(code->co_firstlineno) +
-              "\n    triggered by the following guard failure(s):\n    - " + reason);
-
-  std::unique_ptr<guards::GuardSet> guard_set;
-  std::shared_ptr<Artifact> art;
-  try {
-    art = compile_frame(code, view, fv, req, &guard_set);
-  } catch (const Unsupported& u) {
-    // fall through below with the reason
-    std::string where = std::string(PyUnicode_AsUTF8(code->co_filename)) + ":" + std::to_string(code->co_firstlineno);
-    BreakEvent ev{u.reason, where, ""};
-    if (req->fullgraph) {
-      PyErr_SetString(g_unsupported_error, (u.reason + "\n  (in " + function_label(code) + ")").c_str());
-      finish_frame(ts, frame);
-      return nullptr;
-    }
-    break_events().push_back(ev);
-    if (log_channels().graph_breaks)
-      log_write("Graph break: " + u.reason + "\n  frame " + function_label(code) + " runs eagerly");
-    cache->skip_reason = u.reason;
-    return run_default(ts, frame, throwflag);
-  } catch (const std::exception& e) {
-    set_python_error(e);
+  // The frame's state as units run: locals and stack, owned references.
+  std::vector<PyObject*> locals(entry_locals), stack;
+  for (PyObject* o : locals) Py_XINCREF(o);
+  int offset = 0;
+  auto fail = [&]() -> PyObject* {
+    release_all(locals);
+    release_all(stack);
     finish_frame(ts, frame);
     return nullptr;
+  };
+  auto run_natively = [&](int at) -> PyObject* {
+    if (at == 0) {
+      release_all(locals);
+      return run_default(ts, frame, throwflag);
+    }
+    std::vector<PyObject*> l = std::move(locals), st = std::move(stack);
+    return resume_native(ts, frame, at, l, st);  // steals l and st
+  };
+  for (;;) {
+    guards::UnitCache& unit = cache->unit(offset);
+    if (!unit.skip_reason.empty()) return run_natively(offset);
+    guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins,
+                           stack.data(), (int)stack.size()};
+    Artifact* art = nullptr;
+    {
+      HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
+      if (guards::CacheEntry* hit = unit.lookup(fv, req->backend_key)) {
+        art = static_cast<Artifact*>(hit->artifact.get());
+      } else {
+        if (unit.run_only) return run_natively(offset);
+        if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
+        std::string reason = unit.entries.empty() ? "" : unit.recompile_reason(fv, req->backend_key);
+        if (unit.compiles >= compile_config().cache_size_limit) {
+          unit.run_only = true;
+          std::string msg = "mini hit config.cache_size_limit (" + std::to_string(compile_config().cache_size_limit) +
+                            ")\n   function: " + function_label(code) + "\n   last reason: " + reason +
+                            "\nTo log all recompilation reasons, use MINI_LOGS=\"recompiles\".";
+          if (req->fullgraph) {
+            PyErr_SetString(g_unsupported_error, msg.c_str());
+            return fail();
+          }
+          if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return fail();
+          return run_natively(offset);
+        }
+        if (!reason.empty()) {
+          note_recompile(unit, fv, reason, req);
+          if (log_channels().recompiles)
+            log_write("Recompiling function " + std::string(PyUnicode_AsUTF8(code->co_name)) + " in " +
+                      PyUnicode_AsUTF8(code->co_filename) + ":" + std::to_string(code->co_firstlineno) +
+                      "\n    triggered by the following guard failure(s):\n    - " + reason);
+        }
+        std::unique_ptr<guards::GuardSet> guard_set;
+        std::shared_ptr<Artifact> compiled = compile_unit(code, unit, offset, fv, req, &guard_set);
+        if (!compiled) return fail();
+        if (compiled->exit == Trace::Exit::Native && compiled->graph->op_count() == 0 &&
+            compiled->exit_instruction.offset == offset) {
+          unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
+          return run_natively(offset);
+        }
+        record_seen(unit, fv, *guard_set);
+        guards::CacheEntry entry;
+        entry.guards = std::move(guard_set);
+        entry.artifact = compiled;
+        entry.compile_id = unit.compiles++;
+        entry.backend_key = req->backend_key;
+        art = static_cast<Artifact*>(unit.add(std::move(entry)).artifact.get());
+      }
+    }
+    // Run the unit's graph and rebuild what comes after it.
+    std::vector<PyObject*> outs;
+    bool failed = false;
+    PyObject* result = nullptr;
+    std::vector<PyObject*> new_locals, new_stack;
+    {
+      HookDisabled no_hook;
+      if (!run_graph_of(*art, fv, &outs)) return release_all(outs), fail();
+      if (art->exit == Trace::Exit::Return) {
+        result = build(art->output, outs, fv, &failed);
+      } else {
+        for (auto& s : art->exit_stack) new_stack.push_back(build(s, outs, fv, &failed));
+        for (auto& s : art->exit_locals) new_locals.push_back(build(s, outs, fv, &failed));
+      }
+      release_all(outs);
+    }
+    if (failed) {
+      Py_XDECREF(result);
+      release_all(new_locals);
+      release_all(new_stack);
+      return fail();
+    }
+    if (art->exit == Trace::Exit::Return) {
+      release_all(locals);
+      release_all(stack);
+      finish_frame(ts, frame);
+      return result;
+    }
+    release_all(locals);
+    release_all(stack);
+    locals = std::move(new_locals);
+    stack = std::move(new_stack);
+    if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
+    // Break: the instruction runs with real objects (the hook stays on: a function it
+    // calls is captured on its own), then the next unit starts after it.
+    offset = run_instruction(art->exit_instruction, stack, art->exit_kw_names);
+    if (offset < 0) return fail();
   }
-  if (!art) {  // the backend raised
-    finish_frame(ts, frame);
-    return nullptr;
-  }
-  guards::CacheEntry entry;
-  entry.guards = std::move(guard_set);
-  entry.artifact = art;
-  entry.compile_id = cache->compiles++;
-  entry.backend_key = req->backend_key;
-  cache->add(std::move(entry));
-  PyObject* r = run_artifact(*art, fv);
-  finish_frame(ts, frame);
-  return r;
 }
 
 }  // namespace

@@ -66,12 +66,17 @@ extern PyObject* g_unsupported_error;
 // Files under this prefix are mini's own: never captured.
 extern std::string g_skip_prefix;
 
-// The compiled form of one traced frame.
+// The compiled form of one resume unit.
 struct Artifact : guards::CompiledArtifact {
   std::shared_ptr<graph::Graph> graph;
   std::vector<SourceRef> input_sources;
-  OutputSpec output;
-  PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null
+  std::vector<bool> scalar_inputs;  // input i is a Python number passed as a 0-d tensor
+  PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
+  Trace::Exit exit = Trace::Exit::Return;
+  OutputSpec output;                // Return
+  Instruction exit_instruction{};   // Break / Native
+  std::vector<OutputSpec> exit_stack, exit_locals;
+  PyObject* exit_kw_names = nullptr;  // Borrowed from the code's constants
   ~Artifact() override { Py_XDECREF(compiled_fn); }
 };
 

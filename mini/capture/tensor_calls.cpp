@@ -28,7 +28,8 @@ struct Args {
   }
 };
 
-int64_t int_of(const VarRef& v, const std::string& what) {
+int64_t int_of(TraceContext& ctx, const VarRef& v_in, const std::string& what) {
+  VarRef v = v_in ? specialize(ctx, v_in) : v_in;
   if (!v || !v->is(Var::Kind::Constant) || !PyLong_Check(v->obj))
     unsupported(what + " must be a Python int known while tracing, got " + (v ? v->describe() : "nothing"));
   return PyLong_AsLongLong(v->obj);
@@ -40,11 +41,17 @@ bool bool_of(const VarRef& v, bool dflt) {
   return PyObject_IsTrue(v->obj);
 }
 
+// A size argument: an int, or a SymInt's symbol (resolved when the graph runs).
+int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
+  if (v && v->is(Var::Kind::SymInt)) return v->node;
+  return int_of(ctx, v, what);
+}
+
 // Sizes given as f(2, 3), f((2, 3)) or f([2, 3]).
-std::vector<int64_t> ints_of(const std::vector<VarRef>& args, size_t from, const std::string& what) {
+std::vector<int64_t> ints_of(TraceContext& ctx, const std::vector<VarRef>& args, size_t from, const std::string& what) {
   std::vector<int64_t> out;
   if (args.size() == from + 1 && (args[from]->is(Var::Kind::Tuple) || args[from]->is(Var::Kind::List))) {
-    for (auto& v : args[from]->items) out.push_back(int_of(v, what));
+    for (auto& v : args[from]->items) out.push_back(size_arg(ctx, v, what));
     return out;
   }
   if (args.size() == from + 1 && args[from]->is(Var::Kind::Constant) && PyTuple_Check(args[from]->obj)) {
@@ -52,22 +59,23 @@ std::vector<int64_t> ints_of(const std::vector<VarRef>& args, size_t from, const
       out.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(args[from]->obj, i)));
     return out;
   }
-  for (size_t i = from; i < args.size(); i++) out.push_back(int_of(args[i], what));
+  for (size_t i = from; i < args.size(); i++) out.push_back(size_arg(ctx, args[i], what));
   return out;
 }
 
-std::vector<int64_t> dims_of(const VarRef& v) {
+std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
   if (!v || v->obj == Py_None) return {};
   if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) {
     std::vector<int64_t> out;
-    for (auto& i : v->items) out.push_back(int_of(i, "dim"));
+    for (auto& i : v->items) out.push_back(int_of(ctx, i, "dim"));
     return out;
   }
-  return {int_of(v, "dim")};
+  return {int_of(ctx, v, "dim")};
 }
 
 // A node for an operand: the tensor's node, or a constant node for a Python number.
-int operand(TraceContext& ctx, const VarRef& v) {
+int operand(TraceContext& ctx, const VarRef& v_in) {
+  VarRef v = specialize(ctx, v_in);
   if (v->is(Var::Kind::Tensor)) return v->node;
   if (v->is(Var::Kind::Constant)) {
     PyObject* o = v->obj;
@@ -113,7 +121,7 @@ VarRef reshape(TraceContext& ctx, const VarRef& self, const std::vector<int64_t>
 VarRef reduction(TraceContext& ctx, OpKind op, const VarRef& self, const Args& args) {
   args.at_most(2);
   Attrs a;
-  a.dims = dims_of(args.get(0, "dim", false));
+  a.dims = dims_of(ctx, args.get(0, "dim", false));
   a.keepdim = bool_of(args.get(1, "keepdim", false), false);
   return node(ctx, op, {self->node}, a);
 }
@@ -137,6 +145,27 @@ const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
   return ctx.graph().nodes[t->node].meta;
 }
 
+VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
+  int64_t s = meta_of(ctx, tensor).sizes.at(dim);
+  if (s >= 0) return make_constant(PyLong_FromLongLong(s));
+  if (!graph::is_symbol(s))
+    unsupported("reading a data-dependent size (the length of a nonzero() result) in Python");
+  const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
+  auto v = std::make_shared<Var>(Var::Kind::SymInt);
+  v->node = s;
+  v->position = sym.dim;
+  v->source = ctx.trace.input_sources.at(sym.input);
+  v->obj = PyLong_FromLongLong(sym.hint);
+  return v;
+}
+
+VarRef specialize(TraceContext& ctx, const VarRef& v) {
+  if (!v || !v->is(Var::Kind::SymInt)) return v;
+  ctx.guards().add_size_compare(v->source, (int)v->position, Py_EQ, PyLong_AsLongLong(v->obj), true);
+  Py_INCREF(v->obj);
+  return make_constant(v->obj);
+}
+
 VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
   if (op == OpKind::Matmul && !(a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)))
     unsupported("matmul of " + a->describe() + " and " + b->describe());
@@ -149,10 +178,7 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   const graph::TensorMeta& m = meta_of(ctx, self);
   if (name == "shape") {
     std::vector<VarRef> dims;
-    for (int64_t s : m.sizes) {
-      if (s < 0) unsupported("reading a data-dependent size (the length of a nonzero() result) in Python");
-      dims.push_back(make_constant(PyLong_FromLongLong(s)));
-    }
+    for (size_t d = 0; d < m.sizes.size(); d++) dims.push_back(size_var(ctx, self, (int64_t)d));
     return make_tuple_var(dims);
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
@@ -197,6 +223,11 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       a.dim = dim;
       a.index = PyLong_AsLongLong(o);
       int64_t n = meta_of(ctx, r).sizes.at(dim);
+      if (n < 0 && a.index < 0) n = PyLong_AsLongLong(specialize(ctx, size_var(ctx, r, dim))->obj);
+      if (n < 0) {  // a dynamic size: the kernel checks the bound when it runs
+        r = node(ctx, OpKind::Select, {r->node}, a);
+        continue;
+      }
       if (a.index < -n || a.index >= n)
         fail_index("index ", a.index, " is out of bounds for dimension ", dim, " with size ", n);
       if (a.index < 0) a.index += n;
@@ -206,6 +237,15 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       PySlice_Unpack(o, &start, &stop, &step);
       if (step <= 0) fail_value("step must be greater than zero");
       int64_t n = meta_of(ctx, r).sizes.at(dim);
+      if (n < 0 && (start < 0 || stop < 0)) n = PyLong_AsLongLong(specialize(ctx, size_var(ctx, r, dim))->obj);
+      if (n < 0) {  // a dynamic size: bounds are clamped when the kernel runs
+        a.dim = dim++;
+        a.start = start;
+        a.end = stop;  // PY_SSIZE_T_MAX for an open end
+        a.step = step;
+        r = node(ctx, OpKind::Slice, {r->node}, a);
+        continue;
+      }
       PySlice_AdjustIndices(n, &start, &stop, step);
       a.dim = dim++;
       a.start = start;
@@ -238,7 +278,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   }
   if (name == "softmax" || name == "log_softmax") {
     Attrs a;
-    a.dim = int_of(args.get(0, "dim"), "dim");
+    a.dim = int_of(ctx, args.get(0, "dim"), "dim");
     return node(ctx, name == "softmax" ? OpKind::Softmax : OpKind::LogSoftmax, {self->node}, a);
   }
   if (name == "gelu") {
@@ -247,13 +287,13 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     a.mode = ap && ap->obj && PyUnicode_Check(ap->obj) ? PyUnicode_AsUTF8(ap->obj) : "none";
     return node(ctx, OpKind::Gelu, {self->node}, a);
   }
-  if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(args.pos, 0, "shape"));
+  if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(ctx, args.pos, 0, "shape"));
   if (name == "flatten") {
     int64_t r = (int64_t)m.sizes.size();
     if (r == 0) return reshape(ctx, self, {1});
-    int64_t s = int_of(args.get(0, "start_dim", false) ? args.get(0, "start_dim") : make_constant(PyLong_FromLong(0)), "start_dim");
+    int64_t s = int_of(ctx, args.get(0, "start_dim", false) ? args.get(0, "start_dim") : make_constant(PyLong_FromLong(0)), "start_dim");
     VarRef ev = args.get(1, "end_dim", false);
-    int64_t e = ev ? int_of(ev, "end_dim") : -1;
+    int64_t e = ev ? int_of(ctx, ev, "end_dim") : -1;
     s = wrap_dim(s, r);
     e = wrap_dim(e, r);
     std::vector<int64_t> shape(m.sizes.begin(), m.sizes.begin() + s);
@@ -263,18 +303,18 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   }
   if (name == "expand") {
     Attrs a;
-    a.shape = ints_of(args.pos, 0, "size");
+    a.shape = ints_of(ctx, args.pos, 0, "size");
     return node(ctx, OpKind::Expand, {self->node}, a);
   }
   if (name == "permute") {
     Attrs a;
-    a.dims = ints_of(args.pos, 0, "dims");
+    a.dims = ints_of(ctx, args.pos, 0, "dims");
     return node(ctx, OpKind::Permute, {self->node}, a);
   }
   if (name == "transpose") {
     Attrs a;
-    a.dim = int_of(args.get(0, "dim0"), "dim0");
-    a.dim2 = int_of(args.get(1, "dim1"), "dim1");
+    a.dim = int_of(ctx, args.get(0, "dim0"), "dim0");
+    a.dim2 = int_of(ctx, args.get(1, "dim1"), "dim1");
     return node(ctx, OpKind::Transpose, {self->node}, a);
   }
   if (name == "t") {
@@ -286,12 +326,12 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   }
   if (name == "unsqueeze") {
     Attrs a;
-    a.dim = int_of(args.get(0, "dim"), "dim");
+    a.dim = int_of(ctx, args.get(0, "dim"), "dim");
     return node(ctx, OpKind::Unsqueeze, {self->node}, a);
   }
   if (name == "squeeze") {
     Attrs a;
-    a.dims = dims_of(args.get(0, "dim", false));
+    a.dims = dims_of(ctx, args.get(0, "dim", false));
     return node(ctx, OpKind::Squeeze, {self->node}, a);
   }
   if (name == "contiguous") {
@@ -312,8 +352,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "size") {
     VarRef d = args.get(0, "dim", false);
     if (!d) return tensor_attr(ctx, self, "shape");
-    int64_t s = m.sizes.at(wrap_dim(int_of(d, "dim"), (int64_t)m.sizes.size()));
-    return make_constant(PyLong_FromLongLong(s));
+    return size_var(ctx, self, wrap_dim(int_of(ctx, d, "dim"), (int64_t)m.sizes.size()));
   }
   if (name == "dim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
@@ -339,7 +378,7 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
   if (name == "layer_norm") {
     Args args{std::move(pos), kwargs, name};
     VarRef x = args.get(0, "input");
-    std::vector<int64_t> shape = ints_of({args.get(1, "normalized_shape")}, 0, "normalized_shape");
+    std::vector<int64_t> shape = ints_of(ctx, {args.get(1, "normalized_shape")}, 0, "normalized_shape");
     VarRef w = args.get(2, "weight", false), b = args.get(3, "bias", false), e = args.get(4, "eps", false);
     Attrs a;
     a.dim = (int64_t)shape.size();

@@ -17,8 +17,10 @@ struct TraceContext {
   guards::FrameValues root;
   PyObject* root_globals = nullptr;  // Borrowed
   TraceOptions options;
+  DynamicPolicy dynamic;
   int depth = 0;                                  // inlining depth
   std::unordered_map<PyObject*, int> tensor_node; // input tensor object -> its graph node
+  std::unordered_map<PyObject*, std::vector<bool>> tensor_dynamic;  // -> its dynamic dims
   std::string current_code;                       // the source line being traced
   std::string current_location;                   // "file:line in fn"
 
@@ -55,5 +57,11 @@ VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef
 VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a);
 VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index);
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t);
+
+// A size of a tensor as a Var: a constant, or a SymInt when the dim is symbolic.
+VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim);
+// A SymInt used where a plain int is needed (Python arithmetic, a range bound): its value
+// now, guarded to stay that value (torch calls this specializing). Others pass through.
+VarRef specialize(TraceContext& ctx, const VarRef& v);
 
 }  // namespace mini::capture

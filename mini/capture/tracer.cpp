@@ -147,8 +147,19 @@ class FrameInterpreter {
   }
 
   VarRef run();
+  bool root_ = false;
+  std::vector<VarRef> exit_stack_, exit_locals_;  // the state before the breaking instruction
+  std::vector<std::pair<PyObject*, SourceRef>> exit_lazy_;
+  PyObject* exit_kw_names_ = nullptr;
+
+  void set_start(int offset, std::vector<VarRef> stack) {
+    jump(offset);
+    stack_ = std::move(stack);
+  }
 
  private:
+  VarRef step(const Instruction& in);
+  bool can_run_eagerly(const Instruction& in);
   VarRef pop() {
     if (stack_.empty()) unsupported("internal: stack underflow");
     VarRef v = std::move(stack_.back());
@@ -242,7 +253,8 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
   return wrap(ctx_, v, src);
 }
 
-bool FrameInterpreter::truth(const VarRef& v) {
+bool FrameInterpreter::truth(const VarRef& v_in) {
+  VarRef v = specialize(ctx_, v_in);
   switch (v->kind) {
     case Var::Kind::Constant: {
       int t = PyObject_IsTrue(v->obj);
@@ -258,7 +270,8 @@ bool FrameInterpreter::truth(const VarRef& v) {
   }
 }
 
-VarRef FrameInterpreter::binary(int op, const VarRef& a, const VarRef& b) {
+VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) {
+  VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors) {
     if (op >= 13 && a->is(Var::Kind::Tensor) && a->source)
@@ -277,7 +290,22 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a, const VarRef& b) {
               b->describe() + " is not supported by mini's capture");
 }
 
-VarRef FrameInterpreter::compare(int richcmp, const VarRef& a, const VarRef& b) {
+VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& b_in) {
+  // A dynamic size against a number: decided now, with a shape guard that keeps it so.
+  for (int flip = 0; flip < 2; flip++) {
+    const VarRef& s = flip ? b_in : a_in;
+    const VarRef& c = flip ? a_in : b_in;
+    if (s->is(Var::Kind::SymInt) && c->is(Var::Kind::Constant) && PyLong_Check(c->obj) && !PyBool_Check(c->obj)) {
+      static const int swapped[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+      int op = flip ? swapped[richcmp] : richcmp;
+      int64_t value = PyLong_AsLongLong(c->obj), hint = PyLong_AsLongLong(s->obj);
+      bool r = op == Py_LT ? hint < value : op == Py_LE ? hint <= value : op == Py_EQ ? hint == value
+             : op == Py_NE ? hint != value : op == Py_GT ? hint > value : hint >= value;
+      ctx_.guards().add_size_compare(s->source, (int)s->position, op, value, r);
+      return make_constant(PyBool_FromLong(r));
+    }
+  }
+  VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor))
     return tensor_binary(ctx_, compare_kind(richcmp), a, b);
   if (is_constant(a) && is_constant(b))
@@ -289,7 +317,8 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a, const VarRef& b) 
   unsupported("comparing " + a->describe() + " with " + b->describe() + " is not supported by mini's capture");
 }
 
-VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index) {
+VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
+  VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor)) return tensor_getitem(ctx_, obj, index);
   if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
@@ -389,13 +418,63 @@ void FrameInterpreter::do_call(int argc, PyObject* kw_names) {
   push(call_var(ctx_, callee, std::move(args), std::move(kwargs)));
 }
 
+// Instructions a graph break can stop at and then run with real objects: calls, and
+// branches on a value only known at run time. Inside a try block, CPython must run them
+// (an exception has to reach the handler), so they end the unit natively instead.
+bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
+  switch (in.op) {
+    case Opcode::CALL: case Opcode::CALL_KW: case Opcode::CALL_FUNCTION_EX:
+    case Opcode::POP_JUMP_IF_FALSE: case Opcode::POP_JUMP_IF_TRUE: case Opcode::TO_BOOL:
+      break;
+    default:
+      return false;
+  }
+  std::vector<ExceptionTableEntry> table;
+  if (!parse_exception_table(code_, &table)) { PyErr_Clear(); return false; }
+  return find_exception_handler(table, in.offset) == nullptr;
+}
+
 VarRef FrameInterpreter::run() {
-  const BytecodeDialect& dialect = bytecode_dialect();
   int steps = 0;
   while (pc_ < (int)ins_.size()) {
     if (++steps > 1000000) unsupported("the function runs too many instructions to unroll");
-    const Instruction& in = ins_[pc_++];
-    set_line(in);
+    const Instruction& in = ins_[pc_];
+    if (!root_) {
+      pc_++;
+      if (VarRef r = step(in)) return r;
+      continue;
+    }
+    // The root frame keeps the state before each instruction: if the instruction cannot be
+    // traced, the unit ends there (a graph break) with exactly that state.
+    std::vector<VarRef> saved_stack = stack_, saved_locals = locals_;
+    auto saved_lazy = lazy_;
+    PyObject* saved_kw = kw_names_;
+    size_t graph_size = ctx_.graph().nodes.size();
+    pc_++;
+    try {
+      if (VarRef r = step(in)) return r;
+    } catch (const Unsupported& u) {
+      exit_stack_ = std::move(saved_stack);
+      exit_locals_ = std::move(saved_locals);
+      exit_lazy_ = std::move(saved_lazy);
+      exit_kw_names_ = saved_kw;
+      Trace& t = ctx_.trace;
+      t.exit = can_run_eagerly(in) ? Trace::Exit::Break : Trace::Exit::Native;
+      t.exit_instruction = in;
+      t.break_reason = u.reason;
+      t.break_location = ctx_.current_location;
+      t.break_code = ctx_.current_code;
+      (void)graph_size;
+      return nullptr;
+    }
+  }
+  unsupported("internal: fell off the end of the code");
+}
+
+VarRef FrameInterpreter::step(const Instruction& in) {
+  const BytecodeDialect& dialect = bytecode_dialect();
+  set_line(in);
+  {
     switch (in.op) {
       case Opcode::NOP: case Opcode::RESUME: case Opcode::CACHE: case Opcode::EXTENDED_ARG:
       case Opcode::MAKE_CELL: case Opcode::COPY_FREE_VARS: case Opcode::PRECALL:
@@ -619,7 +698,7 @@ VarRef FrameInterpreter::run() {
         unsupported(std::string("the instruction ") + in.name + " is not supported by mini's capture");
     }
   }
-  unsupported("internal: fell off the end of the code");
+  return nullptr;
 }
 
 // ---- inlining and the root frame ----------------------------------------------------------
@@ -691,7 +770,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
 }
 
 namespace {
-OutputSpec output_spec(TraceContext& ctx, const VarRef& v) {
+// How to rebuild a Var as a real object after the graph has run.
+OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
+  VarRef v = specialize(ctx, v_in);
   OutputSpec s;
   switch (v->kind) {
     case Var::Kind::Tensor: {
@@ -702,44 +783,82 @@ OutputSpec output_spec(TraceContext& ctx, const VarRef& v) {
       if (it == outs.end()) outs.push_back(v->node);
       return s;
     }
-    case Var::Kind::Constant:
-      s.kind = OutputSpec::Kind::Constant;
-      s.value = v->obj;
-      Py_INCREF(s.value);
-      return s;
     case Var::Kind::Tuple: case Var::Kind::List:
+      if (v->source && v->is(Var::Kind::List)) break;  // the caller's own list: read it again
       s.kind = v->is(Var::Kind::Tuple) ? OutputSpec::Kind::Tuple : OutputSpec::Kind::List;
-      for (auto& item : v->items) s.items.push_back(output_spec(ctx, item));
+      for (auto& item : v->items) s.items.push_back(rebuild(ctx, item));
+      return s;
+    case Var::Kind::Null:
+      s.kind = OutputSpec::Kind::Null;
+      return s;
+    case Var::Kind::Method:
+      s.kind = OutputSpec::Kind::Method;
+      s.name = v->name;
+      s.items.push_back(rebuild(ctx, v->self));
+      return s;
+    case Var::Kind::Iterator:
+      s.kind = OutputSpec::Kind::Iterator;
+      for (size_t i = v->position; i < v->items.size(); i++) s.items.push_back(rebuild(ctx, v->items[i]));
       return s;
     default:
-      if (v->obj) {  // a module, function or object: returned as it is
-        s.kind = OutputSpec::Kind::Constant;
-        s.value = v->obj;
-        Py_INCREF(s.value);
-        return s;
-      }
-      unsupported("returning " + v->describe() + " is not supported by mini's capture");
+      break;
   }
+  if (v->source) {  // an object read from the frame, unchanged: read it again (no reference kept)
+    s.kind = OutputSpec::Kind::Source;
+    s.source = v->source;
+    return s;
+  }
+  if (v->obj) {
+    s.kind = OutputSpec::Kind::Constant;
+    s.value = v->obj;
+    Py_INCREF(s.value);
+    return s;
+  }
+  unsupported("cannot rebuild " + v->describe() + " after the graph");
 }
 }  // namespace
 
-Trace trace_frame(PyCodeObject* code, PyObject* function, const guards::FrameValues& frame,
-                  const TraceOptions& options) {
+Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
+                  const DynamicPolicy& dynamic, const TraceOptions& options) {
   TraceContext ctx;
   ctx.root = frame;
   ctx.root_globals = frame.globals;
   ctx.options = options;
+  ctx.dynamic = dynamic;
   ctx.guards().add_grad_mode(grad_enabled());
-  (void)function;
   FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
+  interp.root_ = true;
   interp.lazy_.resize(code->co_nlocalsplus);
   for (int i = 0; i < code->co_nlocalsplus && i < frame.nlocals; i++) {
     if (!frame.locals[i]) continue;
     std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
     interp.lazy_[i] = {frame.locals[i], guards::Source::local(i, name)};
   }
+  std::vector<VarRef> stack;
+  for (int i = 0; i < frame.nstack; i++)
+    stack.push_back(frame.stack[i] ? wrap(ctx, frame.stack[i], guards::Source::stack(i)) : null_var());
+  interp.set_start(start_offset, std::move(stack));
   VarRef result = interp.run();
-  ctx.trace.output = output_spec(ctx, result);
+  Trace& t = ctx.trace;
+  if (result) {
+    t.output = rebuild(ctx, result);
+  } else {
+    for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
+    for (int i = 0; i < code->co_nlocalsplus; i++) {
+      OutputSpec spec;
+      if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
+        spec.kind = OutputSpec::Kind::Source;  // never read while tracing: unchanged
+        spec.source = interp.exit_lazy_[i].second;
+      } else if (i < (int)interp.exit_locals_.size() && interp.exit_locals_[i]) {
+        spec = rebuild(ctx, interp.exit_locals_[i]);
+      } else {
+        spec.kind = OutputSpec::Kind::Absent;
+      }
+      t.exit_locals.push_back(std::move(spec));
+    }
+    t.exit_kw_names = interp.exit_kw_names_;
+  }
+  ctx.graph().eliminate_dead_code();
   return std::move(ctx.trace);
 }
 

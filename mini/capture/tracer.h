@@ -11,6 +11,7 @@
 #pragma once
 #include <Python.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,17 +23,29 @@
 
 namespace mini::capture {
 
-// How to rebuild the return value: a graph output, a constant, or a tuple/list of these.
+// How to rebuild a Python value after the graph ran: the return value, and at a graph
+// break every live stack slot and local (Dynamo's reconstruction by PyCodegen).
 struct OutputSpec {
-  enum class Kind { GraphOutput, Constant, Tuple, List } kind = Kind::Constant;
-  int index = 0;               // GraphOutput: position in graph.outputs
-  PyObject* value = nullptr;   // Constant (owned)
+  enum class Kind {
+    GraphOutput,  // graph.outputs[index]
+    Constant,     // value
+    Tuple, List,  // items
+    Source,       // read `source` again from the frame's values (unchanged objects)
+    Null,         // the NULL of a call sequence
+    Absent,       // an unbound local
+    Method,       // getattr(items[0], name): a bound method
+    Iterator,     // iter(tuple(items)): a for loop's iterator, as far as it got
+  } kind = Kind::Constant;
+  int index = 0;
+  PyObject* value = nullptr;  // Constant (owned)
+  SourceRef source;
+  std::string name;
   std::vector<OutputSpec> items;
   OutputSpec() = default;
   OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
   OutputSpec& operator=(OutputSpec&& o) noexcept {
     std::swap(kind, o.kind); std::swap(index, o.index); std::swap(value, o.value);
-    std::swap(items, o.items);
+    std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
     return *this;
   }
   ~OutputSpec() { Py_XDECREF(value); }
@@ -55,16 +68,35 @@ struct Trace {
   std::unique_ptr<guards::GuardSet> guards = std::make_unique<guards::GuardSet>();
   std::vector<SourceRef> input_sources;  // one per graph input
   std::vector<PyObject*> example_inputs; // Borrowed: the tensors seen while tracing
+  std::vector<bool> scalar_inputs;       // input i is a Python number made a 0-d tensor
+
+  // How the unit ends: returning `output`; or a graph break at `exit_instruction`, which
+  // then runs eagerly (Break: a call or a branch on a tensor, done with real objects) or
+  // natively in CPython to the end of the frame (Native: an instruction capture cannot run).
+  enum class Exit { Return, Break, Native } exit = Exit::Return;
   OutputSpec output;
+  Instruction exit_instruction{};
+  std::vector<OutputSpec> exit_stack;   // the live stack before exit_instruction
+  std::vector<OutputSpec> exit_locals;  // every localsplus slot
+  PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
+  std::string break_reason, break_location, break_code;
 };
 
 struct TraceOptions {
   int max_inline_depth = 32;
 };
 
-// Traces the frame whose code is `code` (Borrowed), globals/builtins and entry values are
-// `frame`. Throws Unsupported.
-Trace trace_frame(PyCodeObject* code, PyObject* function, const guards::FrameValues& frame,
-                  const TraceOptions& options);
+// Automatic dynamic decisions for one trace: which dims and scalars are symbolic.
+struct DynamicPolicy {
+  bool all_dims = false;                                 // dynamic=True
+  const std::map<std::string, std::vector<bool>>* dims = nullptr;  // source -> dynamic dims
+  const std::map<std::string, bool>* scalars = nullptr;  // source -> dynamic scalar
+};
+
+// Traces the unit of `code` (Borrowed) starting at byte `start_offset`, with the frame's
+// values (locals, and at a resume point the stack) in `frame`. Unsupported code at the top
+// level becomes a graph break (Trace::exit); only internal failures throw Unsupported.
+Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
+                  const DynamicPolicy& dynamic, const TraceOptions& options);
 
 }  // namespace mini::capture

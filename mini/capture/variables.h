@@ -35,6 +35,8 @@ struct Var {
     Object,    // obj: any other object (a Python module, a dtype): attribute reads only
     Iterator,  // items + position: a for loop over a tuple, list, range or Sequential
     Null,      // the NULL that CALL expects beside a callable
+    SymInt,    // a dynamic size: x.shape[d] where d is symbolic (node = the symbol's code,
+               // position = d, source = the tensor's source, obj = its value now, an int)
   };
   Kind kind;
   SourceRef source;            // where it was read from; null for values made while tracing

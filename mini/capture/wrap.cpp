@@ -1,5 +1,8 @@
 // wrap.cpp — turning a real object read from the frame into a Var, with the guards that make
 // the graph valid only while that object stays what it was (Dynamo's VariableBuilder).
+#include <cstring>
+
+#include "capture/compiler.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {
@@ -34,17 +37,76 @@ static bool is_graph_function(PyObject* v) {
   return name != nullptr;
 }
 
+// Which dims of an input tensor are symbolic: dynamic=True makes every dim of size >= 2
+// symbolic; automatic dynamic those that changed between calls; mini.mark_dynamic those the
+// user named. Sizes 0 and 1 always stay specialized (as torch).
+static std::vector<bool> dynamic_dims_for(TraceContext& ctx, PyObject* v, TensorImpl* t, const SourceRef& src) {
+  std::vector<bool> dyn(t->sizes.size(), false);
+  if (ctx.dynamic.all_dims) dyn.assign(t->sizes.size(), true);
+  if (ctx.dynamic.dims) {
+    auto it = ctx.dynamic.dims->find(src->str());
+    if (it != ctx.dynamic.dims->end())
+      for (size_t d = 0; d < dyn.size() && d < it->second.size(); d++) dyn[d] = dyn[d] || it->second[d];
+  }
+  PyObject* marked = PyObject_GetAttrString(v, "_mini_dynamic_dims");
+  if (marked) {
+    PyObject* it = PyObject_GetIter(marked);
+    while (PyObject* d = it ? PyIter_Next(it) : nullptr) {
+      long dim = PyLong_AsLong(d);
+      if (dim >= 0 && dim < (long)dyn.size()) dyn[dim] = true;
+      Py_DECREF(d);
+    }
+    Py_XDECREF(it);
+    Py_DECREF(marked);
+  }
+  PyErr_Clear();
+  for (size_t d = 0; d < dyn.size(); d++)
+    if (t->sizes[d] < 2) dyn[d] = false;
+  return dyn;
+}
+
 VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   guards::GuardSet& g = ctx.guards();
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
-    g.add_tensor_match(src, v);
     auto found = ctx.tensor_node.find(v);
-    if (found != ctx.tensor_node.end()) return make_tensor(found->second);
+    if (found != ctx.tensor_node.end()) {
+      g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
+      return make_tensor(found->second);
+    }
+    std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
     graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
+    int input_pos = (int)ctx.graph().inputs.size();
+    for (size_t d = 0; d < dyn.size(); d++) {
+      if (!dyn[d]) continue;
+      int k = (int)ctx.graph().symbols.size();
+      ctx.graph().symbols.push_back({input_pos, (int)d, t->sizes[d]});
+      meta.sizes[d] = graph::symbol_code(k);
+      for (size_t e = 0; e < d; e++) meta.strides[e] = -1;  // strides left of it depend on it
+      meta.strides[d] = d + 1 < dyn.size() ? meta.strides[d] : 1;
+      if (log_channels().dynamic)
+        log_write("create_symbol s" + std::to_string(k) + " = " + std::to_string(t->sizes[d]) + " for " +
+                  src->str() + ".size()[" + std::to_string(d) + "]");
+    }
+    g.add_tensor_match(src, v, dyn);
     int node = ctx.graph().add_input(meta, src->str());
     ctx.tensor_node[v] = node;
+    ctx.tensor_dynamic[v] = dyn;
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
+    ctx.trace.scalar_inputs.push_back(false);
+    return make_tensor(node);
+  }
+  bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
+  if (number && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
+    // A Python number that changed between calls: a graph input from now on (a 0-d tensor
+    // that promotes like the number), guarded by its type only.
+    g.add_type_match(src, v);
+    graph::TensorMeta meta{{}, {}, PyFloat_CheckExact(v) ? DType::Float64 : DType::Int64, false};
+    int node = ctx.graph().add_input(meta, src->str());
+    ctx.graph().nodes[node].wrapped_number = true;
+    ctx.trace.input_sources.push_back(src);
+    ctx.trace.example_inputs.push_back(v);
+    ctx.trace.scalar_inputs.push_back(true);
     return make_tensor(node);
   }
   if (is_immutable_constant(v)) {
@@ -66,6 +128,19 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   if (is_module(v)) {
     g.add_id_match(src, v);
     return object_var(Var::Kind::Module, v, src);
+  }
+  if (strcmp(Py_TYPE(v)->tp_name, "tuple_iterator") == 0) {
+    // a for loop's iterator handed to a resume unit: guard on what it has left, read
+    // without consuming it
+    g.add_type_match(src, v);
+    SourceRef items_src = guards::Source::iter_items(src);
+    PyObject* rest = guards::fetch(*items_src, ctx.root);
+    if (!rest) unsupported("cannot read the items left in an iterator");
+    VarRef items = wrap(ctx, rest, items_src);
+    Py_DECREF(rest);
+    auto it = std::make_shared<Var>(Var::Kind::Iterator);
+    it->items = items->items;
+    return it;
   }
   if (PyFunction_Check(v)) {
     g.add_id_match(src, v);

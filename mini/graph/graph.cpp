@@ -27,8 +27,20 @@ static const char* short_dtype(DType d) {
   return "?";
 }
 
+std::string size_str(int64_t s) {
+  if (s == kUnbacked) return "u";
+  if (is_symbol(s)) return "s" + std::to_string(symbol_index(s));
+  return std::to_string(s);
+}
+
+static std::string sizes_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + size_str(v[i]);
+  return s + "]";
+}
+
 std::string meta_str(const TensorMeta& m) {
-  return std::string(short_dtype(m.dtype)) + shape_str(m.sizes) + shape_str(m.strides) + "cpu";
+  return std::string(short_dtype(m.dtype)) + sizes_str(m.sizes) + sizes_str(m.strides) + "cpu";
 }
 
 // "L['x']" -> "l_x_", as Dynamo names placeholders.
@@ -76,7 +88,7 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   std::vector<bool> wrapped;
   for (int i : in) {
     metas.push_back(i >= 0 ? nodes[i].meta : TensorMeta{});
-    wrapped.push_back(i >= 0 && nodes[i].kind == NodeKind::Constant);
+    wrapped.push_back(i >= 0 && (nodes[i].kind == NodeKind::Constant || nodes[i].wrapped_number));
   }
   Node n;
   n.kind = NodeKind::Op;
@@ -86,6 +98,8 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.code = code;
   n.meta = infer_meta(op, metas, wrapped, attrs);
   n.name = unique_name(op_name(op));
+  for (int64_t v : attrs.shape) n.symbolic_attrs |= is_symbol(v);
+  n.symbolic_attrs |= is_symbol(attrs.end);
   nodes.push_back(std::move(n));
   return (int)nodes.size() - 1;
 }
@@ -94,11 +108,31 @@ int Graph::op_count() const {
   return (int)std::count_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.kind == NodeKind::Op; });
 }
 
-static std::string ints_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
+void Graph::eliminate_dead_code() {
+  std::vector<bool> live(nodes.size(), false);
+  for (int o : outputs) live[o] = true;
+  for (size_t i = nodes.size(); i-- > 0;) {
+    if (nodes[i].kind == NodeKind::Input) live[i] = true;
+    if (!live[i]) continue;
+    for (int in : nodes[i].inputs)
+      if (in >= 0) live[in] = true;
+  }
+  std::vector<int> remap(nodes.size(), -1);
+  std::vector<Node> kept;
+  for (size_t i = 0; i < nodes.size(); i++) {
+    if (!live[i]) continue;
+    remap[i] = (int)kept.size();
+    kept.push_back(std::move(nodes[i]));
+  }
+  for (auto& n : kept)
+    for (int& in : n.inputs)
+      if (in >= 0) in = remap[in];
+  for (int& i : inputs) i = remap[i];
+  for (int& o : outputs) o = remap[o];
+  nodes = std::move(kept);
 }
+
+static std::string ints_str(const std::vector<int64_t>& v) { return sizes_str(v); }
 
 // The attributes an op was called with, as keyword arguments.
 static std::string attrs_str(OpKind op, const Attrs& a) {
@@ -171,7 +205,14 @@ static Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
 }
 
 static TensorMeta contiguous_meta(const Shape& sizes, DType dtype) {
-  return {sizes, contiguous_strides(sizes), dtype, false};
+  Strides st(sizes.size(), -1);
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {  // strides right of every symbol are known
+    if (acc < 0) break;
+    st[i] = acc;
+    acc = sizes[i] < 0 ? -1 : acc * std::max<int64_t>(sizes[i], 1);
+  }
+  return {sizes, st, dtype, false};
 }
 
 static Shape reduced_shape(const Shape& in, const Attrs& a) {
@@ -183,6 +224,80 @@ static Shape reduced_shape(const Shape& in, const Attrs& a) {
     else if (a.keepdim) out.push_back(1);
   }
   return out;
+}
+
+// Views of tensors with symbolic sizes: sizes follow the op's rule, strides that would
+// depend on a symbol are unknown (-1).
+static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attrs& a) {
+  Shape s = in.sizes;
+  int64_t r = (int64_t)s.size();
+  switch (op) {
+    case OpKind::Reshape: {
+      // numel as (concrete product, symbols); a -1 entry is what is left when they cancel
+      int64_t known_in = 1, known_out = 1;
+      std::vector<int64_t> sym_in, sym_out;
+      for (int64_t v : s) {
+        if (v < 0) sym_in.push_back(v);
+        else known_in *= v;
+      }
+      int infer_at = -1;
+      for (size_t i = 0; i < a.shape.size(); i++) {
+        int64_t v = a.shape[i];
+        if (v == -1) infer_at = (int)i;
+        else if (v < 0) sym_out.push_back(v);
+        else known_out *= v;
+      }
+      s = a.shape;
+      if (infer_at >= 0) {
+        std::sort(sym_in.begin(), sym_in.end());
+        std::sort(sym_out.begin(), sym_out.end());
+        bool cancels = sym_in == sym_out && known_out && known_in % known_out == 0;
+        s[infer_at] = cancels ? known_in / known_out : kUnbacked;
+      }
+      break;
+    }
+    case OpKind::Expand:
+      s = Shape(a.shape.size(), 0);
+      for (size_t i = 0; i < a.shape.size(); i++) {
+        size_t off = a.shape.size() - in.sizes.size();
+        s[i] = (a.shape[i] == -1 && i >= off) ? in.sizes[i - off] : a.shape[i];
+      }
+      break;
+    case OpKind::Transpose: std::swap(s[wrap_dim(a.dim, r)], s[wrap_dim(a.dim2, r)]); break;
+    case OpKind::Permute: {
+      Shape p;
+      for (int64_t d : a.dims) p.push_back(s[wrap_dim(d, r)]);
+      s = p;
+      break;
+    }
+    case OpKind::Unsqueeze: s.insert(s.begin() + wrap_dim(a.dim, r + 1), 1); break;
+    case OpKind::Squeeze: {
+      Shape out;
+      std::vector<int64_t> dims = wrap_dims(a.dims, r);
+      for (int64_t d = 0; d < r; d++) {
+        bool listed = a.dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end();
+        if (!(listed && s[d] == 1)) out.push_back(s[d]);
+      }
+      s = out;
+      break;
+    }
+    case OpKind::Select: s.erase(s.begin() + wrap_dim(a.dim, r)); break;
+    case OpKind::Slice: {
+      int64_t d = wrap_dim(a.dim, r);
+      if (s[d] >= 0) {
+        int64_t n = s[d], st = std::min(std::max<int64_t>(a.start, 0), n), en = std::min(std::max(a.end, st), n);
+        s[d] = (en - st + a.step - 1) / a.step;
+      } else if (!(a.start == 0 && a.step == 1 && a.end >= (int64_t(1) << 62))) {
+        s[d] = kUnbacked;
+      }
+      break;
+    }
+    default: fail("no symbolic meta rule for ", op_name(op));
+  }
+  Strides st(s.size(), -1);
+  bool concrete = std::all_of(s.begin(), s.end(), [](int64_t v) { return v >= 0; });
+  if (concrete) st = contiguous_strides(s);
+  return {s, st, in.dtype, false};
 }
 
 TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::vector<bool>& wrapped,
@@ -226,6 +341,10 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       return contiguous_meta(reduced_shape(in[0].sizes, a), dt);
     }
     case OpClass::View: {
+      bool symbolic = false;
+      for (int64_t s : in[0].sizes) symbolic |= s < 0;
+      for (int64_t s : a.shape) symbolic |= s < -1 || (op == OpKind::Expand && s < -1);
+      if (symbolic) return symbolic_view_meta(op, in[0], a);
       Tensor v;
       if (op == OpKind::Reshape) {
         Shape target = infer_reshape(a.shape, numel_of(in[0].sizes));
@@ -285,7 +404,20 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
     } else if (n.kind == NodeKind::Op) {
       args.clear();
       for (int i : n.inputs) args.push_back(i >= 0 ? values[i] : nullptr);
-      values[id] = call_op(n.op, args, n.attrs);
+      if (n.symbolic_attrs) {
+        Attrs a = n.attrs;  // sizes given as symbols: this call's values
+        auto resolve = [&](int64_t& v) {
+          if (is_symbol(v)) {
+            const Symbol& s = g.symbols[symbol_index(v)];
+            v = inputs[s.input]->sizes[s.dim];
+          }
+        };
+        for (auto& v : a.shape) resolve(v);
+        resolve(a.end);
+        values[id] = call_op(n.op, args, a);
+      } else {
+        values[id] = call_op(n.op, args, n.attrs);
+      }
     }
   }
   std::vector<Tensor> out;

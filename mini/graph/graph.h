@@ -15,6 +15,21 @@
 
 namespace mini::graph {
 
+// Sizes in graph meta are ints; a dynamic size is a symbol, encoded as a negative int:
+// -1 is an "unbacked" size known only at run time (nonzero's length), and -2 - k is the
+// symbol s_k, a dimension of a graph input (automatic dynamic, dynamic=True, mark_dynamic).
+constexpr int64_t kUnbacked = -1;
+inline bool is_symbol(int64_t size) { return size <= -2; }
+inline int64_t symbol_code(int k) { return -2 - k; }
+inline int symbol_index(int64_t size) { return (int)(-2 - size); }
+std::string size_str(int64_t size);  // "8", "s0", "u"
+
+struct Symbol {
+  int input = 0;     // position in graph.inputs
+  int dim = 0;
+  int64_t hint = 0;  // the size seen while tracing
+};
+
 struct TensorMeta {
   Shape sizes;
   Strides strides;
@@ -33,8 +48,10 @@ struct Node {
   Attrs attrs;
   std::vector<int> inputs;      // node ids
   std::string code;             // the user's source line that made it ("" if unknown)
+  bool symbolic_attrs = false;  // attrs hold symbols, resolved from the inputs on each run
   // Input
   std::string source;           // where the value comes from, e.g. "L['x']"
+  bool wrapped_number = false;  // a Python number passed as a 0-d tensor (promotes like one)
   // Constant: a Python number, materialized once as a 0-d "wrapped number" tensor
   double value = 0;
   Tensor constant;
@@ -44,6 +61,7 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;   // Input node ids, in the order run_graph takes them
   std::vector<int> outputs;  // node ids of the returned tensors
+  std::vector<Symbol> symbols;  // s0, s1, ...: dynamic sizes and the input dims they are
 
   int add_input(const TensorMeta& meta, const std::string& source);
   int add_constant(double value, DType dtype);
@@ -53,6 +71,9 @@ struct Graph {
              const std::string& code = "");
 
   int op_count() const;  // Op nodes: torch's "call_function" count
+  // Drops op and constant nodes no output depends on (left over from an instruction that
+  // was traced part way before a graph break). Inputs stay: they are the calling convention.
+  void eliminate_dead_code();
   // The graph as TORCH_LOGS=graph_code prints it, under a "===== title =====" banner.
   std::string print(const std::string& title) const;
   // One node as Python-like source: `mul: "f32[8]" = mini.mul(l_x_, 2)`.

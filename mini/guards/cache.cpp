@@ -23,7 +23,7 @@ Py_ssize_t extra_index() {
 }
 }  // namespace
 
-CacheEntry* CodeCache::lookup(const FrameValues& frame, PyObject* backend_key) {
+CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key) {
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     if (it->backend_key != backend_key) continue;
     if (!it->guards->check(frame)) continue;
@@ -33,7 +33,7 @@ CacheEntry* CodeCache::lookup(const FrameValues& frame, PyObject* backend_key) {
   return nullptr;
 }
 
-std::string CodeCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
+std::string UnitCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
   for (const auto& e : entries) {
     if (e.backend_key != backend_key) continue;
     std::string why = e.guards->check_verbose(frame);
@@ -42,20 +42,14 @@ std::string CodeCache::recompile_reason(const FrameValues& frame, PyObject* back
   return "";
 }
 
-CacheEntry& CodeCache::add(CacheEntry entry) {
+CacheEntry& UnitCache::add(CacheEntry entry) {
   entries.push_front(std::move(entry));
   return entries.front();
 }
 
 int next_frame_id() { return g_next_frame_id++; }
 
-void CodeCache::clear() {
-  entries.clear();
-  frame_id = -1;
-  compiles = 0;
-  run_only = false;
-  skip_reason.clear();
-}
+void UnitCache::clear() { *this = UnitCache(); }
 
 CodeCache* code_cache(PyCodeObject* code, bool create) {
   void* extra = nullptr;

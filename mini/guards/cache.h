@@ -11,6 +11,8 @@
 #include <Python.h>
 
 #include <list>
+#include <map>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -30,12 +32,27 @@ struct CacheEntry {
   PyObject* backend_key = nullptr;  // identity of the backend that compiled it (not owned)
 };
 
-struct CodeCache {
+// One resume unit: the code of a frame from one instruction offset on (offset 0 is the
+// whole function; a graph break starts a unit after the breaking instruction). Each unit
+// has its own entries, compile count and limit, as each Dynamo resume function does.
+struct UnitCache {
   std::list<CacheEntry> entries;  // most recently hit first
   int frame_id = -1;              // the frame of "frame/k", numbered in order of first compile
   int compiles = 0;
   bool run_only = false;          // hit the cache size limit: never compile again
-  std::string skip_reason;        // non-empty: capture cannot handle this code, run it eagerly
+  std::string skip_reason;        // non-empty: capture cannot handle this unit, run it natively
+
+  // Automatic dynamic: what earlier compiles saw at each source ("L['x']" -> sizes, or the
+  // scalar's repr), and which sources/dims turned dynamic after a change.
+  struct Seen {
+    SourceRef source;
+    bool tensor = false;
+    std::vector<int64_t> sizes;  // tensor
+    std::string scalar;          // repr of an int or float
+  };
+  std::map<std::string, Seen> seen;
+  std::map<std::string, std::vector<bool>> dynamic_dims;
+  std::map<std::string, bool> dynamic_scalars;
 
   // The first entry (for `backend_key`) whose guards hold, moved to the front; or null.
   CacheEntry* lookup(const FrameValues& frame, PyObject* backend_key);
@@ -43,6 +60,12 @@ struct CodeCache {
   std::string recompile_reason(const FrameValues& frame, PyObject* backend_key) const;
   CacheEntry& add(CacheEntry entry);  // at the front
   void clear();
+};
+
+struct CodeCache {
+  std::map<int, UnitCache> units;  // by start offset
+  UnitCache& unit(int offset) { return units[offset]; }
+  void clear() { units.clear(); }
 };
 
 // The CodeCache of `code` (Borrowed), created on first use when `create`.

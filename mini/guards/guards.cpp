@@ -59,6 +59,14 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
       if (eq < 0) PyErr_Clear();
       return eq == 1 || fail(g.code);
     }
+    case GuardKind::SizeCompare: {
+      TensorImpl* t = v ? unwrap_tensor(v) : nullptr;
+      if (!t || g.dim >= t->dim()) return fail(g.code);
+      int64_t a = t->sizes[g.dim], b = g.length;
+      bool r = g.compare == Py_LT ? a < b : g.compare == Py_LE ? a <= b : g.compare == Py_EQ ? a == b
+             : g.compare == Py_NE ? a != b : g.compare == Py_GT ? a > b : a >= b;
+      return r == g.flag || fail(g.code);
+    }
     case GuardKind::LengthCheck: {
       if (!v || !(PyTuple_Check(v) || PyList_Check(v))) return fail(g.code);
       return Py_SIZE(v) == g.length || fail(g.code);
@@ -81,6 +89,10 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
       if (t->sizes.size() != spec.sizes.size())
         return fail("tensor '" + name + "' rank mismatch. expected " + std::to_string(spec.sizes.size()) +
                     ", actual " + std::to_string(t->sizes.size()));
+      for (size_t i = 0; i < spec.sizes.size(); i++)
+        if (spec.sizes[i] < 0 && t->sizes[i] < 2)  // dynamic dims exclude 0 and 1, as torch's
+          return fail("tensor '" + name + "' size mismatch at index " + std::to_string(i) +
+                      ". expected a dynamic size >= 2, actual " + std::to_string(t->sizes[i]));
       for (size_t i = 0; i < spec.sizes.size(); i++)
         if (spec.sizes[i] >= 0 && t->sizes[i] != spec.sizes[i])
           return fail("tensor '" + name + "' size mismatch at index " + std::to_string(i) + ". expected " +
@@ -208,6 +220,20 @@ void GuardSet::add_grad_mode(bool enabled) {
   guards_.insert(guards_.begin(), g);
 }
 
+void GuardSet::add_size_compare(SourceRef source, int dim, int op, int64_t value, bool result) {
+  static const char* sym[] = {"<", "<=", "==", "!=", ">", ">="};
+  Guard g{GuardKind::SizeCompare, source_index(source)};
+  g.dim = dim;
+  g.compare = op;
+  g.length = value;
+  g.flag = result;
+  g.code = std::string(result ? "" : "not ") + source->str() + ".size()[" + std::to_string(dim) + "] " +
+           sym[op] + " " + std::to_string(value);
+  for (const auto& old : guards_)
+    if (old.kind == GuardKind::SizeCompare && old.code == g.code) return;
+  guards_.push_back(g);
+}
+
 int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const {
   // Sources are fetched on first use and released at the end. Local sources are a slot
   // read; nothing here allocates for them.
@@ -258,6 +284,7 @@ static const char* kind_name(GuardKind k) {
     case GuardKind::BoolMatch: return "BOOL_MATCH";
     case GuardKind::LengthCheck: return "LENGTH_CHECK";
     case GuardKind::GradMode: return "GLOBAL_STATE";
+    case GuardKind::SizeCompare: return "SHAPE_ENV";
   }
   return "?";
 }

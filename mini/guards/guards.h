@@ -34,6 +34,7 @@ enum class GuardKind {
   BoolMatch,    // v is True / v is False
   LengthCheck,  // a tuple or list of this length
   GradMode,     // mini.is_grad_enabled() has this value (global state)
+  SizeCompare,  // a dynamic size compared with a constant: L['x'].size()[0] > 64
 };
 
 struct TensorSpec {
@@ -52,7 +53,9 @@ struct Guard {
                                // EqualsMatch: the constant (strong)
   bool weak = false;    // IdMatch: `object` is a weak reference
   int64_t length = 0;   // LengthCheck
-  bool flag = false;    // BoolMatch, GradMode
+  bool flag = false;    // BoolMatch, GradMode; SizeCompare: the expected outcome
+  int dim = 0;          // SizeCompare
+  int compare = Py_EQ;  // SizeCompare: Py_LT .. Py_GE
   std::string code;     // the guard as torch prints it: "L['n'] == 2"
   int64_t fail_count = 0;
 };
@@ -78,6 +81,9 @@ class GuardSet {
   void add_constant_match(SourceRef source, PyObject* value);
   void add_length_check(SourceRef source, PyObject* value);
   void add_grad_mode(bool enabled);
+  // The outcome `result` of size(dim) <op> value for the tensor at `source` (a shape guard
+  // from a branch on a dynamic size).
+  void add_size_compare(SourceRef source, int dim, int op, int64_t value, bool result);
 
   bool check(const FrameValues& frame);
   // "" if every guard holds; else the first failure as torch words it.

@@ -10,6 +10,8 @@ std::string Source::str() const {
     case Kind::Item: return base->str() + "[" + std::to_string(index) + "]";
     case Kind::DictItem: return base->str() + "['" + name + "']";
     case Kind::CellContents: return base->str() + ".cell_contents";
+    case Kind::Stack: return "___stack" + std::to_string(index);
+    case Kind::IterItems: return "___remaining(" + base->str() + ")";
   }
   return "?";
 }
@@ -28,6 +30,12 @@ SourceRef Source::item(SourceRef base, int index) {
 }
 SourceRef Source::dict_item(SourceRef base, const std::string& key) {
   return std::make_shared<Source>(Source{Kind::DictItem, 0, key, std::move(base)});
+}
+SourceRef Source::stack(int index) {
+  return std::make_shared<Source>(Source{Kind::Stack, index, "", nullptr});
+}
+SourceRef Source::iter_items(SourceRef base) {
+  return std::make_shared<Source>(Source{Kind::IterItems, 0, "", std::move(base)});
 }
 SourceRef Source::cell_contents(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
@@ -75,6 +83,29 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       Py_XINCREF(v);
       Py_DECREF(base);
       return v;
+    }
+    case Source::Kind::Stack: {
+      if (s.index >= f.nstack) return nullptr;
+      PyObject* v = f.stack[s.index];
+      Py_XINCREF(v);
+      return v;
+    }
+    case Source::Kind::IterItems: {  // tuple_iterator.__reduce__() == (iter, (tuple,), position)
+      PyObject* base = fetch(*s.base, f);
+      if (!base) return nullptr;
+      PyObject* r = PyObject_CallMethod(base, "__reduce__", nullptr);
+      Py_DECREF(base);
+      PyObject* out = nullptr;
+      if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 2) {
+        PyObject* args = PyTuple_GET_ITEM(r, 1);
+        PyObject* seq = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0) : nullptr;
+        Py_ssize_t pos = PyTuple_GET_SIZE(r) > 2 ? PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2)) : 0;
+        if (seq && PyTuple_Check(seq)) out = PyTuple_GetSlice(seq, pos, PyTuple_GET_SIZE(seq));
+        else if (!seq) out = PyTuple_New(0);  // an exhausted iterator reduces to iter(())
+      }
+      Py_XDECREF(r);
+      if (!out) PyErr_Clear();
+      return out;
     }
     case Source::Kind::CellContents: {
       PyObject* base = fetch(*s.base, f);

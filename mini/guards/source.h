@@ -24,6 +24,8 @@ struct Source {
     Item,       // base[index] (a tuple or list)
     DictItem,   // base[name] (a dict with str keys)
     CellContents,  // base.cell_contents (base is a cell)
+    Stack,      // index: the value stack at the start of a resume unit
+    IterItems,  // the items a tuple iterator has left, as a tuple (read without consuming)
   };
   Kind kind;
   int index = 0;
@@ -37,6 +39,8 @@ struct Source {
   static SourceRef item(SourceRef base, int index);
   static SourceRef dict_item(SourceRef base, const std::string& key);
   static SourceRef cell_contents(SourceRef base);
+  static SourceRef stack(int index);
+  static SourceRef iter_items(SourceRef base);
 };
 
 // What a Source is read against: the frame's values at entry. All Borrowed.
@@ -45,6 +49,8 @@ struct FrameValues {
   int nlocals = 0;
   PyObject* globals = nullptr;
   PyObject* builtins = nullptr;
+  PyObject* const* stack = nullptr;   // a resume unit's entry stack (NULL entries allowed)
+  int nstack = 0;
 };
 
 // The value at `source`: New reference, or NULL with no Python error set if it is missing

@@ -34,6 +34,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   for (size_t i = 0; i < n; i++) {
     int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (sa < 0 || sb < 0) {  // a symbolic size (graph meta only): checked when the kernel runs
+      out[i] = sa == 1 ? sb : (sb == 1 ? sa : (sa < 0 && sb >= 0 ? sb : sa));
+      continue;
+    }
     if (sa != sb && sa != 1 && sb != 1)
       fail("shapes ", shape_str(a), " and ", shape_str(b), " cannot be broadcast together: ",
            "size ", sa, " vs ", sb, " at dim ", i, " (sizes must match or be 1)");

@@ -184,7 +184,8 @@ class ExplainOutput:
     def __init__(self, graphs, break_reasons, guards, out):
         self.graphs = graphs
         self.graph_count = len(graphs)
-        self.graph_break_count = len(break_reasons)
+        # torch counts breaks as graphs - 1 (a break before any graph is not counted)
+        self.graph_break_count = max(len(graphs) - 1, 0)
         self.break_reasons = break_reasons
         self.op_count = sum(g.op_count() for g in graphs)
         self.guards = guards
