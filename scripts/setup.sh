@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Sets up what is missing and builds mini. Idempotent: a second run only rebuilds what changed.
 #   1. Debian packages (C/C++ dependencies): catch2, libopenblas-dev, a C++ compiler, CMake.
-#   2. .venv from the python3 on the PATH, with requirements.txt's pinned Python packages.
+#   2. .venv from the python3 on the PATH (3.11), with requirements.txt's pinned Python packages.
 #   3. CMake configure + build into build/ (the importable package lands in build/python).
+#   4. With --all-pythons (scripts/test.sh passes it): for each of Python 3.12 and 3.13 that is
+#      installed (pyenv's, or python3.X on the PATH; override with PY312=... PY313=...):
+#      .venv-3.1X with requirements-test.txt's pins, and the extension built against it into
+#      build-py31X/ (only the package: build-py31X/python). A missing interpreter is reported
+#      and skipped; its ctest entries then show as skipped.
 set -euo pipefail
+all_pythons=0
+for arg in "$@"; do
+  case "$arg" in
+    --all-pythons) all_pythons=1 ;;
+    *) echo "usage: setup.sh [--all-pythons]" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
+source scripts/find_python.sh
+jobs=$(nproc)
 
 need_apt=()
 for pkg in catch2 libopenblas-dev cmake g++ ninja-build; do
@@ -17,19 +31,45 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv from $(command -v python3) ($(python3 --version))"
-  python3 -m venv .venv
-fi
-stamp=.venv/.requirements.stamp
-if [ ! -f "$stamp" ] || ! cmp -s requirements.txt "$stamp"; then
-  echo "setup: installing Python packages from requirements.txt"
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
-  cp requirements.txt "$stamp"
-fi
+# make_venv DIR PYTHON REQUIREMENTS...: DIR made from PYTHON, the requirements files installed
+# (again only when one of them changed since the last install).
+make_venv() {
+  local dir=$1 python=$2; shift 2
+  if [ ! -x "$dir/bin/python" ]; then
+    echo "setup: creating $dir from $python ($("$python" --version))"
+    "$python" -m venv "$dir"
+  fi
+  local stamp=$dir/.requirements.stamp
+  if [ ! -f "$stamp" ] || ! cat "$@" | cmp -s - "$stamp"; then
+    echo "setup: installing Python packages from $* into $dir"
+    "$dir/bin/pip" install -q --disable-pip-version-check -r "$1"
+    cat "$@" >"$stamp"
+  fi
+}
+
+make_venv .venv python3 requirements.txt requirements-test.txt
 
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 fi
-cmake --build build -j"$(nproc)"
+cmake --build build -j"$jobs"
+
+# The other Python versions: the extension and the package only (no C++ tests, no sanitizers).
+[ "$all_pythons" = 1 ] || exit 0
+for version in 3.12 3.13; do
+  tag=py${version//./}
+  if ! python=$(find_python "$version"); then
+    echo "setup: Python $version not found (no pyenv install, no python$version on the PATH):" \
+         "skipping .venv-$version and build-$tag; its tests will be reported as skipped"
+    continue
+  fi
+  make_venv ".venv-$version" "$python" requirements-test.txt
+  if [ ! -f "build-$tag/CMakeCache.txt" ]; then
+    echo "setup: configuring build-$tag for Python $version"
+    cmake -S . -B "build-$tag" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DPython_EXECUTABLE="$PWD/.venv-$version/bin/python" \
+          -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF >/dev/null
+  fi
+  cmake --build "build-$tag" -j"$jobs" --target _C mini_python_files
+done

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # run_all.sh: the probe tests on CPython 3.11, 3.12 and 3.13, then once more on 3.11 under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Interpreters default to the pyenv ones;
-# override with PY311=... PY312=... PY313=...
+# AddressSanitizer + UndefinedBehaviorSanitizer. Interpreters are found as scripts/setup.sh
+# finds them (pyenv's, or python3.X on the PATH); override with PY311=... PY312=... PY313=...
+# (ctest runs the same tests per version: capture_probe_py311, _py312, _py313.)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-py311=${PY311:-/root/.pyenv/versions/3.11.7/bin/python3}
-py312=${PY312:-/root/.pyenv/versions/3.12.1/bin/python3}
-py313=${PY313:-/root/.pyenv/versions/3.13.0/bin/python3}
+source "$root/scripts/find_python.sh"
+py311=$(find_python 3.11) || { echo "run_all.sh: no Python 3.11 found" >&2; exit 1; }
+py312=$(find_python 3.12) || { echo "run_all.sh: no Python 3.12 found" >&2; exit 1; }
+py313=$(find_python 3.13) || { echo "run_all.sh: no Python 3.13 found" >&2; exit 1; }
 
 for python in "$py311" "$py312" "$py313"; do
   "$python" "$here/test_capture_probe.py"
