@@ -6,6 +6,7 @@
 namespace mini::capture {
 
 PyObject* g_unsupported_error = nullptr;
+GraphCompiler g_inductor = nullptr;
 std::string g_skip_prefix;
 
 CompileConfig& compile_config() {
@@ -52,6 +53,7 @@ void set_python_error(const std::exception& e) {
 namespace {
 
 thread_local std::vector<CompileRequest*> t_requests;
+PyObject* g_class_cell_name = PyUnicode_InternFromString("__class__");
 int g_graph_counter = 0;
 
 std::string function_label(PyCodeObject* code) {
@@ -71,10 +73,18 @@ bool holds_tensor(PyObject* v, int depth = 0) {
 }
 
 // Dynamo compiles a frame only if it can see a tensor or module in it.
+// (or a global it names that is one, or is the mini module: torch checks for torch.*)
 bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& locals) {
   for (PyObject* v : locals)
     if (holds_tensor(v)) return true;
-  (void)view;
+  PyObject* names = view.code->co_names;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+    PyObject* g = PyDict_GetItem(view.globals, PyTuple_GET_ITEM(names, i));
+    if (!g) continue;
+    if (holds_tensor(g)) return true;
+    if (PyModule_Check(g) && strcmp(PyModule_GetName(g), "mini") == 0) return true;
+    PyErr_Clear();
+  }
   return false;
 }
 
@@ -86,6 +96,11 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     case OutputSpec::Kind::GraphOutput: {
       PyObject* o = outs.at(spec.index);
       Py_INCREF(o);
+      return o;
+    }
+    case OutputSpec::Kind::Number: {  // a number that went through the graph as a 0-d tensor
+      PyObject* o = PyObject_CallMethod(outs.at(spec.index), "item", nullptr);
+      if (!o) *failed = true;
       return o;
     }
     case OutputSpec::Kind::Constant:
@@ -154,7 +169,7 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
     for (PyObject* o : input_objects) inputs.push_back(guards::unwrap_tensor(o)->shared_from_this());
     std::vector<Tensor> values;
     try {
-      values = graph::run_graph(*a.graph, inputs);
+      values = a.compiled ? a.compiled(inputs) : graph::run_graph(*a.graph, inputs);
     } catch (const std::exception& e) {
       release();
       set_python_error(e);
@@ -375,6 +390,14 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                 (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
   }
   // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
+  if (has_graph && req->inductor && g_inductor) {
+    try {
+      art->compiled = g_inductor(*art->graph, title);
+    } catch (const std::exception& e) {
+      set_python_error(e);
+      return nullptr;
+    }
+  }
   if (has_graph && req->backend) {
     PyObject* gm = python_bridge().make_graph_module(art->graph, title);
     if (!gm) return nullptr;
@@ -411,6 +434,8 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
       strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
     return run_default(ts, frame, throwflag);
 
+  if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)
+    return run_default(ts, frame, throwflag);  // zero-argument super() needs CPython's own frame
   guards::CodeCache* cache = guards::code_cache(code, false);
   std::vector<PyObject*> entry_locals = view.locals();
   if (!cache) {
@@ -483,6 +508,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
         entry.artifact = compiled;
         entry.compile_id = unit.compiles++;
         entry.backend_key = req->backend_key;
+        Py_INCREF(entry.backend_key);
         art = static_cast<Artifact*>(unit.add(std::move(entry)).artifact.get());
       }
     }

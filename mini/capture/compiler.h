@@ -9,6 +9,7 @@
 #pragma once
 #include <Python.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,7 +19,14 @@
 
 namespace mini::capture {
 
+// A graph compiled by a built-in compiler backend (inductor): runs the graph's inputs to
+// its outputs. Set by the Python module, which sees every stage.
+using GraphRunner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+using GraphCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title);
+extern GraphCompiler g_inductor;
+
 struct CompileConfig {
+  std::string cache_dir;
   int cache_size_limit = 8;
   bool automatic_dynamic_shapes = true;
   bool capture_scalar_outputs = false;
@@ -35,7 +43,8 @@ void log_write(const std::string& text);  // to Python's sys.stderr
 
 // One mini.compile(...) wrapper's settings, active while its function runs.
 struct CompileRequest {
-  PyObject* backend = nullptr;  // a Python callable, or nullptr for the built-in graph runner
+  PyObject* backend = nullptr;  // a Python callable, or nullptr for a built-in backend
+  bool inductor = false;        // built-in "inductor": fuse, generate C++, compile
   PyObject* backend_key = nullptr;  // identity of the backend for cache entries (not owned)
   bool fullgraph = false;
   int dynamic = -1;  // -1 None, 0 False, 1 True
@@ -72,6 +81,7 @@ struct Artifact : guards::CompiledArtifact {
   std::vector<SourceRef> input_sources;
   std::vector<bool> scalar_inputs;  // input i is a Python number passed as a 0-d tensor
   PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
+  GraphRunner compiled;             // inductor's generated code, or empty
   Trace::Exit exit = Trace::Exit::Return;
   OutputSpec output;                // Return
   Instruction exit_instruction{};   // Break / Native

@@ -198,14 +198,31 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   }
   if (name == "grad" || name == "data" || name == "grad_fn")
     unsupported("reading Tensor." + name + " inside a compiled function is not supported by mini's capture");
+  PyObject* attr = PyObject_GetAttrString(python_bridge().tensor_type, name.c_str());
+  if (!attr) {  // let CPython raise the AttributeError (a try block may expect it)
+    PyErr_Clear();
+    unsupported("Tensor has no attribute '" + name + "'");
+  }
+  Py_DECREF(attr);
   return make_method(self, name);  // a method, bound to the tensor; called later
 }
 
 VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
   std::vector<VarRef> items = index->is(Var::Kind::Tuple) ? index->items : std::vector<VarRef>{index};
+  if (index->is(Var::Kind::Constant) && PyTuple_Check(index->obj)) {  // x[..., 1]: a constant tuple
+    items.clear();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(index->obj); i++) {
+      PyObject* o = PyTuple_GET_ITEM(index->obj, i);
+      Py_INCREF(o);
+      items.push_back(make_constant(o));
+    }
+  }
   int64_t rank = (int64_t)meta_of(ctx, t).sizes.size(), consuming = 0;
   for (auto& it : items) {
-    if (!it->is(Var::Kind::Constant) || PyBool_Check(it->obj))
+    PyObject* o = it->obj;
+    bool basic = it->is(Var::Kind::Constant) && !PyBool_Check(o) &&
+                 (PyLong_Check(o) || PySlice_Check(o) || o == Py_None || o == Py_Ellipsis);
+    if (!basic)
       unsupported("indexing a tensor with " + it->describe() + " (mini supports ints, slices, None and ...)");
     if (PyLong_Check(it->obj) || PySlice_Check(it->obj)) consuming++;
   }

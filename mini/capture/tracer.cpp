@@ -274,9 +274,10 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor) && a->source)
-      unsupported(std::string("in-place ") + binary_symbol(op) + "= on the input tensor " +
-                  a->source->str() + " mutates the caller's data; write x = x " + binary_symbol(op) + " y");
+    if (op >= 13 && a->is(Var::Kind::Tensor))
+      unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
+                  "name bound to it), which mini's capture does not model; write x = x " +
+                  binary_symbol(op) + " y to keep it in the graph");
     return tensor_binary(ctx_, tensor_binary_kind(op), a, b);
   }
   if (is_constant(a) && is_constant(b))
@@ -710,6 +711,8 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   int flags = code->co_flags;
   if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
     unsupported("calling a generator or coroutine function is not supported by mini's capture");
+  if (code->co_ncellvars > 0)
+    unsupported("calling a function that creates closures over its locals is not supported by mini's capture");
   int nargs = code->co_argcount, nkw = code->co_kwonlyargcount;
   std::vector<VarRef> locals(code->co_nlocalsplus);
   size_t npos = std::min<size_t>(args.size(), nargs);
@@ -778,7 +781,8 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
     case Var::Kind::Tensor: {
       auto& outs = ctx.graph().outputs;
       auto it = std::find(outs.begin(), outs.end(), v->node);
-      s.kind = OutputSpec::Kind::GraphOutput;
+      s.kind = ctx.graph().nodes[v->node].wrapped_number ? OutputSpec::Kind::Number
+                                                         : OutputSpec::Kind::GraphOutput;
       s.index = (int)(it - outs.begin());
       if (it == outs.end()) outs.push_back(v->node);
       return s;
@@ -826,6 +830,9 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
   ctx.options = options;
   ctx.dynamic = dynamic;
   ctx.guards().add_grad_mode(grad_enabled());
+  if (code->co_ncellvars > 0)
+    unsupported("the function creates closures over its locals (cell variables), which mini's "
+                "capture does not model; it runs as plain Python");
   FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
   interp.root_ = true;
   interp.lazy_.resize(code->co_nlocalsplus);

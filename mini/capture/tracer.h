@@ -28,6 +28,7 @@ namespace mini::capture {
 struct OutputSpec {
   enum class Kind {
     GraphOutput,  // graph.outputs[index]
+    Number,       // graph.outputs[index].item(): a Python number computed in the graph
     Constant,     // value
     Tuple, List,  // items
     Source,       // read `source` again from the frame's values (unchanged objects)

@@ -157,7 +157,16 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   return object_var(Var::Kind::Object, v, src);
 }
 
+static bool all_constant_items(PyObject* v) {
+  if (!PyTuple_CheckExact(v)) return is_immutable_constant(v);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v); i++)
+    if (!all_constant_items(PyTuple_GET_ITEM(v, i))) return false;
+  return true;
+}
+
 VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
+  if (PyTuple_CheckExact(v) && all_constant_items(v))  // ("a", "b"), names of CALL_KW
+    return object_var(Var::Kind::Constant, v, nullptr);
   if (guards::unwrap_tensor(v))
     unsupported("a tensor that does not come from the frame's arguments, globals or closure "
                 "(e.g. a default argument or a tensor stored on a plain object)");

@@ -97,6 +97,8 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.inputs = in;
   n.code = code;
   n.meta = infer_meta(op, metas, wrapped, attrs);
+  // an op on Python numbers only (dynamic numbers, constants) is itself a number
+  n.wrapped_number = !in.empty() && std::all_of(wrapped.begin(), wrapped.end(), [](bool w) { return w; });
   n.name = unique_name(op_name(op));
   for (int64_t v : attrs.shape) n.symbolic_attrs |= is_symbol(v);
   n.symbolic_attrs |= is_symbol(attrs.end);

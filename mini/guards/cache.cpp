@@ -69,7 +69,11 @@ CodeCache* code_cache(PyCodeObject* code, bool create) {
 }
 
 void clear_all_code_caches() {
-  for (CodeCache* c : live_caches()) c->clear();
+  // Clearing releases artifacts, which can free code objects and so erase from the set:
+  // walk a copy, skipping caches freed meanwhile.
+  std::vector<CodeCache*> caches(live_caches().begin(), live_caches().end());
+  for (CodeCache* c : caches)
+    if (live_caches().count(c)) c->clear();
   g_next_frame_id = 0;
 }
 

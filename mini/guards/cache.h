@@ -29,7 +29,16 @@ struct CacheEntry {
   std::unique_ptr<GuardSet> guards;
   std::shared_ptr<CompiledArtifact> artifact;
   int compile_id = 0;  // the k of Dynamo's "frame/k"
-  PyObject* backend_key = nullptr;  // identity of the backend that compiled it (not owned)
+  PyObject* backend_key = nullptr;  // the backend that compiled it (owned: a new backend
+                                    // can never take a dead one's address and its entries)
+  CacheEntry() = default;
+  CacheEntry(CacheEntry&& o) noexcept { *this = std::move(o); }
+  CacheEntry& operator=(CacheEntry&& o) noexcept {
+    std::swap(guards, o.guards); std::swap(artifact, o.artifact);
+    std::swap(compile_id, o.compile_id); std::swap(backend_key, o.backend_key);
+    return *this;
+  }
+  ~CacheEntry() { Py_XDECREF(backend_key); }
 };
 
 // One resume unit: the code of a frame from one instruction offset on (offset 0 is the

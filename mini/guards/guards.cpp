@@ -41,6 +41,7 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
     case GuardKind::TypeMatch: return (v && (PyObject*)Py_TYPE(v) == g.object) || fail(g.code);
     case GuardKind::IdMatch: {
       PyObject* target = g.weak ? PyWeakref_GetObject(g.object) : g.object;
+      if (g.weak && target == Py_None) return fail(g.code + " (the object is gone)");
       return (v && v == target) || fail(g.code);
     }
     case GuardKind::EqualsMatch: {

@@ -36,10 +36,11 @@ struct NodeInfo {
 std::vector<NodeInfo> nodes(const GraphModule& gm) {
   std::vector<NodeInfo> out;
   const auto& g = *gm.graph;
+  for (int i : g.inputs)  // placeholders first, as torch.fx lists them
+    out.push_back({"placeholder", g.nodes[i].name, g.nodes[i].source, g.nodes[i].name});
   for (size_t i = 0; i < g.nodes.size(); i++) {
     const auto& n = g.nodes[i];
-    if (n.kind == mini::graph::NodeKind::Input) out.push_back({"placeholder", n.name, n.source, n.name});
-    else if (n.kind == mini::graph::NodeKind::Op)
+    if (n.kind == mini::graph::NodeKind::Op)
       out.push_back({"call_function", n.name, std::string("mini.") + mini::op_name(n.op), g.node_str((int)i)});
   }
   out.push_back({"output", "output", "output", ""});
@@ -80,6 +81,7 @@ void bind_compile(py::module_& m) {
       .def_property_readonly("name", [](const GraphModule& gm) { return gm.name; })
       .def_property_readonly("graph", [](const GraphModule& gm) { return gm; })
       .def("op_count", [](const GraphModule& gm) { return gm.graph->op_count(); })
+      .def("_graph_ptr", [](const GraphModule& gm) { return gm.graph; })
       .def("print_readable", [](const GraphModule& gm, bool print_output) {
         std::string s = gm.graph->print(gm.name);
         if (print_output) py::print(s);
@@ -91,11 +93,13 @@ void bind_compile(py::module_& m) {
 
   py::class_<Request>(m, "CompileRequest")
       .def(py::init([](py::object backend, bool fullgraph, int dynamic) {
+             // backend: a callable, or the name of a built-in backend ("eager", "inductor")
              auto r = new Request();
              r->backend = backend;
-             r->req.backend = backend.is_none() ? nullptr : backend.ptr();
-             static int builtin_key;
-             r->req.backend_key = backend.is_none() ? (PyObject*)&builtin_key : backend.ptr();
+             bool builtin = py::isinstance<py::str>(backend);
+             r->req.backend = builtin ? nullptr : backend.ptr();
+             r->req.inductor = builtin && backend.cast<std::string>() == "inductor";
+             r->req.backend_key = backend.ptr();  // the callable, or the interned name
              r->req.fullgraph = fullgraph;
              r->req.dynamic = dynamic;
              return r;
@@ -114,8 +118,11 @@ void bind_compile(py::module_& m) {
     b.make_graph_module = &make_graph_module;
     cap::g_skip_prefix = skip_prefix;
   });
-  m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs) {
+  py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
+  m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
+                          std::string cache_dir) {
     auto& c = cap::compile_config();
+    c.cache_dir = cache_dir;
     c.cache_size_limit = cache_size_limit;
     c.automatic_dynamic_shapes = automatic_dynamic_shapes;
     c.capture_scalar_outputs = capture_scalar_outputs;

@@ -10,6 +10,7 @@ namespace py = pybind11;
 
 void bind_tensor(py::module_& m);
 void bind_compile(py::module_& m);
+void bind_inductor(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mini's C++ core: tensors, eager kernels and autograd";
@@ -37,4 +38,5 @@ PYBIND11_MODULE(_C, m) {
 
   bind_tensor(m);
   bind_compile(m);
+  bind_inductor(m);
 }

@@ -3,6 +3,7 @@ C++ capture stage in mini._C. Names and behaviour follow torch.compile / torch._
 import contextlib
 import functools
 import os
+import sys
 
 from . import _C
 
@@ -16,7 +17,8 @@ class _Config:
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
-        object.__setattr__(self, "cache_dir", os.path.join(os.path.expanduser("~"), ".cache", "mini"))
+        default_dir = os.environ.get("MINI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mini")
+        object.__setattr__(self, "cache_dir", default_dir)
         self._push()
 
     def __getattr__(self, name):
@@ -32,7 +34,8 @@ class _Config:
         if name == "recompile_limit":
             name = "cache_size_limit"
         if name == "cache_dir":
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, str(value))
+            self._push()
             return
         if name not in self._fields:
             raise AttributeError(f"mini.config has no option '{name}'; options: "
@@ -45,7 +48,8 @@ class _Config:
 
     def _push(self):
         v = self._values
-        _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"])
+        _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
+                       self.cache_dir)
 
     @contextlib.contextmanager
     def patch(self, **changes):
@@ -89,7 +93,7 @@ def _resolve_backend(backend):
         if backend not in _BUILTIN_BACKENDS:
             raise ValueError(f"unknown backend '{backend}': use one of {', '.join(_BUILTIN_BACKENDS)} "
                              "or a callable backend(graph_module, example_inputs)")
-        return None  # the built-in graph runner (aot_eager and inductor run as eager for now)
+        return sys.intern(backend)  # built-in: "eager"/"aot_eager" run the graph, "inductor" compiles it
     if callable(backend):
         return backend
     raise TypeError(f"backend must be a string or a callable, got {type(backend).__name__}")
@@ -209,7 +213,7 @@ def explain(fn):
     """mini.explain(fn)(*args, **kwargs): compile fn with a recording backend, run it once,
     and report graphs, graph breaks (with reasons and source lines), ops and guards."""
     def run(*args, **kwargs):
-        _C._clear_events()
+        reset()  # as torch's explain: a fresh cache, so every graph is compiled and seen
         graphs = []
 
         def record(gm, example_inputs):

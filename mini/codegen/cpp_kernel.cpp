@@ -1,0 +1,388 @@
+// cpp_kernel.cpp — the C++ renderer. How each op is spelled is one table (op_expr); the loop
+// structure is one function per kernel kind (pointwise: a flat loop; reduction: a row loop
+// holding one inner loop per reduction phase, then the stores).
+#include "codegen/cpp_kernel.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "codegen/scalar_math_source.h"
+
+namespace mini::codegen {
+
+using fusion::FusionGroup;
+using fusion::Schedule;
+using graph::Node;
+using graph::NodeKind;
+
+namespace {
+
+const char* ctype(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::Int64: return "int64_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+  }
+  return "float";
+}
+
+std::string size_expr(int64_t s) {
+  if (graph::is_symbol(s)) return "symbols[" + std::to_string(graph::symbol_index(s)) + "]";
+  return std::to_string(s) + "LL";
+}
+
+// The type an op computes in: the promoted type of its inputs (comparisons compute in it and
+// return bool).
+DType compute_type(const graph::Graph& g, const Node& n) {
+  std::vector<Tensor> metas;
+  for (int i : n.inputs) {
+    if (i < 0) continue;
+    auto t = std::make_shared<TensorImpl>();
+    t->sizes = g.nodes[i].meta.sizes;
+    t->dtype = g.nodes[i].meta.dtype;
+    t->wrapped_number = g.nodes[i].kind == NodeKind::Constant || g.nodes[i].wrapped_number;
+    metas.push_back(t);
+  }
+  switch (n.op) {
+    case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
+      return result_type(metas);
+    case OpKind::Where: return n.meta.dtype;
+    case OpKind::Cast: return g.nodes[n.inputs[0]].meta.dtype;
+    default: return n.meta.dtype;
+  }
+}
+
+// How each op is spelled in C++, over its (already cast) operands a, b, c and type T.
+std::string op_expr(const Node& n, const std::vector<std::string>& a, const std::string& T) {
+  auto call = [&](const char* f) { return std::string(f) + "(" + a[0] + ")"; };
+  switch (n.op) {
+    case OpKind::Add: return "(" + a[0] + " + " + a[1] + ")";
+    case OpKind::Sub: return "(" + a[0] + " - " + a[1] + ")";
+    case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
+    case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
+    case OpKind::Pow: return T + "(std::pow(" + a[0] + ", " + a[1] + "))";
+    case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
+    case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
+    case OpKind::Eq: return "(" + a[0] + " == " + a[1] + ")";
+    case OpKind::Ne: return "(" + a[0] + " != " + a[1] + ")";
+    case OpKind::Lt: return "(" + a[0] + " < " + a[1] + ")";
+    case OpKind::Le: return "(" + a[0] + " <= " + a[1] + ")";
+    case OpKind::Gt: return "(" + a[0] + " > " + a[1] + ")";
+    case OpKind::Ge: return "(" + a[0] + " >= " + a[1] + ")";
+    case OpKind::Neg: return "(-" + a[0] + ")";
+    case OpKind::Abs: return "(" + a[0] + " < 0 ? " + T + "(-" + a[0] + ") : " + a[0] + ")";
+    case OpKind::Exp: return "mini::exp_of<" + T + ">(" + a[0] + ")";
+    case OpKind::Log: return call("std::log");
+    case OpKind::Sin: return call("std::sin");
+    case OpKind::Cos: return call("std::cos");
+    case OpKind::Tanh: return call("std::tanh");
+    case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">(" + a[0] + ")";
+    case OpKind::Relu: return "((" + a[0] + " > 0 || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + T + "(0))";
+    case OpKind::Sqrt: return call("std::sqrt");
+    case OpKind::Rsqrt: return "(" + T + "(1) / std::sqrt(" + a[0] + "))";
+    case OpKind::Sign: return T + "((" + a[0] + " > 0) - (" + a[0] + " < 0))";
+    case OpKind::Gelu: return "mini::gelu_of<" + T + ">(" + a[0] + ", " + (n.attrs.mode == "tanh" ? "true" : "false") + ")";
+    case OpKind::GeluBackward:
+      return "(" + a[0] + " * mini::gelu_grad_of<" + T + ">(" + a[1] + ", " + (n.attrs.mode == "tanh" ? "true" : "false") + "))";
+    case OpKind::Cast:
+      return n.meta.dtype == DType::Bool ? "(" + a[0] + " != 0)" : std::string(ctype(n.meta.dtype)) + "(" + a[0] + ")";
+    case OpKind::Clone: return a[0];
+    case OpKind::Where: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    default: fail("codegen: no C++ spelling for ", op_name(n.op));
+  }
+}
+
+// Emits one kernel. Index variables x0..x{r-1} name a point of the kernel's space.
+class KernelWriter {
+ public:
+  KernelWriter(const Schedule& s, const FusionGroup& k) : s_(s), g_(s.graph), k_(k) {
+    for (int id : k.nodes) in_kernel_.insert(id);
+    for (size_t i = 0; i < k.loads.size(); i++) load_index_[k.loads[i]] = (int)i;
+    for (size_t i = 0; i < k.stores.size(); i++) store_index_[k.stores[i]] = (int)(k.loads.size() + i);
+    rank_ = (int)k.space.size();
+    for (int64_t d = 0; d < rank_; d++)
+      (std::count(k.reduced.begin(), k.reduced.end(), d) ? red_dims_ : kept_dims_).push_back(d);
+    // the phase of each reduction: after the reductions it reads
+    for (int id : k.nodes) {
+      const Node& n = g_.nodes[id];
+      int p = 0;
+      for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
+      if (op_class(n.op) == OpClass::Reduction) {
+        phase_[id] = p;
+        phases_ = std::max(phases_, p + 1);
+      }
+    }
+  }
+
+  std::string write() {
+    std::ostringstream o;
+    o << "// " << k_.name << ": graph nodes";
+    for (int id : k_.nodes) o << " " << g_.nodes[id].name;
+    o << "\n//   over " << space() << (k_.reduced.empty() ? "" : ", reducing dims" + list(k_.reduced)) << "\n";
+    for (int id : k_.nodes)
+      if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
+    o << "extern \"C\" void " << k_.name
+      << "(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {\n";
+    o << "  (void)strides; (void)symbols;\n";
+    for (auto& [id, i] : load_index_)
+      o << "  const " << ctype(g_.nodes[id].meta.dtype) << "* in" << i << " = (const "
+        << ctype(g_.nodes[id].meta.dtype) << "*)buffers[" << i << "];\n";
+    for (auto& [id, i] : store_index_)
+      o << "  " << ctype(g_.nodes[id].meta.dtype) << "* out" << i << " = (" << ctype(g_.nodes[id].meta.dtype)
+        << "*)buffers[" << i << "];\n";
+    if (k_.reduced.empty()) write_pointwise(o);
+    else write_reduction(o);
+    o << "}\n";
+    return o.str();
+  }
+
+ private:
+  std::string list(const std::vector<int64_t>& v) {
+    std::string s = " [";
+    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  }
+  std::string space() {
+    std::string s = "[";
+    for (int d = 0; d < rank_; d++) s += (d ? ", " : "") + graph::size_str(k_.space[d]);
+    return s + "]";
+  }
+  std::string product(const std::vector<int64_t>& dims) {
+    std::string p;
+    for (int64_t d : dims) p += (p.empty() ? "" : " * ") + size_expr(k_.space[d]);
+    return p.empty() ? "1LL" : p;
+  }
+  // Code that splits flat index `flat` into the index variables of `dims`.
+  std::string unflatten(const std::string& flat, const std::vector<int64_t>& dims, const std::string& pad) {
+    std::string o;
+    if (dims.empty()) return o;
+    o += pad + "int64_t rest_" + flat + " = " + flat + ";\n";
+    for (size_t i = dims.size(); i-- > 0;) {
+      std::string sz = size_expr(k_.space[dims[i]]);
+      o += pad + "const int64_t x" + std::to_string(dims[i]) + " = " + (i ? "rest_" + flat + " % " + sz : "rest_" + flat) + ";\n";
+      if (i) o += pad + "rest_" + flat + " /= " + sz + ";\n";
+    }
+    return o;
+  }
+
+  std::set<int> reductions_below(int id) {  // in-kernel reductions `id` depends on
+    std::set<int> out;
+    std::function<void(int)> walk = [&](int v) {
+      for (int i : g_.nodes[v].inputs) {
+        if (i < 0 || !in_kernel_.count(i)) continue;
+        if (op_class(g_.nodes[i].op) == OpClass::Reduction) out.insert(i);
+        else walk(i);
+      }
+    };
+    walk(id);
+    return out;
+  }
+  bool is_full(int id) const { return g_.nodes[id].meta.sizes == k_.space && op_class(g_.nodes[id].op) != OpClass::Reduction; }
+
+  // The C expression reading value `id` at the current point (a load, a temporary, a row value).
+  std::string value(int id, bool flat_ok) {
+    const Node& n = g_.nodes[id];
+    if (n.kind == NodeKind::Constant) {
+      std::ostringstream s;
+      s.precision(17);
+      if (n.meta.dtype == DType::Bool) s << (n.value ? "true" : "false");
+      else if (n.meta.dtype == DType::Int64) s << (int64_t)n.value << "LL";
+      else s << "double(" << n.value << ")";
+      return s.str();
+    }
+    if (in_kernel_.count(id)) return (is_full(id) ? "t" : "r") + std::to_string(id);
+    return load(id, flat_ok);
+  }
+
+  std::string load(int id, bool flat_ok) {
+    const graph::TensorMeta& m = g_.nodes[id].meta;
+    int i = load_index_.at(id);
+    std::string p = "in" + std::to_string(i);
+    bool static_strides = std::all_of(m.strides.begin(), m.strides.end(), [](int64_t v) { return v >= 0; }) &&
+                          std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v >= 0; });
+    if (flat_ok && m.sizes == k_.space && static_strides && m.strides == contiguous_strides(m.sizes))
+      return p + "[i]";
+    bool scalar = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v == 1; });
+    if (!scalar) uses_index_ = true;
+    std::string idx;
+    size_t off = rank_ - m.sizes.size();
+    for (size_t d = 0; d < m.sizes.size(); d++) {
+      if (m.sizes[d] == 1) continue;  // broadcast
+      std::string st = static_strides ? std::to_string(m.strides[d]) : "strides[" + std::to_string(i) + "][" + std::to_string(d) + "]";
+      if (static_strides && m.strides[d] == 0) continue;
+      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(d + off) + " * " + st;
+    }
+    return p + "[" + (idx.empty() ? "0" : idx) + "]";
+  }
+
+  std::string node_expr(int id, bool flat_ok) {
+    const Node& n = g_.nodes[id];
+    std::string T = ctype(compute_type(g_, n));
+    std::vector<std::string> args;
+    for (size_t k = 0; k < n.inputs.size(); k++) {
+      std::string v = value(n.inputs[k], flat_ok);
+      bool cond = n.op == OpKind::Where && k == 0;
+      args.push_back(cond ? v : T + "(" + v + ")");
+    }
+    return op_expr(n, args, T);
+  }
+
+  // Full-space temporaries needed to compute `targets`, in program order.
+  void emit_full(std::ostringstream& o, const std::set<int>& targets, bool flat_ok, const std::string& pad) {
+    std::set<int> need;
+    std::function<void(int)> walk = [&](int v) {
+      if (!in_kernel_.count(v) || !is_full(v) || need.count(v)) return;
+      need.insert(v);
+      for (int i : g_.nodes[v].inputs)
+        if (i >= 0) walk(i);
+    };
+    for (int t : targets) {
+      if (is_full(t)) walk(t);
+      else for (int i : g_.nodes[t].inputs) if (i >= 0) walk(i);
+    }
+    for (int id : k_.nodes)
+      if (need.count(id))
+        o << pad << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, flat_ok) << ";\n";
+  }
+
+  std::string linear_full() {
+    std::string idx;
+    for (int d = 0; d < rank_; d++) {
+      std::string stride;
+      for (int e = d + 1; e < rank_; e++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[e]);
+      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(d) + (stride.empty() ? "" : " * " + stride);
+    }
+    return idx.empty() ? "0" : idx;
+  }
+  std::string linear_row() {
+    std::string idx;
+    for (size_t a = 0; a < kept_dims_.size(); a++) {
+      std::string stride;
+      for (size_t b = a + 1; b < kept_dims_.size(); b++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[kept_dims_[b]]);
+      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(kept_dims_[a]) + (stride.empty() ? "" : " * " + stride);
+    }
+    return idx.empty() ? "0" : idx;
+  }
+
+  void write_pointwise(std::ostringstream& o) {
+    o << "  const int64_t numel = " << product(kept_dims_) << ";\n";
+    // flat index i; split into x0.. only if some load is not contiguous over the space
+    std::set<int> targets(k_.stores.begin(), k_.stores.end());
+    std::ostringstream body;
+    emit_full(body, targets, true, "    ");
+    for (int id : k_.stores) body << "    out" << store_index_[id] << "[i] = t" << id << ";\n";
+    o << "  #pragma omp parallel for simd if (numel >= 131072)\n";
+    o << "  for (int64_t i = 0; i < numel; i++) {\n";
+    if (uses_index_) o << unflatten("i", kept_dims_, "    ");  // some load is not contiguous
+    std::string b = body.str();
+    o << b << "  }\n";
+  }
+
+  void write_reduction(std::ostringstream& o) {
+    o << "  const int64_t rows = " << product(kept_dims_) << ", rnumel = " << product(red_dims_) << ";\n";
+    o << "  #pragma omp parallel for if (rows > 1 && rows * rnumel >= 131072)\n";
+    o << "  for (int64_t r = 0; r < rows; r++) {\n";
+    o << unflatten("r", kept_dims_, "    ");
+    std::set<int> done;  // row values computed so far
+    for (int p = 0; p <= phases_; p++) {
+      std::vector<int> reds, stores;
+      for (int id : k_.nodes) {
+        if (op_class(g_.nodes[id].op) == OpClass::Reduction && phase_[id] == p) reds.push_back(id);
+        if (is_full(id) && store_index_.count(id) && store_phase(id) == p) stores.push_back(id);
+      }
+      if (!reds.empty() || !stores.empty()) {
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string A = accumulator_type(n);
+          o << "    " << A << " acc" << id << " = " << initial(n, A) << ";\n";
+        }
+        bool all_sums = !reds.empty() && stores.empty() &&
+                        std::all_of(reds.begin(), reds.end(), [&](int id) {
+                          return g_.nodes[id].op == OpKind::Sum || g_.nodes[id].op == OpKind::Mean; });
+        if (all_sums) {
+          o << "    #pragma omp simd reduction(+ :";
+          for (size_t i = 0; i < reds.size(); i++) o << (i ? ", " : " ") << "acc" << reds[i];
+          o << ")\n";
+        }
+        o << "    for (int64_t j = 0; j < rnumel; j++) {\n";
+        o << unflatten("j", red_dims_, "      ");
+        std::set<int> targets(reds.begin(), reds.end());
+        targets.insert(stores.begin(), stores.end());
+        emit_full(o, targets, false, "      ");
+        for (int id : reds) o << "      " << update(g_.nodes[id], id) << "\n";
+        for (int id : stores) o << "      out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+        o << "    }\n";
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string fin = "acc" + std::to_string(id);
+          if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+          o << "    const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
+          done.insert(id);
+        }
+      }
+      // row values whose reductions are all done, then row stores
+      for (int id : k_.nodes) {
+        if (done.count(id) || is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction) continue;
+        bool ready = true;
+        for (int dep : reductions_below(id)) ready = ready && done.count(dep);
+        if (!ready) continue;
+        o << "    const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+        done.insert(id);
+      }
+    }
+    for (int id : k_.stores)
+      if (!is_full(id)) o << "    out" << store_index_[id] << "[" << linear_row() << "] = r" << id << ";\n";
+    o << "  }\n";
+  }
+
+  int store_phase(int id) {
+    int p = 0;
+    for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
+    return p;
+  }
+  std::string accumulator_type(const Node& n) {
+    DType d = g_.nodes[n.inputs[0]].meta.dtype;
+    if (n.op == OpKind::Sum || n.op == OpKind::Mean) return is_floating(d) ? "double" : "int64_t";
+    return ctype(d);
+  }
+  std::string initial(const Node& n, const std::string& A) {
+    if (n.op == OpKind::Sum || n.op == OpKind::Mean) return A + "(0)";
+    bool mx = n.op == OpKind::Amax;
+    if (A == "float" || A == "double") return std::string(mx ? "-" : "") + "std::numeric_limits<" + A + ">::infinity()";
+    return "std::numeric_limits<" + A + ">::" + (mx ? "lowest()" : "max()");
+  }
+  std::string update(const Node& n, int id) {
+    std::string acc = "acc" + std::to_string(id), v = value(n.inputs[0], false);
+    if (n.op == OpKind::Sum || n.op == OpKind::Mean) return acc + " += " + v + ";";
+    std::string cmp = n.op == OpKind::Amax ? " > " : " < ";
+    return acc + " = (" + v + cmp + acc + " || " + v + " != " + v + ") && " + acc + " == " + acc + " ? " + v + " : " + acc + ";";
+  }
+
+  const Schedule& s_;
+  const graph::Graph& g_;
+  const FusionGroup& k_;
+  std::set<int> in_kernel_;
+  std::map<int, int> load_index_, store_index_;
+  std::map<int, int> phase_;
+  int phases_ = 0;
+  int rank_ = 0;
+  bool uses_index_ = false;  // a load needs the index split into x0, x1, ...
+  std::vector<int64_t> kept_dims_, red_dims_;
+};
+
+}  // namespace
+
+std::string render_cpp(const Schedule& s) {
+  std::ostringstream o;
+  o << "// Generated by mini's inductor (mini/codegen/cpp_kernel.cpp). Do not edit.\n";
+  o << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <limits>\n\n";
+  o << kScalarMathSource << "\n";
+  for (const auto& k : s.groups) o << "\n" << KernelWriter(s, k).write();
+  return o.str();
+}
+
+}  // namespace mini::codegen

@@ -1,0 +1,23 @@
+// cpp_kernel.h — rendering a Schedule's fused kernels as C++ source.
+//
+// In:  a Schedule (mini/fusion).
+// Out: one translation unit: a prelude (the vectorizable math of mini/tensor/scalar_math.h)
+//      and one `extern "C"` function per kernel, named for what it fused, with a comment
+//      naming the graph nodes it came from. OpenMP splits the outer loop; the inner loop is
+//      one the compiler vectorizes.
+// Calling convention of every kernel:
+//   void NAME(char* const* buffers, const int64_t* const* strides, const int64_t* symbols)
+//   buffers: the kernel's loads (FusionGroup::loads order), then its stores (::stores order)
+//   strides: for each load, its strides in elements (used where they are not compile-time
+//            constants); stores are contiguous
+//   symbols: the value of each size symbol s0, s1, ... for this call
+#pragma once
+#include <string>
+
+#include "fusion/schedule.h"
+
+namespace mini::codegen {
+
+std::string render_cpp(const fusion::Schedule& schedule);
+
+}  // namespace mini::codegen

@@ -1,0 +1,256 @@
+// schedule.cpp — greedy fusion and buffer planning (Inductor's scheduler, simplified).
+//
+// Nodes are visited in program order. The open kernel either takes the node (the reason is
+// recorded) or is closed and a new one opened (the reason not to fuse is recorded). The
+// legality rules are named functions below: same_space, is_row_epilogue,
+// reduction_absorbs_producers, same_rows.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "fusion/schedule.h"
+
+namespace mini::fusion {
+
+using graph::Node;
+using graph::NodeKind;
+
+int64_t meta_bytes(const graph::Graph& g, const graph::TensorMeta& m) {
+  int64_t n = 1;
+  for (int64_t s : m.sizes) n *= s >= 0 ? s : graph::is_symbol(s) ? g.symbols[graph::symbol_index(s)].hint : 1;
+  return n * (int64_t)itemsize(m.dtype);
+}
+
+namespace {
+
+std::string space_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + graph::size_str(s[i]);
+  return out + "]";
+}
+
+
+// The dims a reduction node reduces, wrapped and sorted (all dims when none are given).
+std::vector<int64_t> dims_of(const graph::Graph& g, const Node& n) {
+  int64_t rank = (int64_t)g.nodes[n.inputs[0]].meta.sizes.size();
+  std::vector<int64_t> d = wrap_dims(n.attrs.dims, rank);
+  if (n.attrs.dims.empty())
+    for (int64_t i = 0; i < rank; i++) d.push_back(i);
+  return d;
+}
+
+// The shape of a kernel's per-row values: its space with the reduced dims set to 1.
+Shape row_shape(const FusionGroup& k) {
+  Shape s = k.space;
+  for (int64_t d : k.reduced) s[d] = 1;
+  return s;
+}
+Shape row_shape_squeezed(const FusionGroup& k) {
+  Shape s;
+  for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
+    if (!std::count(k.reduced.begin(), k.reduced.end(), d)) s.push_back(k.space[d]);
+  return s;
+}
+
+// -- legality, one rule each ---------------------------------------------------------------
+
+bool same_space(const FusionGroup& k, const Shape& shape) { return shape == k.space; }
+
+// A pointwise node over the rows of a reduction kernel (keepdim or not): computed once the
+// reductions it reads are done, per row.
+bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
+  return !k.reduced.empty() && (shape == row_shape(k) || shape == row_shape_squeezed(k));
+}
+
+// A reduction whose input is the kernel's iteration space and whose kernel has no
+// reduction yet: the pointwise nodes before it become its prologue.
+bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape) {
+  return k.reduced.empty() && input_shape == k.space;
+}
+
+// Another reduction over the same space and dims: one more pass over the same rows.
+bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector<int64_t>& dims) {
+  return !k.reduced.empty() && input_shape == k.space && dims == k.reduced;
+}
+
+// Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS).
+bool is_extern(OpKind op) {
+  OpClass c = op_class(op);
+  return c == OpClass::Extern || c == OpClass::Composite;
+}
+
+}  // namespace
+
+Schedule schedule(const graph::Graph& input) {
+  Schedule s;
+  s.graph = decompose(input);
+  graph::Graph& g = s.graph;
+  size_t n = g.nodes.size();
+  s.realized.assign(n, false);
+  std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
+  std::vector<int> step_of(n, -1);   // step producing a node
+  int open = -1;
+  auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
+
+  for (size_t id = 0; id < n; id++) {
+    const Node& node = g.nodes[id];
+    if (node.kind == NodeKind::Input) s.realized[id] = true;
+    if (node.kind != NodeKind::Op) continue;
+    OpClass cls = op_class(node.op);
+    std::string what = node.name + " (" + op_name(node.op) + ")";
+    if (cls == OpClass::View) {
+      int src = node.inputs[0];
+      if (group_of[src] >= 0 && group_of[src] == open) {
+        // a view of a value computed in the open kernel: end the kernel there; the view
+        // then reads the stored value (an index rewrite of its buffer, no copy)
+        log("close " + s.groups[open].name + ": " + what + " views a value the kernel computes; "
+            "the value is stored and the view reads its buffer");
+        open = -1;
+      }
+      if (group_of[src] >= 0) s.realized[src] = true;
+      s.steps.push_back({StepKind::View, (int)id, -1});
+      step_of[id] = (int)s.steps.size() - 1;
+      s.realized[id] = true;
+      continue;
+    }
+    if (is_extern(node.op)) {
+      if (open >= 0) log("close " + s.groups[open].name + ": " + what + " is an extern call (" +
+                         std::string(op_name(node.op)) + " runs as a library kernel, not generated code)");
+      open = -1;
+      for (int i : node.inputs)
+        if (i >= 0 && group_of[i] >= 0) s.realized[i] = true;
+      s.steps.push_back({StepKind::Extern, (int)id, -1});
+      step_of[id] = (int)s.steps.size() - 1;
+      s.realized[id] = true;
+      continue;
+    }
+    bool reduction = cls == OpClass::Reduction;
+    Shape shape = node.meta.sizes;
+    Shape in_shape = reduction ? g.nodes[node.inputs[0]].meta.sizes : shape;
+    std::vector<int64_t> dims = reduction ? dims_of(g, node) : std::vector<int64_t>{};
+    bool fused = false;
+    if (open >= 0) {
+      FusionGroup& k = s.groups[open];
+      std::string why;
+      if (!reduction && same_space(k, shape)) {
+        why = "same iteration space " + space_str(shape);
+      } else if (!reduction && is_row_epilogue(k, shape)) {
+        why = "per-row epilogue of the kernel's reduction over rows of " + space_str(k.space);
+      } else if (reduction && reduction_absorbs_producers(k, in_shape)) {
+        why = "reduction over " + space_str(in_shape) + " absorbs its pointwise producers";
+        k.reduced = dims;
+      } else if (reduction && same_rows(k, in_shape, dims)) {
+        why = "another reduction over the same rows";
+      }
+      if (!why.empty()) {
+        k.nodes.push_back((int)id);
+        group_of[id] = open;
+        fused = true;
+        log("fuse " + what + " into " + k.name + ": " + why);
+      } else {
+        std::string reason = reduction
+            ? "it reduces " + space_str(in_shape) + " over other dims than the kernel's space " + space_str(k.space)
+            : "its iteration space " + space_str(shape) + " differs from the kernel's " + space_str(k.space);
+        log("cannot fuse " + what + " into " + k.name + ": " + reason);
+      }
+    }
+    if (!fused) {
+      FusionGroup k;
+      k.space = in_shape;
+      k.reduced = dims;
+      k.nodes.push_back((int)id);
+      k.name = "kernel" + std::to_string(s.groups.size());
+      s.groups.push_back(k);
+      open = (int)s.groups.size() - 1;
+      group_of[id] = open;
+      s.steps.push_back({StepKind::Kernel, -1, open});
+    }
+    step_of[id] = (int)s.steps.size() - 1;
+    for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
+      if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
+  }
+  for (int o : g.outputs) s.realized[o] = true;
+
+  // Loads, stores and names of each kernel.
+  for (size_t gi = 0; gi < s.groups.size(); gi++) {
+    FusionGroup& k = s.groups[gi];
+    std::set<std::string> ops;
+    std::set<int> loads;
+    for (int id : k.nodes) {
+      ops.insert(op_name(g.nodes[id].op));
+      for (int i : g.nodes[id].inputs)
+        if (i >= 0 && group_of[i] != (int)gi && g.nodes[i].kind != NodeKind::Constant) loads.insert(i);
+      if (s.realized[id]) k.stores.push_back(id);
+    }
+    k.loads.assign(loads.begin(), loads.end());
+    int64_t rnumel = 1;
+    for (int64_t d : k.reduced) rnumel *= k.space[d] >= 0 ? k.space[d] : 1 << 20;
+    std::string cat = k.reduced.empty() ? "poi" : rnumel <= 1024 ? "per" : "red";
+    std::string name = "cpp_" + cat + "_fused";
+    for (const auto& o : ops) name += "_" + o;
+    std::string old = k.name;
+    k.name = name + "_" + std::to_string(gi);
+    for (auto& d : s.decisions) {
+      size_t p;
+      while ((p = d.text.find(old + ":")) != std::string::npos || (p = d.text.find(old + " ")) != std::string::npos)
+        d.text.replace(p, old.size(), k.name);
+    }
+    int64_t saved = 0;
+    for (int id : k.nodes)
+      if (!s.realized[id]) saved += 2 * meta_bytes(g, g.nodes[id].meta);
+    log(k.name + ": " + std::to_string(k.nodes.size()) + " ops over " + space_str(k.space) +
+        (k.reduced.empty() ? "" : " reducing dims " + space_str(k.reduced)) + "; " +
+        std::to_string(k.nodes.size() - k.stores.size()) + " intermediates stay in registers, saving " +
+        std::to_string(saved) + " bytes of memory traffic");
+  }
+
+  // Buffer plan: when each buffer is last read; a dead buffer's memory is reused by the
+  // next one of the same size (graph outputs are never reused: the caller keeps them).
+  s.last_use.assign(n, -1);
+  for (size_t si = 0; si < s.steps.size(); si++) {
+    const Step& st = s.steps[si];
+    std::vector<int> reads;
+    if (st.kind == StepKind::Kernel) reads = s.groups[st.group].loads;
+    else for (int i : g.nodes[st.node].inputs) if (i >= 0) reads.push_back(i);
+    for (int r : reads) s.last_use[r] = std::max(s.last_use[r], (int)si);
+  }
+  std::set<int> outputs(g.outputs.begin(), g.outputs.end());
+  std::multimap<int64_t, int> free_slots;
+  int64_t alive = 0;
+  std::vector<std::pair<int, int64_t>> live;  // node, bytes
+  for (size_t si = 0; si < s.steps.size(); si++) {
+    const Step& st = s.steps[si];
+    std::vector<int> made = st.kind == StepKind::Kernel ? s.groups[st.group].stores : std::vector<int>{st.node};
+    for (int m : made) {
+      if (st.kind == StepKind::View) continue;  // a view owns no memory
+      int64_t b = meta_bytes(g, g.nodes[m].meta);
+      s.buffers++;
+      s.unplanned_bytes += b;
+      auto slot = free_slots.find(b);
+      if (slot != free_slots.end() && !outputs.count(m)) {
+        free_slots.erase(slot);
+        s.reused++;
+      } else {
+        alive += b;
+      }
+      live.push_back({m, b});
+    }
+    s.peak_bytes = std::max(s.peak_bytes, alive);
+    for (auto it = live.begin(); it != live.end();) {
+      if (!outputs.count(it->first) && s.last_use[it->first] <= (int)si) {
+        free_slots.insert({it->second, it->first});
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::ostringstream plan;
+  plan << "buffer plan: " << s.buffers << " buffers, " << s.reused << " reuse a freed one; peak "
+       << s.peak_bytes << " bytes (" << s.unplanned_bytes << " if none were reused)";
+  log(plan.str());
+  return s;
+}
+
+}  // namespace mini::fusion

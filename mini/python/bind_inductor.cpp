@@ -1,0 +1,56 @@
+// bind_inductor.cpp — the "inductor" backend: capture hands a graph here, fusion, codegen
+// and runtime turn it into generated C++ (mini/fusion, mini/codegen, mini/runtime), and the
+// logs MINI_LOGS=fusion and output_code show what happened.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "capture/compiler.h"
+#include "codegen/cpp_kernel.h"
+#include "runtime/compiled_graph.h"
+
+namespace py = pybind11;
+namespace cap = mini::capture;
+
+namespace {
+
+cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title) {
+  auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
+  if (cap::log_channels().fusion) {
+    std::string text = "fusion decisions for " + title + ":\n";
+    for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
+    cap::log_write(text);
+  }
+  if (cap::log_channels().output_code)
+    cap::log_write("Output code for " + title + " (" + cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : "") +
+                   "):\n" + cg->source);
+  return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
+}
+
+}  // namespace
+
+void bind_inductor(py::module_& m) {
+  cap::g_inductor = &compile_inductor;
+  // Compile a GraphModule's graph directly (tests, labs and benchmarks look inside).
+  m.def("_inductor_compile", [](py::object gm) {
+    auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
+    auto cg = mini::runtime::compile_graph(*g, cap::compile_config().cache_dir);
+    py::dict info;
+    info["source"] = cg->source;
+    info["kernels"] = [&] { py::list l; for (auto& k : cg->schedule.groups) l.append(k.name); return l; }();
+    info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
+    info["peak_bytes"] = cg->schedule.peak_bytes;
+    info["unplanned_bytes"] = cg->schedule.unplanned_bytes;
+    info["compile_seconds"] = cg->compile_seconds;
+    info["from_disk_cache"] = cg->from_disk_cache;
+    info["library"] = cg->library_path;
+    info["run"] = py::cpp_function([cg](py::args args) {
+      std::vector<mini::Tensor> inputs;
+      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
+      auto out = cg->run(inputs);
+      py::tuple t(out.size());
+      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
+      return t;
+    });
+    return info;
+  });
+}

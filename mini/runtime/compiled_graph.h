@@ -1,0 +1,41 @@
+// compiled_graph.h — running generated code: compile the C++ source with the system
+// compiler into a shared object, cache it on disk, dlopen it, and execute a Schedule.
+//
+// In:  a captured graph.
+// Out: a CompiledGraph whose run() takes the graph's inputs and returns its outputs.
+// Guarantees:
+//  * the .so is cached under `cache_dir`, keyed by a hash of the source and the compiler
+//    command, so an identical graph in a new process loads without compiling;
+//  * symbolic sizes are kernel arguments: one compiled graph serves every size;
+//  * every generated kernel run counts in metrics (launches, bytes of its loads and stores);
+//  * a missing or failing compiler is a mini::Error naming the command and the fix.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusion/schedule.h"
+
+namespace mini::runtime {
+
+using KernelFn = void (*)(char* const* buffers, const int64_t* const* strides, const int64_t* symbols);
+
+struct CompiledGraph {
+  fusion::Schedule schedule;
+  std::string source;
+  std::string library_path;
+  bool from_disk_cache = false;
+  double compile_seconds = 0;  // codegen + compiler + dlopen
+  std::vector<KernelFn> kernels;  // one per FusionGroup
+  void* handle = nullptr;
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+};
+
+// Lowers, fuses, generates, compiles (or loads from the disk cache) and links `g`.
+std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir);
+
+// The compiler command used (CXX or c++, with its flags), for cache keys and messages.
+std::string compiler_command();
+
+}  // namespace mini::runtime
