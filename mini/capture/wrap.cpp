@@ -42,7 +42,9 @@ static bool is_graph_function(PyObject* v) {
 // user named. Sizes 0 and 1 always stay specialized (as torch).
 static std::vector<bool> dynamic_dims_for(TraceContext& ctx, PyObject* v, TensorImpl* t, const SourceRef& src) {
   std::vector<bool> dyn(t->sizes.size(), false);
-  if (ctx.dynamic.all_dims) dyn.assign(t->sizes.size(), true);
+  // dynamic=True: every input's dims, but not a module's parameters (as torch keeps them static)
+  bool parameter = src->str().find("._parameters[") != std::string::npos;
+  if (ctx.dynamic.all_dims && !parameter) dyn.assign(t->sizes.size(), true);
   if (ctx.dynamic.dims) {
     auto it = ctx.dynamic.dims->find(src->str());
     if (it != ctx.dynamic.dims->end())

@@ -367,7 +367,8 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
         fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(in[0].dtype),
              " != ", dtype_name(in[1].dtype));
       Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
-      if (xs.back() != ys[ys.size() - 2])
+      bool symbolic = xs.back() < 0 || ys[ys.size() - 2] < 0;  // checked by the kernel at run time
+      if (!symbolic && xs.back() != ys[ys.size() - 2])
         fail("mat1 and mat2 shapes cannot be multiplied (", shape_str(x), " and ", shape_str(y), ")");
       Shape batch = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
       if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);

@@ -1,0 +1,322 @@
+"""Dynamic shapes and Python-number specialization (issue 4): dynamic=False specializes every
+size, dynamic=None (automatic dynamic) recompiles once with the changed dims symbolic,
+dynamic=True and mini.mark_dynamic start symbolic; sizes 0 and 1 stay specialized; int and
+float arguments, globals and closure cells become graph inputs after one change, bools never;
+MINI_LOGS=dynamic says why. Graphs with views, reductions, matmul and softmax over a dynamic
+dim run at many sizes with one compile. Every result is compared with eager's."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mini
+from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
+
+
+def counted(fn, **kw):
+    cnt = mini.CompileCounter()
+    ALIVE.append(cnt)
+    return mini.compile(fn, backend=cnt, **kw), cnt
+
+
+def frames_over(fn, arg_lists, **kw):
+    """Calls fn compiled once per argument tuple (checking each result against eager);
+    returns the frame count after each call."""
+    cf, cnt = counted(fn, **kw)
+    out = []
+    for args in arg_lists:
+        expected = fn(*args)
+        same(cf(*args), expected)
+        out.append(cnt.frame_count)
+    return out
+
+
+def _double(x):
+    return x.sin() * 2
+
+
+def sized(*sizes, cols=None):
+    return [(T(n) if cols is None else T(n, cols, seed=n),) for n in sizes]
+
+
+# ---- sizes: dynamic=False / None / True ------------------------------------------------------
+
+@pytest.mark.parametrize("dynamic,frames", [(False, [1, 2, 3, 3, 4]), (None, [1, 2, 2, 2, 2]),
+                                            (True, [1, 1, 1, 1, 1])])
+def test_shapes_32_64_128(dynamic, frames):
+    assert frames_over(_double, sized(32, 64, 128, 64, 256), dynamic=dynamic) == frames
+
+
+def test_automatic_dynamic_off_recompiles_every_size():
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        assert frames_over(_double, sized(3, 4, 5, 6, 4)) == [1, 2, 3, 4, 4]
+
+
+def test_sizes_0_and_1_stay_specialized_under_automatic_dynamic():
+    # 32, then 64 makes dim 0 symbolic (>= 2); 1 and 0 each compile their own entry
+    assert frames_over(_double, sized(32, 64, 1, 128, 1, 0, 7, 0)) == [1, 2, 3, 3, 3, 4, 4, 4]
+
+
+def test_sizes_0_and_1_stay_specialized_under_dynamic_true():
+    assert frames_over(_double, sized(32, 64, 1, 0, 2, 1), dynamic=True) == [1, 1, 2, 3, 3, 3]
+
+
+def test_only_the_changed_dim_becomes_symbolic(capsys):
+    mini.set_logs("dynamic")
+    shapes = [(3, 4), (5, 4), (7, 4), (7, 6), (9, 8), (2, 3)]
+    frames = frames_over(lambda x: x.softmax(-1), [(T(*s),) for s in shapes])
+    assert frames == [1, 2, 2, 3, 3, 3]
+    err = capsys.readouterr().err
+    assert "L['x'].size()[0] changed 3 -> 5" in err and "L['x'].size()[1] changed 4 -> 6" in err, err
+    assert err.count("automatic dynamic:") == 2
+
+
+def test_rank_change_recompiles():
+    assert frames_over(lambda x: x * 2, [(T(3),), (T(3, 4),), (T(3),), (T(3, 4),)]) == [1, 2, 2, 2]
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: after a rank change automatic dynamic compares only the dims "
+                   "of the first-seen rank ((3,) here), so dim 1 of later 2-d inputs never turns dynamic "
+                   "and every new width recompiles: [1, 2, 3, 4, 5]; torch makes all dims dynamic")
+def test_rank_change_makes_every_dim_dynamic():
+    shapes = [(3,), (3, 4), (5, 6), (5, 7), (5, 8)]
+    assert frames_over(lambda x: x * 2, [(T(*s),) for s in shapes]) == [1, 2, 2, 2, 2]
+
+
+def test_mark_dynamic_is_symbolic_from_the_first_compile():
+    def marked(n):
+        t = T(n, 4)
+        mini.mark_dynamic(t, 0)
+        return (t,)
+    assert frames_over(lambda x: x.softmax(-1), [marked(n) for n in (3, 5, 6, 2, 9)]) == [1] * 5
+
+
+def test_mark_dynamic_on_the_first_input_serves_later_unmarked_inputs():
+    first = T(3, 4)
+    mini.mark_dynamic(first, 0)
+    args = [(first,)] + sized(5, 6, 2, 1, 7, cols=4)
+    assert frames_over(lambda x: x.softmax(-1), args) == [1, 1, 1, 1, 2, 2]  # size 1: specialized
+
+
+def test_mark_dynamic_checks_the_dim():
+    with pytest.raises(IndexError, match="out of range"):
+        mini.mark_dynamic(T(3), 2)
+    t = T(3, 4)
+    mini.mark_dynamic(t, [0, -1])
+    assert frames_over(lambda x: x * 2, [(t,), (T(5, 6),), (T(7, 2),)]) == [1, 1, 1]
+
+
+def test_dynamic_log_names_source_dim_and_sizes(capsys):
+    mini.set_logs("dynamic")
+    frames_over(_double, sized(32, 64, 128))
+    err = capsys.readouterr().err
+    assert "automatic dynamic: L['x'].size()[0] changed 32 -> 64, recompiling with that dim symbolic" in err
+    assert "create_symbol s0 = 64 for L['x'].size()[0]" in err
+    assert "128" not in err  # nothing new to say: the third call hits
+
+
+def test_dynamic_log_for_mark_dynamic_and_dynamic_true(capsys):
+    mini.set_logs("dynamic")
+    t = T(5, 3)
+    mini.mark_dynamic(t, 1)
+    frames_over(lambda x: x * 2, [(t,)])
+    assert "create_symbol s0 = 3 for L['x'].size()[1]" in capsys.readouterr().err
+    mini.reset()
+    frames_over(lambda x: x * 2, [(T(6, 7),)], dynamic=True)
+    err = capsys.readouterr().err
+    assert "s0 = 6 for L['x'].size()[0]" in err and "s1 = 7 for L['x'].size()[1]" in err
+
+
+def test_no_dynamic_log_when_channel_off(capsys):
+    frames_over(_double, sized(32, 64))
+    assert capsys.readouterr().err == ""
+
+
+def test_mini_logs_environment_variable_dynamic(tmp_path):
+    script = tmp_path / "user.py"
+    script.write_text("import mini\n"
+                      "f = mini.compile(lambda x: x * 2, backend='eager')\n"
+                      "print([f(mini.ones(n)).shape[0] for n in (3, 4, 5)])\n")
+    pkg = os.path.dirname(os.path.dirname(mini.__file__))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=pkg, MINI_LOGS="dynamic"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[3, 4, 5]"
+    assert "changed 3 -> 4" in r.stderr and "create_symbol" in r.stderr, r.stderr
+
+
+# ---- Python numbers --------------------------------------------------------------------------
+
+def _sgd_step(p, lr):
+    return p - lr * p.sin()
+
+
+def test_float_lr_recompiles_once_then_is_a_graph_input():
+    assert frames_over(_sgd_step, [(T(4), lr) for lr in (0.1, 0.01, 0.001, 0.5)]) == [1, 2, 2, 2]
+
+
+def test_int_argument_recompiles_once():
+    assert frames_over(lambda p, n: p * n + n, [(T(4), n) for n in (2, 3, 4, 5)]) == [1, 2, 2, 2]
+
+
+def test_bool_argument_stays_specialized():
+    fn = lambda p, b: p * 2 if b else p * 3  # noqa: E731
+    assert frames_over(fn, [(T(4), b) for b in (True, False, True, False, True)]) == [1, 2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("config", [dict(automatic_dynamic_shapes=False), dict(dynamic=False)])
+def test_without_automatic_dynamic_each_value_recompiles(config):
+    kw = {k: v for k, v in config.items() if k == "dynamic"}
+    with mini.config.patch(**{k: v for k, v in config.items() if k != "dynamic"}):
+        assert frames_over(_sgd_step, [(T(4), lr) for lr in (0.1, 0.01, 0.001, 0.5, 0.01)],
+                           **kw) == [1, 2, 3, 4, 4]
+
+
+def test_each_number_turns_dynamic_on_its_own_change():
+    args = [(T(4), a, b) for a, b in [(1.0, 2.0), (1.0, 3.0), (1.0, 4.0), (2.0, 4.0), (5.0, 6.0)]]
+    assert frames_over(lambda p, a, b: p * a + b, args) == [1, 2, 2, 3, 3]
+
+
+_SCALE = 0.5
+
+
+def _uses_global(p):
+    return p * _SCALE
+
+
+def test_global_number_recompiles_once():
+    global _SCALE
+    cf, cnt = counted(_uses_global)
+    for v in (0.5, 0.25, 0.125, 2.0):
+        _SCALE = v
+        same(cf(T(3)), _uses_global(T(3)))
+    assert cnt.frame_count == 2
+
+
+def test_closure_cell_number_recompiles_once():
+    scale = 1.0
+
+    def fn(p):
+        return p * scale
+    cf, cnt = counted(fn)
+    for scale in (1.0, 2.0, 3.0, 4.0):  # rebinding the cell fn reads
+        same(cf(T(3)), T(3) * scale)
+    assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("tensor_dtype,values", [
+    (mini.int64, (2.0, 3.0, 0.5)),     # int tensor * float -> float32, as with a Python float
+    (mini.int64, (2, 3, 7)),           # int tensor * int stays int64
+    (mini.float64, (2.0, 3.0, 0.5)),   # a float64 0-d input must not widen float32 ... or narrow
+    (mini.float32, (2, 3, 7)),
+])
+def test_dynamic_number_promotes_like_the_python_number(tensor_dtype, values):
+    x = mini.arange(4).to(tensor_dtype) if hasattr(mini.Tensor, "to") else mini.arange(4)
+    fn = lambda p, s: (p * s, s - p, p / s)  # noqa: E731
+    assert frames_over(fn, [(x, v) for v in values]) == [1, 2, 2]
+
+
+def test_scalar_log_says_it_became_a_graph_input(capsys):
+    mini.set_logs("dynamic")
+    frames_over(_sgd_step, [(T(4), lr) for lr in (0.1, 0.01, 0.5)])
+    err = capsys.readouterr().err
+    assert "L['lr'] changed 0.1 -> 0.01, recompiling with it as a graph input" in err, err
+
+
+# ---- dynamic graphs with views, reductions, matmul -------------------------------------------
+
+_W = T(4, 6, seed=99)
+
+# name: (fn, tensor of size n along `dim`, dim)
+GRAPHS = {
+    "view_batch_flatten": (lambda x: x.view(x.shape[0], -1) * 2, lambda n: T(n, 4, 3, seed=n), 0),
+    "slice_columns": (lambda x: x[:, 1:] + 1, lambda n: T(3, n, seed=n), 1),
+    "slice_rows": (lambda x: x[1:] * 3, lambda n: T(n, 4, seed=n), 0),
+    "reshape_all": (lambda x: x.reshape(-1) * 3, lambda n: T(n, 4, seed=n), 0),
+    "transpose_reshape": (lambda x: x.transpose(0, 1).reshape(-1), lambda n: T(n, 4, seed=n), 0),
+    "matmul_dynamic_batch": (lambda x: x @ _W, lambda n: T(n, 4, seed=n), 0),
+    "flatten_then_matmul": (lambda x: x.view(x.shape[0], -1) @ _W, lambda n: T(n, 2, 2, seed=n), 0),
+    "gram": (lambda x: x.t() @ x, lambda n: T(n, 4, seed=n), 0),
+    "sum_dynamic_dim": (lambda x: x.sum(0), lambda n: T(n, 4, seed=n), 0),
+    "mean_over_dynamic_row": (lambda x: x.mean(1, keepdim=True), lambda n: T(3, n, seed=n), 1),
+    "softmax_rows": (lambda x: x.softmax(-1), lambda n: T(n, 5, seed=n), 0),
+    "log_softmax_dynamic_row": (lambda x: x.log_softmax(-1), lambda n: T(3, n, seed=n), 1),
+    "center_broadcast": (lambda x: x - x.mean(0, keepdim=True), lambda n: T(n, 4, seed=n), 0),
+    "amax_where": (lambda x: mini.where(x > x.amax(0) * 0.5, x, x * 0.1), lambda n: T(n, 4, seed=n), 0),
+    "unsqueeze_expand": (lambda x: x.unsqueeze(0).expand(2, -1, -1) * 1, lambda n: T(n, 4, seed=n), 0),
+    "linear_relu": (mini.nn.Sequential(mini.nn.Linear(4, 3), mini.nn.ReLU()), lambda n: T(n, 4, seed=n), 0),
+}
+SIZES = (3, 5, 8, 2, 13)
+_DYNAMIC_TRUE_BUGS = {
+    "matmul_dynamic_batch": "a weight's dims are symbols too and matmul rejects [s0, s1] @ [s2, s3] "
+                            "(RuntimeError: shapes cannot be multiplied) instead of guarding s1 == s2",
+    "linear_relu": "the Linear weight's dims become symbols (torch keeps parameters static) and matmul "
+                   "rejects them (RuntimeError: shapes cannot be multiplied)",
+    "flatten_then_matmul": "view(x.shape[0], -1) of [s0, s1, s2] gives an unknown (-1) second dim, so "
+                           "the matmul after it raises 'shapes cannot be multiplied ([-2, -1] and ...)'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+@pytest.mark.parametrize("how,frames", [("mark_dynamic", 1), ("automatic", 2), ("dynamic_true", 1)])
+def test_dynamic_graph_runs_at_many_sizes(name, how, frames):
+    fn, make, dim = GRAPHS[name]
+    if how == "dynamic_true" and name in _DYNAMIC_TRUE_BUGS:
+        pytest.xfail("BUG: with dynamic=True " + _DYNAMIC_TRUE_BUGS[name])
+    cf, cnt = counted(fn, dynamic=True if how == "dynamic_true" else None)
+    for n in SIZES:
+        x = make(n)
+        if how == "mark_dynamic":
+            mini.mark_dynamic(x, dim)
+        expected = fn(x)
+        same(cf(x), expected)
+    assert cnt.frame_count == frames
+
+
+def test_dynamic_graph_results_are_not_reused_across_sizes():
+    cf, cnt = counted(lambda x: x.softmax(-1).sum(0), dynamic=True)
+    outs = [cf(T(n, 3, seed=n)) for n in SIZES]
+    for n, out in zip(SIZES, outs):  # each call's own output, kept alive across later calls
+        same(out, T(n, 3, seed=n).softmax(-1).sum(0))
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: with dynamic=True, x @ w with both inputs' dims symbolic "
+                   "raises RuntimeError 'mat1 and mat2 shapes cannot be multiplied ([-2, -3] and "
+                   "[-4, -5])' at compile time")
+def test_dynamic_true_matmul_of_two_inputs():
+    args = [(T(n, 4, seed=n), T(4, 6, seed=1)) for n in SIZES]
+    assert frames_over(lambda x, w: x @ w, args, dynamic=True) == [1] * len(SIZES)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: with dynamic=True, layer_norm over a symbolic last dim "
+                   "raises RuntimeError 'Given normalized_shape=[4], ... got input of size[-2, -3]'")
+def test_dynamic_true_layer_norm():
+    fn = lambda x: mini.nn.functional.layer_norm(x, (4,))  # noqa: E731
+    assert frames_over(fn, [(T(n, 4, seed=n),) for n in SIZES], dynamic=True) == [1] * len(SIZES)
+
+
+def test_layer_norm_with_automatic_dynamic_batch():
+    fn = lambda x: mini.nn.functional.layer_norm(x, (4,))  # noqa: E731
+    assert frames_over(fn, [(T(n, 4, seed=n),) for n in SIZES]) == [1, 2, 2, 2, 2]
+
+
+def test_shape_read_of_a_dynamic_dim_branches_with_a_guard():
+    def fn(x):
+        if x.shape[0] > 6:
+            return x * 2
+        return x - 1
+    frames = frames_over(fn, [(T(n, 2, seed=n),) for n in (3, 4, 5, 9, 12, 2, 7)], dynamic=True)
+    assert frames == [1, 1, 1, 2, 2, 2, 2]  # one entry per outcome of the comparison
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_dynamic_graph_with_each_builtin_backend(backend):
+    fn = lambda x: (x.view(x.shape[0], -1) @ _W).softmax(-1) + x.sum()  # noqa: E731
+    cf = mini.compile(fn, backend=backend)
+    for n in SIZES + (21, 4):  # specialized, then automatic dynamic
+        x = T(n, 2, 2, seed=n)
+        expected = fn(x)
+        same(cf(x), expected)
