@@ -315,8 +315,17 @@ void note_recompile(guards::UnitCache& unit, const guards::FrameValues& fv, cons
       TensorImpl* t = guards::unwrap_tensor(o);
       if (t) {
         auto& dyn = unit.dynamic_dims[key];
-        dyn.resize(seen.sizes.size(), false);
         bool rank_changed = t->sizes.size() != seen.sizes.size();
+        if (rank_changed) {  // as torch: a change of rank makes every dim dynamic
+          if (log_channels().dynamic)
+            log_write("automatic dynamic: " + key + " changed rank " + std::to_string(seen.sizes.size()) +
+                      " -> " + std::to_string(t->sizes.size()) + ", recompiling with every dim symbolic");
+          dyn.assign(t->sizes.size(), true);
+          seen.sizes = t->sizes;
+          Py_DECREF(o);
+          continue;
+        }
+        dyn.resize(seen.sizes.size(), false);
         for (size_t d = 0; d < seen.sizes.size(); d++) {
           bool changed = rank_changed || t->sizes[d] != seen.sizes[d];
           if (changed && !dyn[d] && log_channels().dynamic)

@@ -4,6 +4,9 @@
 // Each entry parses its arguments the way the eager function does (positional or keyword,
 // with the same defaults) and appends one node; meta (shapes, dtypes) comes from
 // graph::infer_meta, so a bad shape fails here with the eager op's message.
+#include <algorithm>
+
+#include "capture/compiler.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {
@@ -375,6 +378,16 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
+  if (name == "item" && compile_config().capture_scalar_outputs) {
+    // the number stays in the graph: a 0-d value that promotes like a Python number
+    if (numel_of(m.sizes) != 1 && std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t s) { return s >= 0; }))
+      fail("a Tensor with ", numel_of(m.sizes), " elements cannot be converted to Scalar");
+    Attrs a;
+    a.shape = {};
+    VarRef v = node(ctx, OpKind::Reshape, {self->node}, a);
+    ctx.graph().nodes[v->node].wrapped_number = true;
+    return v;
+  }
   if (name == "item" || name == "tolist" || name == "numpy")
     unsupported("Unsupported Tensor." + name + "() call with capture_scalar_outputs=False: the value "
                 "is only known at run time; keep it a tensor (e.g. mini.where) instead of a Python number");
@@ -401,7 +414,9 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     a.dim = (int64_t)shape.size();
     a.eps = e && e->obj && PyFloat_Check(e->obj) ? PyFloat_AS_DOUBLE(e->obj) : 1e-5;
     const auto& xm = meta_of(ctx, x);
-    if (shape.size() > xm.sizes.size() || !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size()))
+    auto same_size = [](int64_t want, int64_t have) { return have < 0 || want < 0 || want == have; };
+    if (shape.size() > xm.sizes.size() ||
+        !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size(), same_size))
       fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
            "but got input of size", shape_str(xm.sizes));
     std::vector<int> in{x->node};

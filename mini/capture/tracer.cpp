@@ -663,6 +663,8 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       case Opcode::GET_ITER: push(iterate(pop())); break;
       case Opcode::FOR_ITER: {
         VarRef it = top();
+        if (!it->is(Var::Kind::Iterator))  // a real iterator from the caller: CPython steps it
+          unsupported("a for loop over " + it->describe() + ", an iterator capture cannot see into");
         if (it->position < it->items.size()) {
           push(it->items[it->position++]);
         } else {

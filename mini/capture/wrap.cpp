@@ -150,12 +150,22 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     var->graph_function = is_graph_function(v);
     return var;
   }
+  bool bound_builtin = PyCFunction_Check(v) && PyCFunction_GET_SELF(v) && !PyModule_Check(PyCFunction_GET_SELF(v));
+  if (bound_builtin || PyMethod_Check(v)) {  // deque.append, obj.method: made anew by each getattr
+    g.add_type_match(src, v);
+    return object_var(Var::Kind::Object, v, src);
+  }
   if (PyCFunction_Check(v) || (PyType_Check(v) && PyDict_GetItemString(PyEval_GetBuiltins(),
                                                                         ((PyTypeObject*)v)->tp_name) == v)) {
     g.add_id_match(src, v);
     return object_var(Var::Kind::Builtin, v, src);
   }
-  g.add_id_match(src, v);  // Python modules, classes, dtype objects, other objects
+  // Python modules, classes and mini's dtypes are guarded by identity; any other object (a
+  // bound method, a numpy array, a user object) by its type: a new one each call is fine.
+  bool dtype = false;
+  for (PyObject* d : python_bridge().dtype_objects) dtype = dtype || d == v;
+  if (PyModule_Check(v) || PyType_Check(v) || dtype) g.add_id_match(src, v);
+  else g.add_type_match(src, v);
   return object_var(Var::Kind::Object, v, src);
 }
 

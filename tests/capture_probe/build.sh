@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # build.sh PYTHON OUTDIR: builds the _capture_probe test extension for one interpreter.
 #
-# Compiles mini/capture/*.cpp (each per-version file is empty unless it matches PYTHON's
-# headers) with probe_module.cpp and header_tables.c into OUTDIR/_capture_probe<EXT_SUFFIX>,
+# Compiles the CPython-facing foundation of mini/capture/ (bytecode*.cpp, frame_hook.cpp,
+# frame_py3*.cpp; each per-version file is empty unless it matches PYTHON's headers; the
+# tracer and compiler above it need the rest of mini and are not part of the probe) with
+# probe_module.cpp and header_tables.c into OUTDIR/_capture_probe<EXT_SUFFIX>,
 # against PYTHON's own headers. SAN=1 adds -fsanitize=address,undefined; to load that build,
 # run python with LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0.
 set -euo pipefail
@@ -22,7 +24,8 @@ fi
 
 mkdir -p "$outdir"
 objects=()
-for source in "$capture"/*.cpp "$here/probe_module.cpp"; do
+for source in "$capture"/bytecode*.cpp "$capture"/frame_hook.cpp "$capture"/frame_py3*.cpp \
+              "$here/probe_module.cpp"; do
   object="$outdir/$(basename "${source%.cpp}").o"
   g++ -std=c++17 "${flags[@]}" -I"$capture" -c "$source" -o "$object"
   objects+=("$object")

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# run.sh KIND PYTHON BUILDDIR: one of mini's per-Python-version test runs (ctest registers one
+# for each of 3.11, 3.12 and 3.13; see CMakeLists.txt).
+#   probe        tests/capture_probe/test_capture_probe.py under PYTHON (builds the probe
+#                extension for it into build/capture_probe/py<version>/)
+#   probe-san    the same with the probe built with ASan + UBSan (build/capture_probe/
+#                san-py<version>/), libasan preloaded
+#   capture      the capture Python tests (tests/python/test_capture*.py, test_guard*.py,
+#                test_graph_break*.py, test_dynamic_shape*.py: all that exist) under PYTHON's
+#                pytest, against BUILDDIR/python
+#   conformance  tests/conformance_check.py (../shared/conformance/run_mini.py, required cases
+#                in tests/conformance_required.txt) under PYTHON, against BUILDDIR/python
+# Exits 77 (ctest: skipped) when PYTHON does not exist, i.e. scripts/setup.sh found no such
+# interpreter; fails when PYTHON exists but BUILDDIR/python holds no built package.
+set -euo pipefail
+kind=${1:?usage: run.sh probe|probe-san|capture|conformance PYTHON BUILDDIR}
+python=${2:?usage: run.sh KIND PYTHON BUILDDIR}
+builddir=${3:?usage: run.sh KIND PYTHON BUILDDIR}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+if [ ! -x "$python" ]; then
+  echo "SKIPPED: $python does not exist (scripts/setup.sh found no such Python version)"
+  exit 77
+fi
+echo "$kind on $("$python" --version 2>&1) ($python), package from $builddir/python"
+
+need_package() {
+  if ! ls "$builddir"/python/mini/_C*.so >/dev/null 2>&1; then
+    echo "FAIL: no built package in $builddir/python (run scripts/setup.sh)"
+    exit 1
+  fi
+  export PYTHONPATH="$builddir/python" MINI_PYTHON_DIR="$builddir/python"
+}
+
+case "$kind" in
+  probe)
+    exec "$python" tests/capture_probe/test_capture_probe.py
+    ;;
+  probe-san)
+    version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
+    san_dir="$root/build/capture_probe/san-py$version"
+    SAN=1 bash tests/capture_probe/build.sh "$python" "$san_dir" >/dev/null
+    CAPTURE_PROBE_DIR="$san_dir" LD_PRELOAD="$(g++ -print-file-name=libasan.so)" \
+      ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+      exec "$python" tests/capture_probe/test_capture_probe.py
+    ;;
+  capture)
+    need_package
+    shopt -s nullglob
+    files=(tests/python/test_capture*.py tests/python/test_guard*.py
+           tests/python/test_graph_break*.py tests/python/test_dynamic_shape*.py)
+    if [ ${#files[@]} -eq 0 ]; then
+      echo "no capture Python tests yet (tests/python/test_capture*.py, test_guard*.py, ...)"
+      exit 0
+    fi
+    exec "$python" -m pytest -q -p no:cacheprovider "${files[@]}"
+    ;;
+  conformance)
+    need_package
+    exec "$python" tests/conformance_check.py
+    ;;
+  *)
+    echo "run.sh: unknown kind '$kind'" >&2
+    exit 2
+    ;;
+esac
