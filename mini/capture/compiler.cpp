@@ -1,6 +1,7 @@
 #include "capture/compiler.h"
 
 #include "capture/frame_hook.h"
+#include "tensor/autograd.h"
 #include "tensor/errors.h"
 
 namespace mini::capture {
@@ -399,7 +400,13 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                 (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
   }
   // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
-  if (has_graph && req->inductor && g_inductor) {
+  bool needs_autograd = false;
+  for (int i : art->graph->inputs) needs_autograd |= art->graph->nodes[i].meta.requires_grad;
+  needs_autograd &= grad_enabled();
+  if (has_graph && req->inductor && needs_autograd && log_channels().fusion)
+    log_write("inductor: " + title + " has inputs that require grad; mini has no joint forward/backward "
+              "graph yet, so it runs with eager kernels (which record autograd) instead of generated code");
+  if (has_graph && req->inductor && g_inductor && !needs_autograd) {
     try {
       art->compiled = g_inductor(*art->graph, title);
     } catch (const std::exception& e) {
