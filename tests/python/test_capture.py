@@ -186,11 +186,7 @@ def _helper_outer(a, *rest):
     return s
 
 
-_KW_313_BUG = ("BUG (3.13): CALL_KW pops its names tuple as a Tuple var whose obj is NULL, so "
-               "do_call gets no kw_names and passes keyword arguments positionally: wrong results")
 
-
-@pytest.mark.xfail(sys.version_info >= (3, 13), strict=True, reason=_KW_313_BUG)
 def test_helper_functions_are_inlined_into_one_graph():
     run_both(lambda x, y: _helper_outer(x, y, x) - _helper(y), T(4), T(4, seed=1), frames=1, ops=11)
 
@@ -350,7 +346,6 @@ def test_keyword_arguments_and_defaults():
     assert cnt.frame_count == 2
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 13), strict=True, reason=_KW_313_BUG)
 def test_keyword_arguments_by_name_in_any_order():
     run_both(lambda x: (x.sum(keepdim=True, dim=0), _helper(x, shift=1.0)), T(2, 3), ops=3)
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# gpu_prepare.sh: run HERE (not on the GPU machine) before the device call that runs
+# scripts/gpu_compare.sh. Stages, in the git-ignored folder .gpu_carry/ (name it in the call's
+# `carry`), what that machine may lack and cannot download (it has no network):
+#   .gpu_carry/site/pybind11       pybind11 at requirements-test.txt's pin (header-only)
+#   .gpu_carry/include/python3.12  CPython 3.12's headers, used there only if its python3
+#                                  has no Python.h
+#   .gpu_carry/openblas/           OpenBLAS (cblas.h, libopenblas.so, libgfortran, libquadmath)
+#                                  from this Debian machine, used there only if CMake finds
+#                                  no BLAS with cblas.h of the machine's own
+# and copies ../shared/conformance to shared_conformance/ unless that folder exists (the
+# device call sends the repository only, not ../shared). Both folders are git-ignored through
+# .git/info/exclude, so both must be named in the call's carry. About 41 MB in all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/find_python.sh
+carry=.gpu_carry
+for ignored in /.gpu_carry/ /shared_conformance/; do
+  grep -qx "$ignored" .git/info/exclude 2>/dev/null || echo "$ignored" >>.git/info/exclude
+done
+mkdir -p "$carry"
+
+pin=$(grep -E '^pybind11==' requirements-test.txt)
+if [ ! -f "$carry/site/pybind11/__init__.py" ] || [ "$(cat "$carry/site/.pin" 2>/dev/null)" != "$pin" ]; then
+  rm -rf "$carry/site"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps --no-compile \
+    --target "$carry/site" "$pin"
+  echo "$pin" >"$carry/site/.pin"
+fi
+
+if py312=$(find_python 3.12); then
+  inc=$("$py312" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  rm -rf "$carry/include" && mkdir -p "$carry/include"
+  cp -r "$inc" "$carry/include/python3.12"
+else
+  echo "gpu_prepare: no Python 3.12 here: no fallback headers staged"
+fi
+
+blas_lib=$(readlink -f /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0)
+blas_inc=/usr/include/x86_64-linux-gnu/openblas-pthread
+rm -rf "$carry/openblas" && mkdir -p "$carry/openblas/include" "$carry/openblas/lib" \
+                                     "$carry/openblas/extra"
+cp "$blas_inc/cblas.h" "$blas_inc/openblas_config.h" "$carry/openblas/include/"
+cp "$blas_lib" "$carry/openblas/lib/libopenblas.so"   # gpu_compare.sh adds the .so.0 link
+for dep in libgfortran.so.5 libquadmath.so.0; do
+  cp "$(readlink -f "/lib/x86_64-linux-gnu/$dep")" "$carry/openblas/extra/$dep"
+done
+
+if [ ! -d shared_conformance ]; then
+  cp -r ../shared/conformance shared_conformance
+  chmod -R u+w shared_conformance
+fi
+echo "gpu_prepare: staged $(du -sh "$carry" | cut -f1) in $carry/; conformance in shared_conformance/"
+echo "device call: command 'bash scripts/gpu_compare.sh shared_conformance'," \
+     "carry [\".gpu_carry\", \"shared_conformance\"]"
