@@ -24,6 +24,14 @@ conf=$(cd "${1:-shared_conformance}" 2>/dev/null && pwd) || {
 out=${OUT:-$root/gpu_out}
 mkdir -p "$out"
 python=${PYTHON:-$(command -v python3)}
+# That machine sets CXX/CC to a GCC under /opt/gcc that links libstdc++ statically into shared
+# objects, without libstdc++'s stream initialization: the first std::ostringstream in mini
+# then crashes. Build (and let mini's inductor compile) with the distribution's compiler,
+# whose libstdc++ is the shared one Python already loaded. MINI_GPU_CXX overrides.
+if [ -x "${MINI_GPU_CXX:-/usr/bin/g++}" ]; then
+  export CXX=${MINI_GPU_CXX:-/usr/bin/g++}
+  [ -x /usr/bin/gcc ] && export CC=/usr/bin/gcc
+fi
 carry=$root/.gpu_carry
 build=$root/build-gpu
 jobs=$(nproc)
