@@ -133,7 +133,9 @@ note "run_torch.py: status $?, $(grep -c '^@@' "$out/torch_live.jsonl") cases in
 t1=$(date +%s)
 "${mini_env[@]}" "$python" "$conf/run_mini.py" >"$out/mini_vs_recorded.txt" 2>&1
 note "run_mini.py vs recorded: status $?, $(tail -1 "$out/mini_vs_recorded.txt") in $(( $(date +%s) - t1 )) s"
-"${mini_env[@]}" "$python" "$conf/run_mini.py" --json --expected "$out/torch_live.jsonl" \
+# run_torch.py's output also holds what the cases print ("step"): keep the JSON records only
+grep -E '^@*\{' "$out/torch_live.jsonl" | sed -E 's/^@+//' >"$out/torch_live_records.jsonl"
+"${mini_env[@]}" "$python" "$conf/run_mini.py" --json --expected "$out/torch_live_records.jsonl" \
   >"$out/mini_vs_torch_live.txt" 2>&1
 note "run_mini.py vs live torch: status $?, $(tail -1 "$out/mini_vs_torch_live.txt")"
 "$python" scripts/gpu_summary.py --recorded "$conf/expected_torch_2.11.jsonl" \
