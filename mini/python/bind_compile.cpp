@@ -3,6 +3,7 @@
 // logs, explain's records and reset. mini/_compile.py builds the torch-shaped API on it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <structmember.h>
 
 #include "capture/compiler.h"
 #include "guards/guards.h"
@@ -55,6 +56,73 @@ struct Request {
 
 PyObject* wrap_tensor(const Tensor& t) { return py::cast(t).release().ptr(); }
 
+// The callable mini.compile returns for a function: entering the compiled region, calling
+// the function and leaving it, with nothing in Python in between (a Python wrapper would
+// add its own frame to every call: about half of the cost of a cache hit).
+struct CompiledCall {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* fn;       // the user's function (owned)
+  PyObject* request;  // the Request object (owned)
+  PyObject* dict;     // __dict__, for functools.update_wrapper's attributes
+};
+
+PyObject* compiled_call_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* c = reinterpret_cast<CompiledCall*>(self);
+  auto* r = py::handle(c->request).cast<Request*>();
+  cap::enter_compiled_region(&r->req);
+  PyObject* out = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+  cap::exit_compiled_region();
+  return out;
+}
+
+void compiled_call_dealloc(PyObject* self) {
+  auto* c = reinterpret_cast<CompiledCall*>(self);
+  PyObject_GC_UnTrack(self);
+  Py_CLEAR(c->fn);
+  Py_CLEAR(c->request);
+  Py_CLEAR(c->dict);
+  Py_TYPE(self)->tp_free(self);
+}
+
+int compiled_call_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* c = reinterpret_cast<CompiledCall*>(self);
+  Py_VISIT(c->fn);
+  Py_VISIT(c->request);
+  Py_VISIT(c->dict);
+  return 0;
+}
+
+PyObject* compiled_call_get(PyObject* self, PyObject* obj, PyObject*) {  // as a method
+  if (!obj || obj == Py_None) { Py_INCREF(self); return self; }
+  return PyMethod_New(self, obj);
+}
+
+PyObject* compiled_call_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<mini compiled %R>", reinterpret_cast<CompiledCall*>(self)->fn);
+}
+
+PyMemberDef compiled_call_members[] = {
+    {"_fn", T_OBJECT, offsetof(CompiledCall, fn), READONLY, "the function being compiled"},
+    {"_request", T_OBJECT, offsetof(CompiledCall, request), READONLY, "backend, fullgraph, dynamic"},
+    {"__dictoffset__", T_PYSSIZET, offsetof(CompiledCall, dict), READONLY, nullptr},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CompiledCall, vectorcall), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot compiled_call_slots[] = {
+    {Py_tp_dealloc, (void*)compiled_call_dealloc},
+    {Py_tp_traverse, (void*)compiled_call_traverse},
+    {Py_tp_call, (void*)PyVectorcall_Call},
+    {Py_tp_descr_get, (void*)compiled_call_get},
+    {Py_tp_repr, (void*)compiled_call_repr},
+    {Py_tp_members, compiled_call_members},
+    {0, nullptr}};
+
+PyType_Spec compiled_call_spec = {"mini.CompiledFunction", sizeof(CompiledCall), 0,
+                                  Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                                  compiled_call_slots};
+PyObject* g_compiled_call_type = nullptr;
+
 PyObject* make_graph_module(std::shared_ptr<mini::graph::Graph> g, const std::string& name) {
   try {
     return py::cast(GraphModule{std::move(g), name}).release().ptr();
@@ -106,6 +174,18 @@ void bind_compile(py::module_& m) {
            }), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"))
       .def("enter", [](Request& r) { cap::enter_compiled_region(&r.req); })
       .def("exit", [](Request&) { cap::exit_compiled_region(); });
+
+  g_compiled_call_type = PyType_FromSpec(&compiled_call_spec);
+  m.attr("CompiledFunction") = py::handle(g_compiled_call_type);
+  m.def("_compiled_call", [](py::object fn, py::object request) {
+    auto* c = PyObject_GC_New(CompiledCall, (PyTypeObject*)g_compiled_call_type);
+    c->vectorcall = compiled_call_vectorcall;
+    c->fn = fn.release().ptr();
+    c->request = request.release().ptr();
+    c->dict = PyDict_New();
+    PyObject_GC_Track((PyObject*)c);
+    return py::reinterpret_steal<py::object>((PyObject*)c);
+  }, "The compiled form of `fn` under `request` (what mini.compile returns for a function).");
 
   m.def("_register_bridge", [](py::object module_class, py::object tensor_type, py::list dtypes,
                                py::dict graph_functions, std::string skip_prefix) {

@@ -99,33 +99,34 @@ def _resolve_backend(backend):
     raise TypeError(f"backend must be a string or a callable, got {type(backend).__name__}")
 
 
+def _request(backend, fullgraph, dynamic, mode):
+    if mode not in ("default", "reduce-overhead", "max-autotune", None):
+        raise ValueError(f"unknown mode '{mode}': use 'default', 'reduce-overhead' or 'max-autotune'")
+    if dynamic not in (None, True, False):
+        raise TypeError("dynamic must be None, True or False")
+    return _C.CompileRequest(_resolve_backend(backend), bool(fullgraph), -1 if dynamic is None else int(dynamic))
+
+
+def _compiled_function(fn, backend, fullgraph, dynamic, mode):
+    """What mini.compile returns for a function: a C callable that runs fn with the frame
+    hook on (so its frame is captured, cached and run compiled), then turns it off."""
+    compiled = _C._compiled_call(fn, _request(backend, fullgraph, dynamic, mode))
+    try:
+        functools.update_wrapper(compiled, fn)
+    except AttributeError:  # a callable object without __name__ and friends
+        pass
+    return compiled
+
+
 class _CompiledFunction:
-    """What mini.compile returns for a function: calling it runs the function with the frame
-    hook on, so that its frame is captured, cached and run compiled."""
+    """The compiled form of a module's forward (see _CompiledModule)."""
 
     def __init__(self, fn, backend, fullgraph, dynamic, mode):
-        if mode not in ("default", "reduce-overhead", "max-autotune", None):
-            raise ValueError(f"unknown mode '{mode}': use 'default', 'reduce-overhead' or 'max-autotune'")
-        if dynamic not in (None, True, False):
-            raise TypeError("dynamic must be None, True or False")
         self._fn = fn
-        self._request = _C.CompileRequest(_resolve_backend(backend), bool(fullgraph),
-                                          -1 if dynamic is None else int(dynamic))
-        functools.update_wrapper(self, fn)
+        self._call = _compiled_function(fn, backend, fullgraph, dynamic, mode)
 
     def __call__(self, *args, **kwargs):
-        request = self._request
-        request.enter()
-        try:
-            return self._fn(*args, **kwargs)
-        finally:
-            request.exit()
-
-    def __get__(self, obj, objtype=None):  # a compiled function used as a method
-        return self if obj is None else functools.partial(self.__call__, obj)
-
-    def __repr__(self):
-        return f"<mini compiled {self._fn!r}>"
+        return self._call(*args, **kwargs)
 
 
 class _CompiledModule(_CompiledFunction):
@@ -153,7 +154,7 @@ def compile(model=None, *, backend="inductor", mode="default", dynamic=None, ful
     from .nn import Module
     if isinstance(model, Module):
         return _CompiledModule(model, backend, fullgraph, dynamic, mode)
-    return _CompiledFunction(model, backend, fullgraph, dynamic, mode)
+    return _compiled_function(model, backend, fullgraph, dynamic, mode)
 
 
 class CompileCounter:
