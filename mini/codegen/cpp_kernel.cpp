@@ -64,7 +64,9 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
     case OpKind::Sub: return "(" + a[0] + " - " + a[1] + ")";
     case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
     case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
-    case OpKind::Pow: return T + "(std::pow(" + a[0] + ", " + a[1] + "))";
+    case OpKind::Pow:
+      if (a[1] == T + "(2LL)" || a[1] == T + "(double(2))") return "(" + a[0] + " * " + a[0] + ")";
+      return T + "(std::pow(" + a[0] + ", " + a[1] + "))";
     case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
     case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
     case OpKind::Eq: return "(" + a[0] + " == " + a[1] + ")";
@@ -268,18 +270,36 @@ class KernelWriter {
     return idx.empty() ? "0" : idx;
   }
 
+  // A pointwise kernel: one flat loop when every load is contiguous over the space (or a
+  // scalar), else a loop nest (outer dims split over threads, the innermost one vectorized)
+  // so that no element pays a division to find its index.
   void write_pointwise(std::ostringstream& o) {
     o << "  const int64_t numel = " << product(kept_dims_) << ";\n";
-    // flat index i; split into x0.. only if some load is not contiguous over the space
     std::set<int> targets(k_.stores.begin(), k_.stores.end());
+    std::ostringstream flat;
+    emit_full(flat, targets, true, "    ");
+    for (int id : k_.stores) flat << "    out" << store_index_[id] << "[i] = t" << id << ";\n";
+    if (!uses_index_ || rank_ < 2) {
+      // `if (parallel: ...)`: a bare `if` would also turn the simd part off
+      o << "  #pragma omp parallel for simd if (parallel: numel >= 131072)\n";
+      o << "  for (int64_t i = 0; i < numel; i++) {\n";
+      if (uses_index_) o << unflatten("i", kept_dims_, "    ");
+      o << flat.str() << "  }\n";
+      return;
+    }
     std::ostringstream body;
-    emit_full(body, targets, true, "    ");
-    for (int id : k_.stores) body << "    out" << store_index_[id] << "[i] = t" << id << ";\n";
-    o << "  #pragma omp parallel for simd if (numel >= 131072)\n";
-    o << "  for (int64_t i = 0; i < numel; i++) {\n";
-    if (uses_index_) o << unflatten("i", kept_dims_, "    ");  // some load is not contiguous
-    std::string b = body.str();
-    o << b << "  }\n";
+    std::string pad(4 + 2 * rank_, ' ');
+    emit_full(body, targets, false, pad);
+    for (int id : k_.stores) body << pad << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+    o << "  (void)numel;\n";
+    o << "  #pragma omp parallel for collapse(" << std::max(1, rank_ - 1) << ") if (numel >= 131072)\n";
+    for (int d = 0; d < rank_; d++) {
+      std::string in(2 + 2 * d, ' ');
+      if (d == rank_ - 1) o << in << "  #pragma omp simd\n";
+      o << in << "  for (int64_t x" << d << " = 0; x" << d << " < " << size_expr(k_.space[d]) << "; x" << d << "++) {\n";
+    }
+    o << body.str();
+    for (int d = rank_ - 1; d >= 0; d--) o << std::string(4 + 2 * d, ' ') << "}\n";
   }
 
   void write_reduction(std::ostringstream& o) {

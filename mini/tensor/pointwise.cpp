@@ -114,6 +114,8 @@ void run_binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, c
     case OpKind::Mul: return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(x * y); });
     case OpKind::Div: return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(x / y); });
     case OpKind::Pow:
+      if (b->numel() == 1 && *b->data<T>() == T(2))  // x ** 2: a square, not a pow call
+        return binary_loop<T, T>(out, a, b, [](T x, T) { return T(x * x); });
       return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(std::pow(x, y)); });
     case OpKind::Maximum:  // NaN propagates, as torch
       return binary_loop<T, T>(out, a, b, [](T x, T y) { return (x > y || x != x) ? x : y; });
