@@ -14,6 +14,11 @@ from pathlib import Path
 
 LABS = [
     "eager_anatomy.py",
+    "graph_breaks.py",
+    "shape_thrash.py",
+    "scalar_guards.py",
+    "cache_storm.py",
+    "fusion_wins.py",
 ]
 
 LABS_DIR = Path(__file__).resolve().parent

@@ -291,8 +291,10 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
     if (g.source < 0) continue;
     const SourceRef& src = gs.sources()[g.source];
     std::string key = src->str();
-    if (unit.seen.count(key)) continue;
-    if (g.kind == guards::GuardKind::TensorMatch) {
+    bool tensor = g.kind == guards::GuardKind::TensorMatch;
+    auto old = unit.seen.find(key);
+    if (old != unit.seen.end() && old->second.tensor == tensor) continue;  // first sighting of this kind wins
+    if (tensor) {
       PyObject* o = guards::fetch(*src, fv);
       if (TensorImpl* t = o ? guards::unwrap_tensor(o) : nullptr) unit.seen[key] = {src, true, t->sizes, ""};
       Py_XDECREF(o);

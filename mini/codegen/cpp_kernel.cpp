@@ -83,7 +83,7 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
     case OpKind::Cos: return call("std::cos");
     case OpKind::Tanh: return call("std::tanh");
     case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">(" + a[0] + ")";
-    case OpKind::Relu: return "((" + a[0] + " > 0 || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + T + "(0))";
+    case OpKind::Relu: return "(" + a[0] + " < 0 ? " + T + "(0) : " + a[0] + ")";  // NaN passes through
     case OpKind::Sqrt: return call("std::sqrt");
     case OpKind::Rsqrt: return "(" + T + "(1) / std::sqrt(" + a[0] + "))";
     case OpKind::Sign: return T + "((" + a[0] + " > 0) - (" + a[0] + " < 0))";
@@ -106,6 +106,7 @@ class KernelWriter {
     for (size_t i = 0; i < k.loads.size(); i++) load_index_[k.loads[i]] = (int)i;
     for (size_t i = 0; i < k.stores.size(); i++) store_index_[k.stores[i]] = (int)(k.loads.size() + i);
     rank_ = (int)k.space.size();
+    for (int64_t d = 0; d < rank_; d++) all_dims_.push_back(d);
     for (int64_t d = 0; d < rank_; d++)
       (std::count(k.reduced.begin(), k.reduced.end(), d) ? red_dims_ : kept_dims_).push_back(d);
     // the phase of each reduction: after the reductions it reads
@@ -210,19 +211,25 @@ class KernelWriter {
       return p + "[i]";
     bool scalar = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v == 1; });
     if (!scalar) uses_index_ = true;
+    // The load's dims align right with the dims of the value being computed: the kernel's
+    // space, or for a row value without its reduced dims (keepdim=False), the kept dims.
+    const std::vector<int64_t>& dims = row_context_ ? kept_dims_ : all_dims_;
     std::string idx;
-    size_t off = rank_ - m.sizes.size();
+    size_t off = dims.size() - m.sizes.size();
     for (size_t d = 0; d < m.sizes.size(); d++) {
       if (m.sizes[d] == 1) continue;  // broadcast
       std::string st = static_strides ? std::to_string(m.strides[d]) : "strides[" + std::to_string(i) + "][" + std::to_string(d) + "]";
       if (static_strides && m.strides[d] == 0) continue;
-      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(d + off) + " * " + st;
+      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(dims[d + off]) + " * " + st;
     }
     return p + "[" + (idx.empty() ? "0" : idx) + "]";
   }
 
   std::string node_expr(int id, bool flat_ok) {
     const Node& n = g_.nodes[id];
+    // a row value whose shape dropped the reduced dims indexes its inputs by the kept dims
+    row_context_ = !k_.reduced.empty() && n.meta.sizes.size() == kept_dims_.size() &&
+                   n.meta.sizes.size() != k_.space.size();
     std::string T = ctype(compute_type(g_, n));
     std::vector<std::string> args;
     for (size_t k = 0; k < n.inputs.size(); k++) {
@@ -391,6 +398,8 @@ class KernelWriter {
   int phases_ = 0;
   int rank_ = 0;
   bool uses_index_ = false;  // a load needs the index split into x0, x1, ...
+  bool row_context_ = false;  // the node being emitted is a row value without reduced dims
+  std::vector<int64_t> all_dims_;
   std::vector<int64_t> kept_dims_, red_dims_;
 };
 

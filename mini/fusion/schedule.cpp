@@ -89,7 +89,6 @@ Schedule schedule(const graph::Graph& input) {
   size_t n = g.nodes.size();
   s.realized.assign(n, false);
   std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
-  std::vector<int> step_of(n, -1);   // step producing a node
   int open = -1;
   auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
 
@@ -109,8 +108,14 @@ Schedule schedule(const graph::Graph& input) {
         open = -1;
       }
       if (group_of[src] >= 0) s.realized[src] = true;
-      s.steps.push_back({StepKind::View, (int)id, -1});
-      step_of[id] = (int)s.steps.size() - 1;
+      // A view of a buffer made before the open kernel runs before that kernel: the kernel
+      // may read it (it is metadata only, so moving it earlier changes nothing else).
+      auto at = s.steps.end();
+      if (open >= 0) {
+        for (auto it = s.steps.begin(); it != s.steps.end(); ++it)
+          if (it->kind == StepKind::Kernel && it->group == open) at = it;
+      }
+      s.steps.insert(at, {StepKind::View, (int)id, -1});
       s.realized[id] = true;
       continue;
     }
@@ -121,7 +126,6 @@ Schedule schedule(const graph::Graph& input) {
       for (int i : node.inputs)
         if (i >= 0 && group_of[i] >= 0) s.realized[i] = true;
       s.steps.push_back({StepKind::Extern, (int)id, -1});
-      step_of[id] = (int)s.steps.size() - 1;
       s.realized[id] = true;
       continue;
     }
@@ -166,7 +170,6 @@ Schedule schedule(const graph::Graph& input) {
       group_of[id] = open;
       s.steps.push_back({StepKind::Kernel, -1, open});
     }
-    step_of[id] = (int)s.steps.size() - 1;
     for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
       if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
   }

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -84,8 +85,13 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       if (rc != 0) {
         std::string out = read_file(log);
         if (out.size() > 2000) out = out.substr(0, 2000) + "...";
-        fail("compiling generated C++ failed (", cmd, "):\n", out,
-             "\nIs a C++ compiler installed? Set CXX to one, or use backend='eager'.");
+        bool missing = WIFEXITED(rc) && WEXITSTATUS(rc) == 127;  // the shell found no compiler
+        if (missing)
+          fail("no C++ compiler for generated code: `", command.substr(0, command.find(' ')),
+               "` was not found. Install g++ (apt-get install g++), set CXX to a compiler, or use "
+               "backend='eager'.\n", out);
+        fail("mini generated C++ that does not compile (a bug in mini's code generation; the source is ",
+             src, "):\n", out, "\nUse backend='eager' for this function meanwhile.");
       }
       if (std::rename(tmp.c_str(), lib.c_str()) != 0) fail("cannot move ", tmp, " to ", lib);
     }

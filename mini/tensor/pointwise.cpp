@@ -40,6 +40,13 @@ DType result_type(const std::vector<Tensor>& operands) {
     else
       dim_tier.add(t->dtype);
   }
+  if (!dim_tier.set && !zero_tier.set && wrapped_tier.set) {
+    // Python numbers only (a graph's dynamic numbers meeting): Python's own precision
+    Tier exact;
+    for (const auto& t : operands)
+      if (t) exact.add(t->dtype);
+    return exact.d;
+  }
   return combine(dim_tier, combine(zero_tier, wrapped_tier)).d;
 }
 
@@ -176,6 +183,7 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
   DType out_dtype = is_comparison(k) ? DType::Bool : compute;
   Shape shape = broadcast_shapes(a->sizes, b->sizes);
   Tensor out = TensorImpl::empty(shape, out_dtype);
+  out->wrapped_number = a->wrapped_number && b->wrapped_number;  // number op number: a number
   binary_out(k, out, a, b, compute);
   Attrs attrs;
   count_kernel(MINI_OPERAND_BYTES(a) + MINI_OPERAND_BYTES(b) + out->nbytes());
@@ -252,7 +260,7 @@ void run_unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& at) {
       case OpKind::Neg: return unary_loop<T, T>(out, a, [](T x) { return T(-x); });
       case OpKind::Abs: return unary_loop<T, T>(out, a, [](T x) { return x < 0 ? T(-x) : x; });
       case OpKind::Relu:
-        return unary_loop<T, T>(out, a, [](T x) { return (x > 0 || x != x) ? x : T(0); });
+        return unary_loop<T, T>(out, a, [](T x) { return x < 0 ? T(0) : x; });  // NaN passes through
       case OpKind::Sign:
         return unary_loop<T, T>(out, a, [](T x) { return T((x > 0) - (x < 0)); });
       default: break;

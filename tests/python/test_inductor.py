@@ -452,8 +452,8 @@ def test_disk_cache_is_reused_by_a_new_process(tmp_path):
     assert second["from_disk_cache"] is True
     assert first["library"] == second["library"] and first["library"].startswith(str(tmp_path))
     assert first["kernels"] == second["kernels"] == ["cpp_poi_fused_add_mul_relu_0"]
-    assert second["compile_seconds"] < 0.05 < first["compile_seconds"] + 0.05
     assert second["compile_seconds"] < first["compile_seconds"]
+    assert second["compile_seconds"] < 0.05  # no compiler run: load the .so (issue: warm <= 5 ms)
     assert first["value"] == second["value"] == 1.0
     assert files == files_after_first, "the second process wrote new files into the cache"
     # mini.compile in the same process finds the .so too, and says so

@@ -1,0 +1,398 @@
+"""Lab -- a recompile storm: more shapes than mini.config.cache_size_limit.
+
+With automatic dynamic shapes off, every new size of x is a new specialization: the guard
+`tensor 'x' size mismatch at index 0` fails and the frame is compiled again. mini keeps at
+most mini.config.cache_size_limit (8) compiled entries per frame. The call that would compile
+a ninth raises one UserWarning ("mini hit config.cache_size_limit (8)", with the last
+recompile reason) and from then on the frame runs eagerly: new shapes get no compiled code,
+while the eight shapes already compiled keep using their entries.
+
+    fn(x) = x * 2 + 1
+
+This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
+
+1. the compiles after each call (counted with mini.CompileCounter as the backend) against the
+   limit, the recompile reasons (MINI_LOGS=recompiles, captured from sys.stderr) and the
+   warning, beside torch 2.11's record of the same program
+   (../shared/conformance/expected_torch_2.11.jsonl, case cache_limit_storm);
+2. what falling back costs per call, with backend="inductor": a shape with a cached compiled
+   entry (one fused kernel), a shape past the limit (the eager ops, after a guard walk that
+   misses all eight entries) and the plain uncompiled function, at a small size (where the
+   per-call overhead shows) and a large one (where the lost fusion shows).
+
+    PYTHONPATH=build/python .venv/bin/python labs/cache_storm.py [--quick] [--out DIR]
+
+Writes cache_storm.png / .svg (compiles against call index; time per call by regime) and
+cache_storm.json into --out (default: figures/ at the repository root).
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import mini
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFORMANCE_FILE = REPO_ROOT.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
+CONFORMANCE_CASE = "cache_limit_storm"
+EXPRESSION = "x * 2 + 1"
+EXTRA_SHAPES = 4            # calls past the limit
+LIMIT_WARNING = "mini hit config.cache_size_limit"
+SMALL_BASE = 2              # the conformance case's sizes 2, 3, ...: a call is mostly overhead
+FULL_LARGE_BASE = 2**22     # large tensors: a call is mostly memory traffic
+QUICK_LARGE_BASE = 2**14
+REGIMES = ["cached compiled", "past the limit (eager)", "plain eager"]
+REGIME_COLORS = {"cached compiled": "#4C72B0", "past the limit (eager)": "#C44E52",
+                 "plain eager": "#8C8C8C"}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures",
+                        help="folder for the figure and the JSON (default: figures/)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a large size of {QUICK_LARGE_BASE} elements instead of "
+                             f"{FULL_LARGE_BASE}, and fewer timed calls")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    return parser.parse_args(argv)
+
+
+def fn(x):
+    return x * 2 + 1
+
+
+# ---- the storm ------------------------------------------------------------------------------
+
+
+def run_storm(compiled, sizes, before_call=None, after_call=None):
+    """Calls compiled(randn(n)) for each n, with recompiles logged and warnings caught.
+
+    Returns one record per call: the size, the warnings it raised, what it logged, plus
+    whatever after_call(record) adds. Logging is on only inside this function."""
+    calls = []
+    mini.set_logs("recompiles")
+    try:
+        for index, n in enumerate(sizes, 1):
+            x = mini.randn(n)
+            if before_call:
+                before_call()
+            log = io.StringIO()
+            with warnings.catch_warnings(record=True) as caught, \
+                    contextlib.redirect_stderr(log):
+                warnings.simplefilter("always")
+                start = time.perf_counter()
+                compiled(x)
+                seconds = time.perf_counter() - start
+            record = {
+                "call": index,
+                "n": n,
+                "seconds": seconds,
+                "limit_warnings": [str(w.message) for w in caught
+                                   if issubclass(w.category, UserWarning)
+                                   and LIMIT_WARNING in str(w.message)],
+                "recompile_reasons": re.findall(r"^\s*- (.*)$", log.getvalue(), re.MULTILINE),
+            }
+            if after_call:
+                after_call(record)
+            calls.append(record)
+    finally:
+        mini.set_logs()
+    return calls
+
+
+def counting_storm(limit):
+    """The storm under mini.CompileCounter, on the conformance case's sizes (2, 3, ...)."""
+    mini.reset()
+    counter = mini.CompileCounter()
+    compiled = mini.compile(fn, backend=counter)
+    sizes = list(range(2, 2 + limit + EXTRA_SHAPES))
+
+    def after_call(record):
+        record["compiles"] = counter.frame_count
+
+    calls = run_storm(compiled, sizes, after_call=after_call)
+    return sizes, calls
+
+
+def inductor_storm(base, limit):
+    """The same storm with backend="inductor", sizes base, base+1, ...: per call, the C++
+    kernels generated (one per compile) and the kernels launched (1 fused, or the eager ops)."""
+    mini.reset()
+    compiled = mini.compile(fn, backend="inductor")
+    sizes = [base + i for i in range(limit + EXTRA_SHAPES)]
+    generated = {"total": 0}
+
+    def before_call():
+        mini.metrics.reset()
+
+    def after_call(record):
+        counts = mini.metrics.snapshot()
+        generated["total"] += counts["generated_kernel_count"]
+        record["compiles"] = generated["total"]
+        record["kernel_launches"] = counts["kernel_launches"]
+
+    calls = run_storm(compiled, sizes, before_call=before_call, after_call=after_call)
+    return compiled, sizes, calls
+
+
+# ---- time per call, by regime ---------------------------------------------------------------
+
+
+def per_call_us(run, calls, repeats):
+    """The fastest over `repeats` of the mean time of `calls` back-to-back calls, in us."""
+    run()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return min(samples)
+
+
+def kernels_of_one_call(run):
+    mini.metrics.reset()
+    run()
+    return mini.metrics.kernel_launches, mini.metrics.bytes_moved
+
+
+def time_regimes(compiled, sizes, limit, calls, repeats):
+    """Times the three regimes on the storm's function: a size compiled during the storm,
+    a size past the limit, and the plain function on that size."""
+    cached_x = mini.randn(sizes[0])
+    past_x = mini.randn(sizes[limit + 1])
+    runs = {
+        "cached compiled": (sizes[0], lambda: compiled(cached_x)),
+        "past the limit (eager)": (sizes[limit + 1], lambda: compiled(past_x)),
+        "plain eager": (sizes[limit + 1], lambda: fn(past_x)),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the limit warning must not fire again
+        results = {}
+        for regime, (n, run) in runs.items():
+            kernels, moved = kernels_of_one_call(run)
+            results[regime] = {"n": n, "kernel_launches": kernels, "bytes_moved": moved,
+                               "us_per_call": per_call_us(run, calls, repeats)}
+    return results
+
+
+def machine_state():
+    """What the timings depend on: CPUs, the OpenMP thread setting, the load average."""
+    return {"cpus": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+# ---- torch's record -------------------------------------------------------------------------
+
+
+def torch_record():
+    """torch 2.11's compiles after each call for this program, or None (with a message)."""
+    if not CONFORMANCE_FILE.exists():
+        print(f"note: {CONFORMANCE_FILE} is missing; torch 2.11's record is not shown")
+        return None
+    for line in CONFORMANCE_FILE.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if record.get("case") == CONFORMANCE_CASE:
+                return record
+    print(f"note: {CONFORMANCE_FILE} has no case '{CONFORMANCE_CASE}'; "
+          "torch's record is not shown")
+    return None
+
+
+# ---- reporting ------------------------------------------------------------------------------
+
+
+def print_storm(limit, count_calls, inductor_calls, torch_compiles):
+    print(f"\nfn(x) = {EXPRESSION}, automatic_dynamic_shapes=False, "
+          f"cache_size_limit={limit}: {len(count_calls)} sizes\n")
+    header = (f"{'call':>4} {'n':>4} {'compiles':>9} {'torch':>6}  {'inductor':>9} "
+              f"{'kernels':>8} {'call ms':>9}  what happened")
+    print(header)
+    print("-" * (len(header) + 40))
+    for i, (counted, timed) in enumerate(zip(count_calls, inductor_calls)):
+        torch_text = str(torch_compiles[i]) if torch_compiles and i < len(torch_compiles) else "-"
+        if counted["limit_warnings"]:
+            what = "UserWarning: " + counted["limit_warnings"][0].splitlines()[0] + " -> eager"
+        elif counted["recompile_reasons"]:
+            what = "recompile: " + counted["recompile_reasons"][0]
+        elif i == 0:
+            what = "first compile"
+        else:
+            what = "runs eagerly (no warning again)"
+        print(f"{counted['call']:>4} {counted['n']:>4} {counted['compiles']:>9} {torch_text:>6}  "
+              f"{timed['compiles']:>9} {timed['kernel_launches']:>8} "
+              f"{timed['seconds'] * 1e3:>9.2f}  {what}")
+    print("\ncompiles: mini.CompileCounter().frame_count after the call (sizes n); torch: "
+          "torch 2.11's record.\ninductor: C++ kernels generated so far in the same storm "
+          "with backend='inductor';\nkernels: kernels that call launched "
+          "(1 = the fused kernel, 2 = the eager mul and add);\ncall ms: the whole call, "
+          "with its compile (a C++ compile, or a load from mini's disk cache).")
+    for record in count_calls:
+        for message in record["limit_warnings"]:
+            print("\nthe warning, in full:\n  " + message.replace("\n", "\n  "))
+
+
+def print_regimes(limit, regimes_by_size):
+    print(f"\ntime per call of fn(x) = {EXPRESSION}, by regime (backend='inductor')\n")
+    header = (f"{'size':<7}{'regime':<26}{'n':>10}{'kernels':>9}{'moved (KB)':>12}"
+              f"{'us/call':>11}{'vs plain':>10}")
+    print(header)
+    print("-" * len(header))
+    for size_label, regimes in regimes_by_size.items():
+        plain = regimes["plain eager"]["us_per_call"]
+        for regime in REGIMES:
+            r = regimes[regime]
+            print(f"{size_label:<7}{regime:<26}{r['n']:>10,}{r['kernel_launches']:>9}"
+                  f"{r['bytes_moved'] / 1e3:>12.1f}{r['us_per_call']:>11.2f}"
+                  f"{r['us_per_call'] / plain:>9.2f}x")
+    small = regimes_by_size["small"]
+    past, plain = small["past the limit (eager)"], small["plain eager"]
+    miss_cost = past["us_per_call"] - plain["us_per_call"]
+    print(f"\npast the limit, each call first checks the guards of all {limit} cached entries "
+          f"and misses them all:\n{miss_cost:+.2f} us over the plain call at the small size; "
+          "then it runs the eager ops, so it also\nloses the fusion (the eager kernels instead "
+          "of one fused kernel).")
+
+
+def format_us(us):
+    if us >= 100:
+        return f"{us:,.0f}"
+    return f"{us:.1f}" if us >= 10 else f"{us:.2f}"
+
+
+def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2),
+                             gridspec_kw={"width_ratios": [1.5, 1, 1]})
+    ax = axes[0]
+    calls = [c["call"] for c in count_calls]
+    compiles = [c["compiles"] for c in count_calls]
+    warned_at = next((c["call"] for c in count_calls if c["limit_warnings"]), None)
+    if warned_at is not None:
+        ax.axvspan(warned_at - 0.5, calls[-1] + 0.5, color="#C44E52", alpha=0.10)
+        ax.text((warned_at + calls[-1]) / 2, 1.0, "runs eagerly:\nno compiled code\nfor new sizes",
+                ha="center", va="bottom", fontsize=9, color="#8B1A1A")
+        ax.annotate(f"UserWarning at call {warned_at}:\n\"{LIMIT_WARNING} ({limit})\"",
+                    xy=(warned_at, compiles[warned_at - 1]),
+                    xytext=((warned_at + calls[-1]) / 2, limit + 2.3), ha="center", fontsize=9,
+                    arrowprops={"arrowstyle": "->", "color": "black", "relpos": (0.5, 0.0)})
+    ax.step(calls, compiles, where="mid", color="#4C72B0", linewidth=2)
+    ax.plot(calls, compiles, "o", color="#4C72B0", markersize=10, markerfacecolor="white",
+            markeredgewidth=1.5, label="mini (CompileCounter.frame_count)")
+    if torch_compiles:
+        ax.plot(calls[:len(torch_compiles)], torch_compiles[:len(calls)], "x", color="black",
+                markersize=6, label="torch 2.11 (conformance record)")
+    ax.axhline(limit, color="#C44E52", linestyle="--", linewidth=1)
+    ax.text(0.7, limit + 0.15, f"cache_size_limit = {limit}", color="#C44E52", fontsize=9,
+            va="bottom")
+    ax.set_xlabel("call index (each call a new size of x)")
+    ax.set_ylabel("compiles so far")
+    ax.set_xticks(calls)
+    ax.set_ylim(0, limit + 3.6)
+    ax.set_xlim(0.5, calls[-1] + 0.5)
+    ax.set_title(f"fn(x) = {EXPRESSION}, automatic dynamic off")
+    ax.legend(loc="upper left", fontsize=8)
+
+    for ax, (size_label, regimes) in zip(axes[1:], regimes_by_size.items()):
+        values = [regimes[r]["us_per_call"] for r in REGIMES]
+        bars = ax.bar(range(len(REGIMES)), values, color=[REGIME_COLORS[r] for r in REGIMES],
+                      width=0.65)
+        for bar, regime in zip(bars, REGIMES):
+            r = regimes[regime]
+            ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(),
+                    f"{format_us(r['us_per_call'])} us\n{r['kernel_launches']} kernel"
+                    f"{'s' if r['kernel_launches'] != 1 else ''}",
+                    ha="center", va="bottom", fontsize=9)
+        ax.set_xticks(range(len(REGIMES)))
+        ax.set_xticklabels(["cached\ncompiled", "past the limit\n(eager fallback)",
+                            "plain eager\n(not compiled)"], fontsize=9)
+        ax.set_ylim(0, max(values) * 1.3)
+        ax.set_ylabel("time per call (us)")
+        cached_n = regimes["cached compiled"]["n"]
+        past_n = regimes["past the limit (eager)"]["n"]
+        ax.set_title(f"{size_label} x, float32, backend='inductor'\n"
+                     f"n = {cached_n:,} (cached), {past_n:,} (the other two)", fontsize=10)
+
+    fig.tight_layout()
+    paths = [out_dir / "cache_storm.png", out_dir / "cache_storm.svg"]
+    fig.savefig(paths[0], dpi=150)
+    fig.savefig(paths[1])
+    plt.close(fig)
+    return paths
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device == "cuda":
+        sys.exit("cache_storm: --device cuda: CUDA is not built in this mini yet; "
+                 "run with --device cpu")
+    large_base = QUICK_LARGE_BASE if args.quick else FULL_LARGE_BASE
+    timing = {"small": (2000, 5), "large": (20, 5)} if args.quick else \
+        {"small": (20000, 7), "large": (20, 7)}
+    limit = mini.config.cache_size_limit
+    state = machine_state()
+    mini.manual_seed(0)
+
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        count_sizes, count_calls = counting_storm(limit)
+        storms, regimes_by_size = {}, {}
+        for size_label, base in (("small", SMALL_BASE), ("large", large_base)):
+            compiled, sizes, calls = inductor_storm(base, limit)
+            storms[size_label] = {"sizes": sizes, "calls": calls}
+            calls_per_sample, repeats = timing[size_label]
+            regimes_by_size[size_label] = time_regimes(compiled, sizes, limit,
+                                                       calls_per_sample, repeats)
+    mini.reset()
+
+    record = torch_record()
+    torch_compiles = record["compiles_after_each_call"] if record else None
+    print_storm(limit, count_calls, storms["small"]["calls"], torch_compiles)
+    print_regimes(limit, regimes_by_size)
+    mini_compiles = [c["compiles"] for c in count_calls]
+    if torch_compiles is not None:
+        verdict = "the same" if mini_compiles == torch_compiles else "DIFFERENT"
+        print(f"\ncompiles after each call: mini {mini_compiles}\n"
+              f"                          torch 2.11 {torch_compiles}  ({verdict})")
+
+    threads = state["OMP_NUM_THREADS"] or "unset"
+    print(f"\nmachine: {state['cpus']} CPUs, OMP_NUM_THREADS {threads}, load average "
+          f"{state['load_average_1min']} at the start (timings are noisy on a busy machine)")
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    figure_paths = plot(limit, count_calls, torch_compiles, regimes_by_size, args.out)
+    warned_calls = [c["call"] for c in count_calls if c["limit_warnings"]]
+    results = {
+        "expression": EXPRESSION,
+        "device": args.device,
+        "quick": args.quick,
+        "cache_size_limit": limit,
+        "automatic_dynamic_shapes": False,
+        "counting_storm": {"backend": "mini.CompileCounter", "sizes": count_sizes,
+                           "calls": count_calls},
+        "compiles_after_each_call": mini_compiles,
+        "warning_calls": warned_calls,
+        "recompile_reasons": [reason for c in count_calls for reason in c["recompile_reasons"]],
+        "inductor_storms": storms,
+        "regimes": regimes_by_size,
+        "timing": "us per call: fastest of several runs of many back-to-back calls",
+        "machine": state,
+        "torch_2_11": ({"source": str(CONFORMANCE_FILE), **record} if record else None),
+    }
+    json_path = args.out / "cache_storm.json"
+    json_path.write_text(json.dumps(results, indent=2) + "\n")
+    print("\nwrote " + ", ".join(str(path) for path in figure_paths + [json_path]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,531 @@
+"""Lab -- what fusion wins: eager against compiled (backend="inductor").
+
+Eager runs one kernel per op and every intermediate makes a round trip through memory. The
+inductor backend fuses each program below into one generated C++ kernel (plus an extern
+BLAS call for a matmul), so its intermediates stay in registers. For each program the lab
+measures, per call (mini.metrics, reset then one call): kernels launched and bytes moved,
+eager and compiled; the minimum bytes (each input read once, the output written once); the
+time of a call, the speedup, and the achieved bandwidth (minimum bytes / time, and bytes
+moved / time) against this machine's copy bandwidth measured in the same run (a large
+mini clone: bytes read + written / time).
+
+The programs are those of torch 2.11's H200 anchors (../shared/anchors/torch211_h200.md),
+written the same way, so torch's numbers are printed beside mini's:
+
+    transform   relu((x + bias) * 0.5)                                        3 ops
+    chain8      sin, *y, cos, +x, *0.5, -y, sigmoid, *x  (torch's chain8)      8 ops
+    softmax     amax, sub, exp, sum, div (over the last dim)                 5 ops
+    layernorm   mean, sub, pow, mean, add, rsqrt, sub, mul, mul, add          10 ops
+    ffn         relu(x @ w + b), x: [8, K] (batch 8)                           3 ops
+
+and, for the sweep over chain length, pointwise<k>: the first k of x*y, +x, *0.5, -y, relu,
+*x, +1, *y, -x, *2, +y, abs -- cheap ops, so that on a CPU the chain stays bound by memory
+traffic as torch's chain8 is on the GPU (on a CPU, chain8's sin and cos are bound by compute).
+
+    PYTHONPATH=build/python .venv/bin/python labs/fusion_wins.py [--quick] [--out DIR]
+
+Each program costs one C++ compile the first time (about 0.3 s; the disk cache in
+mini.config.cache_dir makes later runs load it). --quick uses 2^16-element tensors and chain
+lengths 1, 2, 4, 8, 12; the full run uses 2^24 elements (chains: 2^22) and lengths 1..12.
+Writes fusion_wins.png / .svg and fusion_wins.json into --out (default: figures/).
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import mini
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ANCHORS_FILE = REPO_ROOT.parent / "shared" / "anchors" / "torch211_h200.md"
+FULL = {"rows": 4096, "cols": 4096, "chain_rows": 2048, "chain_cols": 2048,
+        "ffn_features": 4096, "copy_numel": 2**26, "repeats": 10, "min_seconds": 1.0,
+        "chain_lengths": list(range(1, 13))}
+QUICK = {"rows": 256, "cols": 256, "chain_rows": 256, "chain_cols": 256,
+         "ffn_features": 256, "copy_numel": 2**24, "repeats": 20, "min_seconds": 0.05,
+         "chain_lengths": [1, 2, 4, 8, 12]}
+FFN_BATCH = 8
+FLOAT32_BYTES = 4
+MB = 1e6
+# name in this lab -> workload in the anchors table (torch 2.11, H200)
+TORCH_ANCHOR_NAMES = {"transform": "transform_f32", "chain8": "chain8_f32",
+                      "softmax": "softmax_decomp_f32", "layernorm": "layernorm_decomp_f32",
+                      "ffn": "ffn_out_bf16_b8"}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures",
+                        help="folder for the figure and the JSON (default: figures/)")
+    parser.add_argument("--quick", action="store_true",
+                        help="2^16-element tensors and 5 chain lengths instead of 2^22-2^24 "
+                             "and 12")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    return parser.parse_args(argv)
+
+
+# ---- the programs ---------------------------------------------------------------------------
+
+
+def transform(x, bias):
+    x = x + bias
+    x = x * 0.5
+    x = mini.relu(x)
+    return x
+
+
+def softmax_decomposed(x):
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def layernorm_decomposed(x, w, b):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) * mini.rsqrt(var + 1e-5) * w + b
+
+
+def ffn_out(x, w, b):
+    return mini.relu(x @ w + b)
+
+
+# torch's chain8 (../shared/anchors/torch_gpu_anchor.py), written the same way.
+def chain8(x, y):
+    t = x.sin() * y
+    t = t.cos() + x
+    t = t * 0.5 - y
+    t = mini.sigmoid(t) * x
+    return t
+
+
+# One cheap op per line; pointwise<k> runs the first k. Both inputs are read by the first op,
+# so the minimum bytes are the same for every length: read x and y, write the result.
+POINTWISE_STEPS = [
+    "t = x * y",
+    "t = t + x",
+    "t = t * 0.5",
+    "t = t - y",
+    "t = mini.relu(t)",
+    "t = t * x",
+    "t = t + 1.0",
+    "t = t * y",
+    "t = t - x",
+    "t = t * 2.0",
+    "t = t + y",
+    "t = t.abs()",
+]
+
+
+def make_pointwise_chain(length):
+    """A function pointwise<length>(x, y) whose body is the first `length` POINTWISE_STEPS,
+    written out line by line (a plain Python function: capture sees straight-line code)."""
+    lines = [f"def pointwise{length}(x, y):"]
+    lines += [f"    {step}" for step in POINTWISE_STEPS[:length]]
+    lines.append("    return t")
+    source = "\n".join(lines) + "\n"
+    namespace = {"mini": mini}
+    exec(compile(source, f"<fusion_wins pointwise{length}>", "exec"), namespace)
+    return namespace[f"pointwise{length}"]
+
+
+def make_programs(sizes):
+    """Each program: its name, kind ("named": one of torch's anchors; "chain": the sweep), its
+    function, a maker of its inputs (called when it is measured) and its op count."""
+    rows, cols = sizes["rows"], sizes["cols"]
+    features = sizes["ffn_features"]
+    chain_shape = (sizes["chain_rows"], sizes["chain_cols"])
+    programs = [
+        ("transform", "named", transform, lambda: [mini.randn(rows, cols), mini.randn(cols)], 3),
+        ("chain8", "named", chain8,
+         lambda: [mini.randn(rows, cols), mini.randn(rows, cols)], 8),
+        ("softmax", "named", softmax_decomposed, lambda: [mini.randn(rows, cols)], 5),
+        ("layernorm", "named", layernorm_decomposed,
+         lambda: [mini.randn(rows, cols), mini.randn(cols), mini.randn(cols)], 10),
+        ("ffn", "named", ffn_out,
+         lambda: [mini.randn(FFN_BATCH, features), mini.randn(features, features) * 0.02,
+                  mini.randn(features)], 3),
+    ]
+    for length in sizes["chain_lengths"]:
+        fn = make_pointwise_chain(length)
+        programs.append((f"pointwise{length}", "chain", fn,
+                         lambda: [mini.randn(*chain_shape), mini.randn(*chain_shape)], length))
+    return [{"name": name, "kind": kind, "fn": fn, "make_inputs": make_inputs, "ops": ops}
+            for name, kind, fn, make_inputs, ops in programs]
+
+
+# ---- measuring ------------------------------------------------------------------------------
+
+
+def best_time_ms(run, repeats, min_seconds=0.0):
+    """The fastest timed call of run(), in milliseconds, after one warm-up: at least `repeats`
+    calls, and more (up to 20x) until min_seconds have passed -- on a busy machine the
+    fastest call is the one least disturbed by other processes."""
+    run()
+    best = float("inf")
+    calls = 0
+    began = time.perf_counter()
+    while calls < repeats or (time.perf_counter() - began < min_seconds
+                              and calls < 20 * repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+        calls += 1
+    return best * 1e3
+
+
+def machine_state():
+    """What the timings depend on: CPUs, the OpenMP thread setting, the load average."""
+    return {"cpus": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+            "load_average_1min": round(os.getloadavg()[0], 2)}
+
+
+def print_machine_state(state):
+    threads = state["OMP_NUM_THREADS"] or "unset (one thread per CPU)"
+    print(f"\nmachine: {state['cpus']} CPUs, OMP_NUM_THREADS {threads}, load average "
+          f"{state['load_average_1min']} at the start")
+    if state["load_average_1min"] > 0.5 * state["cpus"]:
+        if state["OMP_NUM_THREADS"] == "1":
+            print("other processes were running: the times are noisy")
+        else:
+            print("other processes were running: the OpenMP kernels wait for busy CPUs and "
+                  "the times are noisy;\nOMP_NUM_THREADS=1 gives steadier single-thread "
+                  "numbers")
+
+
+def count_one_call(run):
+    mini.metrics.reset()
+    result = run()
+    return result, mini.metrics.snapshot()
+
+
+def measure_program(program, repeats, min_seconds):
+    fn, inputs = program["fn"], program["make_inputs"]()
+    graph_ops = mini.explain(fn)(*inputs).op_count
+    mini.reset()
+
+    def eager():
+        return fn(*inputs)
+
+    expected, eager_counts = count_one_call(eager)
+    # the least any kernel can move: every input read once, the output written once
+    minimum = (sum(t.numel() for t in inputs) + expected.numel()) * FLOAT32_BYTES
+    compiled_fn = mini.compile(fn, backend="inductor")
+
+    def compiled():
+        return compiled_fn(*inputs)
+
+    start = time.perf_counter()
+    _, first_counts = count_one_call(compiled)  # compiles: C++ source, c++ -O3, dlopen
+    compile_seconds = time.perf_counter() - start
+    result, compiled_counts = count_one_call(compiled)
+    if not mini.allclose(result, expected, rtol=1e-4, atol=1e-5):
+        sys.exit(f"fusion_wins: {program['name']}: the compiled result differs from eager; "
+                 f"the numbers below would not mean anything")
+
+    generated = first_counts["generated_kernel_count"]
+    eager_ms = best_time_ms(eager, repeats, min_seconds)
+    compiled_ms = best_time_ms(compiled, repeats, min_seconds)
+    return {
+        "name": program["name"],
+        "kind": program["kind"],
+        "shapes": [list(t.shape) for t in inputs],
+        "ops": program["ops"],
+        "graph_ops": graph_ops,
+        "minimum_bytes": minimum,
+        "eager": {
+            "kernel_launches": eager_counts["kernel_launches"],
+            "bytes_moved": eager_counts["bytes_moved"],
+            "time_ms": eager_ms,
+            "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
+            "moved_GBps": eager_counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
+        },
+        "compiled": {
+            "kernel_launches": compiled_counts["kernel_launches"],
+            "generated_kernels": generated,
+            "extern_kernels": compiled_counts["kernel_launches"] - generated,
+            "bytes_moved": compiled_counts["bytes_moved"],
+            "time_ms": compiled_ms,
+            "compile_seconds": compile_seconds,
+            "minimum_GBps": minimum / (compiled_ms * 1e-3) / 1e9,
+            "moved_GBps": compiled_counts["bytes_moved"] / (compiled_ms * 1e-3) / 1e9,
+        },
+        "speedup": eager_ms / compiled_ms,
+    }
+
+
+def measure_copy_bandwidth(copy_numel, repeats, min_seconds):
+    """This machine's copy bandwidth: a clone of copy_numel float32 values reads and writes
+    them once; GB/s = (bytes read + bytes written) / time."""
+    source = mini.randn(copy_numel)
+    _, counts = count_one_call(source.clone)
+    seconds = best_time_ms(source.clone, repeats, min_seconds) * 1e-3
+    moved = 2 * copy_numel * FLOAT32_BYTES
+    return {"numel": copy_numel, "bytes": moved, "bytes_moved_metric": counts["bytes_moved"],
+            "time_ms": seconds * 1e3, "GBps": moved / seconds / 1e9}
+
+
+# ---- torch's numbers ------------------------------------------------------------------------
+
+
+def read_torch_anchors():
+    """torch 2.11's H200 rows from the anchors file: {workload: {column: value}}, plus the
+    copy ceiling; None (with a message) if the file is missing."""
+    if not ANCHORS_FILE.exists():
+        print(f"note: {ANCHORS_FILE} is missing; torch 2.11's numbers are not shown")
+        return None
+    rows, header, copy_ceiling = {}, None, None
+    for line in ANCHORS_FILE.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| workload"):
+            header = cells
+        elif header and line.startswith("|") and not line.startswith("|---"):
+            rows[cells[0]] = dict(zip(header, cells))
+        found = re.search(r"Copy ceiling.*?([\d.]+) GB/s", line)
+        if found:
+            copy_ceiling = float(found.group(1))
+    anchors = {}
+    for name, workload in TORCH_ANCHOR_NAMES.items():
+        row = rows.get(workload)
+        if row:
+            anchors[name] = {
+                "workload": workload,
+                "eager_kernels": int(row["eager kernels"]),
+                "inductor_kernels": int(row["Inductor kernels"]),
+                "speedup": float(row["speedup"].rstrip("×x")),
+                "inductor_GBps": float(row["Inductor GB/s"]),
+            }
+    return {"source": str(ANCHORS_FILE), "copy_ceiling_GBps": copy_ceiling,
+            "programs": anchors}
+
+
+# ---- reporting ------------------------------------------------------------------------------
+
+
+def kernels_text(side):
+    text = str(side["kernel_launches"])
+    if side.get("extern_kernels"):
+        text += f" ({side['generated_kernels']}+{side['extern_kernels']}x)"
+    return text
+
+
+def print_table(results, copy, copy_same_size):
+    print(f"\neager vs compiled (backend='inductor'), float32, one call each; "
+          f"times are the best of several calls\n")
+    header = (f"{'program':<10}{'ops':>4}{'kernels e':>10}{'kernels c':>11}{'eager MB':>10}"
+              f"{'comp MB':>9}{'min MB':>8}{'eager ms':>10}{'comp ms':>9}{'speedup':>9}"
+              f"{'GB/s min':>10}{'GB/s moved':>11}{'% copy':>8}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        e, c = r["eager"], r["compiled"]
+        print(f"{r['name']:<10}{r['ops']:>4}{kernels_text(e):>10}{kernels_text(c):>11}"
+              f"{e['bytes_moved'] / MB:>10.2f}{c['bytes_moved'] / MB:>9.2f}"
+              f"{r['minimum_bytes'] / MB:>8.2f}{e['time_ms']:>10.3f}{c['time_ms']:>9.3f}"
+              f"{r['speedup']:>8.2f}x{c['minimum_GBps']:>10.1f}{c['moved_GBps']:>11.1f}"
+              f"{100 * c['minimum_GBps'] / copy['GBps']:>7.0f}%")
+    print("\nkernels c: launched per compiled call, (generated + extern) when a BLAS call is "
+          "one of them.\nGB/s min: minimum bytes / compiled time; GB/s moved: bytes the "
+          "compiled kernels moved / time;\n% copy: GB/s min against the copy bandwidth "
+          f"below. Compiled bytes count each kernel operand once: the\nextra passes of a "
+          f"reduction over a row (softmax, layernorm) re-read it from cache.")
+    print(f"\ncopy bandwidth, this machine, this run: clone of {copy['numel']:,} float32 "
+          f"({copy['bytes'] / MB:.0f} MB read + written) in {copy['time_ms']:.2f} ms = "
+          f"{copy['GBps']:.1f} GB/s")
+    for what, same in copy_same_size.items():
+        print(f"  a clone of {same['numel']:,} float32, the size of one {what} input: "
+              f"{same['GBps']:.1f} GB/s")
+    print("a program whose tensors stay in the CPU caches can beat the large clone (% copy "
+          "over 100);\nthe clone of one of its inputs is its ceiling then.")
+    compile_total = sum(r["compiled"]["compile_seconds"] for r in results)
+    print(f"first compiled calls (C++ compile or disk-cache load, plus one run): "
+          f"{compile_total:.2f} s for {len(results)} programs")
+
+
+def print_torch_beside(results, copy, anchors):
+    if not anchors or not anchors["programs"]:
+        return
+    print(f"\nbeside torch 2.11 on one H200 ({Path(anchors['source']).name}; 8192x8192, "
+          f"ffn in bf16 at batch 8):\n")
+    header = (f"{'program':<10}{'mini kernels e/c':>18}{'torch kernels e/i':>19}"
+              f"{'mini speedup':>14}{'torch speedup':>15}{'mini % copy':>13}{'torch % copy':>14}")
+    print(header)
+    print("-" * len(header))
+    by_name = {r["name"]: r for r in results}
+    for name, torch_row in anchors["programs"].items():
+        r = by_name.get(name)
+        if not r:
+            continue
+        mine = f"{r['eager']['kernel_launches']}/{kernels_text(r['compiled'])}"
+        theirs = f"{torch_row['eager_kernels']}/{torch_row['inductor_kernels']}"
+        torch_copy = "-"
+        if anchors["copy_ceiling_GBps"]:
+            torch_copy = f"{100 * torch_row['inductor_GBps'] / anchors['copy_ceiling_GBps']:.0f}%"
+        mini_copy = f"{100 * r['compiled']['minimum_GBps'] / copy['GBps']:.0f}%"
+        print(f"{name:<10}{mine:>18}{theirs:>19}{r['speedup']:>13.2f}x"
+              f"{torch_row['speedup']:>14.2f}x{mini_copy:>13}{torch_copy:>14}")
+    print("\nmini runs on this machine's CPU and torch on the H200: compare kernel counts and "
+          "the shape of\nthe speedups, not the milliseconds. torch's eager ffn is 4 kernels "
+          "(its bf16 GEMM launches two).")
+
+
+def plot(results, copy, copy_same_size, anchors, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    eager_color, compiled_color, minimum_color = "#C44E52", "#4C72B0", "#55A868"
+    chains = [r for r in results if r["kind"] == "chain"]
+    lengths = [r["ops"] for r in chains]
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+
+    ax = axes[0][0]
+    ax.plot(lengths, [r["eager"]["bytes_moved"] / MB for r in chains], "o-",
+            color=eager_color, label="eager (one kernel per op)")
+    ax.plot(lengths, [r["compiled"]["bytes_moved"] / MB for r in chains], "s-",
+            color=compiled_color, label="compiled (inductor)")
+    ax.plot(lengths, [r["minimum_bytes"] / MB for r in chains], "--", color=minimum_color,
+            label="minimum (inputs read once, output written once)")
+    ax.set_xlabel("chain length (pointwise ops)")
+    ax.set_ylabel("bytes moved per call (MB)")
+    ax.set_title(f"memory traffic of a pointwise chain, float32 {chains[0]['shapes'][0]}")
+    ax.set_xticks(lengths)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=9)
+
+    ax = axes[0][1]
+    ax.plot(lengths, [r["eager"]["kernel_launches"] for r in chains], "o-",
+            color=eager_color, label="eager")
+    ax.plot(lengths, [r["compiled"]["kernel_launches"] for r in chains], "s-",
+            color=compiled_color, label="compiled (inductor)")
+    ax.axhline(1, color=minimum_color, linestyle="--", linewidth=1, label="minimum: 1 kernel")
+    ax.set_xlabel("chain length (pointwise ops)")
+    ax.set_ylabel("kernels launched per call")
+    ax.set_title("kernels per call")
+    ax.set_xticks(lengths)
+    ax.set_ylim(0, max(lengths) + 1)
+    ax.legend(fontsize=9)
+
+    ax = axes[1][0]
+    ax.plot(lengths, [r["compiled"]["minimum_GBps"] for r in chains], "s-",
+            color=compiled_color, label="compiled: minimum bytes / time")
+    ax.plot(lengths, [r["compiled"]["moved_GBps"] for r in chains], "s:",
+            color=compiled_color, alpha=0.6, label="compiled: bytes moved / time")
+    ax.plot(lengths, [r["eager"]["minimum_GBps"] for r in chains], "o-",
+            color=eager_color, label="eager: minimum bytes / time")
+    ax.plot(lengths, [r["eager"]["moved_GBps"] for r in chains], "o:",
+            color=eager_color, alpha=0.6, label="eager: bytes moved / time")
+    same = copy_same_size["chain"]
+    ax.axhline(copy["GBps"], color="black", linestyle="--", linewidth=1,
+               label=f"copy: clone of {copy['numel'] * FLOAT32_BYTES / MB:.0f} MB, "
+                     f"{copy['GBps']:.1f} GB/s")
+    ax.axhline(same["GBps"], color="gray", linestyle="-.", linewidth=1,
+               label=f"copy: clone of one input "
+                     f"({same['numel'] * FLOAT32_BYTES / MB:.2g} MB), {same['GBps']:.1f} GB/s")
+    ax.set_xlabel("chain length (pointwise ops)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(f"achieved bandwidth of a pointwise chain, float32 {chains[0]['shapes'][0]}")
+    ax.set_xticks(lengths)
+    rates = [r[side]["moved_GBps"] for r in chains for side in ("eager", "compiled")]
+    top = max([copy["GBps"], same["GBps"]] + rates)
+    ax.set_ylim(0, top * 1.25)
+    ax.legend(fontsize=8, loc="upper right")
+
+    ax = axes[1][1]
+    named = [r for r in results if r["kind"] == "named"]
+    order = ["transform", "chain8", "softmax", "layernorm", "ffn"]
+    named.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
+    positions = range(len(named))
+    width = 0.38
+    eager_bars = ax.bar([p - width / 2 for p in positions],
+                        [r["eager"]["minimum_GBps"] for r in named], width,
+                        color=eager_color, label="eager: minimum bytes / time")
+    compiled_bars = ax.bar([p + width / 2 for p in positions],
+                           [r["compiled"]["minimum_GBps"] for r in named], width,
+                           color=compiled_color, label="compiled: minimum bytes / time")
+    torch_speedups = (anchors or {}).get("programs", {})
+    for position, r, eager_bar, compiled_bar in zip(positions, named, eager_bars,
+                                                    compiled_bars):
+        label = f"speedup {r['speedup']:.2f}x"
+        if r["name"] in torch_speedups:
+            label += f"\n(torch {torch_speedups[r['name']]['speedup']:.2f}x)"
+        ax.text(position, max(eager_bar.get_height(), compiled_bar.get_height()), label,
+                ha="center", va="bottom", fontsize=8)
+    same = copy_same_size["program"]
+    ax.axhline(copy["GBps"], color="black", linestyle="--", linewidth=1,
+               label=f"copy: clone of {copy['numel'] * FLOAT32_BYTES / MB:.0f} MB, "
+                     f"{copy['GBps']:.1f} GB/s")
+    ax.axhline(same["GBps"], color="gray", linestyle="-.", linewidth=1,
+               label=f"copy: clone of one [{named[0]['shapes'][0][0]}, "
+                     f"{named[0]['shapes'][0][1]}] input, {same['GBps']:.1f} GB/s")
+    ax.set_xticks(list(positions))
+    ax.set_xticklabels([f"{r['name']}\n{r['eager']['kernel_launches']} -> "
+                        f"{r['compiled']['kernel_launches']} kernels" for r in named],
+                       fontsize=9)
+    ax.set_ylabel("GB/s (minimum bytes / time)")
+    ax.set_title("programs: bandwidth, and speedup of compiled over eager")
+    heights = [bar.get_height() for bar in list(eager_bars) + list(compiled_bars)]
+    top = max([copy["GBps"], same["GBps"]] + heights)
+    ax.set_ylim(0, top * 1.3)
+    ax.legend(fontsize=8, loc="upper right")
+
+    fig.tight_layout()
+    paths = [out_dir / "fusion_wins.png", out_dir / "fusion_wins.svg"]
+    fig.savefig(paths[0], dpi=150)
+    fig.savefig(paths[1])
+    plt.close(fig)
+    return paths
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device == "cuda":
+        sys.exit("fusion_wins: --device cuda: CUDA is not built in this mini yet; "
+                 "run with --device cpu")
+    sizes = QUICK if args.quick else FULL
+    mini.manual_seed(0)
+
+    state = machine_state()
+    timing = (sizes["repeats"], sizes["min_seconds"])
+    copy = measure_copy_bandwidth(sizes["copy_numel"], *timing)
+    # a clone as large as one input of a program: the ceiling when that working set is cached
+    copy_same_size = {
+        "chain": measure_copy_bandwidth(sizes["chain_rows"] * sizes["chain_cols"], *timing),
+        "program": measure_copy_bandwidth(sizes["rows"] * sizes["cols"], *timing),
+    }
+    results = []
+    for program in make_programs(sizes):
+        results.append(measure_program(program, sizes["repeats"], sizes["min_seconds"]))
+    mini.reset()
+
+    anchors = read_torch_anchors()
+    print_table(results, copy, copy_same_size)
+    print_torch_beside(results, copy, anchors)
+    print_machine_state(state)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    figure_paths = plot(results, copy, copy_same_size, anchors, args.out)
+    output = {
+        "device": args.device,
+        "quick": args.quick,
+        "dtype": "float32",
+        "timing": f"fastest of at least {sizes['repeats']} calls (more until "
+                  f"{sizes['min_seconds']} s) after one warm-up, milliseconds",
+        "machine": state,
+        "sizes": {k: v for k, v in sizes.items()},
+        "copy_bandwidth": copy,
+        "copy_bandwidth_same_size": copy_same_size,
+        "programs": results,
+        "torch_2_11_h200": anchors,
+    }
+    json_path = args.out / "fusion_wins.json"
+    json_path.write_text(json.dumps(output, indent=2) + "\n")
+    print("\nwrote " + ", ".join(str(path) for path in figure_paths + [json_path]))
+
+
+if __name__ == "__main__":
+    main()

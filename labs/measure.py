@@ -1,0 +1,190 @@
+"""What the capture labs (graph_breaks, shape_thrash, scalar_guards) share.
+
+- the command line every lab takes (--out, --quick, --device, --backend);
+- torch 2.11's recorded numbers (../shared/conformance/expected_torch_2.11.jsonl), to print
+  beside mini's where a lab runs one of the conformance programs;
+- CountingBackend: a backend that counts the graphs it is given and times each compile, so
+  a lab can count compiles under "inductor" as mini.CompileCounter does under "eager";
+- per-call timing, figure saving and progress lines.
+
+This file is not a lab: labs/run_all.py does not run it.
+"""
+
+import contextlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mini
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TORCH_EXPECTATIONS = REPO_ROOT.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
+
+
+# ---- the command line -----------------------------------------------------------------------
+
+
+def add_common_arguments(parser, quick_help):
+    """--out, --quick, --device and --backend, the same in every capture lab."""
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures",
+                        help="folder for the figures and the JSON (default: figures/)")
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--backend", choices=["inductor", "eager"], default=None,
+                        help="the backend compiled graphs run on (default: inductor; eager "
+                             "under --quick, where a C++ compile per graph would be slow)")
+
+
+def finish_arguments(args, lab_name):
+    """Fills the --backend default and refuses --device cuda (not built yet)."""
+    if args.device == "cuda":
+        sys.exit(f"{lab_name}: --device cuda: CUDA is not built in this mini yet; "
+                 "run with --device cpu")
+    if args.backend is None:
+        args.backend = "eager" if args.quick else "inductor"
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+# ---- torch 2.11's numbers -------------------------------------------------------------------
+
+
+def load_torch_expectations():
+    """{case name: record} from the conformance file, or {} (saying why) when it is missing."""
+    if not TORCH_EXPECTATIONS.exists():
+        print(f"note: {TORCH_EXPECTATIONS} is missing; torch 2.11's numbers are not shown")
+        return {}
+    records = {}
+    for line in TORCH_EXPECTATIONS.read_text().splitlines():
+        line = line.strip().lstrip("@")
+        if not line:
+            continue
+        record = json.loads(line)
+        if "case" in record:
+            records[record["case"]] = record
+    return records
+
+
+# ---- compiling and counting -----------------------------------------------------------------
+
+
+class CountingBackend:
+    """A backend that counts the graphs capture gives it and times each compile.
+
+    kind "eager" runs each graph with eager ops (as mini.CompileCounter does); kind
+    "inductor" compiles it to C++ with mini's inductor, the same code path as
+    backend="inductor". `frame_count` has CompileCounter's meaning; `compile_seconds[i]`
+    is how long the backend took on graph i (lowering, code generation and the C++
+    compiler for inductor; almost nothing for eager)."""
+
+    def __init__(self, kind):
+        if kind not in ("eager", "inductor"):
+            raise ValueError(f"CountingBackend kind must be 'eager' or 'inductor', got {kind!r}")
+        self.kind = kind
+        self.compile_seconds = []
+
+    @property
+    def frame_count(self):
+        return len(self.compile_seconds)
+
+    def __call__(self, graph_module, example_inputs):
+        start = time.perf_counter()
+        if self.kind == "inductor":
+            run = mini._C._inductor_compile(graph_module)["run"]
+        else:
+            run = graph_module.forward
+        self.compile_seconds.append(time.perf_counter() - start)
+        return run
+
+
+@contextlib.contextmanager
+def cold_kernel_cache(backend_name):
+    """Points mini's on-disk kernel cache at a fresh folder for the block, so every inductor
+    compile in it is a real one (what a first run costs), then puts the setting back."""
+    if backend_name != "inductor":
+        yield
+        return
+    saved = mini.config.cache_dir
+    folder = tempfile.mkdtemp(prefix="mini-lab-kernels-")
+    mini.config.cache_dir = folder
+    try:
+        yield
+    finally:
+        mini.config.cache_dir = saved
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---- timing ---------------------------------------------------------------------------------
+
+
+def per_call_us(run, sample_seconds, samples):
+    """Median over `samples` of the mean time per run() call, in microseconds.
+
+    Each sample is a loop of back-to-back calls sized, from a warm-up, to take about
+    `sample_seconds`, so fast and slow functions are both timed over many clock ticks."""
+    start = time.perf_counter()
+    run()
+    one_call = max(time.perf_counter() - start, 1e-7)
+    calls = max(1, min(100_000, int(sample_seconds / one_call)))
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times)
+
+
+class DiscardedOutput:
+    """A stdout that drops what is written: the programs' own print() calls still run (they
+    are the graph breaks being measured) without flooding the lab's table."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def quietly():
+    return contextlib.redirect_stdout(DiscardedOutput())
+
+
+class Progress:
+    """One line per step, with the seconds since the lab started, flushed at once."""
+
+    def __init__(self, lab_name):
+        self.lab_name = lab_name
+        self.start = time.perf_counter()
+
+    def say(self, text):
+        print(f"  [{time.perf_counter() - self.start:6.1f} s] {text}", flush=True)
+
+
+# ---- figures --------------------------------------------------------------------------------
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, out_dir, stem):
+    """Writes stem.png and stem.svg into out_dir; returns both paths."""
+    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
+    fig.savefig(paths[0], dpi=150)
+    fig.savefig(paths[1])
+    return paths
+
+
+def write_json(out_dir, stem, results):
+    path = out_dir / f"{stem}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    return path

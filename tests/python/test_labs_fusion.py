@@ -1,0 +1,193 @@
+"""The cache-storm and fusion labs run (--quick) and their JSON states the facts they teach.
+
+Each lab runs as its own process, with this interpreter, mini on PYTHONPATH and a fresh
+MINI_CACHE_DIR, writing into tmp_path. The assertions are about counts (compiles, warnings,
+kernels, bytes), never about timings.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mini
+
+REPO = Path(__file__).resolve().parents[2]
+LABS = REPO / "labs"
+MINI_DIR = Path(mini.__file__).resolve().parents[1]  # the folder holding the mini package
+
+
+def run_lab(script, out_dir, cache_dir, *extra):
+    env = dict(os.environ)
+    paths = [str(MINI_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["MINI_CACHE_DIR"] = str(cache_dir)
+    env.pop("MINI_LOGS", None)
+    env["MPLBACKEND"] = "Agg"
+    return subprocess.run([sys.executable, str(LABS / script), "--out", str(out_dir), *extra],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def run_quick(script, tmp_path):
+    out_dir = tmp_path / "figures"
+    done = run_lab(script, out_dir, tmp_path / "cache", "--quick")
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
+    stem = Path(script).stem
+    for suffix in (".png", ".svg", ".json"):
+        path = out_dir / (stem + suffix)
+        assert path.exists() and path.stat().st_size > 0, f"{script} did not write {path.name}"
+    return json.loads((out_dir / f"{stem}.json").read_text()), done.stdout
+
+
+@pytest.mark.parametrize("script", ["cache_storm.py", "fusion_wins.py"])
+def test_device_cuda_says_not_built(script, tmp_path):
+    done = run_lab(script, tmp_path / "figures", tmp_path / "cache", "--quick",
+                   "--device", "cuda")
+    assert done.returncode == 1
+    assert "CUDA is not built" in done.stderr
+    assert not (tmp_path / "figures").exists()
+
+
+# ---- cache storm ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def storm(tmp_path_factory):
+    return run_quick("cache_storm.py", tmp_path_factory.mktemp("cache_storm"))
+
+
+def test_storm_compiles_stop_at_the_limit(storm):
+    data, _ = storm
+    limit = data["cache_size_limit"]
+    compiles = data["compiles_after_each_call"]
+    assert limit == 8
+    assert len(compiles) > limit
+    assert compiles == [min(call, limit) for call in range(1, len(compiles) + 1)]
+    for storm_run in data["inductor_storms"].values():  # the same with backend="inductor"
+        assert [c["compiles"] for c in storm_run["calls"]] == compiles
+
+
+def test_storm_recompile_reasons_name_the_size(storm):
+    data, _ = storm
+    reasons = data["recompile_reasons"]
+    assert len(reasons) == data["cache_size_limit"] - 1  # one per recompile
+    for k, reason in enumerate(reasons):
+        assert reason.startswith(f"0/{k}:")
+        assert "size mismatch at index 0" in reason
+
+
+def test_storm_warning_once_at_the_first_call_past_the_limit(storm):
+    data, _ = storm
+    limit = data["cache_size_limit"]
+    assert data["warning_calls"] == [limit + 1]
+    warned = data["counting_storm"]["calls"][limit]
+    (message,) = warned["limit_warnings"]
+    assert f"mini hit config.cache_size_limit ({limit})" in message
+    assert "last reason" in message and "size mismatch" in message
+
+
+def test_storm_calls_past_the_limit_run_eagerly(storm):
+    data, _ = storm
+    limit = data["cache_size_limit"]
+    for storm_run in data["inductor_storms"].values():
+        calls = storm_run["calls"]
+        assert all(c["kernel_launches"] == 1 for c in calls[:limit])  # x * 2 + 1 fused
+        assert all(c["kernel_launches"] == 2 for c in calls[limit:])  # eager mul, eager add
+    for regimes in data["regimes"].values():
+        assert regimes["cached compiled"]["kernel_launches"] == 1
+        assert regimes["past the limit (eager)"]["kernel_launches"] == 2
+        assert regimes["plain eager"]["kernel_launches"] == 2
+        assert (regimes["past the limit (eager)"]["bytes_moved"]
+                == regimes["plain eager"]["bytes_moved"])
+
+
+def test_storm_matches_torch_record_when_present(storm):
+    data, _ = storm
+    if data["torch_2_11"] is None:
+        pytest.skip("../shared/conformance/expected_torch_2.11.jsonl is missing")
+    assert data["compiles_after_each_call"] == data["torch_2_11"]["compiles_after_each_call"]
+
+
+# ---- fusion ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fusion(tmp_path_factory):
+    data, stdout = run_quick("fusion_wins.py", tmp_path_factory.mktemp("fusion_wins"))
+    return {p["name"]: p for p in data["programs"]}, data, stdout
+
+
+def test_fusion_has_every_program(fusion):
+    programs, _, _ = fusion
+    for name in ("transform", "chain8", "softmax", "layernorm", "ffn"):
+        assert name in programs
+    lengths = sorted(p["ops"] for p in programs.values() if p["kind"] == "chain")
+    assert lengths[0] == 1 and lengths[-1] == 12 and len(lengths) >= 3
+
+
+def test_fusion_one_kernel_per_fusable_program(fusion):
+    programs, _, _ = fusion
+    for program in programs.values():
+        if program["name"] == "ffn":
+            continue
+        compiled = program["compiled"]
+        assert compiled["kernel_launches"] == 1, program["name"]
+        assert compiled["generated_kernels"] == 1, program["name"]
+        assert compiled["extern_kernels"] == 0, program["name"]
+
+
+def test_fusion_ffn_is_one_generated_and_one_extern(fusion):
+    programs, _, _ = fusion
+    compiled = programs["ffn"]["compiled"]
+    assert compiled["generated_kernels"] == 1
+    assert compiled["extern_kernels"] == 1
+    assert compiled["kernel_launches"] == 2
+
+
+def test_fusion_eager_is_one_kernel_per_op(fusion):
+    programs, _, _ = fusion
+    expected_ops = {"transform": 3, "chain8": 8, "softmax": 5, "layernorm": 10, "ffn": 3}
+    for name, program in programs.items():
+        ops = expected_ops.get(name, program["ops"])
+        if program["kind"] == "chain":
+            assert name == f"pointwise{ops}"
+        assert program["ops"] == ops
+        assert program["graph_ops"] == ops, name
+        assert program["eager"]["kernel_launches"] == ops, name
+
+
+def test_fusion_compiled_moves_no_more_than_eager(fusion):
+    programs, _, _ = fusion
+    for name, program in programs.items():
+        eager, compiled = program["eager"]["bytes_moved"], program["compiled"]["bytes_moved"]
+        assert program["minimum_bytes"] <= compiled <= eager, name
+        if program["ops"] > 1 and name != "ffn":
+            assert compiled < eager, name  # intermediates no longer written and read back
+    for program in programs.values():  # one fused pass: exactly the minimum
+        if program["name"] in ("transform", "softmax", "layernorm") or program["kind"] == "chain":
+            assert program["compiled"]["bytes_moved"] == program["minimum_bytes"]
+
+
+def test_fusion_eager_bytes_grow_with_chain_length(fusion):
+    programs, _, _ = fusion
+    chains = sorted((p for p in programs.values() if p["kind"] == "chain"),
+                    key=lambda p: p["ops"])
+    eager_bytes = [p["eager"]["bytes_moved"] for p in chains]
+    assert eager_bytes == sorted(eager_bytes) and eager_bytes[0] < eager_bytes[-1]
+    assert len({p["compiled"]["bytes_moved"] for p in chains}) == 1  # flat when fused
+
+
+def test_fusion_reports_copy_bandwidth_and_torch(fusion):
+    _, data, stdout = fusion
+    copy = data["copy_bandwidth"]
+    assert copy["bytes_moved_metric"] == copy["bytes"]  # a clone reads and writes each byte once
+    assert copy["GBps"] > 0
+    if data["torch_2_11_h200"] is None:
+        assert "missing" in stdout
+    else:
+        torch_programs = data["torch_2_11_h200"]["programs"]
+        assert set(torch_programs) == {"transform", "chain8", "softmax", "layernorm", "ffn"}
+        assert torch_programs["layernorm"]["eager_kernels"] == 10
+        assert "torch speedup" in stdout
