@@ -402,13 +402,18 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                 (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
   }
   // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
-  bool needs_autograd = false;
+  bool needs_autograd = false, unbacked = false;
   for (int i : art->graph->inputs) needs_autograd |= art->graph->nodes[i].meta.requires_grad;
+  for (const auto& n : art->graph->nodes)
+    for (int64_t s : n.meta.sizes) unbacked |= s == graph::kUnbacked;
+  if (has_graph && req->inductor && unbacked && log_channels().fusion)
+    log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
+              "dynamic dim); it runs with eager kernels");
   needs_autograd &= grad_enabled();
   if (has_graph && req->inductor && needs_autograd && log_channels().fusion)
     log_write("inductor: " + title + " has inputs that require grad; mini has no joint forward/backward "
               "graph yet, so it runs with eager kernels (which record autograd) instead of generated code");
-  if (has_graph && req->inductor && g_inductor && !needs_autograd) {
+  if (has_graph && req->inductor && g_inductor && !needs_autograd && !unbacked) {
     try {
       art->compiled = g_inductor(*art->graph, title);
     } catch (const std::exception& e) {

@@ -73,6 +73,15 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
     for (auto& i : v->items) out.push_back(int_of(ctx, i, "dim"));
     return out;
   }
+  if (v->is(Var::Kind::Constant) && PyTuple_Check(v->obj)) {  // dim=(0, 1)
+    std::vector<int64_t> out;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->obj); i++) {
+      PyObject* d = PyTuple_GET_ITEM(v->obj, i);
+      if (!PyLong_Check(d)) unsupported("dims must be ints");
+      out.push_back(PyLong_AsLongLong(d));
+    }
+    return out;
+  }
   return {int_of(ctx, v, "dim")};
 }
 

@@ -315,6 +315,11 @@ class KernelWriter {
     o << "  for (int64_t r = 0; r < rows; r++) {\n";
     o << unflatten("r", kept_dims_, "    ");
     std::set<int> done;  // row values computed so far
+    for (int id : k_.nodes) {  // row values that need no reduction: before any loop reads them
+      if (is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction || !reductions_below(id).empty()) continue;
+      o << "    const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+      done.insert(id);
+    }
     for (int p = 0; p <= phases_; p++) {
       std::vector<int> reds, stores;
       for (int id : k_.nodes) {
@@ -383,6 +388,7 @@ class KernelWriter {
     return "std::numeric_limits<" + A + ">::" + (mx ? "lowest()" : "max()");
   }
   std::string update(const Node& n, int id) {
+    row_context_ = false;  // a reduction reads its input over the kernel's full space
     std::string acc = "acc" + std::to_string(id), v = value(n.inputs[0], false);
     if (n.op == OpKind::Sum || n.op == OpKind::Mean) return acc + " += " + v + ";";
     std::string cmp = n.op == OpKind::Amax ? " > " : " < ";

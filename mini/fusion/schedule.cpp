@@ -218,6 +218,13 @@ Schedule schedule(const graph::Graph& input) {
     else for (int i : g.nodes[st.node].inputs) if (i >= 0) reads.push_back(i);
     for (int r : reads) s.last_use[r] = std::max(s.last_use[r], (int)si);
   }
+  // a view shares its base's memory: the base lives as long as any view of it is read
+  for (size_t si = s.steps.size(); si-- > 0;) {
+    const Step& st = s.steps[si];
+    if (st.kind != StepKind::View) continue;
+    int base = g.nodes[st.node].inputs[0];
+    s.last_use[base] = std::max(s.last_use[base], s.last_use[st.node]);
+  }
   std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   std::multimap<int64_t, int> free_slots;
   int64_t alive = 0;

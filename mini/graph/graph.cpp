@@ -296,10 +296,9 @@ static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attr
     }
     default: fail("no symbolic meta rule for ", op_name(op));
   }
-  Strides st(s.size(), -1);
-  bool concrete = std::all_of(s.begin(), s.end(), [](int64_t v) { return v >= 0; });
-  if (concrete) st = contiguous_strides(s);
-  return {s, st, in.dtype, false};
+  // strides of a view of a tensor with symbolic sizes depend on those symbols (an expand's
+  // zeros, a slice's steps): unknown here; the kernel reads them at run time
+  return {s, Strides(s.size(), -1), in.dtype, false};
 }
 
 TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::vector<bool>& wrapped,

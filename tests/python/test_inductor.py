@@ -345,9 +345,6 @@ def test_freed_buffers_are_reused():
     check_same(info["run"](x, w), f(x, w), rtol=1e-5, atol=1e-3)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the buffer plan frees a buffer after the view step that "
-                   "reads it, although a later kernel still reads it through the view; the next "
-                   "kernel's output 'reuses' it and peak_bytes is under-reported")
 def test_buffer_read_through_a_view_stays_alive():
     def f(x):
         return x.sin().t().cos().t().exp().sum()
