@@ -324,6 +324,7 @@ def describe_machine():
         pass
     return {"cpu": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "unset"),
             "compiler": " ".join(compiler_command()), "loadavg_start": os.getloadavg()}
 
 
@@ -358,6 +359,7 @@ def main(argv=None):
     samples = size["samples"]
     machine = describe_machine()
     print(f"{machine['cpu']}, {machine['cpu_count']} CPUs, OMP_NUM_THREADS={machine['OMP_NUM_THREADS']}, "
+          f"OMP_WAIT_POLICY={machine['OMP_WAIT_POLICY']}, "
           f"Python {machine['python']}, load average {machine['loadavg_start'][0]:.2f}")
     print(f"compiler: {machine['compiler']}")
     print(f"float32; median of {samples} samples after warm-up; speedup = eager ms / compiled ms\n")
