@@ -242,8 +242,8 @@ void run_unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& at) {
     switch (k) {
       case OpKind::Exp: return unary_loop<T, T>(out, a, [](T x) { return exp_of<T>(x); });
       case OpKind::Log: return unary_loop<T, T>(out, a, [](T x) { return T(std::log(x)); });
-      case OpKind::Sin: return unary_loop<T, T>(out, a, [](T x) { return T(std::sin(x)); });
-      case OpKind::Cos: return unary_loop<T, T>(out, a, [](T x) { return T(std::cos(x)); });
+      case OpKind::Sin: return unary_loop<T, T>(out, a, [](T x) { return sin_of<T>(x); });
+      case OpKind::Cos: return unary_loop<T, T>(out, a, [](T x) { return cos_of<T>(x); });
       case OpKind::Tanh: return unary_loop<T, T>(out, a, [](T x) { return T(std::tanh(x)); });
       case OpKind::Sigmoid: return unary_loop<T, T>(out, a, [](T x) { return sigmoid_of<T>(x); });
       case OpKind::Sqrt: return unary_loop<T, T>(out, a, [](T x) { return T(std::sqrt(x)); });

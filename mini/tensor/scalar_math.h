@@ -38,6 +38,28 @@ inline float exp_f32(float x) {
   return x != x ? x : y;
 }
 
+// sin and cos for float32 without libm calls, so loops over them vectorize: reduce by pi/2
+// in double (exact enough for |x| < 2^24, where floats are still finer than 1), then Cephes'
+// minimax polynomials on [-pi/4, pi/4]; the quadrant picks sin or cos and the sign.
+inline float sincos_f32(float x, int shift) {
+  double xd = x;
+  double j = (xd * 0.63661977236758134308 + 6755399441055744.0) - 6755399441055744.0;
+  float r = static_cast<float>(xd - j * 1.57079632679489661923);
+  int64_t q = static_cast<int64_t>(j) + shift;
+  float r2 = r * r;
+  float s = r + r * r2 * (-1.6666654611e-1f + r2 * (8.3321608736e-3f + r2 * -1.9515295891e-4f));
+  float c = 1.0f - 0.5f * r2 +
+            r2 * r2 * (4.166664568298827e-2f + r2 * (-1.388731625493765e-3f + r2 * 2.443315711809948e-5f));
+  float v = (q & 1) ? c : s;
+  v = (q & 2) ? -v : v;
+  return x != x || x - x != 0.0f ? x - x : v;  // NaN for NaN and +-inf, as libm
+}
+
+template <class T> inline T sin_of(T x) { return std::sin(x); }
+template <> inline float sin_of<float>(float x) { return sincos_f32(x, 0); }
+template <class T> inline T cos_of(T x) { return std::cos(x); }
+template <> inline float cos_of<float>(float x) { return sincos_f32(x, 1); }
+
 template <class T> inline T exp_of(T x) { return std::exp(x); }
 template <> inline float exp_of<float>(float x) { return exp_f32(x); }
 
