@@ -331,14 +331,19 @@ class KernelWriter {
           const Node& n = g_.nodes[id];
           std::string A = accumulator_type(n);
           o << "    " << A << " acc" << id << " = " << initial(n, A) << ";\n";
+          if (!is_sum(n)) o << "    bool nan" << id << " = false;  // max/min propagate NaN, as eager\n";
         }
-        bool all_sums = !reds.empty() && stores.empty() &&
-                        std::all_of(reds.begin(), reds.end(), [&](int id) {
-                          return g_.nodes[id].op == OpKind::Sum || g_.nodes[id].op == OpKind::Mean; });
-        if (all_sums) {
-          o << "    #pragma omp simd reduction(+ :";
-          for (size_t i = 0; i < reds.size(); i++) o << (i ? ", " : " ") << "acc" << reds[i];
-          o << ")\n";
+        // Every reduction is an OpenMP reduction, so the loop vectorizes: sums with +, max/min
+        // with max/min and a separate NaN flag (a NaN-propagating select would chain each
+        // element to the one before and keep the loop scalar).
+        if (!reds.empty() && stores.empty()) {
+          o << "    #pragma omp simd";
+          for (int id : reds) {
+            const Node& n = g_.nodes[id];
+            o << " reduction(" << (is_sum(n) ? "+" : n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ")";
+            if (!is_sum(n)) o << " reduction(| : nan" << id << ")";
+          }
+          o << "\n";
         }
         o << "    for (int64_t j = 0; j < rnumel; j++) {\n";
         o << unflatten("j", red_dims_, "      ");
@@ -351,6 +356,8 @@ class KernelWriter {
         for (int id : reds) {
           const Node& n = g_.nodes[id];
           std::string fin = "acc" + std::to_string(id);
+          if (!is_sum(n)) fin = "(nan" + std::to_string(id) + " ? std::numeric_limits<" + accumulator_type(n) +
+                                ">::quiet_NaN() : " + fin + ")";
           if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
           o << "    const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
           done.insert(id);
@@ -390,10 +397,13 @@ class KernelWriter {
   std::string update(const Node& n, int id) {
     row_context_ = false;  // a reduction reads its input over the kernel's full space
     std::string acc = "acc" + std::to_string(id), v = value(n.inputs[0], false);
-    if (n.op == OpKind::Sum || n.op == OpKind::Mean) return acc + " += " + v + ";";
+    if (is_sum(n)) return acc + " += " + v + ";";
     std::string cmp = n.op == OpKind::Amax ? " > " : " < ";
-    return acc + " = (" + v + cmp + acc + " || " + v + " != " + v + ") && " + acc + " == " + acc + " ? " + v + " : " + acc + ";";
+    std::string nan = "nan" + std::to_string(id);
+    if (!is_floating(g_.nodes[n.inputs[0]].meta.dtype)) return acc + " = " + v + cmp + acc + " ? " + v + " : " + acc + ";";
+    return acc + " = " + v + cmp + acc + " ? " + v + " : " + acc + "; " + nan + " |= " + v + " != " + v + ";";
   }
+  static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
 
   const Schedule& s_;
   const graph::Graph& g_;
