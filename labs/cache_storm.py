@@ -39,6 +39,8 @@ from pathlib import Path
 
 import mini
 
+from measure import save_figure
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE_FILE = REPO_ROOT.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
 CONFORMANCE_CASE = "cache_limit_storm"
@@ -325,9 +327,7 @@ def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
                      f"n = {cached_n:,} (cached), {past_n:,} (the other two)", fontsize=10)
 
     fig.tight_layout()
-    paths = [out_dir / "cache_storm.png", out_dir / "cache_storm.svg"]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
+    paths = save_figure(fig, out_dir, "cache_storm")
     plt.close(fig)
     return paths
 

@@ -26,6 +26,8 @@ import numpy as np
 
 import mini
 
+from measure import save_figure
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPRESSION = "relu((x + bias) * 0.5)"
 FULL_SIZE = 2**24
@@ -155,9 +157,7 @@ def plot(n, steps, fused_minimum_bytes, ratio, out_dir):
     ax.set_title(f"{EXPRESSION}, float32 [{n:,}]: memory traffic")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    paths = [out_dir / "eager_anatomy.png", out_dir / "eager_anatomy.svg"]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
+    paths = save_figure(fig, out_dir, "eager_anatomy")
     plt.close(fig)
     return paths
 

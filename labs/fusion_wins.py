@@ -40,6 +40,9 @@ from pathlib import Path
 
 import mini
 
+from measure import save_figure
+from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ANCHORS_FILE = REPO_ROOT.parent / "shared" / "anchors" / "torch211_h200.md"
 FULL = {"rows": 4096, "cols": 4096, "chain_rows": 2048, "chain_cols": 2048,
@@ -69,38 +72,8 @@ def parse_args(argv):
 
 
 # ---- the programs ---------------------------------------------------------------------------
-
-
-def transform(x, bias):
-    x = x + bias
-    x = x * 0.5
-    x = mini.relu(x)
-    return x
-
-
-def softmax_decomposed(x):
-    m = x.amax(-1, keepdim=True)
-    e = (x - m).exp()
-    return e / e.sum(-1, keepdim=True)
-
-
-def layernorm_decomposed(x, w, b):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) * mini.rsqrt(var + 1e-5) * w + b
-
-
-def ffn_out(x, w, b):
-    return mini.relu(x @ w + b)
-
-
-# torch's chain8 (../shared/anchors/torch_gpu_anchor.py), written the same way.
-def chain8(x, y):
-    t = x.sin() * y
-    t = t.cos() + x
-    t = t * 0.5 - y
-    t = mini.sigmoid(t) * x
-    return t
+# transform, chain8, softmax_decomp, layernorm_decomp and ffn_out come from labs/programs.py
+# (torch's anchors, ../shared/anchors/torch_gpu_anchor.py, written the same way).
 
 
 # One cheap op per line; pointwise<k> runs the first k. Both inputs are read by the first op,
@@ -143,8 +116,8 @@ def make_programs(sizes):
         ("transform", "named", transform, lambda: [mini.randn(rows, cols), mini.randn(cols)], 3),
         ("chain8", "named", chain8,
          lambda: [mini.randn(rows, cols), mini.randn(rows, cols)], 8),
-        ("softmax", "named", softmax_decomposed, lambda: [mini.randn(rows, cols)], 5),
-        ("layernorm", "named", layernorm_decomposed,
+        ("softmax", "named", softmax_decomp, lambda: [mini.randn(rows, cols)], 5),
+        ("layernorm", "named", layernorm_decomp,
          lambda: [mini.randn(rows, cols), mini.randn(cols), mini.randn(cols)], 10),
         ("ffn", "named", ffn_out,
          lambda: [mini.randn(FFN_BATCH, features), mini.randn(features, features) * 0.02,
@@ -474,9 +447,7 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     ax.legend(fontsize=8, loc="upper right")
 
     fig.tight_layout()
-    paths = [out_dir / "fusion_wins.png", out_dir / "fusion_wins.svg"]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
+    paths = save_figure(fig, out_dir, "fusion_wins")
     plt.close(fig)
     return paths
 

@@ -5,7 +5,7 @@
   beside mini's where a lab runs one of the conformance programs;
 - CountingBackend: a backend that counts the graphs it is given and times each compile, so
   a lab can count compiles under "inductor" as mini.CompileCounter does under "eager";
-- per-call timing, figure saving and progress lines.
+- per-call timing, figure saving (save_figure, used by every lab) and progress lines.
 
 This file is not a lab: labs/run_all.py does not run it.
 """

@@ -37,6 +37,9 @@ import numpy as np
 
 import mini
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py
+from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform  # noqa: E402
+
 CHAIN_BAR = 4.0           # chain8: compiled at least 4x faster than eager
 HANDWRITTEN_BAR = 1.2     # chain8: compiled time <= 1.2 x hand-written C++ loop
 BYTES_FACTOR = 0.6        # softmax / layer norm: speedup >= 0.6 x bytes ratio
@@ -60,38 +63,7 @@ def sizes(quick):
     return dict(rows=4096, cols=4096, batch=8, features=1024, samples=15)
 
 
-# --- the workloads, written as in ../shared/anchors/torch_gpu_anchor.py ------------------------
-
-def transform(x, bias):
-    x = x + bias
-    x = x * 0.5
-    x = mini.relu(x)
-    return x
-
-
-def chain8(x, y):
-    t = x.sin() * y
-    t = t.cos() + x
-    t = t * 0.5 - y
-    t = mini.sigmoid(t) * x
-    return t
-
-
-def softmax_decomp(x):
-    m = x.amax(-1, keepdim=True)
-    e = (x - m).exp()
-    return e / e.sum(-1, keepdim=True)
-
-
-def layernorm_decomp(x, w, b):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) * mini.rsqrt(var + 1e-5) * w + b
-
-
-def ffn_out(x, w, b):
-    return mini.relu(x @ w + b)
-
+# --- the workloads (labs/programs.py, as in ../shared/anchors/torch_gpu_anchor.py) ------------
 
 def workloads(size):
     """(name, shape label, function, inputs, bar kind) for every row of the table."""

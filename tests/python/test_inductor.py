@@ -5,7 +5,7 @@ mini.compile call, and the kernel names mini._C._inductor_compile(gm) reports fo
 graph. Expected values always come from running the same function eagerly (mini's eager ops)
 on the same inputs; byte counts come from hand computation. The Inductor anchors are the
 functions of /work/shared/anchors/torch_gpu_anchor.py (transform, chain8, softmax_decomp,
-layernorm_decomp, ffn_out), spelled with mini ops.
+layernorm_decomp, ffn_out), spelled with mini ops in labs/programs.py.
 """
 import json
 import os
@@ -19,6 +19,9 @@ import pytest
 
 import mini
 from conftest import to_np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "labs"))
+from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform  # noqa: E402
 
 F32 = 4
 R, C = 64, 64
@@ -107,38 +110,7 @@ def run_script(script, **env):
                           capture_output=True, text=True, timeout=120)
 
 
-# ---- the Inductor anchors ---------------------------------------------------------------------------
-
-def transform(x, bias):
-    x = x + bias
-    x = x * 0.5
-    x = mini.relu(x)
-    return x
-
-
-def chain8(x, y):
-    t = x.sin() * y
-    t = t.cos() + x
-    t = t * 0.5 - y
-    t = mini.sigmoid(t) * x
-    return t
-
-
-def softmax_decomp(x):
-    m = x.amax(-1, keepdim=True)
-    e = (x - m).exp()
-    return e / e.sum(-1, keepdim=True)
-
-
-def layernorm_decomp(x, w, b):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) * mini.rsqrt(var + 1e-5) * w + b
-
-
-def ffn_out(x, w, b):
-    return mini.relu(x @ w + b)
-
+# ---- the Inductor anchors (transform, chain8, softmax_decomp, layernorm_decomp, ffn_out: labs/programs.py)
 
 def softmax_op(x):
     return mini.softmax(x, -1)
