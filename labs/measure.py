@@ -168,6 +168,27 @@ class Progress:
 # ---- figures --------------------------------------------------------------------------------
 
 
+def print_torch_comparison(conformance, torch, what, columns):
+    """The table of compile counts beside torch 2.11's recorded ones. `conformance` maps a
+    row name to {"case": ..., and one key per extra column}; `columns` lists
+    (heading, key, width) after the first two: (row name, case)."""
+    rows = [(name, record) for name, record in conformance.items() if record["case"] in torch]
+    if not rows:
+        return
+    print("\nbeside torch 2.11 (../shared/conformance/expected_torch_2.11.jsonl): compiles "
+          f"after {what}\n")
+    (name_head, name_w), (case_w, torch_head, torch_w) = columns[0], columns[1]
+    header = f"{name_head:<{name_w}}{'case':<{case_w}}{torch_head:<{torch_w}}"
+    header += "".join(f"{head:<{w}}" for head, _, w in columns[2:])
+    print(header)
+    print("-" * len(header))
+    for name, record in rows:
+        want = torch[record["case"]]["compiles_after_each_call"]
+        line = f"{name:<{name_w}}{record['case']:<{case_w}}{str(want):<{torch_w}}"
+        line += "".join(f"{str(record[key]):<{w}}" for _, key, w in columns[2:])
+        print(line)
+
+
 def pyplot():
     """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib

@@ -36,6 +36,7 @@ import numpy as np
 
 import mini
 
+import measure  # noqa: E402
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
                      finish_arguments, load_torch_expectations, pyplot, save_figure,
                      write_json)
@@ -216,19 +217,10 @@ def print_table(results, steps, backend, cache_limit):
 
 
 def print_torch_comparison(conformance, torch):
-    rows = [(name, record) for name, record in conformance.items() if record["case"] in torch]
-    if not rows:
-        return
-    print("\nbeside torch 2.11 (../shared/conformance/expected_torch_2.11.jsonl): compiles "
-          "after each of four calls\n")
-    header = (f"{'variant':<12}{'case':<19}{'torch, x - lr*x':<17}{'mini, x - lr*x':<17}"
-              f"{'mini, the update (first 4 steps)':<30}")
-    print(header)
-    print("-" * len(header))
-    for name, record in rows:
-        want = torch[record["case"]]["compiles_after_each_call"]
-        print(f"{name:<12}{record['case']:<19}{str(want):<17}{str(record['mini']):<17}"
-              f"{str(record['mini_update']):<30}")
+    measure.print_torch_comparison(
+        conformance, torch, "each of four calls",
+        [("variant", 12), (19, "torch, x - lr*x", 17), ("mini, x - lr*x", "mini", 17),
+         ("mini, the update (first 4 steps)", "mini_update", 30)])
 
 
 # ---- figures --------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import numpy as np
 
 import mini
 
+import measure  # noqa: E402
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
                      finish_arguments, load_torch_expectations, pyplot, save_figure,
                      write_json)
@@ -257,19 +258,10 @@ def print_tables(streams, backend, cache_limit):
 
 
 def print_torch_comparison(conformance, torch):
-    rows = [(name, record) for name, record in conformance.items() if record["case"] in torch]
-    if not rows:
-        return
-    print("\nbeside torch 2.11 (../shared/conformance/expected_torch_2.11.jsonl): compiles "
-          "after each call of 32 -> 64 -> 128\n")
-    header = (f"{'strategy':<15}{'case':<22}{'torch, x*2+1':<16}{'mini, x*2+1':<16}"
-              f"{'mini, the MLP':<16}")
-    print(header)
-    print("-" * len(header))
-    for name, record in rows:
-        want = torch[record["case"]]["compiles_after_each_call"]
-        print(f"{name:<15}{record['case']:<22}{str(want):<16}{str(record['mini']):<16}"
-              f"{str(record['mini_mlp']):<16}")
+    measure.print_torch_comparison(
+        conformance, torch, "each call of 32 -> 64 -> 128",
+        [("strategy", 15), (22, "torch, x*2+1", 16), ("mini, x*2+1", "mini", 16),
+         ("mini, the MLP", "mini_mlp", 16)])
 
 
 # ---- figures --------------------------------------------------------------------------------

@@ -103,6 +103,15 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       cg->kernels.push_back(fn);
     }
   }
+  // What to release after each step, decided once here rather than on every run.
+  const graph::Graph& planned = cg->schedule.graph;  // the decomposed graph the steps run
+  std::set<int> outputs(planned.outputs.begin(), planned.outputs.end());
+  cg->frees.resize(cg->schedule.steps.size());
+  for (size_t id = 0; id < planned.nodes.size(); id++) {
+    int last = cg->schedule.last_use[id];
+    if (last >= 0 && !outputs.count((int)id) && planned.nodes[id].kind != graph::NodeKind::Input)
+      cg->frees[last].push_back((int)id);
+  }
   cg->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return cg;
 }
@@ -119,7 +128,6 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
       if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
     return shape;
   };
-  std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   std::vector<char*> buffers;
   std::vector<const int64_t*> strides;
   for (size_t si = 0; si < schedule.steps.size(); si++) {
@@ -151,10 +159,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
       if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
       values[st.node] = call_op(n.op, args, a);  // a view (no kernel) or an extern call
     }
-    for (size_t id = 0; id < values.size(); id++)  // free what no later step reads
-      if (values[id] && schedule.last_use[id] == (int)si && !outputs.count((int)id) &&
-          g.nodes[id].kind != graph::NodeKind::Input)
-        values[id].reset();
+    for (int id : frees[si]) values[id].reset();  // what no later step reads
   }
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(values[o] ? values[o] : g.nodes[o].constant);

@@ -27,6 +27,7 @@ struct CompiledGraph {
   bool from_disk_cache = false;
   double compile_seconds = 0;  // codegen + compiler + dlopen
   std::vector<KernelFn> kernels;  // one per FusionGroup
+  std::vector<std::vector<int>> frees;  // per step: the buffers no later step reads
   void* handle = nullptr;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
