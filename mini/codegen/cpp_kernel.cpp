@@ -98,6 +98,21 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
   }
 }
 
+// Ops that evaluate a polynomial or call a math function: each is a dependency chain of tens
+// of instructions per element. Plain arithmetic is one instruction.
+bool is_transcendental(OpKind op) {
+  switch (op) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh:
+    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::GeluBackward: case OpKind::Pow:
+      return true;
+    default: return false;
+  }
+}
+
+// Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
+// (1 KiB of float) stay in L1 until the next stage reads them.
+constexpr int kStageTile = 256;
+
 // Emits one kernel. Index variables x0..x{r-1} name a point of the kernel's space.
 class KernelWriter {
  public:
@@ -287,6 +302,8 @@ class KernelWriter {
     emit_full(flat, targets, true, "    ");
     for (int id : k_.stores) flat << "    out" << store_index_[id] << "[i] = t" << id << ";\n";
     if (!uses_index_ || rank_ < 2) {
+      std::vector<std::vector<int>> stages = split_stages(targets);
+      if (stages.size() > 1) return write_staged(o, stages);
       // `if (parallel: ...)`: a bare `if` would also turn the simd part off
       o << "  #pragma omp parallel for simd if (parallel: numel >= 131072)\n";
       o << "  for (int64_t i = 0; i < numel; i++) {\n";
@@ -309,11 +326,140 @@ class KernelWriter {
     for (int d = rank_ - 1; d >= 0; d--) o << std::string(4 + 2 * d, ' ') << "}\n";
   }
 
+  // The full-space values of a flat pointwise kernel in program order, cut into stages of one
+  // transcendental each. One loop over a long chain (chain8: sin, cos, exp and a division per
+  // element) is slow even when vectorized: each iteration is one dependency chain hundreds
+  // of cycles long, and the CPU's out-of-order window holds too few iterations to overlap
+  // them. A stage per transcendental keeps each loop's chain short.
+  std::vector<std::vector<int>> split_stages(const std::set<int>& targets) {
+    std::set<int> need;
+    std::function<void(int)> walk = [&](int v) {
+      if (!in_kernel_.count(v) || !is_full(v) || need.count(v)) return;
+      need.insert(v);
+      for (int i : g_.nodes[v].inputs)
+        if (i >= 0) walk(i);
+    };
+    for (int t : targets) walk(t);
+    std::vector<int> order;
+    int heavy = 0;
+    for (int id : k_.nodes)
+      if (need.count(id)) {
+        order.push_back(id);
+        heavy += is_transcendental(g_.nodes[id].op);
+      }
+    std::vector<std::vector<int>> stages(1);
+    for (int id : order) {
+      stages.back().push_back(id);
+      if (is_transcendental(g_.nodes[id].op) && --heavy > 0) stages.emplace_back();
+    }
+    return stages;
+  }
+
+  // A flat pointwise kernel as tiles of kStageTile elements (split over threads), each tile
+  // running one vectorized loop per stage; a value computed in one stage and read in a later
+  // one goes through a small array (s<id>) that stays in L1.
+  void write_staged(std::ostringstream& o, const std::vector<std::vector<int>>& stages) {
+    std::map<int, size_t> stage_of;
+    for (size_t k = 0; k < stages.size(); k++)
+      for (int id : stages[k]) stage_of[id] = k;
+    std::set<int> crossing;  // values read in a later stage than their own
+    for (size_t k = 0; k < stages.size(); k++)
+      for (int id : stages[k])
+        for (int i : g_.nodes[id].inputs)
+          if (stage_of.count(i) && stage_of[i] < k) crossing.insert(i);
+    const std::string tile = std::to_string(kStageTile);
+    o << "  // " << stages.size() << " stages per tile of " << tile
+      << " elements, one per transcendental op: short loops overlap, one long chain does not\n";
+    o << "  #pragma omp parallel for if (numel >= 131072)\n";
+    o << "  for (int64_t i0 = 0; i0 < numel; i0 += " << tile << ") {\n";
+    o << "    const int64_t i1 = numel - i0 < " << tile << " ? numel : i0 + " << tile << ";\n";
+    for (int id : crossing) o << "    " << ctype(g_.nodes[id].meta.dtype) << " s" << id << "[" << tile << "];\n";
+    for (size_t k = 0; k < stages.size(); k++) {
+      o << "    #pragma omp simd\n";
+      o << "    for (int64_t i = i0; i < i1; i++) {\n";
+      if (uses_index_) o << unflatten("i", kept_dims_, "      ");
+      std::set<int> read;  // crossing values this stage reads
+      for (int id : stages[k])
+        for (int i : g_.nodes[id].inputs)
+          if (crossing.count(i) && stage_of[i] < k) read.insert(i);
+      for (int id : read)
+        o << "      const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[i - i0];\n";
+      for (int id : stages[k]) {
+        o << "      const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, true) << ";\n";
+        if (crossing.count(id)) o << "      s" << id << "[i - i0] = t" << id << ";\n";
+        if (store_index_.count(id)) o << "      out" << store_index_[id] << "[i] = t" << id << ";\n";
+      }
+      o << "    }\n";
+    }
+    o << "  }\n";
+  }
+
+  // How a reduction kernel's row loop is laid out: for each phase (one pass over the row), the
+  // full-space values it computes and those it reads back from a row scratch array. A
+  // transcendental value needed again in a later phase (softmax's exp(x - max), summed in one
+  // pass and divided in the next) is kept in a per-row array instead of computed twice, when
+  // the row is short enough for the arrays to sit on the stack (kScratchBytes).
+  struct RowPlan {
+    std::vector<std::set<int>> compute, read;  // per phase
+    std::set<int> scratch;
+    std::map<int, int> computed_in;
+  };
+  static constexpr int64_t kScratchBytes = 64 * 1024;
+
+  std::set<int> phase_targets(int p, std::vector<int>* reds, std::vector<int>* stores) {
+    for (int id : k_.nodes) {
+      if (op_class(g_.nodes[id].op) == OpClass::Reduction && phase_[id] == p) reds->push_back(id);
+      if (is_full(id) && store_index_.count(id) && store_phase(id) == p) stores->push_back(id);
+    }
+    std::set<int> targets(reds->begin(), reds->end());
+    targets.insert(stores->begin(), stores->end());
+    return targets;
+  }
+
+  RowPlan plan_rows() {
+    RowPlan plan;
+    plan.compute.resize(phases_ + 1);
+    plan.read.resize(phases_ + 1);
+    int64_t rnumel = 1;
+    for (int64_t d : red_dims_) rnumel = k_.space[d] < 0 || rnumel < 0 ? -1 : rnumel * k_.space[d];
+    int64_t scratch_bytes = 0;
+    for (int p = 0; p <= phases_; p++) {
+      std::vector<int> reds, stores;
+      std::set<int> seen;
+      std::function<void(int)> walk = [&](int v) {
+        if (!in_kernel_.count(v) || !is_full(v) || seen.count(v)) return;
+        seen.insert(v);
+        auto prior = plan.computed_in.find(v);
+        int64_t bytes = rnumel * (int64_t)itemsize(g_.nodes[v].meta.dtype);
+        bool keep = prior != plan.computed_in.end() && prior->second < p && is_transcendental(g_.nodes[v].op) &&
+                    rnumel > 0 && (plan.scratch.count(v) || scratch_bytes + bytes <= kScratchBytes);
+        if (keep) {
+          if (plan.scratch.insert(v).second) scratch_bytes += bytes;
+          plan.read[p].insert(v);
+          return;
+        }
+        plan.compute[p].insert(v);
+        for (int i : g_.nodes[v].inputs)
+          if (i >= 0) walk(i);
+      };
+      for (int t : phase_targets(p, &reds, &stores)) {
+        if (is_full(t)) walk(t);
+        else for (int i : g_.nodes[t].inputs) if (i >= 0) walk(i);
+      }
+      for (int v : plan.compute[p]) plan.computed_in.emplace(v, p);
+    }
+    return plan;
+  }
+
   void write_reduction(std::ostringstream& o) {
     o << "  const int64_t rows = " << product(kept_dims_) << ", rnumel = " << product(red_dims_) << ";\n";
+    RowPlan plan = plan_rows();
     o << "  #pragma omp parallel for if (rows > 1 && rows * rnumel >= 131072)\n";
     o << "  for (int64_t r = 0; r < rows; r++) {\n";
     o << unflatten("r", kept_dims_, "    ");
+    for (int id : plan.scratch)
+      o << "    " << ctype(g_.nodes[id].meta.dtype) << " s" << id << "[" << product(red_dims_)
+        << "];  // " << g_.nodes[id].name << " of this row, computed once\n";
     std::set<int> done;  // row values computed so far
     for (int id : k_.nodes) {  // row values that need no reduction: before any loop reads them
       if (is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction || !reductions_below(id).empty()) continue;
@@ -322,47 +468,8 @@ class KernelWriter {
     }
     for (int p = 0; p <= phases_; p++) {
       std::vector<int> reds, stores;
-      for (int id : k_.nodes) {
-        if (op_class(g_.nodes[id].op) == OpClass::Reduction && phase_[id] == p) reds.push_back(id);
-        if (is_full(id) && store_index_.count(id) && store_phase(id) == p) stores.push_back(id);
-      }
-      if (!reds.empty() || !stores.empty()) {
-        for (int id : reds) {
-          const Node& n = g_.nodes[id];
-          std::string A = accumulator_type(n);
-          o << "    " << A << " acc" << id << " = " << initial(n, A) << ";\n";
-          if (!is_sum(n)) o << "    bool nan" << id << " = false;  // max/min propagate NaN, as eager\n";
-        }
-        // Every reduction is an OpenMP reduction, so the loop vectorizes: sums with +, max/min
-        // with max/min and a separate NaN flag (a NaN-propagating select would chain each
-        // element to the one before and keep the loop scalar).
-        if (!reds.empty() && stores.empty()) {
-          o << "    #pragma omp simd";
-          for (int id : reds) {
-            const Node& n = g_.nodes[id];
-            o << " reduction(" << (is_sum(n) ? "+" : n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ")";
-            if (!is_sum(n)) o << " reduction(| : nan" << id << ")";
-          }
-          o << "\n";
-        }
-        o << "    for (int64_t j = 0; j < rnumel; j++) {\n";
-        o << unflatten("j", red_dims_, "      ");
-        std::set<int> targets(reds.begin(), reds.end());
-        targets.insert(stores.begin(), stores.end());
-        emit_full(o, targets, false, "      ");
-        for (int id : reds) o << "      " << update(g_.nodes[id], id) << "\n";
-        for (int id : stores) o << "      out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
-        o << "    }\n";
-        for (int id : reds) {
-          const Node& n = g_.nodes[id];
-          std::string fin = "acc" + std::to_string(id);
-          if (!is_sum(n)) fin = "(nan" + std::to_string(id) + " ? std::numeric_limits<" + accumulator_type(n) +
-                                ">::quiet_NaN() : " + fin + ")";
-          if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-          o << "    const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
-          done.insert(id);
-        }
-      }
+      phase_targets(p, &reds, &stores);
+      if (!reds.empty() || !stores.empty()) write_phase(o, plan, p, reds, stores, &done);
       // row values whose reductions are all done, then row stores
       for (int id : k_.nodes) {
         if (done.count(id) || is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction) continue;
@@ -378,6 +485,71 @@ class KernelWriter {
     o << "  }\n";
   }
 
+  // One pass over the row. Every reduction is an OpenMP reduction, so the loop vectorizes:
+  // sums with +, max/min with max/min and a separate NaN flag (a NaN-propagating select would
+  // chain each element to the one before and keep the loop scalar). A float32 sum adds in
+  // float within chunks of kSumChunk elements (16 vector lanes of 64 each), and the chunks'
+  // sums in double: float speed, and an error that does not grow with the row's length.
+  static constexpr int kSumChunk = 1024;
+
+  void write_phase(std::ostringstream& o, const RowPlan& plan, int p, const std::vector<int>& reds,
+                   const std::vector<int>& stores, std::set<int>* done) {
+    bool chunked = false;
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = accumulator_type(n);
+      o << "    " << A << " acc" << id << " = " << initial(n, A) << ";\n";
+      // an int, not a bool: GCC does not vectorize an OpenMP | reduction over bool
+      if (!is_sum(n)) o << "    int nan" << id << " = 0;  // max/min propagate NaN, as eager\n";
+      chunked = chunked || is_sum(n);
+    }
+    std::string pad = chunked ? "      " : "    ";
+    if (chunked) {
+      const std::string chunk = std::to_string(kSumChunk);
+      o << "    for (int64_t j0 = 0; j0 < rnumel; j0 += " << chunk << ") {\n";
+      o << "      const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
+      for (int id : reds)
+        if (is_sum(g_.nodes[id])) o << "      " << part_type(g_.nodes[id]) << " part" << id << " = 0;\n";
+    }
+    o << pad << "#pragma omp simd";
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      if (is_sum(n)) {
+        o << " reduction(+ : part" << id << ")";
+        continue;
+      }
+      o << " reduction(" << (n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ")";
+      o << " reduction(| : nan" << id << ")";
+    }
+    o << "\n";
+    o << pad << (chunked ? "for (int64_t j = j0; j < j1; j++) {\n" : "for (int64_t j = 0; j < rnumel; j++) {\n");
+    std::string in = pad + "  ";
+    o << unflatten("j", red_dims_, in);
+    for (int id : plan.read[p]) o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[j];\n";
+    for (int id : k_.nodes) {
+      if (!plan.compute[p].count(id)) continue;
+      o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, false) << ";\n";
+      if (plan.scratch.count(id)) o << in << "s" << id << "[j] = t" << id << ";\n";
+    }
+    for (int id : reds) o << in << update(g_.nodes[id], id) << "\n";
+    for (int id : stores) o << in << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+    o << pad << "}\n";
+    if (chunked) {
+      for (int id : reds)
+        if (is_sum(g_.nodes[id])) o << "      acc" << id << " += part" << id << ";\n";
+      o << "    }\n";
+    }
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string fin = "acc" + std::to_string(id);
+      if (!is_sum(n)) fin = "(nan" + std::to_string(id) + " ? std::numeric_limits<" + accumulator_type(n) +
+                            ">::quiet_NaN() : " + fin + ")";
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "    const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
+      done->insert(id);
+    }
+  }
+
   int store_phase(int id) {
     int p = 0;
     for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
@@ -388,6 +560,10 @@ class KernelWriter {
     if (n.op == OpKind::Sum || n.op == OpKind::Mean) return is_floating(d) ? "double" : "int64_t";
     return ctype(d);
   }
+  // The type a sum adds in within one chunk: float for float32, else the accumulator's.
+  std::string part_type(const Node& n) {
+    return g_.nodes[n.inputs[0]].meta.dtype == DType::Float32 ? "float" : accumulator_type(n);
+  }
   std::string initial(const Node& n, const std::string& A) {
     if (n.op == OpKind::Sum || n.op == OpKind::Mean) return A + "(0)";
     bool mx = n.op == OpKind::Amax;
@@ -397,7 +573,7 @@ class KernelWriter {
   std::string update(const Node& n, int id) {
     row_context_ = false;  // a reduction reads its input over the kernel's full space
     std::string acc = "acc" + std::to_string(id), v = value(n.inputs[0], false);
-    if (is_sum(n)) return acc + " += " + v + ";";
+    if (is_sum(n)) return "part" + std::to_string(id) + " += " + v + ";";
     std::string cmp = n.op == OpKind::Amax ? " > " : " < ";
     std::string nan = "nan" + std::to_string(id);
     if (!is_floating(g_.nodes[n.inputs[0]].meta.dtype)) return acc + " = " + v + cmp + acc + " ? " + v + " : " + acc + ";";

@@ -1,6 +1,6 @@
-// scalar_math.h — the per-element math of the pointwise kernels, written so that loops
-// over them vectorize: no calls into libm in the hot float32 paths (exp is a Cephes-style
-// polynomial), NaN handled with compares rather than branches.
+// scalar_math.h — the per-element math of the pointwise kernels, shared by eager mini and
+// the generated kernels (codegen embeds this file), written so that loops over it vectorize:
+// float32 exp, sigmoid, sin and cos are mini's own polynomials, the rest is libm.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -9,61 +9,121 @@
 
 namespace mini {
 
-// exp for float32 with ~1 ulp error: x = n*ln2 + r, exp(x) = 2^n * P(r). 2^n is applied
-// as two factors 2^(n/2) so that results down to the denormal range stay exact; there is
-// no branch and no libm call, so loops over it vectorize.
-inline float pow2i_f32(int32_t n) {  // 2^n for n in [-126, 127]
-  return __builtin_bit_cast(float, (n + 127) << 23);  // a register move, vectorizable
+// The float32 transcendental functions below are written for loops that vectorize: no calls
+// into libm, no branches, no float-to-int conversions (an integer is read from a float's
+// bits, which also avoids the undefined behaviour of converting NaN). They are short, because
+// a fused kernel chains several of them and its speed is then their total instruction count
+// (chain8's kernel is compute-bound: see notes/perf.md).
+
+// |x| limited to lim_pos (x >= 0) or lim_neg (x < 0), computed on the float's bits: an
+// unsigned min is one instruction where a float compare-and-select is several (GCC also
+// duplicates the code after a select for the clamped lanes). A NaN would be clamped too, so
+// *nan is set to all ones for a NaN input, for the caller to OR into its result.
+inline float clamp_magnitude(float x, uint32_t lim_pos, uint32_t lim_neg, uint32_t* nan) {
+  uint32_t bits = __builtin_bit_cast(uint32_t, x);
+  uint32_t sign = bits & 0x80000000u, mag = bits & 0x7FFFFFFFu;
+  *nan = mag > 0x7F800000u ? 0xFFFFFFFFu : 0u;
+  uint32_t lim = sign ? lim_neg : lim_pos;
+  return __builtin_bit_cast(float, (mag < lim ? mag : lim) | sign);
+}
+inline float or_bits(float v, uint32_t bits) {
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, v) | bits);
 }
 
-inline float exp_f32(float x) {
-  float xc = x < -103.9f ? -103.9f : (x > 88.7228394f ? 88.7228394f : x);
-  xc = x != x ? 0.0f : xc;  // NaN: compute anything finite, the NaN is returned below
-  // n = round(x / ln2): adding 1.5 * 2^23 rounds to an integer in the float's mantissa
-  // (floorf would not vectorize without -ffast-math).
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+// e^r for |r| <= ln2/2: Cephes' degree-7 polynomial, ~1 ulp.
+inline float exp_poly(float r) {
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t half = ni >> 1;
-  float y = p * pow2i_f32(half) * pow2i_f32(ni - half);
-  y = x > 88.72283935546875f ? std::numeric_limits<float>::infinity() : y;
-  y = x < -103.97f ? 0.0f : y;
-  return x != x ? x : y;
+  return p * (r * r) + r + 1.0f;
 }
 
-// sin and cos for float32 without libm calls, so loops over them vectorize: reduce by pi/2
-// in double (exact enough for |x| < 2^24, where floats are still finer than 1), then Cephes'
-// minimax polynomials on [-pi/4, pi/4]; the quadrant picks sin or cos and the sign.
-inline float sincos_f32(float x, int shift) {
-  double xd = x;
-  double j = (xd * 0.63661977236758134308 + 6755399441055744.0) - 6755399441055744.0;
-  float r = static_cast<float>(xd - j * 1.57079632679489661923);
-  int64_t q = static_cast<int64_t>(j) + shift;
-  float r2 = r * r;
-  float s = r + r * r2 * (-1.6666654611e-1f + r2 * (8.3321608736e-3f + r2 * -1.9515295891e-4f));
-  float c = 1.0f - 0.5f * r2 +
-            r2 * r2 * (4.166664568298827e-2f + r2 * (-1.388731625493765e-3f + r2 * 2.443315711809948e-5f));
-  float v = (q & 1) ? c : s;
-  v = (q & 2) ? -v : v;
-  return x != x || x - x != 0.0f ? x - x : v;  // NaN for NaN and +-inf, as libm
+// exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n*ln2. 2^n is applied as two factors
+// 2^(n/2), so results down to the denormals are right, and limiting x to [-104, 89] gives 0
+// and +inf at the ends (2^-150 underflows, 2^128 overflows) with no select.
+inline float exp_f32(float x) {
+  uint32_t nan;
+  float xc = clamp_magnitude(x, 0x42B20000u /* 89 */, 0x42D00000u /* 104 */, &nan);
+  // adding 1.5 * 2^23 rounds to an integer held in the float's low mantissa bits
+  float t = xc * 1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
+  int32_t ni = static_cast<int32_t>(__builtin_bit_cast(uint32_t, t) - 0x4B400000u);
+  float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts
+  int32_t half = ni >> 1;
+  // 2^k for k in [-126, 127], in unsigned arithmetic (no signed-overflow UB for NaN)
+  float s1 = __builtin_bit_cast(float, (static_cast<uint32_t>(half) + 127u) << 23);
+  float s2 = __builtin_bit_cast(float, (static_cast<uint32_t>(ni - half) + 127u) << 23);
+  return or_bits(exp_poly(r) * s1 * s2, nan);
+}
+
+// sigmoid(x) = 1 / (1 + e), e = exp(-x), with one factor 2^n: x is limited to [-89, 87],
+// where below -89 e overflows to inf (result 0) and above 87 e is under 2^-126 and 1 + e
+// rounds to 1. Results under 2^-126 (x < -87.3) flush to zero, as 1 / (1 + exp(-x)) does
+// with any float32 exp.
+inline float sigmoid_f32(float x) {
+  uint32_t nan;
+  float xc = clamp_magnitude(x, 0x42AE0000u /* 87 */, 0x42B20000u /* 89 */, &nan);
+  float t = xc * -1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
+  uint32_t ni = __builtin_bit_cast(uint32_t, t) - 0x4B400000u;
+  float r = (-xc - n * 0.693359375f) + n * 2.12194440e-4f;
+  float e = exp_poly(r) * __builtin_bit_cast(float, (ni + 127u) << 23);  // n = 128 gives inf
+  return or_bits(1.0f / (1.0f + e), nan);
+}
+
+// sin(d) for |d| <= pi/2: one odd polynomial of degree 9, fitted (scripts/fit_sin_poly.py)
+// for relative error 6e-9.
+inline float sin_poly(float d) {
+  float s = d * d;
+  float u = 2.605780537123792e-06f;
+  u = u * s + -1.9809602235909551e-04f;
+  u = u * s + 8.33306647837162e-03f;
+  u = u * s + -1.6666659712791443e-01f;
+  return s * (u * d) + d;
+}
+// (-1)^q as a sign bit, from the low bit of q + 1.5 * 2^23 (exact for |q| < 2^22)
+inline uint32_t parity_sign(float q) { return __builtin_bit_cast(uint32_t, q + 12582912.0f) << 31; }
+
+// sin for float32: |x| = q*pi + d with |d| <= pi/2, sin|x| = (-1)^q sin(d), and the sign of
+// x put back (sin is odd, which also keeps sin(-0) = -0). pi is subtracted in three float
+// parts with fused multiply-adds: as exact as a reduction in double for |x| up to ~1e6 (abs
+// error ~1.2e-7 there, 1.7 ulp for |x| <= 1e3; two parts would give 25 ulp near the zeros); beyond ~1e7 the error grows (libm is exact
+// everywhere, and slow). NaN and +-inf give NaN through the arithmetic (inf - inf).
+inline float sin_f32(float x) {
+  uint32_t bits = __builtin_bit_cast(uint32_t, x);
+  float ax = __builtin_bit_cast(float, bits & 0x7FFFFFFFu);
+  float q = __builtin_rintf(ax * 0.318309873342514038f);
+  float d = __builtin_fmaf(-q, 3.1415927410125732f, ax);
+  d = __builtin_fmaf(-q, -8.742277657347586e-08f, d);
+  d = __builtin_fmaf(-q, -3.552713678800501e-15f, d);
+  uint32_t sign = parity_sign(q) ^ (bits & 0x80000000u);
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, sin_poly(d)) ^ sign);
+}
+
+// cos for float32: x = (2q + 1)*pi/2 + d with |d| <= pi/2, cos(x) = (-1)^(q+1) sin(d).
+inline float cos_f32(float x) {
+  float q = __builtin_rintf(x * 0.318309873342514038f - 0.5f);
+  float k = q + q + 1.0f;
+  float d = __builtin_fmaf(-k, 1.5707963705062866f, x);
+  d = __builtin_fmaf(-k, -4.371138828673793e-08f, d);
+  d = __builtin_fmaf(-k, -1.7763568394002505e-15f, d);
+  uint32_t sign = parity_sign(q) ^ 0x80000000u;
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, sin_poly(d)) ^ sign);
 }
 
 template <class T> inline T sin_of(T x) { return std::sin(x); }
-template <> inline float sin_of<float>(float x) { return sincos_f32(x, 0); }
+template <> inline float sin_of<float>(float x) { return sin_f32(x); }
 template <class T> inline T cos_of(T x) { return std::cos(x); }
-template <> inline float cos_of<float>(float x) { return sincos_f32(x, 1); }
+template <> inline float cos_of<float>(float x) { return cos_f32(x); }
 
 template <class T> inline T exp_of(T x) { return std::exp(x); }
 template <> inline float exp_of<float>(float x) { return exp_f32(x); }
 
 template <class T> inline T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
+template <> inline float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;

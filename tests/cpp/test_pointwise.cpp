@@ -220,10 +220,58 @@ TEST_CASE("float32 exp is within 1e-6 relative of std::exp over [-80, 80]",
                {0, kInf, kNaN});
 }
 
-// exp_f32(NaN) must not convert NaN to int32 (UB, and a negative left shift in pow2i_f32
-// after it), which UBSan in mini_tests_san would report and abort on.
+// exp_f32(NaN) must not convert NaN to int32 or shift a negative value (both undefined
+// behaviour), which UBSan in mini_tests_san would report and abort on.
 TEST_CASE("float32 exp of NaN is NaN without undefined behaviour", "[tensor][pointwise]") {
   check_values(mini::unary(OpKind::Exp, make({kNaN}, {1})), {kNaN});
+}
+
+TEST_CASE("float32 sigmoid is within 1e-6 relative of libm over [-87, 20]", "[tensor][pointwise]") {
+  const int64_t n = 214001;
+  Tensor x = mini::empty({n}, DType::Float32);
+  float* px = x->data<float>();
+  for (int64_t i = 0; i < n; i++) px[i] = static_cast<float>(-87.0 + i * 0.0005);
+  Tensor y = mini::unary(OpKind::Sigmoid, x);
+  const float* py = y->data<float>();
+  double worst = 0, worst_x = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double want = 1 / (1 + std::exp(-double(px[i])));
+    double rel = std::abs(py[i] - want) / want;
+    if (rel > worst) worst = rel, worst_x = px[i];
+  }
+  INFO("worst relative error " << worst << " at x = " << worst_x);
+  CHECK(worst <= 1e-6);
+  // saturation at both ends, and NaN through
+  check_values(mini::unary(OpKind::Sigmoid, make({-kInf, -100, 100, kInf, kNaN}, {5})), {0, 0, 1, 1, kNaN});
+}
+
+// mini's float32 sin and cos are its own polynomials (scalar_math.h), so they are checked
+// against double-precision libm here: absolute error within 2e-7 for |x| up to 1e5 (the
+// reduction by pi/2 in float parts stays exact that far), and NaN for NaN and +-inf.
+TEST_CASE("float32 sin and cos are within 2e-7 of libm for |x| <= 1e5", "[tensor][pointwise]") {
+  for (double range : {4.0, 100.0, 1e5}) {
+    const int64_t n = 200001;  // above the parallel grain, so the vectorized loop runs
+    Tensor x = mini::empty({n}, DType::Float32);
+    float* px = x->data<float>();
+    for (int64_t i = 0; i < n; i++) px[i] = static_cast<float>(-range + 2 * range * double(i) / double(n - 1));
+    for (OpKind op : {OpKind::Sin, OpKind::Cos}) {
+      Tensor y = mini::unary(op, x);
+      const float* py = y->data<float>();
+      double worst = 0, worst_x = 0;
+      for (int64_t i = 0; i < n; i++) {
+        double want = op == OpKind::Sin ? std::sin(double(px[i])) : std::cos(double(px[i]));
+        double err = std::abs(double(py[i]) - want);
+        if (err > worst) worst = err, worst_x = px[i];
+      }
+      INFO(op_name(op) << " over [-" << range << ", " << range << "]: worst absolute error " << worst
+                       << " at x = " << worst_x);
+      CHECK(worst <= 2e-7);
+    }
+  }
+  Tensor special = make({kNaN, kInf, -kInf, 0, -0.0}, {5});
+  check_values(mini::unary(OpKind::Sin, special), {kNaN, kNaN, kNaN, 0, 0});
+  check_values(mini::unary(OpKind::Cos, special), {kNaN, kNaN, kNaN, 1, 1});
+  CHECK(std::signbit(mini::unary(OpKind::Sin, make({-0.0}, {1}))->data<float>()[0]));
 }
 
 TEST_CASE("where selects, broadcasts and promotes", "[tensor][pointwise]") {
