@@ -62,24 +62,25 @@ A reduce_run(Combine c, const T* p, int64_t n) {
     }
   }
   if constexpr (std::is_floating_point_v<T>) {
-    // 16 independent lanes, each keeping NaN once seen (x > m is false for NaN, so the
-    // select below also takes x when x is NaN); the compiler maps the lanes to vectors.
-    constexpr int kLanes = 16;
-    T lane[kLanes];
-    for (int l = 0; l < kLanes; l++) lane[l] = initial<T>(c);
-    bool is_max = c == Combine::Max;
-    int64_t body = n / kLanes * kLanes;
-    for (int64_t i = 0; i < body; i += kLanes) {
-      for (int l = 0; l < kLanes; l++) {
-        T x = p[i + l], m = lane[l];
-        bool take = (is_max ? x > m : x < m) || x != x;
-        lane[l] = (take && m == m) ? x : m;
+    // An OpenMP max/min reduction, with NaN tracked in a separate flag: a NaN-propagating
+    // select would chain each element to the one before and keep the loop scalar. The flag
+    // is an int, not a bool: GCC does not vectorize an OpenMP | reduction over bool.
+    T m = initial<T>(c);
+    int nan = 0;
+    if (c == Combine::Max) {
+#pragma omp simd reduction(max : m) reduction(| : nan)
+      for (int64_t i = 0; i < n; i++) {
+        m = p[i] > m ? p[i] : m;
+        nan |= p[i] != p[i];
+      }
+    } else {
+#pragma omp simd reduction(min : m) reduction(| : nan)
+      for (int64_t i = 0; i < n; i++) {
+        m = p[i] < m ? p[i] : m;
+        nan |= p[i] != p[i];
       }
     }
-    A m = initial<A>(c);
-    for (int l = 0; l < kLanes; l++) m = combine<A>(c, m, A(lane[l]));
-    for (int64_t i = body; i < n; i++) m = combine<A>(c, m, A(p[i]));
-    return m;
+    return nan ? A(std::numeric_limits<T>::quiet_NaN()) : A(m);
   } else {
     A m = initial<A>(c);
     for (int64_t i = 0; i < n; i++) m = combine<A>(c, m, A(p[i]));

@@ -479,3 +479,98 @@ def test_fused_chain_moves_only_its_inputs_and_output():
     # one kernel reading x and y and writing the result; eager runs 8 kernels
     assert (mini.metrics.kernel_launches, mini.metrics.bytes_moved) == (1, 3 * N_BYTES)
     assert eager_launches == 8
+
+
+# ---- loop layouts: staged pointwise loops, row scratch, chunked sums -------------------------------
+
+STAGED_N = 131072 + 37  # above the parallel threshold, and not a multiple of the 256-element tile
+
+
+def test_chain_with_three_transcendentals_runs_in_three_stages():
+    x, y = T(STAGED_N, seed=20), T(STAGED_N, seed=21)
+    info = inductor(chain8, x, y)
+    src = info["source"]
+    assert "// 3 stages per tile of 256 elements" in src
+    assert src.count("#pragma omp simd") == 3
+    check_same(info["run"](x, y), chain8(x, y))
+
+
+def test_one_transcendental_stays_one_flat_loop():
+    x, b = T(STAGED_N, seed=22), T(STAGED_N, seed=23)
+    info = inductor(lambda x, b: (x * 2 + b).exp() - b, x, b)
+    assert "stages per tile" not in info["source"]
+    assert "#pragma omp parallel for simd" in info["source"]
+
+
+def test_staged_kernel_stores_an_intermediate_and_passes_bool_and_int_values():
+    # a value stored mid-chain (first output), a bool and an int64 computed in one stage and
+    # read in a later one
+    def f(x, y, n):
+        s = x.sin()
+        pos = s > 0
+        c = (s * y).cos()
+        k = n * 3
+        return s, mini.where(pos, c.exp(), -c) + k
+
+    x, y = T(STAGED_N, seed=24), T(STAGED_N, seed=25)
+    n = mini.tensor(np.arange(STAGED_N).tolist(), dtype=mini.int64)
+    info = inductor(f, x, y, n)
+    assert "stages per tile" in info["source"]
+    check_same(info["run"](x, y, n), f(x, y, n))
+
+
+def test_staged_kernel_at_a_size_smaller_than_one_tile():
+    x, y = T(100, seed=26), T(100, seed=27)
+    info = inductor(chain8, x, y)
+    assert "stages per tile" in info["source"]
+    check_same(info["run"](x, y), chain8(x, y))
+
+
+def test_softmax_keeps_exp_in_a_row_scratch_and_computes_it_once():
+    x = T(256, 4096, seed=28)
+    info = inductor(softmax_decomp, x)
+    src = info["source"]
+    assert re.search(r"float s\d+\[4096LL\];  // exp of this row, computed once", src), src
+    assert src.count("mini::exp_of<float>") == 1
+    check_same(info["run"](x), softmax_decomp(x))
+
+
+def test_rows_too_long_for_the_stack_recompute_instead_of_keeping_a_scratch():
+    x = T(4, 32768, seed=29)  # 128 KiB of float per row: over the 64 KiB scratch limit
+    info = inductor(softmax_decomp, x)
+    assert "computed once" not in info["source"]
+    assert info["source"].count("mini::exp_of<float>") == 2
+    check_same(info["run"](x), softmax_decomp(x))
+
+
+def test_dynamic_row_length_has_no_scratch_and_runs_at_several_lengths():
+    x = T(8, 300, seed=30)
+    info = inductor(softmax_decomp, x, dynamic=True)
+    assert "computed once" not in info["source"]
+    for cols in (300, 1025, 5000):
+        x = T(8, cols, seed=cols)
+        check_same(info["run"](x), softmax_decomp(x))
+
+
+def test_long_float32_sum_is_accurate_to_float64():
+    # float32 partial sums per 1024-element chunk, chunk sums in double
+    rng = np.random.default_rng(31)
+    data = (rng.random((2, 1_000_003)) + 0.5).astype(np.float32)
+    x = mini.from_numpy(data)
+    info = inductor(lambda x: (x * 1.0).sum(-1), x)
+    assert "part" in info["source"] and "j0 += 1024" in info["source"]
+    (got,) = as_tuple(info["run"](x))
+    want = data.astype(np.float64).sum(-1)
+    np.testing.assert_allclose(to_np(got).astype(np.float64), want, rtol=2e-7)
+
+
+def test_compiled_amax_propagates_nan_and_vectorizes_with_an_int_flag():
+    data = np.random.default_rng(32).standard_normal((4, 5000)).astype(np.float32)
+    data[1, 4321] = np.nan
+    x = mini.from_numpy(data)
+    info = inductor(lambda x: x.amax(-1) + 1, x)
+    assert re.search(r"int nan\d+ = 0;", info["source"])
+    (got,) = as_tuple(info["run"](x))
+    got = to_np(got)
+    assert np.isnan(got[1]) and not np.isnan(got[[0, 2, 3]]).any()
+    np.testing.assert_allclose(got[[0, 2, 3]], data[[0, 2, 3]].max(-1) + 1, rtol=1e-6)
