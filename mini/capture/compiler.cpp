@@ -8,6 +8,7 @@ namespace mini::capture {
 
 PyObject* g_unsupported_error = nullptr;
 GraphCompiler g_inductor = nullptr;
+TrainingCompiler g_training = nullptr;
 std::string g_skip_prefix;
 
 CompileConfig& compile_config() {
@@ -410,16 +411,14 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
               "dynamic dim); it runs with eager kernels");
   needs_autograd &= grad_enabled();
-  if (has_graph && req->inductor && needs_autograd && log_channels().fusion)
-    log_write("inductor: " + title + " has inputs that require grad; mini has no joint forward/backward "
-              "graph yet, so it runs with eager kernels (which record autograd) instead of generated code");
-  if (has_graph && req->inductor && g_inductor && !needs_autograd && !unbacked) {
-    try {
+  try {
+    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !unbacked)
+      art->compiled = g_training(*art->graph, title, req->inductor);
+    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !unbacked)
       art->compiled = g_inductor(*art->graph, title);
-    } catch (const std::exception& e) {
-      set_python_error(e);
-      return nullptr;
-    }
+  } catch (const std::exception& e) {
+    set_python_error(e);
+    return nullptr;
   }
   if (has_graph && req->backend) {
     PyObject* gm = python_bridge().make_graph_module(art->graph, title);

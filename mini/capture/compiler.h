@@ -24,6 +24,12 @@ namespace mini::capture {
 using GraphRunner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 using GraphCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title);
 extern GraphCompiler g_inductor;
+// A graph whose inputs require grad, for "aot_eager" (inductor = false) or "inductor": the
+// joint forward/backward graph, partitioned, each half run by the interpreter or compiled
+// (mini/autograd). Returns an empty runner (after logging why) when the graph cannot be
+// differentiated as a graph; it then runs with eager kernels, which record autograd.
+using TrainingCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, bool inductor);
+extern TrainingCompiler g_training;
 
 struct CompileConfig {
   std::string cache_dir;
@@ -45,6 +51,7 @@ void log_write(const std::string& text);  // to Python's sys.stderr
 struct CompileRequest {
   PyObject* backend = nullptr;  // a Python callable, or nullptr for a built-in backend
   bool inductor = false;        // built-in "inductor": fuse, generate C++, compile
+  bool aot = false;             // built-in "aot_eager": training graphs, run by the interpreter
   PyObject* backend_key = nullptr;  // identity of the backend for cache entries (not owned)
   bool fullgraph = false;
   int dynamic = -1;  // -1 None, 0 False, 1 True

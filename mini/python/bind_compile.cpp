@@ -167,6 +167,7 @@ void bind_compile(py::module_& m) {
              bool builtin = py::isinstance<py::str>(backend);
              r->req.backend = builtin ? nullptr : backend.ptr();
              r->req.inductor = builtin && backend.cast<std::string>() == "inductor";
+             r->req.aot = builtin && backend.cast<std::string>() == "aot_eager";
              r->req.backend_key = backend.ptr();  // the callable, or the interned name
              r->req.fullgraph = fullgraph;
              r->req.dynamic = dynamic;

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "autograd/training.h"
 #include "capture/compiler.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/compiled_graph.h"
@@ -26,10 +27,42 @@ cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
 }
 
+cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {
+  return [g](const std::vector<mini::Tensor>& inputs) { return mini::graph::run_graph(*g, inputs); };
+}
+
+// "aot_eager" and "inductor" on a graph whose inputs require grad: the joint graph,
+// partitioned (save-all for aot_eager, recompute for inductor, as torch's defaults), each half
+// interpreted or compiled.
+cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string& title, bool inductor) {
+  namespace ag = mini::autograd;
+  std::shared_ptr<ag::TrainingGraphs> tg;
+  try {
+    tg = std::make_shared<ag::TrainingGraphs>(
+        ag::make_training_graphs(g, inductor ? ag::Partitioner::Recompute : ag::Partitioner::SaveAll));
+  } catch (const mini::Error& e) {
+    if (cap::log_channels().aot_graphs || cap::log_channels().fusion)
+      cap::log_write("aot: " + title + " runs with eager kernels (which record autograd): " + e.what());
+    return {};
+  }
+  std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
+  if (cap::log_channels().aot_graphs) {
+    cap::log_write("TRACED GRAPH\n" + tg->forward->print("Forward graph " + n) +
+                   "TRACED GRAPH\n" + tg->backward->print("Backward graph " + n) +
+                   "partitioner: " + (inductor ? "recompute" : "save-all") + ", " +
+                   std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
+                   std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n");
+  }
+  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward") : interpret(tg->forward);
+  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward") : interpret(tg->backward);
+  return ag::make_training_runner(tg, fwd, bwd);
+}
+
 }  // namespace
 
 void bind_inductor(py::module_& m) {
   cap::g_inductor = &compile_inductor;
+  cap::g_training = &compile_training;
   // Compile a GraphModule's graph directly (tests, labs and benchmarks look inside).
   m.def("_inductor_compile", [](py::object gm) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();

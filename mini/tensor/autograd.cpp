@@ -38,11 +38,13 @@ const Tensor& SavedTensor::unpack(const char* op) const {
   return value;
 }
 
-const char* GradNode::name() const { return is_accumulator() ? "AccumulateGrad" : op_name(kind); }
+const char* GradNode::name() const {
+  return is_accumulator() ? "AccumulateGrad" : custom ? custom->name() : op_name(kind);
+}
 
 Edge edge_of(const Tensor& t) {
   if (!t) return {};
-  if (t->grad_fn) return {t->grad_fn};
+  if (t->grad_fn) return {t->grad_fn, t->output_nr};
   if (!t->requires_grad) return {};
   auto acc = t->grad_accumulator.lock();
   if (!acc) {
@@ -76,6 +78,7 @@ void record(OpKind kind, const std::vector<Tensor>& inputs, const Tensor& output
   // The output is saved as an alias without grad_fn: no reference cycle.
   node->output.save(needs.output_value ? detach(output) : shape_only(output));
   output->grad_fn = node;
+  output->output_nr = 0;
 }
 
 SavedNeeds saved_needs(OpKind kind) {
@@ -156,24 +159,43 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
   }
   Edge root_edge = edge_of(root);
   std::vector<GradNode*> order = topological_order(root_edge.node.get());
-  std::unordered_map<GradNode*, Tensor> pending{{root_edge.node.get(), grad}};
-
+  // the gradients flowing into each node, one slot per output of the node
+  std::unordered_map<GradNode*, std::vector<Tensor>> pending;
+  auto deliver = [&](GradNode* node, int output_nr, const Tensor& g) {
+    auto& slots = pending[node];
+    if (slots.empty()) slots.resize(node->num_outputs);
+    Tensor& slot = slots.at(output_nr);
+    slot = slot ? binary(OpKind::Add, slot, g) : g;
+  };
   NoGradGuard no_grad;
+  deliver(root_edge.node.get(), root->grad_fn ? root->output_nr : 0, grad);
+
   EagerBuilder builder;
   Rules<EagerBuilder> rules{builder};
   for (GradNode* node : order) {
     auto it = pending.find(node);
     if (it == pending.end()) continue;
-    Tensor g = std::move(it->second);
+    std::vector<Tensor> slots = std::move(it->second);
     pending.erase(it);
     if (node->is_accumulator()) {
-      accumulate_into_leaf(node, g);
+      accumulate_into_leaf(node, slots[0]);
       continue;
     }
     if (node->released)
       fail("Trying to backward through the graph a second time (or directly access saved "
            "tensors after they have already been freed). Specify retain_graph=True on the "
            "first backward() call if you need to backward through the graph again.");
+    if (node->custom) {
+      std::vector<Tensor> grads = node->custom->apply(slots);
+      for (size_t i = 0; i < grads.size() && i < node->next.size(); i++)
+        if (node->next[i].node && grads[i]) deliver(node->next[i].node.get(), node->next[i].output_nr, grads[i]);
+      if (!retain_graph) {
+        node->released = true;
+        node->custom->release();
+      }
+      continue;
+    }
+    Tensor g = std::move(slots[0]);
     std::vector<Tensor> in(node->inputs.size());
     std::vector<bool> need(node->inputs.size());
     for (size_t i = 0; i < in.size(); i++) {
@@ -187,8 +209,7 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
       if (!child || !grads[i]) continue;
       Tensor gi = grads[i];
       if (in[i] && gi->dtype != in[i]->dtype) gi = cast(gi, in[i]->dtype);
-      auto [slot, fresh] = pending.emplace(child, gi);
-      if (!fresh) slot->second = binary(OpKind::Add, slot->second, gi);
+      deliver(child, node->next[i].output_nr, gi);
     }
     if (!retain_graph) {
       node->released = true;

@@ -29,6 +29,17 @@ struct SavedTensor {
 
 struct Edge {
   std::shared_ptr<GradNode> node;  // null: this input needs no gradient
+  int output_nr = 0;               // which output of `node` the input is
+};
+
+// The backward of a node that is not one op: a compiled graph's backward graph
+// (mini/autograd). Given one gradient per output of the node (null: that output got no
+// gradient), returns one gradient (or null) per entry of the node's `next`.
+struct CustomBackward {
+  virtual ~CustomBackward() = default;
+  virtual const char* name() const = 0;
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  virtual void release() = 0;  // frees saved tensors (backward without retain_graph)
 };
 
 struct GradNode {
@@ -38,6 +49,10 @@ struct GradNode {
   SavedTensor output;
   std::vector<Edge> next;  // one per input
   bool released = false;   // saved tensors freed after a backward without retain_graph
+  // A node with several outputs (a compiled graph's): its backward is `custom`, and each
+  // output tensor names its position with TensorImpl::output_nr.
+  std::shared_ptr<CustomBackward> custom;
+  int num_outputs = 1;
 
   // A leaf's accumulator: adds incoming gradients into leaf->grad.
   std::weak_ptr<TensorImpl> leaf;

@@ -87,6 +87,7 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     NoGradGuard no_grad;
     old = (kind == OpKind::Mul || kind == OpKind::Div) ? clone(self) : shape_only(self);
     old->grad_fn = self->grad_fn;
+    old->output_nr = self->output_nr;
   }
   // If `other` shares self's memory, backward must see its value from before the write.
   Tensor rhs = other;
@@ -96,6 +97,7 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     NoGradGuard no_grad;
     rhs = clone(other);
     rhs->grad_fn = other->grad_fn;
+    rhs->output_nr = other->output_nr;
   }
   // Writing in place is safe when `other` does not share memory with self, or is exactly
   // self (each element is read before it is written); any other overlap (x += x.T) goes

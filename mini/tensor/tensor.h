@@ -33,6 +33,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   bool requires_grad = false;         // set on leaves by the user
   Tensor grad;                        // accumulated gradient of a leaf
   std::shared_ptr<GradNode> grad_fn;  // producer of a non-leaf
+  int output_nr = 0;                  // which of grad_fn's outputs this is (compiled graphs have several)
   std::weak_ptr<GradNode> grad_accumulator;  // a leaf's accumulator, shared by its uses
   // A view of a leaf that requires grad: writing to it in place would change the leaf
   // behind autograd's back, so in-place ops refuse it (as torch does).

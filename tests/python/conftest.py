@@ -221,3 +221,14 @@ def metrics():
     """mini.metrics, reset before the test body."""
     mini.metrics.reset()
     return mini.metrics
+
+
+@pytest.fixture(scope="module")
+def own_cache_dir(tmp_path_factory):
+    """A fresh mini.config.cache_dir for one test module, so that its compiles neither reuse
+    nor leave kernels in the user's cache; the previous directory is restored afterwards.
+    Use it with `pytestmark = pytest.mark.usefixtures("own_cache_dir")`."""
+    saved = mini.config.cache_dir
+    mini.config.cache_dir = str(tmp_path_factory.mktemp("mini_cache"))
+    yield mini.config.cache_dir
+    mini.config.cache_dir = saved

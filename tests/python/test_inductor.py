@@ -32,13 +32,7 @@ PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
 
 # ---- fixtures and helpers ---------------------------------------------------------------------------
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    """One fresh disk cache for this file's tests; the previous one is restored afterwards."""
-    saved = mini.config.cache_dir
-    mini.config.cache_dir = str(tmp_path_factory.mktemp("mini_inductor_cache"))
-    yield mini.config.cache_dir
-    mini.config.cache_dir = saved
+pytestmark = pytest.mark.usefixtures("own_cache_dir")
 
 
 ALIVE = []  # capture backends stay alive for the test (mini keys entries by backend address)

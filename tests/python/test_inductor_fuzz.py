@@ -853,12 +853,7 @@ def replace(node, target, new):
 
 # ---- the tests --------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    saved = mini.config.cache_dir
-    mini.config.cache_dir = str(tmp_path_factory.mktemp("mini_fuzz_cache"))
-    yield
-    mini.config.cache_dir = saved
+pytestmark = pytest.mark.usefixtures("own_cache_dir")
 
 
 @pytest.fixture(autouse=True)

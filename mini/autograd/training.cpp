@@ -1,0 +1,277 @@
+#include "autograd/training.h"
+
+#include <map>
+#include <set>
+
+#include "tensor/autograd.h"
+#include "tensor/derivatives.h"
+#include "tensor/ops.h"
+
+namespace mini::autograd {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeKind;
+using graph::TensorMeta;
+
+namespace {
+
+// A value of the joint graph as derivatives.h sees it: a node id, or none (-1).
+struct GraphValue {
+  int id = -1;
+  explicit operator bool() const { return id >= 0; }
+};
+
+// The builder derivatives.h's rules run against while tracing backward: each call appends a
+// node to the joint graph.
+struct GraphBuilder {
+  using Value = GraphValue;
+  Graph& g;
+  Value call(OpKind k, std::vector<Value> in, const Attrs& a) {
+    std::vector<int> ids;
+    for (const Value& v : in) ids.push_back(v.id);
+    return {g.add_op(k, ids, a)};
+  }
+  Shape shape(const Value& v) { return g.nodes[v.id].meta.sizes; }
+  DType dtype(const Value& v) { return g.nodes[v.id].meta.dtype; }
+  Value scalar(double x, DType d) { return {g.add_constant(x, d)}; }
+};
+
+TensorMeta contiguous_meta(const TensorMeta& m) {
+  return {m.sizes, contiguous_strides(m.sizes), m.dtype, false};
+}
+
+// Ops the recompute partitioner would rather save than run twice.
+bool expensive(OpKind op) {
+  switch (op_class(op)) {
+    case OpClass::Pointwise: break;
+    case OpClass::View: return false;
+    default: return true;  // reductions, matmul, composites
+  }
+  switch (op) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh:
+    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::GeluBackward: case OpKind::Pow:
+      return true;
+    default: return false;
+  }
+}
+
+int64_t meta_bytes(const TensorMeta& m) {
+  return numel_of(m.sizes) * (int64_t)itemsize(m.dtype);
+}
+
+}  // namespace
+
+bool needs_training_graphs(const Graph& g) {
+  for (int i : g.inputs)
+    if (g.nodes[i].meta.requires_grad) return true;
+  return false;
+}
+
+TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
+  if (!fwd.symbols.empty())
+    fail("training graphs need static sizes (this graph has symbolic sizes)");
+  TrainingGraphs tg;
+  tg.partitioner = partitioner;
+  tg.joint = std::make_shared<Graph>(fwd);
+  Graph& J = *tg.joint;
+  const int n_fwd = (int)J.nodes.size();
+
+  // Which forward values carry a gradient: inputs that require it, and floating outputs of
+  // ops reading one (comparisons, casts to integers and integer math carry none).
+  std::vector<bool> carries(n_fwd, false);
+  for (int id = 0; id < n_fwd; id++) {
+    const Node& n = J.nodes[id];
+    if (!is_floating(n.meta.dtype)) continue;
+    if (n.kind == NodeKind::Input) carries[id] = n.meta.requires_grad;
+    if (n.kind != NodeKind::Op) continue;
+    for (int i : n.inputs) carries[id] = carries[id] || (i >= 0 && carries[i]);
+  }
+
+  // One tangent (incoming gradient) per distinct differentiable output.
+  std::vector<GraphValue> grad(n_fwd);
+  std::map<int, int> tangent_of_node;
+  tg.num_user_outputs = (int)fwd.outputs.size();
+  for (int out : fwd.outputs) {
+    int t = -1;
+    if (carries[out]) {
+      auto it = tangent_of_node.find(out);
+      if (it == tangent_of_node.end()) {
+        t = (int)tg.tangents.size();
+        TensorMeta m = contiguous_meta(J.nodes[out].meta);
+        tg.tangents.push_back(m);
+        grad[out] = {J.add_input(m, "tangents_" + std::to_string(t + 1))};
+        tangent_of_node[out] = t;
+      } else {
+        t = it->second;
+      }
+    }
+    tg.tangent_of_output.push_back(t);
+  }
+  J.outputs.clear();
+  const int first_backward = n_fwd;
+
+  // Backward, traced: each forward op in reverse order hands its gradient to its inputs.
+  GraphBuilder builder{J};
+  Rules<GraphBuilder> rules{builder};
+  for (int id = n_fwd - 1; id >= 0; id--) {
+    if (!grad[id] || J.nodes[id].kind != NodeKind::Op) continue;
+    Node n = J.nodes[id];  // a copy: the rules append to J.nodes
+    std::vector<GraphValue> in;
+    std::vector<bool> need;
+    for (int i : n.inputs) {
+      in.push_back({i});
+      need.push_back(i >= 0 && carries[i]);
+    }
+    std::vector<GraphValue> gi = rules.apply(n.op, n.attrs, grad[id], in, {id}, need);
+    for (size_t k = 0; k < gi.size(); k++) {
+      int target = n.inputs[k];
+      if (!gi[k] || target < 0 || !need[k]) continue;
+      GraphValue g = gi[k];
+      if (J.nodes[g.id].meta.dtype != J.nodes[target].meta.dtype) {
+        Attrs a;
+        a.dtype = J.nodes[target].meta.dtype;
+        g = {J.add_op(OpKind::Cast, {g.id}, a)};
+      }
+      grad[target] = grad[target] ? GraphValue{J.add_op(OpKind::Add, {grad[target].id, g.id}, {})} : g;
+    }
+  }
+  for (size_t p = 0; p < fwd.inputs.size(); p++) {
+    int id = fwd.inputs[p];
+    if (carries[id] && grad[id]) {
+      J.outputs.push_back(grad[id].id);
+      tg.grad_inputs.push_back((int)p);
+    }
+  }
+
+  // Partition. The backward graph starts with the values it reads from the forward side.
+  auto bwd = std::make_shared<Graph>();
+  std::map<int, int> to_bwd;  // joint id -> backward id
+  std::vector<int> saved;     // forward ids the forward graph must also return
+  std::function<int(int)> from_forward = [&](int id) -> int {
+    auto it = to_bwd.find(id);
+    if (it != to_bwd.end()) return it->second;
+    const Node& n = J.nodes[id];
+    int b;
+    if (n.kind == NodeKind::Constant) {
+      b = bwd->add_constant(n.value, n.meta.dtype);
+    } else if (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && !expensive(n.op) &&
+               !n.symbolic_attrs) {
+      std::vector<int> ins;
+      for (int i : n.inputs) ins.push_back(i < 0 ? -1 : from_forward(i));
+      b = bwd->add_op(n.op, ins, n.attrs, n.code);
+    } else {
+      saved.push_back(id);
+      TensorMeta m = n.meta;
+      m.requires_grad = false;
+      b = bwd->add_input(m, n.name);
+      if (n.kind == NodeKind::Op) tg.saved_bytes += meta_bytes(m);  // inputs are alive anyway
+    }
+    to_bwd[id] = b;
+    return b;
+  };
+  // The saved values come first among the backward graph's inputs: collect them before
+  // the tangents are added.
+  for (int id = first_backward; id < (int)J.nodes.size(); id++)
+    if (J.nodes[id].kind == NodeKind::Op)
+      for (int i : J.nodes[id].inputs)
+        if (i >= 0 && i < first_backward) from_forward(i);
+  for (int id = first_backward; id < (int)J.nodes.size(); id++) {
+    const Node& n = J.nodes[id];
+    if (n.kind == NodeKind::Input) {
+      to_bwd[id] = bwd->add_input(n.meta, n.source);
+    } else if (n.kind == NodeKind::Constant) {
+      to_bwd[id] = bwd->add_constant(n.value, n.meta.dtype);
+    } else {
+      std::vector<int> ins;
+      for (int i : n.inputs) ins.push_back(i < 0 ? -1 : to_bwd.at(i));
+      to_bwd[id] = bwd->add_op(n.op, ins, n.attrs, n.code);
+    }
+  }
+  for (int out : J.outputs) {
+    auto it = to_bwd.find(out);
+    // a gradient that is a forward value itself (the tangent of an output that is an input)
+    bwd->outputs.push_back(it != to_bwd.end() ? it->second : from_forward(out));
+  }
+  bwd->eliminate_dead_code();
+  tg.backward = bwd;
+
+  tg.forward = std::make_shared<Graph>(fwd);
+  for (int id : saved) tg.forward->outputs.push_back(id);
+  return tg;
+}
+
+namespace {
+
+// The autograd node of one compiled call: runs the backward graph on the saved values and
+// the incoming gradients.
+struct CompiledBackward : CustomBackward {
+  std::shared_ptr<const TrainingGraphs> tg;
+  Runner backward;
+  std::vector<SavedTensor> saved;
+
+  const char* name() const override { return "CompiledFunction"; }  // shown as CompiledFunctionBackward
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    std::vector<Tensor> inputs;
+    for (const SavedTensor& s : saved) inputs.push_back(s.unpack(name()));
+    for (size_t t = 0; t < tg->tangents.size(); t++) {
+      const TensorMeta& m = tg->tangents[t];
+      Tensor g = t < grad_outputs.size() ? grad_outputs[t] : nullptr;
+      if (!g) {
+        g = zeros(m.sizes, m.dtype);  // an output that got no gradient
+      } else {
+        if (g->dtype != m.dtype) g = cast(g, m.dtype);
+        // The backward graph was compiled for contiguous tangents; an incoming gradient can be
+        // a broadcast (sum's backward) or a transpose.
+        if (!g->is_contiguous()) g = contiguous(g);
+      }
+      inputs.push_back(g);
+    }
+    return backward(inputs);
+  }
+
+  void release() override { saved.clear(); }
+};
+
+}  // namespace
+
+Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward) {
+  return [tg, forward, backward](const std::vector<Tensor>& inputs) {
+    std::vector<Tensor> outs;
+    {
+      NoGradGuard no_grad;
+      outs = forward(inputs);
+    }
+    std::vector<Tensor> user(outs.begin(), outs.begin() + tg->num_user_outputs);
+    bool record = grad_enabled();
+    bool any = false;
+    for (int p : tg->grad_inputs) any = any || inputs[p]->needs_grad();
+    if (!record || !any || tg->tangents.empty()) return user;
+
+    auto node = std::make_shared<GradNode>();
+    auto bw = std::make_shared<CompiledBackward>();
+    bw->tg = tg;
+    bw->backward = backward;
+    for (size_t i = tg->num_user_outputs; i < outs.size(); i++) {
+      bw->saved.emplace_back();
+      bw->saved.back().save(outs[i]);
+    }
+    node->custom = bw;
+    node->num_outputs = (int)tg->tangents.size();
+    for (int p : tg->grad_inputs) node->next.push_back(edge_of(inputs[p]));
+    std::set<TensorImpl*> graph_inputs;
+    for (const Tensor& t : inputs) graph_inputs.insert(t.get());
+    for (int k = 0; k < tg->num_user_outputs; k++) {
+      int t = tg->tangent_of_output[k];
+      // An output that is an input itself keeps its own autograd history; its tangent stays
+      // zero and the gradient reaches it directly.
+      if (t < 0 || graph_inputs.count(user[k].get())) continue;
+      user[k]->grad_fn = node;
+      user[k]->output_nr = t;
+    }
+    return user;
+  };
+}
+
+}  // namespace mini::autograd

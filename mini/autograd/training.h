@@ -1,0 +1,61 @@
+// training.h — the joint forward/backward graph and its partition (AOTAutograd's role).
+//
+// In:  a captured forward Graph whose inputs carry requires_grad in their meta.
+// Out: TrainingGraphs: a *forward* graph (the user's outputs, then the values backward needs,
+//      "saved") and a *backward* graph (inputs: those saved values, then one incoming
+//      gradient per differentiable output, "tangents"; outputs: one gradient per input that
+//      requires grad and is reached). Both are ordinary Graphs: any backend runs them (the
+//      graph interpreter for "aot_eager", fusion + generated C++ for "inductor").
+// How: the backward is traced by running derivatives.h's rules with a builder whose values
+//      are graph nodes — the same rules eager autograd runs on tensors — so compiled and
+//      eager gradients are computed by the same formulas. The joint graph (forward nodes,
+//      tangents, backward nodes) is then cut in two. Partitioners: save-all keeps every
+//      forward value backward reads; recompute saves only inputs and the outputs of
+//      expensive ops (matmul, reductions, transcendentals) and recomputes the cheap
+//      pointwise and view ops in backward, where fusion makes them nearly free (torch's
+//      min-cut partitioner decides the same trade with a max-flow over bytes).
+// At run time (make_training_runner) the forward graph runs without recording autograd, and
+// one autograd node (CompiledFunctionBackward) with one slot per differentiable output is
+// attached to the outputs; eager backward() runs the backward graph through it.
+// Not covered: graphs with symbolic sizes (the caller runs them with eager kernels),
+// double backward (the backward graph does not record autograd).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace mini::autograd {
+
+enum class Partitioner { SaveAll, Recompute };
+
+struct TrainingGraphs {
+  std::shared_ptr<graph::Graph> joint;     // forward nodes, tangents, backward nodes
+  std::shared_ptr<graph::Graph> forward;   // outputs: user outputs, then saved values
+  std::shared_ptr<graph::Graph> backward;  // inputs: saved..., tangents...; outputs: gradients
+  int num_user_outputs = 0;
+  std::vector<int> tangent_of_output;      // per user output: its tangent's index, or -1
+  std::vector<int> grad_inputs;            // per backward output: the forward input (position)
+  std::vector<graph::TensorMeta> tangents; // the meta of each tangent (contiguous)
+  int64_t saved_bytes = 0;                 // bytes of saved intermediates (inputs excluded: the
+                                           // caller keeps them alive anyway)
+  Partitioner partitioner = Partitioner::SaveAll;
+};
+
+// True when some input of `g` requires grad, so training graphs are needed.
+bool needs_training_graphs(const graph::Graph& g);
+
+// Builds the joint graph and partitions it. Throws mini::Error when an op on the gradient
+// path has no derivative rule, or when the graph has symbolic sizes.
+TrainingGraphs make_training_graphs(const graph::Graph& forward, Partitioner partitioner);
+
+using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// A runner with the forward graph's calling convention (the captured graph's inputs -> its
+// outputs) that runs `forward` and, when grad mode is on and an input needs grad, attaches
+// the backward (`backward` running tg.backward) to the differentiable outputs.
+Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward);
+
+}  // namespace mini::autograd

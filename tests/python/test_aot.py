@@ -1,0 +1,305 @@
+"""Training graphs (mini/autograd, AOTAutograd's role): "aot_eager" and "inductor" on graphs
+whose inputs require grad.
+
+Every expected value comes from eager mini on the same inputs: the compiled function's
+outputs and the gradients backward() leaves in .grad must match eager's (float32: rtol 1e-5).
+The joint graph's structure is checked through MINI_LOGS=aot_graphs (forward and backward
+graphs, the partitioner's saved values) and mini.metrics.
+"""
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import mini
+from capture_helpers import fresh_mini  # noqa: F401  (autouse: mini.reset() around each test)
+from conftest import to_np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "labs"))
+from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
+
+BACKENDS = ["aot_eager", "inductor"]
+
+
+pytestmark = pytest.mark.usefixtures("own_cache_dir")
+
+
+def T(*shape, seed=0, grad=False):
+    rng = np.random.default_rng(seed)
+    t = mini.tensor(rng.standard_normal(shape).astype(np.float32).tolist())
+    return t.requires_grad_() if grad else t
+
+
+def clone_inputs(args):
+    """Fresh leaves with the same values and requires_grad, so eager and compiled runs each
+    accumulate into their own .grad."""
+    out = []
+    for a in args:
+        if isinstance(a, mini.Tensor):
+            c = mini.tensor(to_np(a).tolist(), dtype=a.dtype)
+            out.append(c.requires_grad_() if a.requires_grad else c)
+        else:
+            out.append(a)
+    return out
+
+
+def as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def loss_of(outputs, seed=99):
+    """A scalar that weights every element of every float output differently."""
+    total = None
+    for i, o in enumerate(as_tuple(outputs)):
+        if not o.dtype.is_floating_point:
+            continue
+        w = mini.tensor(np.random.default_rng(seed + i).standard_normal(tuple(o.shape)).astype(np.float32).tolist(),
+                        dtype=o.dtype)
+        term = (o * w).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def check_training(fn, args, backend, rtol=1e-5, atol=1e-5):
+    """Runs fn eagerly and compiled on equal inputs; outputs and input gradients must agree."""
+    eager_args, comp_args = clone_inputs(args), clone_inputs(args)
+    expected = fn(*eager_args)
+    loss_of(expected).backward()
+    cf = mini.compile(fn, backend=backend)
+    got = cf(*comp_args)
+    loss_of(got).backward()
+    for g, e in zip(as_tuple(got), as_tuple(expected)):
+        np.testing.assert_allclose(to_np(g.detach()), to_np(e.detach()), rtol=rtol, atol=atol)
+    for i, (c, e) in enumerate(zip(comp_args, eager_args)):
+        if isinstance(e, mini.Tensor) and e.requires_grad:
+            assert c.grad is not None, f"input {i}: no gradient from the compiled backward"
+            np.testing.assert_allclose(to_np(c.grad), to_np(e.grad), rtol=rtol, atol=atol,
+                                       err_msg=f"gradient of input {i}")
+    return got
+
+
+# ---- gradients agree with eager ------------------------------------------------------------------
+
+def mlp(x, w, b):
+    return mini.relu(x @ w + b)
+
+
+def softmax_op(x):
+    return mini.softmax(x * 2, -1)
+
+
+def layer_norm_op(x, w, b):
+    return mini.nn.functional.layer_norm(x, (16,), w, b)
+
+
+def broadcast(x, y):
+    return (x + y) * y.exp()
+
+
+def reductions(x):
+    return x.amax(-1, keepdim=True) + x.mean(0) + x.sum(1, keepdim=True).sigmoid()
+
+
+def views(x):
+    return x.t()[1:3] * 2 + x.reshape(16, 2)[:4, 0].unsqueeze(0) + x[:, 0]
+
+
+def where_cmp(x, y):
+    return mini.where(x > y, x * y, y.tanh())
+
+
+def mse(x, y):
+    return mini.nn.functional.mse_loss(x.sin(), y)
+
+
+def two_outputs(x, y):
+    a = x * y
+    return a.cos(), (a + x).sum(0)
+
+
+def output_twice_and_an_input(x, y):
+    z = x * y
+    return z, z, y
+
+
+CASES = {
+    "mlp": (mlp, lambda: (T(8, 16, seed=1), T(16, 4, seed=2, grad=True), T(4, seed=3, grad=True))),
+    "mlp_all_grads": (mlp, lambda: (T(8, 16, seed=1, grad=True), T(16, 4, seed=2, grad=True), T(4, seed=3, grad=True))),
+    "chain8": (chain8, lambda: (T(32, 16, seed=4, grad=True), T(32, 16, seed=5, grad=True))),
+    "softmax_decomp": (softmax_decomp, lambda: (T(8, 32, seed=6, grad=True),)),
+    "layernorm_decomp": (layernorm_decomp, lambda: (T(8, 16, seed=7, grad=True), T(16, seed=8, grad=True),
+                                                    T(16, seed=9, grad=True))),
+    "softmax_op": (softmax_op, lambda: (T(8, 32, seed=10, grad=True),)),
+    "layer_norm_op": (layer_norm_op, lambda: (T(8, 16, seed=11, grad=True), T(16, seed=12, grad=True),
+                                              T(16, seed=13, grad=True))),
+    "broadcast": (broadcast, lambda: (T(4, 1, seed=14, grad=True), T(1, 5, seed=15, grad=True))),
+    "reductions": (reductions, lambda: (T(4, 4, seed=16, grad=True),)),
+    "views": (views, lambda: (T(4, 8, seed=17, grad=True),)),
+    "where_cmp": (where_cmp, lambda: (T(6, 5, seed=18, grad=True), T(6, 5, seed=19, grad=True))),
+    "mse": (mse, lambda: (T(6, 5, seed=20, grad=True), T(6, 5, seed=21))),
+    "two_outputs": (two_outputs, lambda: (T(6, 5, seed=22, grad=True), T(6, 5, seed=23, grad=True))),
+    "output_twice_and_an_input": (output_twice_and_an_input,
+                                  lambda: (T(3, 4, seed=24, grad=True), T(3, 4, seed=25, grad=True))),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_outputs_and_gradients_match_eager(name, backend):
+    fn, make = CASES[name]
+    check_training(fn, make(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_outputs_get_a_compiled_backward_node(backend):
+    x, w, b = CASES["mlp"][1]()
+    out = mini.compile(mlp, backend=backend)(x, w, b)
+    assert out.grad_fn is not None
+    assert "CompiledFunctionBackward" in repr(out.grad_fn)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_passed_to_backward_may_be_a_transpose_or_a_broadcast(backend):
+    x = T(4, 6, seed=30, grad=True)
+    x2 = clone_inputs([x])[0]
+    f = lambda x: x.sin() * 3  # noqa: E731
+    g_t = T(6, 4, seed=31).t()               # non-contiguous
+    g_b = T(1, 6, seed=32).expand(4, 6)      # stride 0
+    f(x2).backward(g_t)
+    mini.compile(f, backend=backend)(x).backward(g_t)
+    np.testing.assert_allclose(to_np(x.grad), to_np(x2.grad), rtol=1e-6)
+    x.grad = None
+    x2.grad = None
+    f(x2).backward(g_b)
+    mini.compile(f, backend=backend)(x).backward(g_b)
+    np.testing.assert_allclose(to_np(x.grad), to_np(x2.grad), rtol=1e-6)
+
+
+# ---- the graphs and the partitioners -----------------------------------------------------------
+
+def test_aot_graphs_log_prints_forward_and_backward_graphs(capsys):
+    mini.set_logs("aot_graphs")
+    x, w, b = CASES["mlp"][1]()
+    mini.compile(mlp, backend="aot_eager")(x, w, b)
+    err = capsys.readouterr().err
+    assert "===== Forward graph 1 =====" in err
+    assert "===== Backward graph 1 =====" in err
+    assert "tangents_1" in err
+    assert "partitioner: save-all" in err
+
+
+def saved_bytes(fn, args, backend, capsys):
+    mini.reset()
+    mini.set_logs("aot_graphs")
+    mini.compile(fn, backend=backend)(*args)
+    err = capsys.readouterr().err
+    m = re.search(r"partitioner: (\S+), (\d+) values saved for backward \((\d+) bytes", err)
+    assert m, err
+    return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+def test_recompute_partitioner_saves_fewer_bytes_than_save_all(capsys):
+    args = CASES["layernorm_decomp"][1]()
+    name_a, n_a, bytes_a = saved_bytes(layernorm_decomp, args, "aot_eager", capsys)
+    name_i, n_i, bytes_i = saved_bytes(layernorm_decomp, args, "inductor", capsys)
+    assert (name_a, name_i) == ("save-all", "recompute")
+    # layer norm's full-size intermediates (x - mean, its square, the normalized x, ...) are
+    # recomputed from x and the two per-row reductions
+    assert bytes_i < bytes_a
+    assert bytes_i <= 2 * 8 * 4  # the mean and the variance: one float per row each
+
+
+def test_inductor_compiles_forward_and_backward_into_generated_kernels():
+    x, y = CASES["chain8"][1]()
+    before = mini.metrics.generated_kernel_count
+    out = mini.compile(chain8, backend="inductor")(x, y)
+    assert mini.metrics.generated_kernel_count - before >= 2  # at least one per graph
+    loss = out.sum()
+    mini.metrics.reset()
+    loss.backward()
+    compiled_launches = mini.metrics.kernel_launches
+    x2, y2 = clone_inputs([x, y])
+    loss2 = chain8(x2, y2).sum()
+    mini.metrics.reset()
+    loss2.backward()
+    assert compiled_launches < mini.metrics.kernel_launches  # fused backward vs one kernel per op
+
+
+def test_no_training_graphs_when_no_input_requires_grad():
+    x, w, b = T(8, 16), T(16, 4), T(4)
+    out = mini.compile(mlp, backend="inductor")(x, w, b)
+    assert out.grad_fn is None
+    assert not out.requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_under_no_grad_the_output_records_nothing(backend):
+    x, w, b = CASES["mlp"][1]()
+    cf = mini.compile(mlp, backend=backend)
+    with mini.no_grad():
+        out = cf(x, w, b)
+    assert out.grad_fn is None
+
+
+# ---- autograd semantics -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_twice_needs_retain_graph(backend):
+    x = T(4, 4, seed=40, grad=True)
+    f = lambda x: (x.exp() * x).sum()  # noqa: E731
+    cf = mini.compile(f, backend=backend)
+    out = cf(x)
+    out.backward(retain_graph=True)
+    first = to_np(x.grad).copy()
+    out.backward()
+    np.testing.assert_allclose(to_np(x.grad), 2 * first, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_modifying_a_saved_input_in_place_is_caught(backend):
+    x = T(4, 4, seed=41, grad=True)
+    w = T(4, 4, seed=42)
+    out = mini.compile(lambda x, w: (x @ w).sum(), backend=backend)(x, w)
+    w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+
+
+def test_dynamic_sizes_with_grad_run_eager_kernels_and_stay_correct(capsys):
+    mini.set_logs("aot_graphs")
+    f = lambda x: (x.sin() * x).sum()  # noqa: E731
+    cf = mini.compile(f, backend="inductor", dynamic=True)
+    for n in (5, 9):
+        x = T(n, 3, seed=n, grad=True)
+        x2 = clone_inputs([x])[0]
+        cf(x).backward()
+        f(x2).backward()
+        np.testing.assert_allclose(to_np(x.grad), to_np(x2.grad), rtol=1e-6)
+    assert "symbolic sizes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_training_loop_follows_eager(backend):
+    def make():
+        mini.manual_seed(0)
+        return mini.nn.Sequential(mini.nn.Linear(8, 16), mini.nn.ReLU(), mini.nn.Linear(16, 1))
+
+    x, y = T(32, 8, seed=50), T(32, 1, seed=51)
+    losses = {}
+    for mode in ("eager", backend):
+        model = make()
+        step = model if mode == "eager" else mini.compile(model, backend=backend)
+        opt = mini.optim.SGD(model.parameters(), lr=0.05)
+        losses[mode] = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = mini.nn.functional.mse_loss(step(x), y)
+            loss.backward()
+            opt.step()
+            losses[mode].append(loss.item())
+    np.testing.assert_allclose(losses[backend], losses["eager"], rtol=1e-5)
+    assert losses[backend][-1] < losses[backend][0]
