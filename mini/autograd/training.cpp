@@ -30,7 +30,26 @@ struct GraphBuilder {
   Value call(OpKind k, std::vector<Value> in, const Attrs& a) {
     std::vector<int> ids;
     for (const Value& v : in) ids.push_back(v.id);
+    if (Value folded = fold(k, ids, a)) return folded;
     return {g.add_op(k, ids, a)};
+  }
+  // Arithmetic on two constants is a constant (pow's rule computes y - 1 for y = 2): left as
+  // an op, it would turn pow(x, 2 - 1) into a pow with a run-time exponent.
+  Value fold(OpKind k, const std::vector<int>& ids, const Attrs& a) {
+    if (ids.size() != 2 || ids[0] < 0 || ids[1] < 0) return {};
+    const Node& x = g.nodes[ids[0]];
+    const Node& y = g.nodes[ids[1]];
+    if (x.kind != NodeKind::Constant || y.kind != NodeKind::Constant) return {};
+    double r;
+    switch (k) {
+      case OpKind::Add: r = x.value + y.value; break;
+      case OpKind::Sub: r = x.value - y.value; break;
+      case OpKind::Mul: r = x.value * y.value; break;
+      case OpKind::Div: r = x.value / y.value; break;
+      default: return {};
+    }
+    DType d = graph::infer_meta(k, {x.meta, y.meta}, {true, true}, a).dtype;
+    return {g.add_constant(r, d)};
   }
   Shape shape(const Value& v) { return g.nodes[v.id].meta.sizes; }
   DType dtype(const Value& v) { return g.nodes[v.id].meta.dtype; }

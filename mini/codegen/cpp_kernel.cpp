@@ -64,8 +64,10 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
     case OpKind::Sub: return "(" + a[0] + " - " + a[1] + ")";
     case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
     case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
-    case OpKind::Pow:
+    case OpKind::Pow:  // small integer exponents as multiplications (std::pow is a libm call)
+      if (a[1] == T + "(1LL)" || a[1] == T + "(double(1))") return a[0];
       if (a[1] == T + "(2LL)" || a[1] == T + "(double(2))") return "(" + a[0] + " * " + a[0] + ")";
+      if (a[1] == T + "(3LL)" || a[1] == T + "(double(3))") return "(" + a[0] + " * " + a[0] + " * " + a[0] + ")";
       return T + "(std::pow(" + a[0] + ", " + a[1] + "))";
     case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
     case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
@@ -153,6 +155,7 @@ class KernelWriter {
       o << "  " << ctype(g_.nodes[id].meta.dtype) << "* out" << i << " = (" << ctype(g_.nodes[id].meta.dtype)
         << "*)buffers[" << i << "];\n";
     if (k_.reduced.empty()) write_pointwise(o);
+    else if (is_outer_reduction()) write_outer_reduction(o);
     else write_reduction(o);
     o << "}\n";
     return o.str();
@@ -394,6 +397,89 @@ class KernelWriter {
     o << "  }\n";
   }
 
+  // An *outer* reduction reduces leading dims of a contiguous space (a bias gradient: sum
+  // over the batch, dim 0 of [batch, features]). A row loop would walk each output's elements
+  // with a stride of the row length: no vectorization, a cache line per element. Instead the
+  // kernel takes blocks of kOuterBlock outputs, walks the reduced dims in the outer loop and
+  // the block in the inner one, contiguous and vectorized, with one accumulator per output
+  // (eager mini's reduce does the same). Used when every reduction is in the first phase and
+  // what else is stored is either a row value after them or a full-space value before them.
+  static constexpr int kOuterBlock = 256;
+
+  bool is_outer_reduction() {
+    if (red_dims_.empty() || kept_dims_.empty()) return false;
+    for (size_t i = 0; i < red_dims_.size(); i++)
+      if (red_dims_[i] != (int64_t)i) return false;  // the reduced dims lead
+    for (int id : k_.nodes) {
+      const Node& n = g_.nodes[id];
+      if (op_class(n.op) == OpClass::Reduction && phase_[id] != 0) return false;
+      if (is_full(id) && store_index_.count(id) && store_phase(id) != 0) return false;
+      bool row_value = !is_full(id) && op_class(n.op) != OpClass::Reduction;
+      if (row_value && reductions_below(id).empty()) return false;  // needed inside the loop
+    }
+    return true;
+  }
+
+  void write_outer_reduction(std::ostringstream& o) {
+    const std::string block = std::to_string(kOuterBlock), chunk = std::to_string(kSumChunk);
+    o << "  const int64_t rows = " << product(kept_dims_) << ", rnumel = " << product(red_dims_) << ";\n";
+    o << "  // an outer reduction: blocks of " << block << " outputs, the reduced dims in the outer loop,\n"
+      << "  // the block's outputs in the inner (contiguous, vectorized) one\n";
+    o << "  #pragma omp parallel for if (rows * rnumel >= 131072)\n";
+    o << "  for (int64_t r0 = 0; r0 < rows; r0 += " << block << ") {\n";
+    o << "    const int64_t r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
+    std::vector<int> reds;
+    for (int id : k_.nodes)
+      if (op_class(g_.nodes[id].op) == OpClass::Reduction) reds.push_back(id);
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = accumulator_type(n), I = std::to_string(id);
+      o << "    " << A << " acc" << I << "[" << block << "];\n";
+      if (!is_sum(n)) o << "    int nan" << I << "[" << block << "];\n";
+      o << "    for (int64_t r = 0; r < r1 - r0; r++) acc" << I << "[r] = " << initial(n, A)
+        << (is_sum(n) ? "" : ", nan" + I + "[r] = 0") << ";\n";
+    }
+    o << "    for (int64_t j0 = 0; j0 < rnumel; j0 += " << chunk << ") {\n";
+    o << "      const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
+    for (int id : reds)
+      if (is_sum(g_.nodes[id]))
+        o << "      " << part_type(g_.nodes[id]) << " part" << id << "[" << block << "] = {};\n";
+    o << "      for (int64_t j = j0; j < j1; j++) {\n";
+    o << unflatten("j", red_dims_, "        ");
+    o << "        #pragma omp simd\n";
+    o << "        for (int64_t r = r0; r < r1; r++) {\n";
+    o << unflatten("r", kept_dims_, "          ");
+    std::set<int> targets(reds.begin(), reds.end());
+    for (int id : k_.stores)
+      if (is_full(id)) targets.insert(id);
+    emit_full(o, targets, false, "          ");
+    for (int id : reds) o << "          " << update(g_.nodes[id], id, "[r - r0]") << "\n";
+    for (int id : k_.stores)  // full-space values this kernel also stores (read by a later one)
+      if (is_full(id)) o << "          out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+    o << "        }\n      }\n";
+    for (int id : reds)
+      if (is_sum(g_.nodes[id]))
+        o << "      for (int64_t r = 0; r < r1 - r0; r++) acc" << id << "[r] += part" << id << "[r];\n";
+    o << "    }\n";
+    o << "    for (int64_t r = r0; r < r1; r++) {\n";
+    o << unflatten("r", kept_dims_, "      ");
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string I = std::to_string(id), fin = "acc" + I + "[r - r0]";
+      if (!is_sum(n))
+        fin = "(nan" + I + "[r - r0] ? std::numeric_limits<" + accumulator_type(n) + ">::quiet_NaN() : " + fin + ")";
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "      const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
+    }
+    for (int id : k_.nodes) {  // row values after the reductions
+      if (is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction) continue;
+      o << "      const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+    }
+    for (int id : k_.stores)
+      if (!is_full(id)) o << "      out" << store_index_[id] << "[" << linear_row() << "] = r" << id << ";\n";
+    o << "    }\n  }\n";
+  }
+
   // How a reduction kernel's row loop is laid out: for each phase (one pass over the row), the
   // full-space values it computes and those it reads back from a row scratch array. A
   // transcendental value needed again in a later phase (softmax's exp(x - max), summed in one
@@ -570,12 +656,14 @@ class KernelWriter {
     if (A == "float" || A == "double") return std::string(mx ? "-" : "") + "std::numeric_limits<" + A + ">::infinity()";
     return "std::numeric_limits<" + A + ">::" + (mx ? "lowest()" : "max()");
   }
-  std::string update(const Node& n, int id) {
+  // `at`: "" for the scalar accumulators of a row loop, "[r - r0]" for the per-column arrays of
+  // an outer reduction.
+  std::string update(const Node& n, int id, const std::string& at = "") {
     row_context_ = false;  // a reduction reads its input over the kernel's full space
-    std::string acc = "acc" + std::to_string(id), v = value(n.inputs[0], false);
-    if (is_sum(n)) return "part" + std::to_string(id) + " += " + v + ";";
+    std::string acc = "acc" + std::to_string(id) + at, v = value(n.inputs[0], false);
+    if (is_sum(n)) return "part" + std::to_string(id) + at + " += " + v + ";";
     std::string cmp = n.op == OpKind::Amax ? " > " : " < ";
-    std::string nan = "nan" + std::to_string(id);
+    std::string nan = "nan" + std::to_string(id) + at;
     if (!is_floating(g_.nodes[n.inputs[0]].meta.dtype)) return acc + " = " + v + cmp + acc + " ? " + v + " : " + acc + ";";
     return acc + " = " + v + cmp + acc + " ? " + v + " : " + acc + "; " + nan + " |= " + v + " != " + v + ";";
   }

@@ -134,7 +134,12 @@ void Graph::eliminate_dead_code() {
   nodes = std::move(kept);
 }
 
-static std::string ints_str(const std::vector<int64_t>& v) { return sizes_str(v); }
+// dims are plain ints (dim=-1 is the last dim, not a size); shapes print symbols by name
+static std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
 
 // The attributes an op was called with, as keyword arguments.
 static std::string attrs_str(OpKind op, const Attrs& a) {
@@ -144,7 +149,7 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
     default: break;
   }
   switch (op) {
-    case OpKind::Reshape: case OpKind::Expand: return ", " + ints_str(a.shape);
+    case OpKind::Reshape: case OpKind::Expand: return ", " + sizes_str(a.shape);
     case OpKind::Permute: return ", " + ints_str(a.dims);
     case OpKind::Transpose: return ", " + std::to_string(a.dim) + ", " + std::to_string(a.dim2);
     case OpKind::Unsqueeze: case OpKind::Softmax: case OpKind::LogSoftmax:

@@ -568,3 +568,45 @@ def test_compiled_amax_propagates_nan_and_vectorizes_with_an_int_flag():
     got = to_np(got)
     assert np.isnan(got[1]) and not np.isnan(got[[0, 2, 3]]).any()
     np.testing.assert_allclose(got[[0, 2, 3]], data[[0, 2, 3]].max(-1) + 1, rtol=1e-6)
+
+
+def test_sum_over_leading_dims_is_an_outer_reduction_with_contiguous_inner_loop():
+    # a bias gradient's shape of reduction: over the batch dim of [batch, features]; one
+    # kernel also stores a full-space value and computes a max and a mean over the same dims
+    def f(x, y):
+        t = x * y
+        return t, t.sum(0), x.exp().amax(0, keepdim=True), (x + 1).mean(0)
+
+    x, y = T(300, 70, seed=40), T(300, 70, seed=41)
+    info = inductor(f, x, y)
+    assert len(info["kernels"]) == 1
+    assert "// an outer reduction" in info["source"]
+    check_same(info["run"](x, y), f(x, y))
+
+
+def test_outer_reduction_over_two_leading_dims_and_nan():
+    data = np.random.default_rng(42).standard_normal((6, 50, 33)).astype(np.float32)
+    data[2, 7, 5] = np.nan
+    x = mini.from_numpy(data)
+    f = lambda x: (x.amax((0, 1)), (x * 2).sum((0, 1)))  # noqa: E731
+    info = inductor(f, x)
+    assert "// an outer reduction" in info["source"]
+    got_max, got_sum = (to_np(t) for t in info["run"](x))
+    assert np.isnan(got_max[5]) and np.isnan(got_sum[5])
+    keep = [i for i in range(33) if i != 5]
+    np.testing.assert_allclose(got_max[keep], data.max((0, 1))[keep], rtol=1e-6)
+    np.testing.assert_allclose(got_sum[keep], (2 * data.astype(np.float64)).sum((0, 1))[keep], rtol=1e-5, atol=1e-4)
+
+
+def test_small_integer_powers_are_multiplications():
+    x = T(8, 8, seed=43)
+    info = inductor(lambda x: x ** 2 + x ** 3 + x ** 1, x)
+    assert "std::pow" not in info["source"]
+    check_same(info["run"](x), x ** 2 + x ** 3 + x ** 1)
+
+
+def test_graph_code_prints_reduction_dims_as_ints(capsys):
+    mini.set_logs("graph_code")
+    mini.compile(lambda x: x.sum(-1, keepdim=True), backend="eager")(T(3, 4))
+    err = capsys.readouterr().err
+    assert "dim=[-1], keepdim=True" in err

@@ -1,0 +1,159 @@
+"""Training steps: eager mini against the training graphs of "aot_eager" and "inductor".
+
+    PYTHONPATH=build/python .venv/bin/python labs/bench/bench_training.py [--quick] [--json PATH]
+
+One step is a forward call that returns the loss and loss.backward(); gradients are checked
+against eager's before anything is timed. For each workload it prints the time of a step
+(median of several samples after warm-up), the kernels launched and the bytes they moved in
+one step (mini.metrics), and the bytes the forward keeps alive for the backward (the
+partitioner's saved intermediates, from MINI_LOGS=aot_graphs): save-all for aot_eager,
+recompute for inductor. aot_eager runs the same eager kernels as eager, op for op, through
+the interpreter, so its row shows what the graphs cost; inductor's shows what fusion buys in
+the forward and the backward.
+"""
+
+import argparse
+import io
+import json
+import re
+import sys
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import numpy as np
+
+import mini
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py
+from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
+from bench_inductor import describe_machine, median_ms  # noqa: E402
+
+BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+def chain8_loss(x, y):
+    return chain8(x, y).sum()
+
+
+def softmax_loss(x, w):
+    return (softmax_decomp(x) * w).sum()
+
+
+def layernorm_loss(x, w, b):
+    return layernorm_decomp(x, w, b).sum()
+
+
+def mlp_loss(x, w1, b1, w2, b2):
+    return (mini.relu(x @ w1 + b1) @ w2 + b2).sum()
+
+
+def workloads(quick):
+    rows, cols = (256, 256) if quick else (2048, 2048)
+    batch, width = (64, 128) if quick else (512, 1024)
+
+    def t(*shape, seed, grad=True):
+        x = mini.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+        return x.requires_grad_() if grad else x
+
+    return [
+        ("chain8", f"[{rows}, {cols}]", chain8_loss,
+         lambda: (t(rows, cols, seed=1), t(rows, cols, seed=2))),
+        ("softmax (decomposed)", f"[{rows}, {cols}]", softmax_loss,
+         lambda: (t(rows, cols, seed=3), t(rows, cols, seed=4, grad=False))),
+        ("layer norm (decomposed)", f"[{rows}, {cols}]", layernorm_loss,
+         lambda: (t(rows, cols, seed=5), t(cols, seed=6), t(cols, seed=7))),
+        ("mlp relu(x@w1+b1)@w2+b2", f"[{batch}, {width}] x 2 layers", mlp_loss,
+         lambda: (t(batch, width, seed=8, grad=False), t(width, width, seed=9), t(width, seed=10),
+                  t(width, 1, seed=11), t(1, seed=12))),
+    ]
+
+
+def step_fn(fn, inputs):
+    def step():
+        for a in inputs:
+            a.grad = None
+        fn(*inputs).backward()
+    return step
+
+
+def grads_of(inputs):
+    return [None if a.grad is None else a.grad.numpy().copy() for a in inputs]
+
+
+def saved_bytes(fn, inputs, backend):
+    """The partitioner's saved intermediates, read from its MINI_LOGS=aot_graphs line."""
+    mini.reset()
+    mini.set_logs("aot_graphs")
+    err = io.StringIO()
+    try:
+        with redirect_stderr(err):
+            mini.compile(fn, backend=backend)(*inputs)
+    finally:
+        mini.set_logs()
+        mini.reset()
+    m = re.search(r"partitioner: (\S+), (\d+) values saved for backward \((\d+) bytes", err.getvalue())
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
+
+
+def measure(name, shape, fn, make, samples):
+    inputs = make()
+    step_fn(fn, inputs)()
+    expected = grads_of(inputs)
+    row = {"workload": name, "shape": shape, "backends": {}}
+    for backend in BACKENDS:
+        run = fn if backend == "eager" else mini.compile(fn, backend=backend)
+        step = step_fn(run, inputs)
+        step()
+        for e, g in zip(expected, grads_of(inputs)):
+            if e is not None and not np.allclose(g, e, rtol=1e-4, atol=1e-4):
+                raise SystemExit(f"{name}: {backend} gradient differs from eager (max |diff| "
+                                 f"{np.max(np.abs(g - e)):.3g}); not timing a wrong result")
+        ms = median_ms(step, samples)
+        mini.metrics.reset()
+        step()
+        entry = {"ms": ms, "launches": mini.metrics.kernel_launches, "bytes": mini.metrics.bytes_moved}
+        if backend != "eager":
+            entry["partitioner"], entry["saved_values"], entry["saved_bytes"] = saved_bytes(fn, inputs, backend)
+        row["backends"][backend] = entry
+    eager = row["backends"]["eager"]["ms"]
+    for entry in row["backends"].values():
+        entry["speedup"] = eager / entry["ms"]
+    return row
+
+
+def mib(n):
+    return f"{n / 2**20:.1f} MiB"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="training steps: eager vs aot_eager vs inductor")
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    samples = 3 if args.quick else 9
+    machine = describe_machine()
+    print(f"{machine['cpu']}, {machine['cpu_count']} CPUs, Python {machine['python']}, "
+          f"load average {machine['loadavg_start'][0]:.2f}")
+    print(f"one step = forward (returns the loss) + loss.backward(); float32; median of {samples} samples\n")
+    rows = [measure(name, shape, fn, make, samples) for name, shape, fn, make in workloads(args.quick)]
+
+    header = f"{'workload':26s}{'shape':24s}{'backend':11s}{'step ms':>9s}{'speedup':>9s}{'kernels':>9s}" \
+             f"{'bytes moved':>13s}{'saved for backward':>30s}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        for i, (backend, e) in enumerate(row["backends"].items()):
+            saved = "-" if backend == "eager" else f"{e['saved_values']} values, {mib(e['saved_bytes'])} ({e['partitioner']})"
+            print(f"{row['workload'] if i == 0 else '':26s}{row['shape'] if i == 0 else '':24s}{backend:11s}"
+                  f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}{saved:>30s}")
+    print("\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
+          "\nsaved: intermediates the forward keeps for the backward (inputs excluded: they are alive anyway).")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"machine": machine, "quick": args.quick, "rows": rows}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
