@@ -138,14 +138,14 @@ def main(argv=None):
     rows = [measure(name, shape, fn, make, samples) for name, shape, fn, make in workloads(args.quick)]
 
     header = f"{'workload':26s}{'shape':24s}{'backend':11s}{'step ms':>9s}{'speedup':>9s}{'kernels':>9s}" \
-             f"{'bytes moved':>13s}{'saved for backward':>30s}"
+             f"{'bytes moved':>13s}   saved for backward"
     print(header)
     print("-" * len(header))
     for row in rows:
         for i, (backend, e) in enumerate(row["backends"].items()):
             saved = "-" if backend == "eager" else f"{e['saved_values']} values, {mib(e['saved_bytes'])} ({e['partitioner']})"
             print(f"{row['workload'] if i == 0 else '':26s}{row['shape'] if i == 0 else '':24s}{backend:11s}"
-                  f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}{saved:>30s}")
+                  f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}   {saved}")
     print("\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
           "\nsaved: intermediates the forward keeps for the backward (inputs excluded: they are alive anyway).")
     if args.json:
