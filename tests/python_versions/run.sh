@@ -6,7 +6,8 @@
 #   probe-san    the same with the probe built with ASan + UBSan (build/capture_probe/
 #                san-py<version>/), libasan preloaded
 #   capture      the capture Python tests (tests/python/test_capture*.py, test_guard*.py,
-#                test_graph_break*.py, test_dynamic_shape*.py: all that exist) under PYTHON's
+#                test_graph_break*.py, test_dynamic_shape*.py, and test_aot.py: training
+#                graphs of captured functions and modules; all that exist) under PYTHON's
 #                pytest, against BUILDDIR/python
 #   conformance  tests/conformance_check.py (../shared/conformance/run_mini.py, required cases
 #                in tests/conformance_required.txt) under PYTHON, against BUILDDIR/python
@@ -49,7 +50,8 @@ case "$kind" in
     need_package
     shopt -s nullglob
     files=(tests/python/test_capture*.py tests/python/test_guard*.py
-           tests/python/test_graph_break*.py tests/python/test_dynamic_shape*.py)
+           tests/python/test_graph_break*.py tests/python/test_dynamic_shape*.py
+           tests/python/test_aot.py)
     if [ ${#files[@]} -eq 0 ]; then
       echo "no capture Python tests yet (tests/python/test_capture*.py, test_guard*.py, ...)"
       exit 0
