@@ -1,5 +1,11 @@
 #include "capture/compiler.h"
 
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
 #include "capture/frame_hook.h"
 #include "tensor/autograd.h"
 #include "tensor/errors.h"
@@ -37,6 +43,26 @@ void log_write(const std::string& text) {
     Py_DECREF(s);
   }
   PyErr_Clear();
+}
+
+void debug_write(const std::string& title, const std::string& name, const std::string& text) {
+  static const bool on = [] {
+    const char* v = std::getenv("MINI_COMPILE_DEBUG");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (!on) return;
+  static const std::filesystem::path run = [] {
+    char stamp[32];
+    std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%Y_%m_%d_%H_%M_%S", std::localtime(&now));
+    return std::filesystem::current_path() / "mini_compile_debug" /
+           ("run_" + std::string(stamp) + "-pid_" + std::to_string(getpid()));
+  }();
+  std::error_code ec;
+  std::filesystem::create_directories(run / title, ec);
+  std::ofstream out(run / title / name);
+  out << text;
+  if (ec || !out) log_write("MINI_COMPILE_DEBUG: could not write " + (run / title / name).string());
 }
 
 void set_python_error(const std::exception& e) {
@@ -390,6 +416,10 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
   if (has_graph && log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
   if (log_channels().guards) log_write(trace.guards->print());
+  if (has_graph) {
+    debug_write(title, "graph_code.txt", art->graph->print(title));
+    debug_write(title, "guards.txt", trace.guards->print());
+  }
   if (trace.exit != Trace::Exit::Return) {
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
     if (req->fullgraph) {
@@ -398,6 +428,10 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
       return nullptr;
     }
     break_events().push_back({trace.break_reason, where, trace.break_code});
+    debug_write("graph_breaks", "break_" + std::to_string(break_events().size()) + ".txt",
+                "Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
+                    (trace.break_code.empty() ? "" : "\n  " + trace.break_code) +
+                    (has_graph ? "\nThe graph before it: " + title : "") + "\n");
     if (log_channels().graph_breaks)
       log_write("Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
                 (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));

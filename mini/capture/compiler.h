@@ -47,6 +47,12 @@ struct LogChannels {
 LogChannels& log_channels();
 void log_write(const std::string& text);  // to Python's sys.stderr
 
+// MINI_COMPILE_DEBUG=1: every artifact of every graph (captured graph, guards, graph break,
+// training graphs, fusion decisions, generated source) also goes to a file,
+// ./mini_compile_debug/run_<date>_<time>-pid_<pid>/<graph title>/<name>, as torch's
+// TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. Does nothing when the variable is unset.
+void debug_write(const std::string& title, const std::string& name, const std::string& text);
+
 // One mini.compile(...) wrapper's settings, active while its function runs.
 struct CompileRequest {
   PyObject* backend = nullptr;  // a Python callable, or nullptr for a built-in backend

@@ -14,17 +14,24 @@ namespace cap = mini::capture;
 
 namespace {
 
-cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title) {
+// `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
+// MINI_COMPILE_DEBUG folder of the captured graph it came from.
+cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
   auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
-  if (cap::log_channels().fusion) {
-    std::string text = "fusion decisions for " + title + ":\n";
-    for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
-    cap::log_write(text);
-  }
+  std::string text = "fusion decisions for " + title + ":\n";
+  for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
+  if (cap::log_channels().fusion) cap::log_write(text);
+  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";  // "", "_forward", ...
+  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
+  cap::debug_write(debug_dir, "output_code" + suffix + ".cpp", cg->source);
   if (cap::log_channels().output_code)
     cap::log_write("Output code for " + title + " (" + cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : "") +
                    "):\n" + cg->source);
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
+}
+
+cap::GraphRunner compile_inductor_graph(const mini::graph::Graph& g, const std::string& title) {
+  return compile_inductor(g, title, title);
 }
 
 cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {
@@ -46,22 +53,22 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
     return {};
   }
   std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
-  if (cap::log_channels().aot_graphs) {
-    cap::log_write("TRACED GRAPH\n" + tg->forward->print("Forward graph " + n) +
-                   "TRACED GRAPH\n" + tg->backward->print("Backward graph " + n) +
-                   "partitioner: " + (inductor ? "recompute" : "save-all") + ", " +
-                   std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
-                   std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n");
-  }
-  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward") : interpret(tg->forward);
-  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward") : interpret(tg->backward);
+  std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);
+  std::string saved = std::string("partitioner: ") + (inductor ? "recompute" : "save-all") + ", " +
+                      std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
+                      std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
+  if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);
+  cap::debug_write(title, "aot_forward_graph.txt", forward);
+  cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
+  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);
+  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title) : interpret(tg->backward);
   return ag::make_training_runner(tg, fwd, bwd);
 }
 
 }  // namespace
 
 void bind_inductor(py::module_& m) {
-  cap::g_inductor = &compile_inductor;
+  cap::g_inductor = &compile_inductor_graph;
   cap::g_training = &compile_training;
   // Compile a GraphModule's graph directly (tests, labs and benchmarks look inside).
   m.def("_inductor_compile", [](py::object gm) {

@@ -1,0 +1,58 @@
+"""MINI_COMPILE_DEBUG=1: every artifact of every graph written to ./mini_compile_debug/ (as
+TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/). Runs in a child process, since the
+variable is read once per process."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import mini
+
+PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import mini
+    mini.config.cache_dir = "cache"
+    def f(x, w):
+        y = (x @ w).relu()
+        print("side effect")
+        return (y * 2).sum()
+    x, w = mini.randn(4, 4), mini.randn(4, 4).requires_grad_()
+    mini.compile(f)(x, w).backward()
+    mini.compile(lambda a: a.sin() + 1)(x)
+""")
+
+
+def run(tmp_path, **env):
+    full = dict(os.environ, PYTHONPATH=PKG_DIR, **env)
+    full.pop("MINI_LOGS", None)
+    return subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=full, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_every_artifact_of_every_graph_is_written(tmp_path):
+    r = run(tmp_path, MINI_COMPILE_DEBUG="1")
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = (tmp_path / "mini_compile_debug").iterdir()
+    assert run_dir.name.startswith("run_") and "-pid_" in run_dir.name
+    files = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}
+    training = {"graph_code.txt", "guards.txt", "aot_forward_graph.txt", "aot_backward_graph.txt",
+                "fusion_forward.txt", "fusion_backward.txt", "output_code_forward.cpp",
+                "output_code_backward.cpp"}
+    for graph in ("__compiled_fn_1", "__compiled_fn_2"):  # the graphs before and after the print
+        assert {f"{graph}/{name}" for name in training} <= files, sorted(files)
+    # inference: one graph, no training graphs
+    assert {"__compiled_fn_3/graph_code.txt", "__compiled_fn_3/guards.txt", "__compiled_fn_3/fusion.txt",
+            "__compiled_fn_3/output_code.cpp"} <= files, sorted(files)
+    assert not any(f.startswith("__compiled_fn_3/aot_") for f in files)
+    brk = (run_dir / "graph_breaks" / "break_1.txt").read_text()
+    assert "print" in brk and "__compiled_fn_1" in brk
+    assert "mini.matmul(l_x_, l_w_)" in (run_dir / "__compiled_fn_1" / "graph_code.txt").read_text()
+    assert "tangents_1" in (run_dir / "__compiled_fn_1" / "aot_backward_graph.txt").read_text()
+    assert 'extern "C" void cpp_' in (run_dir / "__compiled_fn_3" / "output_code.cpp").read_text()
+
+
+def test_nothing_is_written_without_the_variable(tmp_path):
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "mini_compile_debug").exists()
