@@ -19,6 +19,8 @@ Every output is compared with running the same function eagerly on the same inpu
    compute bit for bit (no transcendental, no float sum, no product feeding a sum that a
    compiler could contract into an FMA), so these are never decided by rounding.
 Every fifth function is compiled with dynamic=True (symbolic sizes as kernel arguments).
+A third as many functions again run as training steps: float inputs require grad, and the
+compiled gradients (training graphs) must match eager autograd's.
 Each function runs in a forked child, so a crash in generated code fails that function only.
 A failing function is split into its programs; each failing program is shrunk (subtrees
 replaced by smaller ones of the same shape and dtype while it still fails) and reported as
@@ -897,6 +899,75 @@ def test_random_programs_match_eager(index):
         report.append(f"--- program {i}: {p}\n    {exprs[i].src()}\n  shrunk ({shrunk.describe_inputs()}): "
                       f"{sp}\n{shrunk.source()}")
     pytest.fail("\n".join(report))
+
+
+# ---- training: the same programs with float inputs requiring grad --------------------------------
+# Every float input requires grad; the loss weights each element of each float output with a
+# fixed random number; the compiled function (training graphs, notes/autograd.md) must give
+# the gradients eager autograd gives. Gradient rounding is not tracked by the generator, so
+# the tolerance is relative to the largest gradient of that input.
+
+N_TRAINING = max(1, N_FUNCTIONS // 3)
+GRAD_TOL = 1e-4
+
+
+def training_args(prog):
+    args = prog.args()
+    return [a.requires_grad_() if a.dtype.is_floating_point else a for a in args]
+
+
+def weighted_loss(outputs):
+    total = None
+    for k, o in enumerate(outputs):
+        if not o.dtype.is_floating_point or not o.requires_grad:
+            continue
+        w = np.random.default_rng(k).uniform(-1, 1, tuple(o.shape))
+        term = (o * mini.tensor(w.tolist(), dtype=o.dtype)).sum()
+        total = term if total is None else total + term.to(total.dtype)
+    return total
+
+
+def run_training(prog):
+    """[(-1, problem)] when compiled gradients differ from eager's, else []."""
+    fn = prog.function()
+    try:
+        eager_args = training_args(prog)
+        loss = weighted_loss(fn(*eager_args))
+        if loss is None:
+            return []  # nothing differentiable
+        loss.backward()
+    except Exception:  # noqa: BLE001  (eager autograd cannot do it: nothing to compare)
+        return []
+    comp_args = training_args(prog)
+    try:
+        weighted_loss(mini.compile(fn, fullgraph=True)(*comp_args)).backward()
+    except Exception as e:  # noqa: BLE001
+        return [(-1, f"compiled training raised {type(e).__name__}: {str(e)[:1500]}")]
+    for name, e, c in zip(prog.params, eager_args, comp_args):
+        if e.grad is None:
+            continue
+        if c.grad is None:
+            return [(-1, f"{name}: no gradient from the compiled backward")]
+        x, g = to_np(e.grad).astype(np.float64), to_np(c.grad).astype(np.float64)
+        finite = np.isfinite(x)
+        top = np.max(np.abs(x[finite])) if finite.any() else 0.0
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(g - x) <= GRAD_TOL * (np.abs(x) + max(top, 1.0))) & ~(g == x) & ~(np.isnan(g) & np.isnan(x))
+        if bad.any():
+            i = tuple(int(v) for v in np.argwhere(np.atleast_1d(bad))[0]) if bad.ndim else ()
+            return [(-1, f"gradient of {name}: {int(bad.sum())} of {bad.size} differ; at {list(i)}: "
+                         f"compiled {g[i]!r}, eager {x[i]!r}")]
+    return []
+
+
+@pytest.mark.parametrize("index", range(N_TRAINING))
+def test_random_programs_train_like_eager(index):
+    seed = SEED * 1_000_003 + 500_000 + index
+    inputs, exprs = generate(seed, min(PER_FUNCTION, 5), dynamic=False)
+    prog = Program(inputs, exprs, f"train_{SEED}_{index}")
+    problems = [tuple(p) for p in isolated(lambda: run_training(prog), lambda text: [(-1, text)])]
+    if problems:
+        pytest.fail(f"seed {seed}: {problems[0][1]}\n{prog.source()}")
 
 
 # ---- regressions: mini bugs the generator found ------------------------------------------------
