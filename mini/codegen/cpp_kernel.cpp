@@ -692,9 +692,18 @@ std::string render_cpp(const Schedule& s) {
   std::string prelude = kScalarMathSource;  // a header's text: its include guard has no use here
   size_t guard = prelude.find("#pragma once");
   if (guard != std::string::npos) prelude.erase(guard, std::string("#pragma once").size());
-  o << prelude << "\n";
+  o << kPreludeBegin << "\n" << prelude << kPreludeEnd << "\n";
   for (const auto& k : s.groups) o << "\n" << KernelWriter(s, k).write();
   return o.str();
+}
+
+std::string without_prelude(const std::string& source) {
+  size_t begin = source.find(kPreludeBegin), end = source.find(kPreludeEnd);
+  if (begin == std::string::npos || end == std::string::npos) return source;
+  end += std::string(kPreludeEnd).size();
+  int64_t lines = std::count(source.begin() + begin, source.begin() + end, '\n');
+  return source.substr(0, begin) + "// (the prelude, mini/tensor/scalar_math.h: " + std::to_string(lines) +
+         " lines, omitted here; MINI_COMPILE_DEBUG=1 writes the whole source)" + source.substr(end);
 }
 
 }  // namespace mini::codegen

@@ -20,4 +20,10 @@ namespace mini::codegen {
 
 std::string render_cpp(const fusion::Schedule& schedule);
 
+// The prelude sits between these two lines of every rendered source.
+constexpr const char* kPreludeBegin = "// ---- prelude: mini/tensor/scalar_math.h ----";
+constexpr const char* kPreludeEnd = "// ---- end of prelude ----";
+// `source` with the prelude replaced by a one-line note: what MINI_LOGS=output_code prints.
+std::string without_prelude(const std::string& source);
+
 }  // namespace mini::codegen

@@ -26,7 +26,7 @@ cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string
   cap::debug_write(debug_dir, "output_code" + suffix + ".cpp", cg->source);
   if (cap::log_channels().output_code)
     cap::log_write("Output code for " + title + " (" + cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : "") +
-                   "):\n" + cg->source);
+                   "):\n" + mini::codegen::without_prelude(cg->source));
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
 }
 
