@@ -49,7 +49,9 @@ def test_every_artifact_of_every_graph_is_written(tmp_path):
     assert "print" in brk and "__compiled_fn_1" in brk
     assert "mini.matmul(l_x_, l_w_)" in (run_dir / "__compiled_fn_1" / "graph_code.txt").read_text()
     assert "tangents_1" in (run_dir / "__compiled_fn_1" / "aot_backward_graph.txt").read_text()
-    assert 'extern "C" void cpp_' in (run_dir / "__compiled_fn_3" / "output_code.cpp").read_text()
+    source = (run_dir / "__compiled_fn_3" / "output_code.cpp").read_text()
+    assert 'extern "C" void cpp_' in source
+    assert "inline float exp_f32" in source  # the whole source, prelude included
 
 
 def test_nothing_is_written_without_the_variable(tmp_path):
