@@ -613,3 +613,14 @@ def test_graph_code_prints_reduction_dims_as_ints(capsys):
     mini.compile(lambda x: x.sum(-1, keepdim=True), backend="eager")(T(3, 4))
     err = capsys.readouterr().err
     assert "dim=[-1], keepdim=True" in err
+
+
+def test_a_full_reduction_splits_its_row_over_the_threads():
+    # a loss: everything summed to one number is one row; with fewer rows than threads each
+    # pass is divided into chunks over the threads (an OpenMP reduction), not run on one
+    x = T(300, 700, seed=44)
+    info = inductor(lambda x: (x.sin() * 2).sum() + x.amax(), x)
+    src = info["source"]
+    assert "const bool split = rows < omp_get_max_threads()" in src
+    assert re.search(r"#pragma omp parallel for if \(split\) reduction\(\+ : acc\d+\)", src), src
+    check_same(info["run"](x), (x.sin() * 2).sum() + x.amax(), rtol=1e-5)
