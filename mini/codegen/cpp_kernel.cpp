@@ -344,12 +344,15 @@ class KernelWriter {
     };
     for (int t : targets) walk(t);
     std::vector<int> order;
-    int heavy = 0;
     for (int id : k_.nodes)
-      if (need.count(id)) {
-        order.push_back(id);
-        heavy += is_transcendental(g_.nodes[id].op);
-      }
+      if (need.count(id)) order.push_back(id);
+    return cut_stages(order);
+  }
+
+  // `order` (values in program order) cut after each transcendental op that has another after it.
+  std::vector<std::vector<int>> cut_stages(const std::vector<int>& order) {
+    int heavy = 0;
+    for (int id : order) heavy += is_transcendental(g_.nodes[id].op);
     std::vector<std::vector<int>> stages(1);
     for (int id : order) {
       stages.back().push_back(id);
@@ -604,29 +607,60 @@ class KernelWriter {
     o << "      const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
     for (int id : reds)
       if (is_sum(g_.nodes[id])) o << "      " << part_type(g_.nodes[id]) << " part" << id << " = 0;\n";
-    o << pad << "#pragma omp simd";
+    std::ostringstream simd;  // the pragma of the loop that updates the accumulators
+    simd << "#pragma omp simd";
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       if (is_sum(n)) {
-        o << " reduction(+ : part" << id << ")";
+        simd << " reduction(+ : part" << id << ")";
         continue;
       }
-      o << " reduction(" << (n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ")";
-      o << " reduction(| : nan" << id << ")";
+      simd << " reduction(" << (n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ")";
+      simd << " reduction(| : nan" << id << ")";
     }
-    o << "\n";
-    o << pad << "for (int64_t j = j0; j < j1; j++) {\n";
+    // The pass over a chunk, in stages when it holds several transcendental ops (as pointwise
+    // kernels, write_staged): a value crossing stages goes through a chunk-long array c<id>.
+    std::vector<int> order;
+    for (int id : k_.nodes)
+      if (plan.compute[p].count(id)) order.push_back(id);
+    std::vector<std::vector<int>> stages = cut_stages(order);
+    std::map<int, size_t> stage_of;
+    for (size_t k = 0; k < stages.size(); k++)
+      for (int id : stages[k]) stage_of[id] = k;
+    std::vector<std::set<int>> uses(stages.size());  // values each stage reads
+    for (size_t k = 0; k < stages.size(); k++)
+      for (int id : stages[k])
+        for (int i : g_.nodes[id].inputs)
+          if (i >= 0) uses[k].insert(i);
+    for (int id : reds) uses.back().insert(g_.nodes[id].inputs[0]);
+    for (int id : stores) uses.back().insert(id);
+    std::set<int> crossing;
+    for (size_t k = 0; k < stages.size(); k++)
+      for (int id : uses[k])
+        if (stage_of.count(id) && stage_of[id] < k) crossing.insert(id);
     std::string in = pad + "  ";
-    o << unflatten("j", red_dims_, in);
-    for (int id : plan.read[p]) o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[j];\n";
-    for (int id : k_.nodes) {
-      if (!plan.compute[p].count(id)) continue;
-      o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, false) << ";\n";
-      if (plan.scratch.count(id)) o << in << "s" << id << "[j] = t" << id << ";\n";
+    for (int id : crossing) o << pad << ctype(g_.nodes[id].meta.dtype) << " c" << id << "[" << chunk << "];\n";
+    for (size_t k = 0; k < stages.size(); k++) {
+      bool last = k + 1 == stages.size();
+      o << pad << (last ? simd.str() : "#pragma omp simd") << "\n";
+      o << pad << "for (int64_t j = j0; j < j1; j++) {\n";
+      o << unflatten("j", red_dims_, in);
+      for (int id : plan.read[p])
+        if (uses[k].count(id)) o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[j];\n";
+      for (int id : crossing)
+        if (uses[k].count(id) && stage_of[id] < k)
+          o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = c" << id << "[j - j0];\n";
+      for (int id : stages[k]) {
+        o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, false) << ";\n";
+        if (plan.scratch.count(id)) o << in << "s" << id << "[j] = t" << id << ";\n";
+        if (crossing.count(id)) o << in << "c" << id << "[j - j0] = t" << id << ";\n";
+      }
+      if (last) {
+        for (int id : reds) o << in << update(g_.nodes[id], id) << "\n";
+        for (int id : stores) o << in << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+      }
+      o << pad << "}\n";
     }
-    for (int id : reds) o << in << update(g_.nodes[id], id) << "\n";
-    for (int id : stores) o << in << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
-    o << pad << "}\n";
     for (int id : reds)
       if (is_sum(g_.nodes[id])) o << "      acc" << id << " += part" << id << ";\n";
     o << "    }\n";

@@ -624,3 +624,13 @@ def test_a_full_reduction_splits_its_row_over_the_threads():
     assert "const bool split = rows < omp_get_max_threads()" in src
     assert re.search(r"#pragma omp parallel for if \(split\) reduction\(\+ : acc\d+\)", src), src
     check_same(info["run"](x), (x.sin() * 2).sum() + x.amax(), rtol=1e-5)
+
+
+def test_a_reduction_over_a_chain_of_transcendentals_runs_its_pass_in_stages():
+    x, y = T(64, 300, seed=45), T(64, 300, seed=46)
+    f = lambda x, y: chain8(x, y).sum(-1)  # noqa: E731
+    info = inductor(f, x, y)
+    src = info["source"]
+    assert len(re.findall(r"float c\d+\[1024\];", src)) == 2  # sin and cos results cross stages
+    assert re.search(r"#pragma omp simd reduction\(\+ : part\d+\)", src)
+    check_same(info["run"](x, y), f(x, y), rtol=1e-5, atol=1e-5)
