@@ -20,6 +20,19 @@ using graph::NodeKind;
 
 namespace {
 
+// Every line of `text` with `pad` in front.
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    out += pad + text.substr(start, end - start);
+    start = end;
+  }
+  return out;
+}
+
 const char* ctype(DType d) {
   switch (d) {
     case DType::Bool: return "bool";
@@ -596,13 +609,16 @@ class KernelWriter {
     }
     // chunks of kSumChunk: what float sums add in float, and what a split row divides over threads
     const std::string chunk = std::to_string(kSumChunk), pad = "      ";
-    o << "    #pragma omp parallel for if (split)";
+    std::ostringstream split_pragma;
+    split_pragma << "#pragma omp parallel for";
     for (int id : reds) {
       const Node& n = g_.nodes[id];
-      if (is_sum(n)) o << " reduction(+ : acc" << id << ")";
-      else o << " reduction(" << (n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ") reduction(| : nan" << id << ")";
+      if (is_sum(n)) split_pragma << " reduction(+ : acc" << id << ")";
+      else split_pragma << " reduction(" << (n.op == OpKind::Amax ? "max" : "min") << " : acc" << id << ") reduction(| : nan" << id << ")";
     }
-    o << "\n";
+    std::ostringstream o_main;
+    {
+    std::ostringstream& o = o_main;  // the chunk loop, written once, emitted in two places below
     o << "    for (int64_t j0 = 0; j0 < rnumel; j0 += " << chunk << ") {\n";
     o << "      const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
     for (int id : reds)
@@ -664,6 +680,11 @@ class KernelWriter {
     for (int id : reds)
       if (is_sum(g_.nodes[id])) o << "      acc" << id << " += part" << id << ";\n";
     o << "    }\n";
+    }
+    // A nested parallel region costs a team start even when it runs on one thread: only a
+    // split row enters one.
+    std::string loop = indent(o_main.str(), "  ");
+    o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string fin = "acc" + std::to_string(id);

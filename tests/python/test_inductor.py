@@ -528,7 +528,10 @@ def test_softmax_keeps_exp_in_a_row_scratch_and_computes_it_once():
     info = inductor(softmax_decomp, x)
     src = info["source"]
     assert re.search(r"float s\d+\[4096LL\];  // exp of this row, computed once", src), src
-    assert src.count("mini::exp_of<float>") == 1
+    # each pass is written twice (a row split over threads, and not); exp is in the sum pass
+    # only, and the output pass reads it back
+    assert src.count("mini::exp_of<float>") == 2
+    assert re.search(r"const float t\d+ = s\d+\[j\];", src)
     check_same(info["run"](x), softmax_decomp(x))
 
 
@@ -536,7 +539,7 @@ def test_rows_too_long_for_the_stack_recompute_instead_of_keeping_a_scratch():
     x = T(4, 32768, seed=29)  # 128 KiB of float per row: over the 64 KiB scratch limit
     info = inductor(softmax_decomp, x)
     assert "computed once" not in info["source"]
-    assert info["source"].count("mini::exp_of<float>") == 2
+    assert info["source"].count("mini::exp_of<float>") == 4  # two passes, each written twice
     check_same(info["run"](x), softmax_decomp(x))
 
 
@@ -622,7 +625,7 @@ def test_a_full_reduction_splits_its_row_over_the_threads():
     info = inductor(lambda x: (x.sin() * 2).sum() + x.amax(), x)
     src = info["source"]
     assert "const bool split = rows < omp_get_max_threads()" in src
-    assert re.search(r"#pragma omp parallel for if \(split\) reduction\(\+ : acc\d+\)", src), src
+    assert re.search(r"if \(split\) \{\n\s+#pragma omp parallel for reduction\(\+ : acc\d+\)", src), src
     check_same(info["run"](x), (x.sin() * 2).sum() + x.amax(), rtol=1e-5)
 
 
@@ -631,6 +634,7 @@ def test_a_reduction_over_a_chain_of_transcendentals_runs_its_pass_in_stages():
     f = lambda x, y: chain8(x, y).sum(-1)  # noqa: E731
     info = inductor(f, x, y)
     src = info["source"]
-    assert len(re.findall(r"float c\d+\[1024\];", src)) == 2  # sin and cos results cross stages
+    # sin and cos results cross stages (the pass is written twice: split over threads, and not)
+    assert len(set(re.findall(r"float c\d+\[1024\];", src))) == 2
     assert re.search(r"#pragma omp simd reduction\(\+ : part\d+\)", src)
     check_same(info["run"](x, y), f(x, y), rtol=1e-5, atol=1e-5)
