@@ -186,7 +186,7 @@ SCALAR_MATH_DIR = Path(__file__).resolve().parents[2] / "mini" / "tensor"
 def compiler_command():
     """mini's command (mini/runtime/compiled_graph.cpp: compiler_command): $CXX or c++."""
     cxx = os.environ.get("CXX") or "c++"
-    return shlex.split(cxx) + "-O3 -march=native -fopenmp -std=c++17 -shared -fPIC".split()
+    return shlex.split(cxx) + "-O3 -march=native -mprefer-vector-width=512 -fopenmp -std=c++17 -shared -fPIC".split()
 
 
 def handwritten_chain8(row, samples, workdir):
