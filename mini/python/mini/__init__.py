@@ -2,7 +2,16 @@
 
 This package is the torch-shaped surface: tensors (mini.tensor, mini.randn, ...),
 autograd (backward, no_grad), mini.nn and mini.optim. See notes/ for each stage."""
-from . import _C
+import os as _os
+
+# OpenMP's idle threads spin for a while before they sleep (libgomp: 300000 spins by default).
+# On a machine with few cores they then take the CPU from OpenBLAS's own threads, and every
+# matmul that follows a parallel kernel slows down (a training step of a 2-layer MLP: 32 ms
+# instead of 15, notes/perf.md). 10000 spins still cover the gap between back-to-back kernels.
+# Read by libgomp when it loads (with _C, next line); the user's own setting wins.
+_os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+
+from . import _C  # noqa: E402
 from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
                       double, long, zeros, ones, empty, full, zeros_like, ones_like, full_like,
                       randn, rand, randn_like, arange, manual_seed, from_numpy, tensor,
