@@ -48,7 +48,7 @@ LogChannels& log_channels();
 void log_write(const std::string& text);  // to Python's sys.stderr
 
 // MINI_COMPILE_DEBUG=1: every artifact of every graph (captured graph, guards, graph break,
-// training graphs, fusion decisions, generated source) also goes to a file,
+// joint, forward and backward graphs, fusion decisions, generated source) also goes to a file,
 // ./mini_compile_debug/run_<date>_<time>-pid_<pid>/<graph title>/<name>, as torch's
 // TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. Does nothing when the variable is unset.
 void debug_write(const std::string& title, const std::string& name, const std::string& text);

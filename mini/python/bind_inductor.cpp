@@ -58,6 +58,7 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
                       std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
                       std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
   if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);
+  cap::debug_write(title, "aot_joint_graph.txt", tg->joint->print("Joint graph " + n));
   cap::debug_write(title, "aot_forward_graph.txt", forward);
   cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
   cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);

@@ -36,7 +36,8 @@ def test_every_artifact_of_every_graph_is_written(tmp_path):
     (run_dir,) = (tmp_path / "mini_compile_debug").iterdir()
     assert run_dir.name.startswith("run_") and "-pid_" in run_dir.name
     files = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file()}
-    training = {"graph_code.txt", "guards.txt", "aot_forward_graph.txt", "aot_backward_graph.txt",
+    training = {"graph_code.txt", "guards.txt", "aot_joint_graph.txt", "aot_forward_graph.txt",
+                "aot_backward_graph.txt",
                 "fusion_forward.txt", "fusion_backward.txt", "output_code_forward.cpp",
                 "output_code_backward.cpp"}
     for graph in ("__compiled_fn_1", "__compiled_fn_2"):  # the graphs before and after the print
@@ -49,6 +50,8 @@ def test_every_artifact_of_every_graph_is_written(tmp_path):
     assert "print" in brk and "__compiled_fn_1" in brk
     assert "mini.matmul(l_x_, l_w_)" in (run_dir / "__compiled_fn_1" / "graph_code.txt").read_text()
     assert "tangents_1" in (run_dir / "__compiled_fn_1" / "aot_backward_graph.txt").read_text()
+    joint = (run_dir / "__compiled_fn_1" / "aot_joint_graph.txt").read_text()
+    assert "===== Joint graph 1 =====" in joint and "tangents_1" in joint and "mini.matmul(l_x_, l_w_)" in joint
     source = (run_dir / "__compiled_fn_3" / "output_code.cpp").read_text()
     assert 'extern "C" void cpp_' in source
     assert "inline float exp_f32" in source  # the whole source, prelude included
