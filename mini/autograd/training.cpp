@@ -75,6 +75,15 @@ bool expensive(OpKind op) {
   }
 }
 
+// The recompute partitioner's decision for a forward value the backward reads: true to copy
+// its op into the backward graph (its inputs are then needed there instead), false to save
+// it. Constants are always copied and inputs always saved, before this is asked.
+bool recompute_in_backward(const Node& n) {
+  // A2 BEGIN: the recompute partitioner
+  return n.kind == NodeKind::Op && !expensive(n.op) && !n.symbolic_attrs;
+  // A2 END
+}
+
 int64_t meta_bytes(const TensorMeta& m) {
   return numel_of(m.sizes) * (int64_t)itemsize(m.dtype);
 }
@@ -174,8 +183,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
     int b;
     if (n.kind == NodeKind::Constant) {
       b = bwd->add_constant(n.value, n.meta.dtype);
-    } else if (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && !expensive(n.op) &&
-               !n.symbolic_attrs) {
+    } else if (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) {
       std::vector<int> ins;
       for (int i : n.inputs) ins.push_back(i < 0 ? -1 : from_forward(i));
       b = bwd->add_op(n.op, ins, n.attrs, n.code);

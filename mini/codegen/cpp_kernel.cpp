@@ -71,6 +71,7 @@ DType compute_type(const graph::Graph& g, const Node& n) {
 
 // How each op is spelled in C++, over its (already cast) operands a, b, c and type T.
 std::string op_expr(const Node& n, const std::vector<std::string>& a, const std::string& T) {
+  // A4 BEGIN: how each op is spelled in C++
   auto call = [&](const char* f) { return std::string(f) + "(" + a[0] + ")"; };
   switch (n.op) {
     case OpKind::Add: return "(" + a[0] + " + " + a[1] + ")";
@@ -111,6 +112,7 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
     case OpKind::Where: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
     default: fail("codegen: no C++ spelling for ", op_name(n.op));
   }
+  // A4 END
 }
 
 // Ops that evaluate a polynomial or call a math function: each is a dependency chain of tens

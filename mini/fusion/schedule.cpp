@@ -55,23 +55,33 @@ Shape row_shape_squeezed(const FusionGroup& k) {
 
 // -- legality, one rule each ---------------------------------------------------------------
 
-bool same_space(const FusionGroup& k, const Shape& shape) { return shape == k.space; }
+bool same_space(const FusionGroup& k, const Shape& shape) {
+  // A3 BEGIN: fusion legality
+  return shape == k.space;
+  // A3 END
+}
 
 // A pointwise node over the rows of a reduction kernel (keepdim or not): computed once the
 // reductions it reads are done, per row.
 bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
+  // A3 BEGIN: fusion legality
   return !k.reduced.empty() && (shape == row_shape(k) || shape == row_shape_squeezed(k));
+  // A3 END
 }
 
 // A reduction whose input is the kernel's iteration space and whose kernel has no
 // reduction yet: the pointwise nodes before it become its prologue.
 bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape) {
+  // A3 BEGIN: fusion legality
   return k.reduced.empty() && input_shape == k.space;
+  // A3 END
 }
 
 // Another reduction over the same space and dims: one more pass over the same rows.
 bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector<int64_t>& dims) {
+  // A3 BEGIN: fusion legality
   return !k.reduced.empty() && input_shape == k.space && dims == k.reduced;
+  // A3 END
 }
 
 // Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS).

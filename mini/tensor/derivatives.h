@@ -97,11 +97,11 @@ struct Rules {
   }
 
   // ---- the rules ---------------------------------------------------------------------
-  // A1 BEGIN: derivative rules
   // g: gradient of the output; in: the op's inputs; out: its output; need[i]: whether
   // input i wants a gradient. Returns one gradient (or none) per input.
   std::vector<V> apply(OpKind k, const Attrs& a, V g, const std::vector<V>& in, const V& out,
                        const std::vector<bool>& need) {
+    // A1 BEGIN: derivative rules
     std::vector<V> gi(in.size());
     auto shp = [&](size_t i) { return f.shape(in[i]); };
     switch (k) {
@@ -247,9 +247,8 @@ struct Rules {
         fail("derivative for ", op_name(k), " is not implemented");
     }
     return gi;
+    // A1 END
   }
-
-  // A1 END
 
   // layer_norm over the last a.dim dims: y = (x - mean) * rstd * w + b.
   std::vector<V> layer_norm(const Attrs& a, V g, const std::vector<V>& in,

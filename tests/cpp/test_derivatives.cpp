@@ -233,13 +233,13 @@ const std::set<OpKind> kNotDifferentiable = {OpKind::Eq, OpKind::Ne, OpKind::Lt,
 
 }  // namespace
 
-TEST_CASE("every derivative rule matches finite differences in float64", "[autograd][gradcheck]") {
+TEST_CASE("every derivative rule matches finite differences in float64", "[autograd][gradcheck][A1]") {
   for (const GradcheckCase& c : differentiable_cases()) {
     DYNAMIC_SECTION(c.label) { gradcheck(c); }
   }
 }
 
-TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck]") {
+TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck][A1]") {
   std::set<OpKind> covered;
   for (const GradcheckCase& c : differentiable_cases()) covered.insert(c.kind);
   std::vector<OpKind> all = {
@@ -254,7 +254,7 @@ TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck]") 
   }
 }
 
-TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck]") {
+TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck][A1]") {
   Tensor x = leaf({1, -2, 0.5}, {3});
   Tensor y = leaf({1, 2, 3}, {3});
   for (OpKind k : kNotDifferentiable) {
@@ -269,7 +269,7 @@ TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck]") {
 
 // Sign's rule is a zero gradient (torch); SliceBackward's is the slice of the incoming
 // gradient. Both are in the catalog above; here their exact values.
-TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck]") {
+TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck][A1]") {
   Tensor x = leaf({-1.5, 2, 0.5}, {3});
   mini::backward(mini::call_op(OpKind::Sign, {x}), make({1, 2, 3}, {3}, DType::Float64), false);
   check_values(x->grad, {0, 0, 0});

@@ -23,7 +23,7 @@ from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
 BACKENDS = ["aot_eager", "inductor"]
 
 
-pytestmark = pytest.mark.usefixtures("own_cache_dir")
+pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a2]
 
 
 def T(*shape, seed=0, grad=False):

@@ -9,6 +9,8 @@ import pytest
 import mini
 from conftest import assert_close, gradcheck, mk, to_np
 
+pytestmark = pytest.mark.a1
+
 R = np.random.default_rng(7)
 
 
