@@ -1,12 +1,13 @@
 """Golden files of generated C++ (tests/golden/*.cpp): the kernels of the Inductor anchors as
 mini renders them, so that a change to code generation shows up as a diff a person reviews.
-The math prelude is left out (it is mini/tensor/scalar_math.h verbatim) and the repository's
-path is written as <repo>. After an intended change, rewrite them and review the diff:
+The math prelude is left out (it is mini/tensor/scalar_math.h verbatim) and the path of the
+user's file as <repo>/labs/. After an intended change, rewrite them and review the diff:
 
     MINI_UPDATE_GOLDEN=1 PYTHONPATH=build/python .venv/bin/python -m pytest tests/python/test_golden_source.py
     git diff tests/golden
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -33,7 +34,10 @@ def source_of(fn, *args):
     source = mini._C._inductor_compile(graphs[0])["source"]
     begin = source.index("// ---- prelude:")
     end = source.index("// ---- end of prelude ----") + len("// ---- end of prelude ----")
-    return (source[:begin] + "// (prelude)" + source[end:]).replace(str(REPO), "<repo>")
+    source = source[:begin] + "// (prelude)" + source[end:]
+    # the user's file as Python named it: absolute, and with ../.. when another test module
+    # put labs/ on sys.path that way first
+    return re.sub(r"File: \S*?/labs/", "File: <repo>/labs/", source)
 
 
 CASES = {
