@@ -525,12 +525,26 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     Artifact* art = nullptr;
     {
       HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
-      if (guards::CacheEntry* hit = unit.lookup(fv, req->backend_key)) {
+      guards::CacheEntry* hit = nullptr;
+      std::string reason;
+      // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
+      try {
+        hit = unit.lookup(fv, req->backend_key);
+      } catch (const std::exception& e) {
+        set_python_error(e);
+        return fail();
+      }
+      if (hit) {
         art = static_cast<Artifact*>(hit->artifact.get());
       } else {
         if (unit.run_only) return run_natively(offset);
         if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
-        std::string reason = unit.entries.empty() ? "" : unit.recompile_reason(fv, req->backend_key);
+        try {
+          if (!unit.entries.empty()) reason = unit.recompile_reason(fv, req->backend_key);
+        } catch (const std::exception& e) {
+          set_python_error(e);
+          return fail();
+        }
         if (unit.compiles >= compile_config().cache_size_limit) {
           unit.run_only = true;
           std::string msg = "mini hit config.cache_size_limit (" + std::to_string(compile_config().cache_size_limit) +

@@ -73,6 +73,7 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
       return Py_SIZE(v) == g.length || fail(g.code);
     }
     case GuardKind::TensorMatch: {
+      // A5 BEGIN: the tensor guard (TENSOR_MATCH)
       const TensorSpec& spec = g.tensor;
       TensorImpl* t = v ? unwrap_tensor(v) : nullptr;
       std::string name = src ? tensor_name(*src) : "?";
@@ -103,6 +104,7 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
           return fail("tensor '" + name + "' stride mismatch at index " + std::to_string(i) + ". expected " +
                       std::to_string(spec.strides[i]) + ", actual " + std::to_string(t->strides[i]));
       return true;
+      // A5 END
     }
   }
   return fail("unknown guard");

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -71,20 +72,23 @@ def test_stubbed_files_compile(tmp_path):
     assert cxx, "no C++ compiler: scripts/setup.sh installs g++"
     out = tmp_path / "student"
     run_script(out)
+    python_include = sysconfig.get_paths()["include"]
     for rel in ("mini/tensor/autograd.cpp", "mini/autograd/training.cpp", "mini/fusion/schedule.cpp",
-                "mini/codegen/cpp_kernel.cpp"):
+                "mini/codegen/cpp_kernel.cpp", "mini/guards/guards.cpp"):
         r = subprocess.run([cxx, "-std=c++17", "-fopenmp", "-fsyntax-only", f"-I{out / 'mini'}",
-                            f"-I{GENERATED}", str(out / rel)], capture_output=True, text=True, timeout=120)
+                            f"-I{GENERATED}", f"-I{python_include}", str(out / rel)],
+                           capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, f"{rel}:\n{r.stderr[-3000:]}"
 
 
-def test_a_student_tree_with_a3_stubbed_builds_and_fails_only_where_it_should(tmp_path):
-    """Builds the Python package of a tree with fusion legality (A3) stubbed, then: eager mini,
-    capture and backend="eager" work; backend="inductor" raises the assignment's message."""
+def test_a_student_tree_with_a3_and_a5_stubbed_builds_and_fails_only_where_it_should(tmp_path):
+    """Builds the Python package of a tree with fusion legality (A3) and the tensor guard (A5)
+    stubbed, then: eager mini and a first compiled call work; backend="inductor" raises A3's
+    message; the second call of a compiled function (a cache lookup) raises A5's."""
     cmake = shutil.which("cmake")
     assert cmake, "no cmake: scripts/setup.sh installs it"
     out = tmp_path / "student"
-    run_script(out, "--only", "A3")
+    run_script(out, "--only", "A3", "A5")
     build = out / "build"
     configure = [cmake, "-S", str(out), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                  f"-DPython_EXECUTABLE={sys.executable}", "-DMINI_CPP_TESTS=OFF", "-DMINI_SANITIZED_TESTS=OFF"]
@@ -98,16 +102,19 @@ def test_a_student_tree_with_a3_stubbed_builds_and_fails_only_where_it_should(tm
         import mini
         x = mini.randn(8, 8)
         f = lambda x: (x + 1).relu() * 2
-        assert mini.allclose(mini.compile(f, backend="eager")(x), f(x))
-        try:
-            mini.compile(f, backend="inductor")(x)
-        except RuntimeError as e:
-            print("raised:", e)
-        else:
-            print("no error")
+        g = mini.compile(f, backend="eager")
+        assert mini.allclose(g(x), f(x))  # the first call compiles: no guard is checked yet
+        for call in (lambda: mini.compile(f, backend="inductor")(x), lambda: g(x)):
+            try:
+                call()
+            except RuntimeError as e:
+                print("raised:", e)
+            else:
+                print("no error")
     """)
     env = dict(os.environ, PYTHONPATH=str(build / "python"), MINI_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("MINI_PYTHON_DIR", None)
     r = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "raised: not implemented: A3 fusion legality (mini/fusion/schedule.cpp" in r.stdout, r.stdout
+    assert "raised: not implemented: A5 the tensor guard (TENSOR_MATCH) (mini/guards/guards.cpp" in r.stdout, r.stdout

@@ -13,6 +13,8 @@ import pytest
 import mini
 from capture_helpers import Checked, T, calls, fresh_mini  # noqa: F401  (fresh_mini: autouse)
 
+pytestmark = pytest.mark.a5
+
 
 # ---- tensor match -----------------------------------------------------------------------------
 
