@@ -67,12 +67,7 @@ bool expensive(OpKind op) {
     case OpClass::View: return false;
     default: return true;  // reductions, matmul, composites
   }
-  switch (op) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh:
-    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::GeluBackward: case OpKind::Pow:
-      return true;
-    default: return false;
-  }
+  return is_transcendental(op);
 }
 
 // The recompute partitioner's decision for a forward value the backward reads: true to copy

@@ -45,12 +45,16 @@ void log_write(const std::string& text) {
   PyErr_Clear();
 }
 
-void debug_write(const std::string& title, const std::string& name, const std::string& text) {
+bool compile_debug() {
   static const bool on = [] {
     const char* v = std::getenv("MINI_COMPILE_DEBUG");
     return v && *v && std::string(v) != "0";
   }();
-  if (!on) return;
+  return on;
+}
+
+void debug_write(const std::string& title, const std::string& name, const std::string& text) {
+  if (!compile_debug()) return;
   static const std::filesystem::path run = [] {
     char stamp[32];
     std::time_t now = std::time(nullptr);
@@ -416,7 +420,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
   if (has_graph && log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
   if (log_channels().guards) log_write(trace.guards->print());
-  if (has_graph) {
+  if (has_graph && compile_debug()) {
     debug_write(title, "graph_code.txt", art->graph->print(title));
     debug_write(title, "guards.txt", trace.guards->print());
   }

@@ -51,6 +51,8 @@ void log_write(const std::string& text);  // to Python's sys.stderr
 // joint, forward and backward graphs, fusion decisions, generated source) also goes to a file,
 // ./mini_compile_debug/run_<date>_<time>-pid_<pid>/<graph title>/<name>, as torch's
 // TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. Does nothing when the variable is unset.
+// Callers check compile_debug() before building a text only the file would hold.
+bool compile_debug();
 void debug_write(const std::string& title, const std::string& name, const std::string& text);
 
 // One mini.compile(...) wrapper's settings, active while its function runs.

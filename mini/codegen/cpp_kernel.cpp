@@ -115,17 +115,6 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
   // A4 END
 }
 
-// Ops that evaluate a polynomial or call a math function: each is a dependency chain of tens
-// of instructions per element. Plain arithmetic is one instruction.
-bool is_transcendental(OpKind op) {
-  switch (op) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh:
-    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::GeluBackward: case OpKind::Pow:
-      return true;
-    default: return false;
-  }
-}
-
 // Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
 // (1 KiB of float) stay in L1 until the next stage reads them.
 constexpr int kStageTile = 256;

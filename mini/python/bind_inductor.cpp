@@ -53,14 +53,18 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
     return {};
   }
   std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
-  std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);
-  std::string saved = std::string("partitioner: ") + (inductor ? "recompute" : "save-all") + ", " +
-                      std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
-                      std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
-  if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);
-  cap::debug_write(title, "aot_joint_graph.txt", tg->joint->print("Joint graph " + n));
-  cap::debug_write(title, "aot_forward_graph.txt", forward);
-  cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
+  if (cap::log_channels().aot_graphs || cap::compile_debug()) {
+    std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);
+    std::string saved = std::string("partitioner: ") + (inductor ? "recompute" : "save-all") + ", " +
+                        std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
+                        std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
+    if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);
+    if (cap::compile_debug()) {
+      cap::debug_write(title, "aot_joint_graph.txt", tg->joint->print("Joint graph " + n));
+      cap::debug_write(title, "aot_forward_graph.txt", forward);
+      cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
+    }
+  }
   cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);
   cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title) : interpret(tg->backward);
   return ag::make_training_runner(tg, fwd, bwd);

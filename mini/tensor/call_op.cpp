@@ -17,6 +17,15 @@ const char* op_name(OpKind k) {
   return "?";
 }
 
+bool is_transcendental(OpKind k) {
+  switch (k) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh:
+    case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::GeluBackward: case OpKind::Pow:
+      return true;
+    default: return false;
+  }
+}
+
 OpClass op_class(OpKind k) {
   switch (k) {
 #define MINI_OP_CLASS(name, str, cls) case OpKind::name: return OpClass::cls;

@@ -55,6 +55,10 @@ enum class OpClass { Pointwise, Reduction, View, Extern, Composite };
 
 const char* op_name(OpKind k);
 OpClass op_class(OpKind k);
+// Pointwise ops that evaluate a polynomial or call a math function (exp, sin, sigmoid, ...):
+// tens of dependent instructions per element where plain arithmetic is one. Codegen stages
+// loops at them; the recompute partitioner saves them rather than run them twice.
+bool is_transcendental(OpKind k);
 
 // Attributes of one op application. Each op reads only the fields it documents:
 //   reductions: dims (empty = all), keepdim

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 import mini
+# fresh_mini (autouse): mini.reset() and no logs around each test; ALIVE keeps backends alive
+from capture_helpers import ALIVE, fresh_mini  # noqa: F401
 from conftest import to_np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "labs"))
@@ -34,18 +36,6 @@ PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
 
 pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a3, pytest.mark.a4]
 
-
-ALIVE = []  # capture backends stay alive for the test (mini keys entries by backend address)
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    mini.reset()
-    mini.set_logs()
-    yield
-    mini.reset()
-    mini.set_logs()
-    ALIVE.clear()
 
 
 def T(*shape, seed=0, dtype=mini.float32):
