@@ -14,7 +14,7 @@ This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
 1. the compiles after each call (counted with mini.CompileCounter as the backend) against the
    limit, the recompile reasons (MINI_LOGS=recompiles, captured from sys.stderr) and the
    warning, beside torch 2.11's record of the same program
-   (../shared/conformance/expected_torch_2.11.jsonl, case cache_limit_storm);
+   (tests/conformance/expected_torch_2.11.jsonl, case cache_limit_storm);
 2. what falling back costs per call, with backend="inductor": a shape with a cached compiled
    entry (one fused kernel), a shape past the limit (the eager ops, after a guard walk that
    misses all eight entries) and the plain uncompiled function, at a small size (where the
@@ -42,7 +42,7 @@ import mini
 from measure import save_figure
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE_FILE = REPO_ROOT.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
+CONFORMANCE_FILE = REPO_ROOT / "tests" / "conformance" / "expected_torch_2.11.jsonl"
 CONFORMANCE_CASE = "cache_limit_storm"
 EXPRESSION = "x * 2 + 1"
 EXTRA_SHAPES = 4            # calls past the limit

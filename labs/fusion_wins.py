@@ -9,7 +9,7 @@ time of a call, the speedup, and the achieved bandwidth (minimum bytes / time, a
 moved / time) against this machine's copy bandwidth measured in the same run (a large
 mini clone: bytes read + written / time).
 
-The programs are those of torch 2.11's H200 anchors (../shared/anchors/torch211_h200.md),
+The programs are those of torch 2.11's H200 anchors (labs/anchors/torch211_h200.md),
 written the same way, so torch's numbers are printed beside mini's:
 
     transform   relu((x + bias) * 0.5)                                        3 ops
@@ -44,7 +44,7 @@ from measure import save_figure
 from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ANCHORS_FILE = REPO_ROOT.parent / "shared" / "anchors" / "torch211_h200.md"
+ANCHORS_FILE = REPO_ROOT / "labs" / "anchors" / "torch211_h200.md"
 FULL = {"rows": 4096, "cols": 4096, "chain_rows": 2048, "chain_cols": 2048,
         "ffn_features": 4096, "copy_numel": 2**26, "repeats": 10, "min_seconds": 1.0,
         "chain_lengths": list(range(1, 13))}

@@ -48,7 +48,7 @@ log = logging.getLogger("graph_breaks_lab")  # at WARNING level: log.info prints
 
 # ---- the programs ---------------------------------------------------------------------------
 # The first three are the conformance programs of the same names
-# (../shared/conformance/cases.py), so torch 2.11's numbers can be printed beside mini's.
+# (tests/conformance/cases.py), so torch 2.11's numbers can be printed beside mini's.
 
 
 def dd_if_item(x):
@@ -309,7 +309,7 @@ def print_torch_comparison(programs, torch):
     rows = [(p, torch[p["case"]]) for p in programs if p.get("case") in torch]
     if not rows:
         return
-    print("\nbeside torch 2.11 (../shared/conformance/expected_torch_2.11.jsonl, same programs)\n")
+    print("\nbeside torch 2.11 (tests/conformance/expected_torch_2.11.jsonl, same programs)\n")
     header = f"{'case':<16}{'':<8}{'graphs':>7}{'breaks':>7}{'compiles':>9}  {'fullgraph':<22}"
     header += "first reason"
     print(header)

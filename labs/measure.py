@@ -1,7 +1,7 @@
 """What the capture labs (graph_breaks, shape_thrash, scalar_guards) share.
 
 - the command line every lab takes (--out, --quick, --device, --backend);
-- torch 2.11's recorded numbers (../shared/conformance/expected_torch_2.11.jsonl), to print
+- torch 2.11's recorded numbers (tests/conformance/expected_torch_2.11.jsonl), to print
   beside mini's where a lab runs one of the conformance programs;
 - CountingBackend: a backend that counts the graphs it is given and times each compile, so
   a lab can count compiles under "inductor" as mini.CompileCounter does under "eager";
@@ -22,7 +22,7 @@ from pathlib import Path
 import mini
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TORCH_EXPECTATIONS = REPO_ROOT.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
+TORCH_EXPECTATIONS = REPO_ROOT / "tests" / "conformance" / "expected_torch_2.11.jsonl"
 
 
 # ---- the command line -----------------------------------------------------------------------
@@ -175,7 +175,7 @@ def print_torch_comparison(conformance, torch, what, columns):
     rows = [(name, record) for name, record in conformance.items() if record["case"] in torch]
     if not rows:
         return
-    print("\nbeside torch 2.11 (../shared/conformance/expected_torch_2.11.jsonl): compiles "
+    print("\nbeside torch 2.11 (tests/conformance/expected_torch_2.11.jsonl): compiles "
           f"after {what}\n")
     (name_head, name_w), (case_w, torch_head, torch_w) = columns[0], columns[1]
     header = f"{name_head:<{name_w}}{'case':<{case_w}}{torch_head:<{torch_w}}"

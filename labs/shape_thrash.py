@@ -56,7 +56,7 @@ def masked_mlp_loss(x, target, mask, w1, w2):
 
 
 def times_two_plus_one(x):
-    """The conformance program thrash_* (../shared/conformance/cases.py) was measured on."""
+    """The conformance program thrash_* (tests/conformance/cases.py) was measured on."""
     return x * 2 + 1
 
 

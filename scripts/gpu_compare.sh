@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # gpu_compare.sh [CONFDIR]: run ON the lent GPU machine (its python3 is 3.12 with torch 2.11).
 # Builds mini's extension against that python3 into build-gpu/, then runs, on that one
-# interpreter, the conformance cases of CONFDIR (default shared_conformance/, a copy of
-# ../shared/conformance: the device call sends only the repository) on mini (run_mini.py) and
-# on real torch.compile (run_torch.py), and writes to $OUT (default ./gpu_out):
+# interpreter, the conformance cases of CONFDIR (default tests/conformance/: cases.py and
+# cases_mini.py) on mini (run_mini.py) and on real torch.compile (run_torch.py), and writes to
+# $OUT (default ./gpu_out; 8 files, the most a device call brings back):
 #   env.txt                  what the machine has (versions, headers, BLAS, Catch2)
 #   build.log                CMake configure + build
 #   torch_live.jsonl         run_torch.py's records (a first line with the versions)
-#   mini_vs_recorded.txt     run_mini.py against CONFDIR/expected_torch_2.11.jsonl
+#   expected_torch_<v>_mini.jsonl  the same records of cases_mini.py's cases, in the form of
+#                            the recorded files: copied into tests/conformance/, it is what
+#                            run_mini.py scores those cases against (notes/gpu_conformance.md)
+#   mini_vs_recorded.txt     run_mini.py against CONFDIR's recorded files
 #   mini_vs_torch_live.txt   run_mini.py --json against torch_live.jsonl (same interpreter)
 #   summary.txt              side by side, case by case: recorded torch, live torch, mini
 #   extras.txt               the capture probe and capture Python tests on this interpreter
 # What it may need and that machine may lack comes from .gpu_carry/ (scripts/gpu_prepare.sh
-# stages it and shared_conformance/ here; name both in the call's carry): pybind11 at the pin, Python 3.12 headers,
+# stages it here; name it in the call's carry): pybind11 at the pin, Python 3.12 headers,
 # OpenBLAS. The Catch2 C++ tests are not built there (-DMINI_CPP_TESTS=OFF).
 # MINI_GPU_BLAS=carried skips the machine's own BLAS; MINI_GPU_HEADERS=carried uses the carried
 # Python headers even where the machine has its own (both for trying the fallbacks elsewhere).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-conf=$(cd "${1:-shared_conformance}" 2>/dev/null && pwd) || {
-  echo "gpu_compare: conformance folder '${1:-shared_conformance}' not found"; exit 2; }
+conf=$(cd "${1:-tests/conformance}" 2>/dev/null && pwd) || {
+  echo "gpu_compare: conformance folder '${1:-tests/conformance}' not found"; exit 2; }
 out=${OUT:-$root/gpu_out}
 mkdir -p "$out"
 python=${PYTHON:-$(command -v python3)}
@@ -128,19 +131,41 @@ note "built $(ls "$build"/python/mini/_C*.so) in $(( $(date +%s) - t0 )) s"
 export PYTHONUNBUFFERED=1
 mini_env=(env PYTHONPATH="$build/python" MINI_PYTHON_DIR="$build/python")
 t1=$(date +%s)
-"$python" "$conf/run_torch.py" >"$out/torch_live.jsonl" 2>"$out/torch_live.err"
+records=$(mktemp -d)
+write=()
+[ -f "$conf/cases_mini.py" ] && write=(--write "$records")   # a runner that has cases_mini.py
+"$python" "$conf/run_torch.py" ${write[@]+"${write[@]}"} >"$out/torch_live.jsonl" 2>"$out/torch_live.err"
 note "run_torch.py: status $?, $(grep -c '^@@' "$out/torch_live.jsonl") cases in $(( $(date +%s) - t1 )) s"
+grep '^run_torch:' "$out/torch_live.err" | while read -r line; do note "$line"; done
+for f in "$records"/expected_torch_*.jsonl; do
+  [ -f "$f" ] || continue
+  name=$(basename "$f")
+  if [ "${name%_mini.jsonl}" != "$name" ]; then
+    cp "$f" "$out/$name"
+    note "torch's records of cases_mini.py in $name: copied into tests/conformance/," \
+         "it scores mini on them"
+  elif cmp -s "$f" "$conf/$name"; then
+    note "torch's records of cases.py now equal $name byte for byte"
+  else
+    note "torch's records of cases.py now differ from $name (summary.txt says which fields)"
+  fi
+done
 t1=$(date +%s)
 "${mini_env[@]}" "$python" "$conf/run_mini.py" >"$out/mini_vs_recorded.txt" 2>&1
 note "run_mini.py vs recorded: status $?, $(tail -1 "$out/mini_vs_recorded.txt") in $(( $(date +%s) - t1 )) s"
 # run_torch.py's output also holds what the cases print ("step"): keep the JSON records only
-grep -E '^@*\{' "$out/torch_live.jsonl" | sed -E 's/^@+//' >"$out/torch_live_records.jsonl"
-"${mini_env[@]}" "$python" "$conf/run_mini.py" --json --expected "$out/torch_live_records.jsonl" \
+grep -E '^@*\{' "$out/torch_live.jsonl" | sed -E 's/^@+//' >"$records/torch_live_records.jsonl"
+"${mini_env[@]}" "$python" "$conf/run_mini.py" --json --expected "$records/torch_live_records.jsonl" \
   >"$out/mini_vs_torch_live.txt" 2>&1
 note "run_mini.py vs live torch: status $?, $(tail -1 "$out/mini_vs_torch_live.txt")"
-"$python" scripts/gpu_summary.py --recorded "$conf/expected_torch_2.11.jsonl" \
+recorded=()
+for f in "$conf"/expected_torch_2.11.jsonl "$conf"/expected_torch_2.11_mini.jsonl; do
+  [ -f "$f" ] && recorded+=(--recorded "$f")
+done
+"$python" scripts/gpu_summary.py "${recorded[@]}" \
   --torch "$out/torch_live.jsonl" --mini "$out/mini_vs_torch_live.txt" \
   --required tests/conformance_required.txt >"$out/summary.txt" 2>&1
+rm -rf "$records"
 # torch's warnings, if any, go at the end of the log rather than into an extra file
 { echo "== run_torch.py stderr"; tail -50 "$out/torch_live.err"; } >>"$out/build.log"
 rm -f "$out/torch_live.err"

@@ -8,16 +8,13 @@
 #   .gpu_carry/openblas/           OpenBLAS (cblas.h, libopenblas.so, libgfortran, libquadmath)
 #                                  from this Debian machine, used there only if CMake finds
 #                                  no BLAS with cblas.h of the machine's own
-# and copies ../shared/conformance to shared_conformance/ unless that folder exists (the
-# device call sends the repository only, not ../shared). Both folders are git-ignored through
-# .git/info/exclude, so both must be named in the call's carry. About 41 MB in all.
+# The folder is git-ignored through .git/info/exclude, so it must be named in the call's carry.
+# About 41 MB. The conformance cases travel with the repository (tests/conformance/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/find_python.sh
 carry=.gpu_carry
-for ignored in /.gpu_carry/ /shared_conformance/; do
-  grep -qx "$ignored" .git/info/exclude 2>/dev/null || echo "$ignored" >>.git/info/exclude
-done
+grep -qx /.gpu_carry/ .git/info/exclude 2>/dev/null || echo /.gpu_carry/ >>.git/info/exclude
 mkdir -p "$carry"
 
 pin=$(grep -E '^pybind11==' requirements-test.txt)
@@ -46,10 +43,5 @@ for dep in libgfortran.so.5 libquadmath.so.0; do
   cp "$(readlink -f "/lib/x86_64-linux-gnu/$dep")" "$carry/openblas/extra/$dep"
 done
 
-if [ ! -d shared_conformance ]; then
-  cp -r ../shared/conformance shared_conformance
-  chmod -R u+w shared_conformance
-fi
-echo "gpu_prepare: staged $(du -sh "$carry" | cut -f1) in $carry/; conformance in shared_conformance/"
-echo "device call: command 'bash scripts/gpu_compare.sh shared_conformance'," \
-     "carry [\".gpu_carry\", \"shared_conformance\"]"
+echo "gpu_prepare: staged $(du -sh "$carry" | cut -f1) in $carry/"
+echo "device call: command 'bash scripts/gpu_compare.sh', carry [\".gpu_carry\"]"

@@ -4,7 +4,7 @@ facts each lab reports in its JSON -- graphs, breaks, reasons and source lines, 
 strategy and per step -- and that its figures and JSON were written. Timings are not checked.
 
 Expected counts come from the behaviour torch.compile 2.11 was measured to have
-(../shared/conformance/expected_torch_2.11.jsonl) and from the sizes and values each lab feeds,
+(tests/conformance/expected_torch_2.11.jsonl) and from the sizes and values each lab feeds,
 recomputed here from the JSON's own inputs, never from mini's counts."""
 import json
 import os
@@ -17,7 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 LABS = REPO / "labs"
 PYTHON_DIR = os.environ.get("MINI_PYTHON_DIR", str(REPO / "build" / "python"))
-TORCH_EXPECTATIONS = REPO.parent / "shared" / "conformance" / "expected_torch_2.11.jsonl"
+TORCH_EXPECTATIONS = REPO / "tests" / "conformance" / "expected_torch_2.11.jsonl"
 
 OUTPUTS = {
     "graph_breaks": ["graph_breaks_regions.png", "graph_breaks_regions.svg",
@@ -87,7 +87,7 @@ def test_lab_writes_its_figures_and_json(labs, name):
 @pytest.mark.parametrize("name", list(OUTPUTS))
 def test_lab_prints_torch_numbers_beside_minis(labs, name):
     if not TORCH_EXPECTATIONS.exists():
-        pytest.skip("no conformance data beside the repository")
+        pytest.skip("tests/conformance/expected_torch_2.11.jsonl is missing")
     run = labs(name)
     assert "beside torch 2.11" in run.stdout
     assert run.results["torch_2_11"], f"{name} recorded no torch 2.11 case"

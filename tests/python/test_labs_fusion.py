@@ -106,7 +106,7 @@ def test_storm_calls_past_the_limit_run_eagerly(storm):
 def test_storm_matches_torch_record_when_present(storm):
     data, _ = storm
     if data["torch_2_11"] is None:
-        pytest.skip("../shared/conformance/expected_torch_2.11.jsonl is missing")
+        pytest.skip("tests/conformance/expected_torch_2.11.jsonl is missing")
     assert data["compiles_after_each_call"] == data["torch_2_11"]["compiles_after_each_call"]
 
 

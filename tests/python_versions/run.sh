@@ -9,8 +9,10 @@
 #                test_graph_break*.py, test_dynamic_shape*.py, and test_aot.py: training
 #                graphs of captured functions and modules; all that exist) under PYTHON's
 #                pytest, against BUILDDIR/python
-#   conformance  tests/conformance_check.py (../shared/conformance/run_mini.py, required cases
-#                in tests/conformance_required.txt) under PYTHON, against BUILDDIR/python
+#   conformance  tests/conformance_check.py under PYTHON, against BUILDDIR/python: every case
+#                of tests/conformance/cases.py and cases_mini.py through run_mini.py, scored
+#                against torch 2.11's records where there are some; fails on the required
+#                cases of tests/conformance_required.txt
 # Exits 77 (ctest: skipped) when PYTHON does not exist, i.e. scripts/setup.sh found no such
 # interpreter; fails when PYTHON exists but BUILDDIR/python holds no built package.
 set -euo pipefail
