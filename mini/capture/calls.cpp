@@ -228,9 +228,18 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
       }
       // a method (the class's, or one set on the instance): guarded when it is called
       PyObject* attr = PyObject_GetAttrString(obj->obj, name.c_str());
-      bool method = attr && PyMethod_Check(attr) && PyFunction_Check(PyMethod_GET_FUNCTION(attr));
-      Py_XDECREF(attr);
       PyErr_Clear();
+      bool method = attr && PyMethod_Check(attr) && PyFunction_Check(PyMethod_GET_FUNCTION(attr));
+      if (attr && PyLong_CheckExact(attr) && obj->source) {
+        // an int of a module (a size, a dim) is its structure: a constant, never an automatic
+        // dynamic input (torch: allow_unspec_int_on_nn_module = False)
+        SourceRef s = guards::Source::attr(obj->source, name);
+        ctx.guards().add_constant_match(s, attr);
+        VarRef r = make_constant(attr);  // steals the reference
+        r->source = s;
+        return r;
+      }
+      Py_XDECREF(attr);
       if (method) return make_method(obj, name);
       [[fallthrough]];
     }

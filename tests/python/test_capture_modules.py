@@ -513,3 +513,66 @@ def test_identity_of_two_modules_is_guarded():
     c(a, a, x)
     c(a, linear(1), x)
     assert c.frames == 2
+
+
+# ---- the module as `self`: mini.compile(module) and Module.compile() --------------------------
+
+def test_compiled_module_follows_changes_to_self():
+    mini.manual_seed(0)
+    block, x = _Block(), T(2, 8)
+    cnt = mini.CompileCounter()
+    compiled = mini.compile(block, backend=cnt)
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        same(compiled(x), block(x))
+        block.act = nn.ReLU()  # a submodule of another class
+        same(compiled(x), block(x))
+        block.norm.eps = 1e-3  # a plain attribute of a submodule
+        same(compiled(x), block(x))
+        block.eval()
+        same(compiled(x), block(x))
+    assert cnt.frame_count == 4
+
+
+def test_layer_norm_eps_that_changes_between_calls():
+    # automatic dynamic makes a float that changed a graph input; layer_norm's kernel needs
+    # eps while tracing, so that call breaks the graph instead of using a stale eps
+    c = Checked(call_module)
+    x = T(2, 8)
+    for eps in (1e-5, 1e-3, 1e-1, 1e-1):
+        norm = nn.LayerNorm(8, eps=eps)
+        c(norm, x)
+
+
+def test_module_ints_stay_static(capsys):
+    # torch (allow_unspec_int_on_nn_module=False): a module's int is its structure, so each
+    # value is a static graph, never an automatic-dynamic input
+    class Softmax(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+
+        def forward(self, x):
+            return mini.softmax(x * 2, self.dim)
+
+    c = Checked(call_module)
+    x = T(3, 4)
+    mini.set_logs("graph_breaks")
+    for dim in (0, 1, -1, 0):
+        c(Softmax(dim), x)
+    assert c.frames == 3
+    assert "Graph break" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["mini.compile", "Module.compile"])
+def test_forward_patched_after_compiling_the_module_runs(how):
+    m, x = linear(0), T(2, 8)
+    cnt = mini.CompileCounter()
+    if how == "mini.compile":
+        compiled = mini.compile(m, backend=cnt)
+    else:
+        m.compile(backend=cnt)
+        compiled = m
+    same(compiled(x), m.forward(x))
+    m.forward = types.MethodType(lambda self, x: x * 7 + self.bias, m)
+    same(compiled(x), x * 7 + m.bias)
+    assert cnt.frame_count == 2
