@@ -133,11 +133,10 @@ GuardSet::~GuardSet() {
 }
 
 int GuardSet::source_index(const SourceRef& source) {
-  std::string key = source->str();
-  for (size_t i = 0; i < sources_.size(); i++)
-    if (sources_[i]->str() == key) return (int)i;
-  sources_.push_back(source);
-  return (int)sources_.size() - 1;
+  // a map, not a scan: a model of N blocks has guards on thousands of sources
+  auto [it, added] = source_ids_.emplace(source->str(), (int)sources_.size());
+  if (added) sources_.push_back(source);
+  return it->second;
 }
 
 bool GuardSet::has(GuardKind kind, int source) const {
@@ -336,10 +335,12 @@ std::string GuardSet::print() const {
   s << "GUARDS:\n\nTREE_GUARD_MANAGER:\n+- RootGuardManager\n";
   for (const auto& g : guards_)
     if (g.source < 0) s << "| +- " << kind_name(g.kind) << ": " << g.code << "\n";
+  std::vector<std::vector<const Guard*>> by_source(sources_.size());
+  for (const auto& g : guards_)
+    if (g.source >= 0) by_source[g.source].push_back(&g);
   for (size_t i = 0; i < sources_.size(); i++) {
     s << "| +- GuardManager: source=" << sources_[i]->str() << "\n";
-    for (const auto& g : guards_)
-      if (g.source == (int)i) s << "| | +- " << kind_name(g.kind) << ": " << g.code << "\n";
+    for (const Guard* g : by_source[i]) s << "| | +- " << kind_name(g->kind) << ": " << g->code << "\n";
   }
   return s.str();
 }

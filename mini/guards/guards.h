@@ -19,6 +19,7 @@
 #include <Python.h>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "guards/source.h"
@@ -111,6 +112,7 @@ class GuardSet {
   int first_failure(const FrameValues& frame, std::string* reason) const;
 
   std::vector<SourceRef> sources_;
+  std::unordered_map<std::string, int> source_ids_;  // printed source -> index in sources_
   std::vector<Guard> guards_;
 };
 
