@@ -243,6 +243,7 @@ void GuardSet::add_dict_keys_match(SourceRef source, PyObject* value) {
 void GuardSet::add_duplicate_input(SourceRef source, SourceRef other, bool same) {
   Guard g{GuardKind::DuplicateInput, source_index(source)};
   g.other_source = source_index(other);
+  if (g.source == g.other_source) return;  // `m is m`: nothing to guard
   g.flag = same;
   g.code = source->str() + (same ? " is " : " is not ") + other->str();
   for (const auto& old : guards_)
