@@ -129,7 +129,10 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
 VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::string& name,
                           std::vector<VarRef> args, Kwargs kwargs) {
   PyObject* found = PyObject_GetAttrString(module->obj, name.c_str());
-  if (!found) { PyErr_Clear(); unsupported(std::string(Py_TYPE(module->obj)->tp_name) + " has no method " + name); }
+  if (!found) {
+    PyErr_Clear();
+    unsupported(std::string(Py_TYPE(module->obj)->tp_name) + " has no method " + name);
+  }
   SourceRef src = module->source ? guards::Source::attr(module->source, name) : nullptr;
   if (!PyMethod_Check(found) || !PyFunction_Check(PyMethod_GET_FUNCTION(found))) {
     // a function or callable object stored on the instance: called without self
@@ -142,8 +145,10 @@ VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::st
   SourceRef fsrc = src ? guards::Source::attr(src, "__func__") : nullptr;
   if (fsrc) ctx.guards().add_id_match(fsrc, fn);
   VarRef self = module;
-  if (bound_self != module->obj)  // a method of another object, set on this module
-    self = src ? wrap(ctx, bound_self, guards::Source::attr(src, "__self__")) : wrap_untracked(ctx, bound_self);
+  if (bound_self != module->obj) {  // a method of another object, set on this module
+    self = src ? wrap(ctx, bound_self, guards::Source::attr(src, "__self__"))
+               : wrap_untracked(ctx, bound_self);
+  }
   args.insert(args.begin(), self);
   Py_INCREF(fn);  // the bound method may be the only owner
   Py_DECREF(found);
@@ -172,7 +177,8 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
     case Var::Kind::Method: {
       const VarRef& self = callee->self;
       if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
-      if (self->is(Var::Kind::Module)) return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
+      if (self->is(Var::Kind::Module))
+        return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
       if (self->is(Var::Kind::List) && !self->source && callee->name == "append" && args.size() == 1) {
         self->items.push_back(args[0]);
         return make_constant((Py_INCREF(Py_None), Py_None));

@@ -323,7 +323,8 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
 // of the same layout reuses the graph, and one with a layer more or less does not). Returns
 // the dict (New) and its source (null for a module without one). Other module classes
 // define iteration and indexing their own way: those are unsupported.
-static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, const char* method, SourceRef* dict_src) {
+static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, const char* method,
+                                    SourceRef* dict_src) {
   static PyObject* sequential = [] {
     PyObject* nn = PyImport_ImportModule("mini.nn");
     PyObject* cls = nn ? PyObject_GetAttrString(nn, "Sequential") : nullptr;
@@ -386,7 +387,8 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
     Py_INCREF(value);
     std::string name = PyUnicode_AsUTF8(key);
     Py_DECREF(mods);
-    VarRef v = dict_src ? wrap(ctx_, value, guards::Source::dict_item(dict_src, name)) : wrap_untracked(ctx_, value);
+    VarRef v = dict_src ? wrap(ctx_, value, guards::Source::dict_item(dict_src, name))
+                        : wrap_untracked(ctx_, value);
     Py_DECREF(value);
     return v;
   }

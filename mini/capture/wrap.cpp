@@ -141,7 +141,8 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     // as it is read, so any instance of the same structure reuses the graph
     g.add_type_match(src, v);
     PyObject* training = PyObject_GetAttrString(v, "training");
-    if (training && PyBool_Check(training)) g.add_constant_match(guards::Source::attr(src, "training"), training);
+    if (training && PyBool_Check(training))
+      g.add_constant_match(guards::Source::attr(src, "training"), training);
     Py_XDECREF(training);
     PyErr_Clear();
     return object_var(Var::Kind::Module, v, src);
