@@ -18,6 +18,7 @@ LABS = [
     "shape_thrash.py",
     "scalar_guards.py",
     "cache_storm.py",
+    "regional_compile.py",
     "fusion_wins.py",
 ]
 

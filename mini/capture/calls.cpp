@@ -121,17 +121,46 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
               "); mini's capture only evaluates builtins on constants");
 }
 
-// The plain function behind `type(obj).name`, with a Source that reads it there.
-VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& name) {
-  PyObject* cls = (PyObject*)Py_TYPE(obj->obj);
-  PyObject* fn = PyObject_GetAttrString(cls, name.c_str());
-  if (!fn) { PyErr_Clear(); unsupported(std::string(Py_TYPE(obj->obj)->tp_name) + " has no method " + name); }
-  auto var = std::make_shared<Var>(Var::Kind::Function);
-  var->obj = fn;
-  if (obj->source) var->source = guards::Source::attr(guards::Source::attr(obj->source, "__class__"), name);
-  if (!PyFunction_Check(fn))
-    unsupported("calling " + name + " of " + Py_TYPE(obj->obj)->tp_name + ", which is not a Python function");
-  return var;
+// Calls `module.name(*args)` as Python would: the function found by getattr, usually the
+// class's, but an instance may have its own (a monkeypatched forward). The function is
+// guarded by identity through the instance, L['m'].forward.__func__, so every instance of the
+// class shares the graph while a patched instance, or a patched class, misses (torch guards
+// `forward` not being in the instance's __dict__ and trusts the class).
+VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::string& name,
+                          std::vector<VarRef> args, Kwargs kwargs) {
+  PyObject* found = PyObject_GetAttrString(module->obj, name.c_str());
+  if (!found) {
+    PyErr_Clear();
+    unsupported(std::string(Py_TYPE(module->obj)->tp_name) + " has no method " + name);
+  }
+  SourceRef src = module->source ? guards::Source::attr(module->source, name) : nullptr;
+  if (!PyMethod_Check(found) || !PyFunction_Check(PyMethod_GET_FUNCTION(found))) {
+    // a function or callable object stored on the instance: called without self
+    VarRef callee = src ? wrap(ctx, found, src) : wrap_untracked(ctx, found);
+    Py_DECREF(found);
+    return call_var(ctx, callee, std::move(args), std::move(kwargs));
+  }
+  PyObject* fn = PyMethod_GET_FUNCTION(found);
+  PyObject* bound_self = PyMethod_GET_SELF(found);
+  SourceRef fsrc = src ? guards::Source::attr(src, "__func__") : nullptr;
+  if (fsrc) ctx.guards().add_id_match(fsrc, fn);
+  VarRef self = module;
+  if (bound_self != module->obj) {  // a method of another object, set on this module
+    self = src ? wrap(ctx, bound_self, guards::Source::attr(src, "__self__"))
+               : wrap_untracked(ctx, bound_self);
+  }
+  args.insert(args.begin(), self);
+  Py_INCREF(fn);  // the bound method may be the only owner
+  Py_DECREF(found);
+  VarRef result;
+  try {
+    result = inline_function(ctx, fn, fsrc, std::move(args), std::move(kwargs));
+  } catch (...) {
+    Py_DECREF(fn);
+    throw;
+  }
+  Py_DECREF(fn);
+  return result;
 }
 
 }  // namespace
@@ -148,11 +177,8 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
     case Var::Kind::Method: {
       const VarRef& self = callee->self;
       if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
-      if (self->is(Var::Kind::Module)) {
-        VarRef fn = class_function(ctx, self, callee->name);
-        args.insert(args.begin(), self);
-        return inline_function(ctx, fn->obj, fn->source, std::move(args), std::move(kwargs));
-      }
+      if (self->is(Var::Kind::Module))
+        return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
       if (self->is(Var::Kind::List) && !self->source && callee->name == "append" && args.size() == 1) {
         self->items.push_back(args[0]);
         return make_constant((Py_INCREF(Py_None), Py_None));
@@ -167,9 +193,18 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
       unsupported("calling the method " + callee->name + " of " + self->describe() + " is not supported by mini's capture");
     }
     case Var::Kind::Module: {
-      VarRef fn = class_function(ctx, callee, "forward");
-      args.insert(args.begin(), callee);
-      return inline_function(ctx, fn->obj, fn->source, std::move(args), std::move(kwargs));
+      // module(x) runs Module.__call__, which calls self.forward; a class with its own
+      // __call__ would run something else
+      PyObject* call = PyObject_GetAttrString((PyObject*)Py_TYPE(callee->obj), "__call__");
+      PyObject* module_call = PyObject_GetAttrString(python_bridge().module_class, "__call__");
+      bool own_call = call != module_call;
+      Py_XDECREF(call);
+      Py_XDECREF(module_call);
+      PyErr_Clear();
+      if (own_call)
+        unsupported(std::string("calling a ") + Py_TYPE(callee->obj)->tp_name + ", whose class overrides "
+                    "nn.Module.__call__: mini's capture inlines only Module.__call__ (forward)");
+      return call_module_method(ctx, callee, "forward", std::move(args), std::move(kwargs));
     }
     case Var::Kind::Builtin: return call_builtin(ctx, callee, std::move(args), kwargs);
     default:
@@ -197,13 +232,21 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
         }
         Py_DECREF(d);
       }
-      PyObject* cls_attr = PyObject_GetAttrString((PyObject*)Py_TYPE(obj->obj), name.c_str());
-      if (cls_attr && PyFunction_Check(cls_attr)) {
-        Py_DECREF(cls_attr);
-        return make_method(obj, name);
-      }
-      Py_XDECREF(cls_attr);
+      // a method (the class's, or one set on the instance): guarded when it is called
+      PyObject* attr = PyObject_GetAttrString(obj->obj, name.c_str());
       PyErr_Clear();
+      bool method = attr && PyMethod_Check(attr) && PyFunction_Check(PyMethod_GET_FUNCTION(attr));
+      if (attr && PyLong_CheckExact(attr) && obj->source) {
+        // an int of a module (a size, a dim) is its structure: a constant, never an automatic
+        // dynamic input (torch: allow_unspec_int_on_nn_module = False)
+        SourceRef s = guards::Source::attr(obj->source, name);
+        ctx.guards().add_constant_match(s, attr);
+        VarRef r = make_constant(attr);  // steals the reference
+        r->source = s;
+        return r;
+      }
+      Py_XDECREF(attr);
+      if (method) return make_method(obj, name);
       [[fallthrough]];
     }
     case Var::Kind::Object:

@@ -421,7 +421,11 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     VarRef w = args.get(2, "weight", false), b = args.get(3, "bias", false), e = args.get(4, "eps", false);
     Attrs a;
     a.dim = (int64_t)shape.size();
-    a.eps = e && e->obj && PyFloat_Check(e->obj) ? PyFloat_AS_DOUBLE(e->obj) : 1e-5;
+    // eps is an attribute of the kernel: a number known while tracing (a module's eps that
+    // changed between calls becomes a graph input, which the kernel cannot read)
+    if (e && !(e->is(Var::Kind::Constant) && (PyFloat_Check(e->obj) || PyLong_CheckExact(e->obj))))
+      unsupported("layer_norm's eps must be a Python number known while tracing, got " + e->describe());
+    a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
     const auto& xm = meta_of(ctx, x);
     auto same_size = [](int64_t want, int64_t have) { return have < 0 || want < 0 || want == have; };
     if (shape.size() > xm.sizes.size() ||

@@ -318,6 +318,38 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   unsupported("comparing " + a->describe() + " with " + b->describe() + " is not supported by mini's capture");
 }
 
+// A Sequential's submodules, as its own __iter__ and __getitem__ read them: module._modules,
+// in order, under a guard that its keys stay these keys in this order (so another Sequential
+// of the same layout reuses the graph, and one with a layer more or less does not). Returns
+// the dict (New) and its source (null for a module without one). Other module classes
+// define iteration and indexing their own way: those are unsupported.
+static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, const char* method,
+                                    SourceRef* dict_src) {
+  static PyObject* sequential = [] {
+    PyObject* nn = PyImport_ImportModule("mini.nn");
+    PyObject* cls = nn ? PyObject_GetAttrString(nn, "Sequential") : nullptr;
+    Py_XDECREF(nn);
+    PyErr_Clear();
+    return cls;
+  }();
+  PyObject* own = PyObject_GetAttrString((PyObject*)Py_TYPE(module->obj), method);
+  PyObject* sequentials = sequential ? PyObject_GetAttrString(sequential, method) : nullptr;
+  bool same = own && own == sequentials;
+  Py_XDECREF(own);
+  Py_XDECREF(sequentials);
+  PyErr_Clear();
+  PyObject* mods = same ? PyObject_GetAttrString(module->obj, "_modules") : nullptr;
+  if (!mods || !PyDict_Check(mods)) {
+    Py_XDECREF(mods);
+    PyErr_Clear();
+    unsupported(std::string(method == std::string("__iter__") ? "iterating" : "indexing") + " a " +
+                Py_TYPE(module->obj)->tp_name + ": mini's capture knows only Sequential's " + method);
+  }
+  *dict_src = module->source ? guards::Source::attr(module->source, "_modules") : nullptr;
+  if (*dict_src) ctx.guards().add_dict_keys_match(*dict_src, mods);
+  return mods;
+}
+
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor)) return tensor_getitem(ctx_, obj, index);
@@ -339,10 +371,25 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   }
   if (is_constant(obj) && is_constant(index))
     return make_constant(checked(PyObject_GetItem(obj->obj, index->obj), "subscript"));
-  if (obj->is(Var::Kind::Module) && is_constant(index)) {
-    PyObject* item = checked(PyObject_GetItem(obj->obj, index->obj), "module subscript");
-    VarRef v = wrap_untracked(ctx_, item);
-    Py_DECREF(item);
+  if (obj->is(Var::Kind::Module) && is_constant(index) && PyLong_CheckExact(index->obj)) {
+    // sequential[i]: the submodule at _modules' i-th key, read from there
+    SourceRef dict_src;
+    PyObject* mods = sequential_modules(ctx_, obj, "__getitem__", &dict_src);
+    Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = PyDict_GET_SIZE(mods);
+    if (i < 0) i += n;
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t k = 0; k <= i && k < n; k++) PyDict_Next(mods, &pos, &key, &value);
+    if (i < 0 || i >= n || !PyUnicode_Check(key)) {
+      Py_DECREF(mods);
+      unsupported("Sequential index " + std::to_string(i) + " is out of range");
+    }
+    Py_INCREF(value);
+    std::string name = PyUnicode_AsUTF8(key);
+    Py_DECREF(mods);
+    VarRef v = dict_src ? wrap(ctx_, value, guards::Source::dict_item(dict_src, name))
+                        : wrap_untracked(ctx_, value);
+    Py_DECREF(value);
     return v;
   }
   unsupported("indexing " + obj->describe() + " with " + index->describe() + " is not supported by mini's capture");
@@ -362,9 +409,8 @@ VarRef FrameInterpreter::iterate(const VarRef& v) {
     if (PyErr_Occurred()) checked(nullptr, "iteration");
   } else if (v->is(Var::Kind::Module)) {
     // iter(Sequential): its submodules, each read from module._modules[key]
-    PyObject* mods = PyObject_GetAttrString(v->obj, "_modules");
-    if (!mods || !PyDict_Check(mods)) { Py_XDECREF(mods); PyErr_Clear(); unsupported("iterating this module"); }
-    SourceRef dict_src = v->source ? guards::Source::attr(v->source, "_modules") : nullptr;
+    SourceRef dict_src;
+    PyObject* mods = sequential_modules(ctx_, v, "__iter__", &dict_src);
     PyObject *key, *value;
     Py_ssize_t pos = 0;
     while (PyDict_Next(mods, &pos, &key, &value)) {
@@ -579,6 +625,9 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         if (a->obj && b->obj) same = a->obj == b->obj;
         else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) same = a->node == b->node;
         else same = false;  // a tensor (or a container) is not None or any constant
+        // two modules are guarded by structure, not identity: guard the answer itself
+        if (a->is(Var::Kind::Module) && b->is(Var::Kind::Module) && a->source && b->source)
+          ctx_.guards().add_duplicate_input(a->source, b->source, same);
         push(make_constant(PyBool_FromLong(in.arg ? !same : same)));
         break;
       }

@@ -1,5 +1,6 @@
 // wrap.cpp — turning a real object read from the frame into a Var, with the guards that make
 // the graph valid only while that object stays what it was (Dynamo's VariableBuilder).
+#include <algorithm>
 #include <cstring>
 
 #include "capture/compiler.h"
@@ -42,10 +43,11 @@ static bool is_graph_function(PyObject* v) {
 // user named. Sizes 0 and 1 always stay specialized (as torch).
 static std::vector<bool> dynamic_dims_for(TraceContext& ctx, PyObject* v, TensorImpl* t, const SourceRef& src) {
   std::vector<bool> dyn(t->sizes.size(), false);
-  // dynamic=True: every input's dims, but not a module's parameters (as torch keeps them static)
+  // dynamic=True and automatic dynamic: every input's dims, but not a module's parameters (as
+  // torch's force_parameter_static_shapes): two Linear sizes are two static graphs
   bool parameter = src->str().find("._parameters[") != std::string::npos;
   if (ctx.dynamic.all_dims && !parameter) dyn.assign(t->sizes.size(), true);
-  if (ctx.dynamic.dims) {
+  if (ctx.dynamic.dims && !parameter) {
     auto it = ctx.dynamic.dims->find(src->str());
     if (it != ctx.dynamic.dims->end())
       for (size_t d = 0; d < dyn.size() && d < it->second.size(); d++) dyn[d] = dyn[d] || it->second[d];
@@ -72,6 +74,12 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
     auto found = ctx.tensor_node.find(v);
     if (found != ctx.tensor_node.end()) {
+      // one tensor at two sources (a tied weight, a module used twice, f(x, x)): the graph
+      // has one input for both, valid only while both sources hold the same tensor
+      const auto& inputs = ctx.graph().inputs;
+      size_t position = std::find(inputs.begin(), inputs.end(), found->second) - inputs.begin();
+      const SourceRef& first = ctx.trace.input_sources[position];
+      if (first->str() != src->str()) g.add_duplicate_input(src, first, true);
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
       return make_tensor(found->second);
     }
@@ -128,7 +136,15 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     return var;
   }
   if (is_module(v)) {
-    g.add_id_match(src, v);
+    // by structure, not identity (torch's UnspecializedNNModuleVariable): its class and
+    // training flag here; what forward reads (parameters, submodules, attributes) is guarded
+    // as it is read, so any instance of the same structure reuses the graph
+    g.add_type_match(src, v);
+    PyObject* training = PyObject_GetAttrString(v, "training");
+    if (training && PyBool_Check(training))
+      g.add_constant_match(guards::Source::attr(src, "training"), training);
+    Py_XDECREF(training);
+    PyErr_Clear();
     return object_var(Var::Kind::Module, v, src);
   }
   if (strcmp(Py_TYPE(v)->tp_name, "tuple_iterator") == 0) {

@@ -26,8 +26,9 @@ std::string ints(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// Checks one guard against the value at its source (Borrowed, may be NULL).
-bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) {
+// Checks one guard against the value at its source (Borrowed, may be NULL); `other` is the
+// value at a DuplicateInput's other source.
+bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, std::string* reason) {
   auto fail = [&](const std::string& why) {
     if (reason) *reason = why;
     return false;
@@ -72,6 +73,19 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
       if (!v || !(PyTuple_Check(v) || PyList_Check(v))) return fail(g.code);
       return Py_SIZE(v) == g.length || fail(g.code);
     }
+    case GuardKind::DictKeysMatch: {
+      if (!v || !PyDict_Check(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(g.object)) return fail(g.code);
+      PyObject *key, *value;
+      Py_ssize_t pos = 0, i = 0;
+      while (PyDict_Next(v, &pos, &key, &value)) {
+        PyObject* want = PyTuple_GET_ITEM(g.object, i++);
+        bool same_str = PyUnicode_Check(key) && PyUnicode_Check(want) && PyUnicode_Compare(key, want) == 0;
+        if (key != want && !same_str) return fail(g.code);
+      }
+      return true;
+    }
+    case GuardKind::DuplicateInput:
+      return (v && other && (v == other) == g.flag) || fail(g.code);
     case GuardKind::TensorMatch: {
       // A5 BEGIN: the tensor guard (TENSOR_MATCH)
       const TensorSpec& spec = g.tensor;
@@ -119,11 +133,10 @@ GuardSet::~GuardSet() {
 }
 
 int GuardSet::source_index(const SourceRef& source) {
-  std::string key = source->str();
-  for (size_t i = 0; i < sources_.size(); i++)
-    if (sources_[i]->str() == key) return (int)i;
-  sources_.push_back(source);
-  return (int)sources_.size() - 1;
+  // a map, not a scan: a model of N blocks has guards on thousands of sources
+  auto [it, added] = source_ids_.emplace(source->str(), (int)sources_.size());
+  if (added) sources_.push_back(source);
+  return it->second;
 }
 
 bool GuardSet::has(GuardKind kind, int source) const {
@@ -215,6 +228,29 @@ void GuardSet::add_length_check(SourceRef source, PyObject* value) {
   guards_.push_back(g);
 }
 
+void GuardSet::add_dict_keys_match(SourceRef source, PyObject* value) {
+  int s = source_index(source);
+  if (has(GuardKind::DictKeysMatch, s)) return;
+  Guard g{GuardKind::DictKeysMatch, s};
+  g.object = PySequence_Tuple(value);  // iterating a dict yields its keys, in order
+  if (!g.object) { PyErr_Clear(); g.object = PyTuple_New(0); }
+  PyObject* keys = PySequence_List(g.object);
+  g.code = "list(" + source->str() + ".keys()) == " + (keys ? repr(keys) : "?");
+  Py_XDECREF(keys);
+  guards_.push_back(g);
+}
+
+void GuardSet::add_duplicate_input(SourceRef source, SourceRef other, bool same) {
+  Guard g{GuardKind::DuplicateInput, source_index(source)};
+  g.other_source = source_index(other);
+  if (g.source == g.other_source) return;  // `m is m`: nothing to guard
+  g.flag = same;
+  g.code = source->str() + (same ? " is " : " is not ") + other->str();
+  for (const auto& old : guards_)
+    if (old.kind == GuardKind::DuplicateInput && old.code == g.code) return;
+  guards_.push_back(g);
+}
+
 void GuardSet::add_grad_mode(bool enabled) {
   if (has(GuardKind::GradMode, -1)) return;
   Guard g{GuardKind::GradMode, -1};
@@ -244,22 +280,23 @@ int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const
   std::vector<PyObject*> spill;
   PyObject** values = sources_.size() <= 64 ? fetched : (spill.resize(sources_.size()), spill.data());
   uint64_t done = 0;
+  auto value_at = [&](int s) {
+    bool have = s < 64 ? (done >> s) & 1 : false;
+    if (!have) {
+      values[s] = fetch(*sources_[s], frame);
+      if (s < 64) done |= uint64_t(1) << s;
+    }
+    return values[s];
+  };
   int failed = -1;
   for (size_t i = 0; i < guards_.size() && failed < 0; i++) {
     const Guard& g = guards_[i];
-    PyObject* v = nullptr;
-    const Source* src = nullptr;
-    if (g.source >= 0) {
-      src = sources_[g.source].get();
-      bool have = g.source < 64 ? (done >> g.source) & 1 : false;
-      if (!have) {
-        values[g.source] = fetch(*src, frame);
-        if (g.source < 64) done |= uint64_t(1) << g.source;
-      }
-      v = values[g.source];
-    }
-    if (!holds(g, v, src, reason)) failed = (int)i;
+    PyObject* v = g.source >= 0 ? value_at(g.source) : nullptr;
+    PyObject* other = g.other_source >= 0 ? value_at(g.other_source) : nullptr;
+    const Source* src = g.source >= 0 ? sources_[g.source].get() : nullptr;
+    if (!holds(g, v, other, src, reason)) failed = (int)i;
     if (g.source >= 64) Py_XDECREF(v);
+    if (g.other_source >= 64) Py_XDECREF(other);
   }
   for (size_t s = 0; s < sources_.size() && s < 64; s++)
     if ((done >> s) & 1) Py_XDECREF(values[s]);
@@ -288,6 +325,8 @@ static const char* kind_name(GuardKind k) {
     case GuardKind::LengthCheck: return "LENGTH_CHECK";
     case GuardKind::GradMode: return "GLOBAL_STATE";
     case GuardKind::SizeCompare: return "SHAPE_ENV";
+    case GuardKind::DictKeysMatch: return "DICT_KEYS_MATCH";
+    case GuardKind::DuplicateInput: return "DUPLICATE_INPUT";
   }
   return "?";
 }
@@ -297,10 +336,12 @@ std::string GuardSet::print() const {
   s << "GUARDS:\n\nTREE_GUARD_MANAGER:\n+- RootGuardManager\n";
   for (const auto& g : guards_)
     if (g.source < 0) s << "| +- " << kind_name(g.kind) << ": " << g.code << "\n";
+  std::vector<std::vector<const Guard*>> by_source(sources_.size());
+  for (const auto& g : guards_)
+    if (g.source >= 0) by_source[g.source].push_back(&g);
   for (size_t i = 0; i < sources_.size(); i++) {
     s << "| +- GuardManager: source=" << sources_[i]->str() << "\n";
-    for (const auto& g : guards_)
-      if (g.source == (int)i) s << "| | +- " << kind_name(g.kind) << ": " << g.code << "\n";
+    for (const Guard* g : by_source[i]) s << "| | +- " << kind_name(g->kind) << ": " << g->code << "\n";
   }
   return s.str();
 }

@@ -8,7 +8,8 @@
 //  * check() creates no Python objects and calls no Python code for guards on locals,
 //    globals, cells, tuple/list items and dict items (attributes call getattr);
 //  * a stale hit is impossible for what is guarded: a tensor's dtype, device, rank, sizes,
-//    strides and requires_grad; a constant's type and value; an object's identity (via a
+//    strides and requires_grad; a constant's type and value; a dict's keys; whether two
+//    sources hold one object; an object's identity (via a
 //    weak reference, so a dead object never matches a new one at the same address);
 //  * a GuardSet keeps no user tensor or module alive (identity guards hold weak references;
 //    constants it holds are ints, floats, strs, bools and None);
@@ -18,6 +19,7 @@
 #include <Python.h>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "guards/source.h"
@@ -35,6 +37,8 @@ enum class GuardKind {
   LengthCheck,  // a tuple or list of this length
   GradMode,     // mini.is_grad_enabled() has this value (global state)
   SizeCompare,  // a dynamic size compared with a constant: L['x'].size()[0] > 64
+  DictKeysMatch,   // a dict whose keys are these strs, in this order (a module's _modules)
+  DuplicateInput,  // v is (flag) / is not (!flag) the value at other_source: an aliased input
 };
 
 struct TensorSpec {
@@ -50,12 +54,14 @@ struct Guard {
   int source = -1;      // index into GuardSet::sources; -1 for global state
   TensorSpec tensor;    // TensorMatch
   PyObject* object = nullptr;  // TypeMatch: the type (strong); IdMatch: weakref or object;
-                               // EqualsMatch: the constant (strong)
+                               // EqualsMatch: the constant (strong); DictKeysMatch: a
+                               // tuple of the keys (strong)
   bool weak = false;    // IdMatch: `object` is a weak reference
   int64_t length = 0;   // LengthCheck
   bool flag = false;    // BoolMatch, GradMode; SizeCompare: the expected outcome
   int dim = 0;          // SizeCompare
   int compare = Py_EQ;  // SizeCompare: Py_LT .. Py_GE
+  int other_source = -1;  // DuplicateInput: the source compared with
   std::string code;     // the guard as torch prints it: "L['n'] == 2"
   int64_t fail_count = 0;
 };
@@ -80,6 +86,10 @@ class GuardSet {
   // Picks NoneMatch, BoolMatch or EqualsMatch (+ type) for an immutable constant.
   void add_constant_match(SourceRef source, PyObject* value);
   void add_length_check(SourceRef source, PyObject* value);
+  // `value` (a dict with str keys) keeps its keys and their order.
+  void add_dict_keys_match(SourceRef source, PyObject* value);
+  // The objects at `source` and `other` are the same object (same = true) or two (false).
+  void add_duplicate_input(SourceRef source, SourceRef other, bool same);
   void add_grad_mode(bool enabled);
   // The outcome `result` of size(dim) <op> value for the tensor at `source` (a shape guard
   // from a branch on a dynamic size).
@@ -102,6 +112,7 @@ class GuardSet {
   int first_failure(const FrameValues& frame, std::string* reason) const;
 
   std::vector<SourceRef> sources_;
+  std::unordered_map<std::string, int> source_ids_;  // printed source -> index in sources_
   std::vector<Guard> guards_;
 };
 

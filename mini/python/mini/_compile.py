@@ -129,12 +129,19 @@ class _CompiledFunction:
         return self._call(*args, **kwargs)
 
 
+def _call_forward(module, *args, **kwargs):
+    # Looks forward up at each call, as Module.__call__ does (a forward set on the instance
+    # later is the one that runs). This frame is mini's own code, which the frame hook runs
+    # as it is: the frame captured is forward's, whose cache every instance of the class shares.
+    return module.forward(*args, **kwargs)
+
+
 class _CompiledModule(_CompiledFunction):
     """What mini.compile returns for an nn.Module (torch's OptimizedModule): calling it runs
     the module's forward compiled; other attributes are the module's."""
 
     def __init__(self, module, backend, fullgraph, dynamic, mode):
-        super().__init__(module.forward, backend, fullgraph, dynamic, mode)
+        super().__init__(functools.partial(_call_forward, module), backend, fullgraph, dynamic, mode)
         self._orig_mod = module
 
     def __getattr__(self, name):
