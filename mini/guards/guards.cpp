@@ -72,6 +72,17 @@ bool holds(const Guard& g, PyObject* v, const Source* src, std::string* reason) 
       if (!v || !(PyTuple_Check(v) || PyList_Check(v))) return fail(g.code);
       return Py_SIZE(v) == g.length || fail(g.code);
     }
+    case GuardKind::DictKeys: {
+      if (!v || !PyDict_CheckExact(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(g.object)) return fail(g.code);
+      PyObject *key, *value;
+      Py_ssize_t pos = 0, i = 0;
+      while (PyDict_Next(v, &pos, &key, &value)) {
+        PyObject* expected = PyTuple_GET_ITEM(g.object, i++);
+        if (key != expected && !(PyUnicode_CheckExact(key) && PyUnicode_Compare(key, expected) == 0))
+          return fail(g.code);
+      }
+      return true;
+    }
     case GuardKind::TensorMatch: {
       // A5 BEGIN: the tensor guard (TENSOR_MATCH)
       const TensorSpec& spec = g.tensor;
@@ -215,6 +226,18 @@ void GuardSet::add_length_check(SourceRef source, PyObject* value) {
   guards_.push_back(g);
 }
 
+void GuardSet::add_dict_keys(SourceRef source, PyObject* value) {
+  int s = source_index(source);
+  if (has(GuardKind::DictKeys, s)) return;
+  add_type_match(source, value);
+  Guard g{GuardKind::DictKeys, s};
+  PyObject* keys = PyDict_Keys(value);
+  g.object = PyList_AsTuple(keys);
+  g.code = "list(" + source->str() + ".keys()) == " + repr(keys);
+  Py_DECREF(keys);
+  guards_.push_back(g);
+}
+
 void GuardSet::add_grad_mode(bool enabled) {
   if (has(GuardKind::GradMode, -1)) return;
   Guard g{GuardKind::GradMode, -1};
@@ -286,6 +309,7 @@ static const char* kind_name(GuardKind k) {
     case GuardKind::NoneMatch: return "NONE_MATCH";
     case GuardKind::BoolMatch: return "BOOL_MATCH";
     case GuardKind::LengthCheck: return "LENGTH_CHECK";
+    case GuardKind::DictKeys: return "DICT_KEYS_MATCH";
     case GuardKind::GradMode: return "GLOBAL_STATE";
     case GuardKind::SizeCompare: return "SHAPE_ENV";
   }

@@ -33,6 +33,7 @@ enum class GuardKind {
   NoneMatch,    // v is None
   BoolMatch,    // v is True / v is False
   LengthCheck,  // a tuple or list of this length
+  DictKeys,     // a dict with exactly these keys, in this order (object: the keys, a tuple)
   GradMode,     // mini.is_grad_enabled() has this value (global state)
   SizeCompare,  // a dynamic size compared with a constant: L['x'].size()[0] > 64
 };
@@ -80,6 +81,7 @@ class GuardSet {
   // Picks NoneMatch, BoolMatch or EqualsMatch (+ type) for an immutable constant.
   void add_constant_match(SourceRef source, PyObject* value);
   void add_length_check(SourceRef source, PyObject* value);
+  void add_dict_keys(SourceRef source, PyObject* value);  // value: a dict with str keys
   void add_grad_mode(bool enabled);
   // The outcome `result` of size(dim) <op> value for the tensor at `source` (a shape guard
   // from a branch on a dynamic size).
