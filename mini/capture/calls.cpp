@@ -296,7 +296,7 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
     bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->node].kind == graph::NodeKind::Input;
     if (value->is(Var::Kind::Module) || input)
       unsupported("assigning a module or an input tensor to a module attribute ('" + name + "') is not supported by mini's capture");
-  } else if (!plain_attributes(type)) {
+  } else if (!plain_attributes(type) && !PyModule_CheckExact(obj->obj)) {
     unsupported(std::string("setting an attribute of a ") + type->tp_name + ", whose class defines __setattr__ or "
                 "__getattribute__, is not supported by mini's capture");
   }

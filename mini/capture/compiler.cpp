@@ -170,10 +170,11 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     }
     case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
       return nullptr;
-    case OutputSpec::Kind::Method: {
+    case OutputSpec::Kind::Method: case OutputSpec::Kind::Call: {
       PyObject* self = build(spec.items[0], outs, fv, failed, made);
       if (!self) return nullptr;
-      PyObject* m = PyObject_GetAttrString(self, spec.name.c_str());
+      PyObject* m = spec.kind == OutputSpec::Kind::Call ? PyObject_CallMethod(self, spec.name.c_str(), nullptr)
+                                                        : PyObject_GetAttrString(self, spec.name.c_str());
       Py_DECREF(self);
       if (!m) *failed = true;
       return m;

@@ -370,6 +370,8 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
       return t;
     }
     case Var::Kind::Tuple: case Var::Kind::List: return !v->items.empty();
+    case Var::Kind::Dict: return !v->keys.empty();
+    case Var::Kind::DictView: return !v->self->keys.empty();
     case Var::Kind::Tensor:
       unsupported("a Python branch on a tensor's value (`if tensor:` or a comparison of a tensor) "
                   "is data-dependent; use mini.where(cond, a, b) to keep it in the graph");
@@ -382,7 +384,8 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor))
+    // (a Python number made a graph input is not a tensor to the user: n += 1 rebinds it)
+    if (op >= 13 && a->is(Var::Kind::Tensor) && !ctx_.graph().nodes[a->node].wrapped_number)
       unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
                   "name bound to it), which mini's capture does not model; write x = x " +
                   binary_symbol(op) + " y to keep it in the graph");
@@ -790,7 +793,8 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       case Opcode::IS_OP: {
         VarRef b = pop(), a = pop();
         bool same;
-        if (a->obj && b->obj) same = a->obj == b->obj;
+        if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
+        else if (a->obj && b->obj) same = a->obj == b->obj;
         else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) same = a->node == b->node;
         else same = false;  // a tensor (or a container) is not None or any constant
         push(make_constant(PyBool_FromLong(in.arg ? !same : same)));
@@ -1166,7 +1170,10 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
       }
       return s;
     case Var::Kind::DictView:
-      unsupported("a dict view (d." + v->name + "()) that lives past the graph is not rebuilt by mini's capture");
+      s.kind = OutputSpec::Kind::Call;
+      s.name = v->name;
+      s.items.push_back(rebuild(ctx, v->self));
+      return s;
     case Var::Kind::Null:
       s.kind = OutputSpec::Kind::Null;
       return s;
@@ -1271,7 +1278,11 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
       int k = i - (code->co_nlocalsplus - code->co_nfreevars);
       if (!frame.closure || !PyTuple_Check(frame.closure) || k >= PyTuple_GET_SIZE(frame.closure))
         unsupported("internal: the function's closure is not available");
-      interp.set_cell(i, cell_var(ctx, PyTuple_GET_ITEM(frame.closure, k), local, guards::Source::closure(k, local->name)));
+      // at entry the frame's values hold the contents; after a graph break the instruction
+      // that ran may have changed them, so a resume unit reads the cell itself
+      guards::SourceRef cell = guards::Source::closure(k, local->name);
+      interp.set_cell(i, cell_var(ctx, PyTuple_GET_ITEM(frame.closure, k),
+                                  start_offset > 0 ? guards::Source::cell_contents(cell) : local, cell));
     }
   }
   std::vector<VarRef> stack;

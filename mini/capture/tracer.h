@@ -35,6 +35,7 @@ struct OutputSpec {
     Null,         // the NULL of a call sequence
     Absent,       // an unbound local
     Method,       // getattr(items[0], name): a bound method
+    Call,         // getattr(items[0], name)(): a dict view
     Iterator,     // iter(tuple(items)): a for loop's iterator, as far as it got
     Local,        // the frame's local slot `index` as it is (an unbound one stays unbound)
     Dict,         // a new dict: items = key, value, key, value, ...
