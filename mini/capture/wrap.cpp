@@ -89,8 +89,10 @@ VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i) {
 VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   guards::GuardSet& g = ctx.guards();
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
+    // The same source read again is the same input. The same tensor at another source is
+    // another input: nothing guards that the two stay one tensor on later calls.
     auto found = ctx.tensor_node.find(v);
-    if (found != ctx.tensor_node.end()) {
+    if (found != ctx.tensor_node.end() && ctx.graph().nodes[found->second].source == src->str()) {
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
       return make_tensor(found->second);
     }
