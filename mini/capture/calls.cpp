@@ -304,13 +304,19 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
     unsupported(std::string("setting ") + type->tp_name + "." + name + " (a property, slot or object without __dict__) "
                 "is not supported by mini's capture");
   ctx.attr_objects.emplace_back(obj->source, obj->obj);
-  record_store(ctx, SideEffect::Kind::Attr, obj->obj, obj->source, name, value);
+  if (PyModule_CheckExact(obj->obj))  // a module's attribute is a global of its functions
+    record_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), guards::Source::attr(obj->source, "__dict__"),
+                 name, value);
+  else
+    record_store(ctx, SideEffect::Kind::Attr, obj->obj, obj->source, name, value);
 }
 
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
   if ((obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) && obj->source) {
     ctx.attr_objects.emplace_back(obj->source, obj->obj);
     if (VarRef stored = find_store(ctx, SideEffect::Kind::Attr, obj->obj, name)) return stored;
+    if (PyModule_CheckExact(obj->obj))
+      if (VarRef stored = find_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), name)) return stored;
   }
   if (obj->is(Var::Kind::Object) && obj->source && plain_attributes(Py_TYPE(obj->obj))) {
     // a method of a plain object (the class's function, not shadowed by the instance)

@@ -101,6 +101,10 @@ bool holds_tensor(PyObject* v, int depth = 0) {
   if (PyTuple_Check(v) || PyList_Check(v))
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
       if (holds_tensor(PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i), depth + 1)) return true;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Check(v) && PyDict_Next(v, &pos, &key, &value))  // **kwargs
+    if (holds_tensor(value, depth + 1)) return true;
   return false;
 }
 
