@@ -321,10 +321,13 @@ def test_attribute_store_and_read_through_objects_that_alias_on_one_call_only():
 
 
 def _default_list():
-    def f(x, seen=[]):
+    def remember(t, seen=[]):
         seen.append(1)
-        return x * len(seen)
-    return f, lambda: len(f.__defaults__[0])
+        return t * len(seen)
+
+    def f(x):
+        return remember(x) + 1  # inlined: its default list is a real list, not one to rebuild
+    return f, lambda: len(remember.__defaults__[0])
 
 
 def test_append_to_a_default_argument_list_is_not_lost():
