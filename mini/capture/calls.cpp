@@ -198,6 +198,23 @@ VarRef call_dict_method(TraceContext& ctx, const VarRef& callee, const std::vect
   unsupported("calling " + d->describe() + "." + name + "() is not supported by mini's capture");
 }
 
+// Code of the Python standard library (logging, ...), which Dynamo's skip rules do not trace:
+// a call of its methods is a graph break at the caller's line.
+bool in_stdlib(PyObject* fn) {
+  static const std::string stdlib = [] {
+    PyObject* sysconfig = PyImport_ImportModule("sysconfig");
+    PyObject* path = sysconfig ? PyObject_CallMethod(sysconfig, "get_path", "s", "stdlib") : nullptr;
+    std::string p = path && PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : "";
+    Py_XDECREF(path);
+    Py_XDECREF(sysconfig);
+    PyErr_Clear();
+    return p.empty() ? p : p + "/";
+  }();
+  std::string file = PyUnicode_AsUTF8(((PyCodeObject*)PyFunction_GET_CODE(fn))->co_filename);
+  return !stdlib.empty() && file.compare(0, stdlib.size(), stdlib) == 0 &&
+         file.find("-packages/") == std::string::npos;
+}
+
 // The plain function behind `type(obj).name`, with a Source that reads it there.
 VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& name) {
   PyObject* cls = (PyObject*)Py_TYPE(obj->obj);
@@ -234,6 +251,9 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
         // a method of a plain object: the class's function, inlined with self bound; the
         // function is guarded by identity where the code reads it (obj.name.__func__)
         VarRef fn = class_function(ctx, self, callee->name);
+        if (in_stdlib(fn->obj))
+          unsupported("Attempted to call function marked as skipped: " + std::string(Py_TYPE(self->obj)->tp_name) + "." +
+                      callee->name + " (the Python standard library is not traced)");
         SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, callee->name), "__func__");
         ctx.guards().add_id_match(fn_source, fn->obj);
         args.insert(args.begin(), self);
