@@ -94,7 +94,13 @@ VarRef cell_get(TraceContext& ctx, const VarRef& cell) {
   if (!cell->contents_read) {  // first read of a real cell: its value at entry, guarded
     PyObject* v = cell->source ? guards::fetch(*cell->source, ctx.root) : nullptr;
     if (v) {
-      VarRef wrapped = wrap(ctx, v, cell->source);
+      VarRef wrapped;
+      try {
+        wrapped = wrap(ctx, v, cell->source);
+      } catch (...) {
+        Py_DECREF(v);
+        throw;
+      }
       Py_DECREF(v);
       cell->contents = wrapped;
     }
@@ -795,8 +801,14 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         bool same;
         if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
         else if (a->obj && b->obj) same = a->obj == b->obj;
-        else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) same = a->node == b->node;
-        else same = false;  // a tensor (or a container) is not None or any constant
+        else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) {
+          same = a->node == b->node;
+          auto input = [&](int node) { return ctx_.graph().nodes[node].kind == graph::NodeKind::Input; };
+          if (!same && input(a->node) && input(b->node))  // two sources: one tensor on some calls?
+            unsupported("`is` between two input tensors (whether they are one tensor is not guarded)");
+        } else {
+          same = false;  // a tensor (or a container) is not None or any constant
+        }
         push(make_constant(PyBool_FromLong(in.arg ? !same : same)));
         break;
       }

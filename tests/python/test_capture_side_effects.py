@@ -340,3 +340,9 @@ def test_the_same_tensor_at_two_sources_is_not_assumed_to_stay_one():
     x, y = T(3), T(3, seed=1)
     cnt = side_by_side(lambda: ((lambda a, b: a + b), lambda: None), [(x, x), (x, y), (y, y)])
     assert cnt.frame_count == 1
+
+
+def test_is_between_two_input_tensors_is_decided_on_each_call():
+    x, y = T(3), T(3, seed=1)
+    make = lambda: ((lambda a, b: a * 2 if a is b else a * 3), lambda: None)  # noqa: E731
+    side_by_side(make, [(x, x), (x, y), (x, x)])
