@@ -44,11 +44,24 @@ std::string builtin_name(PyObject* fn) {
   return s;
 }
 
-std::vector<VarRef> items_of(const VarRef& v) {
+}  // namespace
+
+std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
   if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) return v->items;
   if (v->is(Var::Kind::Iterator)) return {v->items.begin() + v->position, v->items.end()};
-  unsupported("expected a tuple, list or iterator, got " + v->describe());
+  if (v->is(Var::Kind::Dict)) return v->keys;
+  if (v->is(Var::Kind::DictView)) {
+    const VarRef& d = v->self;
+    if (v->name == "keys") return d->keys;
+    std::vector<VarRef> out;
+    for (size_t i = 0; i < d->keys.size(); i++)
+      out.push_back(v->name == "values" ? dict_value(ctx, d, i) : make_tuple_var({d->keys[i], dict_value(ctx, d, i)}));
+    return out;
+  }
+  unsupported("expected a tuple, list, dict or iterator, got " + v->describe());
 }
+
+namespace {
 
 VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs_in) {
   for (auto& a : args) a = specialize(ctx, a);
@@ -61,6 +74,8 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   if (name == "len" && args.size() == 1) {
     const VarRef& a = args[0];
     if (a->is(Var::Kind::Tuple) || a->is(Var::Kind::List)) return make_constant(PyLong_FromSize_t(a->items.size()));
+    if (a->is(Var::Kind::Dict)) return make_constant(PyLong_FromSize_t(a->keys.size()));
+    if (a->is(Var::Kind::DictView)) return make_constant(PyLong_FromSize_t(a->self->keys.size()));
     if (a->is(Var::Kind::Tensor)) {
       const auto& m = meta_of(ctx, a);
       if (m.sizes.empty()) unsupported("len() of a 0-d tensor");
@@ -73,8 +88,9 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
       if (r < 0) { PyErr_Clear(); unsupported("isinstance on a tensor"); }
       return make_constant(PyBool_FromLong(r));
     }
-    if (args[0]->is(Var::Kind::Tuple) || args[0]->is(Var::Kind::List)) {
-      PyObject* cls = args[0]->is(Var::Kind::Tuple) ? (PyObject*)&PyTuple_Type : (PyObject*)&PyList_Type;
+    if (args[0]->is(Var::Kind::Tuple) || args[0]->is(Var::Kind::List) || args[0]->is(Var::Kind::Dict)) {
+      PyObject* cls = args[0]->is(Var::Kind::Tuple) ? (PyObject*)&PyTuple_Type
+                      : args[0]->is(Var::Kind::List) ? (PyObject*)&PyList_Type : (PyObject*)&PyDict_Type;
       int r = PyObject_IsSubclass(cls, args[1]->obj);
       if (r < 0) { PyErr_Clear(); unsupported("isinstance"); }
       return make_constant(PyBool_FromLong(r));
@@ -86,18 +102,32 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     }
   }
   if ((name == "tuple" || name == "list") && args.size() == 1 && !args[0]->is(Var::Kind::Constant))
-    return make_tuple_var(items_of(args[0]), name == "list");
+    return make_tuple_var(items_of(ctx, args[0]), name == "list");
+  if (name == "dict" && args.size() <= 1) {  // dict(), dict(d), dict(pairs), dict(a=1, ...)
+    VarRef d = make_dict({}, {});
+    if (!args.empty() && args[0]->is(Var::Kind::Dict)) {
+      for (size_t i = 0; i < args[0]->keys.size(); i++) dict_set(ctx, d, args[0]->keys[i], dict_value(ctx, args[0], i));
+    } else if (!args.empty()) {
+      for (auto& pair : items_of(ctx, args[0])) {
+        std::vector<VarRef> kv = items_of(ctx, pair);
+        if (kv.size() != 2) unsupported("dict() of a sequence whose items are not pairs");
+        dict_set(ctx, d, kv[0], kv[1]);
+      }
+    }
+    for (auto& [k, v] : kwargs_in) dict_set(ctx, d, make_constant(PyUnicode_FromString(k.c_str())), v);
+    return d;
+  }
   if (name == "enumerate" && !args.empty()) {
     std::vector<VarRef> out;
     long start = args.size() > 1 && args[1]->obj ? PyLong_AsLong(args[1]->obj) : 0;
-    auto items = items_of(args[0]->is(Var::Kind::Constant) ? args[0] : args[0]);
+    auto items = items_of(ctx, args[0]);
     for (size_t i = 0; i < items.size(); i++)
       out.push_back(make_tuple_var({make_constant(PyLong_FromLong(start + (long)i)), items[i]}));
     return make_tuple_var(out);
   }
   if (name == "zip") {
     std::vector<std::vector<VarRef>> lists;
-    for (auto& a : args) lists.push_back(items_of(a));
+    for (auto& a : args) lists.push_back(items_of(ctx, a));
     size_t n = lists.empty() ? 0 : lists[0].size();
     for (auto& l : lists) n = std::min(n, l.size());
     std::vector<VarRef> out;
@@ -163,6 +193,83 @@ VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::st
   return result;
 }
 
+// d.get(k[, default]), d.items() / keys() / values(), d.copy(); on a dict made while
+// tracing also d.update(other), d.pop(k[, default]), d.setdefault(k[, default]).
+VarRef call_dict_method(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args) {
+  const VarRef& d = callee->self;
+  const std::string& name = callee->name;
+  auto none = [] { return make_constant((Py_INCREF(Py_None), Py_None)); };
+  if (d->is(Var::Kind::Dict)) {
+    if ((name == "keys" || name == "values" || name == "items") && args.empty()) {
+      auto view = std::make_shared<Var>(Var::Kind::DictView);
+      view->self = d;
+      view->name = name;
+      return view;
+    }
+    if (name == "get" && (args.size() == 1 || args.size() == 2)) {
+      int i = dict_find(d, specialize(ctx, args[0]));
+      return i >= 0 ? dict_value(ctx, d, i) : args.size() == 2 ? args[1] : none();
+    }
+    if (name == "copy" && args.empty()) {
+      VarRef copy = make_dict({}, {});
+      for (size_t i = 0; i < d->keys.size(); i++) dict_set(ctx, copy, d->keys[i], dict_value(ctx, d, i));
+      return copy;
+    }
+    if (name == "update" && args.size() == 1 && args[0]->is(Var::Kind::Dict)) {
+      for (size_t i = 0; i < args[0]->keys.size(); i++) dict_set(ctx, d, args[0]->keys[i], dict_value(ctx, args[0], i));
+      return none();
+    }
+    if ((name == "pop" || name == "setdefault") && (args.size() == 1 || args.size() == 2) && made_in_trace(d)) {
+      VarRef key = specialize(ctx, args[0]);
+      int i = dict_find(d, key);
+      if (i >= 0) {
+        VarRef v = d->items[i];
+        if (name == "pop") {
+          d->keys.erase(d->keys.begin() + i);
+          d->items.erase(d->items.begin() + i);
+          ctx.mutations++;
+        }
+        return v;
+      }
+      if (name == "pop" && args.size() == 1) unsupported("KeyError: " + key->describe());
+      VarRef fallback = args.size() == 2 ? args[1] : none();
+      if (name == "setdefault") dict_set(ctx, d, key, fallback);
+      return fallback;
+    }
+  }
+  unsupported("calling " + d->describe() + "." + name + "() is not supported by mini's capture");
+}
+
+// Code of the Python standard library (logging, ...), which Dynamo's skip rules do not trace:
+// a call of its methods is a graph break at the caller's line.
+bool in_stdlib(PyObject* fn) {
+  static const std::string stdlib = [] {
+    PyObject* sysconfig = PyImport_ImportModule("sysconfig");
+    PyObject* path = sysconfig ? PyObject_CallMethod(sysconfig, "get_path", "s", "stdlib") : nullptr;
+    std::string p = path && PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : "";
+    Py_XDECREF(path);
+    Py_XDECREF(sysconfig);
+    PyErr_Clear();
+    return p.empty() ? p : p + "/";
+  }();
+  std::string file = PyUnicode_AsUTF8(((PyCodeObject*)PyFunction_GET_CODE(fn))->co_filename);
+  return !stdlib.empty() && file.compare(0, stdlib.size(), stdlib) == 0 &&
+         file.find("-packages/") == std::string::npos;
+}
+
+// The plain function behind `type(obj).name`, with a Source that reads it there.
+VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& name) {
+  PyObject* cls = (PyObject*)Py_TYPE(obj->obj);
+  PyObject* fn = PyObject_GetAttrString(cls, name.c_str());
+  if (!fn) { PyErr_Clear(); unsupported(std::string(Py_TYPE(obj->obj)->tp_name) + " has no method " + name); }
+  auto var = std::make_shared<Var>(Var::Kind::Function);
+  var->obj = fn;
+  if (obj->source) var->source = guards::Source::attr(guards::Source::attr(obj->source, "__class__"), name);
+  if (!PyFunction_Check(fn))
+    unsupported("calling " + name + " of " + Py_TYPE(obj->obj)->tp_name + ", which is not a Python function");
+  return var;
+}
+
 }  // namespace
 
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
@@ -172,17 +279,31 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
         PyObject* n = PyDict_GetItem(python_bridge().graph_functions, callee->obj);
         return call_graph_function(ctx, PyUnicode_AsUTF8(n), std::move(args), kwargs);
       }
-      return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs));
+      return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), callee->made.get());
     }
     case Var::Kind::Method: {
       const VarRef& self = callee->self;
       if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
       if (self->is(Var::Kind::Module))
         return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
-      if (self->is(Var::Kind::List) && !self->source && callee->name == "append" && args.size() == 1) {
+      if (self->is(Var::Kind::Object) && self->source) {
+        // a method of a plain object: the class's function, inlined with self bound; the
+        // function is guarded by identity where the code reads it (obj.name.__func__)
+        VarRef fn = class_function(ctx, self, callee->name);
+        if (in_stdlib(fn->obj))
+          unsupported("Attempted to call function marked as skipped: " + std::string(Py_TYPE(self->obj)->tp_name) + "." +
+                      callee->name + " (the Python standard library is not traced)");
+        SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, callee->name), "__func__");
+        ctx.guards().add_id_match(fn_source, fn->obj);
+        args.insert(args.begin(), self);
+        return inline_function(ctx, fn->obj, fn_source, std::move(args), std::move(kwargs));
+      }
+      if (self->is(Var::Kind::List) && made_in_trace(self) && callee->name == "append" && args.size() == 1) {
         self->items.push_back(args[0]);
+        ctx.mutations++;
         return make_constant((Py_INCREF(Py_None), Py_None));
       }
+      if (self->is(Var::Kind::Dict) || self->is(Var::Kind::DictView)) return call_dict_method(ctx, callee, args);
       if (self->is(Var::Kind::Constant) && all_constant(args, kwargs)) {
         PyObject* m = PyObject_GetAttrString(self->obj, callee->name.c_str());
         if (!m) { PyErr_Clear(); unsupported("no attribute " + callee->name); }
@@ -212,7 +333,68 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
   }
 }
 
+// A plain Python class's attribute protocol: object's own __getattribute__ and __setattr__,
+// so that after obj.name = v, obj.name is v (unless a data descriptor, such as a property,
+// handles the name).
+static bool plain_attributes(PyTypeObject* type) {
+  static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
+  static PyObject* setattr = PyUnicode_InternFromString("__setattr__");
+  return _PyType_Lookup(type, getattribute) == _PyType_Lookup(&PyBaseObject_Type, getattribute) &&
+         _PyType_Lookup(type, setattr) == _PyType_Lookup(&PyBaseObject_Type, setattr);
+}
+
+void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, const VarRef& value) {
+  if (!(obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) || !obj->source)
+    unsupported("setting ." + name + " of " + obj->describe() + " is not supported by mini's capture");
+  PyTypeObject* type = Py_TYPE(obj->obj);
+  PyObject* key = PyUnicode_FromString(name.c_str());
+  PyObject* descr = _PyType_Lookup(type, key);
+  Py_DECREF(key);
+  bool data_descriptor = descr && Py_TYPE(descr)->tp_descr_set;
+  bool has_dict = type->tp_dictoffset != 0;
+  if (obj->is(Var::Kind::Module)) {
+    // nn.Module.__setattr__ stores anything but a Parameter or Module in __dict__
+    for (const char* registry : {"_parameters", "_modules"}) {
+      PyObject* d = PyObject_GetAttrString(obj->obj, registry);
+      bool registered = d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str());
+      Py_XDECREF(d);
+      PyErr_Clear();
+      if (registered) unsupported("assigning the parameter or submodule '" + name + "' in compiled code is not supported by mini's capture");
+    }
+    bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->node].kind == graph::NodeKind::Input;
+    if (value->is(Var::Kind::Module) || input)
+      unsupported("assigning a module or an input tensor to a module attribute ('" + name + "') is not supported by mini's capture");
+  } else if (!plain_attributes(type) && !PyModule_CheckExact(obj->obj)) {
+    unsupported(std::string("setting an attribute of a ") + type->tp_name + ", whose class defines __setattr__ or "
+                "__getattribute__, is not supported by mini's capture");
+  }
+  if (data_descriptor || !has_dict)
+    unsupported(std::string("setting ") + type->tp_name + "." + name + " (a property, slot or object without __dict__) "
+                "is not supported by mini's capture");
+  ctx.attr_objects.emplace_back(obj->source, obj->obj);
+  if (PyModule_CheckExact(obj->obj))  // a module's attribute is a global of its functions
+    record_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), guards::Source::attr(obj->source, "__dict__"),
+                 name, value);
+  else
+    record_store(ctx, SideEffect::Kind::Attr, obj->obj, obj->source, name, value);
+}
+
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
+  if ((obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) && obj->source) {
+    ctx.attr_objects.emplace_back(obj->source, obj->obj);
+    if (VarRef stored = find_store(ctx, SideEffect::Kind::Attr, obj->obj, name)) return stored;
+    if (PyModule_CheckExact(obj->obj))
+      if (VarRef stored = find_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), name)) return stored;
+  }
+  if (obj->is(Var::Kind::Object) && obj->source && plain_attributes(Py_TYPE(obj->obj))) {
+    // a method of a plain object (the class's function, not shadowed by the instance)
+    PyObject* key = PyUnicode_FromString(name.c_str());
+    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(obj->obj), key);
+    PyObject** dict = _PyObject_GetDictPtr(obj->obj);
+    bool shadowed = dict && *dict && PyDict_GetItem(*dict, key);
+    Py_DECREF(key);
+    if (cls_attr && PyFunction_Check(cls_attr) && !shadowed) return make_method(obj, name);
+  }
   switch (obj->kind) {
     case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
     case Var::Kind::Module: {
@@ -272,7 +454,7 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
       Py_DECREF(v);
       return r;
     }
-    case Var::Kind::List: case Var::Kind::Tuple:
+    case Var::Kind::List: case Var::Kind::Tuple: case Var::Kind::Dict:
       return make_method(obj, name);
     default:
       unsupported("reading ." + name + " of " + obj->describe() + " is not supported by mini's capture");

@@ -101,6 +101,10 @@ bool holds_tensor(PyObject* v, int depth = 0) {
   if (PyTuple_Check(v) || PyList_Check(v))
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
       if (holds_tensor(PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i), depth + 1)) return true;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Check(v) && PyDict_Next(v, &pos, &key, &value))  // **kwargs
+    if (holds_tensor(value, depth + 1)) return true;
   return false;
 }
 
@@ -121,9 +125,17 @@ bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& loca
 }
 
 // A real object from its reconstruction spec. New reference; NULL for Null/Absent slots
-// (no error set); NULL with an error set when something cannot be rebuilt.
+// (no error set); NULL with an error set when something cannot be rebuilt. `made` holds
+// the objects built so far for each alias (New references, released by the caller).
 PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, const guards::FrameValues& fv,
-                bool* failed) {
+                bool* failed, std::vector<PyObject*>& made) {
+  auto remember = [&](PyObject* o) {  // a mutable object made while tracing: built once
+    if (spec.alias < 0 || !o) return o;
+    if ((int)made.size() <= spec.alias) made.resize(spec.alias + 1, nullptr);
+    made[spec.alias] = o;
+    Py_INCREF(o);
+    return o;
+  };
   switch (spec.kind) {
     case OutputSpec::Kind::GraphOutput: {
       PyObject* o = outs.at(spec.index);
@@ -146,12 +158,27 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
       }
       return o;
     }
+    case OutputSpec::Kind::Local: {
+      PyObject* o = spec.index < fv.nlocals ? fv.locals[spec.index] : nullptr;
+      Py_XINCREF(o);
+      return o;
+    }
+    case OutputSpec::Kind::Alias: {
+      PyObject* o = spec.index < (int)made.size() ? made[spec.index] : nullptr;
+      if (!o) {
+        *failed = true;
+        PyErr_SetString(PyExc_SystemError, "mini: an object rebuilt after the graph was used before it was built");
+      }
+      Py_XINCREF(o);
+      return o;
+    }
     case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
       return nullptr;
-    case OutputSpec::Kind::Method: {
-      PyObject* self = build(spec.items[0], outs, fv, failed);
+    case OutputSpec::Kind::Method: case OutputSpec::Kind::Call: {
+      PyObject* self = build(spec.items[0], outs, fv, failed, made);
       if (!self) return nullptr;
-      PyObject* m = PyObject_GetAttrString(self, spec.name.c_str());
+      PyObject* m = spec.kind == OutputSpec::Kind::Call ? PyObject_CallMethod(self, spec.name.c_str(), nullptr)
+                                                        : PyObject_GetAttrString(self, spec.name.c_str());
       Py_DECREF(self);
       if (!m) *failed = true;
       return m;
@@ -159,8 +186,9 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: case OutputSpec::Kind::Iterator: {
       bool list = spec.kind == OutputSpec::Kind::List;
       PyObject* r = list ? PyList_New((Py_ssize_t)spec.items.size()) : PyTuple_New((Py_ssize_t)spec.items.size());
+      if (list) remember(r);  // before its items: an item may hold the list itself
       for (size_t i = 0; i < spec.items.size(); i++) {
-        PyObject* item = build(spec.items[i], outs, fv, failed);
+        PyObject* item = build(spec.items[i], outs, fv, failed, made);
         if (*failed) { Py_DECREF(r); return nullptr; }
         if (list) PyList_SET_ITEM(r, i, item);
         else PyTuple_SET_ITEM(r, i, item);
@@ -170,8 +198,71 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
       Py_DECREF(r);
       return it;
     }
+    case OutputSpec::Kind::Dict: {
+      PyObject* d = remember(PyDict_New());
+      for (size_t i = 0; i + 1 < spec.items.size(); i += 2) {
+        PyObject* k = build(spec.items[i], outs, fv, failed, made);
+        PyObject* v = *failed ? nullptr : build(spec.items[i + 1], outs, fv, failed, made);
+        if (!*failed && PyDict_SetItem(d, k, v) < 0) *failed = true;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (*failed) { Py_DECREF(d); return nullptr; }
+      }
+      return d;
+    }
+    case OutputSpec::Kind::Cell: {
+      PyObject* cell = remember(PyCell_New(nullptr));
+      if (!spec.items.empty()) {
+        PyObject* v = build(spec.items[0], outs, fv, failed, made);
+        if (*failed) { Py_DECREF(cell); return nullptr; }
+        PyCell_Set(cell, v);
+        Py_XDECREF(v);
+      }
+      return cell;
+    }
+    case OutputSpec::Kind::Function: {  // as MAKE_FUNCTION would have made it
+      auto* bare = (PyFunctionObject*)spec.value;
+      PyObject* fn = remember(PyFunction_NewWithQualName(bare->func_code, bare->func_globals, bare->func_qualname));
+      if (!fn) { *failed = true; return nullptr; }
+      if (bare->func_annotations) PyFunction_SetAnnotations(fn, bare->func_annotations);
+      int (*setters[])(PyObject*, PyObject*) = {PyFunction_SetDefaults, PyFunction_SetKwDefaults, PyFunction_SetClosure};
+      for (int i = 0; i < 3 && !*failed; i++) {
+        if (spec.items[i].kind == OutputSpec::Kind::Null) continue;
+        PyObject* part = build(spec.items[i], outs, fv, failed, made);
+        if (!*failed && setters[i](fn, part) < 0) *failed = true;
+        Py_XDECREF(part);
+      }
+      if (*failed) { Py_DECREF(fn); return nullptr; }
+      return fn;
+    }
   }
   return nullptr;
+}
+
+// Replays the trace's side effects: each value was built (with the outputs) before any
+// store, so a store never changes what another value is read from. Steals `values`.
+bool replay_side_effects(const Artifact& a, const guards::FrameValues& fv, std::vector<PyObject*>& values) {
+  bool ok = true;
+  for (size_t i = 0; i < a.side_effects.size(); i++) {
+    const SideEffect& e = a.side_effects[i];
+    PyObject* v = values[i];
+    PyObject* target = !ok ? nullptr : e.target ? guards::fetch(*e.target, fv) : (Py_INCREF(fv.globals), fv.globals);
+    if (ok && !target) {
+      PyErr_Format(PyExc_RuntimeError, "mini: cannot read %s again to replay a store into it",
+                   e.target ? e.target->str().c_str() : "the globals");
+      ok = false;
+    } else if (ok) {
+      int r = e.kind == SideEffect::Kind::Cell ? (PyCell_Check(target) ? PyCell_Set(target, v) : -1)
+              : e.kind == SideEffect::Kind::Global ? PyDict_SetItemString(target, e.name.c_str(), v)
+              : PyObject_SetAttrString(target, e.name.c_str(), v);
+      if (r < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "mini: a closure store without its cell");
+      ok = r == 0;
+    }
+    Py_XDECREF(target);
+    Py_XDECREF(v);
+  }
+  values.clear();
+  return ok;
 }
 
 // Runs a unit's graph on the frame's values: the graph's outputs as Python objects (New
@@ -402,6 +493,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     trace.exit = Trace::Exit::Native;
     trace.break_reason = u.reason;
     trace.graph->nodes.clear();
+    trace.exit_instruction.offset = offset;  // the whole unit runs in CPython
   } catch (const std::exception& e) {
     set_python_error(e);
     return nullptr;
@@ -416,6 +508,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   art->exit_stack = std::move(trace.exit_stack);
   art->exit_locals = std::move(trace.exit_locals);
   art->exit_kw_names = trace.exit_kw_names;
+  art->side_effects = std::move(trace.side_effects);
   bool has_graph = art->graph->op_count() > 0;
   std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
   if (has_graph && log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
@@ -519,13 +612,16 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
       return run_default(ts, frame, throwflag);
     }
     std::vector<PyObject*> l = std::move(locals), st = std::move(stack);
-    return resume_native(ts, frame, at, l, st);  // steals l and st
+    // after a graph break, a frame with cell variables holds its cells (see trace_frame)
+    ResumeCells cells = code->co_ncellvars > 0 ? ResumeCells::AreCells : ResumeCells::FromValues;
+    return resume_native(ts, frame, at, l, st, cells);  // steals l and st
   };
   for (;;) {
     guards::UnitCache& unit = cache->unit(offset);
     if (!unit.skip_reason.empty()) return run_natively(offset);
     guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins,
                            stack.data(), (int)stack.size()};
+    fv.closure = ((PyFunctionObject*)view.function)->func_closure;
     Artifact* art = nullptr;
     {
       HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
@@ -590,17 +686,21 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     std::vector<PyObject*> outs;
     bool failed = false;
     PyObject* result = nullptr;
-    std::vector<PyObject*> new_locals, new_stack;
+    std::vector<PyObject*> new_locals, new_stack, effects, made;
     {
       HookDisabled no_hook;
       if (!run_graph_of(*art, fv, &outs)) return release_all(outs), fail();
       if (art->exit == Trace::Exit::Return) {
-        result = build(art->output, outs, fv, &failed);
+        result = build(art->output, outs, fv, &failed, made);
       } else {
-        for (auto& s : art->exit_stack) new_stack.push_back(build(s, outs, fv, &failed));
-        for (auto& s : art->exit_locals) new_locals.push_back(build(s, outs, fv, &failed));
+        for (auto& s : art->exit_stack) new_stack.push_back(build(s, outs, fv, &failed, made));
+        for (auto& s : art->exit_locals) new_locals.push_back(build(s, outs, fv, &failed, made));
       }
+      for (auto& e : art->side_effects) effects.push_back(failed ? nullptr : build(e.value, outs, fv, &failed, made));
       release_all(outs);
+      release_all(made);
+      if (!failed && !replay_side_effects(*art, fv, effects)) failed = true;
+      release_all(effects);
     }
     if (failed) {
       Py_XDECREF(result);

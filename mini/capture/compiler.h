@@ -102,6 +102,7 @@ struct Artifact : guards::CompiledArtifact {
   Instruction exit_instruction{};   // Break / Native
   std::vector<OutputSpec> exit_stack, exit_locals;
   PyObject* exit_kw_names = nullptr;  // Borrowed from the code's constants
+  std::vector<SideEffect> side_effects;  // replayed after the graph runs
   ~Artifact() override { Py_XDECREF(compiled_fn); }
 };
 

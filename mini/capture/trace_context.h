@@ -24,6 +24,24 @@ struct TraceContext {
   std::string current_code;                       // the source line being traced
   std::string current_location;                   // "file:line in fn"
 
+  // Side effects (Dynamo's SideEffects): stores into real cells, globals and attributes,
+  // kept here so that later reads in the trace see them, and replayed after the graph.
+  struct Store {
+    SideEffect::Kind kind;
+    PyObject* target;        // Global: the globals dict; Attr: the object (Borrowed)
+    SourceRef target_source; // Global: null for the root frame's globals
+    std::string name;
+    VarRef value;
+  };
+  std::unordered_map<PyObject*, VarRef> cells;  // real cell -> its Var
+  std::vector<VarRef> stored_cells;             // real cells written, in order
+  std::vector<Store> stores;
+  // Objects whose attributes the trace read or wrote: identity-guarded when the trace
+  // stores an attribute, so that which of them alias stays what the trace assumed.
+  std::vector<std::pair<SourceRef, PyObject*>> attr_objects;
+  int mutations = 0;  // bumped by every in-place change of a Var or store (see trace_frame)
+  std::unordered_map<const Var*, int> alias_of;  // rebuild: mutable Vars already rebuilt
+
   graph::Graph& graph() { return *trace.graph; }
   guards::GuardSet& guards() { return *trace.guards; }
 };
@@ -35,14 +53,38 @@ VarRef wrap(TraceContext& ctx, PyObject* value, SourceRef source);
 // A value computed while tracing (no source, no guards): constants, tuples of them.
 VarRef wrap_untracked(TraceContext& ctx, PyObject* value);
 bool is_module(PyObject* value);
+// The value of dict->items[i], read from the real dict (and guarded) on first use.
+VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i);
+
+// tracer.cpp: cells, dicts, stores
+// The Var of a real cell (one per cell in a trace); its contents are read through
+// `contents_source` on first use, and stores into it are replayed at `cell_source`.
+VarRef cell_var(TraceContext& ctx, PyObject* cell, SourceRef contents_source, SourceRef cell_source);
+VarRef new_cell(VarRef contents);  // a cell made while tracing (MAKE_CELL)
+VarRef cell_get(TraceContext& ctx, const VarRef& cell);
+void cell_set(TraceContext& ctx, const VarRef& cell, VarRef value);
+// A List or Dict made while tracing (no source, no real object): the only ones the trace
+// may change in place.
+bool made_in_trace(const VarRef& v);
+int dict_find(const VarRef& dict, const VarRef& key);  // -1: missing
+void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef value);
+VarRef find_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, const std::string& name);
+void record_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, SourceRef target_source,
+                  const std::string& name, VarRef value);
 
 // calls.cpp
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args,
                 std::vector<std::pair<std::string, VarRef>> kwargs);
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name);
-// Runs an inlined function's code: the interpreter (tracer.cpp).
+// obj.name = value: a side effect on a plain object or module (replayed after the graph).
+void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, const VarRef& value);
+// The items of a tuple, list, iterator, dict (its keys) or dict view.
+std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v);
+// Runs an inlined function's code: the interpreter (tracer.cpp). `made`: the function was
+// made while tracing (its defaults and closure are Vars).
 VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function_source,
-                       std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs);
+                       std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs,
+                       const Var::MadeFunction* made = nullptr);
 
 // tensor_calls.cpp
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;

@@ -22,6 +22,9 @@ std::string Var::describe() const {
     case Kind::Null: return "NULL";
     case Kind::Method: return "method " + name;
     case Kind::Iterator: return "iterator";
+    case Kind::Dict: return "dict";
+    case Kind::DictView: return "dict." + name + "()";
+    case Kind::Cell: return "cell";
     default: break;
   }
   if (!obj) return "?";
@@ -54,9 +57,104 @@ VarRef make_method(VarRef self, const std::string& name) {
   v->name = name;
   return v;
 }
+VarRef make_dict(std::vector<VarRef> keys, std::vector<VarRef> values) {
+  auto v = std::make_shared<Var>(Var::Kind::Dict);
+  v->keys = std::move(keys);
+  v->items = std::move(values);
+  return v;
+}
 VarRef null_var() {
   static VarRef null = std::make_shared<Var>(Var::Kind::Null);
   return null;
+}
+
+// ---- cells, dicts and stores: the state the traced code changes ---------------------------
+
+VarRef cell_var(TraceContext& ctx, PyObject* cell, SourceRef contents_source, SourceRef cell_source) {
+  auto found = ctx.cells.find(cell);
+  if (found != ctx.cells.end()) return found->second;  // one Var per real cell: every closure sees each store
+  auto v = std::make_shared<Var>(Var::Kind::Cell);
+  v->obj = cell;
+  Py_INCREF(cell);
+  v->source = std::move(contents_source);
+  v->cell_source = std::move(cell_source);
+  ctx.cells[cell] = v;
+  return v;
+}
+
+VarRef new_cell(VarRef contents) {
+  auto v = std::make_shared<Var>(Var::Kind::Cell);
+  v->contents = std::move(contents);
+  v->contents_read = true;
+  return v;
+}
+
+VarRef cell_get(TraceContext& ctx, const VarRef& cell) {
+  if (!cell || !cell->is(Var::Kind::Cell)) unsupported("internal: a closure variable without its cell");
+  if (!cell->contents_read) {  // first read of a real cell: its value at entry, guarded
+    PyObject* v = cell->source ? guards::fetch(*cell->source, ctx.root) : nullptr;
+    if (v) {
+      VarRef wrapped;
+      try {
+        wrapped = wrap(ctx, v, cell->source);
+      } catch (...) {
+        Py_DECREF(v);
+        throw;
+      }
+      Py_DECREF(v);
+      cell->contents = wrapped;
+    }
+    cell->contents_read = true;
+  }
+  if (!cell->contents)
+    unsupported("a closure variable referenced before assignment (an empty cell)");
+  return cell->contents;
+}
+
+void cell_set(TraceContext& ctx, const VarRef& cell, VarRef value) {
+  if (!cell || !cell->is(Var::Kind::Cell)) unsupported("internal: a store into a closure variable without its cell");
+  cell->contents = std::move(value);
+  cell->contents_read = true;
+  ctx.mutations++;
+  if (cell->cell_source && std::find(ctx.stored_cells.begin(), ctx.stored_cells.end(), cell) == ctx.stored_cells.end())
+    ctx.stored_cells.push_back(cell);
+}
+
+int dict_find(const VarRef& dict, const VarRef& key) {
+  if (!key->is(Var::Kind::Constant)) unsupported("a dict key that is not a Python constant (" + key->describe() + ")");
+  for (size_t i = 0; i < dict->keys.size(); i++) {
+    PyObject* k = dict->keys[i]->obj;
+    if (k == key->obj) return (int)i;
+    int eq = PyObject_RichCompareBool(k, key->obj, Py_EQ);
+    if (eq < 0) { PyErr_Clear(); unsupported("comparing dict keys raised an error"); }
+    if (eq) return (int)i;
+  }
+  return -1;
+}
+
+void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef value) {
+  if (!made_in_trace(dict)) unsupported("a store into a dict that comes from outside the compiled code is not supported by mini's capture");
+  int i = dict_find(dict, key);
+  if (PyObject_Hash(key->obj) == -1) { PyErr_Clear(); unsupported("an unhashable dict key"); }
+  if (i >= 0) dict->items[i] = std::move(value);
+  else { dict->keys.push_back(key); dict->items.push_back(std::move(value)); }
+  ctx.mutations++;
+}
+
+bool made_in_trace(const VarRef& v) { return !v->source && !v->obj; }
+
+VarRef find_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, const std::string& name) {
+  for (auto& s : ctx.stores)
+    if (s.kind == kind && s.target == target && s.name == name) return s.value;
+  return nullptr;
+}
+
+void record_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, SourceRef target_source,
+                  const std::string& name, VarRef value) {
+  ctx.mutations++;
+  for (auto& s : ctx.stores)
+    if (s.kind == kind && s.target == target && s.name == name) { s.value = std::move(value); return; }
+  ctx.stores.push_back({kind, target, std::move(target_source), name, std::move(value)});
 }
 
 namespace {
@@ -156,6 +254,15 @@ class FrameInterpreter {
     jump(offset);
     stack_ = std::move(stack);
   }
+  void set_cell(int i, VarRef cell) {  // the root frame's cell and free slots
+    locals_[i] = std::move(cell);
+    if (i < (int)lazy_.size()) lazy_[i].first = nullptr;
+  }
+  // Retracing after a step that failed having changed Vars in place (see trace_frame): the
+  // root stops before step `stop_step` with this reason instead of running it.
+  int stop_step = -1;
+  std::string stop_reason;
+  int failed_step_mutated = -1;  // the step that failed after changing a Var, or -1
 
  private:
   VarRef step(const Instruction& in);
@@ -177,6 +284,10 @@ class FrameInterpreter {
   std::string local_name(int i) {
     return PyUnicode_AsUTF8(PyTuple_GET_ITEM(code_->co_localsplusnames, i));
   }
+  void set_local(int i, VarRef v) {
+    if (i < (int)lazy_.size()) lazy_[i].first = nullptr;
+    locals_[i] = v && v->is(Var::Kind::Null) ? nullptr : std::move(v);
+  }
   VarRef load_local(int i) {
     if (i < (int)lazy_.size() && lazy_[i].first) {  // first read of an argument: wrap and guard it
       locals_[i] = wrap(ctx_, lazy_[i].first, lazy_[i].second);
@@ -196,7 +307,9 @@ class FrameInterpreter {
   void set_line(const Instruction& in);
   VarRef load_global(const std::string& name);
   bool truth(const VarRef& v);
-  void do_call(int argc, PyObject* kw_names);
+  void do_call(int argc, PyObject* kw_names, Kwargs extra_kwargs = {});
+  VarRef make_function(const VarRef& code);
+  void set_function_attribute(const VarRef& fn, int flag, const VarRef& value);
   VarRef binary(int op, const VarRef& a, const VarRef& b);
   VarRef compare(int richcmp, const VarRef& a, const VarRef& b);
   VarRef subscript(const VarRef& obj, const VarRef& index);
@@ -237,6 +350,7 @@ void FrameInterpreter::set_line(const Instruction& in) {
 }
 
 VarRef FrameInterpreter::load_global(const std::string& name) {
+  if (VarRef stored = find_store(ctx_, SideEffect::Kind::Global, globals_, name)) return stored;
   PyObject* key = PyUnicode_FromString(name.c_str());
   PyObject* v = PyDict_GetItemWithError(globals_, key);
   bool builtin = false;
@@ -262,6 +376,8 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
       return t;
     }
     case Var::Kind::Tuple: case Var::Kind::List: return !v->items.empty();
+    case Var::Kind::Dict: return !v->keys.empty();
+    case Var::Kind::DictView: return !v->self->keys.empty();
     case Var::Kind::Tensor:
       unsupported("a Python branch on a tensor's value (`if tensor:` or a comparison of a tensor) "
                   "is data-dependent; use mini.where(cond, a, b) to keep it in the graph");
@@ -274,7 +390,8 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor))
+    // (a Python number made a graph input is not a tensor to the user: n += 1 rebinds it)
+    if (op >= 13 && a->is(Var::Kind::Tensor) && !ctx_.graph().nodes[a->node].wrapped_number)
       unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
                   "name bound to it), which mini's capture does not model; write x = x " +
                   binary_symbol(op) + " y to keep it in the graph");
@@ -371,6 +488,11 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   }
   if (is_constant(obj) && is_constant(index))
     return make_constant(checked(PyObject_GetItem(obj->obj, index->obj), "subscript"));
+  if (obj->is(Var::Kind::Dict)) {
+    int i = dict_find(obj, index);
+    if (i < 0) unsupported("KeyError: " + index->describe());
+    return dict_value(ctx_, obj, i);
+  }
   if (obj->is(Var::Kind::Module) && is_constant(index) && PyLong_CheckExact(index->obj)) {
     // sequential[i]: the submodule at _modules' i-th key, read from there
     SourceRef dict_src;
@@ -397,8 +519,8 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
 
 VarRef FrameInterpreter::iterate(const VarRef& v) {
   auto it = std::make_shared<Var>(Var::Kind::Iterator);
-  if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) {
-    it->items = v->items;
+  if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List) || v->is(Var::Kind::Dict) || v->is(Var::Kind::DictView)) {
+    it->items = items_of(ctx_, v);
   } else if (is_constant(v)) {
     PyObject* iter = checked(PyObject_GetIter(v->obj), "iter()");
     while (PyObject* item = PyIter_Next(iter)) {
@@ -440,7 +562,7 @@ std::vector<VarRef> FrameInterpreter::unpack(const VarRef& v, size_t n) {
   return std::vector<VarRef>(it->items.begin() + it->position, it->items.end());
 }
 
-void FrameInterpreter::do_call(int argc, PyObject* kw_names) {
+void FrameInterpreter::do_call(int argc, PyObject* kw_names, Kwargs extra_kwargs) {
   std::vector<VarRef> args(argc);
   for (int i = argc - 1; i >= 0; i--) args[i] = pop();
   VarRef b = pop(), a = pop();
@@ -462,7 +584,55 @@ void FrameInterpreter::do_call(int argc, PyObject* kw_names) {
     }
     args.resize(args.size() - nk);
   }
+  for (auto& kv : extra_kwargs) kwargs.push_back(std::move(kv));
   push(call_var(ctx_, callee, std::move(args), std::move(kwargs)));
+}
+
+// MAKE_FUNCTION: a bare function of the code and this frame's globals; its defaults and
+// closure stay Vars until the function is called (inlined) or rebuilt after the graph.
+VarRef FrameInterpreter::make_function(const VarRef& code) {
+  if (!code->obj || !PyCode_Check(code->obj)) unsupported("internal: MAKE_FUNCTION without a code object");
+  auto fn = std::make_shared<Var>(Var::Kind::Function);
+  fn->obj = checked(PyFunction_New(code->obj, globals_), "MAKE_FUNCTION");
+  fn->made = std::make_shared<Var::MadeFunction>();
+  fn->made->globals_source = globals_ == ctx_.root_globals ? nullptr : globals_source_;
+  return fn;
+}
+
+void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const VarRef& value) {
+  Var::MadeFunction& made = *fn->made;
+  switch (flag) {
+    case 0x01:  // positional defaults: a tuple
+      made.defaults = is_constant(value) ? make_tuple_var(iterate(value)->items) : value;
+      if (!made.defaults->is(Var::Kind::Tuple)) unsupported("internal: function defaults that are not a tuple");
+      break;
+    case 0x02:  // keyword-only defaults: a dict
+      if (!value->is(Var::Kind::Dict)) unsupported("internal: keyword defaults that are not a dict");
+      made.kwdefaults = value;
+      break;
+    case 0x04: {  // annotations: a tuple (name, annotation, ...) of real objects
+      std::vector<VarRef> parts = iterate(value)->items;
+      PyObject* d = PyDict_New();
+      for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+        if (!parts[i]->obj || !parts[i + 1]->obj) {
+          Py_DECREF(d);
+          unsupported("an annotation of a function made in compiled code that is not a plain object");
+        }
+        PyDict_SetItem(d, parts[i]->obj, parts[i + 1]->obj);
+      }
+      int r = PyFunction_SetAnnotations(fn->obj, d);
+      Py_DECREF(d);
+      if (r < 0) checked(nullptr, "annotations");
+      break;
+    }
+    case 0x08:  // the closure: a tuple of cells
+      for (auto& c : value->items)
+        if (!c->is(Var::Kind::Cell)) unsupported("internal: a closure that is not a tuple of cells");
+      made.closure = value->items;
+      break;
+    default:
+      unsupported("the function attribute " + std::to_string(flag) + " is not supported by mini's capture");
+  }
 }
 
 // Instructions a graph break can stop at and then run with real objects: calls, and
@@ -497,10 +667,16 @@ VarRef FrameInterpreter::run() {
     auto saved_lazy = lazy_;
     PyObject* saved_kw = kw_names_;
     size_t graph_size = ctx_.graph().nodes.size();
+    int mutations = ctx_.mutations;
     pc_++;
     try {
+      if (steps == stop_step) {
+        set_line(in);
+        throw Unsupported{stop_reason};
+      }
       if (VarRef r = step(in)) return r;
     } catch (const Unsupported& u) {
+      if (ctx_.mutations != mutations) failed_step_mutated = steps;
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);
@@ -523,12 +699,31 @@ VarRef FrameInterpreter::step(const Instruction& in) {
   set_line(in);
   {
     switch (in.op) {
+      // the free slots hold their cells already (set by trace_frame or inline_function)
       case Opcode::NOP: case Opcode::RESUME: case Opcode::CACHE: case Opcode::EXTENDED_ARG:
-      case Opcode::MAKE_CELL: case Opcode::COPY_FREE_VARS: case Opcode::PRECALL:
+      case Opcode::COPY_FREE_VARS: case Opcode::PRECALL:
         break;
-      case Opcode::LOAD_FAST: case Opcode::LOAD_FAST_CHECK: case Opcode::LOAD_DEREF:
-      case Opcode::LOAD_CLOSURE:
-        push(load_local(in.arg));
+      case Opcode::MAKE_CELL: {
+        // the slot's value (an argument, or nothing) goes into a new cell; a root argument
+        // not read yet stays lazy: the cell reads it on first use
+        VarRef cell;
+        if (in.arg < (int)lazy_.size() && lazy_[in.arg].first) {
+          cell = std::make_shared<Var>(Var::Kind::Cell);
+          cell->source = lazy_[in.arg].second;
+        } else {
+          cell = new_cell(locals_[in.arg]);
+        }
+        set_local(in.arg, cell);
+        break;
+      }
+      case Opcode::LOAD_FAST: case Opcode::LOAD_FAST_CHECK: case Opcode::LOAD_CLOSURE:
+        push(load_local(in.arg));  // on a cell slot (a closure being built): the cell
+        break;
+      case Opcode::LOAD_DEREF:
+        push(cell_get(ctx_, load_local(in.arg)));
+        break;
+      case Opcode::STORE_DEREF:
+        cell_set(ctx_, locals_[in.arg], pop());
         break;
       case Opcode::LOAD_FAST_AND_CLEAR:
         if (in.arg < (int)lazy_.size() && lazy_[in.arg].first) load_local(in.arg);
@@ -539,21 +734,42 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         push(load_local(first_of_pair(in)));
         push(load_local(second_of_pair(in)));
         break;
-      case Opcode::STORE_FAST: case Opcode::STORE_DEREF: {
-        VarRef v = pop();
-        if (in.arg < (int)lazy_.size()) lazy_[in.arg].first = nullptr;
-        locals_[in.arg] = v->is(Var::Kind::Null) ? nullptr : v;
+      case Opcode::STORE_FAST:
+        set_local(in.arg, pop());
         break;
-      }
       case Opcode::STORE_FAST_LOAD_FAST:
-        locals_[first_of_pair(in)] = pop();
+        set_local(first_of_pair(in), pop());
         push(load_local(second_of_pair(in)));
         break;
       case Opcode::STORE_FAST_STORE_FAST:
-        locals_[first_of_pair(in)] = pop();
-        locals_[second_of_pair(in)] = pop();
+        set_local(first_of_pair(in), pop());
+        set_local(second_of_pair(in), pop());
         break;
-      case Opcode::DELETE_FAST: locals_[in.arg] = nullptr; break;
+      case Opcode::DELETE_FAST: set_local(in.arg, nullptr); break;
+      case Opcode::STORE_GLOBAL:
+        record_store(ctx_, SideEffect::Kind::Global, globals_, globals_ == ctx_.root_globals ? nullptr : globals_source_,
+                     PyUnicode_AsUTF8(name_at(in.arg)), pop());
+        break;
+      case Opcode::STORE_ATTR: {
+        VarRef obj = pop(), value = pop();
+        store_attr(ctx_, obj, PyUnicode_AsUTF8(name_at(in.arg)), value);
+        break;
+      }
+      case Opcode::MAKE_FUNCTION: {
+        VarRef fn = make_function(pop());
+        if (!dialect.has_set_function_attribute)  // 3.11, 3.12: the attributes are below the code
+          for (int flag : {0x08, 0x04, 0x02, 0x01})
+            if (in.arg & flag) set_function_attribute(fn, flag, pop());
+        push(fn);
+        break;
+      }
+      case Opcode::SET_FUNCTION_ATTRIBUTE: {
+        VarRef fn = pop(), value = pop();
+        if (!fn->made) unsupported("internal: SET_FUNCTION_ATTRIBUTE on " + fn->describe());
+        set_function_attribute(fn, in.arg, value);
+        push(fn);
+        break;
+      }
       case Opcode::LOAD_CONST: {
         PyObject* c = PyTuple_GET_ITEM(code_->co_consts, in.arg);
         push(wrap_untracked(ctx_, c));
@@ -600,12 +816,19 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       case Opcode::CALL_FUNCTION_EX: {
         VarRef kw = (in.arg & 1) ? pop() : nullptr;
         VarRef args = pop();
-        if (kw) unsupported("calls with **kwargs are not supported by mini's capture");
-        if (!(args->is(Var::Kind::Tuple) || args->is(Var::Kind::List)))
+        Kwargs kwargs;
+        if (kw) {
+          if (!kw->is(Var::Kind::Dict)) unsupported("calls with **kwargs of " + kw->describe() + " are not supported");
+          for (size_t i = 0; i < kw->keys.size(); i++) {
+            if (!PyUnicode_Check(kw->keys[i]->obj)) unsupported("keywords must be strings");
+            kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[i]->obj), dict_value(ctx_, kw, i));
+          }
+        }
+        if (!(args->is(Var::Kind::Tuple) || args->is(Var::Kind::List) || is_constant(args)))
           unsupported("calls with *args of " + args->describe() + " are not supported");
-        int n = (int)args->items.size();
-        for (auto& a : args->items) push(a);
-        do_call(n, nullptr);
+        std::vector<VarRef> items = iterate(args)->items;
+        for (auto& a : items) push(a);
+        do_call((int)items.size(), nullptr, std::move(kwargs));
         break;
       }
       case Opcode::BINARY_OP: {
@@ -622,9 +845,16 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       case Opcode::IS_OP: {
         VarRef b = pop(), a = pop();
         bool same;
-        if (a->obj && b->obj) same = a->obj == b->obj;
-        else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) same = a->node == b->node;
-        else same = false;  // a tensor (or a container) is not None or any constant
+        if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
+        else if (a->obj && b->obj) same = a->obj == b->obj;
+        else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) {
+          same = a->node == b->node;
+          auto input = [&](int node) { return ctx_.graph().nodes[node].kind == graph::NodeKind::Input; };
+          if (!same && input(a->node) && input(b->node))  // two sources: one tensor on some calls?
+            unsupported("`is` between two input tensors (whether they are one tensor is not guarded)");
+        } else {
+          same = false;  // a tensor (or a container) is not None or any constant
+        }
         // two modules are guarded by structure, not identity: guard the answer itself
         if (a->is(Var::Kind::Module) && b->is(Var::Kind::Module) && a->source && b->source)
           ctx_.guards().add_duplicate_input(a->source, b->source, same);
@@ -633,6 +863,24 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::CONTAINS_OP: {
         VarRef container = pop(), item = pop();
+        if (container->is(Var::Kind::DictView) && container->name == "keys") container = container->self;
+        if (container->is(Var::Kind::Dict) || container->is(Var::Kind::Tuple) || container->is(Var::Kind::List)) {
+          bool found;
+          if (container->is(Var::Kind::Dict)) {
+            found = dict_find(container, item) >= 0;
+          } else {  // `in` on a tuple or list, compared up to the first match with constants
+            found = false;   // only (anything else could run a tensor's ==)
+            for (auto& v : container->items) {
+              if (!is_constant(v) || !is_constant(item))
+                unsupported("`in` comparing " + item->describe() + " with " + v->describe());
+              int eq = v->obj == item->obj ? 1 : PyObject_RichCompareBool(v->obj, item->obj, Py_EQ);
+              if (eq < 0) checked(nullptr, "in");
+              if ((found = eq == 1)) break;
+            }
+          }
+          push(make_constant(PyBool_FromLong(in.arg ? !found : found)));
+          break;
+        }
         if (!is_constant(container) || !is_constant(item))
           unsupported("`in` on " + container->describe() + " is not supported by mini's capture");
         int r = PySequence_Contains(container->obj, item->obj);
@@ -694,6 +942,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       case Opcode::LIST_APPEND: {
         VarRef v = pop();
         top(in.arg)->items.push_back(v);
+        ctx_.mutations++;
         break;
       }
       case Opcode::LIST_EXTEND: {
@@ -701,6 +950,66 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         VarRef it = iterate(v);
         auto& dst = top(in.arg)->items;
         dst.insert(dst.end(), it->items.begin() + it->position, it->items.end());
+        ctx_.mutations++;
+        break;
+      }
+      case Opcode::BUILD_MAP: {
+        std::vector<VarRef> parts(2 * in.arg);
+        for (int i = 2 * in.arg - 1; i >= 0; i--) parts[i] = pop();
+        VarRef d = make_dict({}, {});
+        for (int i = 0; i < in.arg; i++) dict_set(ctx_, d, parts[2 * i], parts[2 * i + 1]);
+        push(d);
+        break;
+      }
+      case Opcode::BUILD_CONST_KEY_MAP: {
+        VarRef keys = pop();
+        std::vector<VarRef> values(in.arg);
+        for (int i = in.arg - 1; i >= 0; i--) values[i] = pop();
+        std::vector<VarRef> key_vars = iterate(keys)->items;
+        VarRef d = make_dict({}, {});
+        for (int i = 0; i < in.arg; i++) dict_set(ctx_, d, key_vars.at(i), values[i]);
+        push(d);
+        break;
+      }
+      case Opcode::MAP_ADD: {
+        VarRef value = pop(), key = pop();
+        dict_set(ctx_, top(in.arg), key, value);
+        break;
+      }
+      case Opcode::DICT_UPDATE: case Opcode::DICT_MERGE: {
+        VarRef update = pop();
+        VarRef d = top(in.arg);
+        if (!update->is(Var::Kind::Dict)) unsupported("updating a dict with " + update->describe() + " is not supported");
+        for (size_t i = 0; i < update->keys.size(); i++) {
+          if (in.op == Opcode::DICT_MERGE && dict_find(d, update->keys[i]) >= 0)
+            unsupported("got multiple values for keyword argument " + update->keys[i]->describe());
+          dict_set(ctx_, d, update->keys[i], dict_value(ctx_, update, i));
+        }
+        break;
+      }
+      case Opcode::STORE_SUBSCR: {
+        VarRef index = pop(), obj = pop(), value = pop();
+        if (obj->is(Var::Kind::Dict)) {
+          dict_set(ctx_, obj, specialize(ctx_, index), value);
+        } else if (obj->is(Var::Kind::List) && made_in_trace(obj) && is_constant(specialize(ctx_, index)) &&
+                   PyLong_Check(specialize(ctx_, index)->obj)) {
+          Py_ssize_t i = PyLong_AsSsize_t(specialize(ctx_, index)->obj), n = (Py_ssize_t)obj->items.size();
+          if (i < 0) i += n;
+          if (i < 0 || i >= n) unsupported("list assignment index out of range");
+          obj->items[i] = value;
+          ctx_.mutations++;
+        } else {
+          unsupported("storing into " + obj->describe() + "[...] is not supported by mini's capture");
+        }
+        break;
+      }
+      case Opcode::DELETE_SUBSCR: {
+        VarRef index = pop(), obj = pop();
+        int i = obj->is(Var::Kind::Dict) && made_in_trace(obj) ? dict_find(obj, index) : -1;
+        if (i < 0) unsupported("deleting " + obj->describe() + "[" + index->describe() + "] is not supported by mini's capture");
+        obj->keys.erase(obj->keys.begin() + i);
+        obj->items.erase(obj->items.begin() + i);
+        ctx_.mutations++;
         break;
       }
       case Opcode::LIST_TO_TUPLE: push(make_tuple_var(pop()->items)); break;
@@ -756,15 +1065,14 @@ VarRef FrameInterpreter::step(const Instruction& in) {
 // ---- inlining and the root frame ----------------------------------------------------------
 
 VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, std::vector<VarRef> args,
-                       Kwargs kwargs) {
+                       Kwargs kwargs, const Var::MadeFunction* made) {
   if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
   auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
   int flags = code->co_flags;
   if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
     unsupported("calling a generator or coroutine function is not supported by mini's capture");
-  if (code->co_ncellvars > 0)
-    unsupported("calling a function that creates closures over its locals is not supported by mini's capture");
   int nargs = code->co_argcount, nkw = code->co_kwonlyargcount;
+  auto arg_name = [&](int i) { return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i))); };
   std::vector<VarRef> locals(code->co_nlocalsplus);
   size_t npos = std::min<size_t>(args.size(), nargs);
   for (size_t i = 0; i < npos; i++) locals[i] = args[i];
@@ -774,40 +1082,60 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   } else if (args.size() > (size_t)nargs) {
     unsupported("too many positional arguments for " + std::string(PyUnicode_AsUTF8(code->co_name)));
   }
+  VarRef extra_kwargs = (flags & CO_VARKEYWORDS) ? make_dict({}, {}) : nullptr;
   for (auto& [name, v] : kwargs) {
     int found = -1;
-    for (int i = 0; i < nargs + nkw; i++)
-      if (name == PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i))) found = i;
-    if (found < 0) unsupported("unexpected keyword argument '" + name + "' (or **kwargs) in an inlined call");
-    locals[found] = v;
+    for (int i = code->co_posonlyargcount; i < nargs + nkw; i++)
+      if (name == arg_name(i)) found = i;
+    if (found >= 0 && locals[found]) unsupported("got multiple values for argument '" + name + "'");
+    if (found >= 0) locals[found] = v;
+    else if (extra_kwargs) dict_set(ctx, extra_kwargs, make_constant(PyUnicode_FromString(name.c_str())), v);
+    else unsupported("unexpected keyword argument '" + name + "' in an inlined call");
   }
-  PyObject* defaults = PyFunction_GET_DEFAULTS(function);
-  int ndef = defaults ? (int)PyTuple_GET_SIZE(defaults) : 0;
+  if (extra_kwargs) locals[slot] = extra_kwargs;
+  // defaults: the real function's (constants), or the Vars of one made while tracing
+  std::vector<VarRef> defaults;
+  if (made && made->defaults) {
+    defaults = made->defaults->items;
+  } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++) defaults.push_back(wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
+  }
+  int ndef = (int)defaults.size();
   for (int i = 0; i < nargs; i++)
-    if (!locals[i] && i >= nargs - ndef) locals[i] = wrap_untracked(ctx, PyTuple_GET_ITEM(defaults, i - (nargs - ndef)));
+    if (!locals[i] && i >= nargs - ndef) locals[i] = defaults[i - (nargs - ndef)];
   PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(function);
   for (int i = nargs; i < nargs + nkw; i++) {
-    if (locals[i] || !kwdefaults) continue;
-    PyObject* d = PyDict_GetItem(kwdefaults, PyTuple_GET_ITEM(code->co_localsplusnames, i));
-    if (d) locals[i] = wrap_untracked(ctx, d);
+    if (locals[i]) continue;
+    if (made && made->kwdefaults) {
+      int k = dict_find(made->kwdefaults, wrap_untracked(ctx, PyTuple_GET_ITEM(code->co_localsplusnames, i)));
+      if (k >= 0) locals[i] = made->kwdefaults->items[k];
+    } else if (kwdefaults) {
+      PyObject* d = PyDict_GetItem(kwdefaults, PyTuple_GET_ITEM(code->co_localsplusnames, i));
+      if (d) locals[i] = wrap_untracked(ctx, d);
+    }
   }
   for (int i = 0; i < nargs + nkw; i++)
-    if (!locals[i]) unsupported("missing argument '" + std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i))) + "'");
-  // free variables: the function's closure cells, guarded through the function object
+    if (!locals[i]) unsupported("missing argument '" + arg_name(i) + "'");
+  // free variables: the cells of the function's closure. Real ones are read through the
+  // function object (fn.__closure__[i].cell_contents, guarded on first read); those of a
+  // function made while tracing are the Vars it closed over.
   PyObject* closure = PyFunction_GET_CLOSURE(function);
-  int nfree = closure ? (int)PyTuple_GET_SIZE(closure) : 0;
+  int nfree = made ? (int)made->closure.size() : closure ? (int)PyTuple_GET_SIZE(closure) : 0;
+  if (nfree != code->co_nfreevars) unsupported("internal: the closure does not match the code's free variables");
   for (int i = 0; i < nfree; i++) {
-    PyObject* cell = PyTuple_GET_ITEM(closure, i);
-    PyObject* value = PyCell_GET(cell);
     int local_index = code->co_nlocalsplus - nfree + i;
-    if (!value) continue;
-    if (!fsrc) unsupported("a function made inside the compiled code reads its closure");
-    SourceRef s = guards::Source::cell_contents(guards::Source::item(guards::Source::attr(fsrc, "__closure__"), i));
-    locals[local_index] = wrap(ctx, value, s);
+    if (made) {
+      locals[local_index] = made->closure[i];
+      continue;
+    }
+    if (!fsrc) unsupported("a function read without a source reads its closure");
+    SourceRef cell_src = guards::Source::item(guards::Source::attr(fsrc, "__closure__"), i);
+    locals[local_index] = cell_var(ctx, PyTuple_GET_ITEM(closure, i), guards::Source::cell_contents(cell_src), cell_src);
   }
   PyObject* globals = PyFunction_GET_GLOBALS(function);
-  SourceRef gsrc = globals == ctx.root_globals || !fsrc ? nullptr : guards::Source::attr(fsrc, "__globals__");
-  if (globals != ctx.root_globals && !fsrc) unsupported("a function from another module without a source");
+  SourceRef gsrc = made ? made->globals_source
+                        : globals == ctx.root_globals || !fsrc ? nullptr : guards::Source::attr(fsrc, "__globals__");
+  if (globals != ctx.root_globals && !gsrc) unsupported("a function from another module without a source");
   ctx.depth++;
   std::string saved_code = ctx.current_code;
   FrameInterpreter inner(ctx, code, globals, gsrc, std::move(locals));
@@ -824,10 +1152,34 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
 }
 
 namespace {
+// A value never read while tracing, as it was: a local slot as it is (unbound stays
+// unbound), anything else read again from its source.
+OutputSpec unchanged(const SourceRef& source) {
+  OutputSpec s;
+  s.kind = source->kind == guards::Source::Kind::Local ? OutputSpec::Kind::Local : OutputSpec::Kind::Source;
+  s.index = source->index;
+  s.source = source;
+  return s;
+}
+
 // How to rebuild a Var as a real object after the graph has run.
 OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
   VarRef v = specialize(ctx, v_in);
   OutputSpec s;
+  // A list, dict, cell or function made while tracing is built once per run, however many
+  // places hold it (a later place, or a cycle through a closure, is an Alias of it).
+  bool mutable_made = (v->is(Var::Kind::List) || v->is(Var::Kind::Dict)) ? made_in_trace(v)
+                      : v->is(Var::Kind::Cell) ? !v->obj : v->is(Var::Kind::Function) && v->made;
+  if (mutable_made) {
+    auto found = ctx.alias_of.find(v.get());
+    if (found != ctx.alias_of.end()) {
+      s.kind = OutputSpec::Kind::Alias;
+      s.index = found->second;
+      return s;
+    }
+    s.alias = (int)ctx.alias_of.size();
+    ctx.alias_of[v.get()] = s.alias;
+  }
   switch (v->kind) {
     case Var::Kind::Tensor: {
       auto& outs = ctx.graph().outputs;
@@ -839,9 +1191,49 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
       return s;
     }
     case Var::Kind::Tuple: case Var::Kind::List:
-      if (v->source && v->is(Var::Kind::List)) break;  // the caller's own list: read it again
+      if (v->is(Var::Kind::List) && !made_in_trace(v)) break;  // the caller's own list: read it again
       s.kind = v->is(Var::Kind::Tuple) ? OutputSpec::Kind::Tuple : OutputSpec::Kind::List;
       for (auto& item : v->items) s.items.push_back(rebuild(ctx, item));
+      return s;
+    case Var::Kind::Dict:
+      if (!made_in_trace(v)) break;  // a dict from the frame, unchanged
+      s.kind = OutputSpec::Kind::Dict;
+      for (size_t i = 0; i < v->keys.size(); i++) {
+        s.items.push_back(rebuild(ctx, v->keys[i]));
+        s.items.push_back(rebuild(ctx, v->items[i]));
+      }
+      return s;
+    case Var::Kind::Cell:
+      if (v->obj) {  // a real cell: the same cell (stores into it are replayed)
+        s.kind = OutputSpec::Kind::Source;
+        s.source = v->cell_source;
+        return s;
+      }
+      s.kind = OutputSpec::Kind::Cell;
+      if (!v->contents_read) s.items.push_back(unchanged(v->source));  // a root argument never read
+      else if (v->contents) s.items.push_back(rebuild(ctx, v->contents));
+      return s;
+    case Var::Kind::Function:
+      if (!v->made) break;
+      s.kind = OutputSpec::Kind::Function;
+      s.value = v->obj;
+      Py_INCREF(s.value);
+      for (const VarRef& part : {v->made->defaults, v->made->kwdefaults}) {
+        OutputSpec p;
+        p.kind = OutputSpec::Kind::Null;
+        s.items.push_back(part ? rebuild(ctx, part) : std::move(p));
+      }
+      {
+        OutputSpec closure;
+        closure.kind = v->made->closure.empty() ? OutputSpec::Kind::Null : OutputSpec::Kind::Tuple;
+        for (auto& c : v->made->closure) closure.items.push_back(rebuild(ctx, c));
+        s.items.push_back(std::move(closure));
+      }
+      return s;
+    case Var::Kind::DictView:
+      s.kind = OutputSpec::Kind::Call;
+      s.name = v->name;
+      s.items.push_back(rebuild(ctx, v->self));
       return s;
     case Var::Kind::Null:
       s.kind = OutputSpec::Kind::Null;
@@ -871,32 +1263,95 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
   }
   unsupported("cannot rebuild " + v->describe() + " after the graph");
 }
+
+// The stores the trace made into cells, globals and attributes, as side effects to replay.
+// Which objects alias is part of what the trace assumed: the objects it read attributes of
+// (when it also stored one) and the root's cells (when it stored into a cell and also used
+// a cell of another function) are guarded by identity.
+std::vector<SideEffect> side_effects(TraceContext& ctx) {
+  std::vector<SideEffect> out;
+  for (auto& cell : ctx.stored_cells) {
+    SideEffect e;
+    e.kind = SideEffect::Kind::Cell;
+    e.target = cell->cell_source;
+    e.value = rebuild(ctx, cell->contents);
+    out.push_back(std::move(e));
+  }
+  bool attrs = false;
+  for (auto& st : ctx.stores) {
+    SideEffect e;
+    e.kind = st.kind;
+    e.target = st.target_source;
+    e.name = st.name;
+    e.value = rebuild(ctx, st.value);
+    out.push_back(std::move(e));
+    attrs = attrs || st.kind == SideEffect::Kind::Attr;
+  }
+  if (attrs)
+    for (auto& [src, obj] : ctx.attr_objects) ctx.guards().add_id_match(src, obj);
+  bool root_cells = false, other_cells = false;
+  for (auto& [cell, v] : ctx.cells) {
+    bool root = v->cell_source->kind != guards::Source::Kind::Item;
+    root_cells = root_cells || root;
+    other_cells = other_cells || !root;
+  }
+  if (!ctx.stored_cells.empty() && root_cells && other_cells)
+    for (auto& [cell, v] : ctx.cells)
+      if (v->cell_source->kind != guards::Source::Kind::Item) ctx.guards().add_id_match(v->cell_source, cell);
+  return out;
+}
 }  // namespace
 
-Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
-                  const DynamicPolicy& dynamic, const TraceOptions& options) {
+namespace {
+// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame).
+Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start_offset, const DynamicPolicy& dynamic,
+                 const TraceOptions& options, int stop_step, const std::string& stop_reason, int* failed_step_mutated) {
   TraceContext ctx;
   ctx.root = frame;
   ctx.root_globals = frame.globals;
   ctx.options = options;
   ctx.dynamic = dynamic;
   ctx.guards().add_grad_mode(grad_enabled());
-  if (code->co_ncellvars > 0)
-    unsupported("the function creates closures over its locals (cell variables), which mini's "
-                "capture does not model; it runs as plain Python");
   FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
   interp.root_ = true;
+  interp.stop_step = stop_step;
+  interp.stop_reason = stop_reason;
   interp.lazy_.resize(code->co_nlocalsplus);
   for (int i = 0; i < code->co_nlocalsplus && i < frame.nlocals; i++) {
     if (!frame.locals[i]) continue;
     std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
     interp.lazy_[i] = {frame.locals[i], guards::Source::local(i, name)};
   }
+  // Cells. Free slots: the function's closure cells; the frame's values hold their contents
+  // (L['acc']). A resume unit of a frame with cell variables gets the cells themselves in
+  // its cell and free slots (they are shared with functions made before the break).
+  const bool cells_in_slots = start_offset > 0 && code->co_ncellvars > 0;
+  for (int i = 0; i < code->co_nlocalsplus; i++) {
+    int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
+    bool free = kind & kLocalFree, cell = kind & kLocalCell;
+    if (!free && !(cell && cells_in_slots)) continue;
+    guards::SourceRef local = guards::Source::local(i, PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i)));
+    if (cells_in_slots) {
+      PyObject* c = i < frame.nlocals ? frame.locals[i] : nullptr;
+      if (!c || !PyCell_Check(c)) unsupported("internal: a resume unit without the frame's cells");
+      interp.set_cell(i, cell_var(ctx, c, guards::Source::cell_contents(local), local));
+    } else {
+      int k = i - (code->co_nlocalsplus - code->co_nfreevars);
+      if (!frame.closure || !PyTuple_Check(frame.closure) || k >= PyTuple_GET_SIZE(frame.closure))
+        unsupported("internal: the function's closure is not available");
+      // at entry the frame's values hold the contents; after a graph break the instruction
+      // that ran may have changed them, so a resume unit reads the cell itself
+      guards::SourceRef cell = guards::Source::closure(k, local->name);
+      interp.set_cell(i, cell_var(ctx, PyTuple_GET_ITEM(frame.closure, k),
+                                  start_offset > 0 ? guards::Source::cell_contents(cell) : local, cell));
+    }
+  }
   std::vector<VarRef> stack;
   for (int i = 0; i < frame.nstack; i++)
     stack.push_back(frame.stack[i] ? wrap(ctx, frame.stack[i], guards::Source::stack(i)) : null_var());
   interp.set_start(start_offset, std::move(stack));
   VarRef result = interp.run();
+  *failed_step_mutated = interp.failed_step_mutated;
   Trace& t = ctx.trace;
   if (result) {
     t.output = rebuild(ctx, result);
@@ -904,20 +1359,44 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
     for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
     for (int i = 0; i < code->co_nlocalsplus; i++) {
       OutputSpec spec;
+      int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
+      VarRef v = i < (int)interp.exit_locals_.size() ? interp.exit_locals_[i] : nullptr;
       if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
-        spec.kind = OutputSpec::Kind::Source;  // never read while tracing: unchanged
-        spec.source = interp.exit_lazy_[i].second;
-      } else if (i < (int)interp.exit_locals_.size() && interp.exit_locals_[i]) {
-        spec = rebuild(ctx, interp.exit_locals_[i]);
+        spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
+      } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
+        // the resumed frame gets its closure's cells back (ResumeCells::FromValues); the
+        // next unit reads the contents from this slot
+        if (!v->contents_read) spec = unchanged(v->source);
+        else if (v->contents) spec = rebuild(ctx, v->contents);
+        else spec.kind = OutputSpec::Kind::Absent;
+      } else if (v) {
+        spec = rebuild(ctx, v);  // with cell variables: the cells (ResumeCells::AreCells)
       } else {
         spec.kind = OutputSpec::Kind::Absent;
       }
+      if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
+        unsupported("internal: a cell slot without its cell at a graph break");
       t.exit_locals.push_back(std::move(spec));
     }
     t.exit_kw_names = interp.exit_kw_names_;
   }
+  t.side_effects = side_effects(ctx);
   ctx.graph().eliminate_dead_code();
   return std::move(ctx.trace);
+}
+}  // namespace
+
+// A step that fails after changing a Var in place (an inlined call that appended to a list
+// or stored into a cell, then met something unsupported) leaves those changes in the Vars
+// the break would rebuild, though the breaking instruction then runs for real: the frame is
+// traced again and stops before that step, as Dynamo restarts analysis at a graph break.
+Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
+                  const DynamicPolicy& dynamic, const TraceOptions& options) {
+  int failed_step = -1;
+  Trace t = trace_pass(code, frame, start_offset, dynamic, options, -1, "", &failed_step);
+  if (failed_step < 0) return t;
+  int again = -1;
+  return trace_pass(code, frame, start_offset, dynamic, options, failed_step, t.break_reason, &again);
 }
 
 }  // namespace mini::capture

@@ -35,9 +35,18 @@ struct OutputSpec {
     Null,         // the NULL of a call sequence
     Absent,       // an unbound local
     Method,       // getattr(items[0], name): a bound method
+    Call,         // getattr(items[0], name)(): a dict view
     Iterator,     // iter(tuple(items)): a for loop's iterator, as far as it got
+    Local,        // the frame's local slot `index` as it is (an unbound one stays unbound)
+    Dict,         // a new dict: items = key, value, key, value, ...
+    Cell,         // a new cell holding items[0] (empty without items)
+    Function,     // a new function of the bare one in `value` (code, globals, name), with
+                  // items = defaults, kwdefaults, closure (each Null when absent)
+    Alias,        // the object built earlier for alias `index`
   } kind = Kind::Constant;
   int index = 0;
+  int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
+                   // every place holding it gets the same object
   PyObject* value = nullptr;  // Constant (owned)
   SourceRef source;
   std::string name;
@@ -45,7 +54,7 @@ struct OutputSpec {
   OutputSpec() = default;
   OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
   OutputSpec& operator=(OutputSpec&& o) noexcept {
-    std::swap(kind, o.kind); std::swap(index, o.index); std::swap(value, o.value);
+    std::swap(kind, o.kind); std::swap(index, o.index); std::swap(alias, o.alias); std::swap(value, o.value);
     std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
     return *this;
   }
@@ -64,6 +73,19 @@ struct PythonBridge {
 };
 PythonBridge& python_bridge();
 
+// A store into program state made by the traced code, replayed after the graph ran (and
+// before the breaking instruction runs): Dynamo's SideEffects. Tracing itself changes nothing.
+struct SideEffect {
+  enum class Kind {
+    Cell,    // target: the cell; stores value into it (a nonlocal or closure variable)
+    Global,  // target: the globals dict (null: the frame's); name = value
+    Attr,    // target: the object; setattr(object, name, value)
+  } kind = Kind::Cell;
+  SourceRef target;
+  std::string name;
+  OutputSpec value;
+};
+
 struct Trace {
   std::shared_ptr<graph::Graph> graph = std::make_shared<graph::Graph>();
   std::unique_ptr<guards::GuardSet> guards = std::make_unique<guards::GuardSet>();
@@ -78,7 +100,9 @@ struct Trace {
   OutputSpec output;
   Instruction exit_instruction{};
   std::vector<OutputSpec> exit_stack;   // the live stack before exit_instruction
-  std::vector<OutputSpec> exit_locals;  // every localsplus slot
+  std::vector<OutputSpec> exit_locals;  // every localsplus slot; for a frame with cell
+                                        // variables, cell and free slots hold the cells
+  std::vector<SideEffect> side_effects;  // replayed after the graph, in this order
   PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
   std::string break_reason, break_location, break_code;
 };

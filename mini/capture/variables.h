@@ -37,6 +37,10 @@ struct Var {
     Null,      // the NULL that CALL expects beside a callable
     SymInt,    // a dynamic size: x.shape[d] where d is symbolic (node = the symbol's code,
                // position = d, source = the tensor's source, obj = its value now, an int)
+    Dict,      // keys (constants) + items (their values, in order); obj: the real dict when
+               // read from the frame (a null item is a value not read yet)
+    DictView,  // self: the Dict, name: "keys", "values" or "items"
+    Cell,      // a closure cell: see contents
   };
   Kind kind;
   SourceRef source;            // where it was read from; null for values made while tracing
@@ -47,6 +51,23 @@ struct Var {
   VarRef self;                 // Method
   std::string name;            // Method
   bool graph_function = false; // Function: a mini tensor function handled by the op table
+  std::vector<VarRef> keys;    // Dict
+
+  // Cell: obj is the real cell (null for one made while tracing), source where its contents
+  // are read on first use, cell_source where the real cell is (a store into it is a side
+  // effect replayed there), contents its value now (null: empty).
+  VarRef contents;
+  bool contents_read = false;
+  SourceRef cell_source;
+
+  // Function made while tracing (MAKE_FUNCTION): obj is a bare function of its code and
+  // globals; what CPython would have put in it lives here.
+  struct MadeFunction {
+    VarRef defaults, kwdefaults;  // Tuple, Dict, or null
+    std::vector<VarRef> closure;  // Cells
+    SourceRef globals_source;     // null: the root frame's globals
+  };
+  std::shared_ptr<MadeFunction> made;
 
   Var(Kind k) : kind(k) {}
   ~Var() { Py_XDECREF(obj); }
@@ -62,6 +83,7 @@ VarRef make_tensor(int node);
 VarRef make_tuple_var(std::vector<VarRef> items, bool list = false);
 VarRef make_method(VarRef self, const std::string& name);
 VarRef null_var();
+VarRef make_dict(std::vector<VarRef> keys, std::vector<VarRef> values);
 
 // Raised when capture meets something it cannot trace. `reason` says what and why.
 struct Unsupported {

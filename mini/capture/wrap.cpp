@@ -69,6 +69,25 @@ static std::vector<bool> dynamic_dims_for(TraceContext& ctx, PyObject* v, Tensor
   return dyn;
 }
 
+static bool str_keys_only(PyObject* dict) {
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dict, &pos, &key, &value))
+    if (!PyUnicode_CheckExact(key)) return false;
+  return true;
+}
+
+VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i) {
+  VarRef& item = dict->items[i];
+  if (!item) {  // a value of a dict from the frame, read for the first time
+    PyObject* key = dict->keys[i]->obj;
+    PyObject* value = PyDict_GetItemWithError(dict->obj, key);
+    if (!value) { PyErr_Clear(); unsupported("a dict changed while tracing"); }
+    item = wrap(ctx, value, guards::Source::dict_item(dict->source, PyUnicode_AsUTF8(key)));
+  }
+  return item;
+}
+
 VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   guards::GuardSet& g = ctx.guards();
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
@@ -132,6 +151,21 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
       items.push_back(wrap(ctx, item, guards::Source::item(src, (int)i)));
     }
     VarRef var = make_tuple_var(items, PyList_Check(v));
+    var->source = src;
+    return var;
+  }
+  if (PyDict_CheckExact(v) && str_keys_only(v)) {
+    // **kwargs, a dict argument: its keys guarded in order, each value read (and guarded)
+    // through its own source when the code first uses it, as Dynamo's lazy dict values
+    g.add_type_match(src, v);
+    g.add_dict_keys_match(src, v);
+    std::vector<VarRef> keys;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(v, &pos, &key, &value)) keys.push_back(object_var(Var::Kind::Constant, key, nullptr));
+    VarRef var = make_dict(std::move(keys), std::vector<VarRef>(PyDict_GET_SIZE(v)));
+    var->obj = v;
+    Py_INCREF(v);
     var->source = src;
     return var;
   }
@@ -203,7 +237,12 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
     std::vector<VarRef> items;
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
       items.push_back(wrap_untracked(ctx, PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i)));
-    return make_tuple_var(items, PyList_Check(v));
+    VarRef var = make_tuple_var(items, PyList_Check(v));
+    if (PyList_Check(v)) {  // a real list (a default argument, say): not one the trace may change
+      var->obj = v;
+      Py_INCREF(v);
+    }
+    return var;
   }
   if (is_module(v)) return object_var(Var::Kind::Module, v, nullptr);
   if (PyFunction_Check(v)) {

@@ -12,6 +12,7 @@ std::string Source::str() const {
     case Kind::CellContents: return base->str() + ".cell_contents";
     case Kind::Stack: return "___stack" + std::to_string(index);
     case Kind::IterItems: return "___remaining(" + base->str() + ")";
+    case Kind::Closure: return "___closure_cell('" + name + "')";
   }
   return "?";
 }
@@ -36,6 +37,9 @@ SourceRef Source::stack(int index) {
 }
 SourceRef Source::iter_items(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::IterItems, 0, "", std::move(base)});
+}
+SourceRef Source::closure(int index, const std::string& name) {
+  return std::make_shared<Source>(Source{Kind::Closure, index, name, nullptr});
 }
 SourceRef Source::cell_contents(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
@@ -106,6 +110,12 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       Py_XDECREF(r);
       if (!out) PyErr_Clear();
       return out;
+    }
+    case Source::Kind::Closure: {
+      if (!f.closure || !PyTuple_Check(f.closure) || s.index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
+      PyObject* v = PyTuple_GET_ITEM(f.closure, s.index);
+      Py_INCREF(v);
+      return v;
     }
     case Source::Kind::CellContents: {
       PyObject* base = fetch(*s.base, f);

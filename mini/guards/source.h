@@ -26,6 +26,7 @@ struct Source {
     CellContents,  // base.cell_contents (base is a cell)
     Stack,      // index: the value stack at the start of a resume unit
     IterItems,  // the items a tuple iterator has left, as a tuple (read without consuming)
+    Closure,    // index: the cell at that position of the frame's function's closure
   };
   Kind kind;
   int index = 0;
@@ -41,6 +42,7 @@ struct Source {
   static SourceRef cell_contents(SourceRef base);
   static SourceRef stack(int index);
   static SourceRef iter_items(SourceRef base);
+  static SourceRef closure(int index, const std::string& name);
 };
 
 // What a Source is read against: the frame's values at entry. All Borrowed.
@@ -51,6 +53,7 @@ struct FrameValues {
   PyObject* builtins = nullptr;
   PyObject* const* stack = nullptr;   // a resume unit's entry stack (NULL entries allowed)
   int nstack = 0;
+  PyObject* closure = nullptr;        // the function's closure tuple (cells), or NULL
 };
 
 // The value at `source`: New reference, or NULL with no Python error set if it is missing

@@ -40,6 +40,11 @@ def same(got, expected, path="result"):
         assert got.requires_grad == expected.requires_grad, f"{path}: requires_grad differs"
         np.testing.assert_allclose(to_np(got).astype(np.float64), to_np(expected).astype(np.float64),
                                    rtol=1e-5, atol=1e-6, err_msg=path)
+    elif isinstance(expected, dict):
+        assert type(got) is dict, f"{path}: {type(got).__name__} != dict"
+        assert list(got) == list(expected), f"{path}: keys {list(got)} != {list(expected)}"
+        for k in expected:
+            same(got[k], expected[k], f"{path}[{k!r}]")
     elif isinstance(expected, (tuple, list)):
         assert type(got) is type(expected), f"{path}: {type(got).__name__} != {type(expected).__name__}"
         assert len(got) == len(expected), f"{path}: length {len(got)} != {len(expected)}"

@@ -210,8 +210,6 @@ def test_staticmethod_of_a_class_is_inlined():
     run_both(lambda x: _Plain.static(x) * 2, T(3), ops=2)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: calling a bound method of a plain Python object "
-                   "(G['_PLAIN'].method) is unsupported, so the frame runs eagerly")
 def test_plain_object_method_is_inlined():
     run_both(lambda x: _PLAIN.method(x) + 1, T(3), ops=2)
 
@@ -290,9 +288,6 @@ def test_while_loop_on_python_counter():
     run_both(fn, T(3), 3, ops=3)
 
 
-@pytest.mark.xfail(sys.version_info < (3, 12), strict=True,
-                   reason="BUG (3.11): a list comprehension is a nested function there; capture does not "
-                   "support MAKE_FUNCTION and the whole frame runs eagerly")
 def test_list_comprehension():
     run_both(lambda xs: [t * 2 for t in xs], [T(3), T(3, seed=1)], ops=2)
 

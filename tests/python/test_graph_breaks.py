@@ -107,10 +107,10 @@ def _while_tensor(x):
     return x
 
 
-def _dict_literal(x):
+def _set_literal(x):
     y = x + 1
-    d = {"a": y}
-    return d["a"] * 2
+    s = {y}
+    return y * 2, len(s)
 
 
 def _fstring(x):
@@ -137,8 +137,7 @@ CAUSES = {
                      r"data-dependent", "while x.sum() > 0:"),
     # an instruction capture cannot run: the graph so far is compiled and the rest of the frame
     # runs in CPython, so there is no second graph
-    "dict_literal": (_dict_literal, lambda: (T(3),), 1, 0, r"instruction \w+ is not supported",
-                     'd = {"a": y}'),
+    "set_literal": (_set_literal, lambda: (T(3),), 1, 0, r"instruction \w+ is not supported", "s = {y}"),
     "fstring": (_fstring, lambda: (T(3),), 1, 0, r"instruction \w+ is not supported", 'tag = f"{y}"'),
 }
 
