@@ -51,10 +51,12 @@ std::vector<VarRef> items_of(const VarRef& v) {
 }
 
 VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs_in) {
+  std::string name = builtin_name(callee->obj);
+  if (name == "int" && args.size() == 1 && kwargs_in.empty() && args[0]->is(Var::Kind::SymInt))
+    return args[0];  // a dynamic size is an int already
   for (auto& a : args) a = specialize(ctx, a);
   Kwargs kwargs = kwargs_in;
   for (auto& kv : kwargs) kv.second = specialize(ctx, kv.second);
-  std::string name = builtin_name(callee->obj);
   if (name == "print")
     unsupported("Failed to trace builtin operator `print`: printing is a side effect that must run "
                 "in Python; move the print out of the compiled function");
@@ -64,12 +66,18 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     if (a->is(Var::Kind::Tensor)) {
       const auto& m = meta_of(ctx, a);
       if (m.sizes.empty()) unsupported("len() of a 0-d tensor");
-      return make_constant(PyLong_FromLongLong(m.sizes[0]));
+      return size_var(ctx, a, 0);
     }
   }
   if (name == "isinstance" && args.size() == 2 && args[1]->obj) {
     if (args[0]->is(Var::Kind::Tensor)) {
-      int r = PyObject_IsSubclass(python_bridge().tensor_type, args[1]->obj);
+      PyObject* cls = python_bridge().tensor_type;
+      if (args[0]->number) {  // a dynamic Python number: its dtype says int, float or bool
+        DType d = meta_of(ctx, args[0]).dtype;
+        cls = d == DType::Bool ? (PyObject*)&PyBool_Type : is_floating(d) ? (PyObject*)&PyFloat_Type
+                                                                            : (PyObject*)&PyLong_Type;
+      }
+      int r = PyObject_IsSubclass(cls, args[1]->obj);
       if (r < 0) { PyErr_Clear(); unsupported("isinstance on a tensor"); }
       return make_constant(PyBool_FromLong(r));
     }
@@ -108,8 +116,11 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     }
     return make_tuple_var(out);
   }
-  if (name == "abs" && args.size() == 1 && args[0]->is(Var::Kind::Tensor))
-    return tensor_unary(ctx, OpKind::Abs, args[0]);
+  if (name == "abs" && args.size() == 1 && args[0]->is(Var::Kind::Tensor)) {
+    VarRef r = tensor_unary(ctx, OpKind::Abs, args[0]);
+    r->number = args[0]->number;
+    return r;
+  }
   if (name == "getattr" && args.size() == 2 && args[1]->obj && PyUnicode_Check(args[1]->obj))
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
@@ -178,6 +189,9 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
 }
 
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
+  if (obj->number)
+    unsupported("reading ." + name + " of a dynamic Python number (a graph input since its value "
+                "changed) is not supported by mini's capture");
   switch (obj->kind) {
     case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
     case Var::Kind::Module: {

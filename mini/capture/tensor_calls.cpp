@@ -44,9 +44,10 @@ bool bool_of(const VarRef& v, bool dflt) {
   return PyObject_IsTrue(v->obj);
 }
 
-// A size argument: an int, or a SymInt's symbol (resolved when the graph runs).
+// A size argument: an int, or a SymInt's symbol (resolved when the graph runs); arithmetic
+// on symbols is specialized (graph attributes hold symbols, not expressions).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
-  if (v && v->is(Var::Kind::SymInt)) return v->node;
+  if (v && v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return v->node;
   return int_of(ctx, v, what);
 }
 
@@ -85,6 +86,8 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
   return {int_of(ctx, v, "dim")};
 }
 
+constexpr int64_t kExactInDouble = int64_t(1) << 53;
+
 // A node for an operand: the tensor's node, or a constant node for a Python number.
 int operand(TraceContext& ctx, const VarRef& v_in) {
   VarRef v = specialize(ctx, v_in);
@@ -92,7 +95,13 @@ int operand(TraceContext& ctx, const VarRef& v_in) {
   if (v->is(Var::Kind::Constant)) {
     PyObject* o = v->obj;
     if (PyBool_Check(o)) return ctx.graph().add_constant(o == Py_True, DType::Bool);
-    if (PyLong_Check(o)) return ctx.graph().add_constant((double)PyLong_AsLongLong(o), DType::Int64);
+    if (PyLong_Check(o)) {
+      int64_t i = python_int64(o);  // past int64: eager's error, raised while tracing
+      if (i > kExactInDouble || i < -kExactInDouble)
+        unsupported("the int " + std::to_string(i) + " as a tensor operand: mini's graph constants "
+                    "are doubles, exact only up to 2**53");
+      return ctx.graph().add_constant((double)i, DType::Int64);
+    }
     if (PyFloat_Check(o)) return ctx.graph().add_constant(PyFloat_AS_DOUBLE(o), DType::Float64);
   }
   unsupported("a tensor op on " + v->describe() + ", which is neither a tensor nor a number");
@@ -165,15 +174,18 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
   auto v = std::make_shared<Var>(Var::Kind::SymInt);
   v->node = s;
-  v->position = sym.dim;
-  v->source = ctx.trace.input_sources.at(sym.input);
+  v->expr = guards::SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
 }
 
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
   if (!v || !v->is(Var::Kind::SymInt)) return v;
-  ctx.guards().add_size_compare(v->source, (int)v->position, Py_EQ, PyLong_AsLongLong(v->obj), true);
+  // Only the value is baked in, so the guard is on the expression: x.numel() == 12 also
+  // admits 4x3 for 3x4, which computes the same
+  int64_t value = PyLong_AsLongLong(v->obj);
+  ctx.guards().add_size_compare(
+      guards::SizeExpr::apply(guards::SizeTerm::Op::Eq, v->expr, guards::SizeExpr::constant(value)));
   Py_INCREF(v->obj);
   return make_constant(v->obj);
 }
@@ -384,7 +396,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     return size_var(ctx, self, wrap_dim(int_of(ctx, d, "dim"), (int64_t)m.sizes.size()));
   }
   if (name == "dim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
-  if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
+  if (name == "numel") return numel_var(ctx, self);
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
   if (name == "item" && compile_config().capture_scalar_outputs) {
@@ -395,6 +407,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     a.shape = {};
     VarRef v = node(ctx, OpKind::Reshape, {self->node}, a);
     ctx.graph().nodes[v->node].wrapped_number = true;
+    v->number = true;
     return v;
   }
   if (name == "item" || name == "tolist" || name == "numpy")

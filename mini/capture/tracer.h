@@ -36,17 +36,20 @@ struct OutputSpec {
     Absent,       // an unbound local
     Method,       // getattr(items[0], name): a bound method
     Iterator,     // iter(tuple(items)): a for loop's iterator, as far as it got
+    SizeExpr,     // expr evaluated on the frame's tensors: a dynamic size as a Python int
   } kind = Kind::Constant;
   int index = 0;
   PyObject* value = nullptr;  // Constant (owned)
   SourceRef source;
   std::string name;
   std::vector<OutputSpec> items;
+  guards::SizeExpr expr;
   OutputSpec() = default;
   OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
   OutputSpec& operator=(OutputSpec&& o) noexcept {
     std::swap(kind, o.kind); std::swap(index, o.index); std::swap(value, o.value);
     std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
+    std::swap(expr, o.expr);
     return *this;
   }
   ~OutputSpec() { Py_XDECREF(value); }

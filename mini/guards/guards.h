@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "guards/size_expr.h"
 #include "guards/source.h"
 #include "tensor/tensor.h"
 
@@ -29,12 +30,12 @@ enum class GuardKind {
   TensorMatch,  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
   TypeMatch,    // type(v) is T
   IdMatch,      // v is this very object
-  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float or str)
+  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float, str, range or slice)
   NoneMatch,    // v is None
   BoolMatch,    // v is True / v is False
   LengthCheck,  // a tuple or list of this length
   GradMode,     // mini.is_grad_enabled() has this value (global state)
-  SizeCompare,  // a dynamic size compared with a constant: L['x'].size()[0] > 64
+  SizeCompare,  // a comparison of dynamic sizes that holds: L['x'].size()[0]*2 > 64
 };
 
 struct TensorSpec {
@@ -53,9 +54,8 @@ struct Guard {
                                // EqualsMatch: the constant (strong)
   bool weak = false;    // IdMatch: `object` is a weak reference
   int64_t length = 0;   // LengthCheck
-  bool flag = false;    // BoolMatch, GradMode; SizeCompare: the expected outcome
-  int dim = 0;          // SizeCompare
-  int compare = Py_EQ;  // SizeCompare: Py_LT .. Py_GE
+  bool flag = false;    // BoolMatch, GradMode
+  SizeExpr expr;        // SizeCompare: a comparison, true when the guard holds
   std::string code;     // the guard as torch prints it: "L['n'] == 2"
   int64_t fail_count = 0;
 };
@@ -81,9 +81,9 @@ class GuardSet {
   void add_constant_match(SourceRef source, PyObject* value);
   void add_length_check(SourceRef source, PyObject* value);
   void add_grad_mode(bool enabled);
-  // The outcome `result` of size(dim) <op> value for the tensor at `source` (a shape guard
-  // from a branch on a dynamic size).
-  void add_size_compare(SourceRef source, int dim, int op, int64_t value, bool result);
+  // A comparison of dynamic sizes that held while tracing (a shape guard: a branch on a
+  // dynamic size, or a size used as a plain int, `== value`). `holds` ends in a comparison.
+  void add_size_compare(const SizeExpr& holds);
 
   bool check(const FrameValues& frame);
   // "" if every guard holds; else the first failure as torch words it.

@@ -45,6 +45,13 @@ Tensor scalar_tensor(double value, DType dtype, bool wrapped_number) {
   return t;
 }
 
+Tensor int_scalar_tensor(int64_t value, bool wrapped_number) {
+  Tensor t = TensorImpl::empty({}, DType::Int64);
+  *t->data<int64_t>() = value;
+  t->wrapped_number = wrapped_number;
+  return t;
+}
+
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange: step must be nonzero");
   if ((step > 0 && start > end) || (step < 0 && start < end))
