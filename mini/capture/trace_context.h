@@ -4,6 +4,7 @@
 //   wrap.cpp         turning a real object read from the frame into a Var (+ its guards)
 //   calls.cpp        calling a Var: inlining functions and modules, builtins
 //   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
+//   symbolic_sizes.cpp  arithmetic and decisions on dynamic sizes (SymInts)
 // Internal to capture/.
 #pragma once
 #include <unordered_map>

@@ -272,7 +272,7 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
 
 bool FrameInterpreter::truth(const VarRef& v_in) {
   if (v_in->is(Var::Kind::SymInt))  // `if x.numel():` is x.numel() != 0, under a shape guard
-    return sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0)))->obj == Py_True;
+    if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0)))) return r->obj == Py_True;
   VarRef v = specialize(ctx_, v_in);
   switch (v->kind) {
     case Var::Kind::Constant: {
@@ -308,7 +308,7 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     return r;
   }
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor))
+    if (op >= 13 && a->is(Var::Kind::Tensor) && !a->number)
       unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
                   "name bound to it), which mini's capture does not model; write x = x " +
                   binary_symbol(op) + " y to keep it in the graph");
