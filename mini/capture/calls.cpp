@@ -97,7 +97,9 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     return make_tuple_var(items_of(args[0]), name == "list");
   if (name == "enumerate" && !args.empty()) {
     std::vector<VarRef> out;
-    long start = args.size() > 1 && args[1]->obj ? PyLong_AsLong(args[1]->obj) : 0;
+    if (args.size() > 1 && !(args[1]->is(Var::Kind::Constant) && PyLong_Check(args[1]->obj)))
+      unsupported("enumerate() with a start that is not an int constant");
+    long start = args.size() > 1 ? PyLong_AsLong(args[1]->obj) : 0;
     auto items = items_of(args[0]->is(Var::Kind::Constant) ? args[0] : args[0]);
     for (size_t i = 0; i < items.size(); i++)
       out.push_back(make_tuple_var({make_constant(PyLong_FromLong(start + (long)i)), items[i]}));

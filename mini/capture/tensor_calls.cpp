@@ -88,6 +88,9 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
 
 constexpr int64_t kExactInDouble = int64_t(1) << 53;
 
+// A tensor of the user's code (not a dynamic Python number, which the graph also holds).
+bool is_tensor(const VarRef& v) { return v && v->is(Var::Kind::Tensor) && !v->number; }
+
 // A node for an operand: the tensor's node, or a constant node for a Python number.
 int operand(TraceContext& ctx, const VarRef& v_in) {
   VarRef v = specialize(ctx, v_in);
@@ -191,7 +194,7 @@ VarRef specialize(TraceContext& ctx, const VarRef& v) {
 }
 
 VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
-  if (op == OpKind::Matmul && !(a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)))
+  if (op == OpKind::Matmul && !(is_tensor(a) && is_tensor(b)))
     unsupported("matmul of " + a->describe() + " and " + b->describe());
   return node(ctx, op, {operand(ctx, a), operand(ctx, b)});
 }
@@ -312,7 +315,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "amin") return reduction(ctx, OpKind::Amin, self, args);
   if (name == "max" || name == "min") {
     VarRef dim = args.get(0, "dim", false);
-    if (dim && dim->is(Var::Kind::Tensor))
+    if (is_tensor(dim))
       return tensor_binary(ctx, name == "max" ? OpKind::Maximum : OpKind::Minimum, self, dim);
     if (dim) unsupported(name + "(dim) returns (values, indices); mini's capture supports " + name + "() and a" + name + "(dim)");
     return node(ctx, name == "max" ? OpKind::Amax : OpKind::Amin, {self->node});
@@ -385,7 +388,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "bool") return cast_to(ctx, self, DType::Bool);
   if (name == "to" || name == "type_as") {
     VarRef d = args.get(0, "dtype");
-    if (d->is(Var::Kind::Tensor)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
+    if (is_tensor(d)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
     if (d->obj && PyUnicode_Check(d->obj)) return self;  // .to("cpu")
     return cast_to(ctx, self, dtype_from(d));
   }
@@ -442,13 +445,17 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
       fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
            "but got input of size", shape_str(xm.sizes));
     std::vector<int> in{x->node};
-    in.push_back(w && w->is(Var::Kind::Tensor) ? w->node : -1);
-    in.push_back(b && b->is(Var::Kind::Tensor) ? b->node : -1);
+    for (const VarRef& t : {w, b}) {
+      if (t && t->obj != Py_None && !is_tensor(t))
+        unsupported("layer_norm() with a weight or bias that is not a tensor");
+      in.push_back(t && t->obj != Py_None ? t->node : -1);
+    }
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "mse_loss") {
     Args args{std::move(pos), kwargs, name};
     VarRef a = args.get(0, "input"), b = args.get(1, "target"), r = args.get(2, "reduction", false);
+    if (!is_tensor(a) || !is_tensor(b)) unsupported("mse_loss() of " + a->describe() + " and " + b->describe());
     Attrs at;
     at.mode = r && r->obj && PyUnicode_Check(r->obj) ? PyUnicode_AsUTF8(r->obj) : "mean";
     return node(ctx, OpKind::MseLoss, {a->node, b->node}, at);

@@ -209,6 +209,24 @@ def test_mini_functions_of_a_dynamic_number_return_tensors():
     frames_over(fn, [(x, 1), (x, 2), (x, 3)])
 
 
+def test_dynamic_int_is_not_taken_for_a_tensor_argument():
+    def fn(x, n):
+        return x.max(n), x.to(n), [i for i, _ in enumerate((x, x), n)], x * 2
+    x = T(2, 3)
+    frames_over(fn, [(x, 0), (x, 1), (x, 0)])
+
+
+def test_dynamic_number_as_layer_norm_weight_raises_as_eager():
+    fn = lambda x, w: mini.nn.functional.layer_norm(x, (3,), w)  # noqa: E731
+    cf = mini.compile(fn)
+    x = T(2, 3)
+    for w in (2.0, 3.0):
+        with pytest.raises(TypeError):
+            fn(x, w)
+        with pytest.raises(TypeError):
+            cf(x, w)
+
+
 def test_dynamic_int_past_two_to_the_53_is_exact():
     x = mini.ones(2, dtype=mini.int64)
     fn = lambda x, k: x * k  # noqa: E731
