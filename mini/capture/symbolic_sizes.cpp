@@ -61,8 +61,8 @@ VarRef sym_binary(TraceContext& ctx, SizeOp op, const VarRef& a, const VarRef& b
 
 VarRef sym_negate(TraceContext& ctx, const VarRef& a) {
   int64_t result;
-  if (!a->is(Var::Kind::SymInt) || !guards::apply_size_op(SizeOp::Neg, PyLong_AsLongLong(a->obj), 0, &result))
-    return nullptr;
+  if (!a->is(Var::Kind::SymInt)) return nullptr;
+  if (!guards::apply_size_op(SizeOp::Neg, PyLong_AsLongLong(a->obj), 0, &result)) return nullptr;
   return make_sym_int(SizeExpr::apply(SizeOp::Neg, a->expr), result);
 }
 
@@ -77,7 +77,8 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
   // the guard states what held: x.numel() > 16 seen false guards x.numel() <= 16
   ctx.guards().add_size_compare(SizeExpr::apply(result ? op : guards::negated_compare(op), ea, eb));
   if (log_channels().dynamic)
-    log_write("shape guard: " + SizeExpr::apply(op, ea, eb).str() + " was " + (result ? "True" : "False"));
+    log_write("shape guard: " + SizeExpr::apply(op, ea, eb).str() + " was " +
+              (result ? "True" : "False"));
   return make_constant(PyBool_FromLong(result));
 }
 

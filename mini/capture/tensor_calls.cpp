@@ -455,7 +455,8 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
   if (name == "mse_loss") {
     Args args{std::move(pos), kwargs, name};
     VarRef a = args.get(0, "input"), b = args.get(1, "target"), r = args.get(2, "reduction", false);
-    if (!is_tensor(a) || !is_tensor(b)) unsupported("mse_loss() of " + a->describe() + " and " + b->describe());
+    if (!is_tensor(a) || !is_tensor(b))
+      unsupported("mse_loss() of " + a->describe() + " and " + b->describe());
     Attrs at;
     at.mode = r && r->obj && PyUnicode_Check(r->obj) ? PyUnicode_AsUTF8(r->obj) : "mean";
     return node(ctx, OpKind::MseLoss, {a->node, b->node}, at);

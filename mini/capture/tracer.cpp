@@ -272,7 +272,8 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
 
 bool FrameInterpreter::truth(const VarRef& v_in) {
   if (v_in->is(Var::Kind::SymInt))  // `if x.numel():` is x.numel() != 0, under a shape guard
-    if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0)))) return r->obj == Py_True;
+    if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
+      return r->obj == Py_True;
   VarRef v = specialize(ctx_, v_in);
   switch (v->kind) {
     case Var::Kind::Constant: {

@@ -34,7 +34,8 @@ bool same_value(PyObject* a, PyObject* b) {
 }
 
 // Checks one guard against the value at its source (Borrowed, may be NULL).
-bool holds(const Guard& g, PyObject* v, const Source* src, const FrameValues& frame, std::string* reason) {
+bool holds(const Guard& g, PyObject* v, const Source* src, const FrameValues& frame,
+           std::string* reason) {
   auto fail = [&](const std::string& why) {
     if (reason) *reason = why;
     return false;

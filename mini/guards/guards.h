@@ -11,7 +11,7 @@
 //    strides and requires_grad; a constant's type and value; an object's identity (via a
 //    weak reference, so a dead object never matches a new one at the same address);
 //  * a GuardSet keeps no user tensor or module alive (identity guards hold weak references;
-//    constants it holds are ints, floats, strs, bools and None);
+//    constants it holds are ints, floats, strs, bools, None, and ranges and slices of ints);
 //  * guards are checked in insertion order until the first failure; each failure bumps
 //    the guard's fail_count.
 #pragma once

@@ -59,7 +59,8 @@ Tensor arange(double start, double end, double step, DType dtype) {
          ", end ", end, ", step ", step, ")");
   double count = std::ceil((end - start) / step);
   if (!(count < 0x1p63))  // a double past int64 would convert to garbage
-    fail("arange: the element count (start ", start, ", end ", end, ", step ", step, ") overflows int64");
+    fail("arange: the element count (start ", start, ", end ", end, ", step ", step,
+         ") overflows int64");
   int64_t n = static_cast<int64_t>(count);
   Tensor t = TensorImpl::empty({n}, dtype);
   MINI_DISPATCH(dtype, T, [&] {

@@ -102,7 +102,8 @@ Tensor TensorImpl::empty(const Shape& sizes, DType dtype) {
   t->dtype = dtype;
   int64_t nbytes;
   if (__builtin_mul_overflow(numel_of(sizes), static_cast<int64_t>(itemsize(dtype)), &nbytes))
-    fail("the storage of shape ", shape_str(sizes), " (", dtype_name(dtype), ") needs more bytes than int64 can count");
+    fail("the storage of shape ", shape_str(sizes), " (", dtype_name(dtype),
+         ") needs more bytes than int64 can count");
   t->storage = Storage::allocate(static_cast<size_t>(nbytes));
   return t;
 }

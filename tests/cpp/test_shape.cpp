@@ -23,7 +23,8 @@ TEST_CASE("numel_of and shape_str", "[tensor][shape]") {
 
 TEST_CASE("an element count past int64 is an error, not a wrapped count", "[tensor][shape]") {
   int64_t big = int64_t(1) << 62;
-  CHECK_MINI_ERROR(mini::numel_of({big, 4}), Error::Kind::Runtime, "[4611686018427387904, 4] overflows int64");
+  CHECK_MINI_ERROR(mini::numel_of({big, 4}), Error::Kind::Runtime,
+                   "[4611686018427387904, 4] overflows int64");
   CHECK(mini::numel_of({big, 4, 0}) == 0);  // nothing to index: no storage needed
   CHECK(mini::numel_of({big, 1}) == big);
   CHECK_MINI_ERROR(mini::infer_reshape({big, 4}, 0), Error::Kind::Runtime, "overflows int64");
