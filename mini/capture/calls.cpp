@@ -64,10 +64,12 @@ std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
 namespace {
 
 VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs_in) {
+  std::string name = builtin_name(callee->obj);
+  if (name == "int" && args.size() == 1 && kwargs_in.empty() && args[0]->is(Var::Kind::SymInt))
+    return args[0];  // a dynamic size is an int already
   for (auto& a : args) a = specialize(ctx, a);
   Kwargs kwargs = kwargs_in;
   for (auto& kv : kwargs) kv.second = specialize(ctx, kv.second);
-  std::string name = builtin_name(callee->obj);
   if (name == "print")
     unsupported("Failed to trace builtin operator `print`: printing is a side effect that must run "
                 "in Python; move the print out of the compiled function");
@@ -79,12 +81,18 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     if (a->is(Var::Kind::Tensor)) {
       const auto& m = meta_of(ctx, a);
       if (m.sizes.empty()) unsupported("len() of a 0-d tensor");
-      return make_constant(PyLong_FromLongLong(m.sizes[0]));
+      return size_var(ctx, a, 0);
     }
   }
   if (name == "isinstance" && args.size() == 2 && args[1]->obj) {
     if (args[0]->is(Var::Kind::Tensor)) {
-      int r = PyObject_IsSubclass(python_bridge().tensor_type, args[1]->obj);
+      PyObject* cls = python_bridge().tensor_type;
+      if (args[0]->number) {  // a dynamic Python number: its dtype says int, float or bool
+        DType d = meta_of(ctx, args[0]).dtype;
+        cls = d == DType::Bool ? (PyObject*)&PyBool_Type : is_floating(d) ? (PyObject*)&PyFloat_Type
+                                                                            : (PyObject*)&PyLong_Type;
+      }
+      int r = PyObject_IsSubclass(cls, args[1]->obj);
       if (r < 0) { PyErr_Clear(); unsupported("isinstance on a tensor"); }
       return make_constant(PyBool_FromLong(r));
     }
@@ -119,7 +127,9 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   }
   if (name == "enumerate" && !args.empty()) {
     std::vector<VarRef> out;
-    long start = args.size() > 1 && args[1]->obj ? PyLong_AsLong(args[1]->obj) : 0;
+    if (args.size() > 1 && !(args[1]->is(Var::Kind::Constant) && PyLong_Check(args[1]->obj)))
+      unsupported("enumerate() with a start that is not an int constant");
+    long start = args.size() > 1 ? PyLong_AsLong(args[1]->obj) : 0;
     auto items = items_of(ctx, args[0]);
     for (size_t i = 0; i < items.size(); i++)
       out.push_back(make_tuple_var({make_constant(PyLong_FromLong(start + (long)i)), items[i]}));
@@ -138,8 +148,11 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     }
     return make_tuple_var(out);
   }
-  if (name == "abs" && args.size() == 1 && args[0]->is(Var::Kind::Tensor))
-    return tensor_unary(ctx, OpKind::Abs, args[0]);
+  if (name == "abs" && args.size() == 1 && args[0]->is(Var::Kind::Tensor)) {
+    VarRef r = tensor_unary(ctx, OpKind::Abs, args[0]);
+    r->number = args[0]->number;
+    return r;
+  }
   if (name == "getattr" && args.size() == 2 && args[1]->obj && PyUnicode_Check(args[1]->obj))
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
@@ -380,6 +393,9 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
 }
 
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
+  if (obj->number)
+    unsupported("reading ." + name + " of a dynamic Python number (a graph input since its value "
+                "changed) is not supported by mini's capture");
   if ((obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) && obj->source) {
     ctx.attr_objects.emplace_back(obj->source, obj->obj);
     if (VarRef stored = find_store(ctx, SideEffect::Kind::Attr, obj->obj, name)) return stored;

@@ -82,6 +82,24 @@ void set_python_error(const std::exception& e) {
   PyErr_SetString(type, e.what());
 }
 
+int64_t python_int64(PyObject* number) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
+  if (!overflow) return v;
+  PyObject* r = PyObject_Repr(number);
+  std::string digits = r ? PyUnicode_AsUTF8(r) : "?";
+  Py_XDECREF(r);
+  if (digits.size() > 40) digits = digits.substr(0, 20) + "..." + digits.substr(digits.size() - 10);
+  fail("Overflow when unpacking long: the Python int ", digits, " is outside int64, the range "
+       "a number must fit in to meet a tensor (write it as a float to compute in floating point)");
+}
+
+Tensor wrapped_number_tensor(PyObject* number) {
+  if (PyBool_Check(number)) return scalar_tensor(number == Py_True, DType::Bool, true);
+  if (PyLong_Check(number)) return int_scalar_tensor(python_int64(number), true);
+  return scalar_tensor(PyFloat_AsDouble(number), DType::Float64, true);
+}
+
 namespace {
 
 thread_local std::vector<CompileRequest*> t_requests;
@@ -150,6 +168,13 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     case OutputSpec::Kind::Constant:
       Py_INCREF(spec.value);
       return spec.value;
+    case OutputSpec::Kind::SizeExpr: {  // a dynamic size, from this call's tensors
+      int64_t v;
+      if (spec.expr.evaluate(fv, &v)) return PyLong_FromLongLong(v);
+      *failed = true;
+      PyErr_Format(PyExc_RuntimeError, "mini: cannot evaluate %s again", spec.expr.str().c_str());
+      return nullptr;
+    }
     case OutputSpec::Kind::Source: {
       PyObject* o = guards::fetch(*spec.source, fv);
       if (!o) {
@@ -280,10 +305,17 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
       return false;
     }
     if (i < a.scalar_inputs.size() && a.scalar_inputs[i]) {  // a dynamic Python number
-      PyObject* t = python_bridge().wrap_tensor(scalar_tensor(PyFloat_AsDouble(o),
-                                                              PyFloat_Check(o) ? DType::Float64 : DType::Int64, true));
+      Tensor number;
+      try {
+        number = wrapped_number_tensor(o);
+      } catch (const std::exception& e) {  // an int past int64: eager's error
+        Py_DECREF(o);
+        release();
+        set_python_error(e);
+        return false;
+      }
       Py_DECREF(o);
-      o = t;
+      o = python_bridge().wrap_tensor(number);
     }
     input_objects.push_back(o);
   }
@@ -558,7 +590,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     for (size_t i = 0; i < trace.example_inputs.size(); i++) {
       PyObject* e = trace.example_inputs[i];
       if (i < trace.scalar_inputs.size() && trace.scalar_inputs[i])
-        e = python_bridge().wrap_tensor(scalar_tensor(PyFloat_AsDouble(e), PyFloat_Check(e) ? DType::Float64 : DType::Int64, true));
+        e = python_bridge().wrap_tensor(wrapped_number_tensor(e));  // traced: it fits int64
       else
         Py_INCREF(e);
       PyList_SET_ITEM(examples, i, e);

@@ -109,4 +109,11 @@ struct Artifact : guards::CompiledArtifact {
 // Sets the Python error for a mini::Error (the exception torch would raise).
 void set_python_error(const std::exception& e);
 
+// A Python int (Borrowed) as int64; throws mini::Error (a RuntimeError, as eager ops and
+// torch raise) when it is outside int64.
+int64_t python_int64(PyObject* number);
+// A Python int or float (Borrowed) as the 0-d "wrapped number" tensor eager ops make of it:
+// int64 exactly, or float64. Throws as python_int64 does.
+Tensor wrapped_number_tensor(PyObject* number);
+
 }  // namespace mini::capture

@@ -44,9 +44,10 @@ bool bool_of(const VarRef& v, bool dflt) {
   return PyObject_IsTrue(v->obj);
 }
 
-// A size argument: an int, or a SymInt's symbol (resolved when the graph runs).
+// A size argument: an int, or a SymInt's symbol (resolved when the graph runs); arithmetic
+// on symbols is specialized (graph attributes hold symbols, not expressions).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
-  if (v && v->is(Var::Kind::SymInt)) return v->node;
+  if (v && v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return v->node;
   return int_of(ctx, v, what);
 }
 
@@ -85,6 +86,11 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
   return {int_of(ctx, v, "dim")};
 }
 
+constexpr int64_t kExactInDouble = int64_t(1) << 53;
+
+// A tensor of the user's code (not a dynamic Python number, which the graph also holds).
+bool is_tensor(const VarRef& v) { return v && v->is(Var::Kind::Tensor) && !v->number; }
+
 // A node for an operand: the tensor's node, or a constant node for a Python number.
 int operand(TraceContext& ctx, const VarRef& v_in) {
   VarRef v = specialize(ctx, v_in);
@@ -92,7 +98,13 @@ int operand(TraceContext& ctx, const VarRef& v_in) {
   if (v->is(Var::Kind::Constant)) {
     PyObject* o = v->obj;
     if (PyBool_Check(o)) return ctx.graph().add_constant(o == Py_True, DType::Bool);
-    if (PyLong_Check(o)) return ctx.graph().add_constant((double)PyLong_AsLongLong(o), DType::Int64);
+    if (PyLong_Check(o)) {
+      int64_t i = python_int64(o);  // past int64: eager's error, raised while tracing
+      if (i > kExactInDouble || i < -kExactInDouble)
+        unsupported("the int " + std::to_string(i) + " as a tensor operand: mini's graph constants "
+                    "are doubles, exact only up to 2**53");
+      return ctx.graph().add_constant((double)i, DType::Int64);
+    }
     if (PyFloat_Check(o)) return ctx.graph().add_constant(PyFloat_AS_DOUBLE(o), DType::Float64);
   }
   unsupported("a tensor op on " + v->describe() + ", which is neither a tensor nor a number");
@@ -165,21 +177,24 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
   auto v = std::make_shared<Var>(Var::Kind::SymInt);
   v->node = s;
-  v->position = sym.dim;
-  v->source = ctx.trace.input_sources.at(sym.input);
+  v->expr = guards::SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
 }
 
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
   if (!v || !v->is(Var::Kind::SymInt)) return v;
-  ctx.guards().add_size_compare(v->source, (int)v->position, Py_EQ, PyLong_AsLongLong(v->obj), true);
+  // Only the value is baked in, so the guard is on the expression: x.numel() == 12 also
+  // admits 4x3 for 3x4, which computes the same
+  int64_t value = PyLong_AsLongLong(v->obj);
+  ctx.guards().add_size_compare(
+      guards::SizeExpr::apply(guards::SizeTerm::Op::Eq, v->expr, guards::SizeExpr::constant(value)));
   Py_INCREF(v->obj);
   return make_constant(v->obj);
 }
 
 VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
-  if (op == OpKind::Matmul && !(a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)))
+  if (op == OpKind::Matmul && !(is_tensor(a) && is_tensor(b)))
     unsupported("matmul of " + a->describe() + " and " + b->describe());
   return node(ctx, op, {operand(ctx, a), operand(ctx, b)});
 }
@@ -300,7 +315,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "amin") return reduction(ctx, OpKind::Amin, self, args);
   if (name == "max" || name == "min") {
     VarRef dim = args.get(0, "dim", false);
-    if (dim && dim->is(Var::Kind::Tensor))
+    if (is_tensor(dim))
       return tensor_binary(ctx, name == "max" ? OpKind::Maximum : OpKind::Minimum, self, dim);
     if (dim) unsupported(name + "(dim) returns (values, indices); mini's capture supports " + name + "() and a" + name + "(dim)");
     return node(ctx, name == "max" ? OpKind::Amax : OpKind::Amin, {self->node});
@@ -373,7 +388,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "bool") return cast_to(ctx, self, DType::Bool);
   if (name == "to" || name == "type_as") {
     VarRef d = args.get(0, "dtype");
-    if (d->is(Var::Kind::Tensor)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
+    if (is_tensor(d)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
     if (d->obj && PyUnicode_Check(d->obj)) return self;  // .to("cpu")
     return cast_to(ctx, self, dtype_from(d));
   }
@@ -384,7 +399,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     return size_var(ctx, self, wrap_dim(int_of(ctx, d, "dim"), (int64_t)m.sizes.size()));
   }
   if (name == "dim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
-  if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
+  if (name == "numel") return numel_var(ctx, self);
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
   if (name == "item" && compile_config().capture_scalar_outputs) {
@@ -395,6 +410,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     a.shape = {};
     VarRef v = node(ctx, OpKind::Reshape, {self->node}, a);
     ctx.graph().nodes[v->node].wrapped_number = true;
+    v->number = true;
     return v;
   }
   if (name == "item" || name == "tolist" || name == "numpy")
@@ -433,13 +449,18 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
       fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
            "but got input of size", shape_str(xm.sizes));
     std::vector<int> in{x->node};
-    in.push_back(w && w->is(Var::Kind::Tensor) ? w->node : -1);
-    in.push_back(b && b->is(Var::Kind::Tensor) ? b->node : -1);
+    for (const VarRef& t : {w, b}) {
+      if (t && t->obj != Py_None && !is_tensor(t))
+        unsupported("layer_norm() with a weight or bias that is not a tensor");
+      in.push_back(t && t->obj != Py_None ? t->node : -1);
+    }
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "mse_loss") {
     Args args{std::move(pos), kwargs, name};
     VarRef a = args.get(0, "input"), b = args.get(1, "target"), r = args.get(2, "reduction", false);
+    if (!is_tensor(a) || !is_tensor(b))
+      unsupported("mse_loss() of " + a->describe() + " and " + b->describe());
     Attrs at;
     at.mode = r && r->obj && PyUnicode_Check(r->obj) ? PyUnicode_AsUTF8(r->obj) : "mean";
     return node(ctx, OpKind::MseLoss, {a->node, b->node}, at);

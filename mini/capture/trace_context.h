@@ -4,6 +4,7 @@
 //   wrap.cpp         turning a real object read from the frame into a Var (+ its guards)
 //   calls.cpp        calling a Var: inlining functions and modules, builtins
 //   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
+//   symbolic_sizes.cpp  arithmetic and decisions on dynamic sizes (SymInts)
 // Internal to capture/.
 #pragma once
 #include <unordered_map>
@@ -102,8 +103,18 @@ const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t);
 
 // A size of a tensor as a Var: a constant, or a SymInt when the dim is symbolic.
 VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim);
-// A SymInt used where a plain int is needed (Python arithmetic, a range bound): its value
+// A SymInt used where a plain int is needed (a range bound, an index, a float): its value
 // now, guarded to stay that value (torch calls this specializing). Others pass through.
 VarRef specialize(TraceContext& ctx, const VarRef& v);
+
+// symbolic_sizes.cpp. Each takes a SymInt and an int (or two SymInts); null when neither
+// side is a SymInt or the result cannot stay symbolic (the caller specializes).
+// a <op> b for + - * // %: a SymInt.
+VarRef sym_binary(TraceContext& ctx, guards::SizeTerm::Op op, const VarRef& a, const VarRef& b);
+VarRef sym_negate(TraceContext& ctx, const VarRef& a);
+// a <richcmp> b: decided with the values seen, a SHAPE_ENV guard keeps the outcome.
+VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
+// x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
+VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
 
 }  // namespace mini::capture

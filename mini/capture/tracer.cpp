@@ -46,6 +46,10 @@ VarRef make_tensor(int node) {
   v->node = node;
   return v;
 }
+bool is_python_number(const VarRef& v) {
+  if (v->is(Var::Kind::Tensor)) return v->number;
+  return v->is(Var::Kind::Constant) && (PyLong_Check(v->obj) || PyFloat_Check(v->obj));
+}
 VarRef make_tuple_var(std::vector<VarRef> items, bool list) {
   auto v = std::make_shared<Var>(list ? Var::Kind::List : Var::Kind::Tuple);
   v->items = std::move(items);
@@ -205,6 +209,19 @@ OpKind compare_kind(int richcmp) {
     case Py_GT: return OpKind::Gt;
     default: return OpKind::Ge;
   }
+}
+
+// BINARY_OP's int operators that a SymInt keeps symbolic (+ - * // %).
+bool int_op(int op, guards::SizeTerm::Op* out) {
+  using Op = guards::SizeTerm::Op;
+  switch (op % 13) {
+    case 0: *out = Op::Add; return true;
+    case 2: *out = Op::FloorDiv; return true;
+    case 5: *out = Op::Mul; return true;
+    case 6: *out = Op::Mod; return true;
+    case 10: *out = Op::Sub; return true;
+  }
+  return false;
 }
 
 // Borrowed -> owned, raising Unsupported with Python's error text on failure.
@@ -368,6 +385,9 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
 }
 
 bool FrameInterpreter::truth(const VarRef& v_in) {
+  if (v_in->is(Var::Kind::SymInt))  // `if x.numel():` is x.numel() != 0, under a shape guard
+    if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
+      return r->obj == Py_True;
   VarRef v = specialize(ctx_, v_in);
   switch (v->kind) {
     case Var::Kind::Constant: {
@@ -387,11 +407,25 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
 }
 
 VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) {
+  guards::SizeTerm::Op size_op;
+  if (int_op(op, &size_op))  // int arithmetic on dynamic sizes stays symbolic
+    if (VarRef r = sym_binary(ctx_, size_op, a_in, b_in)) return r;
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
+  if (tensors && is_python_number(a) && is_python_number(b)) {
+    // Python arithmetic on a dynamic number: the graph computes it as int64 / float64
+    // values, which is Python's arithmetic for + - * only (int / int would be float32, and
+    // a division by zero would not raise)
+    if (op % 13 != 0 && op % 13 != 5 && op % 13 != 10)
+      unsupported(std::string("the operator ") + binary_symbol(op) + " on a dynamic Python number (a "
+                  "graph input since its value changed): the graph would not compute it as Python "
+                  "does, so it runs as Python");
+    VarRef r = tensor_binary(ctx_, tensor_binary_kind(op), a, b);
+    r->number = true;
+    return r;
+  }
   if (tensors) {
-    // (a Python number made a graph input is not a tensor to the user: n += 1 rebinds it)
-    if (op >= 13 && a->is(Var::Kind::Tensor) && !ctx_.graph().nodes[a->node].wrapped_number)
+    if (op >= 13 && a->is(Var::Kind::Tensor) && !a->number)
       unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
                   "name bound to it), which mini's capture does not model; write x = x " +
                   binary_symbol(op) + " y to keep it in the graph");
@@ -409,23 +443,15 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
 }
 
 VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& b_in) {
-  // A dynamic size against a number: decided now, with a shape guard that keeps it so.
-  for (int flip = 0; flip < 2; flip++) {
-    const VarRef& s = flip ? b_in : a_in;
-    const VarRef& c = flip ? a_in : b_in;
-    if (s->is(Var::Kind::SymInt) && c->is(Var::Kind::Constant) && PyLong_Check(c->obj) && !PyBool_Check(c->obj)) {
-      static const int swapped[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
-      int op = flip ? swapped[richcmp] : richcmp;
-      int64_t value = PyLong_AsLongLong(c->obj), hint = PyLong_AsLongLong(s->obj);
-      bool r = op == Py_LT ? hint < value : op == Py_LE ? hint <= value : op == Py_EQ ? hint == value
-             : op == Py_NE ? hint != value : op == Py_GT ? hint > value : hint >= value;
-      ctx_.guards().add_size_compare(s->source, (int)s->position, op, value, r);
-      return make_constant(PyBool_FromLong(r));
-    }
-  }
+  // A dynamic size against an int or another size: decided now, with a shape guard that
+  // keeps it so.
+  if (VarRef r = sym_compare(ctx_, richcmp, a_in, b_in)) return r;
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
-  if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor))
-    return tensor_binary(ctx_, compare_kind(richcmp), a, b);
+  if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor)) {
+    VarRef r = tensor_binary(ctx_, compare_kind(richcmp), a, b);
+    r->number = is_python_number(a) && is_python_number(b);  // a Python bool
+    return r;
+  }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(PyObject_RichCompare(a->obj, b->obj, richcmp), "comparison"));
   if (a->obj && b->obj && (richcmp == Py_EQ || richcmp == Py_NE)) {
@@ -469,6 +495,7 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   VarRef index = specialize(ctx_, index_in);
+  if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
   if (obj->is(Var::Kind::Tensor)) return tensor_getitem(ctx_, obj, index);
   if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
@@ -543,7 +570,8 @@ VarRef FrameInterpreter::iterate(const VarRef& v) {
   } else if (v->is(Var::Kind::Tensor)) {
     const auto& m = meta_of(ctx_, v);
     if (m.sizes.empty()) unsupported("iteration over a 0-d tensor");
-    for (int64_t i = 0; i < m.sizes[0]; i++) {
+    int64_t rows = PyLong_AsLongLong(specialize(ctx_, size_var(ctx_, v, 0))->obj);  // unrolled
+    for (int64_t i = 0; i < rows; i++) {
       VarRef idx = make_constant(PyLong_FromLongLong(i));
       it->items.push_back(tensor_getitem(ctx_, v, idx));
     }
@@ -843,7 +871,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         break;
       }
       case Opcode::IS_OP: {
-        VarRef b = pop(), a = pop();
+        VarRef b = specialize(ctx_, pop()), a = specialize(ctx_, pop());
         bool same;
         if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
         else if (a->obj && b->obj) same = a->obj == b->obj;
@@ -890,7 +918,12 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::UNARY_NEGATIVE: {
         VarRef a = pop();
-        if (a->is(Var::Kind::Tensor)) push(tensor_unary(ctx_, OpKind::Neg, a));
+        if (VarRef n = sym_negate(ctx_, a)) push(n);
+        else if (a->is(Var::Kind::Tensor)) {
+          VarRef r = tensor_unary(ctx_, OpKind::Neg, a);
+          r->number = a->number;
+          push(r);
+        }
         else if (is_constant(a)) push(make_constant(checked(PyNumber_Negative(a->obj), "-x")));
         else unsupported("-" + a->describe());
         break;
@@ -919,7 +952,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::BUILD_SLICE: {
         std::vector<VarRef> parts(in.arg);
-        for (int i = in.arg - 1; i >= 0; i--) parts[i] = pop();
+        for (int i = in.arg - 1; i >= 0; i--) parts[i] = specialize(ctx_, pop());
         for (auto& p : parts)
           if (!is_constant(p)) unsupported("a slice bound that is not a Python constant");
         PyObject* s = PySlice_New(parts[0]->obj, parts[1]->obj, in.arg == 3 ? parts[2]->obj : nullptr);
@@ -927,7 +960,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         break;
       }
       case Opcode::BINARY_SLICE: {
-        VarRef stop = pop(), start = pop(), obj = pop();
+        VarRef stop = specialize(ctx_, pop()), start = specialize(ctx_, pop()), obj = pop();
         if (!is_constant(start) || !is_constant(stop)) unsupported("a slice bound that is not a Python constant");
         VarRef s = make_constant(checked(PySlice_New(start->obj, stop->obj, nullptr), "slice"));
         push(subscript(obj, s));
@@ -1163,8 +1196,7 @@ OutputSpec unchanged(const SourceRef& source) {
 }
 
 // How to rebuild a Var as a real object after the graph has run.
-OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
-  VarRef v = specialize(ctx, v_in);
+OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
   OutputSpec s;
   // A list, dict, cell or function made while tracing is built once per run, however many
   // places hold it (a later place, or a cycle through a closure, is an Alias of it).
@@ -1184,8 +1216,7 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
     case Var::Kind::Tensor: {
       auto& outs = ctx.graph().outputs;
       auto it = std::find(outs.begin(), outs.end(), v->node);
-      s.kind = ctx.graph().nodes[v->node].wrapped_number ? OutputSpec::Kind::Number
-                                                         : OutputSpec::Kind::GraphOutput;
+      s.kind = v->number ? OutputSpec::Kind::Number : OutputSpec::Kind::GraphOutput;
       s.index = (int)(it - outs.begin());
       if (it == outs.end()) outs.push_back(v->node);
       return s;
@@ -1237,6 +1268,10 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
       return s;
     case Var::Kind::Null:
       s.kind = OutputSpec::Kind::Null;
+      return s;
+    case Var::Kind::SymInt:  // a size: computed from the frame's tensors on each run
+      s.kind = OutputSpec::Kind::SizeExpr;
+      s.expr = v->expr;
       return s;
     case Var::Kind::Method:
       s.kind = OutputSpec::Kind::Method;

@@ -43,6 +43,7 @@ struct OutputSpec {
     Function,     // a new function of the bare one in `value` (code, globals, name), with
                   // items = defaults, kwdefaults, closure (each Null when absent)
     Alias,        // the object built earlier for alias `index`
+    SizeExpr,     // expr evaluated on the frame's tensors: a dynamic size as a Python int
   } kind = Kind::Constant;
   int index = 0;
   int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
@@ -51,11 +52,13 @@ struct OutputSpec {
   SourceRef source;
   std::string name;
   std::vector<OutputSpec> items;
+  guards::SizeExpr expr;
   OutputSpec() = default;
   OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
   OutputSpec& operator=(OutputSpec&& o) noexcept {
     std::swap(kind, o.kind); std::swap(index, o.index); std::swap(alias, o.alias); std::swap(value, o.value);
     std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
+    std::swap(expr, o.expr);
     return *this;
   }
   ~OutputSpec() { Py_XDECREF(value); }

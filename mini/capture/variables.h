@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "guards/size_expr.h"
 #include "guards/source.h"
 
 namespace mini::capture {
@@ -35,8 +36,9 @@ struct Var {
     Object,    // obj: any other object (a Python module, a dtype): attribute reads only
     Iterator,  // items + position: a for loop over a tuple, list, range or Sequential
     Null,      // the NULL that CALL expects beside a callable
-    SymInt,    // a dynamic size: x.shape[d] where d is symbolic (node = the symbol's code,
-               // position = d, source = the tensor's source, obj = its value now, an int)
+    SymInt,    // a dynamic size, or int arithmetic on dynamic sizes: x.shape[0] * 2 where
+               // dim 0 is symbolic (expr = what it stands for, obj = its value now, an int;
+               // node = the symbol's code when it is one input dim, else 0)
     Dict,      // keys (constants) + items (their values, in order); obj: the real dict when
                // read from the frame (a null item is a value not read yet)
     DictView,  // self: the Dict, name: "keys", "values" or "items"
@@ -68,6 +70,9 @@ struct Var {
     SourceRef globals_source;     // null: the root frame's globals
   };
   std::shared_ptr<MadeFunction> made;
+  bool number = false;         // Tensor: a Python int, float or bool of the user's code,
+                               // carried in the graph as a 0-d "wrapped number" value
+  guards::SizeExpr expr;       // SymInt
 
   Var(Kind k) : kind(k) {}
   ~Var() { Py_XDECREF(obj); }
@@ -80,6 +85,8 @@ struct Var {
 
 VarRef make_constant(PyObject* value /* New, stolen */);
 VarRef make_tensor(int node);
+// A Python number of the user's code carried in the graph (Var::number) — or a constant.
+bool is_python_number(const VarRef& v);
 VarRef make_tuple_var(std::vector<VarRef> items, bool list = false);
 VarRef make_method(VarRef self, const std::string& name);
 VarRef null_var();

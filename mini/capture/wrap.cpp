@@ -22,6 +22,13 @@ static bool is_immutable_constant(PyObject* v) {
          v == Py_Ellipsis || PyComplex_CheckExact(v);
 }
 
+static bool slice_of_ints(PyObject* v) {
+  auto* s = (PySliceObject*)v;
+  for (PyObject* part : {s->start, s->stop, s->step})
+    if (part != Py_None && !PyLong_CheckExact(part)) return false;
+  return true;
+}
+
 static VarRef object_var(Var::Kind kind, PyObject* v, SourceRef source) {
   auto var = std::make_shared<Var>(kind);
   var->obj = v;
@@ -136,11 +143,17 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
     ctx.trace.scalar_inputs.push_back(true);
-    return make_tensor(node);
+    VarRef var = make_tensor(node);
+    var->number = true;
+    return var;
   }
   if (is_immutable_constant(v)) {
-    if (!PySlice_Check(v) && !PyRange_Check(v) && v != Py_Ellipsis) g.add_constant_match(src, v);
-    else g.add_type_match(src, v);
+    // ranges and slices by value too: a loop unrolled over a range, or a slice applied, is
+    // only valid for that range or slice
+    if (PySlice_Check(v) && !slice_of_ints(v))
+      unsupported("a slice whose bounds are not ints or None, read from the frame");
+    if (v == Py_Ellipsis) g.add_type_match(src, v);
+    else g.add_constant_match(src, v);
     return object_var(Var::Kind::Constant, v, src);
   }
   if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {

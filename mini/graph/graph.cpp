@@ -97,6 +97,12 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.inputs = in;
   n.code = code;
   n.meta = infer_meta(op, metas, wrapped, attrs);
+  // an element count past int64 fails here, as the eager op would (symbols are left out:
+  // the kernel checks the real sizes when it runs)
+  Shape known;
+  for (int64_t s : n.meta.sizes)
+    if (s >= 0) known.push_back(s);
+  numel_of(known);
   // an op on Python numbers only (dynamic numbers, constants) is itself a number
   n.wrapped_number = !in.empty() && std::all_of(wrapped.begin(), wrapped.end(), [](bool w) { return w; });
   n.name = unique_name(op_name(op));

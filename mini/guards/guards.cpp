@@ -26,9 +26,17 @@ std::string ints(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// a == b for the ints and Nones a guarded slice holds (no Python objects made).
+bool same_value(PyObject* a, PyObject* b) {
+  int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (eq < 0) PyErr_Clear();
+  return eq == 1;
+}
+
 // Checks one guard against the value at its source (Borrowed, may be NULL); `other` is the
 // value at a DuplicateInput's other source.
-bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, std::string* reason) {
+bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, const FrameValues& frame,
+           std::string* reason) {
   auto fail = [&](const std::string& why) {
     if (reason) *reason = why;
     return false;
@@ -57,17 +65,18 @@ bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, std:
         double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(g.object);
         return a == b || (a != a && b != b) || fail(g.code);
       }
+      if (PySlice_Check(v)) {  // field by field: slice == slice would build tuples
+        auto *a = (PySliceObject*)v, *b = (PySliceObject*)g.object;
+        return (same_value(a->start, b->start) && same_value(a->stop, b->stop) &&
+                same_value(a->step, b->step)) || fail(g.code);
+      }
       int eq = PyObject_RichCompareBool(v, g.object, Py_EQ);
       if (eq < 0) PyErr_Clear();
       return eq == 1 || fail(g.code);
     }
     case GuardKind::SizeCompare: {
-      TensorImpl* t = v ? unwrap_tensor(v) : nullptr;
-      if (!t || g.dim >= t->dim()) return fail(g.code);
-      int64_t a = t->sizes[g.dim], b = g.length;
-      bool r = g.compare == Py_LT ? a < b : g.compare == Py_LE ? a <= b : g.compare == Py_EQ ? a == b
-             : g.compare == Py_NE ? a != b : g.compare == Py_GT ? a > b : a >= b;
-      return r == g.flag || fail(g.code);
+      int64_t r = 0;
+      return (g.expr.evaluate(frame, &r) && r == 1) || fail(g.code);
     }
     case GuardKind::LengthCheck: {
       if (!v || !(PyTuple_Check(v) || PyList_Check(v))) return fail(g.code);
@@ -259,15 +268,11 @@ void GuardSet::add_grad_mode(bool enabled) {
   guards_.insert(guards_.begin(), g);
 }
 
-void GuardSet::add_size_compare(SourceRef source, int dim, int op, int64_t value, bool result) {
-  static const char* sym[] = {"<", "<=", "==", "!=", ">", ">="};
-  Guard g{GuardKind::SizeCompare, source_index(source)};
-  g.dim = dim;
-  g.compare = op;
-  g.length = value;
-  g.flag = result;
-  g.code = std::string(result ? "" : "not ") + source->str() + ".size()[" + std::to_string(dim) + "] " +
-           sym[op] + " " + std::to_string(value);
+void GuardSet::add_size_compare(const SizeExpr& holds) {
+  SourceRef first = holds.first_source();  // the guard is listed under its first tensor
+  Guard g{GuardKind::SizeCompare, first ? source_index(first) : -1};
+  g.expr = holds;
+  g.code = holds.str();
   for (const auto& old : guards_)
     if (old.kind == GuardKind::SizeCompare && old.code == g.code) return;
   guards_.push_back(g);
@@ -294,7 +299,7 @@ int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const
     PyObject* v = g.source >= 0 ? value_at(g.source) : nullptr;
     PyObject* other = g.other_source >= 0 ? value_at(g.other_source) : nullptr;
     const Source* src = g.source >= 0 ? sources_[g.source].get() : nullptr;
-    if (!holds(g, v, other, src, reason)) failed = (int)i;
+    if (!holds(g, v, other, src, frame, reason)) failed = (int)i;
     if (g.source >= 64) Py_XDECREF(v);
     if (g.other_source >= 64) Py_XDECREF(other);
   }

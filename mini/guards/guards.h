@@ -12,7 +12,7 @@
 //    sources hold one object; an object's identity (via a
 //    weak reference, so a dead object never matches a new one at the same address);
 //  * a GuardSet keeps no user tensor or module alive (identity guards hold weak references;
-//    constants it holds are ints, floats, strs, bools and None);
+//    constants it holds are ints, floats, strs, bools, None, and ranges and slices of ints);
 //  * guards are checked in insertion order until the first failure; each failure bumps
 //    the guard's fail_count.
 #pragma once
@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "guards/size_expr.h"
 #include "guards/source.h"
 #include "tensor/tensor.h"
 
@@ -31,12 +32,12 @@ enum class GuardKind {
   TensorMatch,  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
   TypeMatch,    // type(v) is T
   IdMatch,      // v is this very object
-  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float or str)
+  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float, str, range or slice)
   NoneMatch,    // v is None
   BoolMatch,    // v is True / v is False
   LengthCheck,  // a tuple or list of this length
   GradMode,     // mini.is_grad_enabled() has this value (global state)
-  SizeCompare,  // a dynamic size compared with a constant: L['x'].size()[0] > 64
+  SizeCompare,  // a comparison of dynamic sizes that holds: L['x'].size()[0]*2 > 64
   DictKeysMatch,   // a dict whose keys are these strs, in this order (a module's _modules)
   DuplicateInput,  // v is (flag) / is not (!flag) the value at other_source: an aliased input
 };
@@ -58,9 +59,8 @@ struct Guard {
                                // tuple of the keys (strong)
   bool weak = false;    // IdMatch: `object` is a weak reference
   int64_t length = 0;   // LengthCheck
-  bool flag = false;    // BoolMatch, GradMode; SizeCompare: the expected outcome
-  int dim = 0;          // SizeCompare
-  int compare = Py_EQ;  // SizeCompare: Py_LT .. Py_GE
+  bool flag = false;    // BoolMatch, GradMode
+  SizeExpr expr;        // SizeCompare: a comparison, true when the guard holds
   int other_source = -1;  // DuplicateInput: the source compared with
   std::string code;     // the guard as torch prints it: "L['n'] == 2"
   int64_t fail_count = 0;
@@ -91,9 +91,9 @@ class GuardSet {
   // The objects at `source` and `other` are the same object (same = true) or two (false).
   void add_duplicate_input(SourceRef source, SourceRef other, bool same);
   void add_grad_mode(bool enabled);
-  // The outcome `result` of size(dim) <op> value for the tensor at `source` (a shape guard
-  // from a branch on a dynamic size).
-  void add_size_compare(SourceRef source, int dim, int op, int64_t value, bool result);
+  // A comparison of dynamic sizes that held while tracing (a shape guard: a branch on a
+  // dynamic size, or a size used as a plain int, `== value`). `holds` ends in a comparison.
+  void add_size_compare(const SizeExpr& holds);
 
   bool check(const FrameValues& frame);
   // "" if every guard holds; else the first failure as torch words it.

@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "capture/compiler.h"
 #include "guards/guards.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
@@ -23,9 +24,8 @@ namespace {
 // A Python number or tensor as a tensor operand; null if `v` is neither.
 Tensor as_operand(py::handle v) {
   if (py::isinstance<TensorImpl>(v)) return v.cast<Tensor>();
-  if (PyBool_Check(v.ptr())) return mini::scalar_tensor(v.ptr() == Py_True, DType::Bool, true);
-  if (PyLong_Check(v.ptr())) return mini::scalar_tensor((double)v.cast<int64_t>(), DType::Int64, true);
-  if (PyFloat_Check(v.ptr())) return mini::scalar_tensor(v.cast<double>(), DType::Float64, true);
+  if (PyBool_Check(v.ptr()) || PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr()))
+    return mini::capture::wrapped_number_tensor(v.ptr());  // the same as compiled code
   return nullptr;
 }
 

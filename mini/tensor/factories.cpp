@@ -45,12 +45,23 @@ Tensor scalar_tensor(double value, DType dtype, bool wrapped_number) {
   return t;
 }
 
+Tensor int_scalar_tensor(int64_t value, bool wrapped_number) {
+  Tensor t = TensorImpl::empty({}, DType::Int64);
+  *t->data<int64_t>() = value;
+  t->wrapped_number = wrapped_number;
+  return t;
+}
+
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange: step must be nonzero");
   if ((step > 0 && start > end) || (step < 0 && start < end))
     fail("arange: upper bound and larger bound inconsistent with step sign (start ", start,
          ", end ", end, ", step ", step, ")");
-  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  double count = std::ceil((end - start) / step);
+  if (!(count < 0x1p63))  // a double past int64 would convert to garbage
+    fail("arange: the element count (start ", start, ", end ", end, ", step ", step,
+         ") overflows int64");
+  int64_t n = static_cast<int64_t>(count);
   Tensor t = TensorImpl::empty({n}, dtype);
   MINI_DISPATCH(dtype, T, [&] {
     T* p = t->data<T>();

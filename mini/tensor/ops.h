@@ -27,6 +27,8 @@ Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
 Tensor ones(const Shape& shape, DType dtype = DType::Float32);
 Tensor arange(double start, double end, double step, DType dtype);
 Tensor scalar_tensor(double value, DType dtype, bool wrapped_number = false);
+// A 0-d int64 tensor holding `value` exactly (a double holds ints exactly only to 2**53).
+Tensor int_scalar_tensor(int64_t value, bool wrapped_number = false);
 Tensor randn(const Shape& shape, DType dtype = DType::Float32);
 Tensor rand(const Shape& shape, DType dtype = DType::Float32);
 void manual_seed(uint64_t seed);

@@ -8,7 +8,13 @@ namespace mini {
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+    overflow |= __builtin_mul_overflow(n, s, &n);
+  }
+  // a wrapped count would make a storage too small for the sizes: indexing it would crash
+  if (overflow) fail("the element count of shape ", shape_str(shape), " overflows int64");
   return n;
 }
 
@@ -81,8 +87,8 @@ Shape infer_reshape(const Shape& target, int64_t numel) {
       infer_at = static_cast<int64_t>(i);
     } else if (out[i] < 0) {
       fail("invalid shape dimension ", out[i], " in ", shape_str(target));
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      fail("the element count of shape ", shape_str(target), " overflows int64");
     }
   }
   if (infer_at >= 0) {

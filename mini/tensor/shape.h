@@ -10,6 +10,8 @@ namespace mini {
 using Shape = std::vector<int64_t>;    // sizes, outermost first
 using Strides = std::vector<int64_t>;  // in elements, not bytes
 
+// The product of the sizes (0 if one is 0). Throws RuntimeError naming the shape when it
+// overflows int64.
 int64_t numel_of(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[3, 4]"

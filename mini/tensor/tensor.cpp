@@ -100,7 +100,11 @@ Tensor TensorImpl::empty(const Shape& sizes, DType dtype) {
   t->sizes = sizes;
   t->strides = contiguous_strides(sizes);
   t->dtype = dtype;
-  t->storage = Storage::allocate(static_cast<size_t>(numel_of(sizes)) * itemsize(dtype));
+  int64_t nbytes;
+  if (__builtin_mul_overflow(numel_of(sizes), static_cast<int64_t>(itemsize(dtype)), &nbytes))
+    fail("the storage of shape ", shape_str(sizes), " (", dtype_name(dtype),
+         ") needs more bytes than int64 can count");
+  t->storage = Storage::allocate(static_cast<size_t>(nbytes));
   return t;
 }
 

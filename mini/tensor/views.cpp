@@ -132,6 +132,7 @@ Tensor expand(const Tensor& a, const Shape& shape_in) {
            a->sizes[i - off], ") at non-singleton dimension ", i, ".  Target sizes: ",
            shape_str(shape_in), ".  Tensor sizes: ", shape_str(a->sizes));
   }
+  numel_of(shape);  // fails if the element count overflows int64
   Attrs at;
   at.shape = shape;
   return make_view(a, shape, broadcast_strides(a->sizes, a->strides, shape), a->offset,

@@ -21,6 +21,16 @@ TEST_CASE("numel_of and shape_str", "[tensor][shape]") {
   CHECK(mini::shape_str({}) == "[]");
 }
 
+TEST_CASE("an element count past int64 is an error, not a wrapped count", "[tensor][shape]") {
+  int64_t big = int64_t(1) << 62;
+  CHECK_MINI_ERROR(mini::numel_of({big, 4}), Error::Kind::Runtime,
+                   "[4611686018427387904, 4] overflows int64");
+  CHECK(mini::numel_of({big, 4, 0}) == 0);  // nothing to index: no storage needed
+  CHECK(mini::numel_of({big, 1}) == big);
+  CHECK_MINI_ERROR(mini::infer_reshape({big, 4}, 0), Error::Kind::Runtime, "overflows int64");
+  CHECK_MINI_ERROR(mini::empty({int64_t(1) << 61, 2}), Error::Kind::Runtime, "more bytes than int64");
+}
+
 TEST_CASE("broadcast_shapes aligns right and stretches size 1", "[tensor][shape]") {
   CHECK(mini::broadcast_shapes({3, 1}, {1, 4}) == Shape{3, 4});
   CHECK(mini::broadcast_shapes({2, 3}, {3}) == Shape{2, 3});

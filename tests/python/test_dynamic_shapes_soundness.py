@@ -1,0 +1,314 @@
+"""Wrong results involving dynamic sizes and numbers (issue 10, section 1).
+
+A size of a dynamic dim stays an expression through int arithmetic; every decision on it
+(a comparison, a branch, bool) installs a shape guard that keeps the decision, and every use
+as a plain int (range, an index, a float) specializes it under an `== value` guard. Sizes
+returned (or kept across a graph break) are computed from the call's own tensors. Ranges and
+slices read from the frame are guarded by value. Dynamic Python numbers keep Python's
+meaning (exact int64, eager's overflow error, no tensor semantics leaking into Python code).
+Sizes whose element count overflows int64 raise instead of making a too-small storage.
+Every result is compared with eager's, computed first."""
+import pytest
+
+import mini
+from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
+
+
+def counted(fn, **kw):
+    cnt = mini.CompileCounter()
+    ALIVE.append(cnt)
+    return mini.compile(fn, backend=cnt, **kw), cnt
+
+
+def frames_over(fn, arg_lists, **kw):
+    """Calls fn compiled once per argument tuple, checking each result against eager's;
+    returns the frame count after each call."""
+    cf, cnt = counted(fn, **kw)
+    out = []
+    for args in arg_lists:
+        expected = fn(*args)
+        same(cf(*args), expected)
+        out.append(cnt.frame_count)
+    return out
+
+
+def vectors(*sizes):
+    return [(T(n, seed=n),) for n in sizes]
+
+
+def matrices(*sizes, cols=3):
+    return [(T(n, cols, seed=n),) for n in sizes]
+
+
+# ---- 1. branches on size expressions install guards ---------------------------------------
+
+def _numel_branch(x):
+    if x.numel() > 16:
+        return x.sum()
+    return x.mean()
+
+
+def test_numel_branch_is_guarded_as_torch_does():
+    # torch guards s0 > 16 and compiles twice: the 8-sized entry is reused, 64 hits the second
+    assert frames_over(_numel_branch, vectors(8, 32, 8, 64)) == [1, 2, 2, 2]
+
+
+def _unpacked(x):
+    n, m = x.shape
+    return x + 1 if n * m > 14 else x - 1
+
+
+BRANCHES = {
+    "unpacked": _unpacked,
+    "mul": lambda x: x.sum() if x.shape[0] * 2 > 10 else x.mean(),
+    "floordiv": lambda x: x + 1 if x.shape[0] // 2 == 3 else x - 1,
+    "mod": lambda x: x + 1 if x.shape[0] % 2 else x - 1,
+    "sub_bool": lambda x: x + 1 if x.shape[0] - 5 else x - 1,
+    "neg": lambda x: x + 1 if -x.shape[0] < -5 else x - 1,
+    "numel_2d": lambda x: x.sum() if x.numel() >= 18 else x.mean(),
+    "two_dims": lambda x: x.sum() if x.shape[0] > x.shape[1] else x.mean(),
+    "dims_equal": lambda x: x.sum() if x.shape[0] == x.shape[1] else x.mean(),
+    "len": lambda x: x + 1 if len(x) * 3 > 12 else x - 1,
+    "int": lambda x: x + 1 if int(x.shape[0]) + 1 > 5 else x - 1,
+    "size_call": lambda x: x + 1 if x.size(0) + x.size()[1] == 9 else x - 1,
+    "chained": lambda x: x + 1 if 3 < x.shape[0] < 7 else x - 1,
+}
+SIZES = (3, 5, 6, 7, 4, 2, 9, 3, 8)
+
+
+@pytest.mark.parametrize("name", sorted(BRANCHES))
+@pytest.mark.parametrize("dynamic,most", [(True, 3), (None, 4)])
+def test_branch_on_size_expression_matches_eager_at_every_size(name, dynamic, most):
+    frames = frames_over(BRANCHES[name], matrices(*SIZES), dynamic=dynamic)
+    # one entry per outcome of the guarded comparisons (chained: three), plus the first,
+    # static compile under automatic dynamic; not one per size
+    assert frames[-1] <= most, frames
+
+
+def test_branch_guard_is_kept_per_outcome():
+    fn = BRANCHES["mul"]  # x.shape[0] * 2 > 10: one entry per outcome, as for a plain size
+    assert frames_over(fn, matrices(3, 4, 6, 8, 2, 5), dynamic=True) == [1, 1, 2, 2, 2, 2]
+
+
+def test_shape_guard_is_printed_as_torch_prints_it():
+    x = T(6, 3)
+    mini.mark_dynamic(x, 0)
+    e = mini.explain(BRANCHES["mul"])(x)
+    same(e.out, BRANCHES["mul"](x))
+    assert "SHAPE_ENV: L['x'].size()[0]*2 > 10" in e.guards[0], e.guards[0]
+    y = T(6, 3)
+    mini.mark_dynamic(y, 0)
+    e = mini.explain(_numel_branch)(y)
+    assert "SHAPE_ENV: L['x'].size()[0]*3 > 16" in e.guards[0], e.guards[0]
+
+
+def test_false_outcome_guards_the_comparison_that_held():
+    x = T(4, 3)
+    mini.mark_dynamic(x, 0)
+    e = mini.explain(BRANCHES["mul"])(x)
+    assert "SHAPE_ENV: L['x'].size()[0]*2 <= 10" in e.guards[0], e.guards[0]
+
+
+def test_size_used_as_a_plain_int_is_specialized():
+    def fn(x):
+        return x * (x.shape[0] // 2)  # a Python int in a tensor op: its value, guarded
+    assert frames_over(fn, matrices(4, 6, 7, 6), dynamic=True) == [1, 2, 2, 2]  # 7 // 2 == 6 // 2
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_range_and_index_over_a_dynamic_size(dynamic):
+    def fn(x):
+        acc = x[0]
+        for i in range(1, x.shape[0] - 1):
+            acc = acc + x[i] * i
+        return acc + x[x.shape[0] - 1]
+    frames_over(fn, matrices(3, 5, 4, 5), dynamic=dynamic)
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_iterating_a_tensor_with_a_dynamic_first_dim(dynamic):
+    def fn(x):
+        acc = x[0] * 0
+        for row in x:  # unrolled: the number of rows is specialized
+            acc = acc + row
+        return acc
+    frames_over(fn, matrices(3, 5, 4, 5), dynamic=dynamic)
+
+
+# ---- 2. sizes returned are the real values ---------------------------------------------------
+
+def test_len_numel_and_shape_returned_are_the_values():
+    # rebuilt from each call's own tensor: no recompile per size (torch returns them the same way)
+    fn = lambda x: (len(x), x.shape[0], x.numel(), x * 2)  # noqa: E731
+    assert frames_over(fn, [(T(n, 2, seed=n),) for n in (3, 5, 7, 9)]) == [1, 2, 2, 2]
+
+
+def test_size_expression_returned_without_a_graph():
+    cf = mini.compile(lambda x: (len(x) * 2 - 1, x.numel() // 3, x.shape[1] % 2), dynamic=True)
+    for n in (3, 5, 8):
+        x = T(n, 3, seed=n)
+        assert cf(x) == (2 * n - 1, n, 1)
+
+
+def test_size_kept_across_a_graph_break_is_the_value():
+    def fn(x):
+        n = x.shape[0] * 2 + 1
+        y = x.sin()
+        print("", end="")  # a graph break: n lives on in a local
+        return y * 2, n
+    # the first graph stays dynamic; the unit after the break sees n as an int argument,
+    # which recompiles once and then is a graph input (as any int argument)
+    assert frames_over(fn, matrices(3, 5, 7), dynamic=True) == [2, 3, 3]
+
+
+# ---- 3. ranges, slices and dynamic numbers ---------------------------------------------------
+
+def _loop(x, n):
+    for _ in range(n):
+        x = x * 2
+    return x
+
+
+def test_range_of_a_dynamic_int_recompiles_per_value():
+    x = T(2)
+    frames_over(_loop, [(x, 2), (x, 1), (x, 3), (x, 0), (x, 3), (x, 2)])
+
+
+def test_range_and_slice_arguments_are_guarded_by_value():
+    def by_range(x, r):
+        for i in r:
+            x = x + i
+        return x
+
+    def by_slice(x, s):
+        return x[s] * 2
+
+    x = T(6)
+    frames_over(by_range, [(x, range(2)), (x, range(3)), (x, range(1, 4)), (x, range(2))])
+    frames_over(by_slice, [(x, slice(0, 2)), (x, slice(0, 3)), (x, slice(1, 5, 2)), (x, slice(0, 2))])
+
+
+def test_dynamic_int_keeps_python_semantics():
+    def fn(x, n):
+        return x + 1, n / 3, n * n, isinstance(n, int), isinstance(n, float), -n, abs(n), n > 2
+    x = T(2)
+    frames_over(fn, [(x, 1), (x, 2), (x, 5), (x, -1)])
+
+
+def test_dynamic_int_power_and_attributes_run_as_python():
+    def fn(x, n):
+        return x * 2, 2 ** n, n.real, n // 2
+    x = T(2)
+    frames_over(fn, [(x, 1), (x, 2), (x, -1), (x, -3)])
+
+
+def test_mini_functions_of_a_dynamic_number_return_tensors():
+    def fn(x, n):
+        return x + 1, mini.exp(n), mini.add(n, 1)
+    x = T(2)
+    frames_over(fn, [(x, 1), (x, 2), (x, 3)])
+
+
+def test_dynamic_int_is_not_taken_for_a_tensor_argument():
+    def fn(x, n):
+        return x.max(n), x.to(n), [i for i, _ in enumerate((x, x), n)], x * 2
+    x = T(2, 3)
+    frames_over(fn, [(x, 0), (x, 1), (x, 0)])
+
+
+def test_dynamic_number_as_layer_norm_weight_raises_as_eager():
+    fn = lambda x, w: mini.nn.functional.layer_norm(x, (3,), w)  # noqa: E731
+    cf = mini.compile(fn)
+    x = T(2, 3)
+    for w in (2.0, 3.0):
+        with pytest.raises(TypeError):
+            fn(x, w)
+        with pytest.raises(TypeError):
+            cf(x, w)
+
+
+def test_dynamic_int_past_two_to_the_53_is_exact():
+    x = mini.ones(2, dtype=mini.int64)
+    fn = lambda x, k: x * k  # noqa: E731
+    cf = mini.compile(fn)
+    for k in (3, 5, 2 ** 53 + 1, 2 ** 62 + 7, -(2 ** 63)):
+        expected = fn(x, k)
+        assert expected.tolist() == [k, k]  # eager is exact too
+        same(cf(x, k), expected)
+
+
+def test_int_constant_past_two_to_the_53_is_exact():
+    x = mini.ones(2, dtype=mini.int64)
+    fn = lambda x: x * (2 ** 53 + 1)  # noqa: E731
+    assert fn(x).tolist() == [2 ** 53 + 1] * 2
+    same(mini.compile(fn)(x), fn(x))
+
+
+# ---- 4. Python ints past int64 ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [mini.int64, mini.float32])
+def test_int_past_int64_raises_as_eager(dtype):
+    x = mini.ones(2, dtype=dtype)
+    fn = lambda x: x * 2 ** 70  # noqa: E731
+    with pytest.raises(RuntimeError, match="Overflow when unpacking long") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as compiled:
+        mini.compile(fn)(x)
+    assert str(compiled.value) == str(eager.value)
+
+
+@pytest.mark.parametrize("dtype", [mini.int64, mini.float32])
+def test_dynamic_int_past_int64_raises_as_eager(dtype):
+    x = mini.ones(2, dtype=dtype)
+    fn = lambda x, k: x * k  # noqa: E731
+    cf = mini.compile(fn)
+    same(cf(x, 3), fn(x, 3))
+    same(cf(x, 5), fn(x, 5))  # k is a graph input from here on
+    with pytest.raises(RuntimeError, match="Overflow when unpacking long") as eager:
+        fn(x, 2 ** 70)
+    with pytest.raises(RuntimeError) as compiled:
+        cf(x, 2 ** 70)
+    assert str(compiled.value) == str(eager.value)
+
+
+# ---- 5. sizes whose element count overflows int64 --------------------------------------------
+
+OVERFLOWING = {
+    "zeros": lambda: mini.zeros(1 << 62, 4),
+    "ones": lambda: mini.ones(1 << 62, 4),
+    "randn": lambda: mini.randn(1 << 62, 4),
+    "empty": lambda: mini.empty(1 << 62, 4),
+    "full": lambda: mini.full((1 << 62, 4), 1.0),
+    "expand": lambda: mini.ones(1).expand(1 << 40, 1 << 40),
+    "reshape": lambda: mini.zeros(0).reshape(1 << 62, 4),
+    "view": lambda: mini.zeros(0).view(1 << 62, 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERFLOWING))
+def test_overflowing_sizes_raise(name):
+    with pytest.raises(RuntimeError, match=r"element count of shape \[.*\] overflows int64"):
+        OVERFLOWING[name]()
+
+
+def test_storage_bytes_overflowing_raise():
+    with pytest.raises(RuntimeError, match="more bytes than int64"):
+        mini.zeros(1 << 61, 2)
+
+
+def test_negative_size_raises():
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        mini.zeros(-1, 3)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.expand(1 << 40, 1 << 40) + 0,
+                                lambda x: x[:0].reshape(1 << 62, 4) + 0,
+                                lambda x: x.expand(1 << 40).unsqueeze(1) + x.expand(1 << 40).unsqueeze(0)],
+                         ids=["expand", "reshape", "broadcast"])
+def test_overflowing_sizes_raise_in_compiled_code(fn):
+    x = mini.ones(1)
+    with pytest.raises(RuntimeError, match="overflows int64") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as compiled:
+        mini.compile(fn)(x)
+    assert str(compiled.value) == str(eager.value)
