@@ -1315,18 +1315,17 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
       if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
         spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
       } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
-        // the resumed frame gets its closure's cells back (ResumeCells::FromValues); the
-        // next unit reads the contents from this slot
-        if (!v->contents_read) spec = unchanged(v->source);
-        else if (v->contents) spec = rebuild(ctx, v->contents);
-        else spec.kind = OutputSpec::Kind::Absent;
+        // a free slot: the resumed frame gets the closure's cell back (ResumeCells::FromValues),
+        // and the next unit reads the cell itself
+        spec.kind = OutputSpec::Kind::Absent;
       } else if (v) {
         spec = rebuild(ctx, v);  // with cell variables: the cells (ResumeCells::AreCells)
       } else {
         spec.kind = OutputSpec::Kind::Absent;
       }
       if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
-        unsupported("internal: a cell slot without its cell at a graph break");
+        unsupported("a cell variable unbound at a graph break (a comprehension's loop variable that a "
+                    "lambda captured) cannot be handed back to CPython with the frame's other cells");
       t.exit_locals.push_back(std::move(spec));
     }
     t.exit_kw_names = interp.exit_kw_names_;
