@@ -1216,9 +1216,10 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
 }
 
 // The stores the trace made into cells, globals and attributes, as side effects to replay.
-// Which objects alias is part of what the trace assumed: the objects it read attributes of
-// (when it also stored one) and the root's cells (when it stored into a cell and also used
-// a cell of another function) are guarded by identity.
+// Which objects alias is part of what the trace assumed: when it stored an attribute of an
+// object of some class and touched objects of that class at two or more sources, those are
+// guarded by identity (objects of different classes cannot be one object); when it stored
+// into a cell and also used a cell of another function, the root's cells are.
 std::vector<SideEffect> side_effects(TraceContext& ctx) {
   std::vector<SideEffect> out;
   for (auto& cell : ctx.stored_cells) {
@@ -1228,7 +1229,7 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.value = rebuild(ctx, cell->contents);
     out.push_back(std::move(e));
   }
-  bool attrs = false;
+  std::vector<PyTypeObject*> stored_types;
   for (auto& st : ctx.stores) {
     SideEffect e;
     e.kind = st.kind;
@@ -1236,10 +1237,18 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.name = st.name;
     e.value = rebuild(ctx, st.value);
     out.push_back(std::move(e));
-    attrs = attrs || st.kind == SideEffect::Kind::Attr;
+    if (st.kind == SideEffect::Kind::Attr) stored_types.push_back(Py_TYPE(st.target));
   }
-  if (attrs)
-    for (auto& [src, obj] : ctx.attr_objects) ctx.guards().add_id_match(src, obj);
+  for (PyTypeObject* type : stored_types) {
+    std::vector<std::pair<SourceRef, PyObject*>> touched;
+    for (auto& [src, obj] : ctx.attr_objects) {
+      bool seen = false;
+      for (auto& t : touched) seen = seen || t.first->str() == src->str();
+      if (Py_TYPE(obj) == type && !seen) touched.emplace_back(src, obj);
+    }
+    if (touched.size() >= 2)
+      for (auto& [src, obj] : touched) ctx.guards().add_id_match(src, obj);
+  }
   bool root_cells = false, other_cells = false;
   for (auto& [cell, v] : ctx.cells) {
     bool root = v->cell_source->kind != guards::Source::Kind::Item;
