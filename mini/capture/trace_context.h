@@ -37,8 +37,8 @@ struct TraceContext {
   std::unordered_map<PyObject*, VarRef> cells;  // real cell -> its Var
   std::vector<VarRef> stored_cells;             // real cells written, in order
   std::vector<Store> stores;
-  // Objects whose attributes the trace read or wrote: identity-guarded when the trace
-  // stores an attribute, so that which of them alias stays what the trace assumed.
+  // Objects whose attributes the trace read or wrote, for the identity guards that keep
+  // which of them alias what the trace assumed (see side_effects in tracer.cpp).
   std::vector<std::pair<SourceRef, PyObject*>> attr_objects;
   int mutations = 0;  // bumped by every in-place change of a Var or store (see trace_frame)
   std::unordered_map<const Var*, int> alias_of;  // rebuild: mutable Vars already rebuilt

@@ -1300,9 +1300,10 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
 }
 
 // The stores the trace made into cells, globals and attributes, as side effects to replay.
-// Which objects alias is part of what the trace assumed: the objects it read attributes of
-// (when it also stored one) and the root's cells (when it stored into a cell and also used
-// a cell of another function) are guarded by identity.
+// Which objects alias is part of what the trace assumed: when it stored an attribute of an
+// object of some class and touched objects of that class at two or more sources, those are
+// guarded by identity (objects of different classes cannot be one object); when it stored
+// into a cell and also used a cell of another function, the root's cells are.
 std::vector<SideEffect> side_effects(TraceContext& ctx) {
   std::vector<SideEffect> out;
   for (auto& cell : ctx.stored_cells) {
@@ -1312,7 +1313,7 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.value = rebuild(ctx, cell->contents);
     out.push_back(std::move(e));
   }
-  bool attrs = false;
+  std::vector<PyTypeObject*> stored_types;
   for (auto& st : ctx.stores) {
     SideEffect e;
     e.kind = st.kind;
@@ -1320,10 +1321,18 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.name = st.name;
     e.value = rebuild(ctx, st.value);
     out.push_back(std::move(e));
-    attrs = attrs || st.kind == SideEffect::Kind::Attr;
+    if (st.kind == SideEffect::Kind::Attr) stored_types.push_back(Py_TYPE(st.target));
   }
-  if (attrs)
-    for (auto& [src, obj] : ctx.attr_objects) ctx.guards().add_id_match(src, obj);
+  for (PyTypeObject* type : stored_types) {
+    std::vector<std::pair<SourceRef, PyObject*>> touched;
+    for (auto& [src, obj] : ctx.attr_objects) {
+      bool seen = false;
+      for (auto& t : touched) seen = seen || t.first->str() == src->str();
+      if (Py_TYPE(obj) == type && !seen) touched.emplace_back(src, obj);
+    }
+    if (touched.size() >= 2)
+      for (auto& [src, obj] : touched) ctx.guards().add_id_match(src, obj);
+  }
   bool root_cells = false, other_cells = false;
   for (auto& [cell, v] : ctx.cells) {
     bool root = v->cell_source->kind != guards::Source::Kind::Item;
@@ -1399,18 +1408,17 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
       if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
         spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
       } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
-        // the resumed frame gets its closure's cells back (ResumeCells::FromValues); the
-        // next unit reads the contents from this slot
-        if (!v->contents_read) spec = unchanged(v->source);
-        else if (v->contents) spec = rebuild(ctx, v->contents);
-        else spec.kind = OutputSpec::Kind::Absent;
+        // a free slot: the resumed frame gets the closure's cell back (ResumeCells::FromValues),
+        // and the next unit reads the cell itself
+        spec.kind = OutputSpec::Kind::Absent;
       } else if (v) {
         spec = rebuild(ctx, v);  // with cell variables: the cells (ResumeCells::AreCells)
       } else {
         spec.kind = OutputSpec::Kind::Absent;
       }
       if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
-        unsupported("internal: a cell slot without its cell at a graph break");
+        unsupported("a cell variable unbound at a graph break (a comprehension's loop variable that a "
+                    "lambda captured) cannot be handed back to CPython with the frame's other cells");
       t.exit_locals.push_back(std::move(spec));
     }
     t.exit_kw_names = interp.exit_kw_names_;

@@ -170,6 +170,20 @@ def test_lambdas_made_in_a_comprehension():
     one_graph(_lambdas_in_comprehension, [T(3), T(3, seed=1)])
 
 
+def _captured_loop_variable_then_break(xs):
+    gs = [lambda: t + 1 for t in xs]
+    print("between")
+    return [g() for g in gs]
+
+
+def test_comprehension_closures_then_a_graph_break(capsys):
+    # 3.12+: the captured loop variable's cell slot is empty at the break, which cannot be
+    # handed back to CPython: that frame runs in CPython (3.11: a nested function, traced)
+    c = Checked(_captured_loop_variable_then_break)
+    c([T(3), T(3, seed=1)])
+    c([T(3), T(3, seed=1)])
+
+
 # ---- *args and **kwargs ----------------------------------------------------------------------
 
 def _star(*args, **kwargs):

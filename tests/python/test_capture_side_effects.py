@@ -320,6 +320,18 @@ def test_attribute_store_and_read_through_objects_that_alias_on_one_call_only():
     side_by_side(_aliasing, [(T(3),)] * 4)
 
 
+def _fresh_object_each_call():
+    def f(x, box):
+        box.out = x * 2
+        return box.out + box.n
+    return f, lambda: None
+
+
+def test_attribute_store_on_a_fresh_object_each_call_reuses_the_graph():
+    cnt = side_by_side(_fresh_object_each_call, [(T(3), _Box(1.0)) for _ in range(3)], fullgraph=True)
+    assert cnt.frame_count == 1
+
+
 def _default_list():
     def remember(t, seen=[]):
         seen.append(1)
