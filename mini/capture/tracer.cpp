@@ -151,6 +151,7 @@ class FrameInterpreter {
   std::vector<VarRef> exit_stack_, exit_locals_;  // the state before the breaking instruction
   std::vector<std::pair<PyObject*, SourceRef>> exit_lazy_;
   PyObject* exit_kw_names_ = nullptr;
+  size_t exit_graph_size_ = SIZE_MAX;  // the graph's nodes before the breaking instruction
 
   void set_start(int offset, std::vector<VarRef> stack) {
     jump(offset);
@@ -159,7 +160,8 @@ class FrameInterpreter {
 
  private:
   VarRef step(const Instruction& in);
-  bool can_run_eagerly(const Instruction& in);
+  bool can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack);
+  bool in_loop(size_t index);
   VarRef pop() {
     if (stack_.empty()) unsupported("internal: stack underflow");
     VarRef v = std::move(stack_.back());
@@ -309,6 +311,12 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor))
     return tensor_binary(ctx_, compare_kind(richcmp), a, b);
+  if (VarRef ca = as_constant(ctx_, a)) {  // tuples of numbers: x.shape == (3, 4)
+    if (VarRef cb = as_constant(ctx_, b)) {
+      a = ca;
+      b = cb;
+    }
+  }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(PyObject_RichCompare(a->obj, b->obj, richcmp), "comparison"));
   if (a->obj && b->obj && (richcmp == Py_EQ || richcmp == Py_NE)) {
@@ -421,8 +429,10 @@ void FrameInterpreter::do_call(int argc, PyObject* kw_names) {
 
 // Instructions a graph break can stop at and then run with real objects: calls, and
 // branches on a value only known at run time. Inside a try block, CPython must run them
-// (an exception has to reach the handler), so they end the unit natively instead.
-bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
+// (an exception has to reach the handler), so they end the unit natively instead. The ends
+// of grad-mode with blocks (`stack` holds their __exit__s) are the exception: all they do
+// with an exception is restore the grad mode and re-raise, which the compiler does itself.
+bool FrameInterpreter::can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack) {
   switch (in.op) {
     case Opcode::CALL: case Opcode::CALL_KW: case Opcode::CALL_FUNCTION_EX:
     case Opcode::POP_JUMP_IF_FALSE: case Opcode::POP_JUMP_IF_TRUE: case Opcode::TO_BOOL:
@@ -432,7 +442,32 @@ bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
   }
   std::vector<ExceptionTableEntry> table;
   if (!parse_exception_table(code_, &table)) { PyErr_Clear(); return false; }
-  return find_exception_handler(table, in.offset) == nullptr;
+  int on_raise = -1;
+  for (const ExceptionTableEntry* h = find_exception_handler(table, in.offset); h;) {
+    if (h->depth < 1 || h->depth > (int)stack.size() || !is_grad_mode_exit(stack[h->depth - 1])) return false;
+    on_raise = exit_grad_mode(ctx_, stack[h->depth - 1], false);
+    // the handler of the code around the block: where its BEFORE_WITH is
+    int start = h->start;
+    for (const auto& e : table)
+      if (e.target == h->target) start = std::min(start, e.start);
+    int i = start / 2 < (int)index_of_.size() ? index_of_[start / 2] : -1;
+    if (i < 1 || ins_[i - 1].op != Opcode::BEFORE_WITH) return false;
+    h = find_exception_handler(table, ins_[i - 1].offset);
+  }
+  ctx_.trace.grad_enabled_on_raise = on_raise;
+  return true;
+}
+
+// Dynamo's maybe_has_backedge: a jump at or after instruction `index`, before the first
+// return, to an offset before it. (The instruction itself counts: 3.11 tests a while loop's
+// condition at the bottom with a backward jump.)
+bool FrameInterpreter::in_loop(size_t index) {
+  for (size_t i = index; i < ins_.size(); i++) {
+    const Instruction& j = ins_[i];
+    if (j.op == Opcode::RETURN_VALUE || j.op == Opcode::RETURN_CONST) return false;
+    if (j.jump_target >= 0 && j.jump_target < ins_[index].offset) return true;
+  }
+  return false;
 }
 
 VarRef FrameInterpreter::run() {
@@ -451,21 +486,28 @@ VarRef FrameInterpreter::run() {
     auto saved_lazy = lazy_;
     PyObject* saved_kw = kw_names_;
     size_t graph_size = ctx_.graph().nodes.size();
+    bool saved_grad = ctx_.grad_enabled;
     pc_++;
     try {
       if (VarRef r = step(in)) return r;
     } catch (const Unsupported& u) {
+      Trace& t = ctx_.trace;
+      ctx_.grad_enabled = t.grad_enabled_after = saved_grad;
+      t.exit = can_run_eagerly(in, saved_stack) ? Trace::Exit::Break : Trace::Exit::Native;
+      // A branch on a tensor inside a loop: every iteration would break again. As Dynamo,
+      // capture leaves the unit to CPython (the graphs before the loop stay compiled).
+      bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
+      if (t.exit == Trace::Exit::Break && !call && saved_stack.back()->is(Var::Kind::Tensor) && in_loop(pc_ - 1))
+        t.exit = Trace::Exit::Skip;
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);
       exit_kw_names_ = saved_kw;
-      Trace& t = ctx_.trace;
-      t.exit = can_run_eagerly(in) ? Trace::Exit::Break : Trace::Exit::Native;
+      exit_graph_size_ = graph_size;
       t.exit_instruction = in;
       t.break_reason = u.reason;
       t.break_location = ctx_.current_location;
       t.break_code = ctx_.current_code;
-      (void)graph_size;
       return nullptr;
     }
   }
@@ -584,6 +626,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::CONTAINS_OP: {
         VarRef container = pop(), item = pop();
+        if (VarRef c = as_constant(ctx_, container)) container = c;  // 3 in x.shape
         if (!is_constant(container) || !is_constant(item))
           unsupported("`in` on " + container->describe() + " is not supported by mini's capture");
         int r = PySequence_Contains(container->obj, item->obj);
@@ -677,6 +720,15 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         pop();
         if (dialect.python_minor == 12) pop();
         break;
+      case Opcode::BEFORE_WITH: {  // only grad-mode blocks: no other context manager is traced
+        VarRef mode = pop();
+        if (!is_grad_mode(mode))
+          unsupported("a with block over " + mode->describe() + ": mini's capture traces the grad-mode "
+                      "blocks (mini.no_grad(), enable_grad(), set_grad_enabled()) only");
+        push(enter_grad_mode(ctx_, mode));
+        push(make_constant((Py_INCREF(Py_None), Py_None)));  // what __enter__ returns
+        break;
+      }
       case Opcode::JUMP_FORWARD: case Opcode::JUMP_BACKWARD: case Opcode::JUMP_BACKWARD_NO_INTERRUPT:
         jump(in.jump_target);
         break;
@@ -791,7 +843,8 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
     }
     case Var::Kind::Tuple: case Var::Kind::List:
       if (v->source && v->is(Var::Kind::List)) break;  // the caller's own list: read it again
-      s.kind = v->is(Var::Kind::Tuple) ? OutputSpec::Kind::Tuple : OutputSpec::Kind::List;
+      s.kind = v->is(Var::Kind::Tuple) ? (v->size ? OutputSpec::Kind::Size : OutputSpec::Kind::Tuple)
+                                       : OutputSpec::Kind::List;
       for (auto& item : v->items) s.items.push_back(rebuild(ctx, item));
       return s;
     case Var::Kind::Null:
@@ -831,6 +884,7 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
   ctx.root_globals = frame.globals;
   ctx.options = options;
   ctx.dynamic = dynamic;
+  ctx.entry_grad_enabled = ctx.grad_enabled = grad_enabled();
   ctx.guards().add_grad_mode(grad_enabled());
   if (code->co_ncellvars > 0)
     unsupported("the function creates closures over its locals (cell variables), which mini's "
@@ -851,6 +905,7 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
   Trace& t = ctx.trace;
   if (result) {
     t.output = rebuild(ctx, result);
+    t.grad_enabled_after = ctx.grad_enabled;
   } else {
     for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
     for (int i = 0; i < code->co_nlocalsplus; i++) {
@@ -867,7 +922,7 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
     }
     t.exit_kw_names = interp.exit_kw_names_;
   }
-  ctx.graph().eliminate_dead_code();
+  ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);
 }
 

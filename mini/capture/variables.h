@@ -47,6 +47,7 @@ struct Var {
   VarRef self;                 // Method
   std::string name;            // Method
   bool graph_function = false; // Function: a mini tensor function handled by the op table
+  bool size = false;           // Tuple: a mini.Size (x.shape, x.size()), rebuilt as one
 
   Var(Kind k) : kind(k) {}
   ~Var() { Py_XDECREF(obj); }
