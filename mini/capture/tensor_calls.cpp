@@ -569,7 +569,11 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
       fail("a Tensor with ", numel_of(m.sizes), " elements cannot be converted to Scalar");
     Attrs a;
     a.shape = {};
-    VarRef v = node(ctx, OpKind::Reshape, {self->node}, a);
+    VarRef v = m.sizes.empty() ? self : node(ctx, OpKind::Reshape, {self->node}, a);
+    // of the Python number's type (a float is a double), in a value of its own: it promotes
+    // like a number where it meets tensors, and computes like one where it meets numbers
+    a.dtype = is_floating(m.dtype) ? DType::Float64 : m.dtype;
+    v = a.dtype != m.dtype ? node(ctx, OpKind::Cast, {v->node}, a) : node(ctx, OpKind::Clone, {v->node});
     ctx.graph().nodes[v->node].wrapped_number = true;
     return v;
   }

@@ -129,6 +129,22 @@ PyObject* checked(PyObject* result, const std::string& what) {
 
 bool is_constant(const VarRef& v) { return v->is(Var::Kind::Constant); }
 
+// The items of a tuple var or of a constant tuple.
+bool tuple_items(const VarRef& v, std::vector<VarRef>* items) {
+  if (v->is(Var::Kind::Tuple)) {
+    *items = v->items;
+    return true;
+  }
+  if (!is_constant(v) || !PyTuple_CheckExact(v->obj)) return false;
+  items->clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->obj); i++) {
+    PyObject* item = PyTuple_GET_ITEM(v->obj, i);
+    Py_INCREF(item);
+    items->push_back(make_constant(item));
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- one frame ------------------------------------------------------------------------
@@ -288,6 +304,11 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     std::vector<VarRef> items = a->items;
     items.insert(items.end(), b->items.begin(), b->items.end());
     return make_tuple_var(items, a->is(Var::Kind::List));
+  }
+  std::vector<VarRef> left, right;  // a tuple and a constant one: x.shape + (1,)
+  if (op % 13 == 0 && tuple_items(a, &left) && tuple_items(b, &right)) {
+    left.insert(left.end(), right.begin(), right.end());
+    return make_tuple_var(left);
   }
   unsupported("the operator " + std::string(binary_symbol(op)) + " on " + a->describe() + " and " +
               b->describe() + " is not supported by mini's capture");

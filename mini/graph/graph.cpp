@@ -478,6 +478,8 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
         values[id] = call_op(n.op, args, n.attrs);
       }
       if (op_class(n.op) == OpClass::Factory && n.meta.requires_grad) values[id]->requires_grad = true;
+      // a number computed in the graph (item(), arithmetic on numbers) promotes like one
+      if (n.wrapped_number) values[id]->wrapped_number = true;
     }
   }
   std::vector<Tensor> out;
