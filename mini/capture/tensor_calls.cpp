@@ -342,6 +342,11 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
     if (list) PyList_SET_ITEM(r, i, items[i]->obj);
     else PyTuple_SET_ITEM(r, i, items[i]->obj);
   }
+  if (v->size) Py_SETREF(r, PyObject_CallOneArg(python_bridge().size_type, r));  // str(x.shape)
+  if (!r) {
+    PyErr_Clear();
+    unsupported("internal: cannot make a mini.Size");
+  }
   return make_constant(r);
 }
 

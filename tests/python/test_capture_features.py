@@ -368,7 +368,7 @@ def test_capture_float_arange_runs_eagerly():
 def _shape_ops(x):
     s = x.shape
     return (s, x.size(), s == (3, 4), x.shape == x.size(), s != (4, 3), s[1:], s + (1,),
-            max(s), 3 in s, s.numel(), list(s), tuple(s), len(s), x.view(*s[:-1], 2, 2).shape,
+            max(s), 3 in s, s.numel(), list(s), tuple(s), len(s), str(s), x.view(*s[:-1], 2, 2).shape,
             x.reshape(s[0] * s[1]) + 1)
 
 
