@@ -322,6 +322,26 @@ def test_capture_random_draws_keep_their_order_across_a_break(capsys):
     assert (cnt.frame_count, cnt.op_count) == (2, 4)  # randn, add | rand, mul
 
 
+def _draws_then_breaks(x):
+    a = x + mini.randn(3)
+    print("inside the helper")
+    return a
+
+
+def _calls_a_helper_that_breaks(x):
+    return _draws_then_breaks(x * 2) * mini.rand(3)
+
+
+def test_capture_random_draw_of_a_call_cut_by_a_break_is_not_made_twice(capsys):
+    # the break ends the unit at the call, which then runs for real: the randn traced inside
+    # it must not run in the graph too
+    x = T(3)
+    mini.manual_seed(4)
+    expected = _calls_a_helper_that_breaks(x)
+    mini.manual_seed(4)
+    same(mini.compile(_calls_a_helper_that_breaks, backend="eager")(x), expected)
+
+
 def _new_leaf(x):
     w = mini.ones(3, requires_grad=True)
     return x * w, w
@@ -344,6 +364,7 @@ def test_capture_factory_with_requires_grad_makes_a_leaf(backend):
     (lambda: mini.zeros(-1), "negative dimension"),
     (lambda: mini.rand(3, dtype=mini.int64), "floating point"),
     (lambda: mini.ones(3, dtype=mini.int64, requires_grad=True), "floating point"),
+    (lambda: mini.zeros(3, device="cuda"), "CUDA is not available"),
 ])
 def test_capture_factory_errors_are_eagers(call, error):
     def fn(x):
