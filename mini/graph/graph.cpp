@@ -347,7 +347,8 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
         case OpKind::Div: case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos:
         case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Sqrt: case OpKind::Rsqrt:
         case OpKind::Gelu: case OpKind::GeluBackward:
-          if (!is_floating(dt)) dt = DType::Float32;
+          if (is_floating(dt)) break;  // true division of two numbers: a Python float
+          dt = op == OpKind::Div && wrapped[0] && wrapped[1] ? DType::Float64 : DType::Float32;
           break;
         case OpKind::Cast: dt = a.dtype; break;
         case OpKind::Where:

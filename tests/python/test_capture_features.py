@@ -403,12 +403,14 @@ def _item_arithmetic(x):
     y = x * 2
     s = y.sum().item()
     n = (x > 1).long().sum().item()
-    return y + s, s, s * 3 + 1, n, n + 1, x * n, (y * s).sum().item()
+    return y + s, s, s * 3 + 1, n, n + 1, (n + 1) / 3, x * n, (y * s).sum().item()
 
 
-def test_capture_item_under_fullgraph_is_a_graph_number():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_capture_item_under_fullgraph_is_a_graph_number(backend):
     x = T(4)
     expected = _item_arithmetic(x)
+    same(mini.compile(_item_arithmetic, backend=backend, fullgraph=True)(x), expected)
     cf, cnt = counted(_item_arithmetic, fullgraph=True)
     same(cf(x), expected)  # Python numbers of the same type and value
     assert cnt.frame_count == 1
