@@ -473,20 +473,23 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     // autograd only eager kernels record as the code would: a new leaf that requires grad
     // (mini.zeros(..., requires_grad=True)), an enable_grad() block in code entered with grad
     // off (training graphs assume grad on)
-    eager_autograd |= n.kind == graph::NodeKind::Op && op_class(n.op) == OpClass::Factory && n.meta.requires_grad;
+    bool leaf = n.kind == graph::NodeKind::Op && op_class(n.op) == OpClass::Factory && n.meta.requires_grad;
+    eager_autograd |= leaf;
     eager_autograd |= n.grad_mode == graph::GradMode::On && !grad_enabled() && needs_autograd;
   }
   if (has_graph && req->inductor && unbacked && log_channels().fusion)
     log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
               "dynamic dim); it runs with eager kernels");
-  if (has_graph && (req->inductor || req->aot) && eager_autograd && (log_channels().fusion || log_channels().aot_graphs))
+  bool aot_logs = log_channels().fusion || log_channels().aot_graphs;
+  if (has_graph && (req->inductor || req->aot) && eager_autograd && aot_logs)
     log_write("aot: " + title + " makes a tensor that requires grad (requires_grad=True, enable_grad()); "
               "it runs with eager kernels, which record autograd");
   needs_autograd &= grad_enabled();
   try {
-    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !unbacked && !eager_autograd)
+    bool eager_kernels = unbacked || eager_autograd;
+    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !eager_kernels)
       art->compiled = g_training(*art->graph, title, req->inductor);
-    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !unbacked && !eager_autograd)
+    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
       art->compiled = g_inductor(*art->graph, title);
   } catch (const std::exception& e) {
     set_python_error(e);

@@ -30,7 +30,8 @@ bool bool_attr(TraceContext& ctx, const VarRef& obj, const char* name) {
 // A fresh grad-mode object, made and set up by capture (no program state changes).
 VarRef make_grad_mode(bool enabled, bool set_on_enter, bool prev) {
   PyObject* type = python_bridge().grad_mode_type;
-  PyObject* obj = type ? PyObject_CallFunctionObjArgs(type, enabled ? Py_True : Py_False, nullptr) : nullptr;
+  PyObject* flag = enabled ? Py_True : Py_False;
+  PyObject* obj = type ? PyObject_CallFunctionObjArgs(type, flag, nullptr) : nullptr;
   if (obj && (PyObject_SetAttrString(obj, "set_on_enter", set_on_enter ? Py_True : Py_False) < 0 ||
               PyObject_SetAttrString(obj, "prev", prev ? Py_True : Py_False) < 0))
     Py_CLEAR(obj);
@@ -54,8 +55,8 @@ bool is_grad_mode_exit(const VarRef& v) {
   return v->is(Var::Kind::Method) && v->name == "__exit__" && is_grad_mode(v->self);
 }
 
-VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name, const std::vector<VarRef>& args,
-                               const Kwargs& kwargs) {
+VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name,
+                               const std::vector<VarRef>& args, const Kwargs& kwargs) {
   if (name == "is_grad_enabled" && args.empty() && kwargs.empty())
     return make_constant(PyBool_FromLong(ctx.grad_enabled));
   if ((name == "no_grad" || name == "enable_grad") && args.empty() && kwargs.empty())
@@ -73,9 +74,10 @@ VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name, const
     ctx.grad_enabled = on;  // at once: a with block around it only restores the mode
     return v;
   }
-  if (name == "no_grad" || name == "enable_grad" || name == "set_grad_enabled" || name == "is_grad_enabled")
-    unsupported("mini." + name + "() with these arguments (mini.no_grad(fn) as a decorator call, say) "
-                "is not supported by mini's capture");
+  for (const char* known : {"no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"})
+    if (name == known)
+      unsupported("mini." + name + "() with these arguments (mini.no_grad(fn) as a decorator call, "
+                  "say) is not supported by mini's capture");
   return nullptr;
 }
 
@@ -97,9 +99,11 @@ bool exit_grad_mode(TraceContext& ctx, const VarRef& exit, bool apply) {
   return prev;
 }
 
-VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs) {
+VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<VarRef> args,
+                              Kwargs kwargs) {
   PyObject* code = python_bridge().grad_mode_wrapper_code;
-  if (!code || !fn->obj || !PyFunction_Check(fn->obj) || PyFunction_GET_CODE(fn->obj) != code) return nullptr;
+  bool wrapper = code && fn->obj && PyFunction_Check(fn->obj) && PyFunction_GET_CODE(fn->obj) == code;
+  if (!wrapper) return nullptr;
   bool enabled = bool_attr(ctx, fn, "_mini_grad_mode");
   VarRef wrapped = get_attr(ctx, fn, "__wrapped__");
   bool saved = ctx.grad_enabled;

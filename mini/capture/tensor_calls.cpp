@@ -229,7 +229,8 @@ VarRef factory(TraceContext& ctx, OpKind op, const Attrs& a, const VarRef& requi
 
 // mini.zeros(...) & co. as graph nodes, parsing arguments as mini/_tensor.py does; nullptr
 // if `name` is no factory.
-VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos, const Kwargs& kwargs) {
+VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
+                    const Kwargs& kwargs) {
   Args args{std::move(pos), kwargs, name};
   Attrs a;
   if (name == "zeros" || name == "ones" || name == "empty" || name == "rand" || name == "randn") {
@@ -246,20 +247,24 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     bool like = name == "full_like";
     check_kwargs(args, {like ? "t" : "size", "fill_value", "dtype", "requires_grad", "device"});
     args.at_most(like ? 4 : 5);
-    if (like && args.keyword("device")) unsupported("full_like() got an unexpected keyword argument 'device'");
+    if (like && args.keyword("device"))
+      unsupported("full_like() got an unexpected keyword argument 'device'");
     check_device(args.get(4, "device", false));
     VarRef first = args.get(0, like ? "t" : "size");
     VarRef fill = specialize(ctx, args.get(1, "fill_value"));
     if (!fill->is(Var::Kind::Constant) || !(PyLong_Check(fill->obj) || PyFloat_Check(fill->obj)))
-      unsupported("mini." + name + "() with fill value " + fill->describe() + " (a number known while tracing)");
+      unsupported("mini." + name + "() with fill value " + fill->describe() +
+                  " (a number known while tracing)");
     a.value = PyFloat_AsDouble(fill->obj);
     if (PyErr_Occurred()) {
       PyErr_Clear();
       unsupported("mini." + name + "() with fill value " + fill->describe());
     }
     a.shape = like ? like_shape(ctx, first, name) : factory_shape(ctx, {first}, name);
-    DType dflt = like ? meta_of(ctx, first).dtype
-               : PyBool_Check(fill->obj) ? DType::Bool : PyLong_Check(fill->obj) ? DType::Int64 : DType::Float32;
+    DType dflt = like                      ? meta_of(ctx, first).dtype
+                 : PyBool_Check(fill->obj) ? DType::Bool
+                 : PyLong_Check(fill->obj) ? DType::Int64
+                                           : DType::Float32;
     a.dtype = dtype_or(args.get(2, "dtype", false), dflt);
     return factory(ctx, OpKind::Full, a, args.get(3, "requires_grad", false));
   }
@@ -270,7 +275,8 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     a.shape = like_shape(ctx, t, name);
     a.dtype = dtype_or(args.get(1, "dtype", false), meta_of(ctx, t).dtype);
     a.value = name == "ones_like" ? 1 : 0;
-    return factory(ctx, name == "empty_like" ? OpKind::Empty : OpKind::Full, a, args.get(2, "requires_grad", false));
+    OpKind op = name == "empty_like" ? OpKind::Empty : OpKind::Full;
+    return factory(ctx, op, a, args.get(2, "requires_grad", false));
   }
   if (name == "randn_like") {  // (t)
     check_kwargs(args, {"t"});
@@ -291,7 +297,8 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     }
     if (!step) step = make_constant(PyLong_FromLong(1));
     auto is_int = [](const VarRef& v) {
-      return v->is(Var::Kind::SymInt) || (v->is(Var::Kind::Constant) && PyLong_Check(v->obj) && !PyBool_Check(v->obj));
+      bool number = v->is(Var::Kind::Constant) && PyLong_Check(v->obj) && !PyBool_Check(v->obj);
+      return number || v->is(Var::Kind::SymInt);
     };
     if (!is_int(start) || !is_int(end) || !is_int(step))
       unsupported("mini.arange(" + start->describe() + ", " + end->describe() + ", " + step->describe() +

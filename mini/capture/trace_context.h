@@ -72,8 +72,8 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v);
 // carry the mode they were traced in (graph::GradMode).
 // mini.no_grad(), enable_grad(), set_grad_enabled(), is_grad_enabled() called in traced code;
 // nullptr if `name` is none of them.
-VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name, const std::vector<VarRef>& args,
-                               const Kwargs& kwargs);
+VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name,
+                               const std::vector<VarRef>& args, const Kwargs& kwargs);
 bool is_grad_mode(const VarRef& v);       // an object mini.no_grad() & co. return
 bool is_grad_mode_exit(const VarRef& v);  // the __exit__ BEFORE_WITH pushed for one
 // BEFORE_WITH on a grad-mode object: sets the mode; returns the __exit__ to push.
@@ -82,7 +82,8 @@ VarRef enter_grad_mode(TraceContext& ctx, const VarRef& mode);
 bool exit_grad_mode(TraceContext& ctx, const VarRef& exit, bool apply);
 // A call of a @mini.no_grad() function: its wrapped function inlined in that mode; nullptr
 // if `fn` is no such wrapper.
-VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<VarRef> args, Kwargs kwargs);
+VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<VarRef> args,
+                              Kwargs kwargs);
 
 // A SymInt used where a plain int is needed (Python arithmetic, a range bound): its value
 // now, guarded to stay that value (torch calls this specializing). Others pass through.

@@ -518,8 +518,8 @@ VarRef FrameInterpreter::run() {
       // A branch on a tensor inside a loop: every iteration would break again. As Dynamo,
       // capture leaves the unit to CPython (the graphs before the loop stay compiled).
       bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
-      if (t.exit == Trace::Exit::Break && !call && saved_stack.back()->is(Var::Kind::Tensor) && in_loop(pc_ - 1))
-        t.exit = Trace::Exit::Skip;
+      bool tensor_branch = !call && saved_stack.back()->is(Var::Kind::Tensor);
+      if (t.exit == Trace::Exit::Break && tensor_branch && in_loop(pc_ - 1)) t.exit = Trace::Exit::Skip;
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);

@@ -158,7 +158,8 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     bool exit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__exit__") == 0;
     Py_XDECREF(name);
     PyErr_Clear();
-    if (exit) return make_method(wrap(ctx, PyMethod_GET_SELF(v), guards::Source::attr(src, "__self__")), "__exit__");
+    SourceRef self = guards::Source::attr(src, "__self__");
+    if (exit) return make_method(wrap(ctx, PyMethod_GET_SELF(v), self), "__exit__");
   }
   bool bound_builtin = PyCFunction_Check(v) && PyCFunction_GET_SELF(v) && !PyModule_Check(PyCFunction_GET_SELF(v));
   if (bound_builtin || PyMethod_Check(v)) {  // deque.append, obj.method: made anew by each getattr

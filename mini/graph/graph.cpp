@@ -170,7 +170,8 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
     case OpKind::MseLoss: return ", reduction='" + a.mode + "'";
     case OpKind::LayerNorm: return ", normalized_dims=" + std::to_string(a.dim) + ", eps=" + std::to_string(a.eps);
     case OpKind::Full:
-      return ", " + sizes_str(a.shape) + ", " + number_str(a.value, a.dtype) + ", dtype=mini." + dtype_name(a.dtype);
+      return ", " + sizes_str(a.shape) + ", " + number_str(a.value, a.dtype) + ", dtype=mini." +
+             dtype_name(a.dtype);
     case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:
       return ", " + sizes_str(a.shape) + ", dtype=mini." + dtype_name(a.dtype);
     case OpKind::Arange:
@@ -206,8 +207,8 @@ std::string Graph::print(const std::string& title) const {
     }
     if (nodes[i].grad_mode != mode) {  // where torch's graph calls _set_grad_enabled
       mode = nodes[i].grad_mode;
-      s << "        # grad mode: " << (mode == GradMode::Off ? "off" : mode == GradMode::On ? "on" : "as called")
-        << "\n";
+      const char* what = mode == GradMode::Off ? "off" : mode == GradMode::On ? "on" : "as called";
+      s << "        # grad mode: " << what << "\n";
     }
     s << "        " << node_str((int)i) << "\n";
   }

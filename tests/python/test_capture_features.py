@@ -41,7 +41,8 @@ def check_grads(fn, args, backend):
     for i, (c, e) in enumerate(zip(comp_args, eager_args)):
         assert (c.grad is None) == (e.grad is None), f"input {i}: a gradient on one side only"
         if e.grad is not None:
-            np.testing.assert_allclose(to_np(c.grad), to_np(e.grad), rtol=1e-5, err_msg=f"gradient of input {i}")
+            np.testing.assert_allclose(to_np(c.grad), to_np(e.grad), rtol=1e-5,
+                                       err_msg=f"gradient of input {i}")
 
 
 # ---- grad mode: with blocks, calls, decorators ----------------------------------------------
@@ -421,7 +422,8 @@ def test_capture_item_breaks_in_the_default_mode():
     e = mini.explain(_item_arithmetic)(x)
     same(e.out, _item_arithmetic(x))
     assert (e.graph_count, e.graph_break_count) == (3, 2)
-    assert e.break_reasons[0].reason.startswith("Unsupported Tensor.item() call with capture_scalar_outputs=False")
+    reason = e.break_reasons[0].reason
+    assert reason.startswith("Unsupported Tensor.item() call with capture_scalar_outputs=False")
 
 
 def test_capture_item_with_capture_scalar_outputs_in_the_default_mode():
