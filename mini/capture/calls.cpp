@@ -157,8 +157,14 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
                                "tuple", "list", "divmod", "pow", "sum", "len", "isinstance", "slice"};
-  for (const char* p : pure)
-    if (name == p && all_constant(args, kwargs)) return call_on_constants(ctx, callee->obj, args, kwargs, name + "()");
+  for (const char* p : pure) {
+    if (name != p) continue;
+    std::vector<VarRef> constants;  // tuples of numbers too: max(x.shape)
+    for (auto& a : args)
+      if (VarRef c = as_constant(ctx, a)) constants.push_back(c);
+    if (constants.size() == args.size() && all_constant(constants, kwargs))
+      return call_on_constants(ctx, callee->obj, constants, kwargs, name + "()");
+  }
   unsupported("Failed to trace builtin operator `" + name + "` with arguments (" +
               [&] { std::string s; for (auto& a : args) s += (s.empty() ? "" : ", ") + a->describe(); return s; }() +
               "); mini's capture only evaluates builtins on constants");
@@ -292,6 +298,7 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
         PyObject* n = PyDict_GetItem(python_bridge().graph_functions, callee->obj);
         return call_graph_function(ctx, PyUnicode_AsUTF8(n), std::move(args), kwargs);
       }
+      if (VarRef r = call_grad_mode_wrapper(ctx, callee, args, kwargs)) return r;
       return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), callee->made.get());
     }
     case Var::Kind::Method: {
@@ -299,6 +306,10 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
       if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
       if (self->is(Var::Kind::Module))
         return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
+      if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block
+        exit_grad_mode(ctx, callee, true);
+        return make_constant((Py_INCREF(Py_False), Py_False));  // exceptions are not traced
+      }
       if (self->is(Var::Kind::Object) && self->source) {
         // a method of a plain object: the class's function, inlined with self bound; the
         // function is guarded by identity where the code reads it (obj.name.__func__)
@@ -310,6 +321,14 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
         ctx.guards().add_id_match(fn_source, fn->obj);
         args.insert(args.begin(), self);
         return inline_function(ctx, fn->obj, fn_source, std::move(args), std::move(kwargs));
+      }
+      if (self->size && callee->name == "numel" && args.empty() && kwargs.empty()) {
+        if (VarRef sizes = as_constant(ctx, self)) {
+          PyObject* numel = PyLong_FromLong(1);
+          for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes->obj); i++)
+            Py_SETREF(numel, PyNumber_Multiply(numel, PyTuple_GET_ITEM(sizes->obj, i)));
+          return make_constant(numel);
+        }
       }
       if (self->is(Var::Kind::List) && made_in_trace(self) && callee->name == "append" && args.size() == 1) {
         self->items.push_back(args[0]);

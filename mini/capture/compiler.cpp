@@ -208,7 +208,8 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
       if (!m) *failed = true;
       return m;
     }
-    case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: case OutputSpec::Kind::Iterator: {
+    case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: case OutputSpec::Kind::Iterator:
+    case OutputSpec::Kind::Size: {
       bool list = spec.kind == OutputSpec::Kind::List;
       PyObject* r = list ? PyList_New((Py_ssize_t)spec.items.size()) : PyTuple_New((Py_ssize_t)spec.items.size());
       if (list) remember(r);  // before its items: an item may hold the list itself
@@ -218,10 +219,12 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
         if (list) PyList_SET_ITEM(r, i, item);
         else PyTuple_SET_ITEM(r, i, item);
       }
-      if (spec.kind != OutputSpec::Kind::Iterator) return r;
-      PyObject* it = PyObject_GetIter(r);
+      if (spec.kind == OutputSpec::Kind::Tuple || spec.kind == OutputSpec::Kind::List) return r;
+      PyObject* made = spec.kind == OutputSpec::Kind::Size ? PyObject_CallOneArg(python_bridge().size_type, r)
+                                                            : PyObject_GetIter(r);
       Py_DECREF(r);
-      return it;
+      if (!made) *failed = true;
+      return made;
     }
     case OutputSpec::Kind::Dict: {
       PyObject* d = remember(PyDict_New());
@@ -518,9 +521,12 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   policy.all_dims = req->dynamic == 1;
   policy.dims = &unit.dynamic_dims;
   policy.scalars = &unit.dynamic_scalars;
+  TraceOptions options;
+  // torch 2.11 captures Tensor.item() under fullgraph=True, where a break is no way out
+  options.capture_scalar_outputs = compile_config().capture_scalar_outputs || req->fullgraph;
   Trace trace;
   try {
-    trace = trace_frame(code, fv, offset, policy, TraceOptions{});
+    trace = trace_frame(code, fv, offset, policy, options);
   } catch (const Unsupported& u) {
     trace.exit = Trace::Exit::Native;
     trace.break_reason = u.reason;
@@ -530,8 +536,27 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     set_python_error(e);
     return nullptr;
   }
+  if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
+    std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
+    std::string why = trace.break_reason + " (inside a loop: the rest of the function runs as plain Python)";
+    if (req->fullgraph) {
+      PyErr_SetString(g_unsupported_error, (why + "\n  from user code: " +
+                                            (trace.break_code.empty() ? where : trace.break_code)).c_str());
+      return nullptr;
+    }
+    if (log_channels().graph_breaks)
+      log_write("Skipping the rest of the frame at " + where + "\nReason: " + why +
+                (trace.break_code.empty() ? "" : "\n  " + trace.break_code));
+    auto art = std::make_shared<Artifact>();
+    art->graph = std::make_shared<graph::Graph>();
+    art->exit = Trace::Exit::Skip;
+    art->break_reason = why;
+    return art;
+  }
   auto art = std::make_shared<Artifact>();
   art->graph = trace.graph;
+  art->grad_enabled_after = trace.grad_enabled_after;
+  art->grad_enabled_on_raise = trace.grad_enabled_on_raise;
   art->input_sources = trace.input_sources;
   art->scalar_inputs = trace.scalar_inputs;
   art->exit = trace.exit;
@@ -566,18 +591,30 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                 (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
   }
   // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
-  bool needs_autograd = false, unbacked = false;
+  bool needs_autograd = false, unbacked = false, eager_autograd = false;
   for (int i : art->graph->inputs) needs_autograd |= art->graph->nodes[i].meta.requires_grad;
-  for (const auto& n : art->graph->nodes)
+  for (const auto& n : art->graph->nodes) {
     for (int64_t s : n.meta.sizes) unbacked |= s == graph::kUnbacked;
+    // autograd only eager kernels record as the code would: a new leaf that requires grad
+    // (mini.zeros(..., requires_grad=True)), an enable_grad() block in code entered with grad
+    // off (training graphs assume grad on)
+    bool leaf = n.kind == graph::NodeKind::Op && op_class(n.op) == OpClass::Factory && n.meta.requires_grad;
+    eager_autograd |= leaf;
+    eager_autograd |= n.grad_mode == graph::GradMode::On && !grad_enabled() && needs_autograd;
+  }
   if (has_graph && req->inductor && unbacked && log_channels().fusion)
     log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
               "dynamic dim); it runs with eager kernels");
+  bool aot_logs = log_channels().fusion || log_channels().aot_graphs;
+  if (has_graph && (req->inductor || req->aot) && eager_autograd && aot_logs)
+    log_write("aot: " + title + " makes a tensor that requires grad (requires_grad=True, enable_grad()); "
+              "it runs with eager kernels, which record autograd");
   needs_autograd &= grad_enabled();
   try {
-    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !unbacked)
+    bool eager_kernels = unbacked || eager_autograd;
+    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !eager_kernels)
       art->compiled = g_training(*art->graph, title, req->inductor);
-    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !unbacked)
+    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
       art->compiled = g_inductor(*art->graph, title);
   } catch (const std::exception& e) {
     set_python_error(e);
@@ -699,6 +736,10 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
         std::unique_ptr<guards::GuardSet> guard_set;
         std::shared_ptr<Artifact> compiled = compile_unit(code, unit, offset, fv, req, &guard_set);
         if (!compiled) return fail();
+        if (compiled->exit == Trace::Exit::Skip) {
+          unit.skip_reason = compiled->break_reason;
+          return run_natively(offset);
+        }
         if (compiled->exit == Trace::Exit::Native && compiled->graph->op_count() == 0 &&
             compiled->exit_instruction.offset == offset) {
           unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
@@ -740,6 +781,9 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
       release_all(new_stack);
       return fail();
     }
+    // The grad mode the unit's code left (a with mini.no_grad() block open at the break): the
+    // graph ran its ops in their modes without touching the global one.
+    if (grad_enabled() != art->grad_enabled_after) set_grad_enabled(art->grad_enabled_after);
     if (art->exit == Trace::Exit::Return) {
       release_all(locals);
       release_all(stack);
@@ -753,8 +797,13 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
     // Break: the instruction runs with real objects (the hook stays on: a function it
     // calls is captured on its own), then the next unit starts after it.
+    int on_raise = art->grad_enabled_on_raise;
     offset = run_instruction(art->exit_instruction, stack, art->exit_kw_names);
-    if (offset < 0) return fail();
+    if (offset < 0) {
+      // the ends of the grad-mode with blocks around the call restore the mode and re-raise
+      if (on_raise >= 0) set_grad_enabled(on_raise);
+      return fail();
+    }
   }
 }
 

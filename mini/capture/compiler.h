@@ -103,6 +103,9 @@ struct Artifact : guards::CompiledArtifact {
   std::vector<OutputSpec> exit_stack, exit_locals;
   PyObject* exit_kw_names = nullptr;  // Borrowed from the code's constants
   std::vector<SideEffect> side_effects;  // replayed after the graph runs
+  bool grad_enabled_after = true;     // see Trace
+  int grad_enabled_on_raise = -1;
+  std::string break_reason;           // Skip: why CPython runs the unit
   ~Artifact() override { Py_XDECREF(compiled_fn); }
 };
 

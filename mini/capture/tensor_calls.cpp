@@ -26,6 +26,11 @@ struct Args {
     if (required) unsupported(fn + "() missing argument '" + name + "'");
     return nullptr;
   }
+  VarRef keyword(const char* name) const {  // a keyword-only argument, or nullptr
+    for (auto& [k, v] : kw)
+      if (k == name) return v;
+    return nullptr;
+  }
   void at_most(size_t n) const {
     if (pos.size() > n) unsupported(fn + "() takes at most " + std::to_string(n) + " positional arguments");
   }
@@ -111,7 +116,10 @@ int operand(TraceContext& ctx, const VarRef& v_in) {
 }
 
 VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs = {}) {
-  return make_tensor(ctx.graph().add_op(op, inputs, attrs, ctx.current_code));
+  int id = ctx.graph().add_op(op, inputs, attrs, ctx.current_code);
+  if (ctx.grad_enabled != ctx.entry_grad_enabled)  // inside a with mini.no_grad() block, say
+    ctx.graph().nodes[id].grad_mode = ctx.grad_enabled ? graph::GradMode::On : graph::GradMode::Off;
+  return make_tensor(id);
 }
 
 VarRef dtype_object(DType d) {
@@ -163,6 +171,160 @@ const struct { const char* name; OpKind op; } kUnary[] = {
     {"clone", OpKind::Clone},
 };
 
+// ---- factories: mini.zeros(...), mini.arange(...), mini.randn(...) --------------------------
+
+// The keyword arguments a factory accepts besides its sizes; anything else runs eagerly
+// (where it raises the eager error).
+void check_kwargs(const Args& args, std::initializer_list<const char*> names) {
+  for (auto& [k, v] : args.kw) {
+    bool known = false;
+    for (const char* n : names) known = known || k == n;
+    if (!known) unsupported("mini." + args.fn + "() got an unexpected keyword argument '" + k + "'");
+  }
+}
+
+// device=: the CPU only, as eager mini (which raises for anything else).
+void check_device(const VarRef& v) {
+  if (!v || v->obj == Py_None) return;
+  PyObject* s = v->obj ? PyObject_Str(v->obj) : nullptr;
+  bool cpu = s && std::string(PyUnicode_AsUTF8(s)) == "cpu";
+  Py_XDECREF(s);
+  PyErr_Clear();
+  if (!cpu) unsupported("mini factory with device=" + v->describe() + ": mini has the CPU only");
+}
+
+DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? dflt : dtype_from(v); }
+
+// One size of a factory: an int, or a dynamic size (a symbol resolved when the graph runs).
+int64_t factory_size(TraceContext& ctx, const VarRef& v, const std::string& fn) {
+  if (v->is(Var::Kind::SymInt)) return v->node;
+  if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
+    unsupported("mini." + fn + "() with a size " + v->describe() + " (mini takes ints or x.shape's sizes)");
+  return PyLong_AsLongLong(v->obj);
+}
+
+// Sizes given as f(2, 3), f((2, 3)), f([2, 3]) or f(x.shape).
+Shape factory_shape(TraceContext& ctx, const std::vector<VarRef>& pos, const std::string& fn) {
+  Shape shape;
+  if (pos.size() == 1 && pos[0]->is(Var::Kind::Constant) && PyTuple_Check(pos[0]->obj)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pos[0]->obj); i++) {
+      PyObject* item = PyTuple_GET_ITEM(pos[0]->obj, i);
+      Py_INCREF(item);
+      shape.push_back(factory_size(ctx, make_constant(item), fn));
+    }
+    return shape;
+  }
+  bool one_sequence = pos.size() == 1 && (pos[0]->is(Var::Kind::Tuple) || pos[0]->is(Var::Kind::List));
+  for (auto& v : one_sequence ? pos[0]->items : pos) shape.push_back(factory_size(ctx, v, fn));
+  return shape;
+}
+
+// The sizes of `t` for a *_like factory.
+Shape like_shape(TraceContext& ctx, const VarRef& t, const std::string& fn) {
+  if (!t->is(Var::Kind::Tensor)) unsupported("mini." + fn + "() of " + t->describe());
+  const Shape& s = meta_of(ctx, t).sizes;
+  for (int64_t v : s)
+    if (v == graph::kUnbacked)
+      unsupported("mini." + fn + "() of a tensor whose size is known only at run time (nonzero's)");
+  return s;
+}
+
+VarRef factory(TraceContext& ctx, OpKind op, const Attrs& a, const VarRef& requires_grad) {
+  VarRef v = node(ctx, op, {}, a);
+  if (bool_of(requires_grad, false)) {  // a new autograd leaf (compile_unit runs it eagerly)
+    if (!is_floating(a.dtype))
+      fail("only Tensors of floating point dtype can require gradients (got ", dtype_name(a.dtype), ")");
+    ctx.graph().nodes[v->node].meta.requires_grad = true;
+  }
+  return v;
+}
+
+// mini.zeros(...) & co. as graph nodes, parsing arguments as mini/_tensor.py does; nullptr
+// if `name` is no factory.
+VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
+                    const Kwargs& kwargs) {
+  Args args{std::move(pos), kwargs, name};
+  Attrs a;
+  if (name == "zeros" || name == "ones" || name == "empty" || name == "rand" || name == "randn") {
+    check_kwargs(args, {"dtype", "requires_grad", "device"});  // (*size, dtype=, requires_grad=, device=)
+    check_device(args.keyword("device"));
+    a.shape = factory_shape(ctx, args.pos, name);
+    a.dtype = dtype_or(args.keyword("dtype"), DType::Float32);
+    a.value = name == "ones" ? 1 : 0;
+    OpKind op = name == "empty" ? OpKind::Empty : name == "rand" ? OpKind::Rand
+              : name == "randn" ? OpKind::Randn : OpKind::Full;
+    return factory(ctx, op, a, args.keyword("requires_grad"));
+  }
+  if (name == "full" || name == "full_like") {  // (size | t, fill_value, dtype, requires_grad[, device])
+    bool like = name == "full_like";
+    check_kwargs(args, {like ? "t" : "size", "fill_value", "dtype", "requires_grad", "device"});
+    args.at_most(like ? 4 : 5);
+    if (like && args.keyword("device"))
+      unsupported("full_like() got an unexpected keyword argument 'device'");
+    check_device(args.get(4, "device", false));
+    VarRef first = args.get(0, like ? "t" : "size");
+    VarRef fill = specialize(ctx, args.get(1, "fill_value"));
+    if (!fill->is(Var::Kind::Constant) || !(PyLong_Check(fill->obj) || PyFloat_Check(fill->obj)))
+      unsupported("mini." + name + "() with fill value " + fill->describe() +
+                  " (a number known while tracing)");
+    a.value = PyFloat_AsDouble(fill->obj);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      unsupported("mini." + name + "() with fill value " + fill->describe());
+    }
+    a.shape = like ? like_shape(ctx, first, name) : factory_shape(ctx, {first}, name);
+    DType dflt = like                      ? meta_of(ctx, first).dtype
+                 : PyBool_Check(fill->obj) ? DType::Bool
+                 : PyLong_Check(fill->obj) ? DType::Int64
+                                           : DType::Float32;
+    a.dtype = dtype_or(args.get(2, "dtype", false), dflt);
+    return factory(ctx, OpKind::Full, a, args.get(3, "requires_grad", false));
+  }
+  if (name == "zeros_like" || name == "ones_like" || name == "empty_like") {  // (t, dtype, requires_grad)
+    check_kwargs(args, {"t", "dtype", "requires_grad"});
+    args.at_most(3);
+    VarRef t = args.get(0, "t");
+    a.shape = like_shape(ctx, t, name);
+    a.dtype = dtype_or(args.get(1, "dtype", false), meta_of(ctx, t).dtype);
+    a.value = name == "ones_like" ? 1 : 0;
+    OpKind op = name == "empty_like" ? OpKind::Empty : OpKind::Full;
+    return factory(ctx, op, a, args.get(2, "requires_grad", false));
+  }
+  if (name == "randn_like") {  // (t)
+    check_kwargs(args, {"t"});
+    args.at_most(1);
+    VarRef t = args.get(0, "t");
+    a.shape = like_shape(ctx, t, name);
+    a.dtype = meta_of(ctx, t).dtype;
+    return factory(ctx, OpKind::Randn, a, nullptr);
+  }
+  if (name == "arange") {  // (start, end=None, step=1, dtype=None, requires_grad=False, device=None)
+    check_kwargs(args, {"start", "end", "step", "dtype", "requires_grad", "device"});
+    args.at_most(6);
+    check_device(args.get(5, "device", false));
+    VarRef start = args.get(0, "start"), end = args.get(1, "end", false), step = args.get(2, "step", false);
+    if (!end || end->obj == Py_None) {
+      end = start;
+      start = make_constant(PyLong_FromLong(0));
+    }
+    if (!step) step = make_constant(PyLong_FromLong(1));
+    auto is_int = [](const VarRef& v) {
+      bool number = v->is(Var::Kind::Constant) && PyLong_Check(v->obj) && !PyBool_Check(v->obj);
+      return number || v->is(Var::Kind::SymInt);
+    };
+    if (!is_int(start) || !is_int(end) || !is_int(step))
+      unsupported("mini.arange(" + start->describe() + ", " + end->describe() + ", " + step->describe() +
+                  "): mini captures arange of ints only");
+    a.start = int_of(ctx, start, "start");
+    a.step = int_of(ctx, step, "step");
+    // arange(x.shape[0]) keeps the size symbolic; any other symbolic bound is specialized
+    a.end = end->is(Var::Kind::SymInt) && a.start == 0 && a.step == 1 ? end->node : int_of(ctx, end, "end");
+    a.dtype = dtype_or(args.get(3, "dtype", false), DType::Int64);
+    return factory(ctx, OpKind::Arange, a, args.get(4, "requires_grad", false));
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
@@ -180,6 +342,30 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   v->expr = guards::SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
+}
+
+VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
+  VarRef v = specialize(ctx, v_in);
+  if (v->is(Var::Kind::Constant)) return v;
+  if (!v->is(Var::Kind::Tuple) && !v->is(Var::Kind::List)) return nullptr;
+  std::vector<VarRef> items;
+  for (auto& item : v->items) {
+    items.push_back(as_constant(ctx, item));
+    if (!items.back()) return nullptr;
+  }
+  bool list = v->is(Var::Kind::List);
+  PyObject* r = list ? PyList_New((Py_ssize_t)items.size()) : PyTuple_New((Py_ssize_t)items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    Py_INCREF(items[i]->obj);
+    if (list) PyList_SET_ITEM(r, i, items[i]->obj);
+    else PyTuple_SET_ITEM(r, i, items[i]->obj);
+  }
+  if (v->size) Py_SETREF(r, PyObject_CallOneArg(python_bridge().size_type, r));  // str(x.shape)
+  if (!r) {
+    PyErr_Clear();
+    unsupported("internal: cannot make a mini.Size");
+  }
+  return make_constant(r);
 }
 
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
@@ -206,7 +392,9 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   if (name == "shape") {
     std::vector<VarRef> dims;
     for (size_t d = 0; d < m.sizes.size(); d++) dims.push_back(size_var(ctx, self, (int64_t)d));
-    return make_tuple_var(dims);
+    VarRef size = make_tuple_var(dims);
+    size->size = true;
+    return size;
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "dtype") return dtype_object(m.dtype);
@@ -402,13 +590,17 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "numel") return numel_var(ctx, self);
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
-  if (name == "item" && compile_config().capture_scalar_outputs) {
+  if (name == "item" && ctx.options.capture_scalar_outputs) {
     // the number stays in the graph: a 0-d value that promotes like a Python number
     if (numel_of(m.sizes) != 1 && std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t s) { return s >= 0; }))
       fail("a Tensor with ", numel_of(m.sizes), " elements cannot be converted to Scalar");
     Attrs a;
     a.shape = {};
-    VarRef v = node(ctx, OpKind::Reshape, {self->node}, a);
+    VarRef v = m.sizes.empty() ? self : node(ctx, OpKind::Reshape, {self->node}, a);
+    // of the Python number's type (a float is a double), in a value of its own: it promotes
+    // like a number where it meets tensors, and computes like one where it meets numbers
+    a.dtype = is_floating(m.dtype) ? DType::Float64 : m.dtype;
+    v = a.dtype != m.dtype ? node(ctx, OpKind::Cast, {v->node}, a) : node(ctx, OpKind::Clone, {v->node});
     ctx.graph().nodes[v->node].wrapped_number = true;
     v->number = true;
     return v;
@@ -424,6 +616,8 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
 
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
                            const Kwargs& kwargs) {
+  if (VarRef r = call_grad_mode_function(ctx, name, pos, kwargs)) return r;
+  if (VarRef r = call_factory(ctx, name, pos, kwargs)) return r;
   if (name == "where") {
     Args args{std::move(pos), kwargs, name};
     VarRef c = args.get(0, "condition"), a = args.get(1, "input"), b = args.get(2, "other");

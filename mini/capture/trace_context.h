@@ -24,6 +24,9 @@ struct TraceContext {
   std::unordered_map<PyObject*, std::vector<bool>> tensor_dynamic;  // -> its dynamic dims
   std::string current_code;                       // the source line being traced
   std::string current_location;                   // "file:line in fn"
+  // The grad mode the code being traced runs in: the caller's at the start (guarded), then
+  // as with mini.no_grad() blocks and set_grad_enabled() calls change it (grad_mode.cpp).
+  bool entry_grad_enabled = true, grad_enabled = true;
 
   // Side effects (Dynamo's SideEffects): stores into real cells, globals and attributes,
   // kept here so that later reads in the trace see them, and replayed after the graph.
@@ -103,6 +106,28 @@ const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t);
 
 // A size of a tensor as a Var: a constant, or a SymInt when the dim is symbolic.
 VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim);
+// A tuple or list whose items are all constants (SymInts specialized) as one Constant, for
+// the Python operations on it (x.shape == (3, 4), max(x.shape)); nullptr otherwise.
+VarRef as_constant(TraceContext& ctx, const VarRef& v);
+
+// grad_mode.cpp: `with mini.no_grad():` / `enable_grad()` blocks, set_grad_enabled() and
+// @mini.no_grad() functions, traced by switching TraceContext::grad_enabled; the graph's ops
+// carry the mode they were traced in (graph::GradMode).
+// mini.no_grad(), enable_grad(), set_grad_enabled(), is_grad_enabled() called in traced code;
+// nullptr if `name` is none of them.
+VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name,
+                               const std::vector<VarRef>& args, const Kwargs& kwargs);
+bool is_grad_mode(const VarRef& v);       // an object mini.no_grad() & co. return
+bool is_grad_mode_exit(const VarRef& v);  // the __exit__ BEFORE_WITH pushed for one
+// BEFORE_WITH on a grad-mode object: sets the mode; returns the __exit__ to push.
+VarRef enter_grad_mode(TraceContext& ctx, const VarRef& mode);
+// The mode a grad-mode __exit__ restores (and, when `apply`, restores it).
+bool exit_grad_mode(TraceContext& ctx, const VarRef& exit, bool apply);
+// A call of a @mini.no_grad() function: its wrapped function inlined in that mode; nullptr
+// if `fn` is no such wrapper.
+VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<VarRef> args,
+                              Kwargs kwargs);
+
 // A SymInt used where a plain int is needed (a range bound, an index, a float): its value
 // now, guarded to stay that value (torch calls this specializing). Others pass through.
 VarRef specialize(TraceContext& ctx, const VarRef& v);

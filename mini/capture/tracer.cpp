@@ -244,6 +244,22 @@ PyObject* checked(PyObject* result, const std::string& what) {
 
 bool is_constant(const VarRef& v) { return v->is(Var::Kind::Constant); }
 
+// The items of a tuple var or of a constant tuple.
+bool tuple_items(const VarRef& v, std::vector<VarRef>* items) {
+  if (v->is(Var::Kind::Tuple)) {
+    *items = v->items;
+    return true;
+  }
+  if (!is_constant(v) || !PyTuple_CheckExact(v->obj)) return false;
+  items->clear();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(v->obj); i++) {
+    PyObject* item = PyTuple_GET_ITEM(v->obj, i);
+    Py_INCREF(item);
+    items->push_back(make_constant(item));
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---- one frame ------------------------------------------------------------------------
@@ -266,6 +282,7 @@ class FrameInterpreter {
   std::vector<VarRef> exit_stack_, exit_locals_;  // the state before the breaking instruction
   std::vector<std::pair<PyObject*, SourceRef>> exit_lazy_;
   PyObject* exit_kw_names_ = nullptr;
+  size_t exit_graph_size_ = SIZE_MAX;  // the graph's nodes before the breaking instruction
 
   void set_start(int offset, std::vector<VarRef> stack) {
     jump(offset);
@@ -283,7 +300,8 @@ class FrameInterpreter {
 
  private:
   VarRef step(const Instruction& in);
-  bool can_run_eagerly(const Instruction& in);
+  bool can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack);
+  bool in_loop(size_t index);
   VarRef pop() {
     if (stack_.empty()) unsupported("internal: stack underflow");
     VarRef v = std::move(stack_.back());
@@ -414,9 +432,11 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors && is_python_number(a) && is_python_number(b)) {
     // Python arithmetic on a dynamic number: the graph computes it as int64 / float64
-    // values, which is Python's arithmetic for + - * only (int / int would be float32, and
-    // a division by zero would not raise)
-    if (op % 13 != 0 && op % 13 != 5 && op % 13 != 10)
+    // values, which is Python's arithmetic for + - *, and for / by a nonzero constant (true
+    // division of two numbers is float64 there); a division by a graph value that may be
+    // zero would not raise, and // % ** differ for negative or large values
+    bool true_div_by_constant = op % 13 == 11 && is_constant(b) && PyObject_IsTrue(b->obj) == 1;
+    if (op % 13 != 0 && op % 13 != 5 && op % 13 != 10 && !true_div_by_constant)
       unsupported(std::string("the operator ") + binary_symbol(op) + " on a dynamic Python number (a "
                   "graph input since its value changed): the graph would not compute it as Python "
                   "does, so it runs as Python");
@@ -438,6 +458,11 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     items.insert(items.end(), b->items.begin(), b->items.end());
     return make_tuple_var(items, a->is(Var::Kind::List));
   }
+  std::vector<VarRef> left, right;  // a tuple and a constant one: x.shape + (1,)
+  if (op % 13 == 0 && tuple_items(a, &left) && tuple_items(b, &right)) {
+    left.insert(left.end(), right.begin(), right.end());
+    return make_tuple_var(left);
+  }
   unsupported("the operator " + std::string(binary_symbol(op)) + " on " + a->describe() + " and " +
               b->describe() + " is not supported by mini's capture");
 }
@@ -451,6 +476,12 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
     VarRef r = tensor_binary(ctx_, compare_kind(richcmp), a, b);
     r->number = is_python_number(a) && is_python_number(b);  // a Python bool
     return r;
+  }
+  if (VarRef ca = as_constant(ctx_, a)) {  // tuples of numbers: x.shape == (3, 4)
+    if (VarRef cb = as_constant(ctx_, b)) {
+      a = ca;
+      b = cb;
+    }
   }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(PyObject_RichCompare(a->obj, b->obj, richcmp), "comparison"));
@@ -665,8 +696,10 @@ void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const 
 
 // Instructions a graph break can stop at and then run with real objects: calls, and
 // branches on a value only known at run time. Inside a try block, CPython must run them
-// (an exception has to reach the handler), so they end the unit natively instead.
-bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
+// (an exception has to reach the handler), so they end the unit natively instead. The ends
+// of grad-mode with blocks (`stack` holds their __exit__s) are the exception: all they do
+// with an exception is restore the grad mode and re-raise, which the compiler does itself.
+bool FrameInterpreter::can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack) {
   switch (in.op) {
     case Opcode::CALL: case Opcode::CALL_KW: case Opcode::CALL_FUNCTION_EX:
     case Opcode::POP_JUMP_IF_FALSE: case Opcode::POP_JUMP_IF_TRUE: case Opcode::TO_BOOL:
@@ -676,7 +709,32 @@ bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
   }
   std::vector<ExceptionTableEntry> table;
   if (!parse_exception_table(code_, &table)) { PyErr_Clear(); return false; }
-  return find_exception_handler(table, in.offset) == nullptr;
+  int on_raise = -1;
+  for (const ExceptionTableEntry* h = find_exception_handler(table, in.offset); h;) {
+    if (h->depth < 1 || h->depth > (int)stack.size() || !is_grad_mode_exit(stack[h->depth - 1])) return false;
+    on_raise = exit_grad_mode(ctx_, stack[h->depth - 1], false);
+    // the handler of the code around the block: where its BEFORE_WITH is
+    int start = h->start;
+    for (const auto& e : table)
+      if (e.target == h->target) start = std::min(start, e.start);
+    int i = start / 2 < (int)index_of_.size() ? index_of_[start / 2] : -1;
+    if (i < 1 || ins_[i - 1].op != Opcode::BEFORE_WITH) return false;
+    h = find_exception_handler(table, ins_[i - 1].offset);
+  }
+  ctx_.trace.grad_enabled_on_raise = on_raise;
+  return true;
+}
+
+// Dynamo's maybe_has_backedge: a jump at or after instruction `index`, before the first
+// return, to an offset before it. (The instruction itself counts: 3.11 tests a while loop's
+// condition at the bottom with a backward jump.)
+bool FrameInterpreter::in_loop(size_t index) {
+  for (size_t i = index; i < ins_.size(); i++) {
+    const Instruction& j = ins_[i];
+    if (j.op == Opcode::RETURN_VALUE || j.op == Opcode::RETURN_CONST) return false;
+    if (j.jump_target >= 0 && j.jump_target < ins_[index].offset) return true;
+  }
+  return false;
 }
 
 VarRef FrameInterpreter::run() {
@@ -696,6 +754,7 @@ VarRef FrameInterpreter::run() {
     PyObject* saved_kw = kw_names_;
     size_t graph_size = ctx_.graph().nodes.size();
     int mutations = ctx_.mutations;
+    bool saved_grad = ctx_.grad_enabled;
     pc_++;
     try {
       if (steps == stop_step) {
@@ -705,17 +764,23 @@ VarRef FrameInterpreter::run() {
       if (VarRef r = step(in)) return r;
     } catch (const Unsupported& u) {
       if (ctx_.mutations != mutations) failed_step_mutated = steps;
+      Trace& t = ctx_.trace;
+      ctx_.grad_enabled = t.grad_enabled_after = saved_grad;
+      t.exit = can_run_eagerly(in, saved_stack) ? Trace::Exit::Break : Trace::Exit::Native;
+      // A branch on a tensor inside a loop: every iteration would break again. As Dynamo,
+      // capture leaves the unit to CPython (the graphs before the loop stay compiled).
+      bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
+      bool tensor_branch = !call && saved_stack.back()->is(Var::Kind::Tensor);
+      if (t.exit == Trace::Exit::Break && tensor_branch && in_loop(pc_ - 1)) t.exit = Trace::Exit::Skip;
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);
       exit_kw_names_ = saved_kw;
-      Trace& t = ctx_.trace;
-      t.exit = can_run_eagerly(in) ? Trace::Exit::Break : Trace::Exit::Native;
+      exit_graph_size_ = graph_size;
       t.exit_instruction = in;
       t.break_reason = u.reason;
       t.break_location = ctx_.current_location;
       t.break_code = ctx_.current_code;
-      (void)graph_size;
       return nullptr;
     }
   }
@@ -891,6 +956,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::CONTAINS_OP: {
         VarRef container = pop(), item = pop();
+        if (VarRef c = as_constant(ctx_, container)) container = c;  // 3 in x.shape
         if (container->is(Var::Kind::DictView) && container->name == "keys") container = container->self;
         if (container->is(Var::Kind::Dict) || container->is(Var::Kind::Tuple) || container->is(Var::Kind::List)) {
           bool found;
@@ -1068,6 +1134,15 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         pop();
         if (dialect.python_minor == 12) pop();
         break;
+      case Opcode::BEFORE_WITH: {  // only grad-mode blocks: no other context manager is traced
+        VarRef mode = pop();
+        if (!is_grad_mode(mode))
+          unsupported("a with block over " + mode->describe() + ": mini's capture traces the grad-mode "
+                      "blocks (mini.no_grad(), enable_grad(), set_grad_enabled()) only");
+        push(enter_grad_mode(ctx_, mode));
+        push(make_constant((Py_INCREF(Py_None), Py_None)));  // what __enter__ returns
+        break;
+      }
       case Opcode::JUMP_FORWARD: case Opcode::JUMP_BACKWARD: case Opcode::JUMP_BACKWARD_NO_INTERRUPT:
         jump(in.jump_target);
         break;
@@ -1223,7 +1298,8 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
     }
     case Var::Kind::Tuple: case Var::Kind::List:
       if (v->is(Var::Kind::List) && !made_in_trace(v)) break;  // the caller's own list: read it again
-      s.kind = v->is(Var::Kind::Tuple) ? OutputSpec::Kind::Tuple : OutputSpec::Kind::List;
+      s.kind = v->is(Var::Kind::Tuple) ? (v->size ? OutputSpec::Kind::Size : OutputSpec::Kind::Tuple)
+                                       : OutputSpec::Kind::List;
       for (auto& item : v->items) s.items.push_back(rebuild(ctx, item));
       return s;
     case Var::Kind::Dict:
@@ -1355,6 +1431,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   ctx.root_globals = frame.globals;
   ctx.options = options;
   ctx.dynamic = dynamic;
+  ctx.entry_grad_enabled = ctx.grad_enabled = grad_enabled();
   ctx.guards().add_grad_mode(grad_enabled());
   FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
   interp.root_ = true;
@@ -1399,6 +1476,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   Trace& t = ctx.trace;
   if (result) {
     t.output = rebuild(ctx, result);
+    t.grad_enabled_after = ctx.grad_enabled;
   } else {
     for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
     for (int i = 0; i < code->co_nlocalsplus; i++) {
@@ -1424,7 +1502,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
     t.exit_kw_names = interp.exit_kw_names_;
   }
   t.side_effects = side_effects(ctx);
-  ctx.graph().eliminate_dead_code();
+  ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);
 }
 }  // namespace

@@ -31,6 +31,7 @@ struct OutputSpec {
     Number,       // graph.outputs[index].item(): a Python number computed in the graph
     Constant,     // value
     Tuple, List,  // items
+    Size,         // mini.Size(items): a tensor's shape
     Source,       // read `source` again from the frame's values (unchanged objects)
     Null,         // the NULL of a call sequence
     Absent,       // an unbound local
@@ -71,6 +72,9 @@ struct PythonBridge {
   PyObject* tensor_type = nullptr;    // mini.Tensor
   PyObject* dtype_objects[4] = {};    // mini.bool, int64, float32, float64 by DType code
   PyObject* graph_functions = nullptr;  // dict: function object -> op-table name
+  PyObject* size_type = nullptr;        // mini.Size: what x.shape and x.size() are
+  PyObject* grad_mode_type = nullptr;   // what mini.no_grad(), enable_grad(), set_grad_enabled() return
+  PyObject* grad_mode_wrapper_code = nullptr;  // the code of a @mini.no_grad() function's wrapper
   // A Python GraphModule for a backend callable (New reference, NULL on error).
   PyObject* (*make_graph_module)(std::shared_ptr<graph::Graph> graph, const std::string& name) = nullptr;
 };
@@ -99,7 +103,9 @@ struct Trace {
   // How the unit ends: returning `output`; or a graph break at `exit_instruction`, which
   // then runs eagerly (Break: a call or a branch on a tensor, done with real objects) or
   // natively in CPython to the end of the frame (Native: an instruction capture cannot run).
-  enum class Exit { Return, Break, Native } exit = Exit::Return;
+  // Skip: a branch on a tensor inside a loop; nothing of the unit is compiled, CPython runs
+  // it and the rest of the frame (Dynamo skips such a frame).
+  enum class Exit { Return, Break, Native, Skip } exit = Exit::Return;
   OutputSpec output;
   Instruction exit_instruction{};
   std::vector<OutputSpec> exit_stack;   // the live stack before exit_instruction
@@ -108,10 +114,17 @@ struct Trace {
   std::vector<SideEffect> side_effects;  // replayed after the graph, in this order
   PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
   std::string break_reason, break_location, break_code;
+  // The grad mode the traced code leaves (a with mini.no_grad() block open at the break, a
+  // set_grad_enabled() call): set after the graph runs, as running the code would have.
+  bool grad_enabled_after = true;
+  // A Break inside grad-mode with blocks: the mode their ends restore if the breaking
+  // instruction raises (-1: no block is open).
+  int grad_enabled_on_raise = -1;
 };
 
 struct TraceOptions {
   int max_inline_depth = 32;
+  bool capture_scalar_outputs = false;  // Tensor.item() as a graph value (config, or fullgraph)
 };
 
 // Automatic dynamic decisions for one trace: which dims and scalars are symbolic.

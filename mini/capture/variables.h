@@ -73,6 +73,7 @@ struct Var {
   bool number = false;         // Tensor: a Python int, float or bool of the user's code,
                                // carried in the graph as a 0-d "wrapped number" value
   guards::SizeExpr expr;       // SymInt
+  bool size = false;           // Tuple: a mini.Size (x.shape, x.size()), rebuilt as one
 
   Var(Kind k) : kind(k) {}
   ~Var() { Py_XDECREF(obj); }

@@ -213,6 +213,17 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     var->graph_function = is_graph_function(v);
     return var;
   }
+  PyObject* grad_mode = python_bridge().grad_mode_type;
+  if (PyMethod_Check(v) && grad_mode && PyObject_TypeCheck(PyMethod_GET_SELF(v), (PyTypeObject*)grad_mode)) {
+    // the __exit__ of a with mini.no_grad() block open at the break before this unit
+    g.add_type_match(src, v);
+    PyObject* name = PyObject_GetAttrString(PyMethod_GET_FUNCTION(v), "__name__");
+    bool exit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__exit__") == 0;
+    Py_XDECREF(name);
+    PyErr_Clear();
+    SourceRef self = guards::Source::attr(src, "__self__");
+    if (exit) return make_method(wrap(ctx, PyMethod_GET_SELF(v), self), "__exit__");
+  }
   bool bound_builtin = PyCFunction_Check(v) && PyCFunction_GET_SELF(v) && !PyModule_Check(PyCFunction_GET_SELF(v));
   if (bound_builtin || PyMethod_Check(v)) {  // deque.append, obj.method: made anew by each getattr
     g.add_type_match(src, v);

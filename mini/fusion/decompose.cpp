@@ -71,6 +71,7 @@ graph::Graph decompose(const graph::Graph& src) {
       }
       default:
         map[id] = g.add_op(n.op, in, a, n.code);
+        g.nodes[map[id]].wrapped_number = n.wrapped_number;  // item()'s number, marked by capture
     }
   }
   for (int o : src.outputs) g.outputs.push_back(map[o]);

@@ -84,10 +84,11 @@ bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector
   // A3 END
 }
 
-// Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS).
+// Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS; the
+// factories as the eager kernel, so random numbers come from the eager generator, in order).
 bool is_extern(OpKind op) {
   OpClass c = op_class(op);
-  return c == OpClass::Extern || c == OpClass::Composite;
+  return c == OpClass::Extern || c == OpClass::Composite || c == OpClass::Factory;
 }
 
 }  // namespace

@@ -65,12 +65,8 @@ int Graph::add_input(const TensorMeta& meta, const std::string& source) {
   return (int)nodes.size() - 1;
 }
 
-int Graph::add_constant(double value, DType dtype) {
-  Node n;
-  n.kind = NodeKind::Constant;
-  n.value = value;
-  n.constant = scalar_tensor(value, dtype, /*wrapped_number=*/true);
-  n.meta = {{}, {}, dtype, false};
+// A Python number as Python prints it: True, 3, 2.0.
+static std::string number_str(double value, DType dtype) {
   std::ostringstream s;
   if (dtype == DType::Bool) s << (value ? "True" : "False");
   else if (dtype == DType::Int64) s << (int64_t)value;
@@ -78,7 +74,16 @@ int Graph::add_constant(double value, DType dtype) {
     s << value;
     if (s.str().find_first_of(".einf") == std::string::npos) s << ".0";
   }
-  n.name = s.str();  // constants print inline, as their value
+  return s.str();
+}
+
+int Graph::add_constant(double value, DType dtype) {
+  Node n;
+  n.kind = NodeKind::Constant;
+  n.value = value;
+  n.constant = scalar_tensor(value, dtype, /*wrapped_number=*/true);
+  n.meta = {{}, {}, dtype, false};
+  n.name = number_str(value, dtype);  // constants print inline, as their value
   nodes.push_back(std::move(n));
   return (int)nodes.size() - 1;
 }
@@ -116,11 +121,12 @@ int Graph::op_count() const {
   return (int)std::count_if(nodes.begin(), nodes.end(), [](const Node& n) { return n.kind == NodeKind::Op; });
 }
 
-void Graph::eliminate_dead_code() {
+void Graph::eliminate_dead_code(size_t drop_random_from) {
   std::vector<bool> live(nodes.size(), false);
   for (int o : outputs) live[o] = true;
   for (size_t i = nodes.size(); i-- > 0;) {
     if (nodes[i].kind == NodeKind::Input) live[i] = true;
+    if (nodes[i].kind == NodeKind::Op && is_random(nodes[i].op) && i < drop_random_from) live[i] = true;
     if (!live[i]) continue;
     for (int in : nodes[i].inputs)
       if (in >= 0) live[in] = true;
@@ -169,6 +175,14 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
     case OpKind::Gelu: return a.mode == "tanh" ? ", approximate='tanh'" : "";
     case OpKind::MseLoss: return ", reduction='" + a.mode + "'";
     case OpKind::LayerNorm: return ", normalized_dims=" + std::to_string(a.dim) + ", eps=" + std::to_string(a.eps);
+    case OpKind::Full:
+      return ", " + sizes_str(a.shape) + ", " + number_str(a.value, a.dtype) + ", dtype=mini." +
+             dtype_name(a.dtype);
+    case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:
+      return ", " + sizes_str(a.shape) + ", dtype=mini." + dtype_name(a.dtype);
+    case OpKind::Arange:
+      return ", " + std::to_string(a.start) + ", " + size_str(a.end) + ", " + std::to_string(a.step) +
+             ", dtype=mini." + dtype_name(a.dtype);
     default: return "";
   }
 }
@@ -178,7 +192,9 @@ std::string Graph::node_str(int id) const {
   std::string s = n.name + ": \"" + meta_str(n.meta) + "\" = mini." + op_name(n.op) + "(";
   for (size_t i = 0; i < n.inputs.size(); i++)
     s += (i ? ", " : "") + (n.inputs[i] >= 0 ? nodes[n.inputs[i]].name : std::string("None"));
-  return s + attrs_str(n.op, n.attrs) + ")";
+  std::string attrs = attrs_str(n.op, n.attrs);
+  if (n.inputs.empty() && !attrs.empty()) attrs = attrs.substr(2);  // a factory: no ", " first
+  return s + attrs + ")";
 }
 
 std::string Graph::print(const std::string& title) const {
@@ -188,11 +204,17 @@ std::string Graph::print(const std::string& title) const {
   for (int i : inputs) s << ", " << nodes[i].name << ": \"" << meta_str(nodes[i].meta) << "\"";
   s << "):\n";
   std::string last_code;
+  GradMode mode = GradMode::Ambient;
   for (size_t i = 0; i < nodes.size(); i++) {
     if (nodes[i].kind != NodeKind::Op) continue;
     if (!nodes[i].code.empty() && nodes[i].code != last_code) {
       s << "\n         # " << nodes[i].code << "\n";
       last_code = nodes[i].code;
+    }
+    if (nodes[i].grad_mode != mode) {  // where torch's graph calls _set_grad_enabled
+      mode = nodes[i].grad_mode;
+      const char* what = mode == GradMode::Off ? "off" : mode == GradMode::On ? "on" : "as called";
+      s << "        # grad mode: " << what << "\n";
     }
     s << "        " << node_str((int)i) << "\n";
   }
@@ -332,7 +354,8 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
         case OpKind::Div: case OpKind::Exp: case OpKind::Log: case OpKind::Sin: case OpKind::Cos:
         case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Sqrt: case OpKind::Rsqrt:
         case OpKind::Gelu: case OpKind::GeluBackward:
-          if (!is_floating(dt)) dt = DType::Float32;
+          if (is_floating(dt)) break;  // true division of two numbers: a Python float
+          dt = op == OpKind::Div && wrapped[0] && wrapped[1] ? DType::Float64 : DType::Float32;
           break;
         case OpKind::Cast: dt = a.dtype; break;
         case OpKind::Where:
@@ -397,12 +420,42 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
     case OpKind::SliceBackward: return contiguous_meta(a.shape, in[0].dtype);
     case OpKind::Nonzero:  // data-dependent length: -1 marks a size only known at run time
       return contiguous_meta({-1, (int64_t)in[0].sizes.size()}, DType::Int64);
+    case OpKind::Full: case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:
+      for (int64_t s : a.shape)
+        if (s < 0 && !is_symbol(s))
+          fail("Trying to create tensor with negative dimension ", s, ": ", shape_str(a.shape));
+      if ((op == OpKind::Rand || op == OpKind::Randn) && !is_floating(a.dtype))
+        fail(op_name(op), " is only defined for floating point dtypes, got ", dtype_name(a.dtype));
+      return contiguous_meta(a.shape, a.dtype);
+    case OpKind::Arange: {
+      if (a.step == 0) fail("arange: step must be nonzero");
+      if (is_symbol(a.end)) {  // arange(s0): the only symbolic form capture makes
+        if (a.start != 0 || a.step != 1) fail("arange with a symbolic end needs start 0 and step 1");
+        return contiguous_meta({a.end}, a.dtype);
+      }
+      if ((a.step > 0 && a.start > a.end) || (a.step < 0 && a.start < a.end))
+        fail("arange: upper bound and larger bound inconsistent with step sign (start ", a.start,
+             ", end ", a.end, ", step ", a.step, ")");
+      int64_t n = (a.end - a.start + a.step + (a.step > 0 ? -1 : 1)) / a.step;  // ceil
+      return contiguous_meta({n}, a.dtype);
+    }
     default: break;
   }
   fail("no meta rule for ", op_name(op));
 }
 
 // ---- the interpreter ----------------------------------------------------------------------
+
+namespace {
+// Runs one op in its node's grad mode (Ambient: leaves the mode as it is).
+struct GradModeGuard {
+  bool prev = grad_enabled();
+  explicit GradModeGuard(GradMode mode) {
+    if (mode != GradMode::Ambient) set_grad_enabled(mode == GradMode::On);
+  }
+  ~GradModeGuard() { set_grad_enabled(prev); }
+};
+}  // namespace
 
 std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs) {
   if (inputs.size() != g.inputs.size())
@@ -415,6 +468,7 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
     if (n.kind == NodeKind::Constant) {
       values[id] = n.constant;
     } else if (n.kind == NodeKind::Op) {
+      GradModeGuard mode(n.grad_mode);
       args.clear();
       for (int i : n.inputs) args.push_back(i >= 0 ? values[i] : nullptr);
       if (n.symbolic_attrs) {
@@ -431,6 +485,9 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
       } else {
         values[id] = call_op(n.op, args, n.attrs);
       }
+      if (op_class(n.op) == OpClass::Factory && n.meta.requires_grad) values[id]->requires_grad = true;
+      // a number computed in the graph (item(), arithmetic on numbers) promotes like one
+      if (n.wrapped_number) values[id]->wrapped_number = true;
     }
   }
   std::vector<Tensor> out;

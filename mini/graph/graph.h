@@ -39,6 +39,13 @@ struct TensorMeta {
 
 enum class NodeKind { Input, Constant, Op };
 
+// The grad mode an op runs in. Capture sets Off / On for ops traced inside a
+// `with mini.no_grad()` or `enable_grad()` block (or after set_grad_enabled()) that changed
+// the mode; Ambient ops run in the mode the graph is called in, which the grad-mode guard
+// fixes to the mode at the start of the captured code (torch's graphs hold
+// _set_grad_enabled calls instead).
+enum class GradMode { Ambient, Off, On };
+
 struct Node {
   NodeKind kind = NodeKind::Op;
   std::string name;             // unique, printable
@@ -48,6 +55,7 @@ struct Node {
   Attrs attrs;
   std::vector<int> inputs;      // node ids
   std::string code;             // the user's source line that made it ("" if unknown)
+  GradMode grad_mode = GradMode::Ambient;  // an Off op's value carries no gradient
   bool symbolic_attrs = false;  // attrs hold symbols, resolved from the inputs on each run
   // Input
   std::string source;           // where the value comes from, e.g. "L['x']"
@@ -72,8 +80,10 @@ struct Graph {
 
   int op_count() const;  // Op nodes: torch's "call_function" count
   // Drops op and constant nodes no output depends on (left over from an instruction that
-  // was traced part way before a graph break). Inputs stay: they are the calling convention.
-  void eliminate_dead_code();
+  // was traced part way before a graph break). Inputs stay: they are the calling convention;
+  // random ops stay too (their draws advance the generator), except those from node
+  // `drop_random_from` on: the nodes of an instruction that runs again for real.
+  void eliminate_dead_code(size_t drop_random_from = SIZE_MAX);
   // The graph as TORCH_LOGS=graph_code prints it, under a "===== title =====" banner.
   std::string print(const std::string& title) const;
   // One node as Python-like source: `mul: "f32[8]" = mini.mul(l_x_, 2)`.

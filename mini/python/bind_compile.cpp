@@ -199,6 +199,13 @@ void bind_compile(py::module_& m) {
     b.make_graph_module = &make_graph_module;
     cap::g_skip_prefix = skip_prefix;
   });
+  m.def("_register_capture_types", [](py::object size_type, py::object grad_mode_type,
+                                      py::object grad_mode_wrapper_code) {
+    auto& b = cap::python_bridge();
+    b.size_type = size_type.release().ptr();
+    b.grad_mode_type = grad_mode_type.release().ptr();
+    b.grad_mode_wrapper_code = grad_mode_wrapper_code.release().ptr();
+  });
   py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
   m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
                           std::string cache_dir) {

@@ -26,6 +26,8 @@ bool is_transcendental(OpKind k) {
   }
 }
 
+bool is_random(OpKind k) { return k == OpKind::Rand || k == OpKind::Randn; }
+
 OpClass op_class(OpKind k) {
   switch (k) {
 #define MINI_OP_CLASS(name, str, cls) case OpKind::name: return OpClass::cls;
@@ -85,6 +87,13 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
     case OpKind::MseLoss: expect_inputs(k, in, 2); return mse_loss(in[0], in[1], a.mode);
     case OpKind::SliceBackward: expect_inputs(k, in, 1); return slice_backward(in[0], a);
     case OpKind::Nonzero: expect_inputs(k, in, 1); return nonzero(in[0]);
+    case OpKind::Full: expect_inputs(k, in, 0); return full(a.shape, a.value, a.dtype);
+    case OpKind::Empty: expect_inputs(k, in, 0); return empty(a.shape, a.dtype);
+    case OpKind::Arange:
+      expect_inputs(k, in, 0);
+      return arange((double)a.start, (double)a.end, (double)a.step, a.dtype);
+    case OpKind::Rand: expect_inputs(k, in, 0); return rand(a.shape, a.dtype);
+    case OpKind::Randn: expect_inputs(k, in, 0); return randn(a.shape, a.dtype);
   }
   fail("unknown op");
 }

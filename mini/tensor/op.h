@@ -43,7 +43,10 @@ namespace mini {
   X(Softmax, "softmax", Composite) X(LogSoftmax, "log_softmax", Composite)      \
   X(LayerNorm, "layer_norm", Composite) X(MseLoss, "mse_loss", Composite)      \
   X(SliceBackward, "slice_backward", Composite)                                \
-  X(Nonzero, "nonzero", Composite)
+  X(Nonzero, "nonzero", Composite)                                             \
+  /* factories: a new tensor from attributes alone (no inputs) */             \
+  X(Full, "full", Factory) X(Empty, "empty", Factory)                          \
+  X(Arange, "arange", Factory) X(Rand, "rand", Factory) X(Randn, "randn", Factory)
 
 enum class OpKind {
 #define MINI_OP_ENUM(name, str, cls) name,
@@ -51,7 +54,7 @@ enum class OpKind {
 #undef MINI_OP_ENUM
 };
 
-enum class OpClass { Pointwise, Reduction, View, Extern, Composite };
+enum class OpClass { Pointwise, Reduction, View, Extern, Composite, Factory };
 
 const char* op_name(OpKind k);
 OpClass op_class(OpKind k);
@@ -59,6 +62,9 @@ OpClass op_class(OpKind k);
 // tens of dependent instructions per element where plain arithmetic is one. Codegen stages
 // loops at them; the recompute partitioner saves them rather than run them twice.
 bool is_transcendental(OpKind k);
+// Ops that draw from the random generator: a graph keeps them even when nothing reads them
+// and never runs one twice, so the generator advances as it does in eager code.
+bool is_random(OpKind k);
 
 // Attributes of one op application. Each op reads only the fields it documents:
 //   reductions: dims (empty = all), keepdim
@@ -68,6 +74,7 @@ bool is_transcendental(OpKind k);
 //   Softmax/LogSoftmax: dim;  LayerNorm: dims = normalized trailing dim count in dim, eps
 //   Gelu/GeluBackward: approximate ("none"|"tanh");  MseLoss: reduction
 //   Cast: dtype
+//   Full: shape, value, dtype;  Empty/Rand/Randn: shape, dtype;  Arange: start, end, step, dtype
 struct Attrs {
   std::vector<int64_t> dims;
   Shape shape;
@@ -75,6 +82,7 @@ struct Attrs {
   int64_t dim = 0, dim2 = 0;
   int64_t index = 0, start = 0, end = 0, step = 1;
   double eps = 1e-5;
+  double value = 0;
   DType dtype = DType::Float32;
   std::string mode;
 };

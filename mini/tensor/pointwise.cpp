@@ -178,7 +178,8 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
     fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
          "Use the `^` or `logical_xor()` operator instead.");
   if ((k == OpKind::Div || k == OpKind::Pow) && compute == DType::Bool) compute = DType::Int64;
-  if (k == OpKind::Div && !is_floating(compute)) compute = DType::Float32;  // true division
+  if (k == OpKind::Div && !is_floating(compute))  // true division: of two numbers, a Python float
+    compute = a->wrapped_number && b->wrapped_number ? DType::Float64 : DType::Float32;
   if (k == OpKind::GeluBackward && !is_floating(compute)) compute = DType::Float32;
   DType out_dtype = is_comparison(k) ? DType::Bool : compute;
   Shape shape = broadcast_shapes(a->sizes, b->sizes);

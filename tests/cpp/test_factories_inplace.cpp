@@ -36,6 +36,33 @@ TEST_CASE("arange counts up or down by step", "[tensor][factories]") {
   CHECK_MINI_ERROR(mini::arange(0, 5, -1, DType::Float32), Error::Kind::Runtime, "step sign");
 }
 
+// The factory OpKinds a captured graph holds run the same kernels (run_graph, inductor's
+// extern calls); random ones draw from the same generator.
+TEST_CASE("factory OpKinds run the factories", "[tensor][factories]") {
+  mini::Attrs a;
+  a.shape = {2, 2};
+  a.value = 3.5;
+  a.dtype = DType::Float64;
+  Tensor f = mini::call_op(OpKind::Full, {}, a);
+  CHECK(f->dtype == DType::Float64);
+  check_values(f, {3.5, 3.5, 3.5, 3.5});
+  CHECK(mini::call_op(OpKind::Empty, {}, a)->sizes == Shape{2, 2});
+  mini::Attrs r;
+  r.start = 10;
+  r.end = 0;
+  r.step = -3;
+  r.dtype = DType::Int64;
+  check_values(mini::call_op(OpKind::Arange, {}, r), {10, 7, 4, 1});
+  a.dtype = DType::Float32;
+  mini::manual_seed(5);
+  std::vector<double> want = values(mini::randn({2, 2}));
+  mini::manual_seed(5);
+  check_values(mini::call_op(OpKind::Randn, {}, a), want);
+  CHECK(mini::is_random(OpKind::Rand));
+  CHECK_FALSE(mini::is_random(OpKind::Full));
+  CHECK_MINI_ERROR(mini::call_op(OpKind::Full, {f}, a), Error::Kind::Runtime, "input");
+}
+
 TEST_CASE("scalar_tensor is 0-d and marks wrapped numbers", "[tensor][factories]") {
   Tensor s = mini::scalar_tensor(4.5, DType::Float64);
   CHECK(s->dim() == 0);

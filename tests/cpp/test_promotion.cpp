@@ -104,6 +104,11 @@ TEST_CASE("int / int is true division into float32", "[tensor][promotion]") {
   // float64 stays float64
   CHECK(mini::binary(OpKind::Div, a, make({2, 2, 4}, {3}, DType::Float64))->dtype ==
         DType::Float64);
+  // two Python numbers (a graph's numbers: item(), dynamic ints) divide as Python does
+  Tensor third = mini::binary(OpKind::Div, number(1, DType::Int64), number(3, DType::Int64));
+  CHECK(third->dtype == DType::Float64);
+  CHECK(third->wrapped_number);
+  CHECK(item(third) == 1.0 / 3.0);
 }
 
 TEST_CASE("unary float ops of int input produce float32", "[tensor][promotion]") {

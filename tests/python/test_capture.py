@@ -104,11 +104,8 @@ def test_dtype_casts():
     run_both(lambda x: (x.double(), x.to(mini.float64) * 2, (x > 1).float(), x.long()), T(4), ops=6)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: mini factory functions (mini.ones, zeros_like, full, ...) "
-                   "cannot be captured: inlining _tensor.py stops at isinstance(x, (tuple, list)) (a constant "
-                   "tuple of types is a Tuple var without obj) and then at the _C.full builtin")
 def test_factory_functions_in_graph():
-    run_both(lambda x: x + mini.zeros_like(x) + mini.ones(3), T(3))
+    run_both(lambda x: x + mini.zeros_like(x) + mini.ones(3), T(3), ops=4)
 
 
 # ---- attribute reads, constants, locals, globals, closures ----------------------------------
@@ -123,8 +120,6 @@ def test_shape_and_dtype_reads():
     run_both(fn, T(3, 4), ops=2)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a returned x.shape is a plain tuple when compiled, "
-                   "mini.Size when eager (torch returns torch.Size)")
 def test_returned_shape_is_a_size():
     run_both(lambda x: (x + 1, x.shape, x.size()), T(3, 4), ops=1)
 

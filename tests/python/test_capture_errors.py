@@ -266,9 +266,8 @@ def test_unsupported_inner_helper_runs_and_outer_result_is_right():
 
 @pytest.mark.parametrize("fn,pattern", [
     (_with_print, r"print"),
-    (_with_item, r"item"),
     (_tensor_branch, r"data-dependent|tensor's value|branch"),
-    (_item_branch, r"item"),
+    (_item_branch, r"data-dependent"),  # item() is captured under fullgraph, the branch on it is not
     (_generator_inside, r"generator"),
     (_appends_to_global, r"append"),
 ])

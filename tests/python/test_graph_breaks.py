@@ -119,9 +119,6 @@ def _fstring(x):
     return y * 2, len(tag) > 0
 
 
-# 3.12+ repeats the loop test at the bottom, followed by a JUMP_BACKWARD: the bug below
-_WHILE_GRAPHS = 2 if sys.version_info < (3, 12) else 3
-
 # name: (fn, args, graphs, breaks, reason regex, text of the breaking line)
 CAUSES = {
     "print": (_print_mid, lambda: (T(3),), 2, 1, r"print", 'print("middle")'),
@@ -133,8 +130,9 @@ CAUSES = {
     "numpy": (_numpy, lambda: (T(3),), 2, 1, r"numpy\(\)", "a = y.numpy()"),
     "if_tensor": (_if_tensor, lambda: (T(3),), 2, 1, r"data-dependent", "if s:"),
     "if_compare": (_if_compare, lambda: (T(3),), 2, 1, r"data-dependent", "if y.sum() > 0:"),
-    "while_tensor": (_while_tensor, lambda: (T(3, lo=1.0, hi=3.0),), _WHILE_GRAPHS, _WHILE_GRAPHS - 1,
-                     r"data-dependent", "while x.sum() > 0:"),
+    # the test before the loop breaks; the one inside it leaves the rest to CPython (as torch)
+    "while_tensor": (_while_tensor, lambda: (T(3, lo=1.0, hi=3.0),), 1, 0, r"data-dependent",
+                     "while x.sum() > 0:"),
     # an instruction capture cannot run: the graph so far is compiled and the rest of the frame
     # runs in CPython, so there is no second graph
     "set_literal": (_set_literal, lambda: (T(3),), 1, 0, r"instruction \w+ is not supported", "s = {y}"),
@@ -171,7 +169,8 @@ def test_compiled_result_equals_eager_and_a_second_call_hits(cause, capsys):
     assert cnt.frame_count == graphs
 
 
-@pytest.mark.parametrize("cause", sorted(CAUSES))
+# item() is no break under fullgraph=True: torch 2.11 captures it there (test_capture_features.py)
+@pytest.mark.parametrize("cause", sorted(set(CAUSES) - {"item"}))
 def test_fullgraph_raises_at_the_first_break_naming_reason_and_line(cause, capsys):
     fn, make_args, _, _, reason, text = CAUSES[cause]
     with pytest.raises(mini.Unsupported, match=reason) as info:
@@ -201,15 +200,14 @@ def test_tensor_branch_compiles_each_direction_once():
     assert frames == [2, 2, 3, 3, 3]  # the unit before the jump, then one unit per direction
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 12), strict=True,
-                   reason="BUG (3.12+): the loop test is repeated at the bottom and its fall-through is "
-                   "a JUMP_BACKWARD, a unit offset of its own: the loop body compiles twice (3 graphs)")
-def test_while_on_a_tensor_compiles_two_graphs_for_any_trip_count():
+def test_while_on_a_tensor_compiles_one_graph_for_any_trip_count():
     cf, cnt = counted(_while_tensor)
     for lo, hi in [(1.0, 2.0), (4.0, 6.0), (9.0, 12.0), (-3.0, -1.0)]:
         x = T(4, lo=lo, hi=hi)
         same(cf(x), _while_tensor(x))
-    assert cnt.frame_count == 2  # the test and the loop body; the exit (`return x`) has no ops
+    # the test before the loop; the loop runs in CPython (torch 2.11: compiles [1]); the exit
+    # (`return x`) has no ops
+    assert cnt.frame_count == 1
 
 
 # ---- an empty graph before a break -----------------------------------------------------------

@@ -3,7 +3,7 @@ Tensor methods whose argument parsing is easier in Python (varargs sizes, dtype 
 repr). Everything that computes runs in C++."""
 import builtins
 import collections
-import contextlib
+import functools
 
 import numpy as np
 
@@ -155,6 +155,10 @@ def full_like(t, fill_value, dtype=None, requires_grad=False):
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
+def empty_like(t, dtype=None, requires_grad=False):
+    return empty(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
 def randn(*size, dtype=None, requires_grad=False, device=None):
     _check_device(device)
     return _finish(_C.randn(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
@@ -218,17 +222,35 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
 
 
 # ---- grad mode ----------------------------------------------------------------------------
-class _GradMode(contextlib.ContextDecorator):
+class _GradMode:
+    """What no_grad(), enable_grad() and set_grad_enabled() return. A with block sets
+    gradient recording to `enabled` (unless set_grad_enabled() already did) and restores
+    the previous mode `prev` at its end; used as a decorator, it runs the function in such a
+    block. Capture makes these objects too, so their state is plain attributes."""
+
     def __init__(self, enabled):
         self.enabled = enabled
+        self.set_on_enter = True
+        self.prev = None
 
     def __enter__(self):
-        self.prev = _C.is_grad_enabled()
-        _C.set_grad_enabled(self.enabled)
+        if self.set_on_enter:
+            self.prev = _C.is_grad_enabled()
+            _C.set_grad_enabled(self.enabled)
 
     def __exit__(self, *exc):
         _C.set_grad_enabled(self.prev)
         return False
+
+    def __call__(self, fn):
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def grad_mode_wrapper(*args, **kwargs):
+            with _GradMode(enabled):
+                return fn(*args, **kwargs)
+        grad_mode_wrapper._mini_grad_mode = enabled  # capture inlines fn in this mode
+        return grad_mode_wrapper
 
 
 def no_grad(fn=None):
@@ -242,6 +264,15 @@ def enable_grad(fn=None):
     if callable(fn):
         return _GradMode(True)(fn)
     return _GradMode(True)
+
+
+def set_grad_enabled(mode):
+    """Turns gradient recording on or off at once; as a with block, its end restores the
+    previous mode (torch.set_grad_enabled)."""
+    ctx = _GradMode(builtins.bool(mode))
+    ctx.__enter__()
+    ctx.set_on_enter = False
+    return ctx
 
 
 def is_grad_enabled():
