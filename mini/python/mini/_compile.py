@@ -196,8 +196,9 @@ class ExplainOutput:
     def __init__(self, graphs, break_reasons, guards, out):
         self.graphs = graphs
         self.graph_count = len(graphs)
-        # torch counts breaks as graphs - 1 (a break before any graph is not counted)
-        self.graph_break_count = max(len(graphs) - 1, 0)
+        # torch 2.11 counts breaks as graphs - 1, so a function that compiles no graph (its
+        # tensor work all outside the graph, say `return x.shape`) reports -1, as torch does
+        self.graph_break_count = len(graphs) - 1
         self.break_reasons = break_reasons
         self.op_count = sum(g.op_count() for g in graphs)
         self.guards = guards
