@@ -274,11 +274,13 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor))
-      unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
-                  "name bound to it), which mini's capture does not model; write x = x " +
-                  binary_symbol(op) + " y to keep it in the graph");
-    return tensor_binary(ctx_, tensor_binary_kind(op), a, b);
+    OpKind kind = tensor_binary_kind(op);
+    // x += y on a tensor writes x in place (Tensor.__iadd__, __isub__, __imul__, __itruediv__);
+    // a tensor has no other in-place operator, so x **= 2 rebinds x, as Python does
+    bool has_inplace = kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul || kind == OpKind::Div;
+    if (op >= 13 && has_inplace && a->is(Var::Kind::Tensor) && !ctx_.graph().nodes[a->node].wrapped_number)
+      return tensor_inplace_binary(ctx_, kind, a, b);
+    return tensor_binary(ctx_, kind, a, b);
   }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(number_op(op, a->obj, b->obj), std::string("constant ") + binary_symbol(op)));
@@ -451,10 +453,12 @@ VarRef FrameInterpreter::run() {
     auto saved_lazy = lazy_;
     PyObject* saved_kw = kw_names_;
     size_t graph_size = ctx_.graph().nodes.size();
+    size_t writes = ctx_.writes.size();
     pc_++;
     try {
       if (VarRef r = step(in)) return r;
     } catch (const Unsupported& u) {
+      undo_writes(ctx_, writes);  // the instruction runs again eagerly
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);
@@ -781,6 +785,19 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v_in) {
   OutputSpec s;
   switch (v->kind) {
     case Var::Kind::Tensor: {
+      const Alias& alias = alias_of(ctx, v->node);
+      if (alias.storage->input >= 0 && alias.storage->mutated) {
+        // a graph input written in place (or a view of it): the real input, which the
+        // write-back updates, so that it keeps sharing memory with what eager code holds
+        s.source = ctx.trace.input_sources.at(alias.storage->input);
+        s.kind = alias.views.empty() ? OutputSpec::Kind::Source : OutputSpec::Kind::View;
+        for (int view : alias.views) {
+          const graph::Node& n = ctx.graph().nodes[view];
+          if (n.symbolic_attrs) unsupported("a view with dynamic sizes of an input written in place");
+          s.views.push_back({n.op, n.attrs});
+        }
+        return s;
+      }
       auto& outs = ctx.graph().outputs;
       auto it = std::find(outs.begin(), outs.end(), v->node);
       s.kind = ctx.graph().nodes[v->node].wrapped_number ? OutputSpec::Kind::Number
@@ -867,6 +884,7 @@ Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int star
     }
     t.exit_kw_names = interp.exit_kw_names_;
   }
+  add_input_mutations(ctx);
   ctx.graph().eliminate_dead_code();
   return std::move(ctx.trace);
 }

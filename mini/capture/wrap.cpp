@@ -73,7 +73,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     auto found = ctx.tensor_node.find(v);
     if (found != ctx.tensor_node.end()) {
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
-      return make_tensor(found->second);
+      return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
     }
     std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
     graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
@@ -96,7 +96,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
     ctx.trace.scalar_inputs.push_back(false);
-    return make_tensor(node);
+    return tensor_var(ctx, node);
   }
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
   if (number && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
@@ -109,7 +109,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
     ctx.trace.scalar_inputs.push_back(true);
-    return make_tensor(node);
+    return tensor_var(ctx, node);
   }
   if (is_immutable_constant(v)) {
     if (!PySlice_Check(v) && !PyRange_Check(v) && v != Py_Ellipsis) g.add_constant_match(src, v);

@@ -193,6 +193,10 @@ std::vector<GradcheckCase> differentiable_cases() {
   sb.end = 5;
   sb.step = 2;
   cs.push_back({"slice_backward", OpKind::SliceBackward, {spread({2, 2})}, sb});
+  // slice_scatter (base with a slice overwritten by src): base outside the slice, src
+  // inside it; a src that broadcasts sums its gradient
+  cs.push_back({"slice_scatter", OpKind::SliceScatter, {spread(c), spread({2, 3, 2}, 0.05)}, sl});
+  cs.push_back({"slice_scatter broadcast src", OpKind::SliceScatter, {spread(c), spread({2}, 0.05)}, sl});
   // ---- matmul: 2-D, batched with broadcast, 1-D on either side, dot
   cs.push_back({"matmul 2-D", OpKind::Matmul, {spread({2, 3}), spread({3, 4})}, {}});
   cs.push_back({"matmul batched", OpKind::Matmul, {spread({2, 2, 3}), spread({3, 2})}, {}});
@@ -226,10 +230,11 @@ std::vector<GradcheckCase> differentiable_cases() {
   return cs;
 }
 
-// Ops with no gradient: boolean or index results, and gelu_backward (no double backward).
+// Ops with no gradient: boolean or index results, gelu_backward (no double backward) and
+// detach (which exists to stop gradients).
 const std::set<OpKind> kNotDifferentiable = {OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le,
                                              OpKind::Gt, OpKind::Ge, OpKind::Nonzero,
-                                             OpKind::GeluBackward};
+                                             OpKind::GeluBackward, OpKind::Detach};
 
 }  // namespace
 
@@ -260,7 +265,7 @@ TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck][A1]")
   for (OpKind k : kNotDifferentiable) {
     INFO(mini::op_name(k));
     std::vector<Tensor> in = {x};
-    if (k != OpKind::Nonzero) in.push_back(y);
+    if (k != OpKind::Nonzero && k != OpKind::Detach) in.push_back(y);
     Tensor out = mini::call_op(k, in);
     CHECK(out->grad_fn == nullptr);
     CHECK_FALSE(out->needs_grad());
