@@ -168,10 +168,21 @@ void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std:
   if (!alias.exact)
     unsupported("an in-place " + op + " on a reshape of dynamic sizes, which may be a view or a copy "
                 "(known only when it runs)");
-  for (int v : alias.views)
+  bool through_detach = false;
+  for (int v : alias.views) {
     if (g.nodes[v].op == OpKind::Expand)
       unsupported("an in-place " + op + " on an expanded tensor: several of its elements share one "
                   "memory location; clone() it first");
+    through_detach = through_detach || g.nodes[v].op == OpKind::Detach;
+  }
+  // A write through detach() changes the data under an autograd history it must not touch;
+  // a new value in the graph would replace that history.
+  int base_input = s.input >= 0 ? g.inputs[s.input] : -1;
+  bool history = g.nodes[s.base].meta.requires_grad || g.nodes[value].meta.requires_grad ||
+                 (base_input >= 0 && g.nodes[base_input].meta.requires_grad);
+  if (through_detach && history)
+    unsupported("an in-place " + op + " through detach() of a tensor that requires grad (a write "
+                "hidden from autograd), which mini's functionalization does not model");
   if (s.input >= 0) check_input_write(ctx, s, !alias.views.empty(), op);
 
   // The new value of the base: scattered back through self's views, last view first.

@@ -166,7 +166,8 @@ VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
   if (!cast_allowed && category(r.dtype) > category(m.dtype))
     fail("result type ", dtype_name(r.dtype), " can't be cast to the desired output type ",
          dtype_name(m.dtype), " (in-place ", op, ")");
-  write_in_place(ctx, self, cast_to(ctx, result, m.dtype)->node, op);
+  DType dtype = m.dtype;  // a copy: cast_to grows the graph, moving `m`
+  write_in_place(ctx, self, cast_to(ctx, result, dtype)->node, op);
   return self;  // x.add_(1) returns x itself
 }
 

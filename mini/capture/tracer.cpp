@@ -377,7 +377,8 @@ VarRef FrameInterpreter::iterate(const VarRef& v) {
   } else if (v->is(Var::Kind::Tensor)) {
     const auto& m = meta_of(ctx_, v);
     if (m.sizes.empty()) unsupported("iteration over a 0-d tensor");
-    for (int64_t i = 0; i < m.sizes[0]; i++) {
+    int64_t rows = m.sizes[0];  // a copy: tensor_getitem grows the graph, moving `m`
+    for (int64_t i = 0; i < rows; i++) {
       VarRef idx = make_constant(PyLong_FromLongLong(i));
       it->items.push_back(tensor_getitem(ctx_, v, idx));
     }
