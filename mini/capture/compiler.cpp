@@ -280,8 +280,10 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
 bool written_input_aliased(const Artifact& a, const guards::FrameValues& fv) {
   if (a.input_mutations.empty()) return false;
   std::vector<PyObject*> objects;
-  for (size_t i = 0; i < a.input_sources.size(); i++)
-    objects.push_back(i < a.scalar_inputs.size() && a.scalar_inputs[i] ? nullptr : guards::fetch(*a.input_sources[i], fv));
+  for (size_t i = 0; i < a.input_sources.size(); i++) {
+    bool number = i < a.scalar_inputs.size() && a.scalar_inputs[i];
+    objects.push_back(number ? nullptr : guards::fetch(*a.input_sources[i], fv));
+  }
   PyErr_Clear();
   auto storage = [&](int i) {
     TensorImpl* t = objects[i] ? guards::unwrap_tensor(objects[i]) : nullptr;
@@ -289,8 +291,8 @@ bool written_input_aliased(const Artifact& a, const guards::FrameValues& fv) {
   };
   bool aliased = false;
   for (const auto& [input, output] : a.input_mutations)
-    for (size_t j = 0; j < objects.size(); j++)
-      aliased = aliased || ((int)j != input && storage((int)j) && storage((int)j) == storage(input));
+    for (int j = 0; j < (int)objects.size(); j++)
+      aliased = aliased || (j != input && storage(j) && storage(j) == storage(input));
   for (PyObject* o : objects) Py_XDECREF(o);
   return aliased;
 }
@@ -298,7 +300,8 @@ bool written_input_aliased(const Artifact& a, const guards::FrameValues& fv) {
 // Copies the final value of each graph input the unit wrote in place into the input's own
 // memory, as AOTAutograd's epilogue does: one copy_, so the input's version moves on once
 // and, when grad mode is on, autograd records the write. False with a Python error.
-bool write_back_inputs(const Artifact& a, const guards::FrameValues& fv, const std::vector<PyObject*>& outs) {
+bool write_back_inputs(const Artifact& a, const guards::FrameValues& fv,
+                       const std::vector<PyObject*>& outs) {
   for (const auto& [input, output] : a.input_mutations) {
     PyObject* o = guards::fetch(*a.input_sources[input], fv);
     TensorImpl* dst = o ? guards::unwrap_tensor(o) : nullptr;
@@ -680,7 +683,12 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
       HookDisabled no_hook;
       aliased = written_input_aliased(*art, fv);
     }
-    if (aliased) return run_natively(offset);
+    if (aliased) {
+      if (log_channels().graph_breaks)
+        log_write("mini: a graph input written in place shares memory with another input in this "
+                  "call; " + function_label(code) + " runs eagerly from here");
+      return run_natively(offset);
+    }
     // Run the unit's graph, write back the inputs it wrote, rebuild what comes after it.
     std::vector<PyObject*> outs;
     bool failed = false;

@@ -20,8 +20,6 @@ namespace mini::capture {
 
 namespace {
 
-graph::Graph& graph_of(TraceContext& ctx) { return ctx.graph(); }
-
 // A reshape whose result is a view of its input (false: a copy). Unknown for dynamic sizes.
 bool reshape_is_view(const graph::Node& input, const graph::Node& n, bool* known) {
   auto dynamic = [](const std::vector<int64_t>& v) {
@@ -42,16 +40,19 @@ TensorImpl* example_tensor(TraceContext& ctx, int input) {
 int written_input_sharing(TraceContext& ctx, TensorImpl* t, int except) {
   for (const auto& s : ctx.input_storages) {
     TensorImpl* other = example_tensor(ctx, s->input);
-    if (s->mutated && s->input != except && other && t && other->storage == t->storage) return s->input;
+    bool shared = other && t && other->storage == t->storage;
+    if (s->mutated && s->input != except && shared) return s->input;
   }
   return -1;
 }
 
 // Eager's checks for an in-place write into a graph input (or a view of one).
-void check_input_write(TraceContext& ctx, const TracedStorage& s, bool through_view, const std::string& op) {
+void check_input_write(TraceContext& ctx, const TracedStorage& s, bool through_view,
+                       const std::string& op) {
   TensorImpl* t = example_tensor(ctx, s.input);
   if (!t) unsupported("an in-place " + op + " on a Python number");
-  if (grad_enabled() && t->requires_grad && t->is_leaf()) fail_inplace_on_leaf(op.c_str(), through_view);
+  if (grad_enabled() && t->requires_grad && t->is_leaf())
+    fail_inplace_on_leaf(op.c_str(), through_view);
   if (grad_enabled() && t->view_of_grad_leaf) fail_inplace_on_leaf(op.c_str(), true);
   for (size_t j = 0; j < ctx.trace.example_inputs.size(); j++) {
     TensorImpl* other = example_tensor(ctx, (int)j);
@@ -65,7 +66,7 @@ void check_input_write(TraceContext& ctx, const TracedStorage& s, bool through_v
 // The base `below` with `fresh` written where the view node `view` of it looks (the
 // inverse of one view step).
 int scatter(TraceContext& ctx, int view, int below, int fresh) {
-  graph::Graph& g = graph_of(ctx);
+  graph::Graph& g = ctx.graph();
   OpKind op = g.nodes[view].op;
   Attrs a = g.nodes[view].attrs;  // copies: add_tensor_op grows g.nodes
   Shape below_sizes = g.nodes[below].meta.sizes;
@@ -79,7 +80,8 @@ int scatter(TraceContext& ctx, int view, int below, int fresh) {
       sc.dim = u.dim;
       sc.start = a.index;
       sc.end = a.index + 1;
-      return add_tensor_op(ctx, OpKind::SliceScatter, {below, add_tensor_op(ctx, OpKind::Unsqueeze, {fresh}, u)}, sc);
+      int row = add_tensor_op(ctx, OpKind::Unsqueeze, {fresh}, u);
+      return add_tensor_op(ctx, OpKind::SliceScatter, {below, row}, sc);
     }
     case OpKind::Slice: return add_tensor_op(ctx, OpKind::SliceScatter, {below, fresh}, a);
     case OpKind::Transpose: return add_tensor_op(ctx, OpKind::Transpose, {fresh}, a);
@@ -91,7 +93,8 @@ int scatter(TraceContext& ctx, int view, int below, int fresh) {
     }
     case OpKind::Reshape: case OpKind::Unsqueeze: case OpKind::Squeeze: {
       if (std::count(below_sizes.begin(), below_sizes.end(), graph::kUnbacked))
-        unsupported("an in-place op through a view of a tensor whose size is known only at run time");
+        unsupported("an in-place op through a view of a tensor whose size is known only when "
+                    "it runs");
       Attrs r;
       r.shape = below_sizes;
       return add_tensor_op(ctx, OpKind::Reshape, {fresh}, r);
@@ -114,20 +117,22 @@ bool contiguous(const graph::TensorMeta& m) {
 
 }  // namespace
 
-int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs) {
-  graph::Graph& g = graph_of(ctx);
+int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs,
+                  const Attrs& attrs) {
+  graph::Graph& g = ctx.graph();
   int id = g.add_op(op, inputs, attrs, ctx.current_code);
   bool from_grad = false;
   for (int i : inputs) from_grad = from_grad || (i >= 0 && g.nodes[i].meta.requires_grad);
   graph::Node& n = g.nodes[id];
-  n.meta.requires_grad = from_grad && grad_enabled() && is_floating(n.meta.dtype) && op != OpKind::Detach;
+  n.meta.requires_grad = from_grad && grad_enabled() && is_floating(n.meta.dtype) &&
+                         op != OpKind::Detach;
   return id;
 }
 
 const Alias& alias_of(TraceContext& ctx, int id) {
   auto found = ctx.aliases.find(id);
   if (found != ctx.aliases.end()) return found->second;
-  graph::Graph& g = graph_of(ctx);
+  graph::Graph& g = ctx.graph();
   const graph::Node& n = g.nodes[id];
   bool view = n.kind == graph::NodeKind::Op && op_class(n.op) == OpClass::View && n.inputs[0] >= 0;
   bool known = true;
@@ -144,8 +149,8 @@ const Alias& alias_of(TraceContext& ctx, int id) {
       int input = (int)(std::find(g.inputs.begin(), g.inputs.end(), id) - g.inputs.begin());
       int shared = written_input_sharing(ctx, example_tensor(ctx, input), input);
       if (shared >= 0)
-        unsupported("reading " + ctx.trace.input_sources[input]->str() + ", which shares memory with " +
-                    ctx.trace.input_sources[shared]->str() + " that the graph already wrote in place");
+        unsupported("reading " + ctx.trace.input_sources[input]->str() + ", which shares memory "
+                    "with " + ctx.trace.input_sources[shared]->str() + ", already written in place");
       a.storage->input = input;
       ctx.input_storages.push_back(a.storage);
     }
@@ -161,13 +166,13 @@ VarRef tensor_var(TraceContext& ctx, int node) {
 }
 
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op) {
-  graph::Graph& g = graph_of(ctx);
+  graph::Graph& g = ctx.graph();
   if (g.nodes[self->node].wrapped_number) unsupported("an in-place " + op + " on a Python number");
   Alias alias = alias_of(ctx, self->node);  // a copy: ctx.aliases grows below
   TracedStorage& s = *alias.storage;
   if (!alias.exact)
-    unsupported("an in-place " + op + " on a reshape of dynamic sizes, which may be a view or a copy "
-                "(known only when it runs)");
+    unsupported("an in-place " + op + " on a reshape of dynamic sizes, which may be a view or a "
+                "copy (known only when it runs)");
   bool through_detach = false;
   for (int v : alias.views) {
     if (g.nodes[v].op == OpKind::Expand)
@@ -201,7 +206,8 @@ void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std:
   // shared by several tensors is replayed once).
   std::unordered_map<int, int> replayed;
   auto& vars = ctx.tensor_vars;
-  vars.erase(std::remove_if(vars.begin(), vars.end(), [](const auto& w) { return w.expired(); }), vars.end());
+  auto dead = [](const std::weak_ptr<Var>& w) { return w.expired(); };
+  vars.erase(std::remove_if(vars.begin(), vars.end(), dead), vars.end());
   for (const auto& weak : vars) {
     VarRef v = weak.lock();
     const Alias& a = alias_of(ctx, v->node);
@@ -241,7 +247,7 @@ int input_itself(TraceContext& ctx, const VarRef& t) {
 }
 
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t) {
-  graph::Graph& g = graph_of(ctx);
+  graph::Graph& g = ctx.graph();
   int input = input_itself(ctx, t);
   bool own = input >= 0 && g.nodes[g.inputs[input]].meta.requires_grad;  // a leaf's flag stays
   return own || g.nodes[t->node].meta.requires_grad;

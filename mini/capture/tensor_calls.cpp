@@ -156,8 +156,8 @@ const struct { const char* name; OpKind op; } kUnary[] = {
 // `result` (an op on self, of a shape that broadcasting may not grow) stored into self, as
 // the in-place op does: cast to self's dtype; `cast_allowed` is false for ops that refuse
 // a result of a higher dtype category (add_ of a float into an int tensor).
-VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result, const std::string& op,
-                    bool cast_allowed) {
+VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
+                    const std::string& op, bool cast_allowed) {
   const graph::TensorMeta& m = meta_of(ctx, self);
   const graph::TensorMeta& r = meta_of(ctx, result);
   if (r.sizes != m.sizes)
@@ -171,8 +171,8 @@ VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
   return self;  // x.add_(1) returns x itself
 }
 
-// where(True, value, self): value everywhere, broadcast to self (fill_, copy_). The graph
-// reads self only for its shape; self's gradient is zero, value's its broadcast sum.
+// where(True, value, self): value everywhere, broadcast to self's shape (fill_, copy_);
+// self's gradient is zero, value's its sum over the broadcast.
 VarRef overwrite(TraceContext& ctx, const VarRef& self, const VarRef& value) {
   int everywhere = ctx.graph().add_constant(true, DType::Bool);
   return node(ctx, OpKind::Where, {everywhere, operand(ctx, value), self->node});
@@ -189,8 +189,14 @@ VarRef clamp(TraceContext& ctx, const VarRef& self, VarRef lo, VarRef hi, const 
   if (hi && hi->obj == Py_None) hi = nullptr;
   if (!lo && !hi) fail(fn, ": At least one of 'min' or 'max' must not be None");
   VarRef r = self;
-  if (lo) r = node(ctx, OpKind::Where, {tensor_binary(ctx, OpKind::Lt, r, lo)->node, operand(ctx, lo), r->node});
-  if (hi) r = node(ctx, OpKind::Where, {tensor_binary(ctx, OpKind::Gt, r, hi)->node, operand(ctx, hi), r->node});
+  if (lo) {
+    int below = tensor_binary(ctx, OpKind::Lt, r, lo)->node;
+    r = node(ctx, OpKind::Where, {below, operand(ctx, lo), r->node});
+  }
+  if (hi) {
+    int above = tensor_binary(ctx, OpKind::Gt, r, hi)->node;
+    r = node(ctx, OpKind::Where, {above, operand(ctx, hi), r->node});
+  }
   return r;
 }
 
@@ -213,32 +219,40 @@ const struct { const char* name; OpKind op; } kInplaceBinary[] = {
 
 // x.add_(y), x.zero_(), ...: the out-of-place op written into x's memory. Null for a name
 // that is not an in-place method.
-VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& self, const Args& args) {
+VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                      const Args& args) {
   for (auto& b : kInplaceBinary)
     if (name == b.name) return tensor_inplace_binary(ctx, b.op, self, args.get(0, "other"));
-  if (name == "relu_") return write_result(ctx, self, node(ctx, OpKind::Relu, {self->node}), name, false);
-  if (name == "zero_" || name == "fill_") {
+  VarRef result;
+  bool cast_allowed = true;  // fill_, copy_ and masked_fill_ convert to self's dtype
+  if (name == "relu_") {
+    result = node(ctx, OpKind::Relu, {self->node});
+    cast_allowed = false;
+  } else if (name == "zero_" || name == "fill_") {
     VarRef v = name == "zero_" ? make_constant(PyFloat_FromDouble(0)) : args.get(0, "value");
     if (!is_number(v)) unsupported("fill_() with " + v->describe() + " (mini's fill_ takes a number)");
-    return write_result(ctx, self, overwrite(ctx, self, v), name, true);
-  }
-  if (name == "copy_") {
+    result = overwrite(ctx, self, v);
+  } else if (name == "copy_") {
     VarRef src = args.get(0, "src");
     if (!src->is(Var::Kind::Tensor)) unsupported("copy_() from " + src->describe() + ", not a tensor");
-    return write_result(ctx, self, overwrite(ctx, self, src), name, true);
+    result = overwrite(ctx, self, src);
+  } else if (name == "masked_fill_") {
+    result = masked_fill(ctx, self, args.get(0, "mask"), args.get(1, "value"));
+  } else if (name == "clamp_") {
+    result = clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), name);
+    cast_allowed = false;
+  } else {
+    return nullptr;
   }
-  if (name == "masked_fill_")
-    return write_result(ctx, self, masked_fill(ctx, self, args.get(0, "mask"), args.get(1, "value")), name, true);
-  if (name == "clamp_")
-    return write_result(ctx, self, clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), name),
-                        name, false);
-  return nullptr;
+  return write_result(ctx, self, result, name, cast_allowed);
 }
 
 }  // namespace
 
-VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self, const VarRef& other) {
-  return write_result(ctx, self, tensor_binary(ctx, op, self, other), std::string(op_name(op)) + "_", false);
+VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self,
+                             const VarRef& other) {
+  std::string name = std::string(op_name(op)) + "_";
+  return write_result(ctx, self, tensor_binary(ctx, op, self, other), name, false);
 }
 
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
@@ -283,18 +297,21 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "dtype") return dtype_object(m.dtype);
-  if (name == "requires_grad") return make_constant(PyBool_FromLong(tensor_requires_grad(ctx, self)));
+  if (name == "requires_grad")
+    return make_constant(PyBool_FromLong(tensor_requires_grad(ctx, self)));
   // A result without a gradient history is a leaf with grad_fn None; one with a history has
   // a grad_fn only once the graph runs (Dynamo breaks on it too). An input's leafness is
   // not guarded when it requires grad.
   if (name == "is_leaf" || name == "grad_fn") {
     bool requires_grad = tensor_requires_grad(ctx, self);
     int input = input_itself(ctx, self);
-    bool input_requires_grad = input >= 0 && ctx.graph().nodes[ctx.graph().inputs[input]].meta.requires_grad;
-    if (name == "is_leaf" && !input_requires_grad) return make_constant(PyBool_FromLong(!requires_grad));
+    const graph::Graph& g = ctx.graph();
+    bool input_requires_grad = input >= 0 && g.nodes[g.inputs[input]].meta.requires_grad;
+    if (name == "is_leaf" && !input_requires_grad)
+      return make_constant(PyBool_FromLong(!requires_grad));
     if (name == "grad_fn" && !requires_grad) return make_constant((Py_INCREF(Py_None), Py_None));
-    unsupported("reading Tensor." + name + " of a tensor that requires grad inside a compiled function "
-                "is not supported by mini's capture");
+    unsupported("reading Tensor." + name + " of a tensor that requires grad inside a compiled "
+                "function is not supported by mini's capture");
   }
   if (name == "device") {
     static PyObject* cpu = [] {

@@ -418,6 +418,23 @@ def test_module_state_written_in_forward(backend):
     assert counts(Counter(), x) == (1, 0)
 
 
+STATE = mini.zeros(3)
+
+
+def writes_a_global(x):
+    STATE.add_(x)  # no return value: the write is the graph's only effect
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_global_written_in_place(backend):
+    STATE.zero_()
+    f = mini.compile(writes_a_global, backend=backend)
+    assert f(mini.ones(3)) is None
+    f(mini.ones(3) * 2)
+    assert STATE.tolist() == [3.0, 3.0, 3.0]
+    assert counts(writes_a_global, mini.ones(3)) == (1, 0)
+
+
 def test_fullgraph_accepts_inplace_ops():
     x = T(3, 4)
     same(mini.compile(chain, fullgraph=True)(x), chain(x))
