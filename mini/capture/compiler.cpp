@@ -274,11 +274,12 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
   return true;
 }
 
-// True when a graph input the unit writes in place shares memory with another of its inputs
-// in this call (the same tensor passed twice, a view of it): the graph was traced without
-// that aliasing, so the unit runs eagerly instead (torch guards it with NO_TENSOR_ALIASING).
-bool written_input_aliased(const Artifact& a, const guards::FrameValues& fv) {
-  if (a.input_mutations.empty()) return false;
+// True when this call's tensors alias differently from the traced call's in a way the graph
+// depends on: two sources that held one tensor (read through one graph input) now hold two
+// (torch guards this with DUPLICATE_INPUT), or an input the unit writes in place shares
+// memory with another input (NO_TENSOR_ALIASING). The unit then runs eagerly instead.
+bool aliasing_changed(const Artifact& a, const guards::FrameValues& fv) {
+  if (a.input_mutations.empty() && a.duplicate_inputs.empty()) return false;
   std::vector<PyObject*> objects;
   for (size_t i = 0; i < a.input_sources.size(); i++) {
     bool number = i < a.scalar_inputs.size() && a.scalar_inputs[i];
@@ -289,12 +290,18 @@ bool written_input_aliased(const Artifact& a, const guards::FrameValues& fv) {
     TensorImpl* t = objects[i] ? guards::unwrap_tensor(objects[i]) : nullptr;
     return t ? t->storage.get() : nullptr;
   };
-  bool aliased = false;
+  bool changed = false;
+  for (const auto& [input, source] : a.duplicate_inputs) {
+    PyObject* o = guards::fetch(*source, fv);
+    changed = changed || o != objects[input];
+    Py_XDECREF(o);
+  }
+  PyErr_Clear();
   for (const auto& [input, output] : a.input_mutations)
     for (int j = 0; j < (int)objects.size(); j++)
-      aliased = aliased || (j != input && storage(j) && storage(j) == storage(input));
+      changed = changed || (j != input && storage(j) && storage(j) == storage(input));
   for (PyObject* o : objects) Py_XDECREF(o);
-  return aliased;
+  return changed;
 }
 
 // Copies the final value of each graph input the unit wrote in place into the input's own
@@ -502,6 +509,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   art->input_sources = trace.input_sources;
   art->scalar_inputs = trace.scalar_inputs;
   art->input_mutations = trace.input_mutations;
+  art->duplicate_inputs = trace.duplicate_inputs;
   art->exit = trace.exit;
   art->output = std::move(trace.output);
   art->exit_instruction = trace.exit_instruction;
@@ -681,12 +689,13 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     bool aliased;
     {
       HookDisabled no_hook;
-      aliased = written_input_aliased(*art, fv);
+      aliased = aliasing_changed(*art, fv);
     }
     if (aliased) {
       if (log_channels().graph_breaks)
-        log_write("mini: a graph input written in place shares memory with another input in this "
-                  "call; " + function_label(code) + " runs eagerly from here");
+        log_write("mini: the inputs of " + function_label(code) + " alias differently from the "
+                  "traced call's (one tensor passed twice, or memory shared with a tensor the graph "
+                  "writes); it runs eagerly from here");
       return run_natively(offset);
     }
     // Run the unit's graph, write back the inputs it wrote, rebuild what comes after it.

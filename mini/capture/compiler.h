@@ -96,6 +96,7 @@ struct Artifact : guards::CompiledArtifact {
   std::vector<SourceRef> input_sources;
   std::vector<bool> scalar_inputs;  // input i is a Python number passed as a 0-d tensor
   std::vector<std::pair<int, int>> input_mutations;  // Trace::input_mutations
+  std::vector<std::pair<int, SourceRef>> duplicate_inputs;  // Trace::duplicate_inputs
   PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
   GraphRunner compiled;             // inductor's generated code, or empty
   Trace::Exit exit = Trace::Exit::Return;

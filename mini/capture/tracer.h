@@ -77,6 +77,9 @@ struct Trace {
   // Graph inputs written in place: (input position, graph output holding its final value),
   // copied into the real input after the graph runs (AOTAutograd's epilogue).
   std::vector<std::pair<int, int>> input_mutations;
+  // Another source that held the very tensor of graph input i while tracing: the graph reads
+  // both through that one input (torch's DUPLICATE_INPUT).
+  std::vector<std::pair<int, SourceRef>> duplicate_inputs;
 
   // How the unit ends: returning `output`; or a graph break at `exit_instruction`, which
   // then runs eagerly (Break: a call or a branch on a tensor, done with real objects) or

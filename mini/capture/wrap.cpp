@@ -1,5 +1,6 @@
 // wrap.cpp — turning a real object read from the frame into a Var, with the guards that make
 // the graph valid only while that object stays what it was (Dynamo's VariableBuilder).
+#include <algorithm>
 #include <cstring>
 
 #include "capture/compiler.h"
@@ -73,6 +74,10 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     auto found = ctx.tensor_node.find(v);
     if (found != ctx.tensor_node.end()) {
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
+      const auto& inputs = ctx.graph().inputs;
+      int input = (int)(std::find(inputs.begin(), inputs.end(), found->second) - inputs.begin());
+      if (src->str() != ctx.trace.input_sources[input]->str())
+        ctx.trace.duplicate_inputs.push_back({input, src});
       return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
     }
     std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);

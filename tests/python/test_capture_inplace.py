@@ -370,6 +370,29 @@ def test_inputs_sharing_memory_with_a_written_input(backend):
         same(a, b, "the written input")
 
 
+def add_both(x, y):
+    return x + y
+
+
+def write_one_read_other(x, y):
+    x.mul_(2)
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [add_both, write_one_read_other])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_tensor_passed_twice_then_two(fn, backend):
+    # traced with x and y one tensor, the graph reads both through one input: a call with two
+    # tensors must not reuse it as is (torch guards this with DUPLICATE_INPUT)
+    f = mini.compile(fn, backend=backend)
+    for make in (lambda: [T(3)] * 2, lambda: [T(3), T(3, seed=1)], lambda: [T(3)] * 2):
+        args = make()
+        eager_args = copies(args) if args[0] is not args[1] else [args[0].clone()] * 2
+        expected = fn(*eager_args)
+        same(f(*args), expected)
+        same(args[0], eager_args[0], "x after the call")
+
+
 def test_tracing_with_aliased_inputs_breaks_with_a_reason():
     a = mini.zeros(3)
     ex = mini.explain(write_and_read)(a, a[1:])
