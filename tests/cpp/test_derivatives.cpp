@@ -289,6 +289,14 @@ TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck][A1]
   check_values(out, {0, 1, 0, 2, 0, 0, 3, 0, 4, 0});
   mini::backward(out, make({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}, DType::Float64), false);
   check_values(g->grad, {1, 3, 6, 8});
+  // slice_scatter: base outside the slice, src inside it; each gets its part of the gradient
+  Tensor base = leaf({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {2, 5});
+  Tensor src = leaf({-1, -2, -3, -4}, {2, 2});
+  Tensor scattered = mini::call_op(OpKind::SliceScatter, {base, src}, a);
+  check_values(scattered, {1, -1, 3, -2, 5, 6, -3, 8, -4, 10});
+  mini::backward(scattered, make({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}, DType::Float64), false);
+  check_values(base->grad, {0, 0, 2, 0, 4, 5, 0, 7, 0, 9});
+  check_values(src->grad, {1, 3, 6, 8});
 }
 
 // Reducing a 0-d tensor over an explicit dim (sum(x, dims={0}), allowed as in torch)
