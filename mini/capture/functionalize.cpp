@@ -105,7 +105,9 @@ int scatter(TraceContext& ctx, int view, int below, int fresh) {
   }
 }
 
-bool contiguous(const graph::TensorMeta& m) {
+}  // namespace
+
+bool is_contiguous(const graph::TensorMeta& m) {
   int64_t expected = 1;
   for (size_t i = m.sizes.size(); i-- > 0;) {
     if (m.sizes[i] == 1) continue;
@@ -114,8 +116,6 @@ bool contiguous(const graph::TensorMeta& m) {
   }
   return true;
 }
-
-}  // namespace
 
 int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs,
                   const Attrs& attrs) {
@@ -195,7 +195,7 @@ void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std:
   for (size_t k = alias.views.size(); k-- > 0;)
     fresh = scatter(ctx, alias.views[k], k == 0 ? s.base : alias.views[k - 1], fresh);
   // An inverse transpose is a strided view of the new value: keep the base's own layout.
-  if (contiguous(g.nodes[s.base].meta) && !contiguous(g.nodes[fresh].meta))
+  if (is_contiguous(g.nodes[s.base].meta) && !is_contiguous(g.nodes[fresh].meta))
     fresh = add_tensor_op(ctx, OpKind::Clone, {fresh}, {});
 
   ctx.writes.push_back({alias.storage, s.base, s.mutated, {}});

@@ -515,22 +515,23 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "numel") return make_constant(PyLong_FromLongLong(numel_of(m.sizes)));
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
   if (name == "is_contiguous") {
-    // a written input keeps its own layout; its new value (and views of it) are contiguous
-    int input = input_itself(ctx, self);
-    const graph::TensorMeta& own = input >= 0 ? ctx.graph().nodes[ctx.graph().inputs[input]].meta : m;
+    // A written input keeps its own layout while its new value is contiguous: views of a
+    // written input that is not contiguous would show strides eager does not have.
+    const graph::Graph& g = ctx.graph();
     const Alias& a = alias_of(ctx, self->node);
-    bool written_input = a.storage->input >= 0 && a.storage->mutated && !a.views.empty();
-    if (written_input || std::any_of(own.sizes.begin(), own.sizes.end(), [](int64_t s) { return s < 0; }))
-      unsupported("is_contiguous() of a view of an input written in place, or of dynamic sizes");
-    bool contiguous = true;  // TensorImpl::is_contiguous: size-1 dims may have any stride
-    for (int64_t d = (int64_t)own.sizes.size() - 1, expected = 1; d >= 0; d--) {
-      if (own.sizes[d] == 1) continue;
-      contiguous = contiguous && own.strides[d] == expected;
-      expected *= own.sizes[d];
+    const graph::TensorMeta* own = &m;
+    if (a.storage->input >= 0 && a.storage->mutated) {
+      const graph::TensorMeta& input = g.nodes[g.inputs[a.storage->input]].meta;
+      if (a.views.empty()) own = &input;
+      else if (!is_contiguous(input))
+        unsupported("is_contiguous() of a view of a non-contiguous input written in place");
     }
-    return make_constant(PyBool_FromLong(contiguous));
+    if (std::any_of(own->sizes.begin(), own->sizes.end(), [](int64_t s) { return s < 0; }))
+      unsupported("is_contiguous() of a tensor with dynamic sizes");
+    return make_constant(PyBool_FromLong(is_contiguous(*own)));
   }
-  if (name == "clamp") return clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), "torch.clamp");
+  if (name == "clamp")
+    return clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), "torch.clamp");
   if (name == "masked_fill") return masked_fill(ctx, self, args.get(0, "mask"), args.get(1, "value"));
   if (VarRef r = inplace_method(ctx, name, self, args)) return r;
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});

@@ -101,6 +101,8 @@ const Alias& alias_of(TraceContext& ctx, int node);
 // tensor in the memory is recomputed from it. `op` names the op in errors.
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op);
 void undo_writes(TraceContext& ctx, size_t mark);  // back to ctx.writes.size() == mark
+// TensorImpl::is_contiguous on meta (size-1 dims may have any stride; dynamic sizes: false).
+bool is_contiguous(const graph::TensorMeta& m);
 // requires_grad as eager reads it (a graph input keeps its own flag after writes).
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t);
 // The graph input `t` itself (not a view of it): its position in graph.inputs, or -1.

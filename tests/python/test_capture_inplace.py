@@ -276,6 +276,17 @@ def test_unrolled_loops_write_in_place(backend):
     check(loop, T(40, 2), backend=backend)  # 40 rows: the graph grows while iterating
 
 
+def setitem_augmented(x):
+    x[0] += 1  # a write through the view x[0], then x[0] = that view (STORE_SUBSCR)
+    return x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_assignment_to_an_item(backend):
+    # STORE_SUBSCR is not traced yet: the unit ends there, after writing x back
+    check(setitem_augmented, T(2, 3), backend=backend, graphs=None)
+
+
 SEEN = []
 
 
@@ -608,6 +619,23 @@ def test_grad_fn_of_a_result_with_history_breaks_the_graph(backend):
     check(grad_fn_of_a_result_with_history, T(3, requires_grad=True), backend=backend, graphs=None)
     ex = mini.explain(grad_fn_of_a_result_with_history)(T(3, requires_grad=True))
     assert "grad_fn" in ex.break_reasons[0].reason
+
+
+def layout_of_a_written_input(x):
+    x.add_(1)
+    return x.is_contiguous(), x.t().is_contiguous(), x * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_written_input_keeps_its_layout(backend):
+    check(layout_of_a_written_input, T(3, 4), backend=backend)
+    # a transposed input: its new value in the graph is contiguous, the input is not
+    base = T(4, 3)
+    xe, xc = base.clone().t(), base.clone().t()
+    expected = layout_of_a_written_input(xe)
+    same(mini.compile(layout_of_a_written_input, backend=backend)(xc), expected)
+    same(xc, xe, "the written input")
+    assert xc.stride() == (1, 3) and expected[:2] == (False, True)
 
 
 def intermediate_requires_grad(x):
