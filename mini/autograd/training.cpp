@@ -101,14 +101,14 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
   const int n_fwd = (int)J.nodes.size();
 
   // Which forward values carry a gradient: inputs that require it, and floating outputs of
-  // ops reading one (comparisons, casts to integers and integer math carry none; nor do ops
-  // traced with grad off, inside `with mini.no_grad()`).
+  // ops reading one (comparisons, casts to integers, integer math and detach carry none; nor
+  // do ops traced with grad off, inside `with mini.no_grad()`).
   std::vector<bool> carries(n_fwd, false);
   for (int id = 0; id < n_fwd; id++) {
     const Node& n = J.nodes[id];
     if (!is_floating(n.meta.dtype)) continue;
     if (n.kind == NodeKind::Input) carries[id] = n.meta.requires_grad;
-    if (n.kind != NodeKind::Op || n.grad_mode == graph::GradMode::Off) continue;
+    if (n.kind != NodeKind::Op || n.op == OpKind::Detach || n.grad_mode == graph::GradMode::Off) continue;
     for (int i : n.inputs) carries[id] = carries[id] || (i >= 0 && carries[i]);
   }
 

@@ -199,6 +199,26 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     }
     case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
       return nullptr;
+    case OutputSpec::Kind::View: {  // a view of an input written in place, made on the input
+      PyObject* base = guards::fetch(*spec.source, fv);
+      TensorImpl* t = base ? guards::unwrap_tensor(base) : nullptr;
+      if (!t) {
+        Py_XDECREF(base);
+        *failed = true;
+        PyErr_Format(PyExc_RuntimeError, "mini: cannot read %s again", spec.source->str().c_str());
+        return nullptr;
+      }
+      Tensor v = t->shared_from_this();
+      Py_DECREF(base);
+      try {
+        for (const auto& [op, attrs] : spec.views) v = call_op(op, {v}, attrs);
+      } catch (const std::exception& e) {
+        *failed = true;
+        set_python_error(e);
+        return nullptr;
+      }
+      return python_bridge().wrap_tensor(v);
+    }
     case OutputSpec::Kind::Method: case OutputSpec::Kind::Call: {
       PyObject* self = build(spec.items[0], outs, fv, failed, made);
       if (!self) return nullptr;
@@ -322,6 +342,27 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
     }
     input_objects.push_back(o);
   }
+  // An input the graph writes, when autograd records this run: the graph gets a copy that
+  // takes over the input's history, so that what autograd saves of its old value survives
+  // the write-back (eager's in-place ops save a copy of the old value the same way).
+  bool records = grad_enabled();
+  bool any_grad = false;
+  for (PyObject* o : input_objects)
+    if (TensorImpl* t = guards::unwrap_tensor(o)) any_grad = any_grad || t->needs_grad();
+  for (const auto& [input, output] : a.input_mutations) {
+    if (!records || !any_grad) break;
+    Tensor x = guards::unwrap_tensor(input_objects[input])->shared_from_this();
+    Tensor old;
+    {
+      NoGradGuard no_grad;
+      old = clone(x);
+    }
+    old->grad_fn = x->grad_fn;
+    old->output_nr = x->output_nr;
+    old->requires_grad = x->requires_grad;
+    Py_DECREF(input_objects[input]);
+    input_objects[input] = python_bridge().wrap_tensor(old);
+  }
   if (!a.compiled_fn) {
     std::vector<Tensor> inputs;
     for (PyObject* o : input_objects) inputs.push_back(guards::unwrap_tensor(o)->shared_from_this());
@@ -356,6 +397,56 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
     outs->push_back(o);
   }
   Py_DECREF(seq);
+  return true;
+}
+
+// True when an input the unit writes in place shares memory with another input on this call
+// (torch guards this with NO_TENSOR_ALIASING): the unit then runs eagerly instead. (Two
+// sources that held one tensor while tracing are guarded by DUPLICATE_INPUT.)
+bool aliasing_changed(const Artifact& a, const guards::FrameValues& fv) {
+  if (a.input_mutations.empty()) return false;
+  std::vector<PyObject*> objects;
+  for (size_t i = 0; i < a.input_sources.size(); i++) {
+    bool number = i < a.scalar_inputs.size() && a.scalar_inputs[i];
+    objects.push_back(number ? nullptr : guards::fetch(*a.input_sources[i], fv));
+  }
+  PyErr_Clear();
+  auto storage = [&](int i) {
+    TensorImpl* t = objects[i] ? guards::unwrap_tensor(objects[i]) : nullptr;
+    return t ? t->storage.get() : nullptr;
+  };
+  bool changed = false;
+  for (const auto& [input, output] : a.input_mutations)
+    for (int j = 0; j < (int)objects.size(); j++)
+      changed = changed || (j != input && storage(j) && storage(j) == storage(input));
+  for (PyObject* o : objects) Py_XDECREF(o);
+  return changed;
+}
+
+// Copies the final value of each graph input the unit wrote in place into the input's own
+// memory, as AOTAutograd's epilogue does: one copy_, so the input's version moves on once
+// and, when grad mode is on, autograd records the write. False with a Python error.
+bool write_back_inputs(const Artifact& a, const guards::FrameValues& fv,
+                       const std::vector<PyObject*>& outs) {
+  for (const auto& [input, output] : a.input_mutations) {
+    PyObject* o = guards::fetch(*a.input_sources[input], fv);
+    TensorImpl* dst = o ? guards::unwrap_tensor(o) : nullptr;
+    TensorImpl* src = guards::unwrap_tensor(outs.at(output));
+    if (!dst || !src) {
+      Py_XDECREF(o);
+      PyErr_Format(PyExc_RuntimeError, "mini: cannot write back the graph input %s",
+                   a.input_sources[input]->str().c_str());
+      return false;
+    }
+    try {
+      copy_(dst->shared_from_this(), src->shared_from_this());
+    } catch (const std::exception& e) {
+      Py_DECREF(o);
+      set_python_error(e);
+      return false;
+    }
+    Py_DECREF(o);
+  }
   return true;
 }
 
@@ -559,6 +650,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   art->grad_enabled_on_raise = trace.grad_enabled_on_raise;
   art->input_sources = trace.input_sources;
   art->scalar_inputs = trace.scalar_inputs;
+  art->input_mutations = trace.input_mutations;
   art->exit = trace.exit;
   art->output = std::move(trace.output);
   art->exit_instruction = trace.exit_instruction;
@@ -755,7 +847,19 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
         art = static_cast<Artifact*>(unit.add(std::move(entry)).artifact.get());
       }
     }
-    // Run the unit's graph and rebuild what comes after it.
+    bool aliased;
+    {
+      HookDisabled no_hook;
+      aliased = aliasing_changed(*art, fv);
+    }
+    if (aliased) {
+      if (log_channels().graph_breaks)
+        log_write("mini: the inputs of " + function_label(code) + " alias differently from the "
+                  "traced call's (one tensor passed twice, or memory shared with a tensor the graph "
+                  "writes); it runs eagerly from here");
+      return run_natively(offset);
+    }
+    // Run the unit's graph, write back the inputs it wrote, rebuild what comes after it.
     std::vector<PyObject*> outs;
     bool failed = false;
     PyObject* result = nullptr;
@@ -763,6 +867,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     {
       HookDisabled no_hook;
       if (!run_graph_of(*art, fv, &outs)) return release_all(outs), fail();
+      if (!write_back_inputs(*art, fv, outs)) return release_all(outs), fail();
       if (art->exit == Trace::Exit::Return) {
         result = build(art->output, outs, fv, &failed, made);
       } else {

@@ -95,6 +95,7 @@ struct Artifact : guards::CompiledArtifact {
   std::shared_ptr<graph::Graph> graph;
   std::vector<SourceRef> input_sources;
   std::vector<bool> scalar_inputs;  // input i is a Python number passed as a 0-d tensor
+  std::vector<std::pair<int, int>> input_mutations;  // Trace::input_mutations
   PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
   GraphRunner compiled;             // inductor's generated code, or empty
   Trace::Exit exit = Trace::Exit::Return;

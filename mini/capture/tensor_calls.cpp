@@ -116,10 +116,10 @@ int operand(TraceContext& ctx, const VarRef& v_in) {
 }
 
 VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs = {}) {
-  int id = ctx.graph().add_op(op, inputs, attrs, ctx.current_code);
+  int id = add_tensor_op(ctx, op, inputs, attrs);
   if (ctx.grad_enabled != ctx.entry_grad_enabled)  // inside a with mini.no_grad() block, say
     ctx.graph().nodes[id].grad_mode = ctx.grad_enabled ? graph::GradMode::On : graph::GradMode::Off;
-  return make_tensor(id);
+  return tensor_var(ctx, id);
 }
 
 VarRef dtype_object(DType d) {
@@ -325,7 +325,109 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
   return nullptr;
 }
 
+// ---- in-place ops (written into the tensor's memory by functionalize.cpp) -----------------
+
+// `result` (an op on self, of a shape that broadcasting may not grow) stored into self, as
+// the in-place op does: cast to self's dtype; `cast_allowed` is false for ops that refuse
+// a result of a higher dtype category (add_ of a float into an int tensor).
+VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
+                    const std::string& op, bool cast_allowed) {
+  const graph::TensorMeta& m = meta_of(ctx, self);
+  const graph::TensorMeta& r = meta_of(ctx, result);
+  if (r.sizes != m.sizes)
+    fail("output with shape ", shape_str(m.sizes), " doesn't match the broadcast shape ",
+         shape_str(r.sizes), " (in-place ", op, ")");
+  if (!cast_allowed && category(r.dtype) > category(m.dtype))
+    fail("result type ", dtype_name(r.dtype), " can't be cast to the desired output type ",
+         dtype_name(m.dtype), " (in-place ", op, ")");
+  DType dtype = m.dtype;  // a copy: cast_to grows the graph, moving `m`
+  write_in_place(ctx, self, cast_to(ctx, result, dtype)->node, op);
+  return self;  // x.add_(1) returns x itself
+}
+
+// where(True, value, self): value everywhere, broadcast to self's shape (fill_, copy_);
+// self's gradient is zero, value's its sum over the broadcast.
+VarRef overwrite(TraceContext& ctx, const VarRef& self, const VarRef& value) {
+  int everywhere = ctx.graph().add_constant(true, DType::Bool);
+  return node(ctx, OpKind::Where, {everywhere, operand(ctx, value), self->node});
+}
+
+bool is_number(const VarRef& v) {
+  return v && v->is(Var::Kind::Constant) && (PyLong_Check(v->obj) || PyFloat_Check(v->obj));
+}
+
+// clamp(x, min, max) as eager computes it (pointwise.cpp): where(x < min, min, x), then
+// where(r > max, max, r). None bounds are absent.
+VarRef clamp(TraceContext& ctx, const VarRef& self, VarRef lo, VarRef hi, const std::string& fn) {
+  if (lo && lo->obj == Py_None) lo = nullptr;
+  if (hi && hi->obj == Py_None) hi = nullptr;
+  if (!lo && !hi) fail(fn, ": At least one of 'min' or 'max' must not be None");
+  VarRef r = self;
+  if (lo) {
+    int below = tensor_binary(ctx, OpKind::Lt, r, lo)->node;
+    r = node(ctx, OpKind::Where, {below, operand(ctx, lo), r->node});
+  }
+  if (hi) {
+    int above = tensor_binary(ctx, OpKind::Gt, r, hi)->node;
+    r = node(ctx, OpKind::Where, {above, operand(ctx, hi), r->node});
+  }
+  return r;
+}
+
+// masked_fill(x, mask, value) as eager computes it: where(mask, value, x) in x's dtype.
+VarRef masked_fill(TraceContext& ctx, const VarRef& self, const VarRef& mask, const VarRef& value) {
+  if (!mask->is(Var::Kind::Tensor)) unsupported("masked_fill with a mask that is not a tensor");
+  if (meta_of(ctx, mask).dtype != DType::Bool)
+    fail("masked_fill_ only supports boolean masks, but got mask with dtype ",
+         dtype_name(meta_of(ctx, mask).dtype));
+  if (value->is(Var::Kind::Tensor) && !meta_of(ctx, value).sizes.empty())
+    fail("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+         meta_of(ctx, value).sizes.size(), " dimension(s).");
+  return cast_to(ctx, node(ctx, OpKind::Where, {mask->node, operand(ctx, value), self->node}),
+                 meta_of(ctx, self).dtype);
+}
+
+const struct { const char* name; OpKind op; } kInplaceBinary[] = {
+    {"add_", OpKind::Add}, {"sub_", OpKind::Sub}, {"mul_", OpKind::Mul}, {"div_", OpKind::Div},
+};
+
+// x.add_(y), x.zero_(), ...: the out-of-place op written into x's memory. Null for a name
+// that is not an in-place method.
+VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                      const Args& args) {
+  for (auto& b : kInplaceBinary)
+    if (name == b.name) return tensor_inplace_binary(ctx, b.op, self, args.get(0, "other"));
+  VarRef result;
+  bool cast_allowed = true;  // fill_, copy_ and masked_fill_ convert to self's dtype
+  if (name == "relu_") {
+    result = node(ctx, OpKind::Relu, {self->node});
+    cast_allowed = false;
+  } else if (name == "zero_" || name == "fill_") {
+    VarRef v = name == "zero_" ? make_constant(PyFloat_FromDouble(0)) : args.get(0, "value");
+    if (!is_number(v)) unsupported("fill_() with " + v->describe() + " (mini's fill_ takes a number)");
+    result = overwrite(ctx, self, v);
+  } else if (name == "copy_") {
+    VarRef src = args.get(0, "src");
+    if (!src->is(Var::Kind::Tensor)) unsupported("copy_() from " + src->describe() + ", not a tensor");
+    result = overwrite(ctx, self, src);
+  } else if (name == "masked_fill_") {
+    result = masked_fill(ctx, self, args.get(0, "mask"), args.get(1, "value"));
+  } else if (name == "clamp_") {
+    result = clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), name);
+    cast_allowed = false;
+  } else {
+    return nullptr;
+  }
+  return write_result(ctx, self, result, name, cast_allowed);
+}
+
 }  // namespace
+
+VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self,
+                             const VarRef& other) {
+  std::string name = std::string(op_name(op)) + "_";
+  return write_result(ctx, self, tensor_binary(ctx, op, self, other), name, false);
+}
 
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
   return ctx.graph().nodes[t->node].meta;
@@ -398,7 +500,33 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "dtype") return dtype_object(m.dtype);
-  if (name == "requires_grad") return make_constant(PyBool_FromLong(m.requires_grad));
+  if (name == "requires_grad")
+    return make_constant(PyBool_FromLong(tensor_requires_grad(ctx, self)));
+  // A result without a gradient history is a leaf with grad_fn None; one with a history has
+  // a grad_fn only once the graph runs (Dynamo breaks on it too). An input's leafness is
+  // not guarded when it requires grad.
+  if (name == "is_leaf" || name == "grad_fn") {
+    bool requires_grad = tensor_requires_grad(ctx, self);
+    int input = input_itself(ctx, self);
+    const graph::Graph& g = ctx.graph();
+    bool input_requires_grad = input >= 0 && g.nodes[g.inputs[input]].meta.requires_grad;
+    if (name == "is_leaf" && !input_requires_grad)
+      return make_constant(PyBool_FromLong(!requires_grad));
+    if (name == "grad_fn" && !requires_grad) return make_constant((Py_INCREF(Py_None), Py_None));
+    unsupported("reading Tensor." + name + " of a tensor that requires grad inside a compiled "
+                "function is not supported by mini's capture");
+  }
+  if (name == "device") {
+    static PyObject* cpu = [] {
+      PyObject* module = PyImport_ImportModule("mini._tensor");
+      PyObject* d = module ? PyObject_GetAttrString(module, "_CPU") : nullptr;
+      Py_XDECREF(module);
+      PyErr_Clear();
+      return d;  // lives forever
+    }();
+    if (!cpu) unsupported("mini's device object is not available");
+    return wrap_untracked(ctx, cpu);
+  }
   if (name == "is_cuda") return make_constant((Py_INCREF(Py_False), Py_False));
   if (name == "T") {
     Attrs a;
@@ -580,7 +708,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     if (d->obj && PyUnicode_Check(d->obj)) return self;  // .to("cpu")
     return cast_to(ctx, self, dtype_from(d));
   }
-  if (name == "cpu" || name == "detach") return name == "cpu" ? self : node(ctx, OpKind::Clone, {self->node});
+  if (name == "cpu" || name == "detach") return name == "cpu" ? self : node(ctx, OpKind::Detach, {self->node});
   if (name == "size") {
     VarRef d = args.get(0, "dim", false);
     if (!d) return tensor_attr(ctx, self, "shape");
@@ -589,6 +717,26 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "dim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "numel") return numel_var(ctx, self);
   if (name == "is_floating_point") return make_constant(PyBool_FromLong(is_floating(m.dtype)));
+  if (name == "is_contiguous") {
+    // A written input keeps its own layout while its new value is contiguous: views of a
+    // written input that is not contiguous would show strides eager does not have.
+    const graph::Graph& g = ctx.graph();
+    const Alias& a = alias_of(ctx, self->node);
+    const graph::TensorMeta* own = &m;
+    if (a.storage->input >= 0 && a.storage->mutated) {
+      const graph::TensorMeta& input = g.nodes[g.inputs[a.storage->input]].meta;
+      if (a.views.empty()) own = &input;
+      else if (!is_contiguous(input))
+        unsupported("is_contiguous() of a view of a non-contiguous input written in place");
+    }
+    if (std::any_of(own->sizes.begin(), own->sizes.end(), [](int64_t s) { return s < 0; }))
+      unsupported("is_contiguous() of a tensor with dynamic sizes");
+    return make_constant(PyBool_FromLong(is_contiguous(*own)));
+  }
+  if (name == "clamp")
+    return clamp(ctx, self, args.get(0, "min", false), args.get(1, "max", false), "torch.clamp");
+  if (name == "masked_fill") return masked_fill(ctx, self, args.get(0, "mask"), args.get(1, "value"));
+  if (VarRef r = inplace_method(ctx, name, self, args)) return r;
   if (name == "nonzero") return node(ctx, OpKind::Nonzero, {self->node});
   if (name == "item" && ctx.options.capture_scalar_outputs) {
     // the number stays in the graph: a 0-d value that promotes like a Python number

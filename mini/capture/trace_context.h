@@ -5,6 +5,7 @@
 //   calls.cpp        calling a Var: inlining functions and modules, builtins
 //   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
 //   symbolic_sizes.cpp  arithmetic and decisions on dynamic sizes (SymInts)
+//   functionalize.cpp in-place ops: the memory traced tensors share, and writes into it
 // Internal to capture/.
 #pragma once
 #include <unordered_map>
@@ -12,6 +13,30 @@
 #include "capture/tracer.h"
 
 namespace mini::capture {
+
+// Functionalization: the memory behind traced tensors (torch's storage). An op's result has
+// memory of its own, a view (or detach) shares its input's, a graph input's is the real
+// tensor's. An in-place op writes a new value of the whole memory (its base) and every
+// tensor in that memory is recomputed from it by replaying its views, so the graph holds
+// out-of-place ops only (torch's functionalization, done while tracing).
+struct TracedStorage {
+  int base = -1;         // node: the current value of the memory's base tensor
+  int input = -1;        // position in graph.inputs when this is a graph input's memory
+  bool mutated = false;  // written in place (an input's final value is written back)
+};
+struct Alias {
+  std::shared_ptr<TracedStorage> storage;
+  std::vector<int> views;  // the view nodes from the base to this value; empty: the base
+  bool exact = true;       // false: a reshape of dynamic sizes, which may have copied
+};
+// One in-place write, undone when the instruction that made it ends the unit (a graph
+// break: the instruction then runs again eagerly).
+struct Write {
+  std::shared_ptr<TracedStorage> storage;
+  int base = -1;
+  bool mutated = false;
+  std::vector<std::pair<VarRef, int>> nodes;  // each Var recomputed, with its node before
+};
 
 struct TraceContext {
   Trace trace;
@@ -22,6 +47,10 @@ struct TraceContext {
   int depth = 0;                                  // inlining depth
   std::unordered_map<PyObject*, int> tensor_node; // input tensor object -> its graph node
   std::unordered_map<PyObject*, std::vector<bool>> tensor_dynamic;  // -> its dynamic dims
+  std::unordered_map<int, Alias> aliases;         // tensor node -> the memory it is in
+  std::vector<std::weak_ptr<Var>> tensor_vars;    // tensor Vars made, recomputed by writes
+  std::vector<std::shared_ptr<TracedStorage>> input_storages;
+  std::vector<Write> writes;                      // undo log of in-place writes
   std::string current_code;                       // the source line being traced
   std::string current_location;                   // "file:line in fn"
   // The grad mode the code being traced runs in: the caller's at the start (guarded), then
@@ -103,6 +132,30 @@ VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef
 VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a);
 VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index);
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t);
+// x += y, x -= y, x *= y, x /= y on a tensor (Tensor.__iadd__ ...): written in place.
+VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self, const VarRef& other);
+
+// functionalize.cpp
+// A tensor Var for `node` (every tensor Var is made here, so that writes can find it).
+VarRef tensor_var(TraceContext& ctx, int node);
+// Appends an op whose result requires grad as eager's would (grad mode on, a floating
+// result, an input that requires grad; detach never).
+int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs);
+const Alias& alias_of(TraceContext& ctx, int node);
+// `value` (a node of self's shape and dtype) written into self's memory, as an in-place op
+// writes: the base gets its new value (through scatters when self is a view) and every
+// tensor in the memory is recomputed from it. `op` names the op in errors.
+void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op);
+void undo_writes(TraceContext& ctx, size_t mark);  // back to ctx.writes.size() == mark
+// TensorImpl::is_contiguous on meta (size-1 dims may have any stride; dynamic sizes: false).
+bool is_contiguous(const graph::TensorMeta& m);
+// requires_grad as eager reads it (a graph input keeps its own flag after writes).
+bool tensor_requires_grad(TraceContext& ctx, const VarRef& t);
+// The graph input `t` itself (not a view of it): its position in graph.inputs, or -1.
+int input_itself(TraceContext& ctx, const VarRef& t);
+// At the end of a trace: each written graph input's final value becomes a graph output,
+// recorded in trace.input_mutations for the write-back.
+void add_input_mutations(TraceContext& ctx);
 
 // A size of a tensor as a Var: a constant, or a SymInt when the dim is symbolic.
 VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim);

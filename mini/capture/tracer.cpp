@@ -445,11 +445,13 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     return r;
   }
   if (tensors) {
-    if (op >= 13 && a->is(Var::Kind::Tensor) && !a->number)
-      unsupported(std::string("in-place ") + binary_symbol(op) + "= on a tensor mutates it (and every "
-                  "name bound to it), which mini's capture does not model; write x = x " +
-                  binary_symbol(op) + " y to keep it in the graph");
-    return tensor_binary(ctx_, tensor_binary_kind(op), a, b);
+    OpKind kind = tensor_binary_kind(op);
+    // x += y on a tensor writes x in place (Tensor.__iadd__, __isub__, __imul__, __itruediv__);
+    // a tensor has no other in-place operator, so x **= 2 rebinds x, as Python does
+    bool has_inplace = kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul || kind == OpKind::Div;
+    if (op >= 13 && has_inplace && a->is(Var::Kind::Tensor) && !a->number)
+      return tensor_inplace_binary(ctx_, kind, a, b);
+    return tensor_binary(ctx_, kind, a, b);
   }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(number_op(op, a->obj, b->obj), std::string("constant ") + binary_symbol(op)));
@@ -755,6 +757,7 @@ VarRef FrameInterpreter::run() {
     size_t graph_size = ctx_.graph().nodes.size();
     int mutations = ctx_.mutations;
     bool saved_grad = ctx_.grad_enabled;
+    size_t writes = ctx_.writes.size();
     pc_++;
     try {
       if (steps == stop_step) {
@@ -772,6 +775,7 @@ VarRef FrameInterpreter::run() {
       bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
       bool tensor_branch = !call && saved_stack.back()->is(Var::Kind::Tensor);
       if (t.exit == Trace::Exit::Break && tensor_branch && in_loop(pc_ - 1)) t.exit = Trace::Exit::Skip;
+      undo_writes(ctx_, writes);  // the instruction runs again eagerly
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);
       exit_lazy_ = std::move(saved_lazy);
@@ -1289,6 +1293,19 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
   }
   switch (v->kind) {
     case Var::Kind::Tensor: {
+      const Alias& alias = alias_of(ctx, v->node);
+      if (alias.storage->input >= 0 && alias.storage->mutated) {
+        // a graph input written in place (or a view of it): the real input, which the
+        // write-back updates, so that it keeps sharing memory with what eager code holds
+        s.source = ctx.trace.input_sources.at(alias.storage->input);
+        s.kind = alias.views.empty() ? OutputSpec::Kind::Source : OutputSpec::Kind::View;
+        for (int view : alias.views) {
+          const graph::Node& n = ctx.graph().nodes[view];
+          if (n.symbolic_attrs) unsupported("a view with dynamic sizes of an input written in place");
+          s.views.push_back({n.op, n.attrs});
+        }
+        return s;
+      }
       auto& outs = ctx.graph().outputs;
       auto it = std::find(outs.begin(), outs.end(), v->node);
       s.kind = v->number ? OutputSpec::Kind::Number : OutputSpec::Kind::GraphOutput;
@@ -1501,6 +1518,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
     }
     t.exit_kw_names = interp.exit_kw_names_;
   }
+  add_input_mutations(ctx);
   t.side_effects = side_effects(ctx);
   ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);

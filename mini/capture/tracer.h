@@ -45,6 +45,8 @@ struct OutputSpec {
                   // items = defaults, kwdefaults, closure (each Null when absent)
     Alias,        // the object built earlier for alias `index`
     SizeExpr,     // expr evaluated on the frame's tensors: a dynamic size as a Python int
+    View,         // `views` replayed on the tensor at `source`: a view of an input the graph
+                  // wrote, rebuilt on the real input so that it shares its memory
   } kind = Kind::Constant;
   int index = 0;
   int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
@@ -54,12 +56,14 @@ struct OutputSpec {
   std::string name;
   std::vector<OutputSpec> items;
   guards::SizeExpr expr;
+  std::vector<std::pair<OpKind, Attrs>> views;  // View
   OutputSpec() = default;
   OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
   OutputSpec& operator=(OutputSpec&& o) noexcept {
     std::swap(kind, o.kind); std::swap(index, o.index); std::swap(alias, o.alias); std::swap(value, o.value);
     std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
     std::swap(expr, o.expr);
+    std::swap(views, o.views);
     return *this;
   }
   ~OutputSpec() { Py_XDECREF(value); }
@@ -99,6 +103,9 @@ struct Trace {
   std::vector<SourceRef> input_sources;  // one per graph input
   std::vector<PyObject*> example_inputs; // Borrowed: the tensors seen while tracing
   std::vector<bool> scalar_inputs;       // input i is a Python number made a 0-d tensor
+  // Graph inputs written in place: (input position, graph output holding its final value),
+  // copied into the real input after the graph runs (AOTAutograd's epilogue).
+  std::vector<std::pair<int, int>> input_mutations;
 
   // How the unit ends: returning `output`; or a graph break at `exit_instruction`, which
   // then runs eagerly (Break: a call or a branch on a tensor, done with real objects) or

@@ -107,7 +107,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
       const SourceRef& first = ctx.trace.input_sources[position];
       if (first->str() != src->str()) g.add_duplicate_input(src, first, true);
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
-      return make_tensor(found->second);
+      return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
     }
     std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
     graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
@@ -130,7 +130,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
     ctx.trace.scalar_inputs.push_back(false);
-    return make_tensor(node);
+    return tensor_var(ctx, node);
   }
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
   if (number && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
@@ -143,7 +143,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     ctx.trace.input_sources.push_back(src);
     ctx.trace.example_inputs.push_back(v);
     ctx.trace.scalar_inputs.push_back(true);
-    VarRef var = make_tensor(node);
+    VarRef var = tensor_var(ctx, node);
     var->number = true;
     return var;
   }

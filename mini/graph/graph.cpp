@@ -168,7 +168,7 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
       return ", dim=" + std::to_string(a.dim);
     case OpKind::Squeeze: return a.dims.empty() ? "" : ", dim=" + ints_str(a.dims);
     case OpKind::Select: return ", " + std::to_string(a.dim) + ", " + std::to_string(a.index);
-    case OpKind::Slice:
+    case OpKind::Slice: case OpKind::SliceScatter:
       return ", " + std::to_string(a.dim) + ", " + std::to_string(a.start) + ", " +
              std::to_string(a.end) + ", " + std::to_string(a.step);
     case OpKind::Cast: return std::string(", dtype=mini.") + dtype_name(a.dtype);
@@ -376,6 +376,7 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       return contiguous_meta(reduced_shape(in[0].sizes, a), dt);
     }
     case OpClass::View: {
+      if (op == OpKind::Detach) return {in[0].sizes, in[0].strides, in[0].dtype, false};
       bool symbolic = false;
       for (int64_t s : in[0].sizes) symbolic |= s < 0;
       for (int64_t s : a.shape) symbolic |= s < -1 || (op == OpKind::Expand && s < -1);
@@ -418,6 +419,18 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       return contiguous_meta(a.mode == "none" ? s : Shape{}, result_type(t));
     }
     case OpKind::SliceBackward: return contiguous_meta(a.shape, in[0].dtype);
+    case OpKind::SliceScatter: {
+      bool symbolic = false;
+      for (int64_t s : in[0].sizes) symbolic |= s < 0;
+      if (!symbolic) {  // src must broadcast to the slice it is written into
+        Tensor part = slice(t[0], a.dim, a.start, a.end, a.step);
+        Shape b = broadcast_shapes(part->sizes, in[1].sizes);
+        if (b != part->sizes)
+          fail("slice_scatter: src of shape ", shape_str(in[1].sizes), " does not broadcast to the ",
+               "slice of shape ", shape_str(part->sizes));
+      }
+      return contiguous_meta(in[0].sizes, in[0].dtype);
+    }
     case OpKind::Nonzero:  // data-dependent length: -1 marks a size only known at run time
       return contiguous_meta({-1, (int64_t)in[0].sizes.size()}, DType::Int64);
     case OpKind::Full: case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:

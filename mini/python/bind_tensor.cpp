@@ -397,6 +397,27 @@ void bind_tensor(py::module_& m) {
   T.def("zero_", [](const Tensor& a) { mini::fill_(a, 0.0); return a; });
   T.def("fill_", [](const Tensor& a, double v) { mini::fill_(a, v); return a; });
   T.def("copy_", [](const Tensor& a, const Tensor& src) { mini::copy_(a, src); return a; });
+  T.def("relu_", [](const Tensor& a) { mini::relu_(a); return a; });
+  // clamp/clamp_ bounds and masked_fill's value: a number or a tensor, as torch
+  auto bound = [](py::handle v, const char* op, const char* arg) {
+    return v.is_none() ? Tensor() : operand_or_throw(v, op, arg);
+  };
+  T.def("clamp", [bound](const Tensor& a, py::handle lo, py::handle hi) {
+    return mini::clamp(a, bound(lo, "clamp", "min"), bound(hi, "clamp", "max"));
+  }, py::arg("min") = py::none(), py::arg("max") = py::none());
+  T.def("clamp_", [bound](const Tensor& a, py::handle lo, py::handle hi) {
+    mini::clamp_(a, bound(lo, "clamp_", "min"), bound(hi, "clamp_", "max"));
+    return a;
+  }, py::arg("min") = py::none(), py::arg("max") = py::none());
+  T.def("masked_fill", [](const Tensor& a, const Tensor& mask, py::handle value) {
+    return mini::masked_fill(a, mask, operand_or_throw(value, "masked_fill", "value"));
+  }, py::arg("mask"), py::arg("value"));
+  T.def("masked_fill_", [](const Tensor& a, const Tensor& mask, py::handle value) {
+    mini::masked_fill_(a, mask, operand_or_throw(value, "masked_fill_", "value"));
+    return a;
+  }, py::arg("mask"), py::arg("value"));
+  // the storage's write counter (torch's Tensor._version): each in-place write bumps it
+  T.def_property_readonly("_version", [](const TensorImpl& t) { return t.storage->version; });
 
   // ---- module functions ----------------------------------------------------------------
   m.def("from_numpy", &from_numpy);

@@ -87,7 +87,7 @@ SavedNeeds saved_needs(OpKind kind) {
     case OpKind::Clone: case OpKind::Sum: case OpKind::Mean: case OpKind::Reshape:
     case OpKind::Transpose: case OpKind::Permute: case OpKind::Unsqueeze:
     case OpKind::Squeeze: case OpKind::Expand: case OpKind::Slice: case OpKind::Select:
-    case OpKind::SliceBackward:
+    case OpKind::SliceBackward: case OpKind::SliceScatter:
       return {false, false};
     case OpKind::Exp: case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Relu:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Softmax: case OpKind::LogSoftmax:

@@ -75,6 +75,7 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
       expect_inputs(k, in, 1);
       return slice(in[0], a.dim, a.start, a.end, a.step);
     case OpKind::Select: expect_inputs(k, in, 1); return select(in[0], a.dim, a.index);
+    case OpKind::Detach: expect_inputs(k, in, 1); return detach(in[0]);
     case OpKind::Matmul: expect_inputs(k, in, 2); return matmul(in[0], in[1]);
     case OpKind::Softmax: expect_inputs(k, in, 1); return softmax(in[0], a.dim, false);
     case OpKind::LogSoftmax: expect_inputs(k, in, 1); return softmax(in[0], a.dim, true);
@@ -86,6 +87,9 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
     }
     case OpKind::MseLoss: expect_inputs(k, in, 2); return mse_loss(in[0], in[1], a.mode);
     case OpKind::SliceBackward: expect_inputs(k, in, 1); return slice_backward(in[0], a);
+    case OpKind::SliceScatter:
+      expect_inputs(k, in, 2);
+      return slice_scatter(in[0], in[1], a.dim, a.start, a.end, a.step);
     case OpKind::Nonzero: expect_inputs(k, in, 1); return nonzero(in[0]);
     case OpKind::Full: expect_inputs(k, in, 0); return full(a.shape, a.value, a.dtype);
     case OpKind::Empty: expect_inputs(k, in, 0); return empty(a.shape, a.dtype);

@@ -157,6 +157,12 @@ struct Rules {
         gi[0] = op(OpKind::Slice, {g}, at);
         break;
       }
+      case OpKind::SliceScatter: {  // base's gradient outside the slice, src's inside it
+        Attrs at; at.dim = a.dim; at.start = a.start; at.end = a.end; at.step = a.step;
+        if (need[0]) gi[0] = op(OpKind::SliceScatter, {g, num(0.0, g)}, at);
+        if (need[1]) gi[1] = sum_to(op(OpKind::Slice, {g}, at), shp(1));
+        break;
+      }
       case OpKind::Exp: gi[0] = mul(g, out); break;
       case OpKind::Log: gi[0] = div(g, in[0]); break;
       case OpKind::Sin: gi[0] = mul(g, op(OpKind::Cos, {in[0]})); break;

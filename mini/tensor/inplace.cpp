@@ -1,6 +1,8 @@
-// inplace.cpp — writes into existing storage: copy_, add_/sub_/mul_/div_, fill_.
-// Each bumps the storage version (see SavedTensor) and refuses leaves that require grad
-// while grad mode is on, as torch does.
+// inplace.cpp — writes into existing storage: copy_, add_/sub_/mul_/div_, fill_, relu_,
+// clamp_, masked_fill_. Each bumps the storage version (see SavedTensor) and refuses leaves
+// that require grad while grad mode is on, as torch does.
+#include <functional>
+
 #include "autograd.h"
 #include "loops.h"
 #include "metrics.h"
@@ -12,12 +14,8 @@ namespace {
 
 void check_writable(const Tensor& self, const char* op) {
   if (!grad_enabled()) return;
-  if (self->requires_grad && self->is_leaf())
-    fail("a leaf Variable that requires grad is being used in an in-place operation (", op,
-         "). Wrap the update in `with mini.no_grad():` or use an out-of-place op.");
-  if (self->view_of_grad_leaf)
-    fail("a view of a leaf Variable that requires grad is being used in an in-place "
-         "operation (", op, "). Wrap the update in `with mini.no_grad():`.");
+  if (self->requires_grad && self->is_leaf()) fail_inplace_on_leaf(op, false);
+  if (self->view_of_grad_leaf) fail_inplace_on_leaf(op, true);
 }
 
 // dst[...] = src broadcast to dst's shape, converting dtype. No kernel is counted here.
@@ -41,31 +39,97 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   dst->storage->version++;
 }
 
+// self = compute(old), written into self's memory, where `old` is self's value before the
+// write. Autograd sees compute applied to `old`, a copy that takes over self's history, and
+// self takes over the result's (torch rebases self the same way). `cast_allowed`: the
+// result may be of a higher dtype category than self (fill_, copy_, masked_fill_ convert).
+void write_in_place(const Tensor& self, const char* op, const std::vector<Tensor>& others,
+                    const std::function<Tensor(const Tensor&)>& compute, bool cast_allowed) {
+  check_writable(self, op);
+  std::vector<Tensor> operands = others;
+  operands.push_back(self);
+  bool rec = should_record(operands);
+  if (rec && self->is_view)
+    fail("an in-place ", op, " on a view, where autograd is involved, is not supported by "
+         "mini's eager autograd (torch rebases the view's base; mini does not); use an "
+         "out-of-place op");
+  Tensor old = self;
+  if (rec) {
+    NoGradGuard no_grad;
+    old = clone(self);
+    old->grad_fn = self->grad_fn;
+    old->output_nr = self->output_nr;
+  }
+  Tensor result = compute(old);
+  if (result->sizes != self->sizes)
+    fail("output with shape ", shape_str(self->sizes), " doesn't match the broadcast shape ",
+         shape_str(result->sizes), " (in-place ", op, ")");
+  if (!cast_allowed && category(result->dtype) > category(self->dtype))
+    fail("result type ", dtype_name(result->dtype), " can't be cast to the desired output type ",
+         dtype_name(self->dtype), " (in-place ", op, ")");
+  if (rec) result = cast(result, self->dtype);  // self's history must produce self's dtype
+  copy_into(self, result);
+  if (rec) {
+    self->grad_fn = result->grad_fn;
+    self->output_nr = result->output_nr;
+  }
+}
+
+// where(True, value, old): the value everywhere, in a form autograd can differentiate (old
+// gets a zero gradient, value its sum over the broadcast).
+Tensor overwrite(const Tensor& old, const Tensor& value) {
+  return where(scalar_tensor(1, DType::Bool, true), value, old);
+}
+
 }  // namespace
+
+void fail_inplace_on_leaf(const char* op, bool view) {
+  if (view)
+    fail("a view of a leaf Variable that requires grad is being used in an in-place "
+         "operation (", op, "). Wrap the update in `with mini.no_grad():`.");
+  fail("a leaf Variable that requires grad is being used in an in-place operation (", op,
+       "). Wrap the update in `with mini.no_grad():` or use an out-of-place op.");
+}
 
 void copy_(const Tensor& dst, const Tensor& src) {
   if (!src) fail_type("copy_(): argument 'src' must be a Tensor, not None");
   check_writable(dst, "copy_");
-  if (should_record({dst, src}))
-    fail("copy_ into a tensor that is part of an autograd graph is not supported by mini's "
-         "eager autograd; build a new tensor instead, or wrap the copy in mini.no_grad()");
+  if (should_record({dst, src})) {
+    write_in_place(dst, "copy_", {src}, [&](const Tensor& old) { return overwrite(old, src); }, true);
+    return;
+  }
   copy_into(dst, src);
   count_kernel(src->nbytes() + dst->nbytes());
 }
 
 void fill_(const Tensor& self, double value) {
   check_writable(self, "fill_");
-  if (should_record({self}))
-    fail("fill_ on a tensor that is part of an autograd graph is not supported by mini's eager "
-         "autograd; use mini.full_like-style construction or wrap it in mini.no_grad()");
   Tensor v = scalar_tensor(value, self->dtype);
+  if (should_record({self})) {
+    write_in_place(self, "fill_", {}, [&](const Tensor& old) { return overwrite(old, v); }, true);
+    return;
+  }
   copy_into(self, v);
   count_kernel(self->nbytes());
 }
 
+void relu_(const Tensor& self) {
+  write_in_place(self, "relu_", {}, [](const Tensor& old) { return unary(OpKind::Relu, old); }, false);
+}
+
+void clamp_(const Tensor& self, const Tensor& min, const Tensor& max) {
+  if (!min && !max) fail("clamp_: At least one of 'min' or 'max' must not be None");
+  write_in_place(self, "clamp_", {min, max}, [&](const Tensor& old) { return clamp(old, min, max); }, false);
+}
+
+void masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
+  write_in_place(self, "masked_fill_", {mask, value},
+                 [&](const Tensor& old) { return masked_fill(old, mask, value); }, true);
+}
+
 void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
   if (!other) fail_type(op_name(kind), "_(): argument 'other' must be a Tensor or a number, not None");
-  check_writable(self, op_name(kind));
+  check_writable(self, (std::string(op_name(kind)) + "_").c_str());
   DType rt = result_type({self, other});
   if (kind == OpKind::Div && !is_floating(rt)) rt = DType::Float32;
   if (category(rt) > category(self->dtype))
@@ -76,10 +140,12 @@ void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
     fail("output with shape ", shape_str(self->sizes), " doesn't match the broadcast shape ",
          shape_str(b), " (in-place ", op_name(kind), "_)");
   bool rec = should_record({self, other});
-  if (rec && self->is_view && self->needs_grad())
-    fail("an in-place ", op_name(kind), "_ on a view of a tensor that is part of an autograd graph is "
-         "not supported by mini's eager autograd (torch rebases the view's base; mini does not); "
-         "use an out-of-place op");
+  // A view without history written with a value that has one would give only the view a
+  // grad_fn: its base's gradient would be lost, so that is refused too.
+  if (rec && self->is_view)
+    fail("an in-place ", op_name(kind), "_ on a view, where autograd is involved, is not supported by "
+         "mini's eager autograd (torch rebases the view's base; mini does not); use an "
+         "out-of-place op");
   Tensor old;
   if (rec) {
     // Autograd sees the old value of self as the op's input: mul_/div_ read it in backward,

@@ -38,11 +38,13 @@ namespace mini {
   X(Permute, "permute", View) X(Unsqueeze, "unsqueeze", View)                  \
   X(Squeeze, "squeeze", View) X(Expand, "expand", View)                        \
   X(Slice, "slice", View) X(Select, "select", View)                            \
+  X(Detach, "detach", View)                                                    \
   /* composite kernels */                                                     \
   X(Matmul, "matmul", Extern)                                                  \
   X(Softmax, "softmax", Composite) X(LogSoftmax, "log_softmax", Composite)      \
   X(LayerNorm, "layer_norm", Composite) X(MseLoss, "mse_loss", Composite)      \
   X(SliceBackward, "slice_backward", Composite)                                \
+  X(SliceScatter, "slice_scatter", Composite)                                  \
   X(Nonzero, "nonzero", Composite)                                             \
   /* factories: a new tensor from attributes alone (no inputs) */             \
   X(Full, "full", Factory) X(Empty, "empty", Factory)                          \
@@ -71,6 +73,7 @@ bool is_random(OpKind k);
 //   Reshape/Expand: shape;  Permute: dims;  Transpose: dim, dim2;  Unsqueeze: dim
 //   Squeeze: dims (empty = every size-1 dim);  Select: dim, index
 //   Slice: dim, start, end, step;  SliceBackward: shape (of the base) + Slice's fields
+//   SliceScatter (inputs base, src): Slice's fields;  Detach: none
 //   Softmax/LogSoftmax: dim;  LayerNorm: dims = normalized trailing dim count in dim, eps
 //   Gelu/GeluBackward: approximate ("none"|"tanh");  MseLoss: reduction
 //   Cast: dtype

@@ -43,6 +43,8 @@ Tensor binary(OpKind kind, const Tensor& a, const Tensor& b);
 void binary_out(OpKind kind, const Tensor& out, const Tensor& a, const Tensor& b, DType compute);
 Tensor unary(OpKind kind, const Tensor& a, const Attrs& attrs = {});
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor clamp(const Tensor& a, const Tensor& min, const Tensor& max);  // min or max may be null
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);  // value: 0-d
 Tensor cast(const Tensor& a, DType dtype);  // no kernel when dtype already matches
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);          // no kernel when already contiguous
@@ -62,6 +64,10 @@ Tensor unsqueeze(const Tensor& a, int64_t dim);
 Tensor squeeze(const Tensor& a, const std::vector<int64_t>& dims);  // empty: all size-1
 Tensor expand(const Tensor& a, const Shape& shape);
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step);
+// A copy of base with src (broadcast) written into base's slice: the functional form of an
+// in-place write through a slice (torch.slice_scatter).
+Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim, int64_t start,
+                     int64_t end, int64_t step);
 Tensor select(const Tensor& a, int64_t dim, int64_t index);
 Tensor detach(const Tensor& a);  // shares storage, no autograd history
 
@@ -78,5 +84,11 @@ Tensor sum_to(const Tensor& a, const Shape& shape);  // reduces broadcast dims a
 void copy_(const Tensor& dst, const Tensor& src);
 void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other);
 void fill_(const Tensor& self, double value);
+void relu_(const Tensor& self);
+void clamp_(const Tensor& self, const Tensor& min, const Tensor& max);
+void masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value);
+// The error of an in-place op on a leaf that requires grad (or a view of one) while grad
+// mode is on; capture raises it too.
+[[noreturn]] void fail_inplace_on_leaf(const char* op, bool view);
 
 }  // namespace mini

@@ -349,4 +349,30 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// Compositions of where: each runs its comparisons and wheres as kernels of their own, and
+// autograd differentiates those.
+
+// torch.clamp's values (NaN stays NaN; min > max gives max) and gradient (1 where
+// min <= x <= max, 0 elsewhere).
+Tensor clamp(const Tensor& a, const Tensor& min, const Tensor& max) {
+  check_tensor(a, "clamp", "input");
+  if (!min && !max) fail("torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor r = a;
+  if (min) r = where(binary(OpKind::Lt, r, min), min, r);
+  if (max) r = where(binary(OpKind::Gt, r, max), max, r);
+  return r;
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value) {
+  check_tensor(a, "masked_fill", "input");
+  check_tensor(mask, "masked_fill", "mask");
+  check_tensor(value, "masked_fill", "value");
+  if (mask->dtype != DType::Bool)
+    fail("masked_fill_ only supports boolean masks, but got mask with dtype ", dtype_name(mask->dtype));
+  if (value->dim() != 0)
+    fail("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+         value->dim(), " dimension(s).");
+  return cast(where(mask, value, a), a->dtype);
+}
+
 }  // namespace mini

@@ -1,5 +1,6 @@
 // views.cpp — views: new sizes/strides/offset over the same storage, no kernel.
-// Also slice_backward (the gradient of a slice: zeros with the slice filled in) and
+// Also slice_backward (the gradient of a slice: zeros with the slice filled in),
+// slice_scatter (a copy of a base with its slice overwritten: a functionalized write) and
 // sum_to (reducing a broadcast gradient back to an input's shape).
 #include <algorithm>
 #include <numeric>
@@ -186,6 +187,27 @@ Tensor slice_backward(const Tensor& g, const Attrs& a) {
   metrics() = before;
   count_kernel(g->nbytes() + out->nbytes());
   record(OpKind::SliceBackward, {g}, out, a);
+  return out;
+}
+
+Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim, int64_t start, int64_t end,
+                     int64_t step) {
+  if (!base || !src) fail_type("slice_scatter(): arguments must be Tensors");
+  Metrics before = metrics();  // the copy of base + the write of src count as one kernel
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = clone(base);
+    copy_(slice(out, dim, start, end, step), src);
+  }
+  metrics() = before;
+  count_kernel(base->nbytes() + src->nbytes() + out->nbytes());
+  Attrs a;
+  a.dim = dim;
+  a.start = start;
+  a.end = end;
+  a.step = step;
+  record(OpKind::SliceScatter, {base, src}, out, a);
   return out;
 }
 

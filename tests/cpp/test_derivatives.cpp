@@ -193,6 +193,10 @@ std::vector<GradcheckCase> differentiable_cases() {
   sb.end = 5;
   sb.step = 2;
   cs.push_back({"slice_backward", OpKind::SliceBackward, {spread({2, 2})}, sb});
+  // slice_scatter (base with a slice overwritten by src): base outside the slice, src
+  // inside it; a src that broadcasts sums its gradient
+  cs.push_back({"slice_scatter", OpKind::SliceScatter, {spread(c), spread({2, 3, 2}, 0.05)}, sl});
+  cs.push_back({"slice_scatter broadcast src", OpKind::SliceScatter, {spread(c), spread({2}, 0.05)}, sl});
   // ---- matmul: 2-D, batched with broadcast, 1-D on either side, dot
   cs.push_back({"matmul 2-D", OpKind::Matmul, {spread({2, 3}), spread({3, 4})}, {}});
   cs.push_back({"matmul batched", OpKind::Matmul, {spread({2, 2, 3}), spread({3, 2})}, {}});
@@ -226,10 +230,11 @@ std::vector<GradcheckCase> differentiable_cases() {
   return cs;
 }
 
-// Ops with no gradient: boolean or index results, and gelu_backward (no double backward).
+// Ops with no gradient: boolean or index results, gelu_backward (no double backward) and
+// detach (which exists to stop gradients).
 const std::set<OpKind> kNotDifferentiable = {OpKind::Eq, OpKind::Ne, OpKind::Lt, OpKind::Le,
                                              OpKind::Gt, OpKind::Ge, OpKind::Nonzero,
-                                             OpKind::GeluBackward};
+                                             OpKind::GeluBackward, OpKind::Detach};
 // Factories have no inputs: nothing to send a gradient to.
 const std::set<OpKind> kFactories = {OpKind::Full, OpKind::Empty, OpKind::Arange, OpKind::Rand,
                                      OpKind::Randn};
@@ -263,7 +268,7 @@ TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck][A1]")
   for (OpKind k : kNotDifferentiable) {
     INFO(mini::op_name(k));
     std::vector<Tensor> in = {x};
-    if (k != OpKind::Nonzero) in.push_back(y);
+    if (k != OpKind::Nonzero && k != OpKind::Detach) in.push_back(y);
     Tensor out = mini::call_op(k, in);
     CHECK(out->grad_fn == nullptr);
     CHECK_FALSE(out->needs_grad());
@@ -287,6 +292,14 @@ TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck][A1]
   check_values(out, {0, 1, 0, 2, 0, 0, 3, 0, 4, 0});
   mini::backward(out, make({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}, DType::Float64), false);
   check_values(g->grad, {1, 3, 6, 8});
+  // slice_scatter: base outside the slice, src inside it; each gets its part of the gradient
+  Tensor base = leaf({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {2, 5});
+  Tensor src = leaf({-1, -2, -3, -4}, {2, 2});
+  Tensor scattered = mini::call_op(OpKind::SliceScatter, {base, src}, a);
+  check_values(scattered, {1, -1, 3, -2, 5, 6, -3, 8, -4, 10});
+  mini::backward(scattered, make({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {2, 5}, DType::Float64), false);
+  check_values(base->grad, {0, 0, 2, 0, 4, 5, 0, 7, 0, 9});
+  check_values(src->grad, {1, 3, 6, 8});
 }
 
 // Reducing a 0-d tensor over an explicit dim (sum(x, dims={0}), allowed as in torch)

@@ -211,6 +211,39 @@ def test_detach_inplace():
     assert not y.requires_grad and y.grad_fn is None
 
 
+@pytest.mark.parametrize("op,rule", [
+    (lambda y: y.relu_(), lambda y: (y > 0) * 1.0),
+    (lambda y: y.clamp_(-1.0, 1.5), lambda y: ((y >= -1.0) & (y <= 1.5)) * 1.0),
+    (lambda y: y.masked_fill_(y > 1, 0.0), lambda y: (y <= 1) * 1.0),
+    (lambda y: y.fill_(2.0), lambda y: y * 0.0),
+    (lambda y: y.copy_(mini.ones(3)), lambda y: y * 0.0),
+])
+def test_inplace_ops_on_intermediates_are_differentiated(op, rule):
+    # y = 2x written in place: the gradient of x is 2 * d(op)/dy at y's old value
+    x = _leaf((-1.0, 0.25, 1.0))
+    y = x * 2
+    old = to_np(y)
+    op(y)
+    y.sum().backward()
+    assert_close(x.grad, 2 * rule(old))
+
+
+def test_copy_into_an_intermediate_differentiates_the_source():
+    x, s = _leaf(), _leaf((4.0, 5.0, 6.0))
+    y = x * 1
+    y.copy_(s * 3)
+    (y * mini.tensor([1.0, 2.0, 3.0], dtype=mini.float64)).sum().backward()
+    assert_close(s.grad, [3.0, 6.0, 9.0])
+    assert_close(x.grad, [0.0, 0.0, 0.0])
+
+
+def test_inplace_on_a_view_with_a_value_that_requires_grad_is_refused():
+    # the view would get a history and its base none: the base's gradient would be lost
+    base = mini.zeros(3, dtype=mini.float64)
+    with pytest.raises(RuntimeError, match="on a view"):
+        base[:2].add_(_leaf((1.0, 2.0)))
+
+
 def test_no_grad_context():
     x = _leaf()
     assert mini.is_grad_enabled()

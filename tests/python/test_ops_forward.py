@@ -470,6 +470,15 @@ INPLACE = [  # (description, mutate(t) -> result, numpy reference on the array)
      lambda a: np.broadcast_to([1.0, 2, 3, 4], a.shape)),
     ("iadd operator", lambda t: t.__iadd__(1), lambda a: a + 1),
     ("imul operator", lambda t: t.__imul__(3), lambda a: a * 3),
+    ("relu_", lambda t: t.relu_(), lambda a: np.maximum(a, 0)),
+    ("clamp_ min max", lambda t: t.clamp_(-0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5)),
+    ("clamp_ min only", lambda t: t.clamp_(min=0.1), lambda a: np.maximum(a, 0.1)),
+    ("clamp_ tensor max", lambda t: t.clamp_(max=mk(np.float32([0, 0.5, 1, 2]))),
+     lambda a: np.minimum(a, [0, 0.5, 1, 2])),
+    ("masked_fill_", lambda t: t.masked_fill_(mk(np.array([True, False, True, False])), 9),
+     lambda a: np.where([True, False, True, False], 9, a)),
+    ("masked_fill_ 0-d value", lambda t: t.masked_fill_(t > 0, mk(np.float32(-3))),
+     lambda a: np.where(a > 0, -3, a)),
 ]
 
 
@@ -501,6 +510,44 @@ def test_inplace_on_non_contiguous_view(rng):
     base = mk(a)
     base.t().mul_(mk(np.array([1.0, 2.0, 3.0])))  # scales the columns of base.t() = rows of base
     assert_close(base, a * np.array([[1.0], [2.0], [3.0]]))
+
+
+def test_clamp_and_masked_fill_out_of_place(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    t = mk(a)
+    assert_close(t.clamp(-0.5, 0.5), np.clip(a, -0.5, 0.5), dtype=mini.float32)
+    assert_close(mini.clamp(t, max=0.0), np.minimum(a, 0), dtype=mini.float32)
+    assert_close(t.clamp(1.0, -1.0), np.full((3, 4), -1.0))  # min > max gives max, as torch
+    assert np.isnan(mk(np.float32([np.nan])).clamp(0, 1).item())  # NaN stays NaN, as torch
+    assert_close(mini.masked_fill(t, t < 0, 0.0), np.maximum(a, 0), dtype=mini.float32)
+    assert_close(t, a)  # out of place
+    i = mk(np.array([1, 5, 9]))
+    assert_close(i.clamp(2, 6), [2, 5, 6], dtype=mini.int64)
+    assert_close(i.masked_fill(i > 4, 1.5), [1, 1, 1], dtype=mini.int64)  # value cast to int64
+
+
+def test_inplace_errors():
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        mk(np.array([1, 2])).clamp_(min=0.5)
+    with pytest.raises(RuntimeError, match="boolean masks"):
+        mk(np.float32([1, 2])).masked_fill_(mk(np.array([1, 0])), 0)
+    with pytest.raises(RuntimeError, match="0-dimensional value"):
+        mk(np.float32([1, 2])).masked_fill_(mk(np.array([True, False])), mk(np.float32([1, 2])))
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        mk(np.float32([1, 2])).clamp_()
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        mk(np.float32([1, 2])).masked_fill_(mk(np.array([[True], [False]])), 0)
+
+
+def test_version_counts_inplace_writes():
+    t = mk(np.float32([1, 2, 3]))
+    v = t._version
+    t.add_(1)
+    t[0].relu_()
+    t.clamp_(max=2)
+    assert t._version == v + 3
+    t + 1
+    assert t._version == v + 3
 
 
 def test_int_inplace_ops():

@@ -416,7 +416,8 @@ _FUNCTIONS = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "si
               "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "maximum", "minimum", "eq", "ne",
               "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "max", "min", "nonzero",
               "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm",
-              "softmax", "log_softmax", "gelu", "clone", "t", "sign", "flatten"]
+              "softmax", "log_softmax", "gelu", "clone", "t", "sign", "flatten", "clamp",
+              "masked_fill"]
 functions = {name: _method_function(name) for name in _FUNCTIONS}
 
 
