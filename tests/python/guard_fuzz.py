@@ -51,15 +51,27 @@ KNOWN_BUGS = {
     "intermediate_requires_grad": "needs the requires_grad-of-intermediates fix (issue 10 §1), merged separately",
     "module_methods": "needs the modules-guarded-by-identity fix (a method replaced on the module's "
                       "class) (issue 10 §1), merged separately",
-    # found by this fuzzer, outside the guards (reported with issue 10 §2; strict xfail
-    # regressions in test_guard_fuzz.py)
-    "detach": "x.detach() is captured as a clone: the gradient flows through it",
-    "isinstance_dynamic_number": "isinstance(n, int/float) is False once n is a dynamic number "
-                                 "(a 0-d tensor in the graph)",
+    "duplicate_input": "needs DUPLICATE_INPUT guards (one tensor at two sources: fn(a, a) then "
+                       "fn(a, b)), from the modules fix (issue 10 §1), merged separately",
+    # found by this fuzzer, fixed on other branches (issue 10 §1); strict xfail regressions in
+    # test_guard_fuzz.py
+    "detach": "needs the in-place ops fix (x.detach() is captured as a clone: the gradient flows "
+              "through it) (issue 10 §1), merged separately",
+    "isinstance_dynamic_number": "needs the dynamic-size fix (isinstance(n, float) is False once n "
+                                 "is a dynamic number) (issue 10 §1), merged separately",
+    "unbound_local": "needs the closure-cells fix (a local unbound at a resume unit's entry, "
+                     "unread there: 'mini: cannot read L['a'] again') (issue 10 §1), merged separately",
+    # found by this fuzzer, outside the guards, open (reported with issue 10 §2)
     "passthrough_grad": "aot_eager/inductor: a tensor argument that requires grad and is returned by "
                         "a graph unchanged (a tuple item kept for after a graph break) gets a zero .grad "
                         "where eager leaves None",
-    "t_of_3d": "Tensor.t() of a 3-d tensor is captured (transposes the last two dims) where eager raises",
+    "t_of_3d": "Tensor.t() of a 3-d tensor is captured (it transposes dims 0 and 1) where eager raises",
+    "inlined_defaults": "the default arguments of an inlined function are not guarded "
+                        "(helper.__defaults__ = (3,) keeps the old value)",
+    "other_module_builtins": "a builtin read by a function of another module is guarded in the "
+                             "compiled frame's globals (othermod.abs = ... is missed)",
+    "object_truth": "`if obj:` is True while tracing for any object (one whose __len__ or __bool__ "
+                    "says False included)",
 }
 
 
@@ -145,10 +157,14 @@ class Step:
 
     def lines(self, name):
         out = list(self.setup)
+        call = self.call_text(name)
+        if "_ARGS" in call:  # arguments that are earlier ones again
+            out += ["_ARGS = []"] + [f"_ARGS.append({a})" for a in self.args]
+            call = Step(["_ARGS"], ["*_ARGS"], self.kwargs).call_text(name)
         if self.no_grad:
-            out += ["with mini.no_grad():", f"    out = {self.call_text(name)}"]
+            out += ["with mini.no_grad():", f"    out = {call}"]
         else:
-            out.append(f"out = {self.call_text(name)}")
+            out.append(f"out = {call}")
         return out
 
 
@@ -205,7 +221,9 @@ class World:
         for stmt in step.setup:
             exec(stmt, self.ns)  # noqa: S102
         _current_leaves.clear()
-        args = [eval(a, self.ns) for a in step.args]  # noqa: S307
+        args = self.ns["_ARGS"] = []  # an argument may be an earlier one again: _ARGS[0]
+        for a in step.args:
+            args.append(eval(a, self.ns))  # noqa: S307
         kwargs = {k: eval(v, self.ns) for k, v in step.kwargs.items()}  # noqa: S307
         self.leaves = list(_current_leaves)
         grad = mini.no_grad() if step.no_grad else contextlib.nullcontext()
@@ -431,6 +449,7 @@ class Builder:
         self.dtype = "f32"
         self.dtypes = None   # when set, x's dtype changes between calls
         self.keyword_calls = False  # some calls pass the named parameters by keyword
+        self.parameters = False  # x is sometimes an nn.Parameter
         self.layouts = ["c"]
         self.rg = [False]
         self.dynamic = None
@@ -455,6 +474,9 @@ class Builder:
         dtype = ctx["dtype"]
         rg = r.choice(self.rg) and dtype in ("f32", "f64")
         layout = r.choice(self.layouts)
+        ctx["x_spec"] = (shape, dtype, rg, layout)
+        if self.parameters and dtype in ("f32", "f64") and r.random() < 0.3:  # another tensor type
+            return f"mini.nn.Parameter({self.tensor(shape, dtype, False, 'c', r)}, requires_grad={rg})"
         return self.tensor(shape, dtype, rg, layout, r)
 
     def render(self):
@@ -537,6 +559,12 @@ def two_branches(b, cond, a_op=None, b_op=None):
 
 def enabled(feature):
     return feature not in KNOWN_BUGS
+
+
+def bound(name):
+    """Binds a loop variable before its loop while unbound_local is open (an empty loop leaves
+    it unbound, and a resume unit that does not read it fails to read it again)."""
+    return "" if enabled("unbound_local") else f"{name} = 0\n"
 
 
 def add_features(b, pool, lo=2, hi=4, force=None):
@@ -668,13 +696,20 @@ def gen_layouts(r, force=None):
         b.line(r.choice(["y = y * w - w.transpose(0, 1).transpose(0, 1)", "y = y + w.contiguous() * w"]
                         + (["y = y * w - w.t().t()"] if rank == 2 or enabled("t_of_3d") else [])))
 
+    def duplicate_input(b):  # known: one tensor passed as two arguments
+        def make(r2, ctx):  # x again, or another tensor that TENSOR_MATCH cannot tell from x
+            shape, dtype, rg, layout = ctx["x_spec"]
+            return r2.choice(["_ARGS[0]", f"t({shape!r}, {dtype!r}, 7, rg={rg}, layout={layout!r})"])
+        b.params.append(("w2", make))
+        b.line(r.choice(["y = y + w2 * 2", "y = y * w2 - x"]))
+
     def permute(b):
         if rank == 3:
             b.line("y = y + x.permute(2, 0, 1).permute(1, 2, 0) * 2")
 
     pool = {"contiguous": contiguous, "transpose_back": transpose_back, "flat": flat,
             "first_row": first_row, "reduce_keep": reduce_keep, "matmul": matmul,
-            "second_input": second_input, "permute": permute}
+            "second_input": second_input, "permute": permute, "duplicate_input": duplicate_input}
     add_features(b, pool, force=force)
     b.ret = r.choice(["y", "y", "y.t()" if rank == 2 or enabled("t_of_3d") else "y", "y.reshape(-1)",
                       "y.transpose(0, -1)", "y.sum(0)"])
@@ -691,6 +726,7 @@ def gen_dtypes_grad(r, force=None):
     if force:
         b.dtypes = ["f32"] + b.dtypes
     b.rg = [True] if force else [False, True]
+    b.parameters = True
     b.no_grad_calls = True
     b.dynamic = r.choice([None, None, False, True])
 
@@ -755,9 +791,11 @@ def gen_scalars(r, force=None):
         b.line(r.choice(lines))
 
     def float_arg(b):
-        b.params.append(("f", const(r.sample([0.5, 1.5, -2.0, 0.0, 3.25], 3))))
+        values = r.sample([0.5, 1.5, -2.0, 3.25], 2) + r.choice([[0.0], [0.0, -0.0], [-0.0]])
+        b.params.append(("f", const(values)))
         numbers.append("f")
-        b.line(r.choice(["y = y * f", "y = y + f * f", f"if f > {r.choice([0, 1])}:\n    y = y * f\nelse:\n    y = y + 1"]))
+        b.line(r.choice(["y = y * f", "y = y + f * f", "y = y / f",
+                         f"if f > {r.choice([0, 1])}:\n    y = y * f\nelse:\n    y = y + 1"]))
 
     def bool_arg(b):
         b.params.append(("flag", const([True, False])))
@@ -848,6 +886,23 @@ def gen_globals(r, force=None):
         b.line("y = y * cfgmod.SCALE")
         two_branches(b, "cfgmod.FLAG")
 
+    def inlined_defaults(b):  # new: defaults of inlined functions are not guarded
+        b.top.append("def scaled(y, k=2, *, c=1):\n    return y * k + c")
+        b.knobs += [knob("scaled.__defaults__ = ({},)", [2, 3]), knob("scaled.__kwdefaults__ = {{'c': {}}}", [1, -1])]
+        b.line("y = scaled(y)")
+
+    def other_module(b):
+        b.top += ["import types", 'othermod = types.ModuleType("othermod")',
+                  'exec("K = 2\\ndef scale(y):\\n    return y * K", othermod.__dict__)']
+        b.knobs.append(knob("othermod.K = {}", [2, 3, 0.5]))
+        b.line("y = othermod.scale(y)")
+
+    def other_module_builtins(b):  # new: builtins of another module's function
+        b.top += ["import types", 'bmod = types.ModuleType("bmod")',
+                  'exec("def shift(y):\\n    return y + abs(-2)", bmod.__dict__)']
+        b.knobs.append(lambda r2: r2.choice(["bmod.abs = lambda v: 3 * v", "bmod.__dict__.pop('abs', None)"]))
+        b.line("y = bmod.shift(y)")
+
     def global_write(b):
         b.top.append("G_COUNT = 0")
         b.body.insert(0, "    global G_COUNT")
@@ -857,7 +912,8 @@ def gen_globals(r, force=None):
 
     pool = {"g_flag": g_flag, "g_scale": g_scale, "g_mode": g_mode, "g_optional": g_optional,
             "g_tensor": g_tensor, "g_function": g_function, "g_helper": g_helper, "g_tuple": g_tuple,
-            "module_attr": module_attr, "global_write": global_write}
+            "module_attr": module_attr, "global_write": global_write, "inlined_defaults": inlined_defaults,
+            "other_module": other_module, "other_module_builtins": other_module_builtins}
     add_features(b, pool, force=force)
     return b.build()
 
@@ -949,6 +1005,11 @@ class Cfg:
         return self.k * 2
     def apply(self, y):
         return y * self.k
+class Bag:
+    def __init__(self, n):
+        self.items = list(range(n))
+    def __len__(self):
+        return len(self.items)
 cfg = Cfg()'''
 
 
@@ -993,8 +1054,13 @@ def gen_objects(r, force=None):
         b.line(f"{name}.calls = {name}.calls + 1\ny = y * {name}.calls")
         b.state.append("cfg.calls")
 
+    def object_truth(b):  # new: the truth of an object is taken as True
+        b.top.append("bag = Bag(1)")
+        b.knobs += [knob("bag = Bag({})", [0, 1, 2]), lambda r2: "bag.items.clear()"]
+        two_branches(b, "bag")
+
     pool = {"attr_flag": attr_flag, "class_attr": class_attr, "attr_tensor": attr_tensor, "nested": nested,
-            "prop": prop, "method": method, "attr_write": attr_write}
+            "prop": prop, "method": method, "attr_write": attr_write, "object_truth": object_truth}
     add_features(b, pool, force=force)
     b.feature(how)
     return b.build()
@@ -1130,7 +1196,7 @@ def gen_containers(r, force=None):
 
     def ints(b):
         b.params.append(("ks", lambda r2, ctx: seq(r2, [str(r2.choice([1, 2, 3])) for _ in range(r2.randint(0, 3))])))
-        b.line(r.choice(["for k in ks:\n    y = y * k", "y = y + sum(ks)",
+        b.line(r.choice([bound("k") + "for k in ks:\n    y = y * k", "y = y + sum(ks)",
                          "if ks:\n    y = y * ks[0]\nelse:\n    y = y - 1"]))
 
     def pairs(b):
@@ -1151,9 +1217,17 @@ def gen_containers(r, force=None):
             return "{" + ", ".join(f"{k!r}: {v!r}" if k != "extra" else f"{k!r}: {v}" for k, v in d.items()) + "}"
         b.params.append(("d", make))
         b.line(r.choice(['y = y * d["s"]', 'if d["flag"]:\n    y = y * 2\nelse:\n    y = y + 1',
-                         'if "extra" in d:\n    y = y + d["extra"]', "y = y + len(d)"]))
+                         'if "extra" in d:\n    y = y + d["extra"]', "y = y + len(d)"]
+                        + (['if d:\n    y = y * 2'] if enabled("kwargs_counts") else [])))
 
-    pool = {"tensors": tensors, "ints": ints, "pairs": pairs, "optional_items": optional_items, "dict_arg": dict_arg}
+    def break_in_loop(b):  # the loop's iterator is on the stack of the resume unit
+        b.params.append(("ws", lambda r2, ctx: seq(r2, [b.tensor(ctx["shape"], r=r2) for _ in range(r2.randint(0, 3))])))
+        loop = r.choice(["for v in ws:", "for i in range(len(ws)):\n    v = ws[i]"])
+        b.line(f"{bound('v') + bound('i') + bound('g')}{loop}\n    y = y + v\n    g = mini.is_grad_enabled()\n"
+               "    y = y * 2")
+
+    pool = {"tensors": tensors, "ints": ints, "pairs": pairs, "optional_items": optional_items, "dict_arg": dict_arg,
+            "break_in_loop": break_in_loop}
     add_features(b, pool, 1, 3, force=force)
     return b.build()
 
@@ -1180,8 +1254,8 @@ def gen_varargs(r, force=None):
 
     b.varargs = [("*args", positional), ("**kwargs", keywords)]
 
-    def loop(b):
-        b.line("for a in args:\n    y = y + a")
+    def loop(b):  # with no args, `a` stays unbound: a resume unit must not read it
+        b.line(bound("a") + "for a in args:\n    y = y + a")
 
     def count(b):
         b.line(r.choice(["y = y * len(args)", "y = y + len(kwargs)", "y = y * (len(args) + len(kwargs))"]))
@@ -1268,4 +1342,5 @@ GENERATORS = {
     "inplace": lambda r: gen_writes(r, force="inplace"),
     "kwargs_counts": lambda r: gen_varargs(r, force="kwargs_counts"),
     "module_methods": lambda r: gen_modules(r, force="module_methods"),
+    "duplicate_input": lambda r: gen_layouts(r, force="duplicate_input"),
 }
