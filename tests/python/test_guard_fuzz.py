@@ -2,7 +2,8 @@
 changing between calls what it depends on, and checks every call against eager.
 
 Families (one test each, per backend eager / aot_eager / inductor; the generators are in
-guard_fuzz.py, whose docstring describes programs, scenarios and what is compared):
+guard_fuzz_tensors.py and guard_fuzz_python.py; guard_fuzz_programs.py says what a program is,
+guard_fuzz.py what a scenario is and what is compared):
   shapes       sizes (0 and 1 included, ranks) under automatic dynamic, dynamic=True/False
   layouts      strides and views: transposed, expanded, sliced with an offset, strided rows
   dtypes_grad  dtype, requires_grad, grad mode (mini.no_grad around the call); gradients
@@ -15,9 +16,11 @@ guard_fuzz.py, whose docstring describes programs, scenarios and what is compare
   varargs      *args / **kwargs of varying counts
   writes       state written: list and dict arguments, globals, attributes, in-place ops,
                a view written after a graph break
+  inplace      writes, with an in-place op in every program
 and one family per known bug that another branch fixes (issue 10 §1): the general family
 with that feature forced into every program, a strict xfail until the fix is merged
-(guard_fuzz.KNOWN_BUGS: remove the entry then, and the feature joins the general families).
+(guard_fuzz_programs.KNOWN_BUGS: remove the entry then, and the feature joins the general
+families).
 Bugs the fuzzer found outside the guards are strict xfail regressions at the end of this
 file, their features left out of the generators while they are in KNOWN_BUGS.
 
@@ -43,10 +46,10 @@ import types
 
 import pytest
 
-import guard_fuzz
 import mini
 from capture_helpers import ALIVE, Checked, T, fresh_mini  # noqa: F401  (fresh_mini: autouse)
-from guard_fuzz import GENERATORS, KNOWN_BUGS, make_scenario, report, run_scenario, steps_for
+from guard_fuzz import GENERATORS, make_scenario, report, run_scenario, steps_for
+from guard_fuzz_programs import KNOWN_BUGS
 
 pytestmark = pytest.mark.a5
 
