@@ -31,8 +31,9 @@ KNOWN_BUGS = {
     "intermediate_requires_grad": "needs the requires_grad-of-intermediates fix (issue 10 §1), merged separately",
     "module_methods": "needs the modules-guarded-by-identity fix (a method replaced on the module's "
                       "class) (issue 10 §1), merged separately",
-    "duplicate_input": "needs DUPLICATE_INPUT guards (one tensor at two sources: fn(a, a) then "
-                       "fn(a, b)), from the modules fix (issue 10 §1), merged separately",
+    "duplicate_input": "needs the fix for one tensor at two sources (fn(a, a) then fn(a, b): the "
+                       "modules fix guards DUPLICATE_INPUT, the closure-cells fix makes two graph "
+                       "inputs) (issue 10 §1), merged separately",
     # found by this fuzzer, fixed on other branches (issue 10 §1); strict xfail regressions in
     # test_guard_fuzz.py
     "detach": "needs the in-place ops fix (x.detach() is captured as a clone: the gradient flows "
