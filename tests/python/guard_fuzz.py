@@ -170,7 +170,8 @@ def diff(got, want, path):
         a = np.asarray(got.detach().tolist(), dtype=np.float64)
         b = np.asarray(want.detach().tolist(), dtype=np.float64)
         if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
-            return f"{path}: values differ\n    compiled {np.round(a, 4).tolist()}\n    eager    {np.round(b, 4).tolist()}"
+            return (f"{path}: values differ\n    compiled {np.round(a, 4).tolist()}\n"
+                    f"    eager    {np.round(b, 4).tolist()}")
         return None
     if isinstance(want, (tuple, list)):
         if type(got) is not type(want) or len(got) != len(want):
@@ -230,7 +231,7 @@ def differentiable_outputs(v, out):
     return out
 
 
-def backward(world, result):
+def backward(result):
     outs = differentiable_outputs(result, [])
     if not outs:
         return False
@@ -259,11 +260,11 @@ def check_step(eager, compiled, step):
     if step.no_grad:
         return None
     try:
-        did = backward(eager, want[1])
+        did = backward(want[1])
     except Exception:  # noqa: BLE001  (eager autograd cannot: nothing to compare)
         return None
     try:
-        if did and not backward(compiled, got[1]):
+        if did and not backward(got[1]):
             return "backward: the compiled result has nothing to differentiate"
     except Exception as e:  # noqa: BLE001
         return f"backward of the compiled result raised {type(e).__name__}: {str(e)[:300]}"

@@ -28,7 +28,8 @@ KNOWN_BUGS = {
     "closure_writes": "needs the closure-cell writes fix (nonlocal) (issue 10 §1), merged separately",
     "kwargs_counts": "needs the *args/**kwargs fix (`if kwargs:` on an empty **kwargs) (issue 10 §1), "
                      "merged separately",
-    "intermediate_requires_grad": "needs the requires_grad-of-intermediates fix (issue 10 §1), merged separately",
+    "intermediate_requires_grad": "needs the requires_grad-of-intermediates fix (issue 10 §1), merged "
+                                  "separately",
     "module_methods": "needs the modules-guarded-by-identity fix (a method replaced on the module's "
                       "class) (issue 10 §1), merged separately",
     "duplicate_input": "needs the fix for one tensor at two sources (fn(a, a) then fn(a, b): the "

@@ -37,7 +37,8 @@ def gen_globals(r, force=None):
         b.top.append("G_W = t((3,), 'f32', 0)")
         b.knobs += [lambda r2: f"G_W = t((3,), {r2.choice(['f32', 'f64', 'i64'])!r}, {r2.randrange(3)}, "
                                f"layout={r2.choice(['c', 'x', 's', 'e'])!r})",
-                    lambda r2: r2.choice(["G_W.requires_grad_(True)", "G_W.requires_grad_(False)", "G_W.mul_(2)"])]
+                    lambda r2: r2.choice(["G_W.requires_grad_(True)", "G_W.requires_grad_(False)",
+                                          "G_W.mul_(2)"])]
         b.line("y = y * G_W")
 
     def g_list(b):
@@ -50,7 +51,8 @@ def gen_globals(r, force=None):
 
     def g_dict(b):
         b.top.append('G_D = {"s": 2}')
-        b.knobs += [knob('G_D["s"] = {}', [2, 3, 0.5]), lambda r2: r2.choice(['G_D["z"] = 1', 'G_D.pop("z", None)'])]
+        b.knobs += [knob('G_D["s"] = {}', [2, 3, 0.5]),
+                    lambda r2: r2.choice(['G_D["z"] = 1', 'G_D.pop("z", None)'])]
         b.line(r.choice(['y = y * G_D["s"]', "y = y + len(G_D)"]))
 
     def g_function(b):
@@ -76,7 +78,8 @@ def gen_globals(r, force=None):
 
     def inlined_defaults(b):  # new: defaults of inlined functions are not guarded
         b.top.append("def scaled(y, k=2, *, c=1):\n    return y * k + c")
-        b.knobs += [knob("scaled.__defaults__ = ({},)", [2, 3]), knob("scaled.__kwdefaults__ = {{'c': {}}}", [1, -1])]
+        b.knobs += [knob("scaled.__defaults__ = ({},)", [2, 3]),
+                    knob("scaled.__kwdefaults__ = {{'c': {}}}", [1, -1])]
         b.line("y = scaled(y)")
 
     def other_module(b):
@@ -99,7 +102,8 @@ def gen_globals(r, force=None):
         b.state.append("G_COUNT")
 
     pool = {"g_flag": g_flag, "g_scale": g_scale, "g_mode": g_mode, "g_optional": g_optional,
-            "g_tensor": g_tensor, "g_list": g_list, "g_dict": g_dict, "g_function": g_function, "g_helper": g_helper, "g_tuple": g_tuple,
+            "g_tensor": g_tensor, "g_list": g_list, "g_dict": g_dict, "g_function": g_function,
+            "g_helper": g_helper, "g_tuple": g_tuple,
             "module_attr": module_attr, "global_write": global_write, "inlined_defaults": inlined_defaults,
             "other_module": other_module, "other_module_builtins": other_module_builtins}
     add_features(b, pool, force=force)
@@ -383,7 +387,8 @@ def gen_containers(r, force=None):
             if enabled("passthrough_grad") else [])))
 
     def ints(b):
-        b.params.append(("ks", lambda r2, ctx: seq(r2, [str(r2.choice([1, 2, 3])) for _ in range(r2.randint(0, 3))])))
+        b.params.append(("ks", lambda r2, ctx: seq(r2, [str(r2.choice([1, 2, 3]))
+                                                       for _ in range(r2.randint(0, 3))])))
         b.line(r.choice([bound("k") + "for k in ks:\n    y = y * k", "y = y + sum(ks)",
                          "if ks:\n    y = y * ks[0]\nelse:\n    y = y - 1"]))
 
@@ -410,12 +415,14 @@ def gen_containers(r, force=None):
                         + (['if d:\n    y = y * 2'] if enabled("kwargs_counts") else [])))
 
     def break_in_loop(b):  # the loop's iterator is on the stack of the resume unit
-        b.params.append(("ws", lambda r2, ctx: seq(r2, [b.tensor(ctx["shape"], r=r2) for _ in range(r2.randint(0, 3))])))
+        b.params.append(("ws", lambda r2, ctx: seq(r2, [b.tensor(ctx["shape"], r=r2)
+                                                       for _ in range(r2.randint(0, 3))])))
         loop = r.choice(["for v in ws:", "for i in range(len(ws)):\n    v = ws[i]"])
         b.line(f"{bound('v') + bound('i') + bound('g')}{loop}\n    y = y + v\n    g = mini.is_grad_enabled()\n"
                "    y = y * 2")
 
-    pool = {"tensors": tensors, "ints": ints, "pairs": pairs, "optional_items": optional_items, "dict_arg": dict_arg,
+    pool = {"tensors": tensors, "ints": ints, "pairs": pairs, "optional_items": optional_items,
+            "dict_arg": dict_arg,
             "break_in_loop": break_in_loop}
     add_features(b, pool, 1, 3, force=force)
     return b.build()

@@ -67,7 +67,8 @@ def gen_shapes(r, force=None):
     def length(b):  # known: dynamic sizes as numbers
         if r.random() < 0.5:
             firsts = sorted({s[0] for s in b.shapes})
-            two_branches(b, f"len(x) {r.choice(['>', '==', '<='])} {firsts[0] if len(firsts) > 1 else r.randint(0, 5)}")
+            k = firsts[0] if len(firsts) > 1 else r.randint(0, 5)
+            two_branches(b, f"len(x) {r.choice(['>', '==', '<='])} {k}")
         else:
             b.line("y = y + len(x)")
 

@@ -183,7 +183,8 @@ def _grads(fn, make_args, backend):
 @pytest.mark.xfail(reason=KNOWN_BUGS["detach"], strict=True)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_detach_stops_the_gradient(backend):
-    got, want = _grads(lambda x: x * 2 + x.detach(), lambda: (mini.tensor([1.0, 2.0], requires_grad=True),), backend)
+    got, want = _grads(lambda x: x * 2 + x.detach(), lambda: (mini.tensor([1.0, 2.0], requires_grad=True),),
+                       backend)
     assert got == want  # eager: [2.0, 2.0]
 
 
