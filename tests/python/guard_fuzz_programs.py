@@ -23,30 +23,12 @@ DTYPES = {"f32": mini.float32, "f64": mini.float64, "i64": mini.int64, "b": mini
 # is merged: the family then runs as a plain test and the feature joins the other families.
 KNOWN_BUGS = {
     # other branches' fixes (issue 10 §1)
-    "dynamic_sizes": "needs the dynamic-size guards fix (numel/len of a dynamic dim, range "
-                     "arguments) (issue 10 §1), merged separately",
-    "closure_writes": "needs the closure-cell writes fix (nonlocal) (issue 10 §1), merged separately",
-    "kwargs_counts": "needs the *args/**kwargs fix (`if kwargs:` on an empty **kwargs) (issue 10 §1), "
-                     "merged separately",
     "intermediate_requires_grad": "needs the requires_grad-of-intermediates fix (issue 10 §1), merged "
                                   "separately",
-    "module_methods": "needs the modules-guarded-by-identity fix (a method replaced on the module's "
-                      "class) (issue 10 §1), merged separately",
-    "duplicate_input": "needs the fix for one tensor at two sources (fn(a, a) then fn(a, b): the "
-                       "modules fix guards DUPLICATE_INPUT, the closure-cells fix makes two graph "
-                       "inputs) (issue 10 §1), merged separately",
-    # found by this fuzzer, fixed on other branches (issue 10 §1); strict xfail regressions in
+    # found by this fuzzer, fixed on another branch (issue 10 §1); a strict xfail regression in
     # test_guard_fuzz.py
     "detach": "needs the in-place ops fix (x.detach() is captured as a clone: the gradient flows "
               "through it) (issue 10 §1), merged separately",
-    "isinstance_dynamic_number": "needs the dynamic-size fix (isinstance(n, float) is False once n "
-                                 "is a dynamic number) (issue 10 §1), merged separately",
-    "unbound_local": "needs the closure-cells fix (a local unbound at a resume unit's entry, "
-                     "unread there: 'mini: cannot read L['a'] again') (issue 10 §1), merged separately",
-    "pair_store_after_break": "needs the closure-cells fix (Python 3.13: `for v, k in pairs` after a "
-                              "graph break stores v and k with STORE_FAST_STORE_FAST, and a later read "
-                              "of v gets its value at the resume unit's entry) (issue 10 §1), merged "
-                              "separately",
     # found by this fuzzer, outside the guards, open (reported with issue 10 §2)
     "passthrough_grad": "aot_eager/inductor: a tensor argument that requires grad and is returned by "
                         "a graph unchanged (a tuple item kept for after a graph break) gets a zero .grad "
@@ -58,6 +40,9 @@ KNOWN_BUGS = {
                              "compiled frame's globals (othermod.abs = ... is missed)",
     "object_truth": "`if obj:` is True while tracing for any object (one whose __len__ or __bool__ "
                     "says False included)",
+    "object_identity": "`a is b` (and `a == b`) of two plain objects is decided while tracing by "
+                       "identity, with only TYPE_MATCH on each: another pairing of objects of the "
+                       "same types reuses the answer (and `==` ignores __eq__)",
 }
 
 

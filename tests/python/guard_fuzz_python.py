@@ -251,8 +251,20 @@ def gen_objects(r, force=None):
         b.knobs += [knob("bag = Bag({})", [0, 1, 2]), lambda r2: "bag.items.clear()"]
         two_branches(b, "bag")
 
+    def enum_member(b):  # an enum argument and an enum global, compared by identity and ==
+        b.top += ["import enum", "class Mode(enum.Enum):\n    A = 1\n    B = 2", "G_MODE = Mode.A"]
+        b.params.append(("mode", lambda r2, ctx: r2.choice(["Mode.A", "Mode.B"])))
+        b.knobs.append(lambda r2: f"G_MODE = Mode.{r2.choice('AB')}")
+        two_branches(b, r.choice(["mode is Mode.A", "mode == Mode.B", "mode is G_MODE", "G_MODE != Mode.A"]))
+
+    def object_identity(b):  # new: `a is b` of two plain objects is not guarded
+        b.top.append("other = cfg")
+        b.knobs.append(lambda r2: r2.choice(["other = cfg", "other = Cfg()"]))
+        two_branches(b, r.choice([f"{name} is other", f"other is not {name}"]))
+
     pool = {"attr_flag": attr_flag, "class_attr": class_attr, "attr_tensor": attr_tensor, "nested": nested,
-            "prop": prop, "method": method, "attr_write": attr_write, "object_truth": object_truth}
+            "prop": prop, "method": method, "attr_write": attr_write, "object_truth": object_truth,
+            "enum_member": enum_member, "object_identity": object_identity}
     add_features(b, pool, force=force)
     b.feature(how)
     return b.build()

@@ -10,17 +10,19 @@ guard_fuzz.py what a scenario is and what is compared):
   scalars      int / float / bool / str / None arguments, by position or keyword
   globals      module-level values rebound; attributes of a Python module; a global written
   closures     cells set between calls; a helper's own closure; functions in cells
-  objects      attributes of a plain object (instance, class, nested, property), replaced
+  objects      attributes of a plain object (instance, class, nested, property), replaced;
+               enum members
   modules      nn.Module: weights replaced, flags, .eval()/.train(), submodules swapped
   containers   lists and tuples (length, kind, contents), dict arguments
   varargs      *args / **kwargs of varying counts
   writes       state written: list and dict arguments, globals, attributes, in-place ops,
                a view written after a graph break
   inplace      writes, with an in-place op in every program
-and one family per known bug that another branch fixes (issue 10 §1): the general family
-with that feature forced into every program, a strict xfail until the fix is merged
-(guard_fuzz_programs.KNOWN_BUGS: remove the entry then, and the feature joins the general
-families).
+and one family per soundness bug of issue 10 §1 (dynamic_sizes, closure_writes,
+kwargs_counts, intermediate_requires_grad, module_methods, duplicate_input): the general
+family with that feature forced into every program, a strict xfail while the fix is not
+merged (guard_fuzz_programs.KNOWN_BUGS: remove the entry then, and the feature joins the
+general families).
 Bugs the fuzzer found outside the guards are strict xfail regressions at the end of this
 file, their features left out of the generators while they are in KNOWN_BUGS.
 
@@ -36,6 +38,8 @@ and a command that replays it.
 A long run: MINI_FUZZ_N=100000 PYTHONPATH=build/python .venv/bin/python -m pytest -q
 tests/python/test_guard_fuzz.py
 """
+import dataclasses
+import enum
 import json
 import os
 import select
@@ -166,8 +170,9 @@ def test_fuzzer_catches_a_stale_result():
 
 
 # ---- regressions: bugs outside the guards that the fuzzer found -------------------------------
-# Strict xfails, each named by its KNOWN_BUGS entry (which says whether another branch fixes it);
-# the generators leave the feature out while the entry is there.
+# A strict xfail while the bug is open, named by its KNOWN_BUGS entry (which says whether
+# another branch fixes it; the generators leave the feature out meanwhile); a plain test once
+# the fix is in.
 
 def _grads(fn, make_args, backend):
     """The .grad of each argument tensor after backward of sum(result): compiled, eager."""
@@ -188,14 +193,12 @@ def test_detach_stops_the_gradient(backend):
     assert got == want  # eager: [2.0, 2.0]
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["isinstance_dynamic_number"], strict=True)
 def test_isinstance_of_a_number_that_became_dynamic():
     c = Checked(lambda x, v: x * 2 if isinstance(v, float) else x + 1)
     c(T(2), 0.5)
     c(T(2), 1.5)  # recompiles with v a graph input (automatic dynamic)
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["unbound_local"], strict=True)
 def test_local_unbound_at_a_resume_unit_it_does_not_read():
     def fn(x, *args, **kwargs):
         for a in args:
@@ -210,7 +213,6 @@ def test_local_unbound_at_a_resume_unit_it_does_not_read():
     c(T(2), s=1)  # `a` unbound, the unit's guards hold: RuntimeError: cannot read L['a'] again
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 13), reason=KNOWN_BUGS["pair_store_after_break"], strict=True)
 def test_pair_stored_after_a_graph_break():
     def fn(x, pairs):
         v = None
@@ -291,7 +293,39 @@ def test_truth_of_an_object_with_len(n):
     c(T(2), _Bag(2 - n))
 
 
-# ---- regressions: guard bugs the fuzzer found, fixed in mini/guards/ -------------------------
+class _Cfg:
+    pass
+
+
+_SHARED = _Cfg()
+
+
+@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
+@pytest.mark.parametrize("case", ["two_arguments", "argument_and_global"])
+def test_identity_of_plain_objects_is_guarded(case):
+    a, b = _Cfg(), _Cfg()
+    if case == "two_arguments":
+        c = Checked(lambda x, o, p: x * 2 if o is p else x + 1)
+        c(T(2), a, a)
+        c(T(2), a, b)
+    else:
+        c = Checked(lambda x, o: x * 2 if o is _SHARED else x + 1)
+        c(T(2), _SHARED)
+        c(T(2), b)
+
+
+@dataclasses.dataclass
+class _Point:
+    k: int
+
+
+@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
+def test_equality_of_plain_objects_calls_eq():
+    origin = _Point(0)
+    Checked(lambda x, p: x * 2 if p == origin else x + 1)(T(2), _Point(0))  # eager: equal
+
+
+# ---- regressions: guard bugs the fuzzer found, fixed in mini/guards/ and wrap.cpp -------------
 
 @pytest.mark.parametrize("first,second", [(0.0, -0.0), (-0.0, 0.0)])
 def test_float_constant_negative_zero_misses(first, second):
@@ -303,6 +337,32 @@ def test_float_constant_negative_zero_misses(first, second):
     assert c.frames == 2
     c(T(3), first)  # both entries stay valid
     assert c.frames == 2
+
+
+class _Mode(enum.Enum):
+    A = 1
+    B = 2
+
+
+_MODE = _Mode.A
+
+
+@pytest.mark.parametrize("test", ["is", "==", "global"])
+def test_enum_member_is_guarded_by_identity(test):
+    # an enum member was an object guarded by its type: Mode.B reused the graph of Mode.A
+    # (torch guards enum members by ID_MATCH)
+    global _MODE
+    fn = {"is": lambda x, m: x * 2 if m is _Mode.A else x + 1,
+          "==": lambda x, m: x * 2 if m == _Mode.A else x + 1,
+          "global": lambda x, m: x * 2 if _MODE is _Mode.A else x + 1}[test]
+    c = Checked(fn)
+    try:
+        c(T(2), _Mode.A)
+        _MODE = _Mode.B
+        c(T(2), _Mode.B)
+        assert c.frames == 2
+    finally:
+        _MODE = _Mode.A
 
 
 def test_complex_constant_negative_zero_misses():
