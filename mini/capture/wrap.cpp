@@ -37,6 +37,19 @@ static VarRef object_var(Var::Kind kind, PyObject* v, SourceRef source) {
   return var;
 }
 
+// An instance of enum.Enum (torch guards these by ID_MATCH too, as EnumVariable).
+static bool is_enum_member(PyObject* v) {
+  static PyObject* enum_class = [] {  // kept for the interpreter's life, as the enum module is
+    PyObject* module = PyImport_ImportModule("enum");
+    PyObject* cls = module ? PyObject_GetAttrString(module, "Enum") : nullptr;
+    Py_XDECREF(module);
+    if (cls && !PyType_Check(cls)) Py_CLEAR(cls);
+    if (!cls) PyErr_Clear();
+    return cls;
+  }();
+  return enum_class && PyType_IsSubtype(Py_TYPE(v), (PyTypeObject*)enum_class);
+}
+
 static bool is_graph_function(PyObject* v) {
   PyObject* table = python_bridge().graph_functions;
   if (!table) return false;
@@ -234,11 +247,12 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     g.add_id_match(src, v);
     return object_var(Var::Kind::Builtin, v, src);
   }
-  // Python modules, classes and mini's dtypes are guarded by identity; any other object (a
-  // bound method, a numpy array, a user object) by its type: a new one each call is fine.
+  // Python modules, classes, mini's dtypes and enum members are guarded by identity (an enum
+  // member is compared by identity: `mode is Mode.A` decided while tracing); any other object
+  // (a bound method, a numpy array, a user object) by its type: a new one each call is fine.
   bool dtype = false;
   for (PyObject* d : python_bridge().dtype_objects) dtype = dtype || d == v;
-  if (PyModule_Check(v) || PyType_Check(v) || dtype) g.add_id_match(src, v);
+  if (PyModule_Check(v) || PyType_Check(v) || dtype || is_enum_member(v)) g.add_id_match(src, v);
   else g.add_type_match(src, v);
   return object_var(Var::Kind::Object, v, src);
 }

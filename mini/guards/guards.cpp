@@ -1,5 +1,6 @@
 #include "guards.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "tensor/autograd.h"
@@ -15,6 +16,12 @@ std::string repr(PyObject* o) {
   std::string s = PyUnicode_AsUTF8(r);
   Py_DECREF(r);
   return s;
+}
+
+// Two floats are the same constant when they are equal with the same sign (0.0 and -0.0
+// are == but give 1/x = inf and -inf), or both NaN.
+bool same_float(double a, double b) {
+  return (a == b && std::signbit(a) == std::signbit(b)) || (a != a && b != b);
 }
 
 // The name torch uses in tensor messages: the local's name, or the whole source.
@@ -55,6 +62,10 @@ bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, cons
     }
     case GuardKind::EqualsMatch: {
       if (!v || Py_TYPE(v) != Py_TYPE(g.object)) return fail(g.code);
+      if (PyComplex_CheckExact(v)) {
+        Py_complex a = PyComplex_AsCComplex(v), b = PyComplex_AsCComplex(g.object);
+        return (same_float(a.real, b.real) && same_float(a.imag, b.imag)) || fail(g.code);
+      }
       if (PyLong_CheckExact(v)) {
         int overflow = 0;
         long long a = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -62,8 +73,7 @@ bool holds(const Guard& g, PyObject* v, PyObject* other, const Source* src, cons
         if (!overflow) return a == b || fail(g.code);
       }
       if (PyFloat_CheckExact(v)) {
-        double a = PyFloat_AS_DOUBLE(v), b = PyFloat_AS_DOUBLE(g.object);
-        return a == b || (a != a && b != b) || fail(g.code);
+        return same_float(PyFloat_AS_DOUBLE(v), PyFloat_AS_DOUBLE(g.object)) || fail(g.code);
       }
       if (PySlice_Check(v)) {  // field by field: slice == slice would build tuples
         auto *a = (PySliceObject*)v, *b = (PySliceObject*)g.object;
