@@ -219,7 +219,8 @@ def gen_scalars(r, force=None):
         b.line(r.choice(lines))
 
     def float_arg(b):
-        values = r.sample([0.5, 1.5, -2.0, 3.25], 2) + r.choice([[0.0], [0.0, -0.0], [-0.0]])
+        zeros = [[0.0], [0.0, -0.0], [-0.0]] if enabled("negative_zero_constant") else [[0.0]]
+        values = r.sample([0.5, 1.5, -2.0, 3.25], 2) + r.choice(zeros)
         b.params.append(("f", const(values)))
         numbers.append("f")
         b.line(r.choice(["y = y * f", "y = y + f * f", "y = y / f",

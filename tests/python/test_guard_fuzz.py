@@ -222,6 +222,14 @@ def test_pair_stored_after_a_graph_break():
     Checked(fn)(T(2), ((T(2, seed=1), 0.5),))
 
 
+@pytest.mark.xfail(reason=KNOWN_BUGS["negative_zero_constant"], strict=True)
+@pytest.mark.parametrize("value", [-0.0, float("inf"), float("nan")])
+def test_inductor_float_constants(value):
+    fn = lambda x: x / value + 1  # noqa: E731
+    x = mini.tensor([1.0, -2.0])
+    assert str(mini.compile(fn, backend="inductor")(x).tolist()) == str(fn(x).tolist())  # inf, -inf, nan
+
+
 @pytest.mark.xfail(reason=KNOWN_BUGS["t_of_3d"], strict=True)
 def test_t_of_a_3d_tensor_raises_as_in_eager():
     fn = lambda x: x.t() + 1  # noqa: E731
