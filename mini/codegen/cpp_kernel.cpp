@@ -4,6 +4,7 @@
 #include "codegen/cpp_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -216,6 +217,9 @@ class KernelWriter {
       s.precision(17);
       if (n.meta.dtype == DType::Bool) s << (n.value ? "true" : "false");
       else if (n.meta.dtype == DType::Int64) s << (int64_t)n.value << "LL";
+      else if (std::isnan(n.value)) s << "std::numeric_limits<double>::quiet_NaN()";
+      else if (std::isinf(n.value)) s << (n.value < 0 ? "-" : "") << "std::numeric_limits<double>::infinity()";
+      else if (n.value == 0 && std::signbit(n.value)) s << "double(-0.0)";  // "-0" would be int zero
       else s << "double(" << n.value << ")";
       return s.str();
     }

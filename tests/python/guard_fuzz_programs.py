@@ -33,9 +33,6 @@ KNOWN_BUGS = {
                              "compiled frame's globals (othermod.abs = ... is missed)",
     "object_truth": "`if obj:` is True while tracing for any object (one whose __len__ or __bool__ "
                     "says False included)",
-    "negative_zero_constant": "inductor: a float constant of the graph is written into the C++ "
-                              "kernel with <<, so -0.0 becomes `double(-0)`, which is +0.0 (x / -0.0 "
-                              "gives inf), and inf or nan do not compile",
     "object_identity": "`a is b` (and `a == b`) of two plain objects is decided while tracing by "
                        "identity, with only TYPE_MATCH on each: another pairing of objects of the "
                        "same types reuses the answer (and `==` ignores __eq__)",

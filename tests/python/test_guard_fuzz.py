@@ -222,7 +222,6 @@ def test_pair_stored_after_a_graph_break():
     Checked(fn)(T(2), ((T(2, seed=1), 0.5),))
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["negative_zero_constant"], strict=True)
 @pytest.mark.parametrize("value", [-0.0, float("inf"), float("nan")])
 def test_inductor_float_constants(value):
     fn = lambda x: x / value + 1  # noqa: E731
