@@ -14,6 +14,15 @@ PythonBridge& python_bridge() {
 
 void unsupported(const std::string& reason) { throw Unsupported{reason}; }
 
+std::string error_type_name(const Error& e) {
+  switch (e.kind) {
+    case Error::Kind::Type: return "TypeError";
+    case Error::Kind::Value: return "ValueError";
+    case Error::Kind::Index: return "IndexError";
+    default: return "RuntimeError";
+  }
+}
+
 std::string Var::describe() const {
   switch (kind) {
     case Kind::Tensor: return "Tensor";
@@ -764,7 +773,15 @@ VarRef FrameInterpreter::run() {
         set_line(in);
         throw Unsupported{stop_reason};
       }
-      if (VarRef r = step(in)) return r;
+      try {
+        if (VarRef r = step(in)) return r;
+      } catch (const Error& e) {
+        // a user error (eager's, from tracing an op): the unit ends before the instruction as at
+        // a graph break, so that the graph so far and its side effects happen as in eager, and
+        // the instruction then runs eagerly and raises eager's own error
+        ctx_.trace.user_error = std::make_shared<const Error>(e);
+        throw Unsupported{"the instruction raises " + error_type_name(e) + ": " + e.what()};
+      }
     } catch (const Unsupported& u) {
       if (ctx_.mutations != mutations) failed_step_mutated = steps;
       Trace& t = ctx_.trace;
@@ -1294,7 +1311,23 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
   switch (v->kind) {
     case Var::Kind::Tensor: {
       const Alias& alias = alias_of(ctx, v->node);
-      if (alias.storage->input >= 0 && alias.storage->mutated) {
+      // Before an instruction that raises a user error, a view is rebuilt as a view (of the
+      // input, or of the graph output of its base): the instruction must see eager's tensors.
+      bool as_view = ctx.trace.user_error && alias.exact;
+      if (as_view && alias.storage->input < 0 && !alias.views.empty()) {
+        auto& outs = ctx.graph().outputs;
+        auto it = std::find(outs.begin(), outs.end(), alias.storage->base);
+        s.kind = OutputSpec::Kind::View;
+        s.index = (int)(it - outs.begin());
+        if (it == outs.end()) outs.push_back(alias.storage->base);
+        for (int view : alias.views) {
+          const graph::Node& n = ctx.graph().nodes[view];
+          if (n.symbolic_attrs) unsupported("a view with dynamic sizes before an instruction that raises");
+          s.views.push_back({n.op, n.attrs});
+        }
+        return s;
+      }
+      if (alias.storage->input >= 0 && (alias.storage->mutated || as_view)) {
         // a graph input written in place (or a view of it): the real input, which the
         // write-back updates, so that it keeps sharing memory with what eager code holds
         s.source = ctx.trace.input_sources.at(alias.storage->input);
@@ -1440,10 +1473,13 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
 }  // namespace
 
 namespace {
-// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame).
+// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame),
+// which raised `stop_error` if that is set.
 Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start_offset, const DynamicPolicy& dynamic,
-                 const TraceOptions& options, int stop_step, const std::string& stop_reason, int* failed_step_mutated) {
+                 const TraceOptions& options, int stop_step, const std::string& stop_reason,
+                 std::shared_ptr<const Error> stop_error, int* failed_step_mutated) {
   TraceContext ctx;
+  ctx.trace.user_error = std::move(stop_error);  // the user error of the step it stops before
   ctx.root = frame;
   ctx.root_globals = frame.globals;
   ctx.options = options;
@@ -1532,10 +1568,10 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
 Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
                   const DynamicPolicy& dynamic, const TraceOptions& options) {
   int failed_step = -1;
-  Trace t = trace_pass(code, frame, start_offset, dynamic, options, -1, "", &failed_step);
+  Trace t = trace_pass(code, frame, start_offset, dynamic, options, -1, "", nullptr, &failed_step);
   if (failed_step < 0) return t;
   int again = -1;
-  return trace_pass(code, frame, start_offset, dynamic, options, failed_step, t.break_reason, &again);
+  return trace_pass(code, frame, start_offset, dynamic, options, failed_step, t.break_reason, t.user_error, &again);
 }
 
 }  // namespace mini::capture

@@ -222,6 +222,59 @@ def test_pair_stored_after_a_graph_break():
     Checked(fn)(T(2), ((T(2, seed=1), 0.5),))
 
 
+class _Counter:
+    calls = 0
+
+
+_COUNTER = _Counter()
+
+
+_HITS = 0
+
+
+def _count_then_write(x):
+    global _HITS
+    _HITS += 1
+    _COUNTER.calls += 1
+    x.t().mul_(2)  # a view of a leaf that requires grad written in place: eager raises
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_side_effects_before_a_user_error_happen(backend):
+    # the error raised while tracing mul_ ends the unit there as a graph break: the stores
+    # before it happen, then mul_ runs eagerly and raises eager's error
+    global _HITS
+    raised = []
+    for f in (_count_then_write, mini.compile(_count_then_write, backend=backend)):
+        _HITS, _COUNTER.calls = 0, 0
+        with pytest.raises(RuntimeError) as e:
+            f(mini.ones(2, 3, requires_grad=True))
+        raised.append((str(e.value), _HITS, _COUNTER.calls))
+    assert raised[1] == raised[0] and raised[0][1:] == (1, 1)
+
+
+def test_a_user_error_under_fullgraph_is_the_users():
+    with pytest.raises(RuntimeError) as eager:
+        _count_then_write(mini.ones(2, 3, requires_grad=True))
+    with pytest.raises(RuntimeError) as compiled:
+        mini.compile(_count_then_write, backend="eager", fullgraph=True)(mini.ones(2, 3, requires_grad=True))
+    assert compiled.type is RuntimeError and str(compiled.value) == str(eager.value)
+
+
+def test_a_user_error_is_an_honest_break_reason():
+    def fn(x):
+        y = x * 2
+        try:
+            x.t().mul_(2)
+        except RuntimeError:
+            y = y + 1
+        return y
+    e = mini.explain(fn)(mini.ones(2, 3, requires_grad=True))
+    assert any(r.reason.startswith("the instruction raises RuntimeError: a view of a leaf")
+               for r in e.break_reasons), e.break_reasons
+
+
 @pytest.mark.xfail(reason=KNOWN_BUGS["t_of_3d"], strict=True)
 def test_t_of_a_3d_tensor_raises_as_in_eager():
     fn = lambda x: x.t() + 1  # noqa: E731
