@@ -282,7 +282,10 @@ class FrameInterpreter {
     if (!decode_instructions(code, &ins_)) checked(nullptr, "cannot decode bytecode");
     index_of_.assign(Py_SIZE(code) + 2, -1);  // Py_SIZE of a code object: its code units
     for (size_t i = 0; i < ins_.size(); i++) index_of_[ins_[i].offset / 2] = (int)i;
-    builtins_ = PyEval_GetBuiltins();
+    // a function's builtins: its module's __builtins__ (as CPython's function objects)
+    PyObject* b = PyDict_GetItemString(globals, "__builtins__");
+    if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
+    builtins_ = b && PyDict_Check(b) ? b : PyEval_GetBuiltins();
     locals_.resize(code->co_nlocalsplus);
   }
 
@@ -406,7 +409,8 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
   PyErr_Clear();
   if (!v) unsupported("name '" + name + "' is not defined");
   SourceRef src;
-  if (!globals_source_ || globals_ == ctx_.root_globals || builtin) src = guards::Source::global(name);
+  if (!globals_source_ || globals_ == ctx_.root_globals) src = guards::Source::global(name);
+  else if (builtin) src = guards::Source::global_in(globals_source_, name);  // shadowed there later: a miss
   else src = guards::Source::dict_item(globals_source_, name);
   return wrap(ctx_, v, src);
 }
@@ -1227,7 +1231,10 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   if (made && made->defaults) {
     defaults = made->defaults->items;
   } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++) defaults.push_back(wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
+    // guarded through the function (fn.__defaults__[i]): they can be replaced
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++)
+      defaults.push_back(fsrc ? wrap(ctx, PyTuple_GET_ITEM(d, i), guards::Source::item(guards::Source::attr(fsrc, "__defaults__"), (int)i))
+                              : wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
   }
   int ndef = (int)defaults.size();
   for (int i = 0; i < nargs; i++)
@@ -1240,7 +1247,8 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
       if (k >= 0) locals[i] = made->kwdefaults->items[k];
     } else if (kwdefaults) {
       PyObject* d = PyDict_GetItem(kwdefaults, PyTuple_GET_ITEM(code->co_localsplusnames, i));
-      if (d) locals[i] = wrap_untracked(ctx, d);
+      if (d) locals[i] = fsrc ? wrap(ctx, d, guards::Source::dict_item(guards::Source::attr(fsrc, "__kwdefaults__"), arg_name(i)))
+                              : wrap_untracked(ctx, d);
     }
   }
   for (int i = 0; i < nargs + nkw; i++)

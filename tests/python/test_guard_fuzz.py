@@ -275,7 +275,6 @@ def test_a_user_error_is_an_honest_break_reason():
                for r in e.break_reasons), e.break_reasons
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["t_of_3d"], strict=True)
 def test_t_of_a_3d_tensor_raises_as_in_eager():
     fn = lambda x: x.t() + 1  # noqa: E731
     with pytest.raises(RuntimeError, match="2 dimensions"):
@@ -303,7 +302,6 @@ def _helper(y, k=2, *, c=1):
     return y * k + c
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["inlined_defaults"], strict=True)
 @pytest.mark.parametrize("which", ["__defaults__", "__kwdefaults__"])
 def test_defaults_of_an_inlined_function_are_guarded(which):
     saved = _helper.__defaults__, _helper.__kwdefaults__
@@ -319,7 +317,6 @@ def test_defaults_of_an_inlined_function_are_guarded(which):
         _helper.__defaults__, _helper.__kwdefaults__ = saved
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["other_module_builtins"], strict=True)
 def test_a_builtin_shadowed_in_another_module_is_seen():
     other = types.ModuleType("other")
     exec("def shift(y):\n    return y + abs(-2)", other.__dict__)  # noqa: S102
