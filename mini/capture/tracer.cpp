@@ -433,7 +433,22 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
       unsupported("a Python branch on a tensor's value (`if tensor:` or a comparison of a tensor) "
                   "is data-dependent; use mini.where(cond, a, b) to keep it in the graph");
     case Var::Kind::Null: unsupported("internal: truth of NULL");
-    default: return true;  // functions, modules, objects are truthy
+    case Var::Kind::Object: case Var::Kind::Module: {
+      // Python asks type(obj).__bool__, then __len__; without either an object is true (its
+      // type is guarded by the wrap). A Python function of the class is inlined.
+      for (const char* name : {"__bool__", "__len__"}) {
+        PyObject* key = PyUnicode_InternFromString(name);
+        PyObject* method = _PyType_Lookup(Py_TYPE(v->obj), key);
+        Py_DECREF(key);
+        if (!method) continue;
+        if (!v->is(Var::Kind::Object) || !v->source || !PyFunction_Check(method))
+          unsupported(std::string("the truth value of a ") + Py_TYPE(v->obj)->tp_name + " object, whose " + name +
+                      " is not a Python function of a plain object mini's capture can inline");
+        return truth(call_var(ctx_, make_method(v, name), {}, {}));
+      }
+      return true;
+    }
+    default: return true;  // functions, builtins, iterators are truthy
   }
 }
 

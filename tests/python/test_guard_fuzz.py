@@ -334,7 +334,6 @@ class _Bag:
         return len(self.items)
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_truth"], strict=True)
 @pytest.mark.parametrize("n", [0, 2])
 def test_truth_of_an_object_with_len(n):
     c = Checked(lambda x, bag: x * 2 if bag else x + 1)
