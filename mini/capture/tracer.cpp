@@ -497,6 +497,40 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
               b->describe() + " is not supported by mini's capture");
 }
 
+// `a is b` for two Python objects, decided now under guards that keep the answer: a plain
+// object is guarded by its type only, so another pairing of objects of the same types must
+// not reuse it (DUPLICATE_INPUT between two sources, ID_MATCH against a fixed object).
+static bool same_object(TraceContext& ctx, const VarRef& a, const VarRef& b) {
+  bool same = a->obj == b->obj;
+  auto loose = [](const VarRef& v) {
+    return (v->is(Var::Kind::Object) || v->is(Var::Kind::Module)) && v->source &&
+           !PyType_Check(v->obj) && !PyModule_Check(v->obj);
+  };
+  if (!loose(a) && !loose(b)) return same;
+  if (a->source && b->source) {
+    ctx.guards().add_duplicate_input(a->source, b->source, same);
+    return same;
+  }
+  const VarRef& tracked = loose(a) ? a : b;
+  const VarRef& fixed = loose(a) ? b : a;
+  if (Py_TYPE(a->obj) != Py_TYPE(b->obj)) return false;  // the type guard keeps them apart
+  if (!same)
+    unsupported("`is` between " + tracked->source->str() + " and an object of the same type without a "
+                "source (which objects they are on another call is not guarded)");
+  ctx.guards().add_id_match(tracked->source, fixed->obj);
+  return true;
+}
+
+// Whether `==` on v is identity: its class keeps object's __eq__ and __ne__ (a builtin
+// constant's own __eq__ answers NotImplemented for a plain object, which is identity too).
+static bool identity_equality(const VarRef& v) {
+  if (!v->is(Var::Kind::Object) && !v->is(Var::Kind::Module)) return true;
+  static PyObject* eq = PyUnicode_InternFromString("__eq__");
+  static PyObject* ne = PyUnicode_InternFromString("__ne__");
+  return _PyType_Lookup(Py_TYPE(v->obj), eq) == _PyType_Lookup(&PyBaseObject_Type, eq) &&
+         _PyType_Lookup(Py_TYPE(v->obj), ne) == _PyType_Lookup(&PyBaseObject_Type, ne);
+}
+
 VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& b_in) {
   // A dynamic size against an int or another size: decided now, with a shape guard that
   // keeps it so.
@@ -516,8 +550,25 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(PyObject_RichCompare(a->obj, b->obj, richcmp), "comparison"));
   if (a->obj && b->obj && (richcmp == Py_EQ || richcmp == Py_NE)) {
-    bool same = a->obj == b->obj;
-    return make_constant(PyBool_FromLong(richcmp == Py_EQ ? same : !same));
+    if (identity_equality(a) && identity_equality(b)) {
+      bool same = same_object(ctx_, a, b);
+      return make_constant(PyBool_FromLong(richcmp == Py_EQ ? same : !same));
+    }
+    // a class's own __eq__ (a dataclass's, say): inlined; != is its negation while the
+    // class keeps object's __ne__
+    static PyObject* ne = PyUnicode_InternFromString("__ne__");
+    bool default_ne = _PyType_Lookup(Py_TYPE(a->obj), ne) == _PyType_Lookup(&PyBaseObject_Type, ne);
+    PyObject* eq = a->is(Var::Kind::Object) && a->source && default_ne
+                       ? _PyType_Lookup(Py_TYPE(a->obj), PyUnicode_InternFromString("__eq__")) : nullptr;
+    if (eq && PyFunction_Check(eq)) {
+      VarRef r = call_var(ctx_, make_method(a, "__eq__"), {b}, {});
+      if (!(r->is(Var::Kind::Constant) && r->obj == Py_NotImplemented)) {
+        bool t = truth(r);
+        return make_constant(PyBool_FromLong(richcmp == Py_EQ ? t : !t));
+      }
+    }
+    unsupported("comparing " + a->describe() + " with " + b->describe() + ", whose class defines __eq__, "
+                "is not supported by mini's capture (only a Python __eq__ of the left operand is inlined)");
   }
   unsupported("comparing " + a->describe() + " with " + b->describe() + " is not supported by mini's capture");
 }
@@ -979,7 +1030,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         VarRef b = specialize(ctx_, pop()), a = specialize(ctx_, pop());
         bool same;
         if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
-        else if (a->obj && b->obj) same = a->obj == b->obj;
+        else if (a->obj && b->obj) same = same_object(ctx_, a, b);
         else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) {
           same = a->node == b->node;
           auto input = [&](int node) { return ctx_.graph().nodes[node].kind == graph::NodeKind::Input; };
@@ -988,9 +1039,6 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         } else {
           same = false;  // a tensor (or a container) is not None or any constant
         }
-        // two modules are guarded by structure, not identity: guard the answer itself
-        if (a->is(Var::Kind::Module) && b->is(Var::Kind::Module) && a->source && b->source)
-          ctx_.guards().add_duplicate_input(a->source, b->source, same);
         push(make_constant(PyBool_FromLong(in.arg ? !same : same)));
         break;
       }

@@ -26,9 +26,6 @@ KNOWN_BUGS = {
     "passthrough_grad": "aot_eager/inductor: a tensor argument that requires grad and is returned by "
                         "a graph unchanged (a tuple item kept for after a graph break) gets a zero .grad "
                         "where eager leaves None",
-    "object_identity": "`a is b` (and `a == b`) of two plain objects is decided while tracing by "
-                       "identity, with only TYPE_MATCH on each: another pairing of objects of the "
-                       "same types reuses the answer (and `==` ignores __eq__)",
 }
 
 

@@ -348,7 +348,6 @@ class _Cfg:
 _SHARED = _Cfg()
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
 @pytest.mark.parametrize("case", ["two_arguments", "argument_and_global"])
 def test_identity_of_plain_objects_is_guarded(case):
     a, b = _Cfg(), _Cfg()
@@ -367,10 +366,17 @@ class _Point:
     k: int
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
 def test_equality_of_plain_objects_calls_eq():
     origin = _Point(0)
     Checked(lambda x, p: x * 2 if p == origin else x + 1)(T(2), _Point(0))  # eager: equal
+
+
+def test_inequality_of_plain_objects_calls_eq():
+    origin = _Point(0)
+    c = Checked(lambda x, p: x * 2 if p != origin else x + 1)
+    c(T(2), _Point(0))
+    c(T(2), _Point(1))
+    c(T(2), _Cfg())  # __eq__ answers NotImplemented: a graph break, then Python decides
 
 
 # ---- regressions: guard bugs the fuzzer found, fixed in mini/guards/ and wrap.cpp -------------
