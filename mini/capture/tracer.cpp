@@ -1382,6 +1382,15 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
   switch (v->kind) {
     case Var::Kind::Tensor: {
       const Alias& alias = alias_of(ctx, v->node);
+      // An input handed on as it is: the real input (AOTAutograd's output-is-input), not a
+      // graph output, which a training graph would make a new tensor with an autograd history
+      const graph::Node& n = ctx.graph().nodes[v->node];
+      if (n.kind == graph::NodeKind::Input && !n.wrapped_number && !alias.storage->mutated) {
+        const auto& inputs = ctx.graph().inputs;
+        s.kind = OutputSpec::Kind::Source;
+        s.source = ctx.trace.input_sources.at(std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin());
+        return s;
+      }
       // Before an instruction that raises a user error, a view is rebuilt as a view (of the
       // input, or of the graph output of its base): the instruction must see eager's tensors.
       bool as_view = ctx.trace.user_error && alias.exact;

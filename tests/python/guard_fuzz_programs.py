@@ -22,10 +22,6 @@ DTYPES = {"f32": mini.float32, "f64": mini.float64, "i64": mini.int64, "b": mini
 # that family's tests are strict xfails (test_guard_fuzz.py). Remove the entry once the fix
 # is merged: the family then runs as a plain test and the feature joins the other families.
 KNOWN_BUGS = {
-    # found by this fuzzer, outside the guards, open (reported with issue 10 §2)
-    "passthrough_grad": "aot_eager/inductor: a tensor argument that requires grad and is returned by "
-                        "a graph unchanged (a tuple item kept for after a graph break) gets a zero .grad "
-                        "where eager leaves None",
 }
 
 

@@ -283,7 +283,6 @@ def test_t_of_a_3d_tensor_raises_as_in_eager():
         mini.compile(fn, backend="eager")(mini.ones(2, 3, 4))
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["passthrough_grad"], strict=True)
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_tuple_item_kept_across_a_break_gets_no_gradient(backend):
     def fn(x, xs):
