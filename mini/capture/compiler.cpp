@@ -200,7 +200,9 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
     case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
       return nullptr;
     case OutputSpec::Kind::View: {  // a view of an input written in place, made on the input
-      PyObject* base = guards::fetch(*spec.source, fv);
+      // (without a source: a view of graph output `index`)
+      PyObject* base = spec.source ? guards::fetch(*spec.source, fv) : outs.at(spec.index);
+      if (!spec.source) Py_INCREF(base);
       TensorImpl* t = base ? guards::unwrap_tensor(base) : nullptr;
       if (!t) {
         Py_XDECREF(base);
@@ -668,6 +670,10 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   }
   if (trace.exit != Trace::Exit::Return) {
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
+    if (req->fullgraph && trace.user_error) {  // the user's error, as eager raises it
+      set_python_error(*trace.user_error);
+      return nullptr;
+    }
     if (req->fullgraph) {
       PyErr_SetString(g_unsupported_error, (trace.break_reason + "\n  from user code: " +
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());

@@ -679,6 +679,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   }
   if (name == "t") {
     if (m.sizes.size() < 2) return self;
+    if (m.sizes.size() > 2) fail("t() expects a tensor with <= 2 dimensions, but self is ", m.sizes.size(), "D");
     Attrs a;
     a.dim = 0;
     a.dim2 = 1;

@@ -14,6 +14,15 @@ PythonBridge& python_bridge() {
 
 void unsupported(const std::string& reason) { throw Unsupported{reason}; }
 
+std::string error_type_name(const Error& e) {
+  switch (e.kind) {
+    case Error::Kind::Type: return "TypeError";
+    case Error::Kind::Value: return "ValueError";
+    case Error::Kind::Index: return "IndexError";
+    default: return "RuntimeError";
+  }
+}
+
 std::string Var::describe() const {
   switch (kind) {
     case Kind::Tensor: return "Tensor";
@@ -273,7 +282,10 @@ class FrameInterpreter {
     if (!decode_instructions(code, &ins_)) checked(nullptr, "cannot decode bytecode");
     index_of_.assign(Py_SIZE(code) + 2, -1);  // Py_SIZE of a code object: its code units
     for (size_t i = 0; i < ins_.size(); i++) index_of_[ins_[i].offset / 2] = (int)i;
-    builtins_ = PyEval_GetBuiltins();
+    // a function's builtins: its module's __builtins__ (as CPython's function objects)
+    PyObject* b = PyDict_GetItemString(globals, "__builtins__");
+    if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
+    builtins_ = b && PyDict_Check(b) ? b : PyEval_GetBuiltins();
     locals_.resize(code->co_nlocalsplus);
   }
 
@@ -397,7 +409,8 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
   PyErr_Clear();
   if (!v) unsupported("name '" + name + "' is not defined");
   SourceRef src;
-  if (!globals_source_ || globals_ == ctx_.root_globals || builtin) src = guards::Source::global(name);
+  if (!globals_source_ || globals_ == ctx_.root_globals) src = guards::Source::global(name);
+  else if (builtin) src = guards::Source::global_in(globals_source_, name);  // shadowed there later: a miss
   else src = guards::Source::dict_item(globals_source_, name);
   return wrap(ctx_, v, src);
 }
@@ -420,7 +433,22 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
       unsupported("a Python branch on a tensor's value (`if tensor:` or a comparison of a tensor) "
                   "is data-dependent; use mini.where(cond, a, b) to keep it in the graph");
     case Var::Kind::Null: unsupported("internal: truth of NULL");
-    default: return true;  // functions, modules, objects are truthy
+    case Var::Kind::Object: case Var::Kind::Module: {
+      // Python asks type(obj).__bool__, then __len__; without either an object is true (its
+      // type is guarded by the wrap). A Python function of the class is inlined.
+      for (const char* name : {"__bool__", "__len__"}) {
+        PyObject* key = PyUnicode_InternFromString(name);
+        PyObject* method = _PyType_Lookup(Py_TYPE(v->obj), key);
+        Py_DECREF(key);
+        if (!method) continue;
+        if (!v->is(Var::Kind::Object) || !v->source || !PyFunction_Check(method))
+          unsupported(std::string("the truth value of a ") + Py_TYPE(v->obj)->tp_name + " object, whose " + name +
+                      " is not a Python function of a plain object mini's capture can inline");
+        return truth(call_var(ctx_, make_method(v, name), {}, {}));
+      }
+      return true;
+    }
+    default: return true;  // functions, builtins, iterators are truthy
   }
 }
 
@@ -469,6 +497,40 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
               b->describe() + " is not supported by mini's capture");
 }
 
+// `a is b` for two Python objects, decided now under guards that keep the answer: a plain
+// object is guarded by its type only, so another pairing of objects of the same types must
+// not reuse it (DUPLICATE_INPUT between two sources, ID_MATCH against a fixed object).
+static bool same_object(TraceContext& ctx, const VarRef& a, const VarRef& b) {
+  bool same = a->obj == b->obj;
+  auto loose = [](const VarRef& v) {
+    return (v->is(Var::Kind::Object) || v->is(Var::Kind::Module)) && v->source &&
+           !PyType_Check(v->obj) && !PyModule_Check(v->obj);
+  };
+  if (!loose(a) && !loose(b)) return same;
+  if (a->source && b->source) {
+    ctx.guards().add_duplicate_input(a->source, b->source, same);
+    return same;
+  }
+  const VarRef& tracked = loose(a) ? a : b;
+  const VarRef& fixed = loose(a) ? b : a;
+  if (Py_TYPE(a->obj) != Py_TYPE(b->obj)) return false;  // the type guard keeps them apart
+  if (!same)
+    unsupported("`is` between " + tracked->source->str() + " and an object of the same type without a "
+                "source (which objects they are on another call is not guarded)");
+  ctx.guards().add_id_match(tracked->source, fixed->obj);
+  return true;
+}
+
+// Whether `==` on v is identity: its class keeps object's __eq__ and __ne__ (a builtin
+// constant's own __eq__ answers NotImplemented for a plain object, which is identity too).
+static bool identity_equality(const VarRef& v) {
+  if (!v->is(Var::Kind::Object) && !v->is(Var::Kind::Module)) return true;
+  static PyObject* eq = PyUnicode_InternFromString("__eq__");
+  static PyObject* ne = PyUnicode_InternFromString("__ne__");
+  return _PyType_Lookup(Py_TYPE(v->obj), eq) == _PyType_Lookup(&PyBaseObject_Type, eq) &&
+         _PyType_Lookup(Py_TYPE(v->obj), ne) == _PyType_Lookup(&PyBaseObject_Type, ne);
+}
+
 VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& b_in) {
   // A dynamic size against an int or another size: decided now, with a shape guard that
   // keeps it so.
@@ -488,8 +550,25 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(PyObject_RichCompare(a->obj, b->obj, richcmp), "comparison"));
   if (a->obj && b->obj && (richcmp == Py_EQ || richcmp == Py_NE)) {
-    bool same = a->obj == b->obj;
-    return make_constant(PyBool_FromLong(richcmp == Py_EQ ? same : !same));
+    if (identity_equality(a) && identity_equality(b)) {
+      bool same = same_object(ctx_, a, b);
+      return make_constant(PyBool_FromLong(richcmp == Py_EQ ? same : !same));
+    }
+    // a class's own __eq__ (a dataclass's, say): inlined; != is its negation while the
+    // class keeps object's __ne__
+    static PyObject* ne = PyUnicode_InternFromString("__ne__");
+    bool default_ne = _PyType_Lookup(Py_TYPE(a->obj), ne) == _PyType_Lookup(&PyBaseObject_Type, ne);
+    PyObject* eq = a->is(Var::Kind::Object) && a->source && default_ne
+                       ? _PyType_Lookup(Py_TYPE(a->obj), PyUnicode_InternFromString("__eq__")) : nullptr;
+    if (eq && PyFunction_Check(eq)) {
+      VarRef r = call_var(ctx_, make_method(a, "__eq__"), {b}, {});
+      if (!(r->is(Var::Kind::Constant) && r->obj == Py_NotImplemented)) {
+        bool t = truth(r);
+        return make_constant(PyBool_FromLong(richcmp == Py_EQ ? t : !t));
+      }
+    }
+    unsupported("comparing " + a->describe() + " with " + b->describe() + ", whose class defines __eq__, "
+                "is not supported by mini's capture (only a Python __eq__ of the left operand is inlined)");
   }
   unsupported("comparing " + a->describe() + " with " + b->describe() + " is not supported by mini's capture");
 }
@@ -764,7 +843,15 @@ VarRef FrameInterpreter::run() {
         set_line(in);
         throw Unsupported{stop_reason};
       }
-      if (VarRef r = step(in)) return r;
+      try {
+        if (VarRef r = step(in)) return r;
+      } catch (const Error& e) {
+        // a user error (eager's, from tracing an op): the unit ends before the instruction as at
+        // a graph break, so that the graph so far and its side effects happen as in eager, and
+        // the instruction then runs eagerly and raises eager's own error
+        ctx_.trace.user_error = std::make_shared<const Error>(e);
+        throw Unsupported{"the instruction raises " + error_type_name(e) + ": " + e.what()};
+      }
     } catch (const Unsupported& u) {
       if (ctx_.mutations != mutations) failed_step_mutated = steps;
       Trace& t = ctx_.trace;
@@ -943,7 +1030,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         VarRef b = specialize(ctx_, pop()), a = specialize(ctx_, pop());
         bool same;
         if (a == b) same = true;  // the same Var: a list or dict made while tracing, say
-        else if (a->obj && b->obj) same = a->obj == b->obj;
+        else if (a->obj && b->obj) same = same_object(ctx_, a, b);
         else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) {
           same = a->node == b->node;
           auto input = [&](int node) { return ctx_.graph().nodes[node].kind == graph::NodeKind::Input; };
@@ -952,9 +1039,6 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         } else {
           same = false;  // a tensor (or a container) is not None or any constant
         }
-        // two modules are guarded by structure, not identity: guard the answer itself
-        if (a->is(Var::Kind::Module) && b->is(Var::Kind::Module) && a->source && b->source)
-          ctx_.guards().add_duplicate_input(a->source, b->source, same);
         push(make_constant(PyBool_FromLong(in.arg ? !same : same)));
         break;
       }
@@ -1210,7 +1294,10 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   if (made && made->defaults) {
     defaults = made->defaults->items;
   } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++) defaults.push_back(wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
+    // guarded through the function (fn.__defaults__[i]): they can be replaced
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++)
+      defaults.push_back(fsrc ? wrap(ctx, PyTuple_GET_ITEM(d, i), guards::Source::item(guards::Source::attr(fsrc, "__defaults__"), (int)i))
+                              : wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
   }
   int ndef = (int)defaults.size();
   for (int i = 0; i < nargs; i++)
@@ -1223,7 +1310,8 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
       if (k >= 0) locals[i] = made->kwdefaults->items[k];
     } else if (kwdefaults) {
       PyObject* d = PyDict_GetItem(kwdefaults, PyTuple_GET_ITEM(code->co_localsplusnames, i));
-      if (d) locals[i] = wrap_untracked(ctx, d);
+      if (d) locals[i] = fsrc ? wrap(ctx, d, guards::Source::dict_item(guards::Source::attr(fsrc, "__kwdefaults__"), arg_name(i)))
+                              : wrap_untracked(ctx, d);
     }
   }
   for (int i = 0; i < nargs + nkw; i++)
@@ -1294,7 +1382,32 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
   switch (v->kind) {
     case Var::Kind::Tensor: {
       const Alias& alias = alias_of(ctx, v->node);
-      if (alias.storage->input >= 0 && alias.storage->mutated) {
+      // An input handed on as it is: the real input (AOTAutograd's output-is-input), not a
+      // graph output, which a training graph would make a new tensor with an autograd history
+      const graph::Node& n = ctx.graph().nodes[v->node];
+      if (n.kind == graph::NodeKind::Input && !n.wrapped_number && !alias.storage->mutated) {
+        const auto& inputs = ctx.graph().inputs;
+        s.kind = OutputSpec::Kind::Source;
+        s.source = ctx.trace.input_sources.at(std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin());
+        return s;
+      }
+      // Before an instruction that raises a user error, a view is rebuilt as a view (of the
+      // input, or of the graph output of its base): the instruction must see eager's tensors.
+      bool as_view = ctx.trace.user_error && alias.exact;
+      if (as_view && alias.storage->input < 0 && !alias.views.empty()) {
+        auto& outs = ctx.graph().outputs;
+        auto it = std::find(outs.begin(), outs.end(), alias.storage->base);
+        s.kind = OutputSpec::Kind::View;
+        s.index = (int)(it - outs.begin());
+        if (it == outs.end()) outs.push_back(alias.storage->base);
+        for (int view : alias.views) {
+          const graph::Node& n = ctx.graph().nodes[view];
+          if (n.symbolic_attrs) unsupported("a view with dynamic sizes before an instruction that raises");
+          s.views.push_back({n.op, n.attrs});
+        }
+        return s;
+      }
+      if (alias.storage->input >= 0 && (alias.storage->mutated || as_view)) {
         // a graph input written in place (or a view of it): the real input, which the
         // write-back updates, so that it keeps sharing memory with what eager code holds
         s.source = ctx.trace.input_sources.at(alias.storage->input);
@@ -1440,10 +1553,13 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
 }  // namespace
 
 namespace {
-// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame).
+// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame),
+// which raised `stop_error` if that is set.
 Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start_offset, const DynamicPolicy& dynamic,
-                 const TraceOptions& options, int stop_step, const std::string& stop_reason, int* failed_step_mutated) {
+                 const TraceOptions& options, int stop_step, const std::string& stop_reason,
+                 std::shared_ptr<const Error> stop_error, int* failed_step_mutated) {
   TraceContext ctx;
+  ctx.trace.user_error = std::move(stop_error);  // the user error of the step it stops before
   ctx.root = frame;
   ctx.root_globals = frame.globals;
   ctx.options = options;
@@ -1532,10 +1648,10 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
 Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
                   const DynamicPolicy& dynamic, const TraceOptions& options) {
   int failed_step = -1;
-  Trace t = trace_pass(code, frame, start_offset, dynamic, options, -1, "", &failed_step);
+  Trace t = trace_pass(code, frame, start_offset, dynamic, options, -1, "", nullptr, &failed_step);
   if (failed_step < 0) return t;
   int again = -1;
-  return trace_pass(code, frame, start_offset, dynamic, options, failed_step, t.break_reason, &again);
+  return trace_pass(code, frame, start_offset, dynamic, options, failed_step, t.break_reason, t.user_error, &again);
 }
 
 }  // namespace mini::capture

@@ -45,8 +45,9 @@ struct OutputSpec {
                   // items = defaults, kwdefaults, closure (each Null when absent)
     Alias,        // the object built earlier for alias `index`
     SizeExpr,     // expr evaluated on the frame's tensors: a dynamic size as a Python int
-    View,         // `views` replayed on the tensor at `source`: a view of an input the graph
-                  // wrote, rebuilt on the real input so that it shares its memory
+    View,         // `views` replayed on the tensor at `source` (none: on graph output
+                  // `index`): a view of an input the graph wrote, rebuilt on the real input so
+                  // that it shares its memory
   } kind = Kind::Constant;
   int index = 0;
   int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
@@ -121,6 +122,9 @@ struct Trace {
   std::vector<SideEffect> side_effects;  // replayed after the graph, in this order
   PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
   std::string break_reason, break_location, break_code;
+  // The Break is at an instruction whose trace raised this user error (eager's own error,
+  // which the instruction raises when it runs; fullgraph=True raises it instead).
+  std::shared_ptr<const Error> user_error;
   // The grad mode the traced code leaves (a with mini.no_grad() block open at the break, a
   // set_grad_enabled() call): set after the graph runs, as running the code would have.
   bool grad_enabled_after = true;

@@ -13,6 +13,7 @@ std::string Source::str() const {
     case Kind::Stack: return "___stack" + std::to_string(index);
     case Kind::IterItems: return "___remaining(" + base->str() + ")";
     case Kind::Closure: return "___closure_cell('" + name + "')";
+    case Kind::GlobalIn: return "___global_or_builtin(" + base->str() + ", '" + name + "')";
   }
   return "?";
 }
@@ -41,6 +42,9 @@ SourceRef Source::iter_items(SourceRef base) {
 SourceRef Source::closure(int index, const std::string& name) {
   return std::make_shared<Source>(Source{Kind::Closure, index, name, nullptr});
 }
+SourceRef Source::global_in(SourceRef globals, const std::string& name) {
+  return std::make_shared<Source>(Source{Kind::GlobalIn, 0, name, std::move(globals)});
+}
 SourceRef Source::cell_contents(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
 }
@@ -60,6 +64,21 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       Py_DECREF(key);
       PyErr_Clear();
       Py_XINCREF(v);
+      return v;
+    }
+    case Source::Kind::GlobalIn: {  // as LOAD_GLOBAL in a function of that module
+      PyObject* globals = fetch(*s.base, f);
+      if (!globals) return nullptr;
+      PyObject* v = nullptr;
+      if (PyDict_Check(globals)) {
+        v = PyDict_GetItemString(globals, s.name.c_str());
+        PyObject* b = v ? nullptr : PyDict_GetItemString(globals, "__builtins__");
+        if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
+        if (!v && !b) b = PyEval_GetBuiltins();
+        if (!v && b && PyDict_Check(b)) v = PyDict_GetItemString(b, s.name.c_str());
+      }
+      Py_XINCREF(v);
+      Py_DECREF(globals);
       return v;
     }
     case Source::Kind::Attr: {

@@ -27,6 +27,7 @@ struct Source {
     Stack,      // index: the value stack at the start of a resume unit
     IterItems,  // the items a tuple iterator has left, as a tuple (read without consuming)
     Closure,    // index: the cell at that position of the frame's function's closure
+    GlobalIn,   // name: in the globals dict `base` (another module's), then in its builtins
   };
   Kind kind;
   int index = 0;
@@ -43,6 +44,7 @@ struct Source {
   static SourceRef stack(int index);
   static SourceRef iter_items(SourceRef base);
   static SourceRef closure(int index, const std::string& name);
+  static SourceRef global_in(SourceRef globals, const std::string& name);
 };
 
 // What a Source is read against: the frame's values at entry. All Borrowed.

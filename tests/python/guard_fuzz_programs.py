@@ -22,20 +22,6 @@ DTYPES = {"f32": mini.float32, "f64": mini.float64, "i64": mini.int64, "b": mini
 # that family's tests are strict xfails (test_guard_fuzz.py). Remove the entry once the fix
 # is merged: the family then runs as a plain test and the feature joins the other families.
 KNOWN_BUGS = {
-    # found by this fuzzer, outside the guards, open (reported with issue 10 §2)
-    "passthrough_grad": "aot_eager/inductor: a tensor argument that requires grad and is returned by "
-                        "a graph unchanged (a tuple item kept for after a graph break) gets a zero .grad "
-                        "where eager leaves None",
-    "t_of_3d": "Tensor.t() of a 3-d tensor is captured (it transposes dims 0 and 1) where eager raises",
-    "inlined_defaults": "the default arguments of an inlined function are not guarded "
-                        "(helper.__defaults__ = (3,) keeps the old value)",
-    "other_module_builtins": "a builtin read by a function of another module is guarded in the "
-                             "compiled frame's globals (othermod.abs = ... is missed)",
-    "object_truth": "`if obj:` is True while tracing for any object (one whose __len__ or __bool__ "
-                    "says False included)",
-    "object_identity": "`a is b` (and `a == b`) of two plain objects is decided while tracing by "
-                       "identity, with only TYPE_MATCH on each: another pairing of objects of the "
-                       "same types reuses the answer (and `==` ignores __eq__)",
 }
 
 

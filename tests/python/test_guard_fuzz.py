@@ -229,7 +229,59 @@ def test_inductor_float_constants(value):
     assert str(mini.compile(fn, backend="inductor")(x).tolist()) == str(fn(x).tolist())  # inf, -inf, nan
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["t_of_3d"], strict=True)
+class _Counter:
+    calls = 0
+
+
+_COUNTER = _Counter()
+
+
+_HITS = 0
+
+
+def _count_then_write(x):
+    global _HITS
+    _HITS += 1
+    _COUNTER.calls += 1
+    x.t().mul_(2)  # a view of a leaf that requires grad written in place: eager raises
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_side_effects_before_a_user_error_happen(backend):
+    # the error raised while tracing mul_ ends the unit there as a graph break: the stores
+    # before it happen, then mul_ runs eagerly and raises eager's error
+    global _HITS
+    raised = []
+    for f in (_count_then_write, mini.compile(_count_then_write, backend=backend)):
+        _HITS, _COUNTER.calls = 0, 0
+        with pytest.raises(RuntimeError) as e:
+            f(mini.ones(2, 3, requires_grad=True))
+        raised.append((str(e.value), _HITS, _COUNTER.calls))
+    assert raised[1] == raised[0] and raised[0][1:] == (1, 1)
+
+
+def test_a_user_error_under_fullgraph_is_the_users():
+    with pytest.raises(RuntimeError) as eager:
+        _count_then_write(mini.ones(2, 3, requires_grad=True))
+    with pytest.raises(RuntimeError) as compiled:
+        mini.compile(_count_then_write, backend="eager", fullgraph=True)(mini.ones(2, 3, requires_grad=True))
+    assert compiled.type is RuntimeError and str(compiled.value) == str(eager.value)
+
+
+def test_a_user_error_is_an_honest_break_reason():
+    def fn(x):
+        y = x * 2
+        try:
+            x.t().mul_(2)
+        except RuntimeError:
+            y = y + 1
+        return y
+    e = mini.explain(fn)(mini.ones(2, 3, requires_grad=True))
+    assert any(r.reason.startswith("the instruction raises RuntimeError: a view of a leaf")
+               for r in e.break_reasons), e.break_reasons
+
+
 def test_t_of_a_3d_tensor_raises_as_in_eager():
     fn = lambda x: x.t() + 1  # noqa: E731
     with pytest.raises(RuntimeError, match="2 dimensions"):
@@ -238,7 +290,6 @@ def test_t_of_a_3d_tensor_raises_as_in_eager():
         mini.compile(fn, backend="eager")(mini.ones(2, 3, 4))
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["passthrough_grad"], strict=True)
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_tuple_item_kept_across_a_break_gets_no_gradient(backend):
     def fn(x, xs):
@@ -257,7 +308,6 @@ def _helper(y, k=2, *, c=1):
     return y * k + c
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["inlined_defaults"], strict=True)
 @pytest.mark.parametrize("which", ["__defaults__", "__kwdefaults__"])
 def test_defaults_of_an_inlined_function_are_guarded(which):
     saved = _helper.__defaults__, _helper.__kwdefaults__
@@ -273,7 +323,6 @@ def test_defaults_of_an_inlined_function_are_guarded(which):
         _helper.__defaults__, _helper.__kwdefaults__ = saved
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["other_module_builtins"], strict=True)
 def test_a_builtin_shadowed_in_another_module_is_seen():
     other = types.ModuleType("other")
     exec("def shift(y):\n    return y + abs(-2)", other.__dict__)  # noqa: S102
@@ -291,7 +340,6 @@ class _Bag:
         return len(self.items)
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_truth"], strict=True)
 @pytest.mark.parametrize("n", [0, 2])
 def test_truth_of_an_object_with_len(n):
     c = Checked(lambda x, bag: x * 2 if bag else x + 1)
@@ -306,7 +354,6 @@ class _Cfg:
 _SHARED = _Cfg()
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
 @pytest.mark.parametrize("case", ["two_arguments", "argument_and_global"])
 def test_identity_of_plain_objects_is_guarded(case):
     a, b = _Cfg(), _Cfg()
@@ -325,10 +372,17 @@ class _Point:
     k: int
 
 
-@pytest.mark.xfail(reason=KNOWN_BUGS["object_identity"], strict=True)
 def test_equality_of_plain_objects_calls_eq():
     origin = _Point(0)
     Checked(lambda x, p: x * 2 if p == origin else x + 1)(T(2), _Point(0))  # eager: equal
+
+
+def test_inequality_of_plain_objects_calls_eq():
+    origin = _Point(0)
+    c = Checked(lambda x, p: x * 2 if p != origin else x + 1)
+    c(T(2), _Point(0))
+    c(T(2), _Point(1))
+    c(T(2), _Cfg())  # __eq__ answers NotImplemented: a graph break, then Python decides
 
 
 # ---- regressions: guard bugs the fuzzer found, fixed in mini/guards/ and wrap.cpp -------------
