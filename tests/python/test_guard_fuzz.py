@@ -26,7 +26,7 @@ general families).
 Bugs the fuzzer found outside the guards are strict xfail regressions at the end of this
 file, their features left out of the generators while they are in KNOWN_BUGS.
 
-Budget: MINI_FUZZ_N calls in all (default 3000, about 20 s here with a warm kernel cache),
+Budget: MINI_FUZZ_N calls in all (default 3000: 6 s here with a warm kernel cache, 85 s cold),
 shared by the tests; inductor gets a quarter of eager's share, since each of its compiles
 builds C++ (the first run fills mini's kernel cache, ~/.cache/mini, and later runs hit it:
 the same seeds make the same programs). MINI_FUZZ_SEED (default 0) picks other programs.
