@@ -36,6 +36,9 @@ KNOWN_BUGS = {
     "negative_zero_constant": "inductor: a float constant of the graph is written into the C++ "
                               "kernel with <<, so -0.0 becomes `double(-0)`, which is +0.0 (x / -0.0 "
                               "gives inf), and inf or nan do not compile",
+    "side_effects_before_error": "a global or attribute written before an error raised in the compiled "
+                                 "call (an in-place op on a view of a leaf that requires grad) is not "
+                                 "written: eager has written it",
     "object_identity": "`a is b` (and `a == b`) of two plain objects is decided while tracing by "
                        "identity, with only TYPE_MATCH on each: another pairing of objects of the "
                        "same types reuses the answer (and `==` ignores __eq__)",

@@ -230,6 +230,29 @@ def test_inductor_float_constants(value):
     assert str(mini.compile(fn, backend="inductor")(x).tolist()) == str(fn(x).tolist())  # inf, -inf, nan
 
 
+_WRITES = 0
+
+
+def _write_then_fail(x):
+    global _WRITES
+    _WRITES += 1
+    x.t().mul_(2)  # x requires grad: an in-place op on a view of it raises
+    return x
+
+
+@pytest.mark.xfail(reason=KNOWN_BUGS["side_effects_before_error"], strict=True)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_written_before_an_error_is_written(backend):
+    global _WRITES
+    counts = []
+    for fn in (_write_then_fail, mini.compile(_write_then_fail, backend=backend)):
+        _WRITES = 0
+        with pytest.raises(RuntimeError, match="in-place"):
+            fn(mini.ones(2, 3, requires_grad=True))
+        counts.append(_WRITES)
+    assert counts[1] == counts[0]  # eager: 1
+
+
 @pytest.mark.xfail(reason=KNOWN_BUGS["t_of_3d"], strict=True)
 def test_t_of_a_3d_tensor_raises_as_in_eager():
     fn = lambda x: x.t() + 1  # noqa: E731
