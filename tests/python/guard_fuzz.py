@@ -260,14 +260,14 @@ def check_step(eager, compiled, step):
     if want[0] == "raised" and got[0] == "ok" and any(m in want[1] for m in EAGER_LIMITS):
         raise EagerCannot(want[1])
     if want[0] == "raised" or got[0] == "raised":
-        if want[0] == got[0] and want[1].split(":")[0] == got[1].split(":")[0]:
-            return None
-        return f"eager {'raised ' + want[1] if want[0] == 'raised' else 'returned'}, " \
-               f"compiled {'raised ' + got[1] if got[0] == 'raised' else 'returned ' + summary(got[1])}"
-    problem = (diff(got[1], want[1], "result") or diff(got_args, want_args, "argument")
+        if want[0] != got[0] or want[1].split(":")[0] != got[1].split(":")[0]:
+            return (f"eager {'raised ' + want[1] if want[0] == 'raised' else 'returned'}, compiled "
+                    f"{'raised ' + got[1] if got[0] == 'raised' else 'returned ' + summary(got[1])}")
+    raised = want[0] == "raised"  # then the arguments and the state written must still agree
+    problem = ((not raised and diff(got[1], want[1], "result")) or diff(got_args, want_args, "argument")
                or diff(got_kwargs, want_kwargs, "keyword argument")
                or diff(compiled.state(), eager.state(), "state()"))
-    if problem:
+    if problem or raised:
         return problem
     if step.no_grad:
         return None
