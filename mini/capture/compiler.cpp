@@ -539,16 +539,16 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
     if (g.source < 0) continue;
     const SourceRef& src = gs.sources()[g.source];
     std::string key = src->str();
-    bool tensor = g.kind == guards::GuardKind::TensorMatch;
+    bool tensor = g.as<guards::TensorMatch>() != nullptr;
+    const guards::EqualsMatch* constant = g.as<guards::EqualsMatch>();
     auto old = unit.seen.find(key);
     if (old != unit.seen.end() && old->second.tensor == tensor) continue;  // first sighting of this kind wins
     if (tensor) {
       PyObject* o = guards::fetch(*src, fv);
       if (TensorImpl* t = o ? guards::unwrap_tensor(o) : nullptr) unit.seen[key] = {src, true, t->sizes, ""};
       Py_XDECREF(o);
-    } else if (g.kind == guards::GuardKind::EqualsMatch &&
-               (PyFloat_CheckExact(g.object) || PyLong_CheckExact(g.object))) {
-      unit.seen[key] = {src, false, {}, repr_of(g.object)};
+    } else if (constant && (PyFloat_CheckExact(constant->constant) || PyLong_CheckExact(constant->constant))) {
+      unit.seen[key] = {src, false, {}, repr_of(constant->constant)};
     }
   }
 }
