@@ -1,4 +1,4 @@
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// compiler.h — the driver: what happens to a frame that enters a compiled region (Dynamo's
+// convert_frame.h — the driver: what happens to a frame that enters a compiled region (Dynamo's
 // convert_frame + eval_frame callback).
 //
 // On each frame: skip it (mini's own code, generators, frames without tensors), or look up
