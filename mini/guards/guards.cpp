@@ -1,3 +1,5 @@
+// guards.cpp — one holds() per guard kind (the checks and torch's failure messages), the
+// GuardSet's adders, check / check_verbose over the frame's values, and the guard printout.
 #include "guards.h"
 
 #include <sstream>
