@@ -751,9 +751,11 @@ enum class UnitPlan {
 // The cache lookup and compile of Dynamo's convert_frame, for the unit at `offset`: the
 // first entry whose guards hold; on a miss, the recompile reason (the newest entry's first
 // failing guard), automatic dynamic, the cache size limit, then a compile whose entry goes
-// in at the front. *art (Borrowed from the unit's cache) is what Run runs.
+// in at the front. *art is what Run runs: held by the caller too, as code the unit runs
+// (the breaking call, a backend, a setter) may call mini.reset(), which empties the cache.
 UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offset,
-                           const guards::FrameValues& fv, CompileRequest* req, Artifact** art) {
+                           const guards::FrameValues& fv, CompileRequest* req,
+                           std::shared_ptr<Artifact>* art) {
   HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
   guards::CacheEntry* hit = nullptr;
   // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
@@ -764,7 +766,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     return UnitPlan::Error;
   }
   if (hit) {
-    *art = static_cast<Artifact*>(hit->artifact.get());
+    *art = std::static_pointer_cast<Artifact>(hit->artifact);
     return UnitPlan::Run;
   }
   if (unit.run_only) return UnitPlan::RunNatively;
@@ -815,7 +817,8 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   entry.compile_id = unit.compiles++;
   entry.backend_key = req->backend_key;
   Py_INCREF(entry.backend_key);
-  *art = static_cast<Artifact*>(unit.add(std::move(entry)).artifact.get());
+  unit.add(std::move(entry));
+  *art = std::move(compiled);
   return UnitPlan::Run;
 }
 
@@ -953,7 +956,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins,
                            stack.data(), (int)stack.size()};
     fv.closure = ((PyFunctionObject*)view.function)->func_closure;
-    Artifact* art = nullptr;
+    std::shared_ptr<Artifact> art;
     switch (lookup_or_compile(code, unit, offset, fv, req, &art)) {
       case UnitPlan::Run: break;
       case UnitPlan::RunNatively: {
