@@ -743,8 +743,9 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
 // How a unit runs on this call, as lookup_or_compile decided.
 enum class UnitPlan {
   Run,          // run the artifact found in the cache or just compiled
-  RunNatively,  // CPython runs the unit, with the hook off for the functions it calls: past
-                // the cache size limit, or a unit capture cannot handle (found just now)
+  RunNatively,  // CPython runs the unit capture cannot handle; what it calls is captured
+  RunOnly,      // past the cache size limit: CPython runs the unit with the hook off for
+                // the functions it calls (torch's RUN_ONLY for them: no new compiles)
   Error,        // a Python error is set
 };
 
@@ -769,7 +770,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     *art = std::static_pointer_cast<Artifact>(hit->artifact);
     return UnitPlan::Run;
   }
-  if (unit.run_only) return UnitPlan::RunNatively;
+  if (unit.run_only) return UnitPlan::RunOnly;
   if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
   std::string reason;
   try {
@@ -789,7 +790,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
       return UnitPlan::Error;
     }
     if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return UnitPlan::Error;
-    return UnitPlan::RunNatively;
+    return UnitPlan::RunOnly;
   }
   if (!reason.empty()) {
     automatic_dynamic_on_recompile(unit, fv, req);
@@ -959,7 +960,8 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     std::shared_ptr<Artifact> art;
     switch (lookup_or_compile(code, unit, offset, fv, req, &art)) {
       case UnitPlan::Run: break;
-      case UnitPlan::RunNatively: {
+      case UnitPlan::RunNatively: return run_natively(offset);
+      case UnitPlan::RunOnly: {
         HookDisabled no_hook;
         return run_natively(offset);
       }
