@@ -30,8 +30,9 @@
 namespace mini::guards {
 
 // What each kind of guard checks: one struct per kind, holding only what that kind needs
-// (torch's LeafGuard subclasses). `kind` is the name torch prints. A Python object a guard
-// holds is a strong reference, released by its GuardSet.
+// (torch's LeafGuard subclasses). `kind` is the name torch prints. The Python objects of
+// TypeMatch, IdMatch, EqualsMatch and DictKeysMatch are strong references, released by the
+// GuardSet (held_object in guards.cpp); TensorMatch's type is not held.
 struct TensorMatch {  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
   static constexpr const char* kind = "TENSOR_MATCH";
   PyTypeObject* type = nullptr;  // mini.Tensor or a subclass (nn.Parameter)
