@@ -1,3 +1,6 @@
+// training.cpp — the joint forward/backward graph, traced from derivatives.h's rules
+// (make_training_graphs), its partition into a forward and a backward graph (the recompute
+// partitioner: recompute_in_backward), and the runner that calls them as one autograd node.
 #include "autograd/training.h"
 
 #include <map>

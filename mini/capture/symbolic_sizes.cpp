@@ -3,7 +3,7 @@
 // (x.shape[0] * 2, x.numel(), len(x)); a decision on it (a comparison, a branch) is made
 // with the values seen while tracing, under a shape guard that keeps the decision; where a
 // plain int is needed (a range bound, an index), specialize() guards it to its value.
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {

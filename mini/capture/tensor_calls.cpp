@@ -6,7 +6,7 @@
 // graph::infer_meta, so a bad shape fails here with the eager op's message.
 #include <algorithm>
 
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {

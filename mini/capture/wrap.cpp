@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {

@@ -1,3 +1,6 @@
+// graph.cpp — building a Graph (inputs, constants, op nodes), printing it as torch's
+// graph_code log does, meta inference without running anything (infer_meta, symbolic sizes
+// included), and the interpreter run_graph.
 #include "graph.h"
 
 #include <algorithm>

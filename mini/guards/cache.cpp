@@ -1,3 +1,5 @@
+// cache.cpp — the CodeCache in each code object's co_extra slot, and a unit's entries:
+// lookup (most recently hit first), the recompile reason, add, reset.
 #include "cache.h"
 
 #include <unordered_set>

@@ -20,6 +20,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "guards/size_expr.h"
@@ -28,42 +29,76 @@
 
 namespace mini::guards {
 
-enum class GuardKind {
-  TensorMatch,  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
-  TypeMatch,    // type(v) is T
-  IdMatch,      // v is this very object
-  EqualsMatch,  // type(v) is type(c) and v == c (c an int, float, str, range or slice)
-  NoneMatch,    // v is None
-  BoolMatch,    // v is True / v is False
-  LengthCheck,  // a tuple or list of this length
-  GradMode,     // mini.is_grad_enabled() has this value (global state)
-  SizeCompare,  // a comparison of dynamic sizes that holds: L['x'].size()[0]*2 > 64
-  DictKeysMatch,   // a dict whose keys are these strs, in this order (a module's _modules)
-  DuplicateInput,  // v is (flag) / is not (!flag) the value at other_source: an aliased input
-};
-
-struct TensorSpec {
+// What each kind of guard checks: one struct per kind, holding only what that kind needs
+// (torch's LeafGuard subclasses). `kind` is the name torch prints. The Python objects of
+// TypeMatch, IdMatch, EqualsMatch and DictKeysMatch are strong references, released by the
+// GuardSet (held_object in guards.cpp); TensorMatch's type is not held.
+struct TensorMatch {  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
+  static constexpr const char* kind = "TENSOR_MATCH";
   PyTypeObject* type = nullptr;  // mini.Tensor or a subclass (nn.Parameter)
   DType dtype = DType::Float32;
   bool requires_grad = false;
   std::vector<int64_t> sizes;    // -1: dynamic, not checked
   std::vector<int64_t> strides;  // -1: not checked
 };
+struct TypeMatch {  // type(v) is type
+  static constexpr const char* kind = "TYPE_MATCH";
+  PyTypeObject* type = nullptr;
+};
+struct IdMatch {  // v is this very object
+  static constexpr const char* kind = "ID_MATCH";
+  PyObject* target = nullptr;  // a weak reference to the object; the object itself when it
+                               // has none (a builtin, a cell)
+  bool weak = false;           // `target` is a weak reference
+};
+struct EqualsMatch {  // type(v) is type(constant) and v == constant
+  static constexpr const char* kind = "EQUALS_MATCH";
+  PyObject* constant = nullptr;  // an int, float, str, range or slice
+};
+struct NoneMatch {  // v is None
+  static constexpr const char* kind = "NONE_MATCH";
+};
+struct BoolMatch {  // v is True / v is False
+  static constexpr const char* kind = "BOOL_MATCH";
+  bool value = false;
+};
+struct LengthCheck {  // a tuple or list of this length
+  static constexpr const char* kind = "LENGTH_CHECK";
+  int64_t length = 0;
+};
+struct GradMode {  // mini.is_grad_enabled() has this value (global state: no source)
+  static constexpr const char* kind = "GLOBAL_STATE";
+  bool enabled = true;
+};
+struct SizeCompare {  // a comparison of dynamic sizes that holds: L['x'].size()[0]*2 > 64
+  static constexpr const char* kind = "SHAPE_ENV";
+  SizeExpr comparison;  // evaluates to 1 when the guard holds
+};
+struct DictKeysMatch {  // a dict whose keys are these strs, in this order (a module's _modules)
+  static constexpr const char* kind = "DICT_KEYS_MATCH";
+  PyObject* keys = nullptr;  // a tuple
+};
+struct DuplicateInput {  // v is (same) / is not (!same) the value at other_source: aliasing
+  static constexpr const char* kind = "DUPLICATE_INPUT";
+  int other_source = -1;  // index into GuardSet::sources
+  bool same = false;
+};
+using GuardCheck = std::variant<TensorMatch, TypeMatch, IdMatch, EqualsMatch, NoneMatch, BoolMatch,
+                                LengthCheck, GradMode, SizeCompare, DictKeysMatch, DuplicateInput>;
 
+// One guard: what every kind has, and its kind's check.
 struct Guard {
-  GuardKind kind;
-  int source = -1;      // index into GuardSet::sources; -1 for global state
-  TensorSpec tensor;    // TensorMatch
-  PyObject* object = nullptr;  // TypeMatch: the type (strong); IdMatch: weakref or object;
-                               // EqualsMatch: the constant (strong); DictKeysMatch: a
-                               // tuple of the keys (strong)
-  bool weak = false;    // IdMatch: `object` is a weak reference
-  int64_t length = 0;   // LengthCheck
-  bool flag = false;    // BoolMatch, GradMode
-  SizeExpr expr;        // SizeCompare: a comparison, true when the guard holds
-  int other_source = -1;  // DuplicateInput: the source compared with
-  std::string code;     // the guard as torch prints it: "L['n'] == 2"
+  int source = -1;         // index into GuardSet::sources; -1 for global state
+  GuardCheck check;
+  std::string code;        // the guard as torch prints it: "L['n'] == 2"
   int64_t fail_count = 0;
+
+  const char* kind() const {
+    return std::visit([](const auto& c) { return c.kind; }, check);
+  }
+  // This guard's check if it is of kind `Kind`, else null.
+  template <class Kind>
+  const Kind* as() const { return std::get_if<Kind>(&check); }
 };
 
 // How guards find the C++ tensor behind a Python object (set by the Python module):
@@ -107,7 +142,8 @@ class GuardSet {
 
  private:
   int source_index(const SourceRef& source);
-  bool has(GuardKind kind, int source) const;
+  template <class Kind>
+  bool has(int source) const;
   // First failing guard index, or -1. `reason` (optional) gets its message.
   int first_failure(const FrameValues& frame, std::string* reason) const;
 

@@ -1,3 +1,5 @@
+// size_expr.cpp — building, evaluating (on a frame's tensors, without Python objects) and
+// printing SizeExprs, the expressions over tensor sizes behind dynamic sizes and shape guards.
 #include "guards/size_expr.h"
 
 #include "guards/guards.h"

@@ -1,3 +1,5 @@
+// source.cpp — making Sources, printing them as Dynamo does (L['x'], G['y'], .attr, [i]),
+// and fetch(): the value at a Source in a frame.
 #include "source.h"
 
 namespace mini::guards {

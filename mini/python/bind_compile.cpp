@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 #include <structmember.h>
 
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "guards/guards.h"
 
 namespace py = pybind11;

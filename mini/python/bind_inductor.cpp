@@ -5,7 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "autograd/training.h"
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/compiled_graph.h"
 

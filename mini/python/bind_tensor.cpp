@@ -8,7 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "capture/compiler.h"
+#include "capture/convert_frame.h"
 #include "guards/guards.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"

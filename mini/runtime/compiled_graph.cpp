@@ -1,3 +1,6 @@
+// compiled_graph.cpp — compiling generated C++ with the system compiler into a shared
+// object, cached on disk under a hash of the source and the command, loading it, and running
+// a compiled graph.
 #include "runtime/compiled_graph.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,5 @@
+// autograd.cpp — the eager tape: recording a GradNode per differentiable op, saved tensors,
+// and the backward engine (topological order, gradient accumulation into leaves).
 #include "autograd.h"
 
 #include <unordered_map>

@@ -1,3 +1,5 @@
+// shape.cpp — arithmetic on sizes and strides: numel, contiguous strides, broadcasting, dim
+// wrapping, reshape inference and view strides.
 #include "shape.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// tensor.cpp — the metrics counters, Storage allocation (with a cache of freed mid-sized
+// blocks), TensorImpl::empty, and the few TensorImpl methods that are not data
+// (is_contiguous, scalar_value).
 #include "tensor.h"
 
 #include <sys/mman.h>

@@ -488,3 +488,25 @@ def test_capture_tensor_branch_inside_a_for_loop_leaves_the_frame_to_cpython(cap
     mini.reset()
     mini.compile(_if_in_for, backend="eager")(T(3))
     assert "inside a loop" in capsys.readouterr().err
+
+
+def _minus_one(x):
+    return x - 1
+
+
+def _if_in_for_calls(x):
+    for _ in range(3):
+        if x.sum() > 0:
+            x = _minus_one(x)
+    return x * 2
+
+
+def test_functions_called_by_a_frame_left_to_cpython_are_captured_from_the_first_call():
+    # the frame runs in CPython (a tensor branch in a loop); _minus_one, which it calls, is
+    # a frame of its own and compiled on the first call already, as on every later one (the
+    # first call ran it with the hook off: it compiled only on the second)
+    cf, cnt = counted(_if_in_for_calls)
+    for _ in range(3):
+        x = T(3)
+        same(cf(x), _if_in_for_calls(x))
+        assert cnt.frame_count == 1

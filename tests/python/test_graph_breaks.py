@@ -484,3 +484,33 @@ def test_comprehension_frame_captured_on_its_own_gives_eagers_result():
     cf, _ = counted(_comprehension)
     for _ in range(3):
         same(cf(x), _comprehension(x))
+
+
+def _minus_one(x):
+    return x - 1
+
+
+_compiled_minus_one = mini.compile(_minus_one, backend="eager")
+
+
+def _reset_then_compile(x):
+    print("a graph break: the frame that calls this function runs the call itself")
+    mini.reset()  # frees every artifact, the calling frame's included
+    return _compiled_minus_one(x)  # compiles again: the new artifact may take the freed memory
+
+
+def _calls_reset(x):
+    y = x + 1
+    z = _reset_then_compile(x)
+    return y * 2 + z
+
+
+def test_reset_inside_the_call_a_break_runs_does_not_read_the_freed_artifact():
+    """The breaking call runs mini.reset(), which frees the artifact of the unit that broke;
+    the frame must not read it afterwards (it read the next unit's offset from freed memory,
+    reused by the compile inside the call, and failed: 'cannot resume at offset ...')."""
+    x = T(3)
+    expected = _calls_reset(x)
+    cf = mini.compile(_calls_reset, backend="eager")
+    for _ in range(2):
+        same(cf(x), expected)

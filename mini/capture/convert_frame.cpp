@@ -1,4 +1,9 @@
-#include "capture/compiler.h"
+// convert_frame.cpp — Dynamo's convert_frame and eval_frame callback: the frame hook
+// (on_frame), the per-unit cache lookup and compile (lookup_or_compile, compile_unit,
+// automatic dynamic), running a unit's artifact and rebuilding the frame after it (run_unit,
+// build, write_back_inputs, replay_side_effects), and the resume point of a graph break
+// (resume_after_break, run_instruction).
+#include "capture/convert_frame.h"
 
 #include <unistd.h>
 
@@ -541,25 +546,27 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
     if (g.source < 0) continue;
     const SourceRef& src = gs.sources()[g.source];
     std::string key = src->str();
-    bool tensor = g.kind == guards::GuardKind::TensorMatch;
+    bool tensor = g.as<guards::TensorMatch>() != nullptr;
+    const guards::EqualsMatch* constant = g.as<guards::EqualsMatch>();
     auto old = unit.seen.find(key);
     if (old != unit.seen.end() && old->second.tensor == tensor) continue;  // first sighting of this kind wins
     if (tensor) {
       PyObject* o = guards::fetch(*src, fv);
       if (TensorImpl* t = o ? guards::unwrap_tensor(o) : nullptr) unit.seen[key] = {src, true, t->sizes, ""};
       Py_XDECREF(o);
-    } else if (g.kind == guards::GuardKind::EqualsMatch &&
-               (PyFloat_CheckExact(g.object) || PyLong_CheckExact(g.object))) {
-      unit.seen[key] = {src, false, {}, repr_of(g.object)};
+    } else if (constant && (PyFloat_CheckExact(constant->constant) || PyLong_CheckExact(constant->constant))) {
+      unit.seen[key] = {src, false, {}, repr_of(constant->constant)};
     }
   }
 }
 
-// Automatic dynamic: before recompiling a unit, compare the new call's values with what
-// earlier compiles saw; sizes that changed become symbolic, numbers that changed become
-// graph inputs (torch 2.11: one recompile, then never again for that change).
-void note_recompile(guards::UnitCache& unit, const guards::FrameValues& fv, const std::string& reason,
-                    CompileRequest* req) {
+// Automatic dynamic (torch's automatic_dynamic_shapes, kept per code in pgo.py's
+// CodeState): before recompiling a unit after a guard failure, compare the new call's values
+// with what earlier compiles saw (record_seen); sizes that changed become symbolic, numbers
+// that changed become graph inputs (torch 2.11: one recompile, then never again for that
+// change). A change of rank makes every dim of that tensor symbolic.
+void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv,
+                                    CompileRequest* req) {
   if (!compile_config().automatic_dynamic_shapes || req->dynamic == 0) return;
   for (auto& [key, seen] : unit.seen) {
     PyObject* o = guards::fetch(*seen.source, fv);
@@ -580,11 +587,10 @@ void note_recompile(guards::UnitCache& unit, const guards::FrameValues& fv, cons
         }
         dyn.resize(seen.sizes.size(), false);
         for (size_t d = 0; d < seen.sizes.size(); d++) {
-          bool changed = rank_changed || t->sizes[d] != seen.sizes[d];
+          bool changed = t->sizes[d] != seen.sizes[d];
           if (changed && !dyn[d] && log_channels().dynamic)
             log_write("automatic dynamic: " + key + ".size()[" + std::to_string(d) + "] changed " +
-                      std::to_string(seen.sizes[d]) + " -> " +
-                      (rank_changed ? std::string("(rank changed)") : std::to_string(t->sizes[d])) +
+                      std::to_string(seen.sizes[d]) + " -> " + std::to_string(t->sizes[d]) +
                       ", recompiling with that dim symbolic");
           dyn[d] = dyn[d] || changed;
         }
@@ -597,7 +603,6 @@ void note_recompile(guards::UnitCache& unit, const guards::FrameValues& fv, cons
     }
     Py_DECREF(o);
   }
-  (void)reason;
 }
 
 void release_all(std::vector<PyObject*>& v) {
@@ -741,21 +746,190 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   return art;
 }
 
-PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, void*) {
-  if (t_requests.empty()) return run_default(ts, frame, throwflag);
-  CompileRequest* req = t_requests.back();
-  FrameView view(frame);
+// How a unit runs on this call, as lookup_or_compile decided.
+enum class UnitPlan {
+  Run,          // run the artifact found in the cache or just compiled
+  RunNatively,  // CPython runs the unit capture cannot handle; what it calls is captured
+  RunOnly,      // past the cache size limit: CPython runs the unit with the hook off for
+                // the functions it calls (torch's RUN_ONLY for them: no new compiles)
+  Error,        // a Python error is set
+};
+
+// The cache lookup and compile of Dynamo's convert_frame, for the unit at `offset`: the
+// first entry whose guards hold; on a miss, the recompile reason (the newest entry's first
+// failing guard), automatic dynamic, the cache size limit, then a compile whose entry goes
+// in at the front. *art is what Run runs: held by the caller too, as code the unit runs
+// (the breaking call, a backend, a setter) may call mini.reset(), which empties the cache.
+UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offset,
+                           const guards::FrameValues& fv, CompileRequest* req,
+                           std::shared_ptr<Artifact>* art) {
+  HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
+  guards::CacheEntry* hit = nullptr;
+  // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
+  try {
+    hit = unit.lookup(fv, req->backend_key);
+  } catch (const std::exception& e) {
+    set_python_error(e);
+    return UnitPlan::Error;
+  }
+  if (hit) {
+    *art = std::static_pointer_cast<Artifact>(hit->artifact);
+    return UnitPlan::Run;
+  }
+  if (unit.run_only) return UnitPlan::RunOnly;
+  if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
+  std::string reason;
+  try {
+    if (!unit.entries.empty()) reason = unit.recompile_reason(fv, req->backend_key);
+  } catch (const std::exception& e) {
+    set_python_error(e);
+    return UnitPlan::Error;
+  }
+  if (unit.compiles >= compile_config().cache_size_limit) {
+    unit.run_only = true;
+    std::string msg = "mini hit config.cache_size_limit (" +
+                      std::to_string(compile_config().cache_size_limit) + ")\n   function: " +
+                      function_label(code) + "\n   last reason: " + reason +
+                      "\nTo log all recompilation reasons, use MINI_LOGS=\"recompiles\".";
+    if (req->fullgraph) {
+      PyErr_SetString(g_unsupported_error, msg.c_str());
+      return UnitPlan::Error;
+    }
+    if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return UnitPlan::Error;
+    return UnitPlan::RunOnly;
+  }
+  if (!reason.empty()) {
+    automatic_dynamic_on_recompile(unit, fv, req);
+    if (log_channels().recompiles)
+      log_write("Recompiling function " + std::string(PyUnicode_AsUTF8(code->co_name)) + " in " +
+                PyUnicode_AsUTF8(code->co_filename) + ":" + std::to_string(code->co_firstlineno) +
+                "\n    triggered by the following guard failure(s):\n    - " + reason);
+  }
+  std::unique_ptr<guards::GuardSet> guard_set;
+  std::shared_ptr<Artifact> compiled = compile_unit(code, unit, offset, fv, req, &guard_set);
+  if (!compiled) return UnitPlan::Error;
+  if (compiled->exit == Trace::Exit::Skip) {
+    unit.skip_reason = compiled->break_reason;
+    return UnitPlan::RunNatively;
+  }
+  if (compiled->exit == Trace::Exit::Native && compiled->graph->op_count() == 0 &&
+      compiled->exit_instruction.offset == offset) {
+    unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
+    return UnitPlan::RunNatively;
+  }
+  record_seen(unit, fv, *guard_set);
+  guards::CacheEntry entry;
+  entry.guards = std::move(guard_set);
+  entry.artifact = compiled;
+  entry.compile_id = unit.compiles++;
+  entry.backend_key = req->backend_key;
+  Py_INCREF(entry.backend_key);
+  unit.add(std::move(entry));
+  *art = std::move(compiled);
+  return UnitPlan::Run;
+}
+
+// True (after logging why) when the unit's inputs alias differently from the traced call's:
+// the unit then runs eagerly (torch's NO_TENSOR_ALIASING guard).
+bool inputs_alias_differently(const Artifact& art, const guards::FrameValues& fv,
+                              PyCodeObject* code) {
+  bool aliased;
+  {
+    HookDisabled no_hook;
+    aliased = aliasing_changed(art, fv);
+  }
+  if (aliased && log_channels().graph_breaks)
+    log_write("mini: the inputs of " + function_label(code) + " alias differently from the "
+              "traced call's (one tensor passed twice, or memory shared with a tensor the graph "
+              "writes); it runs eagerly from here");
+  return aliased;
+}
+
+// Runs one unit's artifact on the frame's values: its graph, the write-back of the inputs it
+// wrote in place, the side effects the trace recorded and the grad mode the unit's code
+// left. Then rebuilds what follows the unit: the return value (*result, New) or, at a break,
+// the frame's new locals and stack, which replace `locals` and `stack` (the old references
+// are released). False with a Python error set, and nothing replaced.
+bool run_unit(const Artifact& art, const guards::FrameValues& fv, std::vector<PyObject*>& locals,
+              std::vector<PyObject*>& stack, PyObject** result) {
+  std::vector<PyObject*> outs;
+  bool failed = false;
+  PyObject* returned = nullptr;
+  std::vector<PyObject*> new_locals, new_stack, effects, made;
+  {
+    HookDisabled no_hook;
+    if (!run_graph_of(art, fv, &outs)) return release_all(outs), false;
+    if (!write_back_inputs(art, fv, outs)) return release_all(outs), false;
+    if (art.exit == Trace::Exit::Return) {
+      returned = build(art.output, outs, fv, &failed, made);
+    } else {
+      for (auto& s : art.exit_stack) new_stack.push_back(build(s, outs, fv, &failed, made));
+      for (auto& s : art.exit_locals) new_locals.push_back(build(s, outs, fv, &failed, made));
+    }
+    for (auto& e : art.side_effects)
+      effects.push_back(failed ? nullptr : build(e.value, outs, fv, &failed, made));
+    release_all(outs);
+    release_all(made);
+    if (!failed && !replay_side_effects(art, fv, effects)) failed = true;
+    release_all(effects);
+  }
+  if (failed) {
+    Py_XDECREF(returned);
+    release_all(new_locals);
+    release_all(new_stack);
+    return false;
+  }
+  // The grad mode the unit's code left (a with mini.no_grad() block open at the break): the
+  // graph ran its ops in their modes without touching the global one.
+  if (grad_enabled() != art.grad_enabled_after) set_grad_enabled(art.grad_enabled_after);
+  if (art.exit == Trace::Exit::Return) {
+    *result = returned;
+    return true;
+  }
+  release_all(locals);
+  release_all(stack);
+  locals = std::move(new_locals);
+  stack = std::move(new_stack);
+  return true;
+}
+
+// The resume point after a graph break: the instruction the trace stopped at runs with real
+// objects on the rebuilt stack (the hook stays on: a function it calls is captured on its
+// own). Returns the offset of the next unit, the instruction after it; or -1 with a Python
+// error set. Torch's resume functions (resume_in_f_at_N) start at the same place.
+int resume_after_break(const Artifact& art, std::vector<PyObject*>& stack) {
+  int on_raise = art.grad_enabled_on_raise;
+  int offset = run_instruction(art.exit_instruction, stack, art.exit_kw_names);
+  // the ends of the grad-mode with blocks around the call restore the mode and re-raise
+  if (offset < 0 && on_raise >= 0) set_grad_enabled(on_raise);
+  return offset;
+}
+
+// Frames the hook never captures (Dynamo's skip rules): code that is not a function's,
+// mini's own files, and code that uses zero-argument super().
+bool skipped_frame(const FrameView& view) {
   PyCodeObject* code = view.code;
-  if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return run_default(ts, frame, throwflag);
+  if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return true;
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   // mini's own frames run as they are, except mini.nn's modules, which user code calls and
   // capture inlines (as Dynamo traces torch.nn)
   if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
       strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
-    return run_default(ts, frame, throwflag);
+    return true;
+  // zero-argument super() needs CPython's own frame
+  return code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1;
+}
 
-  if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)
-    return run_default(ts, frame, throwflag);  // zero-argument super() needs CPython's own frame
+// The frame hook (Dynamo's eval_frame callback): skips the frames it must not touch, then
+// runs the frame unit by unit. Each unit is looked up or compiled, run, and either returns,
+// hands the rest of the frame to CPython, or stops at a graph break, whose instruction runs
+// before the next unit starts.
+PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, void*) {
+  if (t_requests.empty()) return run_default(ts, frame, throwflag);
+  CompileRequest* req = t_requests.back();
+  FrameView view(frame);
+  PyCodeObject* code = view.code;
+  if (skipped_frame(view)) return run_default(ts, frame, throwflag);
   guards::CodeCache* cache = guards::code_cache(code, false);
   std::vector<PyObject*> entry_locals = view.locals();
   if (!cache) {
@@ -766,12 +940,11 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   // The frame's state as units run: locals and stack, owned references.
   std::vector<PyObject*> locals(entry_locals), stack;
   for (PyObject* o : locals) Py_XINCREF(o);
-  int offset = 0;
-  auto fail = [&]() -> PyObject* {
+  auto finish = [&](PyObject* result) {  // mini ran the frame to its end (or to an error)
     release_all(locals);
     release_all(stack);
     finish_frame(ts, frame);
-    return nullptr;
+    return result;
   };
   auto run_natively = [&](int at) -> PyObject* {
     if (at == 0) {
@@ -783,138 +956,30 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     ResumeCells cells = code->co_ncellvars > 0 ? ResumeCells::AreCells : ResumeCells::FromValues;
     return resume_native(ts, frame, at, l, st, cells);  // steals l and st
   };
+  int offset = 0;
   for (;;) {
     guards::UnitCache& unit = cache->unit(offset);
     if (!unit.skip_reason.empty()) return run_natively(offset);
     guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins,
                            stack.data(), (int)stack.size()};
     fv.closure = ((PyFunctionObject*)view.function)->func_closure;
-    Artifact* art = nullptr;
-    {
-      HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
-      guards::CacheEntry* hit = nullptr;
-      std::string reason;
-      // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
-      try {
-        hit = unit.lookup(fv, req->backend_key);
-      } catch (const std::exception& e) {
-        set_python_error(e);
-        return fail();
+    std::shared_ptr<Artifact> art;
+    switch (lookup_or_compile(code, unit, offset, fv, req, &art)) {
+      case UnitPlan::Run: break;
+      case UnitPlan::RunNatively: return run_natively(offset);
+      case UnitPlan::RunOnly: {
+        HookDisabled no_hook;
+        return run_natively(offset);
       }
-      if (hit) {
-        art = static_cast<Artifact*>(hit->artifact.get());
-      } else {
-        if (unit.run_only) return run_natively(offset);
-        if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
-        try {
-          if (!unit.entries.empty()) reason = unit.recompile_reason(fv, req->backend_key);
-        } catch (const std::exception& e) {
-          set_python_error(e);
-          return fail();
-        }
-        if (unit.compiles >= compile_config().cache_size_limit) {
-          unit.run_only = true;
-          std::string msg = "mini hit config.cache_size_limit (" + std::to_string(compile_config().cache_size_limit) +
-                            ")\n   function: " + function_label(code) + "\n   last reason: " + reason +
-                            "\nTo log all recompilation reasons, use MINI_LOGS=\"recompiles\".";
-          if (req->fullgraph) {
-            PyErr_SetString(g_unsupported_error, msg.c_str());
-            return fail();
-          }
-          if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return fail();
-          return run_natively(offset);
-        }
-        if (!reason.empty()) {
-          note_recompile(unit, fv, reason, req);
-          if (log_channels().recompiles)
-            log_write("Recompiling function " + std::string(PyUnicode_AsUTF8(code->co_name)) + " in " +
-                      PyUnicode_AsUTF8(code->co_filename) + ":" + std::to_string(code->co_firstlineno) +
-                      "\n    triggered by the following guard failure(s):\n    - " + reason);
-        }
-        std::unique_ptr<guards::GuardSet> guard_set;
-        std::shared_ptr<Artifact> compiled = compile_unit(code, unit, offset, fv, req, &guard_set);
-        if (!compiled) return fail();
-        if (compiled->exit == Trace::Exit::Skip) {
-          unit.skip_reason = compiled->break_reason;
-          return run_natively(offset);
-        }
-        if (compiled->exit == Trace::Exit::Native && compiled->graph->op_count() == 0 &&
-            compiled->exit_instruction.offset == offset) {
-          unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
-          return run_natively(offset);
-        }
-        record_seen(unit, fv, *guard_set);
-        guards::CacheEntry entry;
-        entry.guards = std::move(guard_set);
-        entry.artifact = compiled;
-        entry.compile_id = unit.compiles++;
-        entry.backend_key = req->backend_key;
-        Py_INCREF(entry.backend_key);
-        art = static_cast<Artifact*>(unit.add(std::move(entry)).artifact.get());
-      }
+      case UnitPlan::Error: return finish(nullptr);
     }
-    bool aliased;
-    {
-      HookDisabled no_hook;
-      aliased = aliasing_changed(*art, fv);
-    }
-    if (aliased) {
-      if (log_channels().graph_breaks)
-        log_write("mini: the inputs of " + function_label(code) + " alias differently from the "
-                  "traced call's (one tensor passed twice, or memory shared with a tensor the graph "
-                  "writes); it runs eagerly from here");
-      return run_natively(offset);
-    }
-    // Run the unit's graph, write back the inputs it wrote, rebuild what comes after it.
-    std::vector<PyObject*> outs;
-    bool failed = false;
+    if (inputs_alias_differently(*art, fv, code)) return run_natively(offset);
     PyObject* result = nullptr;
-    std::vector<PyObject*> new_locals, new_stack, effects, made;
-    {
-      HookDisabled no_hook;
-      if (!run_graph_of(*art, fv, &outs)) return release_all(outs), fail();
-      if (!write_back_inputs(*art, fv, outs)) return release_all(outs), fail();
-      if (art->exit == Trace::Exit::Return) {
-        result = build(art->output, outs, fv, &failed, made);
-      } else {
-        for (auto& s : art->exit_stack) new_stack.push_back(build(s, outs, fv, &failed, made));
-        for (auto& s : art->exit_locals) new_locals.push_back(build(s, outs, fv, &failed, made));
-      }
-      for (auto& e : art->side_effects) effects.push_back(failed ? nullptr : build(e.value, outs, fv, &failed, made));
-      release_all(outs);
-      release_all(made);
-      if (!failed && !replay_side_effects(*art, fv, effects)) failed = true;
-      release_all(effects);
-    }
-    if (failed) {
-      Py_XDECREF(result);
-      release_all(new_locals);
-      release_all(new_stack);
-      return fail();
-    }
-    // The grad mode the unit's code left (a with mini.no_grad() block open at the break): the
-    // graph ran its ops in their modes without touching the global one.
-    if (grad_enabled() != art->grad_enabled_after) set_grad_enabled(art->grad_enabled_after);
-    if (art->exit == Trace::Exit::Return) {
-      release_all(locals);
-      release_all(stack);
-      finish_frame(ts, frame);
-      return result;
-    }
-    release_all(locals);
-    release_all(stack);
-    locals = std::move(new_locals);
-    stack = std::move(new_stack);
+    if (!run_unit(*art, fv, locals, stack, &result)) return finish(nullptr);
+    if (art->exit == Trace::Exit::Return) return finish(result);
     if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
-    // Break: the instruction runs with real objects (the hook stays on: a function it
-    // calls is captured on its own), then the next unit starts after it.
-    int on_raise = art->grad_enabled_on_raise;
-    offset = run_instruction(art->exit_instruction, stack, art->exit_kw_names);
-    if (offset < 0) {
-      // the ends of the grad-mode with blocks around the call restore the mode and re-raise
-      if (on_raise >= 0) set_grad_enabled(on_raise);
-      return fail();
-    }
+    offset = resume_after_break(*art, stack);  // Trace::Exit::Break
+    if (offset < 0) return finish(nullptr);
   }
 }
 

@@ -1,11 +1,14 @@
-// compiler.h — the driver: what happens to a frame that enters a compiled region (Dynamo's
-// convert_frame + eval_frame callback).
+// convert_frame.h — the driver: what happens to a frame that enters a compiled region
+// (Dynamo's convert_frame + eval_frame callback).
 //
-// On each frame: skip it (mini's own code, generators, frames without tensors), or look up
-// its CodeCache; on a hit run the stored artifact; on a miss trace it, hand the graph to
-// the backend, store a new CacheEntry at the front, and run it. Past the cache size limit,
-// warn once and run the code eagerly from then on. What capture cannot trace runs eagerly
-// with the reason logged (or raises, under fullgraph=True).
+// On each frame: skip it (mini's own code, generators, frames without tensors), or run it
+// unit by unit (convert_frame.cpp: on_frame). For each unit, lookup_or_compile looks up its
+// UnitCache; on a hit it runs the stored artifact; on a miss it traces the unit, hands the
+// graph to the backend and stores a new CacheEntry at the front. run_unit runs the artifact
+// and rebuilds the frame; at a graph break resume_after_break runs the breaking instruction
+// and the next unit starts after it. Past the cache size limit, warn once and run the code
+// eagerly from then on. What capture cannot trace runs eagerly with the reason logged (or
+// raises, under fullgraph=True).
 #pragma once
 #include <Python.h>
 
