@@ -122,6 +122,15 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
       g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
       return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
     }
+    // A tensor sharing memory with an input this trace already wrote in place: what the
+    // graph would read is not its value now. The unit ends here (before anything about this
+    // input is recorded), and CPython reads it after the write-back.
+    for (const auto& s : ctx.input_storages) {
+      TensorImpl* other = guards::unwrap_tensor(ctx.trace.example_inputs.at(s->input));
+      if (s->mutated && other && other->storage == t->storage)
+        unsupported("reading " + src->str() + ", which shares memory with " +
+                    ctx.trace.input_sources[s->input]->str() + ", already written in place");
+    }
     std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
     graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
     int input_pos = (int)ctx.graph().inputs.size();
