@@ -859,8 +859,11 @@ VarRef FrameInterpreter::run() {
       t.exit = can_run_eagerly(in, saved_stack) ? Trace::Exit::Break : Trace::Exit::Native;
       // A branch on a tensor inside a loop: every iteration would break again. As Dynamo,
       // capture leaves the unit to CPython (the graphs before the loop stay compiled).
+      // (only a Break exit is a call or a branch; a Native one may stop at an instruction
+      // with an empty stack, such as LOAD_FAST)
       bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
-      bool tensor_branch = !call && saved_stack.back()->is(Var::Kind::Tensor);
+      bool tensor_branch = t.exit == Trace::Exit::Break && !call && !saved_stack.empty() &&
+                           saved_stack.back()->is(Var::Kind::Tensor);
       if (t.exit == Trace::Exit::Break && tensor_branch && in_loop(pc_ - 1)) t.exit = Trace::Exit::Skip;
       undo_writes(ctx_, writes);  // the instruction runs again eagerly
       exit_stack_ = std::move(saved_stack);
