@@ -93,3 +93,22 @@ def calls(fn, *arg_lists, frames):
         c(*args)
     assert c.frames == frames, f"frame_count {c.frames} != {frames}"
     return c
+
+
+def counted(fn, **kw):
+    """fn compiled with a fresh CompileCounter backend (kept alive for the test): (cf, cnt)."""
+    cnt = mini.CompileCounter()
+    ALIVE.append(cnt)
+    return mini.compile(fn, backend=cnt, **kw), cnt
+
+
+def frames_over(fn, arg_lists, **kw):
+    """Calls fn compiled once per argument tuple (checking each result against eager);
+    returns the frame count after each call."""
+    cf, cnt = counted(fn, **kw)
+    out = []
+    for args in arg_lists:
+        expected = fn(*args)
+        same(cf(*args), expected)
+        out.append(cnt.frame_count)
+    return out

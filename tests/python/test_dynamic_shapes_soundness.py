@@ -11,25 +11,8 @@ Every result is compared with eager's, computed first."""
 import pytest
 
 import mini
-from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
+from capture_helpers import ALIVE, T, counted, frames_over, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
 
-
-def counted(fn, **kw):
-    cnt = mini.CompileCounter()
-    ALIVE.append(cnt)
-    return mini.compile(fn, backend=cnt, **kw), cnt
-
-
-def frames_over(fn, arg_lists, **kw):
-    """Calls fn compiled once per argument tuple, checking each result against eager's;
-    returns the frame count after each call."""
-    cf, cnt = counted(fn, **kw)
-    out = []
-    for args in arg_lists:
-        expected = fn(*args)
-        same(cf(*args), expected)
-        out.append(cnt.frame_count)
-    return out
 
 
 def vectors(*sizes):
