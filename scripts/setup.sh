@@ -3,7 +3,8 @@
 #   1. Debian packages (C/C++ dependencies): catch2, libopenblas-dev, a C++ compiler, CMake.
 #   2. .venv from the python3 on the PATH (3.11), with requirements.txt's pinned Python packages.
 #   3. CMake configure + build into build/ (the importable package lands in build/python).
-#   4. With --all-pythons (scripts/test.sh passes it): for each of Python 3.12 and 3.13 that is
+#   4. With --all-pythons (scripts/test.sh passes it): the package built with ASan + UBSan into
+#      build-san/ (for ctest's sanitized Python tests), and for each of Python 3.12 and 3.13 that is
 #      installed (pyenv's, or python3.X on the PATH; override with PY312=... PY313=...):
 #      .venv-3.1X with requirements-test.txt's pins, and the extension built against it into
 #      build-py31X/ (only the package: build-py31X/python). A missing interpreter is reported
@@ -55,8 +56,18 @@ if [ ! -f build/CMakeCache.txt ]; then
 fi
 cmake --build build -j"$jobs"
 
-# The other Python versions: the extension and the package only (no C++ tests, no sanitizers).
+# What only the tests need (scripts/test.sh passes --all-pythons).
 [ "$all_pythons" = 1 ] || exit 0
+
+# build-san/: the extension again, built with ASan + UBSan, for ctest's python_tests_asan_ubsan.
+if [ ! -f build-san/CMakeCache.txt ]; then
+  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DPython_EXECUTABLE="$PWD/.venv/bin/python" -DMINI_SANITIZE=ON \
+        -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF >/dev/null
+fi
+cmake --build build-san -j"$jobs" --target _C mini_python_files
+
+# The other Python versions: the extension and the package only (no C++ tests, no sanitizers).
 for version in 3.12 3.13; do
   tag=py${version//./}
   if ! python=$(find_python "$version"); then

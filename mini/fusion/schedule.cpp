@@ -17,9 +17,12 @@ using graph::Node;
 using graph::NodeKind;
 
 int64_t meta_bytes(const graph::Graph& g, const graph::TensorMeta& m) {
-  int64_t n = 1;
-  for (int64_t s : m.sizes) n *= s >= 0 ? s : graph::is_symbol(s) ? g.symbols[graph::symbol_index(s)].hint : 1;
-  return n * (int64_t)itemsize(m.dtype);
+  int64_t n = (int64_t)itemsize(m.dtype);
+  for (int64_t s : m.sizes) {
+    int64_t v = s >= 0 ? s : graph::is_symbol(s) ? g.symbols[graph::symbol_index(s)].hint : 1;
+    if (__builtin_mul_overflow(n, v, &n)) return INT64_MAX;  // an estimate: saturate
+  }
+  return n;
 }
 
 namespace {

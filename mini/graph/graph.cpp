@@ -248,7 +248,8 @@ static TensorMeta contiguous_meta(const Shape& sizes, DType dtype) {
   for (size_t i = sizes.size(); i-- > 0;) {  // strides right of every symbol are known
     if (acc < 0) break;
     st[i] = acc;
-    acc = sizes[i] < 0 ? -1 : acc * std::max<int64_t>(sizes[i], 1);
+    // unsigned: a zero-size shape's strides may pass int64 (never used to address memory)
+    acc = sizes[i] < 0 ? -1 : (int64_t)((uint64_t)acc * (uint64_t)std::max<int64_t>(sizes[i], 1));
   }
   return {sizes, st, dtype, false};
 }
@@ -274,17 +275,19 @@ static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attr
       // numel as (concrete product, symbols); a -1 entry is what is left when they cancel
       int64_t known_in = 1, known_out = 1;
       std::vector<int64_t> sym_in, sym_out;
+      bool overflow = false;
       for (int64_t v : s) {
         if (v < 0) sym_in.push_back(v);
-        else known_in *= v;
+        else overflow |= __builtin_mul_overflow(known_in, v, &known_in);
       }
       int infer_at = -1;
       for (size_t i = 0; i < a.shape.size(); i++) {
         int64_t v = a.shape[i];
         if (v == -1) infer_at = (int)i;
         else if (v < 0) sym_out.push_back(v);
-        else known_out *= v;
+        else overflow |= __builtin_mul_overflow(known_out, v, &known_out);
       }
+      if (overflow) fail("the element count of shape ", shape_str(a.shape), " overflows int64");
       s = a.shape;
       if (infer_at >= 0) {
         std::sort(sym_in.begin(), sym_in.end());

@@ -22,10 +22,12 @@ int64_t numel_of(const Shape& shape) {
 
 Strides contiguous_strides(const Shape& shape) {
   Strides st(shape.size());
-  int64_t acc = 1;
+  // Unsigned: a zero-size shape may have strides past int64 ([0, 2^62, 4]); they are never
+  // used to address memory, and signed overflow would be undefined behaviour.
+  uint64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    st[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    st[i] = (int64_t)acc;
+    acc *= (uint64_t)std::max<int64_t>(shape[i], 1);
   }
   return st;
 }

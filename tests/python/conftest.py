@@ -246,5 +246,8 @@ ASSIGNMENTS = {
 
 
 def pytest_configure(config):
+    # rss: asserts on the process's resident memory. The sanitized run (python-san in
+    # tests/python_versions/run.sh) leaves these out: ASan's quarantine holds freed memory.
+    config.addinivalue_line("markers", "rss: asserts that resident memory stays flat")
     for marker, what in ASSIGNMENTS.items():
         config.addinivalue_line("markers", f"{marker}: the tests of assignment {what}")

@@ -281,6 +281,7 @@ class _Cfg:
     scale = 2
 
 
+@pytest.mark.rss
 @pytest.mark.parametrize("backend", ["eager", "counter"])
 def test_memory_flat_over_1e5_cached_calls(backend):
     try:

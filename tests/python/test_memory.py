@@ -79,11 +79,13 @@ def _mlp_loop(n):
                 p.grad.zero_()
 
 
+@pytest.mark.rss
 def test_rss_flat_over_many_small_eager_ops():
     growth = _growth(_pointwise_loop, 10_000, 100_000)
     assert growth < 20 * MB, f"RSS grew by {growth / MB:.1f} MB over 2*10^5 eager ops"
 
 
+@pytest.mark.rss
 def test_rss_flat_over_many_backward_passes():
     growth = _growth(_mlp_loop, 100, 1_000)
     assert growth < 20 * MB, f"RSS grew by {growth / MB:.1f} MB over 10^3 backward passes"

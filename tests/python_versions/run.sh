@@ -5,6 +5,9 @@
 #                extension for it into build/capture_probe/py<version>/)
 #   probe-san    the same with the probe built with ASan + UBSan (build/capture_probe/
 #                san-py<version>/), libasan preloaded
+#   python-san   the capture, guard and inductor Python tests (and the misuse catalog) under
+#                PYTHON against BUILDDIR/python built with MINI_SANITIZE=ON (ASan + UBSan;
+#                scripts/setup.sh makes build-san/), libasan preloaded
 #   capture      the capture Python tests (tests/python/test_capture*.py, test_guard*.py,
 #                test_graph_break*.py, test_dynamic_shape*.py, and test_aot.py: training
 #                graphs of captured functions and modules; all that exist) under PYTHON's
@@ -59,6 +62,20 @@ case "$kind" in
       exit 0
     fi
     exec "$python" -m pytest -q -p no:cacheprovider "${files[@]}"
+    ;;
+  python-san)
+    need_package
+    shopt -s nullglob
+    files=(tests/python/test_capture*.py tests/python/test_guard*.py
+           tests/python/test_graph_break*.py tests/python/test_dynamic_shape*.py
+           tests/python/test_inductor*.py tests/python/test_kernel_cache*.py
+           tests/python/test_misuse*.py tests/python/test_aot.py)
+    # Leaks are not checked: CPython keeps interned objects and arenas alive at exit. Tests
+    # marked rss (resident memory stays flat) run in the plain build only: ASan's quarantine
+    # holds freed memory by design.
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+      ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+      exec "$python" -m pytest -q -p no:cacheprovider -m "not rss" "${files[@]}"
     ;;
   conformance)
     need_package
