@@ -51,6 +51,9 @@ std::string read_file(const std::string& p) {
   return s.str();
 }
 
+std::atomic<bool> g_inject_codegen_error{false};
+std::atomic<int> g_temp_counter{0};  // for names used once
+
 // A cache entry is one file, <key>.so: the library the compiler wrote, then this trailer.
 // The loader reads only what the ELF headers point at, so the trailer does not change what
 // dlopen maps; it lets a process check, before dlopen, that the file is whole (a truncated
@@ -64,20 +67,18 @@ struct Trailer {
 };
 constexpr char kTrailerMagic[8] = {'m', 'i', 'n', 'i', 'k', 'c', '0', '1'};
 
-bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
-
-// Whether `lib` is a whole entry for `key`; `why` says what is wrong when it is not, and `st`
-// is the file that was checked.
-bool check_entry(const std::string& lib, const std::string& key, std::string* why, struct stat* st) {
+// Whether `lib` is a whole entry for `key`, read into `bytes`; `why` says what is wrong when it
+// is not ("" for a missing file).
+bool check_entry(const std::string& lib, const std::string& key, std::string* why, std::string& bytes) {
   int fd = open(lib.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *why = errno == ENOENT ? "" : cat("cannot be read (", strerror(errno), ")");
     return false;
   }
-  std::string bytes;
-  bool read_all = fstat(fd, st) == 0;
+  struct stat st;
+  bool read_all = fstat(fd, &st) == 0;
   if (read_all) {
-    bytes.resize((size_t)st->st_size);
+    bytes.resize((size_t)st.st_size);
     size_t got = 0;
     while (got < bytes.size()) {
       ssize_t r = pread(fd, &bytes[got], bytes.size() - got, (off_t)got);
@@ -108,26 +109,36 @@ bool check_entry(const std::string& lib, const std::string& key, std::string* wh
 // Checks and loads the entry at `lib` into cg (handle and kernels); false with `why` set when
 // it is missing (why empty), fails a check, or does not load.
 bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& key, std::string* why) {
-  struct stat checked, now;
-  if (!check_entry(lib, key, why, &checked)) return false;
-  // glibc's dlopen hands back an object already loaded under the same path (or inode) without
-  // reading the file again. That object was checked for this key when it was loaded, and no
-  // file is ever changed in place (entries are renamed over), so it is the same library.
-  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    *why = cat("does not load: ", dlerror());
-    return false;
+  static std::mutex mu;
+  static std::map<std::string, void*> loaded;  // entry -> the library this process loaded from it
+  void* handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (loaded.count(lib)) handle = loaded[lib];
   }
-  if (stat(lib.c_str(), &now) != 0 || !same_file(checked, now)) {  // replaced between check and dlopen
-    dlclose(handle);
-    *why = "was replaced while it was loaded";
-    return false;
+  if (!handle) {
+    std::string bytes;
+    if (!check_entry(lib, key, why, bytes)) return false;
+    // dlopen maps a copy of the bytes just checked, made under a name used once and unlinked
+    // at once: what runs is what was checked, a later change to the entry's file (even in
+    // place, which would SIGBUS a process mapping it) cannot reach this process, and glibc's
+    // dlopen, which hands back any object already loaded under the same path or inode, never
+    // answers with an older library.
+    std::string copy = cat(lib.substr(0, lib.size() - 3), ".", getpid(), ".", g_temp_counter++, ".load.so");
+    std::ofstream out(copy, std::ios::binary);
+    out.write(bytes.data(), (std::streamsize)(bytes.size() - sizeof(Trailer)));
+    out.close();
+    if (!out.fail()) handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    *why = out.fail() ? cat("cannot be copied to ", copy, " for loading") : handle ? "" : cat("does not load: ", dlerror());
+    std::remove(copy.c_str());
+    if (!handle) return false;
+    std::lock_guard<std::mutex> lock(mu);
+    loaded[lib] = handle;
   }
   std::vector<KernelFn> kernels;
   for (const auto& k : cg.schedule.groups) {
     auto fn = (KernelFn)dlsym(handle, k.name.c_str());
     if (!fn) {
-      dlclose(handle);
       *why = cat("has no kernel ", k.name);
       return false;
     }
@@ -187,9 +198,6 @@ int run_compiler(const std::string& command, const std::string& source, const st
   { std::ofstream(src) << source; }
   return std::system((command + " " + src + " -o " + out + " > " + log + " 2>&1").c_str());
 }
-
-std::atomic<bool> g_inject_codegen_error{false};
-std::atomic<int> g_temp_counter{0};
 
 }  // namespace
 
