@@ -132,8 +132,6 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
     *why = out.fail() ? cat("cannot be copied to ", copy, " for loading") : handle ? "" : cat("does not load: ", dlerror());
     std::remove(copy.c_str());
     if (!handle) return false;
-    std::lock_guard<std::mutex> lock(mu);
-    loaded[lib] = handle;
   }
   std::vector<KernelFn> kernels;
   for (const auto& k : cg.schedule.groups) {
@@ -143,6 +141,10 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
       return false;
     }
     kernels.push_back(fn);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    loaded[lib] = handle;
   }
   cg.handle = handle;
   cg.kernels = std::move(kernels);
