@@ -201,8 +201,6 @@ int run_compiler(const std::string& command, const std::string& source, const st
   return std::system((command + " " + src + " -o " + out + " > " + log + " 2>&1").c_str());
 }
 
-}  // namespace
-
 // The report of a failed compile: a compiler that is missing or fails on mini's prelude alone
 // (a problem of the machine), or one that rejects a kernel (a bug in mini's code generation).
 [[noreturn]] void compile_failed(const CompiledGraph& cg, const std::string& command, int rc, std::string out,
@@ -211,7 +209,7 @@ int run_compiler(const std::string& command, const std::string& source, const st
   std::remove((stem + ".log").c_str());
   for (size_t at; (at = out.find(stem + ".cpp")) != std::string::npos;) out.replace(at, stem.size() + 4, src);
   if (out.size() > 2000) out = out.substr(0, 2000) + "...";
-  std::string fallback = "To run meanwhile: mini.compile(fn, backend=\"eager\"), or mini.config.suppress_errors = True "
+  std::string fallback = "To run meanwhile: mini.compile(fn, backend='eager'), or mini.config.suppress_errors = True "
                          "(each graph that fails to compile runs eagerly, with a warning).";
   std::string compiler = command.substr(0, command.find(' '));
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)  // the shell found no compiler
@@ -227,7 +225,7 @@ int run_compiler(const std::string& command, const std::string& source, const st
          fallback, "\nIts output:\n", out.empty() ? "(none)\n" : out);
   // The first error and the two lines after it (the source line and gcc's caret), and the
   // kernel whose definition holds that line.
-  size_t first = out.find("error");
+  size_t first = out.find("error:");
   size_t begin = first == std::string::npos ? 0 : out.rfind('\n', first) + 1, end = begin;
   for (int lines = 0; lines < 3 && end != std::string::npos; lines++) end = out.find('\n', end + 1);
   std::string first_error = out.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
@@ -245,6 +243,8 @@ int run_compiler(const std::string& command, const std::string& source, const st
   fail("mini generated C++ that does not compile, in kernel ", kernel, " (a bug in mini's code generation). "
        "The compiler's first error:\n", first_error, "\nThe source: ", src, "\n", fallback);
 }
+
+}  // namespace
 
 // -mprefer-vector-width=512: GCC's tuning for Intel CPUs with AVX-512 uses 256-bit vectors
 // unless told otherwise; generated kernels are where the arithmetic is, and the wider vectors

@@ -201,7 +201,7 @@ def test_a_failing_compiler_is_reported_as_such(tmp_path, monkeypatch):
     msg = compile_error(f, T(4))
     assert "the C++ compiler fails" in msg and "`false -O3" in msg and "status 1" in msg
     assert "__compiled_fn_" in msg and "'f'" in msg
-    assert 'backend="eager"' in msg and "suppress_errors" in msg
+    assert "backend='eager'" in msg and "suppress_errors" in msg
     assert "bug in mini's code generation" not in msg
 
 
@@ -214,7 +214,7 @@ def test_a_missing_compiler_is_reported_as_such(tmp_path, monkeypatch):
 
     msg = compile_error(f, T(4))
     assert "no C++ compiler" in msg and "/nonexistent/c++" in msg and "not found" in msg
-    assert 'backend="eager"' in msg and "bug in mini's code generation" not in msg
+    assert "backend='eager'" in msg and "bug in mini's code generation" not in msg
 
 
 def test_generated_code_that_does_not_compile_names_graph_kernel_error_source_and_fallback(tmp_path):
@@ -233,7 +233,7 @@ def test_generated_code_that_does_not_compile_names_graph_kernel_error_source_an
     assert "error:" in first_error and "mini_injected_error" in first_error
     source = msg[msg.index("The source: "):].splitlines()[0].split(": ", 1)[1]
     assert first_error.startswith(source + ":") and "mini_injected_error" in open(source).read()
-    assert 'backend="eager"' in msg and "mini.config.suppress_errors = True" in msg
+    assert "backend='eager'" in msg and "mini.config.suppress_errors = True" in msg
     mini.reset()  # the hook served one compile: the next one compiles
     same(mini.compile(scaled_sum)(x), scaled_sum(x))
 
