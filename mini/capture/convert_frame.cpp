@@ -720,8 +720,19 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
       art->compiled = g_inductor(*art->graph, title);
   } catch (const std::exception& e) {
-    set_python_error(e);
-    return nullptr;
+    std::string graph = title + " of " + function_label(code);
+    if (!compile_config().suppress_errors) {
+      auto* me = dynamic_cast<const Error*>(&e);
+      set_python_error(Error(me ? me->kind : Error::Kind::Runtime,
+                             e.what() + ("\nThe graph: " + graph + ", compiled by the inductor backend.")));
+      return nullptr;
+    }
+    // torch's suppress_errors: the graph runs with eager kernels (the interpreter, which
+    // records autograd), and the user hears why once, here
+    art->compiled = nullptr;
+    std::string why = "inductor failed to compile " + graph + ": " + e.what();
+    if (PyErr_WarnEx(PyExc_UserWarning, (why + "\nIt runs eagerly (mini.config.suppress_errors is True).").c_str(), 1) < 0)
+      return nullptr;
   }
   if (has_graph && req->backend) {
     PyObject* gm = python_bridge().make_graph_module(art->graph, title);

@@ -39,6 +39,7 @@ struct CompileConfig {
   int cache_size_limit = 8;
   bool automatic_dynamic_shapes = true;
   bool capture_scalar_outputs = false;
+  bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning
 };
 CompileConfig& compile_config();
 

@@ -14,10 +14,17 @@ namespace cap = mini::capture;
 
 namespace {
 
+// What compile_graph has to tell the user once (an unusable cache folder), as Python warnings.
+void warn(const mini::runtime::CompiledGraph& cg) {
+  for (const auto& w : cg.warnings)
+    if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
+}
+
 // `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
 // MINI_COMPILE_DEBUG folder of the captured graph it came from.
 cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
   auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
+  warn(*cg);
   std::string text = "fusion decisions for " + title + ":\n";
   for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
   if (cap::log_channels().fusion) cap::log_write(text);
@@ -79,6 +86,7 @@ void bind_inductor(py::module_& m) {
   m.def("_inductor_compile", [](py::object gm) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     auto cg = mini::runtime::compile_graph(*g, cap::compile_config().cache_dir);
+    warn(*cg);
     py::dict info;
     info["source"] = cg->source;
     info["kernels"] = [&] { py::list l; for (auto& k : cg->schedule.groups) l.append(k.name); return l; }();
@@ -87,6 +95,7 @@ void bind_inductor(py::module_& m) {
     info["unplanned_bytes"] = cg->schedule.unplanned_bytes;
     info["compile_seconds"] = cg->compile_seconds;
     info["from_disk_cache"] = cg->from_disk_cache;
+    info["rejected"] = cg->rejected;
     info["library"] = cg->library_path;
     info["run"] = py::cpp_function([cg](py::args args) {
       std::vector<mini::Tensor> inputs;
@@ -98,4 +107,5 @@ void bind_inductor(py::module_& m) {
     });
     return info;
   });
+  m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
 }

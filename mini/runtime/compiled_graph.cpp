@@ -1,17 +1,24 @@
 // compiled_graph.cpp — compiling generated C++ with the system compiler into a shared
-// object, cached on disk under a hash of the source and the command, loading it, and running
-// a compiled graph.
+// object, cached on disk under a hash of the source and the command (each entry checked
+// before it is loaded), loading it, and running a compiled graph.
 #include "runtime/compiled_graph.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -22,32 +29,19 @@ namespace mini::runtime {
 
 namespace {
 
-std::string hex_hash(const std::string& s) {  // FNV-1a, 64 bits: stable across processes
+uint64_t fnv1a(const char* p, size_t n) {  // 64 bits: stable across processes
   uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)p[i];
     h *= 1099511628211ull;
   }
+  return h;
+}
+
+std::string hex_hash(const std::string& s) {
   char buf[17];
-  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(s.data(), s.size()));
   return buf;
-}
-
-void make_dirs(const std::string& path) {
-  std::string cur;
-  std::stringstream ss(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') cur = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    cur += part + "/";
-    mkdir(cur.c_str(), 0755);
-  }
-}
-
-bool file_exists(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0;
 }
 
 std::string read_file(const std::string& p) {
@@ -55,6 +49,199 @@ std::string read_file(const std::string& p) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+std::atomic<bool> g_inject_codegen_error{false};
+std::atomic<int> g_temp_counter{0};  // for names used once
+
+// A cache entry is one file, <key>.so: the library the compiler wrote, then this trailer.
+// The loader reads only what the ELF headers point at, so the trailer does not change what
+// dlopen maps; it lets a process check, before dlopen, that the file is whole (a truncated
+// library maps pages past its end: SIGBUS on first touch) and is the library of this key
+// (a file copied over another's name would run another graph's kernels).
+struct Trailer {
+  char magic[8];
+  char key[16];
+  uint64_t size;  // bytes of the library before the trailer
+  uint64_t hash;  // fnv1a of those bytes
+};
+constexpr char kTrailerMagic[8] = {'m', 'i', 'n', 'i', 'k', 'c', '0', '1'};
+
+// Whether `lib` is a whole entry for `key`, read into `bytes`; `why` says what is wrong when it
+// is not ("" for a missing file).
+bool check_entry(const std::string& lib, const std::string& key, std::string* why, std::string& bytes) {
+  int fd = open(lib.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno == ENOENT ? "" : cat("cannot be read (", strerror(errno), ")");
+    return false;
+  }
+  struct stat st;
+  bool read_all = fstat(fd, &st) == 0;
+  if (read_all) {
+    bytes.resize((size_t)st.st_size);
+    size_t got = 0;
+    while (got < bytes.size()) {
+      ssize_t r = pread(fd, &bytes[got], bytes.size() - got, (off_t)got);
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    read_all = got == bytes.size();
+  }
+  close(fd);
+  Trailer t;
+  if (!read_all) *why = "cannot be read";
+  else if (bytes.size() < sizeof t) *why = cat("has ", bytes.size(), " bytes, too few for an entry (a truncated or foreign file)");
+  else {
+    memcpy(&t, bytes.data() + bytes.size() - sizeof t, sizeof t);
+    if (memcmp(t.magic, kTrailerMagic, sizeof t.magic) != 0)
+      *why = "does not end with mini's trailer (a truncated or foreign file)";
+    else if (std::string(t.key, sizeof t.key) != key)
+      *why = cat("holds the library of another graph (key ", std::string(t.key, sizeof t.key), ")");
+    else if (t.size != bytes.size() - sizeof t)
+      *why = cat("has ", bytes.size() - sizeof t, " bytes of library where its trailer says ", t.size);
+    else if (t.hash != fnv1a(bytes.data(), t.size))
+      *why = "does not match its checksum (a corrupted file)";
+    else return true;
+  }
+  return false;
+}
+
+// Checks and loads the entry at `lib` into cg (handle and kernels); false with `why` set when
+// it is missing (why empty), fails a check, or does not load.
+bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& key, std::string* why) {
+  static std::mutex mu;
+  static std::map<std::string, void*> loaded;  // entry -> the library this process loaded from it
+  void* handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (loaded.count(lib)) handle = loaded[lib];
+  }
+  if (!handle) {
+    std::string bytes;
+    if (!check_entry(lib, key, why, bytes)) return false;
+    // dlopen maps a copy of the bytes just checked, made under a name used once and unlinked
+    // at once: what runs is what was checked, a later change to the entry's file (even in
+    // place, which would SIGBUS a process mapping it) cannot reach this process, and glibc's
+    // dlopen, which hands back any object already loaded under the same path or inode, never
+    // answers with an older library.
+    std::string copy = cat(lib.substr(0, lib.size() - 3), ".", getpid(), ".", g_temp_counter++, ".load.so");
+    std::ofstream out(copy, std::ios::binary);
+    out.write(bytes.data(), (std::streamsize)(bytes.size() - sizeof(Trailer)));
+    out.close();
+    if (!out.fail()) handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    *why = out.fail() ? cat("cannot be copied to ", copy, " for loading") : handle ? "" : cat("does not load: ", dlerror());
+    std::remove(copy.c_str());
+    if (!handle) return false;
+  }
+  std::vector<KernelFn> kernels;
+  for (const auto& k : cg.schedule.groups) {
+    auto fn = (KernelFn)dlsym(handle, k.name.c_str());
+    if (!fn) {
+      *why = cat("has no kernel ", k.name);
+      return false;
+    }
+    kernels.push_back(fn);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    loaded[lib] = handle;
+  }
+  cg.handle = handle;
+  cg.kernels = std::move(kernels);
+  return true;
+}
+
+// The folder entries go to: `requested`, or, when it cannot hold files (it is a file, cannot
+// be created, is not writable, lies in /proc), a folder of this process's own in the
+// temporary folder, announced once (in `warnings`) with the reason and the fix.
+std::string usable_cache_dir(const std::string& requested, std::vector<std::string>* warnings) {
+  struct Fallbacks : std::map<std::string, std::string> {
+    pid_t owner = getpid();
+    ~Fallbacks() {  // at exit, by the process that made them (not a forked child)
+      for (const auto& [requested, dir] : *this)
+        if (dir != requested && getpid() == owner) std::filesystem::remove_all(dir);
+    }
+  };
+  static std::mutex mu;
+  static Fallbacks chosen;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = chosen.find(requested);
+  if (it != chosen.end()) return it->second;
+  std::error_code ec;
+  std::filesystem::create_directories(requested, ec);
+  std::string why;
+  if (!std::filesystem::is_directory(requested))
+    why = std::filesystem::exists(requested) ? "it is not a folder" : "it cannot be created: " + ec.message();
+  else {
+    std::string probe = requested + "/.probe." + std::to_string(getpid());
+    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) why = cat("a file cannot be created in it: ", strerror(errno));
+    else {
+      close(fd);
+      unlink(probe.c_str());
+    }
+  }
+  if (why.empty()) return chosen[requested] = requested;
+  const char* tmp = getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mini-cache-" + std::to_string(getpid()) + "-XXXXXX";
+  if (!mkdtemp(&pattern[0]))
+    fail("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why, "), and neither can a "
+         "temporary folder (", pattern, ": ", strerror(errno), "). Set mini.config.cache_dir or MINI_CACHE_DIR to a "
+         "writable folder.");
+  warnings->push_back(cat("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why,
+                          "); this process uses ", pattern, " instead, which the next process does not reuse. "
+                          "Set mini.config.cache_dir or MINI_CACHE_DIR to a writable folder."));
+  return chosen[requested] = pattern;
+}
+
+// Runs the compiler on `source`, writing `out`; its output goes to `log`. Returns the shell's status.
+int run_compiler(const std::string& command, const std::string& source, const std::string& src,
+                 const std::string& out, const std::string& log) {
+  { std::ofstream(src) << source; }
+  return std::system((command + " " + src + " -o " + out + " > " + log + " 2>&1").c_str());
+}
+
+// The report of a failed compile: a compiler that is missing or fails on mini's prelude alone
+// (a problem of the machine), or one that rejects a kernel (a bug in mini's code generation).
+[[noreturn]] void compile_failed(const CompiledGraph& cg, const std::string& command, int rc, std::string out,
+                                 const std::string& stem, const std::string& src) {
+  std::remove((stem + ".so").c_str());
+  std::remove((stem + ".log").c_str());
+  for (size_t at; (at = out.find(stem + ".cpp")) != std::string::npos;) out.replace(at, stem.size() + 4, src);
+  if (out.size() > 2000) out = out.substr(0, 2000) + "...";
+  std::string fallback = "To run meanwhile: mini.compile(fn, backend='eager'), or mini.config.suppress_errors = True "
+                         "(each graph that fails to compile runs eagerly, with a warning).";
+  std::string compiler = command.substr(0, command.find(' '));
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)  // the shell found no compiler
+    fail("no C++ compiler for generated code: `", compiler, "` was not found. Install g++ (apt-get install g++) "
+         "or set CXX to a compiler. ", fallback, "\n", out);
+  std::string prelude = cg.source.substr(0, cg.source.find(codegen::kPreludeEnd));
+  int probe = run_compiler(command, prelude, stem + ".probe.cpp", stem + ".probe.so", stem + ".probe.log");
+  for (const char* ext : {".probe.cpp", ".probe.so", ".probe.log"}) std::remove((stem + ext).c_str());
+  if (probe != 0)
+    fail("the C++ compiler fails: `", command, " ", src, " -o <library>` exited with status ",
+         WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, " and fails the same on mini's prelude alone, so the compiler "
+         "or its setup is at fault, not the generated code. Fix the compiler or set CXX to one that works. ",
+         fallback, "\nIts output:\n", out.empty() ? "(none)\n" : out);
+  // The first error and the two lines after it (the source line and gcc's caret), and the
+  // kernel whose definition holds that line.
+  size_t first = out.find("error:");
+  size_t begin = first == std::string::npos ? 0 : out.rfind('\n', first) + 1, end = begin;
+  for (int lines = 0; lines < 3 && end != std::string::npos; lines++) end = out.find('\n', end + 1);
+  std::string first_error = out.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  std::string kernel = "(outside any kernel)";
+  size_t at = first_error.find(src + ":");
+  if (at != std::string::npos) {
+    long line = atol(first_error.c_str() + at + src.size() + 1);
+    size_t best = 0;
+    for (const auto& k : cg.schedule.groups) {
+      size_t def = cg.source.find(" " + k.name + "(");
+      long def_line = def == std::string::npos ? 0 : 1 + (long)std::count(cg.source.begin(), cg.source.begin() + def, '\n');
+      if (def != std::string::npos && def_line <= line && def >= best) best = def, kernel = k.name;
+    }
+  }
+  fail("mini generated C++ that does not compile, in kernel ", kernel, " (a bug in mini's code generation). "
+       "The compiler's first error:\n", first_error, "\nThe source: ", src, "\n", fallback);
 }
 
 }  // namespace
@@ -74,41 +261,43 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   auto cg = std::make_shared<CompiledGraph>();
   cg->schedule = fusion::schedule(g);
   cg->source = codegen::render_cpp(cg->schedule);
+  if (!cg->schedule.groups.empty() && g_inject_codegen_error.exchange(false)) {  // a test's code generation bug
+    size_t body = cg->source.find('{', cg->source.find(" " + cg->schedule.groups[0].name + "("));
+    cg->source.insert(body + 1, "\n  mini_injected_error;");
+  }
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) {
     std::string command = compiler_command();
     std::string key = hex_hash(cg->source + "||" + command);
-    std::string dir = cache_dir.empty() ? "/tmp/mini-cache" : cache_dir;
-    make_dirs(dir);
+    std::string dir = usable_cache_dir(cache_dir.empty() ? "/tmp/mini-cache" : cache_dir, &cg->warnings);
     std::string lib = dir + "/" + key + ".so";
     cg->library_path = lib;
-    cg->from_disk_cache = file_exists(lib);
+    cg->from_disk_cache = load_entry(*cg, lib, key, &cg->rejected);
     if (!cg->from_disk_cache) {
-      std::string src = dir + "/" + key + ".cpp";
-      std::string tmp = dir + "/" + key + "." + std::to_string(getpid()) + ".tmp.so";
-      std::string log = dir + "/" + key + ".log";
-      { std::ofstream(src) << cg->source; }
-      std::string cmd = command + " " + src + " -o " + tmp + " > " + log + " 2>&1";
-      int rc = std::system(cmd.c_str());
-      if (rc != 0) {
-        std::string out = read_file(log);
-        if (out.size() > 2000) out = out.substr(0, 2000) + "...";
-        bool missing = WIFEXITED(rc) && WEXITSTATUS(rc) == 127;  // the shell found no compiler
-        if (missing)
-          fail("no C++ compiler for generated code: `", command.substr(0, command.find(' ')),
-               "` was not found. Install g++ (apt-get install g++), set CXX to a compiler, or use "
-               "backend='eager'.\n", out);
-        fail("mini generated C++ that does not compile (a bug in mini's code generation; the source is ",
-             src, "):\n", out, "\nUse backend='eager' for this function meanwhile.");
+      // Files of this compile only (another process or thread may compile the same key), renamed
+      // into place when whole: a file another process may have mapped is never rewritten.
+      std::string stem = cat(dir, "/", key, ".", getpid(), ".", g_temp_counter++);
+      std::string src = dir + "/" + key + ".cpp", tmp = stem + ".so", log = stem + ".log";
+      int rc = run_compiler(command, cg->source, stem + ".cpp", tmp, log);
+      std::rename((stem + ".cpp").c_str(), src.c_str());  // kept beside the entry, for reading
+      if (rc != 0) compile_failed(*cg, command, rc, read_file(log), stem, src);
+      std::remove(log.c_str());
+      std::string library = read_file(tmp);
+      Trailer t;
+      memcpy(t.magic, kTrailerMagic, sizeof t.magic);
+      memcpy(t.key, key.data(), sizeof t.key);
+      t.size = library.size();
+      t.hash = fnv1a(library.data(), library.size());
+      std::ofstream entry(tmp, std::ios::binary | std::ios::app);
+      entry.write((const char*)&t, sizeof t);
+      entry.close();
+      bool written = !entry.fail();
+      if (!written || std::rename(tmp.c_str(), lib.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        fail("cannot write the kernel cache entry ", lib, ": ", strerror(errno));
       }
-      if (std::rename(tmp.c_str(), lib.c_str()) != 0) fail("cannot move ", tmp, " to ", lib);
-    }
-    cg->handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!cg->handle) fail("cannot load generated kernels ", lib, ": ", dlerror());
-    for (const auto& k : cg->schedule.groups) {
-      auto fn = (KernelFn)dlsym(cg->handle, k.name.c_str());
-      if (!fn) fail("generated library ", lib, " has no kernel ", k.name);
-      cg->kernels.push_back(fn);
+      std::string why;
+      if (!load_entry(*cg, lib, key, &why)) fail("cannot load generated kernels: ", lib, " ", why);
     }
   }
   // What to release after each step, decided once here rather than on every run.
@@ -123,6 +312,8 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   cg->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return cg;
 }
+
+void inject_codegen_error() { g_inject_codegen_error = true; }
 
 std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const {
   const graph::Graph& g = schedule.graph;

@@ -6,9 +6,16 @@
 // Guarantees:
 //  * the .so is cached under `cache_dir`, keyed by a hash of the source and the compiler
 //    command, so an identical graph in a new process loads without compiling;
+//  * a cache entry is checked before dlopen (a trailer holds its key, size and a checksum of
+//    the library), so a truncated, garbage or misplaced file is compiled again, never loaded;
+//  * entries are written under a name of their own and renamed into place: a file another
+//    process may have mapped is never changed;
+//  * a cache_dir that cannot hold files becomes a temporary folder, with a warning once;
 //  * symbolic sizes are kernel arguments: one compiled graph serves every size;
 //  * every generated kernel run counts in metrics (launches, bytes of its loads and stores);
-//  * a missing or failing compiler is a mini::Error naming the command and the fix.
+//  * a missing or failing compiler is a mini::Error naming the command, its output and the
+//    fix; generated code that does not compile is one naming the kernel, the compiler's first
+//    error, the source and the fallbacks (backend="eager", mini.config.suppress_errors).
 #pragma once
 #include <memory>
 #include <string>
@@ -25,6 +32,8 @@ struct CompiledGraph {
   std::string source;
   std::string library_path;
   bool from_disk_cache = false;
+  std::string rejected;  // why the disk cache's entry for this graph was compiled again ("": none, or it was used)
+  std::vector<std::string> warnings;  // for the user, once per process (an unusable cache_dir)
   double compile_seconds = 0;  // codegen + compiler + dlopen
   std::vector<KernelFn> kernels;  // one per FusionGroup
   std::vector<std::vector<int>> frees;  // per step: the buffers no later step reads
@@ -35,6 +44,10 @@ struct CompiledGraph {
 
 // Lowers, fuses, generates, compiles (or loads from the disk cache) and links `g`.
 std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir);
+
+// Test hook: the next generated source gets a line that is not C++ in its first kernel, so
+// tests reach the report of a code generation bug (mini._C._inject_codegen_error()).
+void inject_codegen_error();
 
 // The compiler command used (CXX or c++, with its flags), for cache keys and messages.
 std::string compiler_command();

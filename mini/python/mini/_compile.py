@@ -13,7 +13,10 @@ _BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")
 class _Config:
     """mini.config: the knobs of capture. Change attributes directly or with patch()."""
 
-    _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False)
+    # suppress_errors: a graph the backend fails to compile (no compiler, a failing one, a
+    # code generation bug) runs eagerly with a warning instead of raising, as torch's
+    _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
+                   suppress_errors=False)
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
@@ -49,7 +52,7 @@ class _Config:
     def _push(self):
         v = self._values
         _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
-                       self.cache_dir)
+                       self.cache_dir, v["suppress_errors"])
 
     @contextlib.contextmanager
     def patch(self, **changes):
