@@ -30,13 +30,36 @@ LogChannels& log_channels() {
   static LogChannels l;
   return l;
 }
-std::vector<CompileEvent>& compile_events() {
-  static std::vector<CompileEvent> v;
+std::deque<CompileEvent>& compile_events() {
+  static std::deque<CompileEvent> v;
   return v;
 }
-std::vector<BreakEvent>& break_events() {
-  static std::vector<BreakEvent> v;
+std::deque<BreakEvent>& break_events() {
+  static std::deque<BreakEvent> v;
   return v;
+}
+
+namespace {
+size_t g_dropped_events = 0;
+size_t g_break_count = 0;  // since the reset, dropped ones included (names debug files)
+
+template <class Event>
+void record_event(std::deque<Event>& log, Event event) {
+  if (log.size() >= kMaxEvents) {
+    log.pop_front();
+    g_dropped_events++;
+  }
+  log.push_back(std::move(event));
+}
+}  // namespace
+
+size_t dropped_events() { return g_dropped_events; }
+
+void clear_events() {
+  compile_events().clear();
+  break_events().clear();
+  g_dropped_events = 0;
+  g_break_count = 0;
 }
 
 void log_write(const std::string& text) {
@@ -110,6 +133,16 @@ namespace {
 thread_local std::vector<CompileRequest*> t_requests;
 PyObject* g_class_cell_name = PyUnicode_InternFromString("__class__");
 int g_graph_counter = 0;
+
+// "backend 'name'" for messages about what a Python backend returned.
+std::string backend_label(PyObject* backend) {
+  PyObject* name = PyObject_GetAttrString(backend, "__qualname__");
+  if (!name) name = PyObject_GetAttrString((PyObject*)Py_TYPE(backend), "__qualname__");
+  PyErr_Clear();
+  std::string s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?";
+  Py_XDECREF(name);
+  return "backend '" + s + "'";
+}
 
 std::string function_label(PyCodeObject* code) {
   return std::string("'") + PyUnicode_AsUTF8(code->co_name) + "' (" + PyUnicode_AsUTF8(code->co_filename) +
@@ -390,16 +423,35 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
   PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
   Py_DECREF(args);
   if (!r) return false;
-  PyObject* seq = PySequence_Fast(r, "a compiled graph must return a sequence of tensors");
+  // A list or tuple of tensors, one per graph output (a str is a sequence too: not this)
+  PyObject* seq = PyList_Check(r) || PyTuple_Check(r) ? PySequence_Fast(r, "") : nullptr;
+  std::string returned = Py_TYPE(r)->tp_name;
   Py_DECREF(r);
-  if (!seq) return false;
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "mini: the compiled function from %s returned a value of type "
+                 "%s: it must return a list or tuple of tensors, one per graph output, as the "
+                 "GraphModule's forward does",
+                 a.backend_label.c_str(), returned.c_str());
+    return false;
+  }
   if ((size_t)PySequence_Fast_GET_SIZE(seq) != a.graph->outputs.size()) {
+    PyErr_Format(PyExc_RuntimeError, "mini: the compiled function from %s returned %zd outputs, "
+                 "the graph has %zu: it must return one tensor per graph output, as the "
+                 "GraphModule's forward does",
+                 a.backend_label.c_str(), PySequence_Fast_GET_SIZE(seq), a.graph->outputs.size());
     Py_DECREF(seq);
-    PyErr_SetString(PyExc_RuntimeError, "mini: the backend's compiled function returned the wrong number of outputs");
     return false;
   }
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
     PyObject* o = PySequence_Fast_GET_ITEM(seq, i);
+    if (!guards::unwrap_tensor(o)) {
+      PyErr_Format(PyExc_TypeError, "mini: the compiled function from %s returned a value of "
+                   "type %s as output %zd: it must return tensors only, one per graph output, as "
+                   "the GraphModule's forward does",
+                   a.backend_label.c_str(), Py_TYPE(o)->tp_name, i);
+      Py_DECREF(seq);
+      return false;
+    }
     Py_INCREF(o);
     outs->push_back(o);
   }
@@ -684,8 +736,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());
       return nullptr;
     }
-    break_events().push_back({trace.break_reason, where, trace.break_code});
-    debug_write("graph_breaks", "break_" + std::to_string(break_events().size()) + ".txt",
+    record_event(break_events(), BreakEvent{trace.break_reason, where, trace.break_code});
+    debug_write("graph_breaks", "break_" + std::to_string(++g_break_count) + ".txt",
                 "Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
                     (trace.break_code.empty() ? "" : "\n  " + trace.break_code) +
                     (has_graph ? "\nThe graph before it: " + title : "") + "\n");
@@ -739,9 +791,18 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     Py_DECREF(gm);
     Py_DECREF(examples);
     if (!fn) return nullptr;
+    art->backend_label = backend_label(req->backend);
+    if (!PyCallable_Check(fn)) {  // found here, not as "'int' object is not callable" at a call
+      PyErr_Format(PyExc_TypeError, "mini: %s returned %s for graph %s, not a callable: a backend must "
+                   "return the function that runs the graph, e.g. `return gm.forward`",
+                   art->backend_label.c_str(), fn == Py_None ? "None" : Py_TYPE(fn)->tp_name, title.c_str());
+      Py_DECREF(fn);
+      return nullptr;
+    }
     art->compiled_fn = fn;
   }
-  if (has_graph) compile_events().push_back({art->graph, trace.guards->print(), function_label(code)});
+  if (has_graph)
+    record_event(compile_events(), CompileEvent{art->graph, trace.guards->print(), function_label(code)});
   *guards_out = std::move(trace.guards);
   return art;
 }
@@ -997,8 +1058,7 @@ void exit_compiled_region() {
 
 void reset_all() {
   guards::clear_all_code_caches();
-  compile_events().clear();
-  break_events().clear();
+  clear_events();
   g_graph_counter = 0;
 }
 
