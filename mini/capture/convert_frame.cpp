@@ -15,6 +15,10 @@
 #include "tensor/autograd.h"
 #include "tensor/errors.h"
 
+#if PY_VERSION_HEX >= 0x030D0000  // exported by CPython, declared in an internal header on 3.13
+extern "C" PyAPI_FUNC(void) _PyTraceback_Add(const char*, const char*, int);
+#endif
+
 namespace mini::capture {
 
 PyObject* g_unsupported_error = nullptr;
@@ -662,6 +666,20 @@ void release_all(std::vector<PyObject*>& v) {
   v.clear();
 }
 
+// Adds the user's line to the traceback of the error being raised: CPython's loop adds one for
+// each frame it runs, and mini ran this one (a call at a break raised, or a trace found the
+// user's error), so the traceback would skip the user's frame.
+void add_user_frame(PyCodeObject* code, int line, const std::string& location = "") {
+  std::string file = PyUnicode_AsUTF8(code->co_filename), fn = PyUnicode_AsUTF8(code->co_name);
+  size_t in = location.rfind(" in "), colon = location.rfind(':', in);
+  if (in != std::string::npos && colon != std::string::npos) {  // "file:line in fn", maybe inlined
+    file = location.substr(0, colon);
+    line = std::atoi(location.c_str() + colon + 1);
+    fn = location.substr(in + 4);
+  }
+  if (line > 0) _PyTraceback_Add(fn.c_str(), file.c_str(), line);
+}
+
 // Traces one unit and hands its graph to the backend. Returns null with a Python error
 // when the backend or the user's code (a bad shape, say) raised.
 std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& unit, int offset,
@@ -729,6 +747,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
     if (req->fullgraph && trace.user_error) {  // the user's error, as eager raises it
       set_python_error(*trace.user_error);
+      add_user_frame(code, -1, trace.break_location);
       return nullptr;
     }
     if (req->fullgraph) {
@@ -981,6 +1000,19 @@ bool skipped_frame(const FrameView& view) {
   return code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1;
 }
 
+// CPython counts a frame against the recursion limit when its own loop runs it; a frame mini
+// runs (its graph, then the call at a break, which re-enters the hook) recursed on the C stack
+// uncounted, and infinite recursion in a compiled function crashed instead of raising.
+struct RecursionCount {
+  bool held = false;
+  bool enter() { return held = Py_EnterRecursiveCall(" while calling a Python object") == 0; }
+  void leave() {
+    if (held) Py_LeaveRecursiveCall();
+    held = false;
+  }
+  ~RecursionCount() { leave(); }
+};
+
 // The frame hook (Dynamo's eval_frame callback): skips the frames it must not touch, then
 // runs the frame unit by unit. Each unit is looked up or compiled, run, and either returns,
 // hands the rest of the frame to CPython, or stops at a graph break, whose instruction runs
@@ -1001,6 +1033,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   // The frame's state as units run: locals and stack, owned references.
   std::vector<PyObject*> locals(entry_locals), stack;
   for (PyObject* o : locals) Py_XINCREF(o);
+  RecursionCount depth;  // left when CPython's loop takes the frame over (it counts it then)
   auto finish = [&](PyObject* result) {  // mini ran the frame to its end (or to an error)
     release_all(locals);
     release_all(stack);
@@ -1008,6 +1041,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     return result;
   };
   auto run_natively = [&](int at) -> PyObject* {
+    depth.leave();
     if (at == 0) {
       release_all(locals);
       return run_default(ts, frame, throwflag);
@@ -1017,6 +1051,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     ResumeCells cells = code->co_ncellvars > 0 ? ResumeCells::AreCells : ResumeCells::FromValues;
     return resume_native(ts, frame, at, l, st, cells);  // steals l and st
   };
+  if (!depth.enter()) return finish(nullptr);
   int offset = 0;
   for (;;) {
     guards::UnitCache& unit = cache->unit(offset);
@@ -1040,7 +1075,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     if (art->exit == Trace::Exit::Return) return finish(result);
     if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
     offset = resume_after_break(*art, stack);  // Trace::Exit::Break
-    if (offset < 0) return finish(nullptr);
+    if (offset < 0) return add_user_frame(code, art->exit_instruction.line), finish(nullptr);
   }
 }
 
