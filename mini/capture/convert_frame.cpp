@@ -844,6 +844,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
                            const guards::FrameValues& fv, CompileRequest* req,
                            std::shared_ptr<Artifact>* art) {
   HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
+  guards::UnitsInUse in_use;  // `unit` outlives a reset until this returns
   guards::CacheEntry* hit = nullptr;
   // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
   try {

@@ -97,3 +97,34 @@ run_threads([lambda k=k: work(k) for k in range(6)])
 
 def test_threads_compiling_different_functions_and_calling_them(tmp_path):
     run_child(MANY_FUNCTIONS, tmp_path)
+
+
+RESET_WHILE_COMPILING = """
+import time
+def slow_backend(gm, example_inputs):
+    time.sleep(0.001)  # lets the main thread run mini.reset() in the middle of this compile
+    return gm.forward
+def f(x):
+    y = x.sin()
+    print(end="")  # a graph break: a second unit, compiled after the first ran
+    return y * 2 + x.cos()
+compiled = {f: mini.compile(f, backend=slow_backend)}
+stop = []
+def work(k):
+    i = 0
+    while not stop:
+        check(f, mini.randn(2, (i + k) % 5 + 1))
+        i += 1
+ts = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+[t.start() for t in ts]
+for _ in range(300):
+    mini.reset()
+    time.sleep(0.0005)
+stop.append(True)
+[t.join() for t in ts]
+"""
+
+
+def test_reset_while_other_threads_compile(tmp_path):
+    # a unit emptied by mini.reset() during its compile was written after it was freed
+    run_child(RESET_WHILE_COMPILING, tmp_path)
