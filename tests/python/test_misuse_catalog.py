@@ -59,6 +59,11 @@ def same_error(fn, *args, **compile_kw):
     return compiled
 
 
+def close(got, expected):
+    """Within float32 rounding (inductor's fused kernels round differently from eager's)."""
+    return got.shape == expected.shape and bool(mini.allclose(got, expected, rtol=1e-4, atol=1e-5))
+
+
 def user_frames(exc_info, fn):
     """(function name, source line) of each traceback entry in fn's file."""
     entries = traceback.extract_tb(exc_info.tb)
@@ -364,7 +369,7 @@ CHILD_COMPILE = ("import mini\n"
                  "x = mini.randn(3)\n"
                  "try:\n"
                  "    out = mini.compile(lambda x: x.sin() + 1)(x)\n"
-                 "    assert mini.allclose(out, x.sin() + 1)\n"
+                 "    assert mini.allclose(out, x.sin() + 1, rtol=1e-4, atol=1e-5)\n"
                  "    print('result')\n"
                  "except Exception as e:\n"
                  "    print('error:', e)\n"
@@ -578,7 +583,7 @@ def threads_calling_one_compiled_function():
     def work(k):
         for i in range(30):
             x = mini.randn(2, (i + k) % 4 + 1)
-            if not mini.allclose(f(x), x.sin() * 2 + x.cos()):
+            if not close(f(x), x.sin() * 2 + x.cos()):
                 errors.append((k, i))
     ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
     [t.start() for t in ts]
@@ -593,9 +598,9 @@ def fork_then_call_the_compiled_function():
     same(f(x), x.sin() * 2 + x.cos())  # compiled (and loaded) in the parent
     pid = os.fork()
     if pid == 0:  # the child: the same function, then a new shape that compiles again
-        ok = bool(mini.allclose(f(x), x.sin() * 2 + x.cos()))
+        ok = close(f(x), x.sin() * 2 + x.cos())
         y = T(5, 2)
-        ok = ok and bool(mini.allclose(f(y), y.sin() * 2 + y.cos()))
+        ok = ok and close(f(y), y.sin() * 2 + y.cos())
         os._exit(0 if ok else 3)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
@@ -606,7 +611,7 @@ def fork_before_the_first_compile():
     f = mini.compile(lambda x: (x - 1).relu())
     pid = os.fork()
     x = T(4)
-    ok = bool(mini.allclose(f(x), (x - 1).relu()))
+    ok = close(f(x), (x - 1).relu())
     if pid == 0:
         os._exit(0 if ok else 3)
     _, status = os.waitpid(pid, 0)
