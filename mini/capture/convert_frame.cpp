@@ -1004,11 +1004,29 @@ bool skipped_frame(const FrameView& view) {
 // CPython counts a frame against the recursion limit when its own loop runs it; a frame mini
 // runs (its graph, then the call at a break, which re-enters the hook) recursed on the C stack
 // uncounted, and infinite recursion in a compiled function crashed instead of raising.
+// (3.12+ count C calls apart, against a limit deeper than the C stack holds at mini's frame
+// size: the frame counts against the Python limit there, as CPython's loop counts it.)
 struct RecursionCount {
   bool held = false;
-  bool enter() { return held = Py_EnterRecursiveCall(" while calling a Python object") == 0; }
+  bool enter() {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyThreadState* ts = PyThreadState_Get();
+    if (ts->py_recursion_remaining <= 0) {
+      PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
+      return false;
+    }
+    ts->py_recursion_remaining--;
+    return held = true;
+#else
+    return held = Py_EnterRecursiveCall(" while calling a Python object") == 0;
+#endif
+  }
   void leave() {
+#if PY_VERSION_HEX >= 0x030C0000
+    if (held) PyThreadState_Get()->py_recursion_remaining++;
+#else
     if (held) Py_LeaveRecursiveCall();
+#endif
     held = false;
   }
   ~RecursionCount() { leave(); }
