@@ -262,7 +262,10 @@ VarRef call_dict_method(TraceContext& ctx, const VarRef& callee, const std::vect
 // Code of the Python standard library (logging, ...), which Dynamo's skip rules do not trace:
 // a call of its methods is a graph break at the caller's line.
 bool in_stdlib(PyObject* fn) {
-  static const std::string stdlib = [] {
+  // set under the GIL, not by a C++ static initializer: its guard, held across the import,
+  // would be waited on by a second thread holding the GIL (a deadlock)
+  static std::string stdlib;
+  if (stdlib.empty()) stdlib = [] {
     PyObject* sysconfig = PyImport_ImportModule("sysconfig");
     PyObject* path = sysconfig ? PyObject_CallMethod(sysconfig, "get_path", "s", "stdlib") : nullptr;
     std::string p = path && PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : "";

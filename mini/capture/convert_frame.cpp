@@ -15,6 +15,10 @@
 #include "tensor/autograd.h"
 #include "tensor/errors.h"
 
+#if PY_VERSION_HEX >= 0x030D0000  // exported by CPython, declared in an internal header on 3.13
+extern "C" PyAPI_FUNC(void) _PyTraceback_Add(const char*, const char*, int);
+#endif
+
 namespace mini::capture {
 
 PyObject* g_unsupported_error = nullptr;
@@ -30,13 +34,36 @@ LogChannels& log_channels() {
   static LogChannels l;
   return l;
 }
-std::vector<CompileEvent>& compile_events() {
-  static std::vector<CompileEvent> v;
+std::deque<CompileEvent>& compile_events() {
+  static std::deque<CompileEvent> v;
   return v;
 }
-std::vector<BreakEvent>& break_events() {
-  static std::vector<BreakEvent> v;
+std::deque<BreakEvent>& break_events() {
+  static std::deque<BreakEvent> v;
   return v;
+}
+
+namespace {
+size_t g_dropped_events = 0;
+size_t g_break_count = 0;  // since the reset, dropped ones included (names debug files)
+
+template <class Event>
+void record_event(std::deque<Event>& log, Event event) {
+  if (log.size() >= kMaxEvents) {
+    log.pop_front();
+    g_dropped_events++;
+  }
+  log.push_back(std::move(event));
+}
+}  // namespace
+
+size_t dropped_events() { return g_dropped_events; }
+
+void clear_events() {
+  compile_events().clear();
+  break_events().clear();
+  g_dropped_events = 0;
+  g_break_count = 0;
 }
 
 void log_write(const std::string& text) {
@@ -110,6 +137,16 @@ namespace {
 thread_local std::vector<CompileRequest*> t_requests;
 PyObject* g_class_cell_name = PyUnicode_InternFromString("__class__");
 int g_graph_counter = 0;
+
+// "backend 'name'" for messages about what a Python backend returned.
+std::string backend_label(PyObject* backend) {
+  PyObject* name = PyObject_GetAttrString(backend, "__qualname__");
+  if (!name) name = PyObject_GetAttrString((PyObject*)Py_TYPE(backend), "__qualname__");
+  PyErr_Clear();
+  std::string s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?";
+  Py_XDECREF(name);
+  return "backend '" + s + "'";
+}
 
 std::string function_label(PyCodeObject* code) {
   return std::string("'") + PyUnicode_AsUTF8(code->co_name) + "' (" + PyUnicode_AsUTF8(code->co_filename) +
@@ -390,16 +427,35 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
   PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
   Py_DECREF(args);
   if (!r) return false;
-  PyObject* seq = PySequence_Fast(r, "a compiled graph must return a sequence of tensors");
+  // A list or tuple of tensors, one per graph output (a str is a sequence too: not this)
+  PyObject* seq = PyList_Check(r) || PyTuple_Check(r) ? PySequence_Fast(r, "") : nullptr;
+  std::string returned = Py_TYPE(r)->tp_name;
   Py_DECREF(r);
-  if (!seq) return false;
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "mini: the compiled function from %s returned a value of type "
+                 "%s: it must return a list or tuple of tensors, one per graph output, as the "
+                 "GraphModule's forward does",
+                 a.backend_label.c_str(), returned.c_str());
+    return false;
+  }
   if ((size_t)PySequence_Fast_GET_SIZE(seq) != a.graph->outputs.size()) {
+    PyErr_Format(PyExc_RuntimeError, "mini: the compiled function from %s returned %zd outputs, "
+                 "the graph has %zu: it must return one tensor per graph output, as the "
+                 "GraphModule's forward does",
+                 a.backend_label.c_str(), PySequence_Fast_GET_SIZE(seq), a.graph->outputs.size());
     Py_DECREF(seq);
-    PyErr_SetString(PyExc_RuntimeError, "mini: the backend's compiled function returned the wrong number of outputs");
     return false;
   }
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
     PyObject* o = PySequence_Fast_GET_ITEM(seq, i);
+    if (!guards::unwrap_tensor(o)) {
+      PyErr_Format(PyExc_TypeError, "mini: the compiled function from %s returned a value of "
+                   "type %s as output %zd: it must return tensors only, one per graph output, as "
+                   "the GraphModule's forward does",
+                   a.backend_label.c_str(), Py_TYPE(o)->tp_name, i);
+      Py_DECREF(seq);
+      return false;
+    }
     Py_INCREF(o);
     outs->push_back(o);
   }
@@ -610,6 +666,20 @@ void release_all(std::vector<PyObject*>& v) {
   v.clear();
 }
 
+// Adds the user's line to the traceback of the error being raised: CPython's loop adds one for
+// each frame it runs, and mini ran this one (a call at a break raised, or a trace found the
+// user's error), so the traceback would skip the user's frame.
+void add_user_frame(PyCodeObject* code, int line, const std::string& location = "") {
+  std::string file = PyUnicode_AsUTF8(code->co_filename), fn = PyUnicode_AsUTF8(code->co_name);
+  size_t in = location.rfind(" in "), colon = location.rfind(':', in);
+  if (in != std::string::npos && colon != std::string::npos) {  // "file:line in fn", maybe inlined
+    file = location.substr(0, colon);
+    line = std::atoi(location.c_str() + colon + 1);
+    fn = location.substr(in + 4);
+  }
+  if (line > 0) _PyTraceback_Add(fn.c_str(), file.c_str(), line);
+}
+
 // Traces one unit and hands its graph to the backend. Returns null with a Python error
 // when the backend or the user's code (a bad shape, say) raised.
 std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& unit, int offset,
@@ -677,6 +747,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
     if (req->fullgraph && trace.user_error) {  // the user's error, as eager raises it
       set_python_error(*trace.user_error);
+      add_user_frame(code, -1, trace.break_location);
       return nullptr;
     }
     if (req->fullgraph) {
@@ -684,8 +755,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());
       return nullptr;
     }
-    break_events().push_back({trace.break_reason, where, trace.break_code});
-    debug_write("graph_breaks", "break_" + std::to_string(break_events().size()) + ".txt",
+    record_event(break_events(), BreakEvent{trace.break_reason, where, trace.break_code});
+    debug_write("graph_breaks", "break_" + std::to_string(++g_break_count) + ".txt",
                 "Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
                     (trace.break_code.empty() ? "" : "\n  " + trace.break_code) +
                     (has_graph ? "\nThe graph before it: " + title : "") + "\n");
@@ -750,9 +821,18 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     Py_DECREF(gm);
     Py_DECREF(examples);
     if (!fn) return nullptr;
+    art->backend_label = backend_label(req->backend);
+    if (!PyCallable_Check(fn)) {  // found here, not as "'int' object is not callable" at a call
+      PyErr_Format(PyExc_TypeError, "mini: %s returned %s for graph %s, not a callable: a backend must "
+                   "return the function that runs the graph, e.g. `return gm.forward`",
+                   art->backend_label.c_str(), fn == Py_None ? "None" : Py_TYPE(fn)->tp_name, title.c_str());
+      Py_DECREF(fn);
+      return nullptr;
+    }
     art->compiled_fn = fn;
   }
-  if (has_graph) compile_events().push_back({art->graph, trace.guards->print(), function_label(code)});
+  if (has_graph)
+    record_event(compile_events(), CompileEvent{art->graph, trace.guards->print(), function_label(code)});
   *guards_out = std::move(trace.guards);
   return art;
 }
@@ -775,6 +855,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
                            const guards::FrameValues& fv, CompileRequest* req,
                            std::shared_ptr<Artifact>* art) {
   HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
+  guards::UnitsInUse in_use;  // `unit` outlives a reset until this returns
   guards::CacheEntry* hit = nullptr;
   // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
   try {
@@ -931,6 +1012,37 @@ bool skipped_frame(const FrameView& view) {
   return code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1;
 }
 
+// CPython counts a frame against the recursion limit when its own loop runs it; a frame mini
+// runs (its graph, then the call at a break, which re-enters the hook) recursed on the C stack
+// uncounted, and infinite recursion in a compiled function crashed instead of raising.
+// (3.12+ count C calls apart, against a limit deeper than the C stack holds at mini's frame
+// size: the frame counts against the Python limit there, as CPython's loop counts it.)
+struct RecursionCount {
+  bool held = false;
+  bool enter() {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyThreadState* ts = PyThreadState_Get();
+    if (ts->py_recursion_remaining <= 0) {
+      PyErr_SetString(PyExc_RecursionError, "maximum recursion depth exceeded");
+      return false;
+    }
+    ts->py_recursion_remaining--;
+    return held = true;
+#else
+    return held = Py_EnterRecursiveCall(" while calling a Python object") == 0;
+#endif
+  }
+  void leave() {
+#if PY_VERSION_HEX >= 0x030C0000
+    if (held) PyThreadState_Get()->py_recursion_remaining++;
+#else
+    if (held) Py_LeaveRecursiveCall();
+#endif
+    held = false;
+  }
+  ~RecursionCount() { leave(); }
+};
+
 // The frame hook (Dynamo's eval_frame callback): skips the frames it must not touch, then
 // runs the frame unit by unit. Each unit is looked up or compiled, run, and either returns,
 // hands the rest of the frame to CPython, or stops at a graph break, whose instruction runs
@@ -951,6 +1063,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   // The frame's state as units run: locals and stack, owned references.
   std::vector<PyObject*> locals(entry_locals), stack;
   for (PyObject* o : locals) Py_XINCREF(o);
+  RecursionCount depth;  // left when CPython's loop takes the frame over (it counts it then)
   auto finish = [&](PyObject* result) {  // mini ran the frame to its end (or to an error)
     release_all(locals);
     release_all(stack);
@@ -958,6 +1071,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     return result;
   };
   auto run_natively = [&](int at) -> PyObject* {
+    depth.leave();
     if (at == 0) {
       release_all(locals);
       return run_default(ts, frame, throwflag);
@@ -967,6 +1081,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     ResumeCells cells = code->co_ncellvars > 0 ? ResumeCells::AreCells : ResumeCells::FromValues;
     return resume_native(ts, frame, at, l, st, cells);  // steals l and st
   };
+  if (!depth.enter()) return finish(nullptr);
   int offset = 0;
   for (;;) {
     guards::UnitCache& unit = cache->unit(offset);
@@ -990,7 +1105,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     if (art->exit == Trace::Exit::Return) return finish(result);
     if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
     offset = resume_after_break(*art, stack);  // Trace::Exit::Break
-    if (offset < 0) return finish(nullptr);
+    if (offset < 0) return add_user_frame(code, art->exit_instruction.line), finish(nullptr);
   }
 }
 
@@ -1008,8 +1123,7 @@ void exit_compiled_region() {
 
 void reset_all() {
   guards::clear_all_code_caches();
-  compile_events().clear();
-  break_events().clear();
+  clear_events();
   g_graph_counter = 0;
 }
 

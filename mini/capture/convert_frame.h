@@ -12,6 +12,7 @@
 #pragma once
 #include <Python.h>
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -72,7 +73,9 @@ struct CompileRequest {
 void enter_compiled_region(CompileRequest* request);
 void exit_compiled_region();
 
-// What explain() reads: every graph compiled and every frame capture gave up on.
+// What explain() reads: the graphs compiled and the breaks since the last reset, the newest
+// kMaxEvents of each (explain resets and reads back at once; a long run compiling many
+// short-lived functions must not grow), and how many older ones were dropped.
 struct CompileEvent {
   std::shared_ptr<graph::Graph> graph;
   std::string guards;      // the GuardSet, printed
@@ -83,8 +86,11 @@ struct BreakEvent {
   std::string location;    // "file:line in fn"
   std::string code;        // the user's source line
 };
-std::vector<CompileEvent>& compile_events();
-std::vector<BreakEvent>& break_events();
+constexpr size_t kMaxEvents = 256;
+std::deque<CompileEvent>& compile_events();
+std::deque<BreakEvent>& break_events();
+size_t dropped_events();
+void clear_events();
 
 // mini.reset()
 void reset_all();
@@ -101,6 +107,7 @@ struct Artifact : guards::CompiledArtifact {
   std::vector<bool> scalar_inputs;  // input i is a Python number passed as a 0-d tensor
   std::vector<std::pair<int, int>> input_mutations;  // Trace::input_mutations
   PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
+  std::string backend_label;        // "backend 'name'", for errors about what compiled_fn returns
   GraphRunner compiled;             // inductor's generated code, or empty
   Trace::Exit exit = Trace::Exit::Return;
   OutputSpec output;                // Return

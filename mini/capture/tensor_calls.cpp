@@ -517,7 +517,8 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
                 "function is not supported by mini's capture");
   }
   if (name == "device") {
-    static PyObject* cpu = [] {
+    static PyObject* cpu = nullptr;  // set under the GIL (not a static initializer: see set_line)
+    if (!cpu) cpu = [] {
       PyObject* module = PyImport_ImportModule("mini._tensor");
       PyObject* d = module ? PyObject_GetAttrString(module, "_CPU") : nullptr;
       Py_XDECREF(module);

@@ -384,7 +384,10 @@ void FrameInterpreter::set_line(const Instruction& in) {
   std::string fn = PyUnicode_AsUTF8(code_->co_name);
   ctx_.current_location = file + ":" + std::to_string(line_) + " in " + fn;
   std::string text;
-  static PyObject* linecache = PyImport_ImportModule("linecache");
+  // set under the GIL, not by a C++ static initializer: its guard would be held across the
+  // import, which lets another thread run and block on the guard holding the GIL (a deadlock)
+  static PyObject* linecache = nullptr;
+  if (!linecache) linecache = PyImport_ImportModule("linecache");
   if (linecache) {
     PyObject* l = PyObject_CallMethod(linecache, "getline", "si", file.c_str(), line_);
     if (l && PyUnicode_Check(l)) text = PyUnicode_AsUTF8(l);
@@ -580,7 +583,8 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
 // define iteration and indexing their own way: those are unsupported.
 static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, const char* method,
                                     SourceRef* dict_src) {
-  static PyObject* sequential = [] {
+  static PyObject* sequential = nullptr;  // set under the GIL (see set_line)
+  if (!sequential) sequential = [] {
     PyObject* nn = PyImport_ImportModule("mini.nn");
     PyObject* cls = nn ? PyObject_GetAttrString(nn, "Sequential") : nullptr;
     Py_XDECREF(nn);

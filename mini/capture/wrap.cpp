@@ -39,7 +39,10 @@ static VarRef object_var(Var::Kind kind, PyObject* v, SourceRef source) {
 
 // An instance of enum.Enum (torch guards these by ID_MATCH too, as EnumVariable).
 static bool is_enum_member(PyObject* v) {
-  static PyObject* enum_class = [] {  // kept for the interpreter's life, as the enum module is
+  // kept for the interpreter's life, as the enum module is; set under the GIL, not by a C++
+  // static initializer, whose guard a second thread would wait on holding the GIL
+  static PyObject* enum_class = nullptr;
+  if (!enum_class) enum_class = [] {
     PyObject* module = PyImport_ImportModule("enum");
     PyObject* cls = module ? PyObject_GetAttrString(module, "Enum") : nullptr;
     Py_XDECREF(module);

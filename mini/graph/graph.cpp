@@ -408,8 +408,14 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
              " != ", dtype_name(in[1].dtype));
       Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
       bool symbolic = xs.back() < 0 || ys[ys.size() - 2] < 0;  // checked by the kernel at run time
+      auto mat = [](const Shape& s) {  // "3x4": eager's message (matmul.cpp), word for word
+        std::string out;
+        for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
+        return out;
+      };
       if (!symbolic && xs.back() != ys[ys.size() - 2])
-        fail("mat1 and mat2 shapes cannot be multiplied (", shape_str(x), " and ", shape_str(y), ")");
+        fail("mat1 and mat2 shapes cannot be multiplied (", mat(xs), " and ", mat(ys),
+             "): the inner dimensions ", xs.back(), " and ", ys[ys.size() - 2], " must be equal");
       Shape batch = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
       if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);
       if (y.size() > 1) batch.push_back(ys.back());

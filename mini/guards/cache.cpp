@@ -19,6 +19,18 @@ void free_code_cache(void* p) {
   delete cache;
 }
 
+int g_units_in_use = 0;
+std::vector<std::map<int, UnitCache>>& retired_units() {  // cleared while in use
+  static auto* v = new std::vector<std::map<int, UnitCache>>();
+  return *v;
+}
+
+void free_retired_units() {
+  if (g_units_in_use > 0) return;
+  auto dead = std::move(retired_units());  // freeing runs Python code, which may reset again
+  retired_units().clear();
+}
+
 Py_ssize_t extra_index() {
   static Py_ssize_t index = _PyEval_RequestCodeExtraIndex(free_code_cache);
   return index;
@@ -50,6 +62,17 @@ CacheEntry& UnitCache::add(CacheEntry entry) {
 }
 
 int next_frame_id() { return g_next_frame_id++; }
+
+void CodeCache::clear() {
+  retired_units().push_back(std::move(units));  // the nodes move: references to units hold
+  units.clear();
+  free_retired_units();
+}
+
+UnitsInUse::UnitsInUse() { g_units_in_use++; }
+UnitsInUse::~UnitsInUse() {
+  if (--g_units_in_use == 0) free_retired_units();
+}
 
 void UnitCache::clear() { *this = UnitCache(); }
 

@@ -74,7 +74,14 @@ struct UnitCache {
 struct CodeCache {
   std::map<int, UnitCache> units;  // by start offset
   UnitCache& unit(int offset) { return units[offset]; }
-  void clear() { units.clear(); }
+  void clear();  // the units are freed once no UnitsInUse is alive
+};
+
+// Held while a unit is looked up and compiled: mini.reset() meanwhile (from another thread
+// while this one runs Python code, or from the backend) must not free the unit under it.
+struct UnitsInUse {
+  UnitsInUse();
+  ~UnitsInUse();
 };
 
 // The CodeCache of `code` (Borrowed), created on first use when `create`.

@@ -243,10 +243,8 @@ void bind_compile(py::module_& m) {
     for (auto& e : cap::break_events()) out.append(py::make_tuple(e.reason, e.location, e.code));
     return out;
   });
-  m.def("_clear_events", [] {
-    cap::compile_events().clear();
-    cap::break_events().clear();
-  });
+  m.def("_dropped_events", &cap::dropped_events);
+  m.def("_clear_events", &cap::clear_events);
 
   cap::g_unsupported_error = PyErr_NewExceptionWithDoc(
       "mini.Unsupported", "capture met code it cannot trace (raised under fullgraph=True)",

@@ -145,6 +145,25 @@ def test_explain_twice_reports_the_same():
     assert counts == [1, 1, 1]
 
 
+def test_explain_log_stays_bounded_over_many_short_lived_functions():
+    # issue 11: the log explain reads kept every compile's graph and guard text until reset
+    # (~5 KB per compiled function); it keeps the newest entries and counts what it dropped
+    x = T(8)
+    n = 700
+    for i in range(n):
+        ns = {}
+        exec(f"def f{i}(x):\n    return (x + {i}).sin() * 2\n", ns)
+        same(mini.compile(ns[f"f{i}"], backend="eager")(x), (x + i).sin() * 2)
+    kept = len(mini._C._compile_events())
+    assert 0 < kept <= 256
+    assert kept + mini._C._dropped_events() == n
+    fn = lambda x: (x + 1).exp()  # noqa: E731
+    e = mini.explain(fn)(x)  # explain still sees its own compile
+    assert (e.graph_count, e.op_count, len(e.guards)) == (1, 2, 1)
+    assert mini._C._dropped_events() == 0
+    same(e.out, fn(x))
+
+
 def test_reset_forgets_compiled_entries():
     cnt = mini.CompileCounter()
     cf = mini.compile(lambda x: x * 2, backend=cnt)

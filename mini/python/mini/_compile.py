@@ -44,8 +44,11 @@ class _Config:
             raise AttributeError(f"mini.config has no option '{name}'; options: "
                                  f"{', '.join(sorted(self._fields))}, cache_dir")
         expected = type(self._fields[name])
-        if not isinstance(value, expected):
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise TypeError(f"mini.config.{name} must be {expected.__name__}, got {type(value).__name__}")
+        if name == "cache_size_limit" and value < 0:
+            raise ValueError(f"mini.config.cache_size_limit must be >= 0 (the compiles kept per function; "
+                             f"0 runs every function eagerly), got {value}")
         self._values[name] = value
         self._push()
 
@@ -241,9 +244,15 @@ def explain(fn):
 
 def mark_dynamic(t, dim):
     """Declare dimension `dim` of tensor t dynamic before compiling (torch._dynamo.mark_dynamic)."""
+    from ._tensor import Tensor
+    if not isinstance(t, Tensor):
+        raise TypeError(f"mark_dynamic expects a mini.Tensor, got {type(t).__name__}")
     dims = dim if isinstance(dim, (list, tuple)) else [dim]
     existing = getattr(t, "_mini_dynamic_dims", set())
     for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise TypeError(f"mark_dynamic: dim must be an int (a dimension index) or a list of ints, "
+                            f"got {type(d).__name__} {d!r}")
         if not -t.dim() <= d < t.dim():
             raise IndexError(f"mark_dynamic: dim {d} is out of range for a tensor of rank {t.dim()}")
         existing.add(d % t.dim())
