@@ -84,6 +84,11 @@ bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector
   // A3 END
 }
 
+// Inductor's config.max_fusion_size: a kernel holds at most this many nodes, so a long chain
+// becomes several kernels with a buffer between them. The C++ compiler's time grows faster
+// than the size of one function (a 1,000-op chain as one kernel took 8 s at -O3, notes/perf.md).
+constexpr size_t kMaxFusionSize = 64;
+
 // Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS; the
 // factories as the eager kernel, so random numbers come from the eager generator, in order).
 bool is_extern(OpKind op) {
@@ -145,6 +150,11 @@ Schedule schedule(const graph::Graph& input) {
     Shape in_shape = reduction ? g.nodes[node.inputs[0]].meta.sizes : shape;
     std::vector<int64_t> dims = reduction ? dims_of(g, node) : std::vector<int64_t>{};
     bool fused = false;
+    if (open >= 0 && s.groups[open].nodes.size() >= kMaxFusionSize) {
+      log("cannot fuse " + what + " into " + s.groups[open].name + ": the kernel holds " +
+          std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
+      open = -1;
+    }
     if (open >= 0) {
       FusionGroup& k = s.groups[open];
       std::string why;

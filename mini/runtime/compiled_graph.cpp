@@ -71,9 +71,14 @@ std::string compiler_command() {
 
 std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir) {
   auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   auto cg = std::make_shared<CompiledGraph>();
   cg->schedule = fusion::schedule(g);
+  cg->schedule_seconds = since(start);
   cg->source = codegen::render_cpp(cg->schedule);
+  cg->codegen_seconds = since(start) - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) {
     std::string command = compiler_command();
@@ -120,7 +125,8 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
     if (last >= 0 && !outputs.count((int)id) && planned.nodes[id].kind != graph::NodeKind::Input)
       cg->frees[last].push_back((int)id);
   }
-  cg->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cg->compile_seconds = since(start);
+  cg->cxx_seconds = cg->compile_seconds - cg->schedule_seconds - cg->codegen_seconds;
   return cg;
 }
 
