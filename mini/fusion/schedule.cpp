@@ -88,6 +88,10 @@ bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector
 // becomes several kernels with a buffer between them. The C++ compiler's time grows faster
 // than the size of one function (a 1,000-op chain as one kernel took 8 s at -O3, notes/perf.md).
 constexpr size_t kMaxFusionSize = 64;
+// A reduction kernel makes one pass over each row per reduction that waits for another, and
+// each pass recomputes what it reads from the kernel's loads: a chain of p such reductions in
+// one kernel is O(p^2) code and work. Softmax and layer norm need two passes.
+constexpr int kMaxReductionPasses = 4;
 
 // Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS; the
 // factories as the eager kernel, so random numbers come from the eager generator, in order).
@@ -105,6 +109,7 @@ Schedule schedule(const graph::Graph& input) {
   size_t n = g.nodes.size();
   s.realized.assign(n, false);
   std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
+  std::vector<int> passes(n, 0);     // node -> reductions of its kernel it waits for, in sequence
   int open = -1;
   auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
 
@@ -155,6 +160,16 @@ Schedule schedule(const graph::Graph& input) {
           std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
       open = -1;
     }
+    int waits = 0;  // reductions of the open kernel this node waits for, in sequence
+    for (int i : node.inputs)
+      if (open >= 0 && i >= 0 && group_of[i] == open)
+        waits = std::max(waits, passes[i] + (op_class(g.nodes[i].op) == OpClass::Reduction));
+    if (open >= 0 && reduction && waits >= kMaxReductionPasses) {
+      log("cannot fuse " + what + " into " + s.groups[open].name + ": it would be pass " + std::to_string(waits + 1) +
+          " over the kernel's rows, each recomputing the passes before (at most " +
+          std::to_string(kMaxReductionPasses) + ")");
+      open = -1;
+    }
     if (open >= 0) {
       FusionGroup& k = s.groups[open];
       std::string why;
@@ -171,6 +186,7 @@ Schedule schedule(const graph::Graph& input) {
       if (!why.empty()) {
         k.nodes.push_back((int)id);
         group_of[id] = open;
+        passes[id] = waits;
         fused = true;
         log("fuse " + what + " into " + k.name + ": " + why);
       } else {
