@@ -707,9 +707,13 @@ class KernelWriter {
     o << "    }\n";
     }
     // A nested parallel region costs a team start even when it runs on one thread: only a
-    // split row enters one.
+    // split row enters one. A row known to be shorter than kSplitMin never splits: no split
+    // copy of the pass then (each copy costs the C++ compiler as much as the pass itself).
+    int64_t rnumel = 1;
+    for (int64_t d : red_dims_) rnumel = k_.space[d] < 0 || rnumel < 0 ? -1 : rnumel * k_.space[d];
     std::string loop = indent(o_main.str(), "  ");
-    o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
+    if (rnumel >= 0 && rnumel < kSplitMin) o << o_main.str();
+    else o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string fin = "acc" + std::to_string(id);

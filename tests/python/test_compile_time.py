@@ -153,3 +153,12 @@ def test_stage_timings_are_recorded():
     stages = [info[k] for k in ("schedule_seconds", "codegen_seconds", "cxx_seconds")]
     assert all(s >= 0 for s in stages)
     assert sum(stages) == pytest.approx(info["compile_seconds"])
+
+
+def test_a_row_too_short_to_split_has_no_split_copy():
+    # a row shorter than 32768 elements is never split over threads: the split copy of each
+    # pass was dead code that cost the C++ compiler as much as the pass
+    short = compile_info(lambda t: (t.sin() - t.amax(-1, keepdim=True)).sum(-1), mini.rand(8, 64))
+    assert "if (split)" not in short["source"]
+    long = compile_info(lambda t: t.sin().sum(-1), mini.rand(2, 40000))
+    assert "if (split)" in long["source"]
