@@ -110,6 +110,7 @@ Schedule schedule(const graph::Graph& input) {
   s.realized.assign(n, false);
   std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
   std::vector<int> passes(n, 0);     // node -> reductions of its kernel it waits for, in sequence
+  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
   int open = -1;
   auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
 
@@ -203,6 +204,7 @@ Schedule schedule(const graph::Graph& input) {
       k.nodes.push_back((int)id);
       k.name = "kernel" + std::to_string(s.groups.size());
       s.groups.push_back(k);
+      first_decision.push_back(s.decisions.size());
       open = (int)s.groups.size() - 1;
       group_of[id] = open;
       s.steps.push_back({StepKind::Kernel, -1, open});
@@ -213,6 +215,7 @@ Schedule schedule(const graph::Graph& input) {
   for (int o : g.outputs) s.realized[o] = true;
 
   // Loads, stores and names of each kernel.
+  first_decision.push_back(s.decisions.size());
   for (size_t gi = 0; gi < s.groups.size(); gi++) {
     FusionGroup& k = s.groups[gi];
     std::set<std::string> ops;
@@ -231,7 +234,10 @@ Schedule schedule(const graph::Graph& input) {
     for (const auto& o : ops) name += "_" + o;
     std::string old = k.name;
     k.name = name + "_" + std::to_string(gi);
-    for (auto& d : s.decisions) {
+    // the decisions naming this kernel were logged while it was open, before the next one
+    // opened: renaming only those keeps this linear in the program
+    for (size_t di = first_decision[gi]; di < first_decision[gi + 1]; di++) {
+      auto& d = s.decisions[di];
       size_t p;
       while ((p = d.text.find(old + ":")) != std::string::npos || (p = d.text.find(old + " ")) != std::string::npos)
         d.text.replace(p, old.size(), k.name);
