@@ -119,11 +119,40 @@ std::string op_expr(const Node& n, const std::vector<std::string>& a, const std:
 // Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
 // (1 KiB of float) stay in L1 until the next stage reads them.
 constexpr int kStageTile = 256;
+constexpr int kMaxStages = 8;  // loops per pass over a tile or row chunk (cut_stages)
+
+// Past this many float sin/cos/exp/sigmoid ops in one source, each calls one out-of-line
+// vector version (an OpenMP simd clone, kOutlinedMath) instead of inlining a copy of its own:
+// the copies are what the C++ compiler spends its time on, and past GCC's inlining budget
+// (about 100 copies) the rest became scalar calls that kept their loops from vectorizing.
+constexpr int kInlineTranscendentals = 64;
+constexpr const char* kOutlinedMath =
+    "namespace mini {  // out-of-line vector versions: this source has many transcendental ops\n"
+    "#pragma omp declare simd notinbranch\n"
+    "__attribute__((noinline)) float sin_v(float x) { return sin_f32(x); }\n"
+    "#pragma omp declare simd notinbranch\n"
+    "__attribute__((noinline)) float cos_v(float x) { return cos_f32(x); }\n"
+    "#pragma omp declare simd notinbranch\n"
+    "__attribute__((noinline)) float exp_v(float x) { return exp_f32(x); }\n"
+    "#pragma omp declare simd notinbranch\n"
+    "__attribute__((noinline)) float sigmoid_v(float x) { return sigmoid_f32(x); }\n"
+    "}  // namespace mini\n";
+
+// The out-of-line vector version of a float op, or nullptr.
+const char* outlined_math(OpKind op) {
+  switch (op) {
+    case OpKind::Sin: return "mini::sin_v";
+    case OpKind::Cos: return "mini::cos_v";
+    case OpKind::Exp: return "mini::exp_v";
+    case OpKind::Sigmoid: return "mini::sigmoid_v";
+    default: return nullptr;
+  }
+}
 
 // Emits one kernel. Index variables x0..x{r-1} name a point of the kernel's space.
 class KernelWriter {
  public:
-  KernelWriter(const Schedule& s, const FusionGroup& k) : s_(s), g_(s.graph), k_(k) {
+  KernelWriter(const Schedule& s, const FusionGroup& k, bool outline) : s_(s), g_(s.graph), k_(k), outline_(outline) {
     for (int id : k.nodes) in_kernel_.insert(id);
     for (size_t i = 0; i < k.loads.size(); i++) load_index_[k.loads[i]] = (int)i;
     for (size_t i = 0; i < k.stores.size(); i++) store_index_[k.stores[i]] = (int)(k.loads.size() + i);
@@ -134,6 +163,12 @@ class KernelWriter {
     // the phase of each reduction: after the reductions it reads
     for (int id : k.nodes) {
       const Node& n = g_.nodes[id];
+      std::set<int>& below = below_[id];  // inputs come first in program order: already filled
+      for (int i : n.inputs) {
+        if (i < 0 || !in_kernel_.count(i)) continue;
+        if (op_class(g_.nodes[i].op) == OpClass::Reduction) below.insert(i);
+        else below.insert(below_[i].begin(), below_[i].end());
+      }
       int p = 0;
       for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
       if (op_class(n.op) == OpClass::Reduction) {
@@ -195,18 +230,9 @@ class KernelWriter {
     return o;
   }
 
-  std::set<int> reductions_below(int id) {  // in-kernel reductions `id` depends on
-    std::set<int> out;
-    std::function<void(int)> walk = [&](int v) {
-      for (int i : g_.nodes[v].inputs) {
-        if (i < 0 || !in_kernel_.count(i)) continue;
-        if (op_class(g_.nodes[i].op) == OpClass::Reduction) out.insert(i);
-        else walk(i);
-      }
-    };
-    walk(id);
-    return out;
-  }
+  // In-kernel reductions `id` depends on, found once per node by the constructor: a walk per
+  // call revisits shared inputs, exponential in a chain like `x = x + x.sin()`.
+  const std::set<int>& reductions_below(int id) const { return below_.at(id); }
   bool is_full(int id) const { return g_.nodes[id].meta.sizes == k_.space && op_class(g_.nodes[id].op) != OpClass::Reduction; }
 
   // The C expression reading value `id` at the current point (a load, a temporary, a row value).
@@ -263,6 +289,7 @@ class KernelWriter {
       bool cond = n.op == OpKind::Where && k == 0;
       args.push_back(cond ? v : T + "(" + v + ")");
     }
+    if (outline_ && T == "float" && outlined_math(n.op)) return std::string(outlined_math(n.op)) + "(" + args[0] + ")";
     return op_expr(n, args, T);
   }
 
@@ -357,14 +384,17 @@ class KernelWriter {
     return cut_stages(order);
   }
 
-  // `order` (values in program order) cut after each transcendental op that has another after it.
+  // `order` (values in program order) cut after each transcendental op that has another after
+  // it, into at most kMaxStages stages (several transcendentals a stage past that): the C++
+  // compiler's time grows faster than the number of loops in one function (64 stages: 2.5 s).
   std::vector<std::vector<int>> cut_stages(const std::vector<int>& order) {
-    int heavy = 0;
+    int heavy = 0, seen = 0;
     for (int id : order) heavy += is_transcendental(g_.nodes[id].op);
+    const int per_stage = std::max(1, (heavy + kMaxStages - 1) / kMaxStages);
     std::vector<std::vector<int>> stages(1);
     for (int id : order) {
       stages.back().push_back(id);
-      if (is_transcendental(g_.nodes[id].op) && --heavy > 0) stages.emplace_back();
+      if (is_transcendental(g_.nodes[id].op) && ++seen < heavy && seen % per_stage == 0) stages.emplace_back();
     }
     return stages;
   }
@@ -677,9 +707,13 @@ class KernelWriter {
     o << "    }\n";
     }
     // A nested parallel region costs a team start even when it runs on one thread: only a
-    // split row enters one.
+    // split row enters one. A row known to be shorter than kSplitMin never splits: no split
+    // copy of the pass then (each copy costs the C++ compiler as much as the pass itself).
+    int64_t rnumel = 1;
+    for (int64_t d : red_dims_) rnumel = k_.space[d] < 0 || rnumel < 0 ? -1 : rnumel * k_.space[d];
     std::string loop = indent(o_main.str(), "  ");
-    o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
+    if (rnumel >= 0 && rnumel < kSplitMin) o << o_main.str();
+    else o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string fin = "acc" + std::to_string(id);
@@ -727,9 +761,11 @@ class KernelWriter {
   const Schedule& s_;
   const graph::Graph& g_;
   const FusionGroup& k_;
+  const bool outline_;  // transcendental ops call the kOutlinedMath versions
   std::set<int> in_kernel_;
   std::map<int, int> load_index_, store_index_;
   std::map<int, int> phase_;
+  std::map<int, std::set<int>> below_;  // node -> reductions_below(node)
   int phases_ = 0;
   int rank_ = 0;
   bool uses_index_ = false;  // a load needs the index split into x0, x1, ...
@@ -748,7 +784,13 @@ std::string render_cpp(const Schedule& s) {
   size_t guard = prelude.find("#pragma once");
   if (guard != std::string::npos) prelude.erase(guard, std::string("#pragma once").size());
   o << kPreludeBegin << "\n" << prelude << kPreludeEnd << "\n";
-  for (const auto& k : s.groups) o << "\n" << KernelWriter(s, k).write();
+  int transcendentals = 0;
+  for (const auto& k : s.groups)
+    for (int id : k.nodes)
+      transcendentals += outlined_math(s.graph.nodes[id].op) && s.graph.nodes[id].meta.dtype == DType::Float32;
+  bool outline = transcendentals > kInlineTranscendentals;
+  if (outline) o << "\n" << kOutlinedMath;
+  for (const auto& k : s.groups) o << "\n" << KernelWriter(s, k, outline).write();
   return o.str();
 }
 

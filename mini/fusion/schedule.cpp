@@ -87,6 +87,15 @@ bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector
   // A3 END
 }
 
+// Inductor's config.max_fusion_size: a kernel holds at most this many nodes, so a long chain
+// becomes several kernels with a buffer between them. The C++ compiler's time grows faster
+// than the size of one function (a 1,000-op chain as one kernel took 8 s at -O3, notes/perf.md).
+constexpr size_t kMaxFusionSize = 64;
+// A reduction kernel makes one pass over each row per reduction that waits for another, and
+// each pass recomputes what it reads from the kernel's loads: a chain of p such reductions in
+// one kernel is O(p^2) code and work. Softmax and layer norm need two passes.
+constexpr int kMaxReductionPasses = 4;
+
 // Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS; the
 // factories as the eager kernel, so random numbers come from the eager generator, in order).
 bool is_extern(OpKind op) {
@@ -103,6 +112,8 @@ Schedule schedule(const graph::Graph& input) {
   size_t n = g.nodes.size();
   s.realized.assign(n, false);
   std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
+  std::vector<int> passes(n, 0);     // node -> reductions of its kernel it waits for, in sequence
+  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
   int open = -1;
   auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
 
@@ -148,6 +159,21 @@ Schedule schedule(const graph::Graph& input) {
     Shape in_shape = reduction ? g.nodes[node.inputs[0]].meta.sizes : shape;
     std::vector<int64_t> dims = reduction ? dims_of(g, node) : std::vector<int64_t>{};
     bool fused = false;
+    if (open >= 0 && s.groups[open].nodes.size() >= kMaxFusionSize) {
+      log("cannot fuse " + what + " into " + s.groups[open].name + ": the kernel holds " +
+          std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
+      open = -1;
+    }
+    int waits = 0;  // reductions of the open kernel this node waits for, in sequence
+    for (int i : node.inputs)
+      if (open >= 0 && i >= 0 && group_of[i] == open)
+        waits = std::max(waits, passes[i] + (op_class(g.nodes[i].op) == OpClass::Reduction));
+    if (open >= 0 && reduction && waits >= kMaxReductionPasses) {
+      log("cannot fuse " + what + " into " + s.groups[open].name + ": it would be pass " + std::to_string(waits + 1) +
+          " over the kernel's rows, each recomputing the passes before (at most " +
+          std::to_string(kMaxReductionPasses) + ")");
+      open = -1;
+    }
     if (open >= 0) {
       FusionGroup& k = s.groups[open];
       std::string why;
@@ -164,6 +190,7 @@ Schedule schedule(const graph::Graph& input) {
       if (!why.empty()) {
         k.nodes.push_back((int)id);
         group_of[id] = open;
+        passes[id] = waits;
         fused = true;
         log("fuse " + what + " into " + k.name + ": " + why);
       } else {
@@ -180,6 +207,7 @@ Schedule schedule(const graph::Graph& input) {
       k.nodes.push_back((int)id);
       k.name = "kernel" + std::to_string(s.groups.size());
       s.groups.push_back(k);
+      first_decision.push_back(s.decisions.size());
       open = (int)s.groups.size() - 1;
       group_of[id] = open;
       s.steps.push_back({StepKind::Kernel, -1, open});
@@ -190,6 +218,7 @@ Schedule schedule(const graph::Graph& input) {
   for (int o : g.outputs) s.realized[o] = true;
 
   // Loads, stores and names of each kernel.
+  first_decision.push_back(s.decisions.size());
   for (size_t gi = 0; gi < s.groups.size(); gi++) {
     FusionGroup& k = s.groups[gi];
     std::set<std::string> ops;
@@ -208,7 +237,10 @@ Schedule schedule(const graph::Graph& input) {
     for (const auto& o : ops) name += "_" + o;
     std::string old = k.name;
     k.name = name + "_" + std::to_string(gi);
-    for (auto& d : s.decisions) {
+    // the decisions naming this kernel were logged while it was open, before the next one
+    // opened: renaming only those keeps this linear in the program
+    for (size_t di = first_decision[gi]; di < first_decision[gi + 1]; di++) {
+      auto& d = s.decisions[di];
       size_t p;
       while ((p = d.text.find(old + ":")) != std::string::npos || (p = d.text.find(old + " ")) != std::string::npos)
         d.text.replace(p, old.size(), k.name);

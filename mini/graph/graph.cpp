@@ -13,10 +13,7 @@ namespace mini::graph {
 // ---- names and printing ------------------------------------------------------------------
 
 std::string Graph::unique_name(const std::string& base) {
-  int count = 0;
-  for (const auto& n : used_names_)
-    if (n == base) count++;
-  used_names_.push_back(base);
+  int count = name_counts_[base]++;  // a map, not a scan of every name: linear graph building
   return count ? base + "_" + std::to_string(count) : base;
 }
 

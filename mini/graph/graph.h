@@ -7,6 +7,7 @@
 // Guarantees: nodes are in topological order (an op's inputs come before it); names are
 // unique and readable (l_x_, mul, mul_1, ...); meta matches what the eager op would give.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,7 +92,7 @@ struct Graph {
 
  private:
   std::string unique_name(const std::string& base);
-  std::vector<std::string> used_names_;
+  std::map<std::string, int> name_counts_;  // base name -> nodes named from it so far
 };
 
 // Output meta of `op` applied to inputs of these metas (with attrs), without running it.

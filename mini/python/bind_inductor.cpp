@@ -94,6 +94,9 @@ void bind_inductor(py::module_& m) {
     info["peak_bytes"] = cg->schedule.peak_bytes;
     info["unplanned_bytes"] = cg->schedule.unplanned_bytes;
     info["compile_seconds"] = cg->compile_seconds;
+    info["schedule_seconds"] = cg->schedule_seconds;
+    info["codegen_seconds"] = cg->codegen_seconds;
+    info["cxx_seconds"] = cg->cxx_seconds;
     info["from_disk_cache"] = cg->from_disk_cache;
     info["rejected"] = cg->rejected;
     info["library"] = cg->library_path;

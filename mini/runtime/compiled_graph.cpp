@@ -258,9 +258,14 @@ std::string compiler_command() {
 
 std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir) {
   auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   auto cg = std::make_shared<CompiledGraph>();
   cg->schedule = fusion::schedule(g);
+  cg->schedule_seconds = since(start);
   cg->source = codegen::render_cpp(cg->schedule);
+  cg->codegen_seconds = since(start) - cg->schedule_seconds;
   if (!cg->schedule.groups.empty() && g_inject_codegen_error.exchange(false)) {  // a test's code generation bug
     size_t body = cg->source.find('{', cg->source.find(" " + cg->schedule.groups[0].name + "("));
     cg->source.insert(body + 1, "\n  mini_injected_error;");
@@ -309,7 +314,8 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
     if (last >= 0 && !outputs.count((int)id) && planned.nodes[id].kind != graph::NodeKind::Input)
       cg->frees[last].push_back((int)id);
   }
-  cg->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cg->compile_seconds = since(start);
+  cg->cxx_seconds = cg->compile_seconds - cg->schedule_seconds - cg->codegen_seconds;
   return cg;
 }
 

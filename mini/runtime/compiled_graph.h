@@ -35,6 +35,9 @@ struct CompiledGraph {
   std::string rejected;  // why the disk cache's entry for this graph was compiled again ("": none, or it was used)
   std::vector<std::string> warnings;  // for the user, once per process (an unusable cache_dir)
   double compile_seconds = 0;  // codegen + compiler + dlopen
+  // compile_seconds by stage (labs/bench/bench_compile.py): decompose + fusion + buffer plan,
+  // rendering the C++ source, and the C++ compiler + dlopen (0 for a disk-cache hit)
+  double schedule_seconds = 0, codegen_seconds = 0, cxx_seconds = 0;
   std::vector<KernelFn> kernels;  // one per FusionGroup
   std::vector<std::vector<int>> frees;  // per step: the buffers no later step reads
   void* handle = nullptr;

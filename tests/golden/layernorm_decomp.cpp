@@ -24,95 +24,46 @@ extern "C" void cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0(char* const* buffers,
     int64_t rest_r = r;
     const int64_t x0 = rest_r;
     double acc1 = double(0);
-    if (split) {
-      #pragma omp parallel for reduction(+ : acc1)
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part1 = 0;
-        #pragma omp simd reduction(+ : part1)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          part1 += in0[x0 * 512 + x1 * 1];
-        }
-        acc1 += part1;
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      float part1 = 0;
+      #pragma omp simd reduction(+ : part1)
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        part1 += in0[x0 * 512 + x1 * 1];
       }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part1 = 0;
-        #pragma omp simd reduction(+ : part1)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          part1 += in0[x0 * 512 + x1 * 1];
-        }
-        acc1 += part1;
-      }
+      acc1 += part1;
     }
     const float r1 = float((acc1 / double(rnumel)));
     double acc5 = double(0);
-    if (split) {
-      #pragma omp parallel for reduction(+ : acc5)
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part5 = 0;
-        #pragma omp simd reduction(+ : part5)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
-          const float t4 = (float(t2) * float(t2));
-          part5 += t4;
-        }
-        acc5 += part5;
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      float part5 = 0;
+      #pragma omp simd reduction(+ : part5)
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t4 = (float(t2) * float(t2));
+        part5 += t4;
       }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part5 = 0;
-        #pragma omp simd reduction(+ : part5)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
-          const float t4 = (float(t2) * float(t2));
-          part5 += t4;
-        }
-        acc5 += part5;
-      }
+      acc5 += part5;
     }
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / std::sqrt(float(r8)));
-    if (split) {
-      #pragma omp parallel for
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
-          const float t10 = (float(t6) * float(r9));
-          const float t12 = (float(t10) * float(in1[x1 * 1]));
-          const float t14 = (float(t12) + float(in2[x1 * 1]));
-          out3[x0 * 512LL + x1] = t14;
-        }
-      }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
-          const float t10 = (float(t6) * float(r9));
-          const float t12 = (float(t10) * float(in1[x1 * 1]));
-          const float t14 = (float(t12) + float(in2[x1 * 1]));
-          out3[x0 * 512LL + x1] = t14;
-        }
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      #pragma omp simd
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t10 = (float(t6) * float(r9));
+        const float t12 = (float(t10) * float(in1[x1 * 1]));
+        const float t14 = (float(t12) + float(in2[x1 * 1]));
+        out3[x0 * 512LL + x1] = t14;
       }
     }
   }

@@ -24,87 +24,41 @@ extern "C" void cpp_red_fused_amax_div_exp_sub_sum_0(char* const* buffers, const
     float s3[4096LL];  // exp of this row, computed once
     float acc1 = -std::numeric_limits<float>::infinity();
     int nan1 = 0;  // max/min propagate NaN, as eager
-    if (split) {
-      #pragma omp parallel for reduction(max : acc1) reduction(| : nan1)
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd reduction(max : acc1) reduction(| : nan1)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          acc1 = in0[x0 * 4096 + x1 * 1] > acc1 ? in0[x0 * 4096 + x1 * 1] : acc1; nan1 |= in0[x0 * 4096 + x1 * 1] != in0[x0 * 4096 + x1 * 1];
-        }
-      }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd reduction(max : acc1) reduction(| : nan1)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          acc1 = in0[x0 * 4096 + x1 * 1] > acc1 ? in0[x0 * 4096 + x1 * 1] : acc1; nan1 |= in0[x0 * 4096 + x1 * 1] != in0[x0 * 4096 + x1 * 1];
-        }
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      #pragma omp simd reduction(max : acc1) reduction(| : nan1)
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        acc1 = in0[x0 * 4096 + x1 * 1] > acc1 ? in0[x0 * 4096 + x1 * 1] : acc1; nan1 |= in0[x0 * 4096 + x1 * 1] != in0[x0 * 4096 + x1 * 1];
       }
     }
     const float r1 = float((nan1 ? std::numeric_limits<float>::quiet_NaN() : acc1));
     double acc4 = double(0);
-    if (split) {
-      #pragma omp parallel for reduction(+ : acc4)
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part4 = 0;
-        #pragma omp simd reduction(+ : part4)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t2 = (float(in0[x0 * 4096 + x1 * 1]) - float(r1));
-          const float t3 = mini::exp_of<float>(float(t2));
-          s3[j] = t3;
-          part4 += t3;
-        }
-        acc4 += part4;
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      float part4 = 0;
+      #pragma omp simd reduction(+ : part4)
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        const float t2 = (float(in0[x0 * 4096 + x1 * 1]) - float(r1));
+        const float t3 = mini::exp_of<float>(float(t2));
+        s3[j] = t3;
+        part4 += t3;
       }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        float part4 = 0;
-        #pragma omp simd reduction(+ : part4)
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t2 = (float(in0[x0 * 4096 + x1 * 1]) - float(r1));
-          const float t3 = mini::exp_of<float>(float(t2));
-          s3[j] = t3;
-          part4 += t3;
-        }
-        acc4 += part4;
-      }
+      acc4 += part4;
     }
     const float r4 = float(acc4);
-    if (split) {
-      #pragma omp parallel for
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t3 = s3[j];
-          const float t5 = (float(t3) / float(r4));
-          out1[x0 * 4096LL + x1] = t5;
-        }
-      }
-    } else {
-      for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-        const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-        #pragma omp simd
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x1 = rest_j;
-          const float t3 = s3[j];
-          const float t5 = (float(t3) / float(r4));
-          out1[x0 * 4096LL + x1] = t5;
-        }
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      #pragma omp simd
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        const float t3 = s3[j];
+        const float t5 = (float(t3) / float(r4));
+        out1[x0 * 4096LL + x1] = t5;
       }
     }
   }

@@ -518,9 +518,9 @@ def test_softmax_keeps_exp_in_a_row_scratch_and_computes_it_once():
     info = inductor(softmax_decomp, x)
     src = info["source"]
     assert re.search(r"float s\d+\[4096LL\];  // exp of this row, computed once", src), src
-    # each pass is written twice (a row split over threads, and not); exp is in the sum pass
-    # only, and the output pass reads it back
-    assert src.count("mini::exp_of<float>") == 2
+    # each pass is written once (a row of 4096 is too short to split over threads); exp is in
+    # the sum pass only, and the output pass reads it back
+    assert src.count("mini::exp_of<float>") == 1
     assert re.search(r"const float t\d+ = s\d+\[j\];", src)
     check_same(info["run"](x), softmax_decomp(x))
 

@@ -1,0 +1,41 @@
+"""labs/bench/bench_compile.py runs (--quick) and its JSON has the table it prints.
+
+The bench runs as its own process, with this interpreter, mini on PYTHONPATH and a fresh
+MINI_CACHE_DIR, writing into tmp_path. Assertions are about its structure (rows, stages,
+kernels, figures), never about timings.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mini
+
+BENCH = Path(__file__).resolve().parents[2] / "labs" / "bench" / "bench_compile.py"
+MINI_DIR = Path(mini.__file__).resolve().parents[1]  # the folder holding the mini package
+KINDS = ("pointwise", "broadcast", "reduction", "diamond")
+STAGES = ("capture_s", "fusion_s", "codegen_s", "cxx_s", "cxx_cpu_s", "total_s")
+
+
+def test_bench_compile_quick(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(MINI_DIR), MINI_CACHE_DIR=str(tmp_path / "cache"), MPLBACKEND="Agg")
+    env.pop("MINI_LOGS", None)
+    out = tmp_path / "figures"
+    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--out", str(out)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"bench_compile failed:\n{done.stdout}\n{done.stderr}"
+    for suffix in (".png", ".svg", ".json"):
+        path = out / ("bench_compile" + suffix)
+        assert path.exists() and path.stat().st_size > 0, f"no {path.name}"
+    rows = json.loads((out / "bench_compile.json").read_text())["rows"]
+    assert [r["kind"] for r in rows] == [k for k in KINDS for _ in range(3)]
+    for kind in KINDS:
+        mine = [r for r in rows if r["kind"] == kind]
+        ops = [r["ops"] for r in mine]
+        assert ops == sorted(ops) and 8 <= ops[0] <= 10 and 99 <= ops[-1] <= 100, ops
+        assert all(r["graphs"] == 1 for r in mine)
+        assert all(all(r[s] >= 0 for s in STAGES) for r in mine)
+        assert mine[-1]["kernels"] >= 2  # 100 ops are more than one kernel holds
+        assert mine[-1]["source_bytes"] > mine[0]["source_bytes"]
+    assert "cold compile time by stage" in done.stdout and "capture" in done.stdout
