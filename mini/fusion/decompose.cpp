@@ -1,7 +1,7 @@
 // decompose.cpp — composite ops rewritten into the ops fusion understands (Inductor's
 // decompositions): softmax = amax, sub, exp, sum, div; log_softmax; layer_norm = mean,
 // sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum;
-// a reduction of a 0-d tensor = a cast.
+// a reduction of a 0-d tensor, and a softmax of an empty one = a cast.
 #include "fusion/schedule.h"
 
 namespace mini::fusion {
@@ -42,6 +42,12 @@ graph::Graph decompose(const graph::Graph& src) {
     const Attrs& a = n.attrs;
     switch (n.op) {
       case OpKind::Softmax: case OpKind::LogSoftmax: {
+        if (numel_of(n.meta.sizes) == 0) {  // nothing to compute (and amax has no identity)
+          Attrs c;
+          c.dtype = n.meta.dtype;
+          map[id] = b.op(OpKind::Cast, {in[0]}, c);
+          break;
+        }
         int m = b.reduce(OpKind::Amax, in[0], {a.dim}, true);
         int s = b.op(OpKind::Sub, {in[0], m});
         int e = b.op(OpKind::Exp, {s});
