@@ -2,10 +2,13 @@
 
 A seeded generator builds small random expressions over mini ops: pointwise unary and
 binary ops with broadcasting ([4, 1] x [1, 5], scalars, 0-d tensors), comparisons and where,
-reductions (sum, mean, amax, amin; one or more dims; with and without keepdim), views
-(transpose, permute, reshape, flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs
-and of computed values), matmul, softmax / log_softmax / layer_norm (decomposed by the
-backend), and casts between float32, float64, int64 and bool with torch's type promotion.
+reductions (sum, mean, amax, amin; one or more dims; with and without keepdim; of 0-d
+tensors, of other reductions, over dims of size 0 and 1), views (transpose, permute, reshape,
+flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs and of computed values),
+matmul, softmax / log_softmax / layer_norm (decomposed by the backend), and casts between
+float32, float64, int64 and bool with torch's type promotion. Sizes include 0, 1, odd ones
+(3, 7, 17, 33, ...) and 1023/1025 (around a reduction's chunk); a quarter of the inputs are
+passed non-contiguous (transposed, every other element, expanded).
 
 Each "program" is one expression. A compile of C++ costs ~0.2-0.5 s, so PER_FUNCTION
 programs share one generated Python function (one graph, one .so) that returns them all as a
@@ -19,17 +22,22 @@ Every output is compared with running the same function eagerly on the same inpu
    compute bit for bit (no transcendental, no float sum, no product feeding a sum that a
    compiler could contract into an FMA), so these are never decided by rounding.
 Every fifth function is compiled with dynamic=True (symbolic sizes as kernel arguments).
+Those and every fifth other function are called a second time with every input dim of one
+size n >= 2 made n + 1 (the other function recompiles with automatic dynamic shapes), and
+compared again, when eager accepts those inputs.
 A third as many functions again run as training steps: float inputs require grad, and the
 compiled gradients (training graphs) must match eager autograd's.
 Each function runs in a forked child, so a crash in generated code fails that function only.
 A failing function is split into its programs; each failing program is shrunk (subtrees
 replaced by smaller ones of the same shape and dtype while it still fails) and reported as
-a standalone repro. KNOWN_BUGS lists what the generator leaves out while a mini bug is open;
-each has a strict xfail regression test at the end of this file.
+a reproducer: a standalone script with the inputs' values, and the command that reruns the
+function. KNOWN_BUGS lists what the generator leaves out while a mini bug is open; each has
+a strict xfail regression test at the end of this file. The fixed ones are regression tests
+here or in test_inductor_edge_cases.py.
 
-Knobs: MINI_FUZZ_N programs (default 300, CI), MINI_FUZZ_SEED (default 0),
-MINI_FUZZ_PER_FUNCTION (default 10), MINI_FUZZ_FORK=0 (no child processes).
-A long run: MINI_FUZZ_N=3000 MINI_FUZZ_SEED=1 (about 3 minutes on 2 cores).
+Knobs: MINI_INDUCTOR_FUZZ_N programs (default 300, CI), MINI_INDUCTOR_FUZZ_SEED (default 0),
+MINI_FUZZ_PER_FUNCTION (default 10), MINI_FUZZ_FORK=0 (no child processes). The long run
+of notes/inductor.md ("Differential fuzzer"): MINI_INDUCTOR_FUZZ_N=10000 MINI_INDUCTOR_FUZZ_SEED=1.
 """
 import faulthandler
 import json
@@ -476,6 +484,8 @@ class Gen:
             mode = "dim"
         if mode in ("all", "of_0d") and rank != 0:
             mode = "dim"
+        if rank == 0 and r.random() < 0.3:
+            mode = "of_0d"
         if mode == "keepdim" and not ones:
             mode = "dim"
         k = lambda: r.choice([0, 1, 2, 3, 5, 8, 16, 33])  # noqa: E731
@@ -516,7 +526,8 @@ class Gen:
             op = "sum"
             fmt = fmt.replace(".amax(", ".sum(").replace(".amin(", ".sum(")
         # a reduction of a reduction (x.sum().sum(), x.mean(0).mean()) now and then
-        a = self.reduction(src_shape, src_t, depth - 1, exact) if src_t != "b" and r.random() < 0.15 else None
+        nested = 0.5 if mode == "of_0d" else 0.15
+        a = self.reduction(src_shape, src_t, depth - 1, exact) if src_t != "b" and r.random() < nested else None
         a = a if a is not None and a.shape == src_shape and a.dtype == src_t else self.sub(src_shape, src_t, depth, exact)
         if op == "sum":
             return Node(fmt, [a], shape, dtype, dtype not in FLOATS, a.mag * kk, a.scale * kk, remake_of(fmt, shape, dtype, "sum", kk))
