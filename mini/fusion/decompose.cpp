@@ -1,6 +1,7 @@
 // decompose.cpp — composite ops rewritten into the ops fusion understands (Inductor's
 // decompositions): softmax = amax, sub, exp, sum, div; log_softmax; layer_norm = mean,
-// sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum.
+// sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum;
+// a reduction of a 0-d tensor, and a softmax of an empty one = a cast.
 #include "fusion/schedule.h"
 
 namespace mini::fusion {
@@ -41,6 +42,12 @@ graph::Graph decompose(const graph::Graph& src) {
     const Attrs& a = n.attrs;
     switch (n.op) {
       case OpKind::Softmax: case OpKind::LogSoftmax: {
+        if (numel_of(n.meta.sizes) == 0) {  // nothing to compute (and amax has no identity)
+          Attrs c;
+          c.dtype = n.meta.dtype;
+          map[id] = b.op(OpKind::Cast, {in[0]}, c);
+          break;
+        }
         int m = b.reduce(OpKind::Amax, in[0], {a.dim}, true);
         int s = b.op(OpKind::Sub, {in[0], m});
         int e = b.op(OpKind::Exp, {s});
@@ -53,8 +60,17 @@ graph::Graph decompose(const graph::Graph& src) {
         int64_t rank = (int64_t)n.meta.sizes.size();
         std::vector<int64_t> dims;
         for (int64_t d = rank - a.dim; d < rank; d++) dims.push_back(d);
-        int mu = b.reduce(OpKind::Mean, in[0], dims, true);
-        int xc = b.op(OpKind::Sub, {in[0], mu});
+        // The mean and x - mean in float64 for a float32 x: a float32 mean of a row with mean
+        // 100 and std 0.01 is off by a few 1e-6 (its rounding, and float partial sums), 1e-4
+        // to 1e-3 of a standard deviation in every output. The casts stay in the kernel.
+        bool f32 = n.meta.dtype == DType::Float32;
+        Attrs to64, to32;
+        to64.dtype = DType::Float64;
+        to32.dtype = DType::Float32;
+        int x = f32 ? b.op(OpKind::Cast, {in[0]}, to64) : in[0];
+        int mu = b.reduce(OpKind::Mean, x, dims, true);
+        int xc = b.op(OpKind::Sub, {x, mu});
+        if (f32) xc = b.op(OpKind::Cast, {xc}, to32);
         int var = b.reduce(OpKind::Mean, b.op(OpKind::Mul, {xc, xc}), dims, true);
         int rstd = b.op(OpKind::Rsqrt, {b.op(OpKind::Add, {var, b.number(a.eps)})});
         int y = b.op(OpKind::Mul, {xc, rstd});
@@ -69,6 +85,16 @@ graph::Graph decompose(const graph::Graph& src) {
         map[id] = a.mode == "none" ? sq : b.reduce(a.mode == "mean" ? OpKind::Mean : OpKind::Sum, sq, {}, false);
         break;
       }
+      case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
+        // A reduction of a 0-d tensor reduces no dim: its one value, in the result's dtype
+        // (a kernel's loops come from its reduced dims, and this one has none).
+        if (g.nodes[in[0]].meta.sizes.empty()) {
+          Attrs c;
+          c.dtype = n.meta.dtype;
+          map[id] = b.op(OpKind::Cast, {in[0]}, c);
+          break;
+        }
+        [[fallthrough]];
       default:
         map[id] = g.add_op(n.op, in, a, n.code);
         g.nodes[map[id]].wrapped_number = n.wrapped_number;  // item()'s number, marked by capture

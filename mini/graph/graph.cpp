@@ -376,6 +376,7 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       if (op == OpKind::Mean && !is_floating(dt))
         fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
              "or complex dtype. Got: ", dtype_name(dt));
+      check_reduction_nonempty(op, in[0].sizes, a.dims);
       return contiguous_meta(reduced_shape(in[0].sizes, a), dt);
     }
     case OpClass::View: {

@@ -52,6 +52,9 @@ DType result_type(const std::vector<Tensor>& operands);
 
 // ---- reductions -----------------------------------------------------------------------
 Tensor reduce(OpKind kind, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+// amax/amin have no identity: torch's errors for an empty reduced dim, or for no dim given on
+// an empty input (the graph's meta rule runs it too, so compiled code raises them as well).
+void check_reduction_nonempty(OpKind kind, const Shape& sizes, const std::vector<int64_t>& dims);
 // max/min along one dim: values and int64 indices from one kernel.
 std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max);
 

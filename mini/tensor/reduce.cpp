@@ -214,6 +214,16 @@ void max_min_kernel(const Tensor& a, const Tensor& values, const Tensor& indices
 
 }  // namespace
 
+void check_reduction_nonempty(OpKind k, const Shape& sizes, const std::vector<int64_t>& dims) {
+  if ((k != OpKind::Amax && k != OpKind::Amin) || numel_of(sizes) != 0) return;
+  if (dims.empty())
+    fail(op_name(k), "(): Expected reduction dim to be specified for input.numel() == 0. "
+         "Specify the reduction dim with the 'dim' argument.");
+  for (int64_t d : dims)  // as torch, the dim as the caller wrote it
+    if (sizes[wrap_dim(d, (int64_t)sizes.size())] == 0)
+      fail_index(op_name(k), "(): Expected reduction dim ", d, " to have non-zero size.");
+}
+
 Tensor reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   if (!a) fail_type(op_name(k), "(): argument 'input' must be a Tensor, not None");
   std::vector<int64_t> dims = wrap_dims(dims_in, a->dim());
@@ -225,9 +235,7 @@ Tensor reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims_in, bo
     fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
          "or complex dtype. Got: ", dtype_name(a->dtype), ". Convert first, e.g. x.float().mean()");
   Shape out_shape = reduced_shape(a->sizes, dims, keepdim);
-  if ((k == OpKind::Amax || k == OpKind::Amin) && a->numel() == 0)
-    fail(op_name(k), "(): Expected reduction dim to be specified for input.numel() == 0. "
-         "The tensor of shape ", shape_str(a->sizes), " is empty.");
+  check_reduction_nonempty(k, a->sizes, dims_in);
   Tensor out = TensorImpl::empty(out_shape, out_dtype);
   Combine c = k == OpKind::Amax ? Combine::Max : k == OpKind::Amin ? Combine::Min : Combine::Sum;
   MINI_DISPATCH(a->dtype, T, [&] {
@@ -250,7 +258,7 @@ std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim_in, bool keep
     return {v, i};
   }
   int64_t n = a->sizes[dim];
-  if (n == 0) fail(is_max ? "max" : "min", "(): cannot reduce over a zero-size dimension ", dim);
+  if (n == 0) fail_index(is_max ? "max" : "min", "(): Expected reduction dim ", dim, " to have non-zero size.");
   Shape out_shape = reduced_shape(a->sizes, {dim}, keepdim);
   Tensor values = TensorImpl::empty(out_shape, a->dtype);
   Tensor indices = TensorImpl::empty(out_shape, DType::Int64);

@@ -114,9 +114,10 @@ ANCHORS = {
                          ["cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0"]),
     "ffn_out": (ffn_out, lambda: (T(8, C, seed=9), T(C, C, seed=10), T(C, seed=11)), ["cpp_poi_fused_add_relu_0"]),
     # the composite ops, decomposed by mini before fusion, give the same single kernel
+    # (layer_norm's mean is taken in float64: its casts add "to")
     "softmax_op": (softmax_op, lambda: (T(R, C, seed=12),), ["cpp_per_fused_amax_div_exp_sub_sum_0"]),
     "layer_norm_op": (layer_norm_op, lambda: (T(R, C, seed=13), T(C, seed=14), T(C, seed=15)),
-                      ["cpp_per_fused_add_mean_mul_rsqrt_sub_0"]),
+                      ["cpp_per_fused_add_mean_mul_rsqrt_sub_to_0"]),
 }
 
 

@@ -2,10 +2,13 @@
 
 A seeded generator builds small random expressions over mini ops: pointwise unary and
 binary ops with broadcasting ([4, 1] x [1, 5], scalars, 0-d tensors), comparisons and where,
-reductions (sum, mean, amax, amin; one or more dims; with and without keepdim), views
-(transpose, permute, reshape, flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs
-and of computed values), matmul, softmax / log_softmax / layer_norm (decomposed by the
-backend), and casts between float32, float64, int64 and bool with torch's type promotion.
+reductions (sum, mean, amax, amin; one or more dims; with and without keepdim; of 0-d
+tensors, of other reductions, over dims of size 0 and 1), views (transpose, permute, reshape,
+flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs and of computed values),
+matmul, softmax / log_softmax / layer_norm (decomposed by the backend), and casts between
+float32, float64, int64 and bool with torch's type promotion. Sizes include 0, 1, odd ones
+(3, 7, 17, 33, ...) and 1023/1025 (around a reduction's chunk); a quarter of the inputs are
+passed non-contiguous (transposed, every other element, expanded).
 
 Each "program" is one expression. A compile of C++ costs ~0.2-0.5 s, so PER_FUNCTION
 programs share one generated Python function (one graph, one .so) that returns them all as a
@@ -19,17 +22,22 @@ Every output is compared with running the same function eagerly on the same inpu
    compute bit for bit (no transcendental, no float sum, no product feeding a sum that a
    compiler could contract into an FMA), so these are never decided by rounding.
 Every fifth function is compiled with dynamic=True (symbolic sizes as kernel arguments).
+Those and every fifth other function are called a second time with every input dim of one
+size n >= 2 made n + 1 (the other function recompiles with automatic dynamic shapes), and
+compared again, when eager accepts those inputs.
 A third as many functions again run as training steps: float inputs require grad, and the
 compiled gradients (training graphs) must match eager autograd's.
 Each function runs in a forked child, so a crash in generated code fails that function only.
 A failing function is split into its programs; each failing program is shrunk (subtrees
 replaced by smaller ones of the same shape and dtype while it still fails) and reported as
-a standalone repro. KNOWN_BUGS lists what the generator leaves out while a mini bug is open;
-each has a strict xfail regression test at the end of this file.
+a reproducer: a standalone script with the inputs' values, and the command that reruns the
+function. KNOWN_BUGS lists what the generator leaves out while a mini bug is open; each has
+a strict xfail regression test at the end of this file. The fixed ones are regression tests
+here or in test_inductor_edge_cases.py.
 
-Knobs: MINI_FUZZ_N programs (default 300, CI), MINI_FUZZ_SEED (default 0),
-MINI_FUZZ_PER_FUNCTION (default 10), MINI_FUZZ_FORK=0 (no child processes).
-A long run: MINI_FUZZ_N=3000 MINI_FUZZ_SEED=1 (about 3 minutes on 2 cores).
+Knobs: MINI_INDUCTOR_FUZZ_N programs (default 250, CI: about 55 s on 2 cores), MINI_INDUCTOR_FUZZ_SEED (default 0),
+MINI_FUZZ_PER_FUNCTION (default 10), MINI_FUZZ_FORK=0 (no child processes). The long run
+of notes/inductor.md ("Differential fuzzer"): MINI_INDUCTOR_FUZZ_N=10000 MINI_INDUCTOR_FUZZ_SEED=1.
 """
 import faulthandler
 import json
@@ -47,8 +55,8 @@ import pytest
 import mini
 from conftest import to_np
 
-N_PROGRAMS = int(os.environ.get("MINI_FUZZ_N", "300"))
-SEED = int(os.environ.get("MINI_FUZZ_SEED", "0"))
+N_PROGRAMS = int(os.environ.get("MINI_INDUCTOR_FUZZ_N", "250"))
+SEED = int(os.environ.get("MINI_INDUCTOR_FUZZ_SEED", "0"))
 PER_FUNCTION = int(os.environ.get("MINI_FUZZ_PER_FUNCTION", "10"))
 ISOLATE = os.environ.get("MINI_FUZZ_FORK", "1") != "0" and hasattr(os, "fork")
 CHILD_TIMEOUT = 300  # seconds for one compiled function in its forked child
@@ -127,23 +135,36 @@ def broadcast(*shapes):
 
 # ---- the generator ------------------------------------------------------------------------------------
 
+def random_array(r, shape, dtype):
+    if dtype in FLOATS:
+        arr = np.array([r.uniform(-2, 2) for _ in range(numel(shape))], dtype=NP[dtype])
+    elif dtype == "i64":
+        arr = np.array([r.randint(-4, 4) for _ in range(numel(shape))], dtype=np.int64)
+    else:
+        arr = np.array([r.random() < 0.5 for _ in range(numel(shape))], dtype=np.bool_)
+    return arr.reshape(shape)
+
+
 class Inputs:
-    """The inputs of one generated function: name, shape, dtype, values."""
+    """The inputs of one generated function: name, shape, dtype, values, and the layout the
+    caller passes it in (LAYOUTS: contiguous, transposed, every other element, expanded)."""
 
     def __init__(self, rng):
         self.rng = rng
         self.items = []  # (name, shape, dtype, ndarray)
+        self.layouts = {}  # name: a key of LAYOUTS
 
     def new(self, shape, dtype):
         r = self.rng
-        if dtype in FLOATS:
-            arr = np.array([r.uniform(-2, 2) for _ in range(numel(shape))], dtype=NP[dtype])
-        elif dtype == "i64":
-            arr = np.array([r.randint(-4, 4) for _ in range(numel(shape))], dtype=np.int64)
-        else:
-            arr = np.array([r.random() < 0.5 for _ in range(numel(shape))], dtype=np.bool_)
+        layout = r.choice(["t", "step", "expand"]) if shape and r.random() < 0.25 else "contiguous"
+        if layout == "t" and len(shape) < 2 or layout == "expand" and not any(n > 1 for n in shape):
+            layout = "contiguous"
+        arr = random_array(r, shape, dtype)
+        if layout == "expand":  # the same values along the dims the caller expands
+            arr = np.broadcast_to(arr[expanded_index(shape)], shape).copy()
         name = f"a{len(self.items)}"
-        self.items.append((name, tuple(shape), dtype, arr.reshape(shape)))
+        self.items.append((name, tuple(shape), dtype, arr))
+        self.layouts[name] = layout
         return name
 
     def find(self, shape, dtype):
@@ -170,7 +191,11 @@ class Gen:
     def dim(self):
         r = self.r.random()
         if r < 0.03:
-            return self.r.choice([33, 67, 130])  # past a vector width, with a remainder
+            return self.r.choice([17, 33, 67, 130])  # past a vector width, with a remainder
+        if r < 0.04:
+            return self.r.choice([1023, 1025])  # around a reduction's chunk
+        if r < 0.07:
+            return 0  # zero-size
         return self.r.choice([1, 2, 2, 3, 3, 4, 4, 5, 6, 7, 8])
 
     def shape(self):
@@ -220,7 +245,7 @@ class Gen:
             options += ["unsqueeze"]
         if any(n > 1 for n in shape):
             options += ["expand"]
-        if rank == 1:
+        if rank == 1 and shape[0] > 0:
             options += ["flatten"]
         if self.dynamic and "dynamic_unknown_sizes" in KNOWN_BUGS:
             options = [o for o in options if o not in ("slice", "step", "flatten")]
@@ -272,7 +297,7 @@ class Gen:
         if op == "step" and rank >= 1:
             d = r.randrange(rank)
             s = list(shape)
-            s[d] = 2 * shape[d] - r.randint(0, 1)
+            s[d] = max(0, 2 * shape[d] - r.randint(0, 1))
             idx = ", ".join([":"] * d + ["::2"])
             return wrap(f"{{0}}[{idx}]", s)
         if op == "select" and rank <= 2:
@@ -454,18 +479,23 @@ class Gen:
             op = "amax"
         rank = len(shape)
         ones = [d for d, n in enumerate(shape) if n == 1]
-        mode = r.choice(["dim", "dim", "keepdim", "multi", "all"])
+        mode = r.choice(["dim", "dim", "keepdim", "multi", "all", "all", "of_0d"])
         if mode == "multi" and "tuple_dims_capture" in KNOWN_BUGS:
             mode = "dim"
-        if mode == "all" and rank != 0:
+        if mode in ("all", "of_0d") and rank != 0:
             mode = "dim"
+        if rank == 0 and r.random() < 0.3:
+            mode = "of_0d"
         if mode == "keepdim" and not ones:
             mode = "dim"
-        k = lambda: r.choice([1, 2, 3, 5, 8, 16, 33])  # noqa: E731
+        k = lambda: r.choice([0, 1, 2, 3, 5, 8, 16, 33])  # noqa: E731
         if mode == "all":
             src_shape = self.shape() or (r.randint(2, 6),)
             fmt = f"{{0}}.{op}()"
             kk = numel(src_shape)
+        elif mode == "of_0d":  # a 0-d tensor reduces to itself, over no dim, dim 0 or dim -1
+            src_shape, kk = (), 1
+            fmt = r.choice([f"{{0}}.{op}()", f"{{0}}.{op}(0)", f"{{0}}.{op}(-1, keepdim=True)"])
         elif mode == "keepdim":
             d = r.choice(ones)
             src = list(shape)
@@ -492,7 +522,13 @@ class Gen:
             src_shape = tuple(src)
         if numel(src_shape) > 20000:
             return None
-        a = self.sub(src_shape, src_t, depth, exact)
+        if kk == 0 and op in ("amax", "amin"):  # no identity: torch raises (test_reduction_errors_*)
+            op = "sum"
+            fmt = fmt.replace(".amax(", ".sum(").replace(".amin(", ".sum(")
+        # a reduction of a reduction (x.sum().sum(), x.mean(0).mean()) now and then
+        nested = 0.5 if mode == "of_0d" else 0.15
+        a = self.reduction(src_shape, src_t, depth - 1, exact) if src_t != "b" and r.random() < nested else None
+        a = a if a is not None and a.shape == src_shape and a.dtype == src_t else self.sub(src_shape, src_t, depth, exact)
         if op == "sum":
             return Node(fmt, [a], shape, dtype, dtype not in FLOATS, a.mag * kk, a.scale * kk, remake_of(fmt, shape, dtype, "sum", kk))
         return reduce_node(fmt, a, shape, dtype, op, kk)
@@ -520,7 +556,7 @@ class Gen:
     def composite(self, shape, dtype, depth):
         r = self.r
         rank = len(shape)
-        which = r.choice(["softmax", "log_softmax", "layer_norm", "layer_norm_affine"])
+        which = r.choice(["softmax", "log_softmax"] + (["layer_norm", "layer_norm_affine"] if shape[-1] else []))
         a = self.sub(shape, dtype, depth, False)
         if which in ("softmax", "log_softmax"):
             d = r.randrange(rank) - (rank if r.random() < 0.5 else 0)
@@ -660,6 +696,45 @@ def cast(a, dtype):
 
 # ---- programs -----------------------------------------------------------------------------------------
 
+def expanded_index(shape):
+    """What an "expand" input is made of: element 0 of each dim of size > 1 but the last one
+    (of the only one when there is one), keeping the dims."""
+    big = [d for d, n in enumerate(shape) if n > 1]
+    kept = big[-1:] if len(big) > 1 else []
+    return tuple(slice(0, 1) if d in big and d not in kept else slice(None) for d in range(len(shape)))
+
+
+# layout: (the array the tensor is made from, the view of it the function receives)
+LAYOUTS = {
+    "contiguous": (lambda arr: arr, lambda shape: "{0}"),
+    "t": (lambda arr: np.swapaxes(arr, -1, -2).copy(), lambda shape: "{0}.transpose(-1, -2)"),
+    "step": (lambda arr: np.repeat(arr, 2, axis=-1),
+             lambda shape: "{0}[" + ":, " * (len(shape) - 1) + "::2]"),
+    "expand": (lambda arr: arr[expanded_index(arr.shape)].copy(),
+               lambda shape: "{0}.expand(" + ", ".join(str(n) for n in shape) + ")"),
+}
+
+
+def input_source(arr, dtype, layout):
+    """Python source of the tensor a caller passes (the reproducer prints it)."""
+    base, view = LAYOUTS[layout]
+    b = base(arr)
+    if b.ndim == 0:
+        t = f"mini.tensor({b.item()!r}, dtype={DTYPES[dtype]})"
+    else:
+        values = ", ".join(str(v) for v in b.ravel().tolist()) if dtype != "f32" else \
+            ", ".join(np.format_float_positional(v, unique=True) for v in b.ravel())  # float32's shortest
+        t = f"mini.from_numpy(np.array([{values}], dtype=np.{NP[dtype].__name__}).reshape({b.shape}))"
+    return view(arr.shape).format(t)
+
+
+def input_tensor(arr, dtype, layout):
+    base, view = LAYOUTS[layout]
+    b = base(arr)
+    t = mini.tensor(b.item(), dtype=DTYPES[dtype]) if b.ndim == 0 else mini.from_numpy(b.copy())
+    return eval(view(arr.shape).format("t"), {"t": t})  # noqa: S307 (the source input_source prints)
+
+
 class Program:
     """A function over some inputs returning a tuple of expressions."""
 
@@ -685,13 +760,40 @@ class Program:
         exec(compile(src, filename, "exec"), scope)
         return scope[self.name]
 
-    def args(self):
+    def arrays(self, resize=None):
+        """(name, dtype, values, layout) of each parameter; resize=(n, m): every dim of size n
+        is m instead (new values, seeded), as a second call of a dynamic function sees."""
         out = []
         for name in self.params:
             _, shape, dtype, arr = self.inputs.get(name)
-            out.append(mini.tensor(arr.tolist(), dtype=DTYPES[dtype]) if arr.ndim == 0
-                       else mini.from_numpy(np.ascontiguousarray(arr)))
+            layout = self.inputs.layouts[name]
+            if resize:
+                new_shape = tuple(resize[1] if n == resize[0] else n for n in shape)
+                arr = random_array(random.Random(f"{self.name} {name} {resize}"), new_shape, dtype)
+                if layout == "expand":
+                    arr = np.broadcast_to(arr[expanded_index(new_shape)], new_shape).copy()
+            out.append((name, dtype, arr, layout))
         return out
+
+    def args(self, resize=None):
+        return [input_tensor(arr, dtype, layout) for _, dtype, arr, layout in self.arrays(resize)]
+
+    def resizable(self):
+        """The input sizes a second call may change (sizes 0 and 1 stay specialized)."""
+        return sorted({n for name in self.params for n in self.inputs.get(name)[1] if n >= 2})
+
+    def repro(self, dynamic, resize=None):
+        """A standalone script that runs this function eagerly and compiled and compares."""
+        lines = ["import numpy as np", "import mini", "", self.source().rstrip(), ""]
+        calls = [None] + ([resize] if resize else [])
+        lines.append(f"f = mini.compile({self.name}, dynamic={dynamic}, fullgraph=True)")
+        for k, rs in enumerate(calls):
+            lines.append(f"args = [  # call {k + 1}" + (f": every dim of size {rs[0]} is {rs[1]}" if rs else ""))
+            lines += [f"    {input_source(arr, dtype, layout)},  # {name}" for name, dtype, arr, layout in self.arrays(rs)]
+            lines.append("]")
+            lines.append(f"for i, (got, exp) in enumerate(zip(f(*args), {self.name}(*args))):")
+            lines.append("    print(i, 'compiled', got, 'eager', exp)")
+        return "\n".join(lines) + "\n"
 
     def describe_inputs(self):
         return ", ".join(f"{n}: {self.inputs.get(n)[2]}{list(self.inputs.get(n)[1])}" for n in self.params)
@@ -706,13 +808,13 @@ def generate(seed, count, dynamic=False):
     return g.inputs, exprs
 
 
-def check_output(e, got, exp):
+def check_output(e, got, exp, resized=False):
     """None if got (compiled) matches exp (eager) for expression e, else a description."""
     if not isinstance(got, mini.Tensor):
         return f"compiled returned {type(got).__name__}, expected a Tensor"
     if tuple(got.shape) != tuple(exp.shape) or got.dtype != exp.dtype:
         return f"compiled {got.dtype}{list(got.shape)} != eager {exp.dtype}{list(exp.shape)}"
-    if exp.dtype != DTYPES[e.dtype] or tuple(exp.shape) != e.shape:
+    if exp.dtype != DTYPES[e.dtype] or tuple(exp.shape) != e.shape and not resized:
         return (f"GENERATOR: eager gave {exp.dtype}{list(exp.shape)}, the generator expected "
                 f"{e.dtype}{list(e.shape)}")
     g, x = to_np(got), to_np(exp)
@@ -731,9 +833,12 @@ def check_output(e, got, exp):
             f"{g[idx]!r}, eager {x[idx]!r} (scale {e.scale:.3g})")
 
 
-def run_program(prog, dynamic=None):
+def run_program(prog, dynamic=None, resize=None):
     """[(i, problem)] for the expressions of prog whose compiled result differs from eager;
-    [(-1, problem)] when compiling or running the function failed as a whole."""
+    [(-1, problem)] when compiling or running the function failed as a whole. resize=(n, m):
+    the compiled function is called a second time with every input dim of size n made m
+    (dynamic=None: a recompile with automatic dynamic shapes; True: the same kernels), when
+    eager accepts those inputs (a size written in the program, as reshape(3, 4), may not)."""
     fn = prog.function()
     args = prog.args()
     try:
@@ -741,7 +846,8 @@ def run_program(prog, dynamic=None):
     except Exception as e:  # noqa: BLE001
         return [(-1, f"GENERATOR: eager raised {type(e).__name__}: {e}")]
     try:
-        got = mini.compile(fn, dynamic=dynamic, fullgraph=True)(*args)
+        compiled = mini.compile(fn, dynamic=dynamic, fullgraph=True)
+        got = compiled(*args)
     except Exception as e:  # noqa: BLE001
         return [(-1, f"compiled raised {type(e).__name__}: {str(e)[:1500]}")]
     problems = []
@@ -749,6 +855,22 @@ def run_program(prog, dynamic=None):
         p = check_output(e, g, x)
         if p:
             problems.append((i, p))
+    if problems or not resize:
+        return problems
+    args = prog.args(resize)
+    try:
+        expected = fn(*args)
+    except Exception:  # noqa: BLE001
+        return []
+    call = f"second call (dims of size {resize[0]} made {resize[1]})"
+    try:
+        got = compiled(*args)
+    except Exception as e:  # noqa: BLE001
+        return [(-1, f"{call}: compiled raised {type(e).__name__}: {str(e)[:1500]}")]
+    for i, (e, g, x) in enumerate(zip(prog.exprs, got, expected)):
+        p = check_output(e, g, x, resized=True)
+        if p:
+            problems.append((i, f"{call}: {p}"))
     return problems
 
 
@@ -796,18 +918,18 @@ def isolated(work, crashed):
     return json.loads(data)
 
 
-def run_isolated(prog, dynamic=None):
+def run_isolated(prog, dynamic=None, resize=None):
     """run_program, in a forked child."""
-    out = isolated(lambda: run_program(prog, dynamic), lambda text: [(-1, text)])
+    out = isolated(lambda: run_program(prog, dynamic, resize), lambda text: [(-1, text)])
     return [tuple(p) for p in out]
 
 
-def shrink(inputs, expr, dynamic, budget=80):
+def shrink(inputs, expr, dynamic, resize, budget=80):
     """A smaller expression of the same shape and dtype that still fails, and its problem."""
     def fails(e):
         nonlocal budget
         budget -= 1
-        probs = run_isolated(Program(inputs, [e], "repro"), dynamic)
+        probs = run_isolated(Program(inputs, [e], "repro"), dynamic, resize)
         return probs[0][1] if probs and not probs[0][1].startswith("GENERATOR") else None
 
     problem = fails(expr)
@@ -872,14 +994,25 @@ def test_generator_is_deterministic():
     assert a == b
 
 
+def rerun_command(index):
+    return (f"MINI_INDUCTOR_FUZZ_SEED={SEED} MINI_INDUCTOR_FUZZ_N={N_PROGRAMS} MINI_FUZZ_PER_FUNCTION={PER_FUNCTION} "
+            f"PYTHONPATH=build/python .venv/bin/python -m pytest -q tests/python/test_inductor_fuzz.py "
+            f"-k 'test_random_programs_match_eager and [{index}]'")
+
+
 @pytest.mark.parametrize("index", range(N_FUNCTIONS))
 def test_random_programs_match_eager(index):
     seed = SEED * 1_000_003 + index
     count = min(PER_FUNCTION, N_PROGRAMS - index * PER_FUNCTION)
-    dynamic = True if index % 5 == 4 else None  # every fifth function with symbolic sizes
+    # every fifth function with symbolic sizes; those and every fifth other one are called
+    # again with other sizes (the other one recompiles with automatic dynamic shapes)
+    dynamic = True if index % 5 == 4 else None
     inputs, exprs = generate(seed, count, dynamic=bool(dynamic))
     prog = Program(inputs, exprs, f"fuzz_{SEED}_{index}")
-    problems = run_isolated(prog, dynamic)
+    sizes = prog.resizable()
+    pick = random.Random(seed).choice(sizes) if sizes and index % 5 in (3, 4) else None
+    resize = (pick, pick + 1) if pick else None
+    problems = run_isolated(prog, dynamic, resize)
     if not problems:
         return
     if problems[0][0] == -1:  # the whole function failed: find the programs that fail alone
@@ -887,17 +1020,19 @@ def test_random_programs_match_eager(index):
             pytest.fail(f"{problems[0][1]}\n{prog.source()}")
         problems = []
         for i, e in enumerate(exprs):
-            p = run_isolated(Program(inputs, [e], "alone"), dynamic)
+            p = run_isolated(Program(inputs, [e], "alone"), dynamic, resize)
             if p:
                 problems.append((i, p[0][1]))
         if not problems:
-            pytest.fail(f"seed {seed}: the function fails only as a whole:\n{prog.source()}")
-    report = [f"seed {seed} (dynamic={dynamic}): {len(problems)} of {len(exprs)} programs differ from eager"]
+            pytest.fail(f"seed {seed}: the function fails only as a whole:\n{prog.source()}\n"
+                        f"rerun: {rerun_command(index)}")
+    report = [f"seed {seed} (dynamic={dynamic}): {len(problems)} of {len(exprs)} programs differ from eager; "
+              f"rerun: {rerun_command(index)}"]
     for i, p in problems[:3]:
-        small, sp = shrink(inputs, exprs[i], dynamic)
+        small, sp = shrink(inputs, exprs[i], dynamic, resize)
         shrunk = Program(inputs, [small], "repro")
         report.append(f"--- program {i}: {p}\n    {exprs[i].src()}\n  shrunk ({shrunk.describe_inputs()}): "
-                      f"{sp}\n{shrunk.source()}")
+                      f"{sp}\n  reproducer:\n{shrunk.repro(dynamic, resize)}")
     pytest.fail("\n".join(report))
 
 
