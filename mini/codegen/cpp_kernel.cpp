@@ -129,13 +129,13 @@ constexpr int kInlineTranscendentals = 64;
 constexpr const char* kOutlinedMath =
     "namespace mini {  // out-of-line vector versions: this source has many transcendental ops\n"
     "#pragma omp declare simd notinbranch\n"
-    "__attribute__((noinline)) float sin_v(float x) { return sin_f32(x); }\n"
+    "static __attribute__((noinline)) float sin_v(float x) { return sin_f32(x); }\n"
     "#pragma omp declare simd notinbranch\n"
-    "__attribute__((noinline)) float cos_v(float x) { return cos_f32(x); }\n"
+    "static __attribute__((noinline)) float cos_v(float x) { return cos_f32(x); }\n"
     "#pragma omp declare simd notinbranch\n"
-    "__attribute__((noinline)) float exp_v(float x) { return exp_f32(x); }\n"
+    "static __attribute__((noinline)) float exp_v(float x) { return exp_f32(x); }\n"
     "#pragma omp declare simd notinbranch\n"
-    "__attribute__((noinline)) float sigmoid_v(float x) { return sigmoid_f32(x); }\n"
+    "static __attribute__((noinline)) float sigmoid_v(float x) { return sigmoid_f32(x); }\n"
     "}  // namespace mini\n";
 
 // The out-of-line vector version of a float op, or nullptr.
@@ -792,6 +792,28 @@ std::string render_cpp(const Schedule& s) {
   if (outline) o << "\n" << kOutlinedMath;
   for (const auto& k : s.groups) o << "\n" << KernelWriter(s, k, outline).write();
   return o.str();
+}
+
+std::vector<std::string> split_source(const std::string& source, const Schedule& s, int n) {
+  std::vector<size_t> starts;  // where each kernel's text begins: its comment line
+  for (const auto& k : s.groups) {
+    size_t at = source.find("\n// " + k.name + ":", starts.empty() ? 0 : starts.back());
+    if (at == std::string::npos) return {source};  // not render_cpp's text: one unit
+    starts.push_back(at + 1);
+  }
+  if (starts.empty() || n <= 1) return {source};
+  std::string header = source.substr(0, starts[0]);
+  starts.push_back(source.size());
+  size_t target = (source.size() - starts[0]) / (size_t)std::min<int>(n, (int)s.groups.size()) + 1;
+  std::vector<std::string> units;
+  for (size_t k = 0, begin = starts[0]; k + 1 < starts.size(); k++) {
+    bool last = k + 2 == starts.size();
+    if (last || starts[k + 1] - begin >= target) {  // close the unit after kernel k
+      units.push_back(header + source.substr(begin, starts[k + 1] - begin));
+      begin = starts[k + 1];
+    }
+  }
+  return units;
 }
 
 std::string without_prelude(const std::string& source) {

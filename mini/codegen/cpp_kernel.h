@@ -13,6 +13,7 @@
 //   symbols: the value of each size symbol s0, s1, ... for this call
 #pragma once
 #include <string>
+#include <vector>
 
 #include "fusion/schedule.h"
 
@@ -25,5 +26,11 @@ constexpr const char* kPreludeBegin = "// ---- prelude: mini/tensor/scalar_math.
 constexpr const char* kPreludeEnd = "// ---- end of prelude ----";
 // `source` with the prelude replaced by a one-line note: what MINI_LOGS=output_code prints.
 std::string without_prelude(const std::string& source);
+
+// `source` (render_cpp's, for `schedule`) cut into at most `n` translation units of about
+// equal size, each the includes and prelude followed by a run of whole kernels, for
+// compiling in parallel: kernels are independent functions, and everything the units
+// share is inline or static. Fewer units when there are fewer kernels.
+std::vector<std::string> split_source(const std::string& source, const fusion::Schedule& schedule, int n);
 
 }  // namespace mini::codegen

@@ -97,6 +97,7 @@ void bind_inductor(py::module_& m) {
     info["schedule_seconds"] = cg->schedule_seconds;
     info["codegen_seconds"] = cg->codegen_seconds;
     info["cxx_seconds"] = cg->cxx_seconds;
+    info["compile_units"] = cg->compile_units;
     info["from_disk_cache"] = cg->from_disk_cache;
     info["rejected"] = cg->rejected;
     info["library"] = cg->library_path;

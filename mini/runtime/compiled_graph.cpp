@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "codegen/cpp_kernel.h"
 #include "tensor/metrics.h"
@@ -201,6 +202,39 @@ int run_compiler(const std::string& command, const std::string& source, const st
   return std::system((command + " " + src + " -o " + out + " > " + log + " 2>&1").c_str());
 }
 
+// Compiles a large source as several translation units at once (split_source), each to an
+// object file on its own thread, and links them: GCC's time grows with the code of one unit,
+// and a machine with cores to spare compiles the units side by side (Inductor compiles its
+// kernels in a pool of workers for the same reason). Returns false when a unit fails, and
+// the caller compiles the whole source once more for the report.
+bool compile_units(const std::string& command, const std::vector<std::string>& units, const std::string& stem,
+                   const std::string& out, const std::string& log) {
+  std::vector<int> rcs(units.size(), -1);
+  std::vector<std::thread> workers;
+  std::string objects;
+  for (size_t i = 0; i < units.size(); i++) {
+    std::string unit = cat(stem, ".u", i);
+    objects += " " + unit + ".o";
+    workers.emplace_back([&, i, unit] { rcs[i] = run_compiler(command + " -c", units[i], unit + ".cpp", unit + ".o", unit + ".log"); });
+  }
+  for (auto& w : workers) w.join();
+  bool ok = std::all_of(rcs.begin(), rcs.end(), [](int rc) { return rc == 0; }) &&
+            std::system((command + objects + " -o " + out + " > " + log + " 2>&1").c_str()) == 0;
+  for (size_t i = 0; i < units.size(); i++)
+    for (const char* ext : {".cpp", ".o", ".log"}) std::remove(cat(stem, ".u", i, ext).c_str());
+  return ok;
+}
+
+// How many units to compile `source` as: one per core (at most 8, or MINI_COMPILE_THREADS,
+// as torch's compile_threads), past about 24 KB of kernels each (below that the prelude every
+// unit repeats costs more than the split saves).
+int compile_jobs(const std::string& source) {
+  size_t kernels = source.size() - std::min(source.size(), source.find(codegen::kPreludeEnd));
+  int threads = (int)std::min(8u, std::thread::hardware_concurrency());
+  if (const char* env = getenv("MINI_COMPILE_THREADS")) threads = atoi(env);
+  return std::max(1, std::min(threads, (int)(kernels / (24 << 10))));
+}
+
 // The report of a failed compile: a compiler that is missing or fails on mini's prelude alone
 // (a problem of the machine), or one that rejects a kernel (a bug in mini's code generation).
 [[noreturn]] void compile_failed(const CompiledGraph& cg, const std::string& command, int rc, std::string out,
@@ -283,7 +317,13 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       // into place when whole: a file another process may have mapped is never rewritten.
       std::string stem = cat(dir, "/", key, ".", getpid(), ".", g_temp_counter++);
       std::string src = dir + "/" + key + ".cpp", tmp = stem + ".so", log = stem + ".log";
-      int rc = run_compiler(command, cg->source, stem + ".cpp", tmp, log);
+      std::vector<std::string> units = codegen::split_source(cg->source, cg->schedule, compile_jobs(cg->source));
+      int rc = 0;
+      cg->compile_units = (int)units.size();
+      if (units.size() > 1 && compile_units(command, units, stem, tmp, log))
+        std::ofstream(stem + ".cpp") << cg->source;
+      else
+        rc = run_compiler(command, cg->source, stem + ".cpp", tmp, log);
       std::rename((stem + ".cpp").c_str(), src.c_str());  // kept beside the entry, for reading
       if (rc != 0) compile_failed(*cg, command, rc, read_file(log), stem, src);
       std::remove(log.c_str());

@@ -11,6 +11,8 @@
 //  * entries are written under a name of their own and renamed into place: a file another
 //    process may have mapped is never changed;
 //  * a cache_dir that cannot hold files becomes a temporary folder, with a warning once;
+//  * a large source compiles as several translation units side by side, one per core
+//    (MINI_COMPILE_THREADS caps them), linked into the one library of the entry;
 //  * symbolic sizes are kernel arguments: one compiled graph serves every size;
 //  * every generated kernel run counts in metrics (launches, bytes of its loads and stores);
 //  * a missing or failing compiler is a mini::Error naming the command, its output and the
@@ -38,6 +40,7 @@ struct CompiledGraph {
   // compile_seconds by stage (labs/bench/bench_compile.py): decompose + fusion + buffer plan,
   // rendering the C++ source, and the C++ compiler + dlopen (0 for a disk-cache hit)
   double schedule_seconds = 0, codegen_seconds = 0, cxx_seconds = 0;
+  int compile_units = 0;  // translation units compiled side by side (0: loaded from the cache)
   std::vector<KernelFn> kernels;  // one per FusionGroup
   std::vector<std::vector<int>> frees;  // per step: the buffers no later step reads
   void* handle = nullptr;

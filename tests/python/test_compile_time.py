@@ -162,3 +162,36 @@ def test_a_row_too_short_to_split_has_no_split_copy():
     assert "if (split)" not in short["source"]
     long = compile_info(lambda t: t.sin().sum(-1), mini.rand(2, 40000))
     assert "if (split)" in long["source"]
+
+
+# ---- a large source compiles as several translation units side by side ----------------------
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_a_large_source_compiles_as_units_side_by_side(threads, monkeypatch):
+    # ~300 steps: ~100 KB of kernels, past 24 KB a unit; MINI_COMPILE_THREADS caps the units.
+    # compile_info checks the linked library's result against eager. The step count differs
+    # per case so that neither finds the other's library in the disk cache.
+    monkeypatch.setenv("MINI_COMPILE_THREADS", threads)
+    mini.reset()  # chain's code object is compiled by every test here: not its 9th entry
+    info = compile_info(chain(300 + int(threads)), mini.rand(4, 8))
+    assert info["compile_units"] == int(threads)
+    assert len(info["kernels"]) > 3
+
+
+def test_units_compile_every_kernel_once(monkeypatch):
+    # the units hold every kernel exactly once: a kernel left out would fail dlsym, one
+    # repeated would fail the link (duplicate symbol); the cache's .cpp stays the whole source
+    monkeypatch.setenv("MINI_COMPILE_THREADS", "4")
+    mini.reset()
+    info = compile_info(chain(400), mini.rand(4, 8))
+    assert info["compile_units"] == 4
+    with open(info["library"][:-3] + ".cpp") as f:
+        assert f.read() == info["source"]
+
+
+def test_a_codegen_error_in_a_unit_is_reported_against_the_whole_source(monkeypatch):
+    monkeypatch.setenv("MINI_COMPILE_THREADS", "2")
+    mini.reset()
+    mini._C._inject_codegen_error()
+    with pytest.raises(RuntimeError, match=r"(?s)does not compile, in kernel cpp_\w+_0 .*mini_injected_error"):
+        compile_info(chain(300), mini.rand(4, 8))
