@@ -160,8 +160,12 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   for (const char* p : pure) {
     if (name != p) continue;
     std::vector<VarRef> constants;  // tuples of numbers too: max(x.shape)
-    for (auto& a : args)
-      if (VarRef c = as_constant(ctx, a)) constants.push_back(c);
+    for (auto& a : args) {
+      // range() of a Python number made dynamic (automatic dynamic) takes its value and guards
+      // it, as Dynamo's guard_if_dyn: a loop is unrolled for one trip count
+      VarRef c = name == "range" ? specialize_number(ctx, a) : a;
+      if ((c = as_constant(ctx, c))) constants.push_back(c);
+    }
     if (constants.size() == args.size() && all_constant(constants, kwargs))
       return call_on_constants(ctx, callee->obj, constants, kwargs, name + "()");
   }

@@ -481,6 +481,17 @@ VarRef specialize(TraceContext& ctx, const VarRef& v) {
   return make_constant(v->obj);
 }
 
+VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
+  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return v;
+  const auto& inputs = ctx.graph().inputs;
+  size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
+  if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return v;
+  PyObject* value = ctx.trace.example_inputs[pos];
+  ctx.guards().add_constant_match(ctx.trace.input_sources[pos], value);
+  Py_INCREF(value);
+  return make_constant(value);
+}
+
 VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
   if (op == OpKind::Matmul && !(is_tensor(a) && is_tensor(b)))
     unsupported("matmul of " + a->describe() + " and " + b->describe());

@@ -184,6 +184,9 @@ VarRef call_grad_mode_wrapper(TraceContext& ctx, const VarRef& fn, std::vector<V
 // A SymInt used where a plain int is needed (a range bound, an index, a float): its value
 // now, guarded to stay that value (torch calls this specializing). Others pass through.
 VarRef specialize(TraceContext& ctx, const VarRef& v);
+// A Python number that automatic dynamic made a graph input, as the constant it is now, with
+// a guard on its value; anything else unchanged.
+VarRef specialize_number(TraceContext& ctx, const VarRef& v);
 
 // symbolic_sizes.cpp. Each takes a SymInt and an int (or two SymInts); null when neither
 // side is a SymInt or the result cannot stay symbolic (the caller specializes).

@@ -295,3 +295,23 @@ def test_overflowing_sizes_raise_in_compiled_code(fn):
     with pytest.raises(RuntimeError) as compiled:
         mini.compile(fn)(x)
     assert str(compiled.value) == str(eager.value)
+
+
+# ---- range() of a Python number that automatic dynamic made an input --------------------------
+
+def test_range_of_a_number_made_dynamic_specializes_under_fullgraph():
+    # the trip count changes between calls, so automatic dynamic makes it a graph input; range()
+    # needs its value: it is specialized and guarded (Dynamo's guard_if_dyn), not an error
+    def chain(steps):
+        def f(x):
+            for _ in range(steps):
+                x = (x * 1.0001 + 0.001).sin()
+            return x
+        return f
+
+    cnt = mini.CompileCounter()
+    x = mini.rand(3)
+    for steps in [1, 2, 3, 2, 4, 1]:
+        got = mini.compile(chain(steps), backend=cnt, fullgraph=True)(x)
+        assert got.tolist() == chain(steps)(x).tolist()
+    assert cnt.frame_count == 4  # one graph per trip count: the guard holds each value
