@@ -26,7 +26,7 @@ std::vector<std::map<int, UnitCache>>& retired_units() {  // cleared while in us
 }
 
 void free_retired_units() {
-  if (g_units_in_use > 0) return;
+  if (g_units_in_use > 0 || retired_units().empty()) return;  // the second: every cache hit
   auto dead = std::move(retired_units());  // freeing runs Python code, which may reset again
   retired_units().clear();
 }

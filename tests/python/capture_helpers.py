@@ -54,6 +54,16 @@ def same(got, expected, path="result"):
         assert type(got) is type(expected) and got == expected, f"{path}: {got!r} != {expected!r}"
 
 
+def chain(steps):
+    """A function of `steps` pointwise steps (x * 1.0001 + 0.001).sin(), the trip count a
+    closure cell: one code object for every length."""
+    def f(x):
+        for _ in range(steps):
+            x = (x * 1.0001 + 0.001).sin()
+        return x
+    return f
+
+
 def run_both(fn, *args, frames=1, ops=None, **kwargs):
     """Runs fn eagerly, then compiled with a CompileCounter; checks result, frames and ops."""
     expected = fn(*args, **kwargs)

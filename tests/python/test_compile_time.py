@@ -17,20 +17,13 @@ import pytest
 
 import mini
 
+from capture_helpers import chain
 from conftest import to_np
 
 pytestmark = pytest.mark.usefixtures("own_cache_dir")
 
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
 KERNEL_SIZE = re.compile(r"^(cpp_\w+): (\d+) ops over")
-
-
-def chain(steps):
-    def f(x):
-        for _ in range(steps):
-            x = (x * 1.0001 + 0.001).sin()
-        return x
-    return f
 
 
 def compile_info(fn, *args):

@@ -11,7 +11,7 @@ Every result is compared with eager's, computed first."""
 import pytest
 
 import mini
-from capture_helpers import ALIVE, T, counted, frames_over, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
+from capture_helpers import ALIVE, T, chain, counted, frames_over, fresh_mini, same  # noqa: F401  (fresh_mini: autouse fixture)
 
 
 
@@ -302,13 +302,6 @@ def test_overflowing_sizes_raise_in_compiled_code(fn):
 def test_range_of_a_number_made_dynamic_specializes_under_fullgraph():
     # the trip count changes between calls, so automatic dynamic makes it a graph input; range()
     # needs its value: it is specialized and guarded (Dynamo's guard_if_dyn), not an error
-    def chain(steps):
-        def f(x):
-            for _ in range(steps):
-                x = (x * 1.0001 + 0.001).sin()
-            return x
-        return f
-
     cnt = mini.CompileCounter()
     x = mini.rand(3)
     for steps in [1, 2, 3, 2, 4, 1]:
