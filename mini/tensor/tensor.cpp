@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/cuda.h"
 #include "metrics.h"
 
 namespace mini {
@@ -60,8 +61,16 @@ BlockCache& block_cache() {
 
 }  // namespace
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   auto s = std::make_shared<Storage>();
+  if (device.is_cuda()) {  // the caching allocator (cuda/allocator.cu)
+    s->device = device;
+    s->nbytes = nbytes;
+    if (nbytes == 0) return s;
+    s->data = cuda::allocate(nbytes);
+    s->release = [](void* p) { cuda::release(p); };
+    return s;
+  }
   // 64-byte alignment: whole cache lines, and aligned vector loads in the kernels. Large
   // buffers are aligned to 2 MiB and advised onto transparent huge pages, as numpy does:
   // first-touch page faults on 4 KiB pages otherwise cost more than the kernel itself.
@@ -96,7 +105,7 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, std::function<
   return s;
 }
 
-Tensor TensorImpl::empty(const Shape& sizes, DType dtype) {
+Tensor TensorImpl::empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t s : sizes)
     if (s < 0) fail("negative dimension ", s, " in shape ", shape_str(sizes));
   auto t = std::make_shared<TensorImpl>();
@@ -107,7 +116,7 @@ Tensor TensorImpl::empty(const Shape& sizes, DType dtype) {
   if (__builtin_mul_overflow(numel_of(sizes), static_cast<int64_t>(itemsize(dtype)), &nbytes))
     fail("the storage of shape ", shape_str(sizes), " (", dtype_name(dtype),
          ") needs more bytes than int64 can count");
-  t->storage = Storage::allocate(static_cast<size_t>(nbytes));
+  t->storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   return t;
 }
 
@@ -135,7 +144,18 @@ bool TensorImpl::is_contiguous() const {
 double TensorImpl::scalar_value() const {
   if (numel() != 1)
     fail("a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  if (is_cuda()) {  // one element to the host: synchronizes, as torch's item()
+    alignas(8) unsigned char bytes[8];
+    cuda::copy_bytes(bytes, Device::cpu(), device_raw(), device(), itemsize(dtype));
+    return MINI_DISPATCH(dtype, T, [&] { return static_cast<double>(*reinterpret_cast<T*>(bytes)); });
+  }
   return MINI_DISPATCH(dtype, T, [&] { return static_cast<double>(*data<T>()); });
+}
+
+void TensorImpl::fail_device_access() const {
+  fail("internal error: a CPU kernel was given a tensor on ", device().str(), " (shape ",
+       shape_str(sizes), ", ", dtype_name(dtype), "). This op has no CUDA path yet; move the "
+       "tensor to the CPU first (.cpu()) and please report it");
 }
 
 }  // namespace mini

@@ -41,7 +41,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   bool is_view = false;  // made by a view op: shares its base's storage
 
   // -- construction --------------------------------------------------------------------
-  static Tensor empty(const Shape& sizes, DType dtype);           // contiguous, uninitialized
+  static Tensor empty(const Shape& sizes, DType dtype, Device device = {});  // contiguous, uninitialized
   static Tensor view_of(const Tensor& base, const Shape& sizes,   // shares base's storage
                         const Strides& strides, int64_t offset);
 
@@ -53,15 +53,29 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   bool is_leaf() const { return grad_fn == nullptr; }
   bool needs_grad() const { return requires_grad || grad_fn != nullptr; }
 
+  Device device() const { return storage->device; }
+  bool is_cuda() const { return storage->device.is_cuda(); }
+
+  // CPU pointers. They refuse a CUDA tensor (an error, never a wild read): a CPU kernel
+  // reached with device memory is a missing dispatch, and says so.
   template <class T> T* data() const {
+    if (is_cuda()) fail_device_access();
     return static_cast<T*>(storage->data) + offset;
   }
   void* raw() const {
+    if (is_cuda()) fail_device_access();
+    return device_raw();
+  }
+  // The address of the first element wherever it lives: what CUDA kernels and copies take.
+  void* device_raw() const {
     return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(itemsize(dtype));
   }
 
   // The value of a one-element tensor, as a double (used by item() and scalar attrs).
   double scalar_value() const;
+
+ private:
+  [[noreturn]] void fail_device_access() const;
 };
 
 }  // namespace mini

@@ -1,0 +1,76 @@
+// cuda/cuda.h — mini's CUDA runtime as the rest of mini sees it: availability, the caching
+// allocator, copies, synchronization, asynchronous errors and events.
+//
+// This header compiles in every build. With CUDA (MINI_WITH_CUDA, the toolkit found by
+// CMake) runtime.cu and allocator.cu implement it; without, stub.cpp does, and every call
+// that needs a GPU throws an Error saying that this build has no CUDA and what to do.
+// One device (ordinal 0) and one stream (the legacy default stream) are used throughout:
+// notes/cuda.md says why and what torch does instead.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tensor/device.h"
+
+namespace mini::cuda {
+
+// ---- availability ------------------------------------------------------------------------
+bool compiled();             // this build of mini was compiled with the CUDA toolkit
+bool is_available();         // compiled() and a CUDA device answers (never throws)
+int device_count();          // 0 when not available
+std::string unavailable_reason();  // why is_available() is false, with the fix ("" if it is true)
+// Throws Error (RuntimeError) naming `what` (e.g. "device='cuda'"), the reason and the fix
+// when CUDA is not available; also checks the device index exists.
+void require(const char* what, Device device = Device::cuda(0));
+std::string device_name(int index);
+
+// ---- the caching allocator (allocator.cu) -------------------------------------------------
+// Device memory for a Storage. Freed blocks stay cached by size and are reused; on
+// cudaErrorMemoryAllocation the cache is emptied and the cudaMalloc retried once, then an
+// OutOfMemory error (mini.OutOfMemoryError in Python) names the request and the pool sizes.
+void* allocate(size_t nbytes);
+void release(void* ptr);
+struct MemoryStats {
+  int64_t allocated = 0;       // bytes in blocks handed to tensors (requested sizes, rounded)
+  int64_t max_allocated = 0;   // peak of allocated since the last reset
+  int64_t reserved = 0;        // bytes obtained from cudaMalloc (cached + in use)
+  int64_t max_reserved = 0;
+  int64_t cuda_mallocs = 0;    // cudaMalloc calls (a cache hit makes none)
+  int64_t cache_hits = 0;      // allocations served from the cache
+  int64_t oom_retries = 0;     // times the cache was emptied to retry a failed cudaMalloc
+};
+MemoryStats memory_stats();
+void reset_peak_memory_stats();
+void empty_cache();          // returns every cached (unused) block to the driver
+
+// ---- copies -----------------------------------------------------------------------------
+// n bytes between any two of host and device memory, on the default stream; returns when
+// the bytes are at `dst` (a copy to the host synchronizes, as torch's .cpu()).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
+
+// ---- synchronization and errors ------------------------------------------------------------
+// Every eager kernel launch is followed by check_launch(op): a launch that fails (bad
+// configuration, too many resources) throws an Error with CUDA's error string and the op.
+// An error that happens while a kernel runs is only seen later; synchronize() and every
+// other synchronizing call (copies to the host, item()) report it with the name of the
+// last op launched before it.
+void check_launch(const char* op);
+void synchronize();
+const char* last_op();
+
+// ---- events (mini.cuda.Event) --------------------------------------------------------------
+// Opaque handles to cudaEvent_t, recorded on the default stream.
+uintptr_t event_create(bool enable_timing);
+void event_destroy(uintptr_t event);
+void event_record(uintptr_t event);
+void event_synchronize(uintptr_t event);
+bool event_query(uintptr_t event);
+float event_elapsed_ms(uintptr_t start, uintptr_t end);  // torch's elapsed_time: milliseconds
+
+// ---- math library settings ----------------------------------------------------------------
+// torch.backends.cuda.matmul.allow_tf32 (False by default, as torch).
+void set_allow_tf32(bool on);
+bool allow_tf32();
+
+}  // namespace mini::cuda

@@ -1,0 +1,91 @@
+// cuda/kernels.h — the eager CUDA kernels, one launch per call: what mini/tensor's ops run
+// when their operands live on a CUDA device.
+//
+// The ops in mini/tensor (pointwise.cpp, reduce.cpp, ...) do everything that does not touch
+// memory — argument checks, broadcasting, type promotion, the result's shape, allocation,
+// metrics, autograd — for both devices, and call one function of this file instead of their
+// CPU kernel. So a function here:
+//  * writes into `out`, a device tensor the caller allocated with the result's shape and
+//    dtype (contiguous unless the function says otherwise);
+//  * takes device tensors of any strides, and where it says "scalar-capable" also a CPU
+//    tensor with one element (a Python number, or a 0-d CPU tensor as torch allows), which
+//    it reads on the host and passes to the kernel by value;
+//  * launches exactly one kernel (none when `out` is empty) and calls check_launch(op);
+//  * neither counts metrics nor records autograd.
+// With CUDA these are defined in pointwise.cu, random.cu, reduce.cu, nn.cu and matmul.cu;
+// without, stub.cpp defines them to throw (they are never reached: factories refuse
+// device="cuda" first).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/op.h"
+#include "tensor/tensor.h"
+
+namespace mini::cuda {
+
+// ---- pointwise (pointwise.cu) ---------------------------------------------------------------
+// out = k(a, b) over out's shape (a and b broadcast to it). a and b may be of any dtype and
+// are converted to `compute` as they are loaded; out's dtype is `compute`, or bool for the
+// comparisons. out may be any strided device tensor (in-place ops write into a view).
+// a and b are scalar-capable. `mode` is GeluBackward's approximate ("none" | "tanh").
+// Bool arithmetic is logic (+, max: or; *, min: and), as on the CPU.
+void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute,
+            const std::string& mode);
+// out = k(a): Neg Abs Exp Log Sin Cos Tanh Sigmoid Relu Sqrt Rsqrt Sign Gelu (attrs.mode).
+// a of any dtype, converted to out's dtype as loaded. out contiguous.
+void unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& attrs);
+// dst = src broadcast to dst's shape, converting dtype (to bool: != 0). dst any strides;
+// src scalar-capable. What cast, clone, contiguous, copy_, fill_ and slice writes run.
+void copy(const Tensor& dst, const Tensor& src);
+// out = cond ? a : b (all broadcast to out's shape); a and b converted to out's dtype.
+// cond, a and b are scalar-capable.
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// out (contiguous) filled with value converted to out's dtype.
+void fill(const Tensor& out, double value);
+// out[i] = start + i * step, converted to out's dtype (out 1-D contiguous).
+void arange(const Tensor& out, double start, double step);
+
+// ---- random numbers (random.cu) -------------------------------------------------------------
+// Philox-4x32-10, counter-based: element i of a launch with (seed, offset) is a function of
+// seed and (offset, i) alone, so results do not depend on the launch configuration. uniform
+// in [0, 1) or standard normal (Box-Muller). out floating, contiguous. The caller advances
+// the generator's offset by the number of 128-bit counters used: random_offset_increment().
+void random(const Tensor& out, bool normal, uint64_t seed, uint64_t offset);
+uint64_t random_offset_increment(int64_t numel);
+
+// ---- reductions (reduce.cu) -------------------------------------------------------------------
+// out = Sum | Mean | Amax | Amin of `a` over `dims` (sorted, unique, wrapped, non-empty:
+// a full reduction lists every dim). out is contiguous with a's shape minus `dims`; its dtype
+// is the op's result dtype (sum of bool/int64: int64; mean: a's floating dtype). Sums of
+// float32 and bfloat16 accumulate in float32, float64 in float64. NaN propagates for
+// amax/amin. Rows reduced by warp shuffles and a block reduction; long reductions in two
+// passes (or atomics), still counted as one kernel by the caller.
+void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int64_t>& dims);
+// values/indices (int64) = max or min of `a` along `dim` and its first index, contiguous,
+// with a's shape minus `dim`.
+void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,
+                 bool is_max);
+// The flat indices i (int64, ascending) where a[i] != 0 for contiguous `a`: synchronizes to
+// learn the count; returns an int64 device tensor [count].
+Tensor nonzero_flat(const Tensor& a);
+
+// ---- fused nn kernels (nn.cu) -----------------------------------------------------------------
+// Softmax or log-softmax of contiguous `a` over dim (a seen as [outer, n, inner]); out like a.
+// One kernel: a row's max, its sum of exp and the outputs, the row kept on chip when it fits.
+void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log);
+// Layer norm of contiguous x seen as [rows, cols] over its last cols elements; w and b
+// (contiguous [cols], either may be null) applied after. Mean and variance in float32
+// (float64 for float64), Welford or two-pass in registers.
+void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
+                int64_t cols, double eps);
+
+// ---- matmul (matmul.cu, cuBLAS) ---------------------------------------------------------------
+// out [batch, n, m] (contiguous) = a [batch, n, k] @ b [batch, k, m], where a and b are device
+// tensors of out's dtype (float32, float64 or bfloat16) whose strides may be anything
+// (stride 0 on broadcast batch dims); copies an operand cuBLAS cannot read as it is. float32
+// without TF32 unless allow_tf32(); bfloat16 accumulates in float32. k == 0 gives zeros.
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+
+}  // namespace mini::cuda

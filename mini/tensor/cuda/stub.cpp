@@ -1,0 +1,68 @@
+// cuda/stub.cpp — the CUDA runtime and kernels of a build without the CUDA toolkit.
+//
+// Linked instead of the .cu files when CMake found no nvcc (or MINI_CUDA=OFF, or a sanitized
+// build). Nothing here touches a GPU: is_available() is false, and every call that would need
+// one throws the same Error, which says why and how to get a CUDA build.
+#include "cuda.h"
+#include "kernels.h"
+
+namespace mini::cuda {
+
+namespace {
+constexpr const char* kReason =
+    "this build of mini was compiled without CUDA (CMake found no CUDA toolkit, or was "
+    "configured with -DMINI_CUDA=OFF). Install the CUDA toolkit (nvcc) and rebuild "
+    "(scripts/setup.sh), or use device='cpu'";
+
+[[noreturn]] void no_cuda(const char* what) { fail(what, ": ", kReason); }
+}  // namespace
+
+bool compiled() { return false; }
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return kReason; }
+void require(const char* what, Device) { no_cuda(what); }
+std::string device_name(int) { no_cuda("mini.cuda.get_device_name()"); }
+
+void* allocate(size_t) { no_cuda("CUDA memory"); }
+void release(void*) {}
+MemoryStats memory_stats() { return {}; }
+void reset_peak_memory_stats() {}
+void empty_cache() {}
+
+void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("a copy to or from a CUDA device"); }
+void check_launch(const char*) {}
+void synchronize() { no_cuda("mini.cuda.synchronize()"); }
+const char* last_op() { return ""; }
+
+uintptr_t event_create(bool) { no_cuda("mini.cuda.Event"); }
+void event_destroy(uintptr_t) {}
+void event_record(uintptr_t) { no_cuda("mini.cuda.Event.record()"); }
+void event_synchronize(uintptr_t) { no_cuda("mini.cuda.Event.synchronize()"); }
+bool event_query(uintptr_t) { no_cuda("mini.cuda.Event.query()"); }
+float event_elapsed_ms(uintptr_t, uintptr_t) { no_cuda("mini.cuda.Event.elapsed_time()"); }
+
+namespace {
+bool g_allow_tf32 = false;
+}
+void set_allow_tf32(bool on) { g_allow_tf32 = on; }
+bool allow_tf32() { return g_allow_tf32; }
+
+void binary(OpKind, const Tensor&, const Tensor&, const Tensor&, DType, const std::string&) { no_cuda("a CUDA kernel"); }
+void unary(OpKind, const Tensor&, const Tensor&, const Attrs&) { no_cuda("a CUDA kernel"); }
+void copy(const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+void where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+void fill(const Tensor&, double) { no_cuda("a CUDA kernel"); }
+void arange(const Tensor&, double, double) { no_cuda("a CUDA kernel"); }
+void random(const Tensor&, bool, uint64_t, uint64_t) { no_cuda("a CUDA kernel"); }
+uint64_t random_offset_increment(int64_t) { return 0; }
+void reduce(OpKind, const Tensor&, const Tensor&, const std::vector<int64_t>&) { no_cuda("a CUDA kernel"); }
+void max_min_dim(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { no_cuda("a CUDA kernel"); }
+Tensor nonzero_flat(const Tensor&) { no_cuda("a CUDA kernel"); }
+void softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) { no_cuda("a CUDA kernel"); }
+void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double) {
+  no_cuda("a CUDA kernel");
+}
+void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+
+}  // namespace mini::cuda
