@@ -15,6 +15,12 @@ void bind_inductor(py::module_& m);
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mini's C++ core: tensors, eager kernels and autograd";
 
+  // mini.OutOfMemoryError: a RuntimeError, as torch.OutOfMemoryError (torch.cuda's too).
+  static PyObject* oom_error =
+      PyErr_NewExceptionWithDoc("mini.OutOfMemoryError",
+                                "A CUDA allocation failed after the caching allocator freed its "
+                                "cached blocks and retried.", PyExc_RuntimeError, nullptr);
+  m.attr("OutOfMemoryError") = py::handle(oom_error);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -24,6 +30,7 @@ PYBIND11_MODULE(_C, m) {
         case mini::Error::Kind::Type: type = PyExc_TypeError; break;
         case mini::Error::Kind::Value: type = PyExc_ValueError; break;
         case mini::Error::Kind::Index: type = PyExc_IndexError; break;
+        case mini::Error::Kind::OutOfMemory: type = oom_error; break;
         default: break;
       }
       PyErr_SetString(type, e.what());

@@ -10,7 +10,9 @@
 namespace mini {
 
 struct Error : std::runtime_error {
-  enum class Kind { Runtime, Type, Value, Index };
+  // OutOfMemory: a device allocation failed even after the allocator emptied its cache
+  // (mini.OutOfMemoryError, a RuntimeError, as torch.OutOfMemoryError).
+  enum class Kind { Runtime, Type, Value, Index, OutOfMemory };
   Kind kind;
   Error(Kind k, const std::string& msg) : std::runtime_error(msg), kind(k) {}
 };
@@ -28,6 +30,8 @@ template <class... Args>
 [[noreturn]] void fail_type(const Args&... args) { throw Error(Error::Kind::Type, cat(args...)); }
 template <class... Args>
 [[noreturn]] void fail_value(const Args&... args) { throw Error(Error::Kind::Value, cat(args...)); }
+template <class... Args>
+[[noreturn]] void fail_oom(const Args&... args) { throw Error(Error::Kind::OutOfMemory, cat(args...)); }
 template <class... Args>
 [[noreturn]] void fail_index(const Args&... args) { throw Error(Error::Kind::Index, cat(args...)); }
 
