@@ -154,7 +154,7 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
     if (root->numel() != 1)
       fail("grad can be implicitly created only for scalar outputs (the tensor has shape ",
            shape_str(root->sizes), "); pass a gradient: t.backward(gradient)");
-    grad = full(root->sizes, 1.0, root->dtype);
+    grad = full(root->sizes, 1.0, root->dtype, root->device());
   } else if (grad->sizes != root->sizes) {
     fail("gradient has shape ", shape_str(grad->sizes), " but the tensor has shape ",
          shape_str(root->sizes));

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "cuda/cuda.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -15,6 +17,23 @@ std::mt19937_64& generator() {
   return gen;
 }
 
+// The CUDA generator's state, as torch's: a Philox seed and the offset of the next unused
+// counter. Each launch takes (seed, offset) and advances the offset past what it drew.
+struct CudaGenerator {
+  uint64_t seed = 0x5eed;
+  uint64_t offset = 0;
+};
+CudaGenerator& cuda_generator() {
+  static CudaGenerator gen;
+  return gen;
+}
+
+// A fresh tensor on `device`, which must be usable (a clear Error otherwise).
+Tensor new_tensor(const Shape& shape, DType dtype, Device device, const char* what) {
+  if (device.is_cuda()) cuda::require(what, device);
+  return TensorImpl::empty(shape, dtype, device);
+}
+
 template <class T>
 void fill_raw(const Tensor& t, T v) {
   T* p = t->data<T>();
@@ -24,19 +43,25 @@ void fill_raw(const Tensor& t, T v) {
 }
 }  // namespace
 
-void manual_seed(uint64_t seed) { generator().seed(seed); }
+void manual_seed(uint64_t seed) {
+  generator().seed(seed);
+  cuda_generator() = {seed, 0};
+}
 
-Tensor empty(const Shape& shape, DType dtype) { return TensorImpl::empty(shape, dtype); }
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  return new_tensor(shape, dtype, device, "empty(device='cuda')");
+}
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor t = TensorImpl::empty(shape, dtype);
-  MINI_DISPATCH(dtype, T, [&] { fill_raw<T>(t, static_cast<T>(value)); });
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = new_tensor(shape, dtype, device, "full(device='cuda')");
+  if (device.is_cuda()) cuda::fill(t, value);
+  else MINI_DISPATCH(dtype, T, [&] { fill_raw<T>(t, static_cast<T>(value)); });
   count_kernel(t->nbytes());
   return t;
 }
 
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
 Tensor scalar_tensor(double value, DType dtype, bool wrapped_number) {
   Tensor t = TensorImpl::empty({}, dtype);
@@ -52,7 +77,7 @@ Tensor int_scalar_tensor(int64_t value, bool wrapped_number) {
   return t;
 }
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
   if (step == 0) fail("arange: step must be nonzero");
   if ((step > 0 && start > end) || (step < 0 && start < end))
     fail("arange: upper bound and larger bound inconsistent with step sign (start ", start,
@@ -62,7 +87,12 @@ Tensor arange(double start, double end, double step, DType dtype) {
     fail("arange: the element count (start ", start, ", end ", end, ", step ", step,
          ") overflows int64");
   int64_t n = static_cast<int64_t>(count);
-  Tensor t = TensorImpl::empty({n}, dtype);
+  Tensor t = new_tensor({n}, dtype, device, "arange(device='cuda')");
+  if (device.is_cuda()) {
+    cuda::arange(t, start, step);
+    count_kernel(t->nbytes());
+    return t;
+  }
   MINI_DISPATCH(dtype, T, [&] {
     T* p = t->data<T>();
     for (int64_t i = 0; i < n; i++) p[i] = static_cast<T>(start + i * step);
@@ -71,10 +101,23 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
-// Random numbers are drawn sequentially from one generator, so a seed reproduces them
-// exactly regardless of thread count.
-Tensor rand(const Shape& shape, DType dtype) {
+namespace {
+// One Philox launch: the values depend on (seed, offset, element index) only.
+Tensor cuda_random(const Shape& shape, DType dtype, Device device, bool normal) {
+  Tensor t = new_tensor(shape, dtype, device, normal ? "randn(device='cuda')" : "rand(device='cuda')");
+  CudaGenerator& gen = cuda_generator();
+  cuda::random(t, normal, gen.seed, gen.offset);
+  gen.offset += cuda::random_offset_increment(t->numel());
+  count_kernel(t->nbytes());
+  return t;
+}
+}  // namespace
+
+// Random numbers on the CPU are drawn sequentially from one generator, so a seed reproduces
+// them exactly regardless of thread count.
+Tensor rand(const Shape& shape, DType dtype, Device device) {
   if (!is_floating(dtype)) fail("rand is only defined for floating point dtypes, got ", dtype_name(dtype));
+  if (device.is_cuda()) return cuda_random(shape, dtype, device, false);
   Tensor t = TensorImpl::empty(shape, dtype);
   auto& gen = generator();
   MINI_DISPATCH(dtype, T, [&] {
@@ -88,8 +131,9 @@ Tensor rand(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor randn(const Shape& shape, DType dtype) {
+Tensor randn(const Shape& shape, DType dtype, Device device) {
   if (!is_floating(dtype)) fail("randn is only defined for floating point dtypes, got ", dtype_name(dtype));
+  if (device.is_cuda()) return cuda_random(shape, dtype, device, true);
   Tensor t = TensorImpl::empty(shape, dtype);
   auto& gen = generator();
   MINI_DISPATCH(dtype, T, [&] {

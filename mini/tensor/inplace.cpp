@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "autograd.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -24,6 +25,20 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (b != dst->sizes)
     fail("output with shape ", shape_str(dst->sizes), " doesn't match the broadcast shape ",
          shape_str(b));
+  if (dst->is_cuda() || src->is_cuda()) {
+    Tensor from = src;
+    if (src->device() != dst->device() && !(dst->is_cuda() && src->dim() == 0)) {
+      Metrics before = metrics();  // the move is part of this copy's one kernel
+      from = to_device(detach(src), dst->device());
+      metrics() = before;
+    }
+    if (dst->is_cuda()) {
+      cuda::copy(dst, from);
+      dst->storage->version++;
+      return;
+    }
+    return copy_into(dst, from);  // now both on the CPU
+  }
   Strides ss = broadcast_strides(src->sizes, src->strides, dst->sizes);
   MINI_DISPATCH(src->dtype, S, [&] {
     MINI_DISPATCH(dst->dtype, D, [&] {
@@ -130,6 +145,10 @@ void masked_fill_(const Tensor& self, const Tensor& mask, const Tensor& value) {
 void inplace_binary(OpKind kind, const Tensor& self, const Tensor& other) {
   if (!other) fail_type(op_name(kind), "_(): argument 'other' must be a Tensor or a number, not None");
   check_writable(self, (std::string(op_name(kind)) + "_").c_str());
+  if (common_device(op_name(kind), {self, other}) != self->device())
+    fail("Expected all tensors to be on the same device, but found at least two devices, ",
+         other->device().str(), " and ", self->device().str(), "! (in-place ", op_name(kind),
+         "_ writes into a tensor on ", self->device().str(), ")");
   DType rt = result_type({self, other});
   if (kind == OpKind::Div && !is_floating(rt)) rt = DType::Float32;
   if (category(rt) > category(self->dtype))

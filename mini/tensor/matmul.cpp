@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include "autograd.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -77,7 +78,31 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   Shape out_shape = batch;
   out_shape.push_back(n);
   out_shape.push_back(m);
-  Tensor out = TensorImpl::empty(out_shape, a->dtype);
+  Device device = common_device("matmul", {a, b});
+  Tensor out = TensorImpl::empty(out_shape, a->dtype, device);
+  if (device.is_cuda()) {  // cuBLAS, on [batch, n, k] x [batch, k, m] views (stride 0: broadcast)
+    if (a->dtype == DType::Bool || a->dtype == DType::Int64)
+      fail("matmul on CUDA is implemented for float32, float64 and bfloat16 (cuBLAS), not ",
+           dtype_name(a->dtype), "; convert first, e.g. a.float() @ b.float()");
+    auto as_3d = [&](const Tensor& t, const Shape& tb) {
+      int64_t r = t->dim();
+      Strides bs = broadcast_strides(tb, Strides(t->strides.begin(), t->strides.end() - 2), batch);
+      Shape flat_batch = batch.empty() ? Shape{1} : batch;
+      // batch dims flatten into one when their strides allow; otherwise copy first
+      Shape sz = {numel_of(batch), t->sizes[r - 2], t->sizes[r - 1]};
+      Strides one;
+      if (!view_strides(flat_batch, batch.empty() ? Strides{0} : bs, {numel_of(batch)}, &one)) {
+        Tensor c = contiguous(detach(expand(t, [&] { Shape s = batch; s.push_back(t->sizes[r - 2]); s.push_back(t->sizes[r - 1]); return s; }())));
+        return TensorImpl::view_of(c, sz, {sz[1] * sz[2], sz[2], 1}, c->offset);
+      }
+      return TensorImpl::view_of(t, sz, {one[0], t->strides[r - 2], t->strides[r - 1]}, t->offset);
+    };
+    Tensor out3 = TensorImpl::view_of(out, {numel_of(batch), n, m}, {n * m, m, 1}, 0);
+    cuda::matmul(out3, as_3d(a, batch_a), as_3d(b, batch_b));
+    count_kernel(a_in->nbytes() + b_in->nbytes() + out->nbytes());
+    record(OpKind::Matmul, {a_in, b_in}, out);
+    return out;
+  }
   BlasView va, vb;
   if (!blas_view(a, &va)) { a = contiguous(detach(a)); blas_view(a, &va); }
   if (!blas_view(b, &vb)) { b = contiguous(detach(b)); blas_view(b, &vb); }

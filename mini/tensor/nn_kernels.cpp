@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -94,13 +95,14 @@ Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   require_floating(a_in, name);
   int64_t dim = wrap_dim(dim_in, a_in->dim());
   Tensor a = a_in->is_contiguous() ? a_in : contiguous(detach(a_in));
-  Tensor out = TensorImpl::empty(a->sizes, a->dtype);
+  Tensor out = TensorImpl::empty(a->sizes, a->dtype, a->device());
   int64_t n = a->dim() ? a->sizes[dim] : 1, inner = 1, outer = 1;
   for (int64_t d = 0; d < a->dim(); d++) {
     if (d < dim) outer *= a->sizes[d];
     if (d > dim) inner *= a->sizes[d];
   }
-  MINI_DISPATCH(a->dtype, T, [&] {
+  if (out->is_cuda()) cuda::softmax(out, a, outer, n, inner, log);
+  else MINI_DISPATCH(a->dtype, T, [&] {
     if constexpr (std::is_floating_point_v<T>) softmax_kernel<T>(a, out, outer, inner, n, log);
   });
   count_kernel(a_in->nbytes() + out->nbytes());
@@ -129,12 +131,14 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
       fail("layer_norm: expected ", p == &weight ? "weight" : "bias", " to have dtype ",
            dtype_name(x_in->dtype), " but got ", dtype_name((*p)->dtype));
   }
+  common_device("layer_norm", {x_in, weight, bias});
   Tensor x = x_in->is_contiguous() ? x_in : contiguous(detach(x_in));
   Tensor w = weight ? contiguous(detach(weight)) : nullptr;
   Tensor b = bias ? contiguous(detach(bias)) : nullptr;
-  Tensor out = TensorImpl::empty(x->sizes, x->dtype);
+  Tensor out = TensorImpl::empty(x->sizes, x->dtype, x->device());
   int64_t m = numel_of(normalized_shape), rows = m ? x->numel() / m : 0;
-  MINI_DISPATCH(x->dtype, T, [&] {
+  if (out->is_cuda()) cuda::layer_norm(out, x, w, b, rows, m, eps);
+  else MINI_DISPATCH(x->dtype, T, [&] {
     if constexpr (std::is_floating_point_v<T>) layer_norm_kernel<T>(x, w, b, out, rows, m, eps);
   });
   count_kernel(x_in->nbytes() + (weight ? weight->nbytes() : 0) + (bias ? bias->nbytes() : 0) +

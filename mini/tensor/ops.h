@@ -20,17 +20,29 @@
 
 namespace mini {
 
+// ---- devices ----------------------------------------------------------------------------
+// The device an op on `operands` runs on. All must be on one device, except that a CPU
+// tensor with one element and no dims (a Python number, or a 0-d CPU tensor, as torch
+// allows) may meet tensors of any device. Otherwise throws torch's "Expected all tensors to
+// be on the same device, but found at least two devices, cuda:0 and cpu!" naming `op`.
+Device common_device(const char* op, const std::vector<Tensor>& operands);
+// A copy of `t` on `device` (t itself when it is there already): one copy, counted as a
+// kernel; contiguous when it moves.
+Tensor to_device(const Tensor& t, Device device);
+
 // ---- factories ------------------------------------------------------------------------
-Tensor empty(const Shape& shape, DType dtype = DType::Float32);
-Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
-Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
-Tensor ones(const Shape& shape, DType dtype = DType::Float32);
-Tensor arange(double start, double end, double step, DType dtype);
+// `device` CUDA: checked available first (an Error with the reason and the fix otherwise).
+Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32, Device device = {});
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor arange(double start, double end, double step, DType dtype, Device device = {});
 Tensor scalar_tensor(double value, DType dtype, bool wrapped_number = false);
 // A 0-d int64 tensor holding `value` exactly (a double holds ints exactly only to 2**53).
 Tensor int_scalar_tensor(int64_t value, bool wrapped_number = false);
-Tensor randn(const Shape& shape, DType dtype = DType::Float32);
-Tensor rand(const Shape& shape, DType dtype = DType::Float32);
+Tensor randn(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+Tensor rand(const Shape& shape, DType dtype = DType::Float32, Device device = {});
+// Seeds the CPU generator and the CUDA one (a Philox seed whose offset restarts at 0).
 void manual_seed(uint64_t seed);
 
 // ---- the generic entry point ----------------------------------------------------------

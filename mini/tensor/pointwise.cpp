@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -151,6 +152,7 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 }  // namespace
 
 void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute) {
+  if (out->is_cuda()) return cuda::binary(k, out, a, b, compute, "");
   Tensor ca = convert_operand(a, compute), cb = convert_operand(b, compute);
   MINI_DISPATCH(compute, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
@@ -183,7 +185,8 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
   if (k == OpKind::GeluBackward && !is_floating(compute)) compute = DType::Float32;
   DType out_dtype = is_comparison(k) ? DType::Bool : compute;
   Shape shape = broadcast_shapes(a->sizes, b->sizes);
-  Tensor out = TensorImpl::empty(shape, out_dtype);
+  Device device = common_device(op_name(k), {a, b});
+  Tensor out = TensorImpl::empty(shape, out_dtype, device);
   out->wrapped_number = a->wrapped_number && b->wrapped_number;  // number op number: a number
   binary_out(k, out, a, b, compute);
   Attrs attrs;
@@ -195,12 +198,18 @@ Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
 Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& mode) {
   DType compute = result_type({g, x});
   Shape shape = broadcast_shapes(g->sizes, x->sizes);
-  Tensor out = TensorImpl::empty(shape, compute);
-  Tensor cg = convert_operand(g, compute), cx = convert_operand(x, compute);
-  MINI_DISPATCH(compute, T, [&] {
-    if constexpr (std::is_floating_point_v<T>) run_binary<T>(OpKind::GeluBackward, out, cg, cx, mode);
-    else fail("gelu_backward needs floating point tensors");
-  });
+  Device device = common_device("gelu_backward", {g, x});
+  Tensor out = TensorImpl::empty(shape, compute, device);
+  if (!is_floating(compute)) fail("gelu_backward needs floating point tensors");
+  if (device.is_cuda()) {
+    cuda::binary(OpKind::GeluBackward, out, g, x, compute, mode);
+  } else {
+    Tensor cg = convert_operand(g, compute), cx = convert_operand(x, compute);
+    MINI_DISPATCH(compute, T, [&] {
+      if constexpr (std::is_floating_point_v<T>) run_binary<T>(OpKind::GeluBackward, out, cg, cx, mode);
+      else fail("gelu_backward needs floating point tensors");
+    });
+  }
   count_kernel(MINI_OPERAND_BYTES(g) + MINI_OPERAND_BYTES(x) + out->nbytes());
   return out;
 }
@@ -280,8 +289,13 @@ Tensor unary(OpKind k, const Tensor& a, const Attrs& attrs) {
          "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
   DType compute = a->dtype;
   if (floating_result(k) && !is_floating(compute)) compute = DType::Float32;
-  if (compute == DType::Bool && (k == OpKind::Abs || k == OpKind::Relu)) compute = DType::Bool;
-  Tensor out = TensorImpl::empty(a->sizes, compute);
+  Tensor out = TensorImpl::empty(a->sizes, compute, a->device());
+  if (out->is_cuda()) {
+    cuda::unary(k, out, a, attrs);
+    count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
+    if (is_floating(compute)) record(k, {a}, out, attrs);
+    return out;
+  }
   Tensor ca = convert_operand(a, compute);
   if (compute == DType::Bool && (k == OpKind::Abs || k == OpKind::Relu)) {
     unary_loop<bool, bool>(out, ca, [](bool x) { return x; });
@@ -295,8 +309,9 @@ Tensor unary(OpKind k, const Tensor& a, const Attrs& attrs) {
 
 Tensor clone(const Tensor& a) {
   check_tensor(a, "clone", "input");
-  Tensor out = TensorImpl::empty(a->sizes, a->dtype);
-  MINI_DISPATCH(a->dtype, T, [&] { unary_loop<T, T>(out, a, [](T x) { return x; }); });
+  Tensor out = TensorImpl::empty(a->sizes, a->dtype, a->device());
+  if (out->is_cuda()) cuda::copy(out, a);
+  else MINI_DISPATCH(a->dtype, T, [&] { unary_loop<T, T>(out, a, [](T x) { return x; }); });
   count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
   record(OpKind::Clone, {a}, out);
   return out;
@@ -307,8 +322,9 @@ Tensor contiguous(const Tensor& a) { return a->is_contiguous() ? a : clone(a); }
 Tensor cast(const Tensor& a, DType dtype) {
   check_tensor(a, "to", "input");
   if (a->dtype == dtype) return a;
-  Tensor out = TensorImpl::empty(a->sizes, dtype);
-  MINI_DISPATCH(a->dtype, S, [&] {
+  Tensor out = TensorImpl::empty(a->sizes, dtype, a->device());
+  if (out->is_cuda()) cuda::copy(out, a);
+  else MINI_DISPATCH(a->dtype, S, [&] {
     MINI_DISPATCH(dtype, D, [&] {
       unary_loop<S, D>(out, a, [](S x) {
         if constexpr (std::is_same_v<D, bool>) return x != S(0);
@@ -332,9 +348,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
               dtype_name(cond->dtype), "; compare first, e.g. where(x > 0, a, b)");
   DType compute = result_type({a, b});
   Shape shape = broadcast_shapes(cond->sizes, broadcast_shapes(a->sizes, b->sizes));
-  Tensor out = TensorImpl::empty(shape, compute);
-  Tensor ca = convert_operand(a, compute), cb = convert_operand(b, compute);
-  MINI_DISPATCH(compute, T, [&] {
+  Device device = common_device("where", {cond, a, b});
+  Tensor out = TensorImpl::empty(shape, compute, device);
+  Tensor ca = device.is_cuda() ? a : convert_operand(a, compute);
+  Tensor cb = device.is_cuda() ? b : convert_operand(b, compute);
+  if (device.is_cuda()) cuda::where(out, cond, a, b);
+  else MINI_DISPATCH(compute, T, [&] {
     std::array<char*, 4> base{(char*)out->raw(), (char*)cond->raw(), (char*)ca->raw(), (char*)cb->raw()};
     std::array<Strides, 4> st{out->strides, broadcast_strides(cond->sizes, cond->strides, shape),
                               broadcast_strides(ca->sizes, ca->strides, shape),

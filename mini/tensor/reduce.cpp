@@ -10,6 +10,8 @@
 #include <limits>
 
 #include "autograd.h"
+#include "cuda/cuda.h"
+#include "cuda/kernels.h"
 #include "loops.h"
 #include "metrics.h"
 #include "ops.h"
@@ -236,11 +238,19 @@ Tensor reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims_in, bo
          "or complex dtype. Got: ", dtype_name(a->dtype), ". Convert first, e.g. x.float().mean()");
   Shape out_shape = reduced_shape(a->sizes, dims, keepdim);
   check_reduction_nonempty(k, a->sizes, dims_in);
-  Tensor out = TensorImpl::empty(out_shape, out_dtype);
+  Tensor out = TensorImpl::empty(out_shape, out_dtype, a->device());
   Combine c = k == OpKind::Amax ? Combine::Max : k == OpKind::Amin ? Combine::Min : Combine::Sum;
-  MINI_DISPATCH(a->dtype, T, [&] {
-    MINI_DISPATCH(out_dtype, O, [&] { reduce_kernel<T, O>(c, k == OpKind::Mean, a, out, dims); });
-  });
+  if (out->is_cuda()) {  // the kernel writes the result without the kept size-1 dims
+    Tensor flat = keepdim ? TensorImpl::view_of(out, reduced_shape(a->sizes, dims, false),
+                                                contiguous_strides(reduced_shape(a->sizes, dims, false)), 0)
+                          : out;
+    if (a->dim() == 0) cuda::copy(out, a);  // a 0-d tensor reduces to itself
+    else cuda::reduce(k, flat, a, dims);
+  } else {
+    MINI_DISPATCH(a->dtype, T, [&] {
+      MINI_DISPATCH(out_dtype, O, [&] { reduce_kernel<T, O>(c, k == OpKind::Mean, a, out, dims); });
+    });
+  }
   count_kernel(a->nbytes() + out->nbytes());
   Attrs at;
   at.dims = dims_in;
@@ -255,22 +265,27 @@ std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim_in, bool keep
     Tensor v = clone(a);  // the one kernel; the index of a 0-d tensor is 0
     Tensor i = TensorImpl::empty({}, DType::Int64);
     *i->data<int64_t>() = 0;
-    return {v, i};
+    return {v, to_device(i, a->device())};
   }
   int64_t n = a->sizes[dim];
   if (n == 0) fail_index(is_max ? "max" : "min", "(): Expected reduction dim ", dim, " to have non-zero size.");
   Shape out_shape = reduced_shape(a->sizes, {dim}, keepdim);
-  Tensor values = TensorImpl::empty(out_shape, a->dtype);
-  Tensor indices = TensorImpl::empty(out_shape, DType::Int64);
+  Tensor values = TensorImpl::empty(out_shape, a->dtype, a->device());
+  Tensor indices = TensorImpl::empty(out_shape, DType::Int64, a->device());
   Shape kept = a->sizes;
   kept.erase(kept.begin() + dim);
   Strides kept_strides = a->strides;
   kept_strides.erase(kept_strides.begin() + dim);
   Strides kc = contiguous_strides(kept);
   int64_t n_out = numel_of(kept), step = a->strides[dim];
-  MINI_DISPATCH(a->dtype, T, [&] {
-    max_min_kernel<T>(a, values, indices, kept, kept_strides, kc, n_out, n, step, is_max);
-  });
+  if (a->is_cuda()) {
+    cuda::max_min_dim(TensorImpl::view_of(values, kept, kc, 0), TensorImpl::view_of(indices, kept, kc, 0),
+                      a, dim, is_max);
+  } else {
+    MINI_DISPATCH(a->dtype, T, [&] {
+      max_min_kernel<T>(a, values, indices, kept, kept_strides, kc, n_out, n, step, is_max);
+    });
+  }
   count_kernel(a->nbytes() + values->nbytes() + indices->nbytes());
   Attrs at;
   at.dims = {dim};
@@ -279,7 +294,34 @@ std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim_in, bool keep
   return {values, indices};
 }
 
+namespace {
+// On CUDA: the flat indices come from one kernel (which synchronizes to learn their count, as
+// torch's nonzero does); turning them into coordinates happens on the host, where the count
+// already had to go, and the result goes back in one copy.
+Tensor nonzero_cuda(const Tensor& a) {
+  Tensor flat = cuda::nonzero_flat(contiguous(detach(a)));
+  std::vector<int64_t> hits(flat->numel());
+  cuda::copy_bytes(hits.data(), Device::cpu(), flat->device_raw(), flat->device(), hits.size() * 8);
+  int64_t rank = a->dim();
+  Strides cs = contiguous_strides(a->sizes);
+  std::vector<int64_t> coords(hits.size() * rank);
+  for (size_t h = 0; h < hits.size(); h++) {
+    int64_t rem = hits[h];
+    for (int64_t d = 0; d < rank; d++) {
+      coords[h * rank + d] = rem / cs[d];
+      rem %= cs[d];
+    }
+  }
+  Tensor out = TensorImpl::empty({(int64_t)hits.size(), rank}, DType::Int64, a->device());
+  if (!coords.empty())
+    cuda::copy_bytes(out->device_raw(), out->device(), coords.data(), Device::cpu(), coords.size() * 8);
+  count_kernel(a->nbytes() + out->nbytes());
+  return out;
+}
+}  // namespace
+
 Tensor nonzero(const Tensor& a) {
+  if (a->is_cuda()) return nonzero_cuda(a);
   std::vector<int64_t> hits;
   Strides cs = contiguous_strides(a->sizes);
   MINI_DISPATCH(a->dtype, T, [&] {

@@ -179,7 +179,7 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
 
 Tensor slice_backward(const Tensor& g, const Attrs& a) {
   Metrics before = metrics();  // zero fill + copy count as one kernel: slice_backward
-  Tensor out = zeros(a.shape, g->dtype);
+  Tensor out = zeros(a.shape, g->dtype, g->device());
   {
     NoGradGuard no_grad;
     copy_(slice(out, a.dim, a.start, a.end, a.step), g);
