@@ -706,7 +706,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   }
   if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
-    std::string why = trace.break_reason + " (inside a loop: the rest of the function runs as plain Python)";
+    std::string why = trace.break_reason + (trace.skip_unit ? "" : " (inside a loop: the rest of the function runs as plain Python)");
     if (req->fullgraph) {
       PyErr_SetString(g_unsupported_error, (why + "\n  from user code: " +
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());

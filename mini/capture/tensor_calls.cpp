@@ -190,7 +190,8 @@ void check_device(const VarRef& v) {
   bool cpu = s && std::string(PyUnicode_AsUTF8(s)) == "cpu";
   Py_XDECREF(s);
   PyErr_Clear();
-  if (!cpu) unsupported("mini factory with device=" + v->describe() + ": mini has the CPU only");
+  if (!cpu) unsupported("mini factory with device=" + v->describe() + ": compiled code makes CPU "
+                        "tensors only until CUDA code generation lands (issue 13)");
 }
 
 DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? dflt : dtype_from(v); }

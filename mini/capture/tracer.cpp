@@ -869,6 +869,8 @@ VarRef FrameInterpreter::run() {
       bool tensor_branch = t.exit == Trace::Exit::Break && !call && !saved_stack.empty() &&
                            saved_stack.back()->is(Var::Kind::Tensor);
       if (t.exit == Trace::Exit::Break && tensor_branch && in_loop(pc_ - 1)) t.exit = Trace::Exit::Skip;
+      if (u.skip_unit) t.exit = Trace::Exit::Skip;
+      t.skip_unit = u.skip_unit;
       undo_writes(ctx_, writes);  // the instruction runs again eagerly
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);

@@ -122,6 +122,7 @@ struct Trace {
   std::vector<SideEffect> side_effects;  // replayed after the graph, in this order
   PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
   std::string break_reason, break_location, break_code;
+  bool skip_unit = false;  // Exit::Skip for the whole unit (Unsupported::skip_unit), not a loop
   // The Break is at an instruction whose trace raised this user error (eager's own error,
   // which the instruction raises when it runs; fullgraph=True raises it instead).
   std::shared_ptr<const Error> user_error;

@@ -96,6 +96,9 @@ VarRef make_dict(std::vector<VarRef> keys, std::vector<VarRef> values);
 // Raised when capture meets something it cannot trace. `reason` says what and why.
 struct Unsupported {
   std::string reason;
+  // The whole unit runs in CPython (nothing of it compiled), not only from this instruction
+  // on: for what no part of the unit can be compiled with (a CUDA tensor, until issue 13).
+  bool skip_unit = false;
 };
 
 }  // namespace mini::capture

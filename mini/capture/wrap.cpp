@@ -114,6 +114,10 @@ VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i) {
 VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   guards::GuardSet& g = ctx.guards();
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
+    if (t->is_cuda())
+      throw Unsupported{"a CUDA tensor (" + src->str() + "): mini generates code for CPU tensors "
+                        "only until CUDA code generation lands (issue 13), so this function runs "
+                        "eagerly, its ops as mini's eager CUDA kernels", true};
     auto found = ctx.tensor_node.find(v);
     if (found != ctx.tensor_node.end()) {
       // one tensor at two sources (a tied weight, a module used twice, f(x, x)): the graph

@@ -157,6 +157,8 @@ bool holds(const TensorMatch& spec, const Checked& c) {
   if (t->dtype != spec.dtype)
     return c.fail("tensor '" + name() + "' dtype mismatch. expected " + dtype_name(spec.dtype) +
                   ", actual " + dtype_name(t->dtype));
+  if (t->is_cuda())  // graphs hold CPU tensors only (until CUDA code generation, issue 13)
+    return c.fail("tensor '" + name() + "' device mismatch. expected cpu, actual " + t->device().str());
   if (t->needs_grad() != spec.requires_grad)
     return c.fail("tensor '" + name() + "' requires_grad mismatch. expected requires_grad=" +
                   std::to_string(spec.requires_grad));

@@ -11,6 +11,7 @@
 #include "capture/convert_frame.h"
 #include "guards/guards.h"
 #include "tensor/autograd.h"
+#include "tensor/cuda/cuda.h"
 #include "tensor/ops.h"
 
 namespace py = pybind11;
@@ -58,6 +59,15 @@ std::vector<int64_t> dims_arg(py::handle dim) {
 DType dtype_from_code(int code) {
   if (code < 0 || code > 3) mini::fail_type("unknown dtype code ", code);
   return static_cast<DType>(code);
+}
+
+// "cpu", "cuda", "cuda:1" -> Device (torch's spelling; Python's mini.device passes str()).
+mini::Device parse_device(const std::string& s) {
+  if (s == "cpu") return mini::Device::cpu();
+  if (s == "cuda") return mini::Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.find_first_not_of("0123456789", 5) == std::string::npos)
+    return mini::Device::cuda(std::stoi(s.substr(5)));
+  mini::fail("Expected one of cpu, cuda device type at start of device string: ", s);
 }
 
 // ---- indexing: ints, slices, None, Ellipsis (basic indexing; views only) ---------------
@@ -111,6 +121,9 @@ py::dtype numpy_dtype(DType d) {
 }
 
 py::array to_numpy(const Tensor& t) {
+  if (t->is_cuda())
+    mini::fail_type("can't convert ", t->device().str(), " device type tensor to numpy. Use "
+                    "Tensor.cpu() to copy the tensor to host memory first.");
   if (t->needs_grad())
     mini::fail("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
   std::vector<py::ssize_t> shape(t->sizes.begin(), t->sizes.end()), strides;
@@ -157,8 +170,9 @@ Tensor from_numpy(py::array arr) {
   return t;
 }
 
-py::object item(const Tensor& t) {
-  double v = t->scalar_value();  // checks numel == 1
+py::object item(const Tensor& t_in) {
+  double v = t_in->scalar_value();  // checks numel == 1 (and synchronizes on CUDA)
+  Tensor t = t_in->is_cuda() ? mini::to_device(mini::detach(t_in), mini::Device::cpu()) : t_in;
   switch (t->dtype) {
     case DType::Bool: return py::bool_(*t->data<bool>());
     case DType::Int64: return py::int_(*t->data<int64_t>());  // exact, beyond 2^53 too
@@ -222,7 +236,20 @@ void bind_tensor(py::module_& m) {
   T.def("storage_offset", [](const TensorImpl& t) { return t.offset; });
   T.def("is_contiguous", &TensorImpl::is_contiguous);
   T.def("element_size", [](const TensorImpl& t) { return mini::itemsize(t.dtype); });
-  T.def("data_ptr", [](const TensorImpl& t) { return (uintptr_t)t.raw(); });
+  T.def("data_ptr", [](const TensorImpl& t) { return (uintptr_t)t.device_raw(); });
+  T.def_property_readonly("_device", [](const TensorImpl& t) { return t.device().str(); });
+  // torch's `t.data = other`: t keeps its identity (and autograd flags) and takes other's
+  // storage, geometry and dtype. Module.to() moves parameters this way, so an optimizer made
+  // before the move still holds them.
+  T.def_property("data", [](const Tensor& t) { return mini::detach(t); }, [](const Tensor& t, const Tensor& o) {
+    if (!o) mini::fail_type("data must be a Tensor");
+    t->storage = o->storage;
+    t->sizes = o->sizes;
+    t->strides = o->strides;
+    t->offset = o->offset;
+    t->dtype = o->dtype;
+  });
+  T.def("_to_device", [](const Tensor& t, const std::string& d) { return mini::to_device(t, parse_device(d)); });
   T.def_property_readonly("_dtype_code", [](const TensorImpl& t) { return (int)t.dtype; });
   T.def("__len__", [](const TensorImpl& t) {
     if (t.dim() == 0) mini::fail_type("len() of a 0-d tensor");
@@ -421,12 +448,56 @@ void bind_tensor(py::module_& m) {
 
   // ---- module functions ----------------------------------------------------------------
   m.def("from_numpy", &from_numpy);
-  m.def("full", [](const mini::Shape& s, double v, int code) { return mini::full(s, v, dtype_from_code(code)); });
-  m.def("empty", [](const mini::Shape& s, int code) { return mini::empty(s, dtype_from_code(code)); });
-  m.def("arange", [](double a, double b, double s, int code) { return mini::arange(a, b, s, dtype_from_code(code)); });
-  m.def("randn", [](const mini::Shape& s, int code) { return mini::randn(s, dtype_from_code(code)); });
-  m.def("rand", [](const mini::Shape& s, int code) { return mini::rand(s, dtype_from_code(code)); });
+  m.def("full", [](const mini::Shape& s, double v, int code, const std::string& d) {
+    return mini::full(s, v, dtype_from_code(code), parse_device(d));
+  }, py::arg("size"), py::arg("value"), py::arg("dtype"), py::arg("device") = "cpu");
+  m.def("empty", [](const mini::Shape& s, int code, const std::string& d) {
+    return mini::empty(s, dtype_from_code(code), parse_device(d));
+  }, py::arg("size"), py::arg("dtype"), py::arg("device") = "cpu");
+  m.def("arange", [](double a, double b, double s, int code, const std::string& d) {
+    return mini::arange(a, b, s, dtype_from_code(code), parse_device(d));
+  }, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"), py::arg("device") = "cpu");
+  m.def("randn", [](const mini::Shape& s, int code, const std::string& d) {
+    return mini::randn(s, dtype_from_code(code), parse_device(d));
+  }, py::arg("size"), py::arg("dtype"), py::arg("device") = "cpu");
+  m.def("rand", [](const mini::Shape& s, int code, const std::string& d) {
+    return mini::rand(s, dtype_from_code(code), parse_device(d));
+  }, py::arg("size"), py::arg("dtype"), py::arg("device") = "cpu");
   m.def("manual_seed", &mini::manual_seed);
+  m.def("_parse_device", [](const std::string& d) { return parse_device(d).str(); });
+
+  // mini.cuda's C++ side (cuda/cuda.h); the Python module mini/cuda.py wraps it
+  namespace cu = mini::cuda;
+  py::module_ c = m.def_submodule("_cuda", "the CUDA runtime: devices, memory, events");
+  c.def("compiled", &cu::compiled);
+  c.def("is_available", &cu::is_available);
+  c.def("device_count", &cu::device_count);
+  c.def("unavailable_reason", &cu::unavailable_reason);
+  c.def("require", [](const std::string& what) { cu::require(what.c_str()); });
+  c.def("get_device_name", &cu::device_name);
+  c.def("synchronize", &cu::synchronize);
+  c.def("memory_stats", [] {
+    cu::MemoryStats s = cu::memory_stats();
+    py::dict d;
+    d["allocated_bytes.all.current"] = s.allocated;
+    d["allocated_bytes.all.peak"] = s.max_allocated;
+    d["reserved_bytes.all.current"] = s.reserved;
+    d["reserved_bytes.all.peak"] = s.max_reserved;
+    d["num_cuda_mallocs"] = s.cuda_mallocs;
+    d["num_cache_hits"] = s.cache_hits;
+    d["num_alloc_retries"] = s.oom_retries;
+    return d;
+  });
+  c.def("reset_peak_memory_stats", &cu::reset_peak_memory_stats);
+  c.def("empty_cache", &cu::empty_cache);
+  c.def("event_create", &cu::event_create);
+  c.def("event_destroy", &cu::event_destroy);
+  c.def("event_record", &cu::event_record);
+  c.def("event_synchronize", &cu::event_synchronize);
+  c.def("event_query", &cu::event_query);
+  c.def("event_elapsed_ms", &cu::event_elapsed_ms);
+  c.def("set_allow_tf32", &cu::set_allow_tf32);
+  c.def("allow_tf32", &cu::allow_tf32);
   m.def("where", [](py::handle c, py::handle a, py::handle b) {
     return mini::where(operand_or_throw(c, "where", "condition"), operand_or_throw(a, "where", "input"),
                        operand_or_throw(b, "where", "other"));

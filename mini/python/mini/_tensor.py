@@ -51,37 +51,53 @@ class Size(tuple):
 
 
 class device:
-    """Where a tensor lives. This build of mini has the CPU only."""
+    """Where a tensor lives: device('cpu'), device('cuda'), device('cuda:0'), device('cuda', 0).
+    Making one never needs a GPU (as torch); putting a tensor there does."""
 
-    def __init__(self, type="cpu"):  # noqa: A002 - torch's name
-        type = str(type)
-        if type.startswith("cuda"):
-            raise RuntimeError(_NO_CUDA)
-        if type != "cpu":
-            raise RuntimeError(f"unknown device '{type}': mini supports 'cpu'")
-        self.type = type
+    def __init__(self, type="cpu", index=None):  # noqa: A002 - torch's name
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, builtins.int) and not isinstance(type, builtins.bool):
+            type, index = "cuda", type  # torch: an int is a CUDA ordinal
+        text = str(type) if index is None else f"{type}:{index}"
+        canonical = _C._parse_device(text)  # RuntimeError naming the string if it is not one
+        self.type, _, ordinal = canonical.partition(":")
+        self.index = builtins.int(ordinal) if ordinal and (index is not None or ":" in text) else None
 
     def __repr__(self):
-        return f"device(type='{self.type}')"
+        return f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
 
     def __str__(self):
-        return self.type
+        return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other):
-        return str(self) == str(other)
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self):
-        return hash(self.type)
+        return hash((self.type, self.index))
 
 
-_NO_CUDA = ("CUDA is not available in this build of mini: the CUDA backend has not been "
-            "built yet. Use device='cpu'.")
 _CPU = device("cpu")
+_DEVICES = {"cpu": _CPU}
 
 
-def _check_device(dev):
-    if dev is not None:
-        device(dev)
+def _device_of(t):
+    """The device object of a tensor (one object per device, as the tensor's property)."""
+    name = t._device
+    d = _DEVICES.get(name)
+    if d is None:
+        d = _DEVICES[name] = device(name)
+    return d
+
+
+def _device_arg(dev):
+    """A factory's device= argument as the string _C takes ('cpu', 'cuda:0')."""
+    if dev is None:
+        return "cpu"
+    d = dev if isinstance(dev, device) else device(dev)
+    return "cpu" if d.type == "cpu" else f"cuda:{d.index or 0}"
 
 
 def _shape_args(size):
@@ -122,65 +138,61 @@ def _finish(t, requires_grad):
 
 # ---- factories ----------------------------------------------------------------------------
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
-    return _finish(_C.full(_shape_args(size), 0.0, _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.full(_shape_args(size), 0.0, _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
-    return _finish(_C.full(_shape_args(size), 1.0, _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.full(_shape_args(size), 1.0, _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
-    return _finish(_C.empty(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.empty(_shape_args(size), _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
     if dtype is None:
         dtype = bool if isinstance(fill_value, builtins.bool) else int64 if isinstance(fill_value, builtins.int) else float32
-    return _finish(_C.full(_shape_args((size,)), fill_value, _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.full(_shape_args((size,)), fill_value, _dtype_arg(dtype).code,
+                           _device_arg(device)), requires_grad)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def zeros_like(t, dtype=None, requires_grad=False, device=None):
+    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=device or t._device)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def ones_like(t, dtype=None, requires_grad=False, device=None):
+    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=device or t._device)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad,
+                device=device or t._device)
 
 
-def empty_like(t, dtype=None, requires_grad=False):
-    return empty(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def empty_like(t, dtype=None, requires_grad=False, device=None):
+    return empty(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=device or t._device)
 
 
 def randn(*size, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
-    return _finish(_C.randn(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.randn(_shape_args(size), _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
 def rand(*size, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
-    return _finish(_C.rand(_shape_args(size), _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.rand(_shape_args(size), _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
 def randn_like(t):
-    return randn(t.shape, dtype=t.dtype)
+    return randn(t.shape, dtype=t.dtype, device=t._device)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
-    _check_device(device)
     if end is None:
         start, end = 0, start
     if dtype is None:
         is_int = all(isinstance(v, builtins.int) for v in (start, end, step))
         dtype = int64 if is_int else float32
-    return _finish(_C.arange(start, end, step, _dtype_arg(dtype).code), requires_grad)
+    return _finish(_C.arange(start, end, step, _dtype_arg(dtype).code, _device_arg(device)),
+                   requires_grad)
 
 
 def manual_seed(seed):
@@ -196,7 +208,9 @@ def from_numpy(array):
 
 def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new tensor holding a copy of `data` (a number, nested lists, an ndarray or a Tensor)."""
-    _check_device(device)
+    if device is not None and _device_arg(device) != "cpu":
+        t = tensor(data, dtype=dtype)
+        return _finish(t._to_device(_device_arg(device)), requires_grad)
     if isinstance(data, Tensor):
         t = data.detach().clone()
         return _finish(t.to(dtype) if dtype is not None else t, requires_grad)
@@ -310,21 +324,31 @@ def _size(self, dim=None):
     return s[dim]
 
 
-def _to(self, *args, dtype=None, device=None, copy=False):
+def _to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
+    """torch's Tensor.to: a dtype, a device, both, or another tensor's (dtype and device)."""
     for a in args:
         if isinstance(a, globals()["dtype"]):
             dtype = a
         elif isinstance(a, (str, globals()["device"])):
             device = a
         elif isinstance(a, Tensor):
-            dtype = a.dtype
-    _check_device(device)
-    out = self if dtype is None else self._to_dtype(_dtype_arg(dtype).code)
+            dtype, device = a.dtype, a._device
+        elif isinstance(a, builtins.bool):
+            non_blocking = a
+    out = self
+    if device is not None:
+        out = out._to_device(_device_arg(device))
+    if dtype is not None:
+        out = out._to_dtype(_dtype_arg(dtype).code)
     return out.clone() if copy and out is self else out
 
 
+def _cuda(self, device=None, non_blocking=False):
+    return self._to_device(_device_arg("cuda" if device is None else device))
+
+
 def _repr(self):
-    arr = self.detach().numpy()
+    arr = self.detach().cpu().numpy()
     if self.dtype.is_floating_point and arr.size and np.all(np.isfinite(arr)) and \
             np.all(arr == np.round(arr)) and np.abs(arr).max() < 1e8:
         body = np.array2string(arr, separator=", ", prefix="tensor(",
@@ -336,6 +360,8 @@ def _repr(self):
         extras.append(f"dtype={self.dtype!r}")
     if arr.size == 0:
         extras.append(f"size={tuple(self.shape)}")
+    if self._device != "cpu":
+        extras.insert(0, f"device='{self._device}'")
     if self.grad_fn is not None:
         extras.append(f"grad_fn={self.grad_fn!r}")
     elif self.requires_grad:
@@ -351,7 +377,7 @@ def _iter(self):
 
 
 def _array(self, dtype=None, copy=None):
-    arr = self.detach().numpy()
+    arr = self.detach().numpy()  # a CUDA tensor raises torch's TypeError (use .cpu() first)
     return arr.astype(dtype) if dtype is not None else arr
 
 
@@ -362,8 +388,8 @@ def _reshape(self, *shape):
 def _install_methods():
     Tensor.shape = property(lambda self: Size(self._sizes))
     Tensor.dtype = property(lambda self: _BY_CODE[self._dtype_code])
-    Tensor.device = property(lambda self: _CPU)
-    Tensor.is_cuda = property(lambda self: False)
+    Tensor.device = property(_device_of)
+    Tensor.is_cuda = property(lambda self: self._device != "cpu")
     Tensor.size = _size
     Tensor.max = _max
     Tensor.min = _min
@@ -377,18 +403,16 @@ def _install_methods():
     Tensor.view = lambda self, *s: self._view(_shape_args(s))
     Tensor.expand = lambda self, *s: self._expand(_shape_args(s))
     Tensor.permute = lambda self, *d: self._permute(_shape_args(d))
-    Tensor.tolist = lambda self: self.detach().numpy().tolist()
+    Tensor.tolist = lambda self: self.detach().cpu().numpy().tolist()
     Tensor.float = lambda self: self._to_dtype(float32.code)
     Tensor.double = lambda self: self._to_dtype(float64.code)
     Tensor.long = lambda self: self._to_dtype(int64.code)
     Tensor.bool = lambda self: self._to_dtype(bool.code)
-    Tensor.cpu = lambda self: self
+    Tensor.cpu = lambda self: self._to_device("cpu")
+    Tensor.cuda = _cuda
     Tensor.type_as = lambda self, other: self.to(other.dtype)
     Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 
-    def cuda(self, *args, **kwargs):
-        raise RuntimeError(_NO_CUDA)
-    Tensor.cuda = cuda
     Tensor.__rmatmul__ = lambda self, other: NotImplemented
 
 

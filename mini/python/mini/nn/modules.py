@@ -189,6 +189,43 @@ class Module:
 
     # ---- modes and gradients ----------------------------------------------------------------
 
+    # ---- devices and dtypes --------------------------------------------------------------------
+
+    def to(self, *args, **kwargs):
+        """Moves (or casts) every parameter, and its gradient, in place, as torch's Module.to:
+        module.to('cuda'), module.to(mini.float64), module.to('cuda', mini.bfloat16). Only
+        floating parameters change dtype. Returns self."""
+        dtype = kwargs.get("dtype")
+        device = kwargs.get("device")
+        for a in args:
+            if isinstance(a, mini.dtype):
+                dtype = a
+            elif isinstance(a, (str, mini.device)):
+                device = a
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
+
+        def convert(t):
+            want = dtype if dtype is not None and t.dtype.is_floating_point else None
+            return t.detach().to(device=device, dtype=want)
+        for p in self.parameters():
+            p.data = convert(p)
+            if p.grad is not None:
+                p.grad.data = convert(p.grad)
+        return self
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else device)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(mini.float32)
+
+    def double(self):
+        return self.to(mini.float64)
+
     def train(self, mode=True):
         if not isinstance(mode, bool):
             raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
