@@ -7,8 +7,9 @@
 #      build-san/ (for ctest's sanitized Python tests), and for each of Python 3.12 and 3.13 that is
 #      installed (pyenv's, or python3.X on the PATH; override with PY312=... PY313=...):
 #      .venv-3.1X with requirements-test.txt's pins, and the extension built against it into
-#      build-py31X/ (only the package: build-py31X/python). A missing interpreter is reported
-#      and skipped; its ctest entries then show as skipped.
+#      build-py31X/ (only the package: build-py31X/python; without CUDA: their tests are the
+#      capture tests, and build/ already compiles the CUDA kernels once). A missing interpreter
+#      is reported and skipped; its ctest entries then show as skipped.
 set -euo pipefail
 all_pythons=0
 for arg in "$@"; do
@@ -80,7 +81,7 @@ for version in 3.12 3.13; do
     echo "setup: configuring build-$tag for Python $version"
     cmake -S . -B "build-$tag" -G Ninja -DCMAKE_BUILD_TYPE=Release \
           -DPython_EXECUTABLE="$PWD/.venv-$version/bin/python" \
-          -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF >/dev/null
+          -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF -DMINI_CUDA=OFF >/dev/null
   fi
   cmake --build "build-$tag" -j"$jobs" --target _C mini_python_files
 done
