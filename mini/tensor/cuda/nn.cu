@@ -92,10 +92,20 @@ __device__ __forceinline__ A softmax_out(A x, A max, A sum, bool log) {
   return log ? x - max - log_of(sum) : exp_of(x - max) / sum;
 }
 
-// A warp per row of n <= 32 * K elements, lane l holding elements l, l + 32, ...
-template <class T, int K>
+// V elements of T loaded or stored as one instruction.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// A warp per row of n <= 32 * K elements. Lane l holds K of them, V neighbours at a time:
+// slot k is element (k / V) * 32 * V + l * V + k % V (for V = 1: l, l + 32, ...), so each
+// load is V elements wide and a warp's loads are contiguous. V > 1 needs every row aligned
+// (n a multiple of V, 16-byte aligned pointers): then a pack is all in the row or all out.
+template <class T, int K, int V>
 __global__ void softmax_warp_kernel(const T* in, T* out, int64_t rows, int n, bool log) {
   using A = opmath_t<T>;
+  using P = Pack<T, V>;
   int lane = threadIdx.x % kWarp;
   int64_t per_block = blockDim.x / kWarp;
   for (int64_t row = blockIdx.x * per_block + threadIdx.x / kWarp; row < rows;
@@ -105,21 +115,32 @@ __global__ void softmax_warp_kernel(const T* in, T* out, int64_t rows, int n, bo
     A v[K];
     A max = A(-INFINITY);
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      int j = lane + k * kWarp;
-      v[k] = j < n ? A(x[j]) : A(-INFINITY);
-      max = MaxOp::apply(max, v[k]);
+    for (int g = 0; g < K / V; g++) {
+      int j = (g * kWarp + lane) * V;
+      P p;
+      if (j < n) p = *reinterpret_cast<const P*>(x + j);
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        v[g * V + e] = j < n ? A(p.v[e]) : A(-INFINITY);
+        max = MaxOp::apply(max, v[g * V + e]);
+      }
     }
     max = warp_reduce<MaxOp>(max);
     A sum = A(0);
 #pragma unroll
-    for (int k = 0; k < K; k++)
-      if (lane + k * kWarp < n) sum += exp_of(v[k] - max);
+    for (int g = 0; g < K / V; g++)
+#pragma unroll
+      for (int e = 0; e < V; e++)
+        if ((g * kWarp + lane) * V < n) sum += exp_of(v[g * V + e] - max);
     sum = warp_reduce<SumOp>(sum);
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-      int j = lane + k * kWarp;
-      if (j < n) y[j] = T(softmax_out(v[k], max, sum, log));
+    for (int g = 0; g < K / V; g++) {
+      int j = (g * kWarp + lane) * V;
+      if (j >= n) continue;
+      P p;
+#pragma unroll
+      for (int e = 0; e < V; e++) p.v[e] = T(softmax_out(v[g * V + e], max, sum, log));
+      *reinterpret_cast<P*>(y + j) = p;
     }
   }
 }
@@ -174,8 +195,17 @@ __global__ void softmax_inner_kernel(const T* in, T* out, int64_t outer, int64_t
 template <class T, int K>
 void launch_softmax_warp(const T* in, T* out, int64_t rows, int64_t n, bool log) {
   constexpr int rows_per_block = kThreads / kWarp;
+  constexpr int N = Vec<T>::kSize;
   unsigned blocks = (unsigned)std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, INT32_MAX);
-  softmax_warp_kernel<T, K><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+  bool aligned = n % N == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if constexpr (K % N == 0) {
+    if (aligned) {
+      softmax_warp_kernel<T, K, N><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+      return;
+    }
+  }
+  softmax_warp_kernel<T, K, 1><<<blocks, kThreads>>>(in, out, rows, int(n), log);
 }
 
 // ---- layer norm -----------------------------------------------------------------------------

@@ -154,36 +154,6 @@ __global__ void reduce_columns_kernel(const T* in, O* out, StridedIndex kept, St
 
 // ---- host side: the [kept] x [reduced] plan ----------------------------------------------
 
-struct Dim {
-  int64_t size, stride;
-};
-
-// Merges neighbours (outermost first) that are one run of memory.
-std::vector<Dim> coalesce(const std::vector<Dim>& dims) {
-  std::vector<Dim> out;
-  for (const Dim& d : dims) {
-    if (!out.empty() && out.back().stride == d.stride * d.size) {
-      out.back() = {out.back().size * d.size, d.stride};
-    } else {
-      out.push_back(d);
-    }
-  }
-  return out;
-}
-
-StridedIndex index_of(const std::vector<Dim>& dims, const char* op) {
-  if ((int)dims.size() > kMaxDims)
-    fail(op, "(): a CUDA reduction supports at most ", kMaxDims, " non-mergeable dims, got ",
-         dims.size(), "; make the input contiguous first");
-  StridedIndex s;
-  s.rank = (int)dims.size();
-  for (int i = 0; i < s.rank; i++) {  // innermost first
-    s.sizes[i] = dims[dims.size() - 1 - i].size;
-    s.strides[i] = dims[dims.size() - 1 - i].stride;
-  }
-  return s;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 unsigned blocks_for(int64_t work_items, int64_t per_block) {
@@ -200,8 +170,10 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
+// Size-1 dims dropped; neighbours that are one run of memory merged (strided_index does both).
 struct Plan {
-  std::vector<Dim> kept, red;  // outermost first; size-1 dims dropped
+  StridedIndex kept;            // output index -> offset of its first element
+  StridedIndex red;             // reduced index -> offset from there
   int64_t rows = 1, n = 1;
   bool contiguous_run = false;  // the reduced elements are one run of stride 1
   bool reduced_innermost = false;  // the smallest stride belongs to a reduced dim
@@ -211,22 +183,35 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims) {
   Plan p;
   std::vector<bool> is_red(a->dim(), false);
   for (int64_t d : dims) is_red[d] = true;
+  Shape kept_sizes;
+  Strides kept_strides;
+  std::vector<std::pair<int64_t, int64_t>> red;  // (stride, size)
   int64_t min_stride = INT64_MAX;
   for (int64_t d = 0; d < a->dim(); d++) {
-    if (is_red[d]) p.n *= a->sizes[d];
-    else p.rows *= a->sizes[d];
-    if (a->sizes[d] == 1) continue;
-    (is_red[d] ? p.red : p.kept).push_back({a->sizes[d], a->strides[d]});
-    if (a->strides[d] < min_stride) {
+    if (is_red[d]) {
+      p.n *= a->sizes[d];
+      red.push_back({a->strides[d], a->sizes[d]});
+    } else {
+      p.rows *= a->sizes[d];
+      kept_sizes.push_back(a->sizes[d]);
+      kept_strides.push_back(a->strides[d]);
+    }
+    if (a->sizes[d] != 1 && a->strides[d] < min_stride) {
       min_stride = a->strides[d];
       p.reduced_innermost = is_red[d];
     }
   }
   // The order of reduced elements does not matter: largest stride first merges the most.
-  std::stable_sort(p.red.begin(), p.red.end(), [](Dim x, Dim y) { return x.stride > y.stride; });
-  p.kept = coalesce(p.kept);
-  p.red = coalesce(p.red);
-  p.contiguous_run = p.red.size() == 1 && p.red[0].stride == 1;
+  std::stable_sort(red.begin(), red.end(), [](auto x, auto y) { return x.first > y.first; });
+  Shape red_sizes;
+  Strides red_strides;
+  for (auto [stride, size] : red) {
+    red_sizes.push_back(size);
+    red_strides.push_back(stride);
+  }
+  p.kept = strided_index(kept_sizes, kept_strides);
+  p.red = strided_index(red_sizes, red_strides);
+  p.contiguous_run = p.red.rank == 1 && p.red.strides[0] == 1;
   return p;
 }
 
@@ -236,14 +221,15 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   const T* in = static_cast<const T*>(a->device_raw());
   O* dst = static_cast<O*>(out->device_raw());
   Finish finish{mean, plan.n};
-  StridedIndex kept = index_of(plan.kept, op), red = index_of(plan.red, op);
+  const StridedIndex& kept = plan.kept;
+  const StridedIndex& red = plan.red;
   int sms = sm_count();
 
   // Short rows, or outer reduced dims with enough outputs to fill the device: a thread each.
   if (plan.n <= 16 || (!plan.reduced_innermost && plan.rows >= 16 * kThreads)) {
     unsigned blocks = blocks_for(plan.rows, kThreads);
-    if (plan.red.size() <= 1) {
-      int64_t step = plan.red.empty() ? 0 : plan.red[0].stride;
+    if (red.rank <= 1) {
+      int64_t step = red.rank == 0 ? 0 : red.strides[0];
       reduce_columns_kernel<T, O, A, Op, true>
           <<<blocks, kThreads>>>(in, dst, kept, red, plan.rows, plan.n, step, finish);
     } else {
@@ -263,30 +249,30 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   int threads = 256;
   args.group = plan.n < 2048 ? kWarp : threads;
   if (plan.n >= 16384) threads = args.group = 512;
-  // Too few outputs to fill the device with a block each: split rows over blocks.
+  auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true>
+                                    : reduce_rows_kernel<T, O, A, Op, false>;
+  // Too few outputs to fill the device with a block each: split rows over as many blocks as
+  // the device holds at once (one wave, every block the same share of the work).
   int64_t blocks_of_work = args.group == kWarp ? ceil_div(plan.rows, threads / kWarp) : plan.rows;
   if (blocks_of_work < 2 * sms && plan.n >= 16384) {
     threads = args.group = 512;
-    args.splits = std::min(ceil_div(4 * sms, plan.rows), ceil_div(plan.n, 8192));
+    int per_sm = 0;
+    MINI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), op);
+    int64_t resident = std::max<int64_t>(per_sm, 1) * sms;
+    args.splits = std::min(ceil_div(resident, plan.rows), ceil_div(plan.n, 8192));
   }
   args.chunk = ceil_div(ceil_div(plan.n, args.splits), 16) * 16;  // splits start 16-aligned
   args.splits = ceil_div(plan.n, args.chunk);
   unsigned blocks = blocks_for(args.rows * args.splits, threads / args.group);
 
   if (args.splits == 1) {
-    if (plan.contiguous_run)
-      reduce_rows_kernel<T, O, A, Op, true><<<blocks, threads>>>(in, dst, nullptr, args);
-    else
-      reduce_rows_kernel<T, O, A, Op, false><<<blocks, threads>>>(in, dst, nullptr, args);
+    kernel<<<blocks, threads>>>(in, dst, nullptr, args);
     check_launch(op);
     return;
   }
   Scratch scratch(sizeof(A) * args.rows * args.splits);
   A* partial = static_cast<A*>(scratch.ptr);
-  if (plan.contiguous_run)
-    reduce_rows_kernel<T, O, A, Op, true><<<blocks, threads>>>(in, dst, partial, args);
-  else
-    reduce_rows_kernel<T, O, A, Op, false><<<blocks, threads>>>(in, dst, partial, args);
+  kernel<<<blocks, threads>>>(in, dst, partial, args);
   check_launch(op);
   reduce_partials_kernel<O, A, Op><<<(unsigned)args.rows, kThreads>>>(partial, dst, args.splits, finish);
   check_launch(op);
@@ -411,10 +397,11 @@ void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, i
                  bool is_max) {
   if (values->numel() == 0) return;
   const char* op = is_max ? "max" : "min";
-  std::vector<Dim> kept;
-  for (int64_t d = 0; d < a->dim(); d++)
-    if (d != dim && a->sizes[d] != 1) kept.push_back({a->sizes[d], a->strides[d]});
-  StridedIndex kept_index = index_of(coalesce(kept), op);
+  Shape kept_sizes = a->sizes;
+  Strides kept_strides = a->strides;
+  kept_sizes.erase(kept_sizes.begin() + dim);
+  kept_strides.erase(kept_strides.begin() + dim);
+  StridedIndex kept_index = strided_index(kept_sizes, kept_strides);
   int64_t rows = values->numel(), n = a->sizes[dim], step = a->strides[dim];
   MINI_CUDA_DISPATCH(a->dtype, T, [&] {
     const T* in = static_cast<const T*>(a->device_raw());
