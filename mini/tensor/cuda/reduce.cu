@@ -2,7 +2,7 @@
 // index; nonzero. The CUDA twin of reduce.cpp (same NaN and empty-reduction rules).
 //
 // The input is seen as [kept] x [reduced] (size-1 dims dropped, adjacent dims that are one
-// run of memory merged). Three kernels cover every layout:
+// run of memory merged). Two kernels cover every layout:
 //   rows    — a warp (short rows) or a block (long rows) reduces one output's elements:
 //             16-byte vector loads when the reduced elements are one contiguous run, a
 //             StridedIndex walk otherwise; warp shuffles, then shared memory across warps.
@@ -12,8 +12,10 @@
 //             way, with a semaphore instead of a second launch).
 //   columns — a thread per output walks its reduced elements: neighbouring threads read
 //             neighbouring addresses when the kept dims are the inner ones (x.sum(0)).
+//             Long columns with too few outputs to fill the device split the same way.
 // Accumulators: float for float32/bfloat16, double for float64, int64 for int64/bool.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "block_reduce.cuh"
@@ -138,17 +140,21 @@ __global__ void reduce_partials_kernel(const A* partial, O* out, int64_t splits,
   if (threadIdx.x == 0) out[blockIdx.x] = finish.template operator()<O>(acc);
 }
 
-// A thread per output. kOneDim: the reduced elements are n elements `step` apart.
+// A thread per output; blockIdx.y splits long columns (partial results to scratch, as the
+// row kernel's splits). kOneDim: the reduced elements are `step` apart.
 template <class T, class O, class A, class Op, bool kOneDim>
-__global__ void reduce_columns_kernel(const T* in, O* out, StridedIndex kept, StridedIndex red,
-                                      int64_t rows, int64_t n, int64_t step, Finish finish) {
+__global__ void reduce_columns_kernel(const T* in, O* out, A* partial, StridedIndex kept,
+                                      StridedIndex red, int64_t rows, int64_t n, int64_t step,
+                                      int64_t chunk, Finish finish) {
+  int64_t begin = blockIdx.y * chunk, end = begin + chunk < n ? begin + chunk : n;
   for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < rows;
        row += int64_t(gridDim.x) * blockDim.x) {
     const T* p = in + kept.offset(row);
     A acc = identity<Op, A>();
-    for (int64_t j = 0; j < n; j++)
+    for (int64_t j = begin; j < end; j++)
       acc = Op::apply(acc, to_acc<A>(p[kOneDim ? j * step : red.offset(j)]));
-    out[row] = finish.template operator()<O>(acc);
+    if (gridDim.y == 1) out[row] = finish.template operator()<O>(acc);
+    else partial[row * gridDim.y + blockIdx.y] = acc;
   }
 }
 
@@ -169,6 +175,14 @@ struct Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 };
+
+template <class O, class A, class Op>
+void launch_partials(const A* partial, O* dst, int64_t rows, int64_t splits, Finish finish,
+                     const char* op) {
+  if (rows > INT32_MAX) fail(op, "(): too many outputs for a split CUDA reduction: ", rows);
+  reduce_partials_kernel<O, A, Op><<<(unsigned)rows, kThreads>>>(partial, dst, splits, finish);
+  check_launch(op);
+}
 
 // Size-1 dims dropped; neighbours that are one run of memory merged (strided_index does both).
 struct Plan {
@@ -225,18 +239,30 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   const StridedIndex& red = plan.red;
   int sms = sm_count();
 
-  // Short rows, or outer reduced dims with enough outputs to fill the device: a thread each.
+  // Short rows, or outer reduced dims with enough outputs to fill the device: a thread
+  // each; long columns split when the outputs alone leave threads idle.
   if (plan.n <= 16 || (!plan.reduced_innermost && plan.rows >= 16 * kThreads)) {
-    unsigned blocks = blocks_for(plan.rows, kThreads);
+    int64_t chunk = std::max<int64_t>(plan.n, 1), splits = 1;
+    int64_t resident_threads = int64_t(sms) * 2048;
+    if (plan.n >= 128 && plan.rows < resident_threads) {
+      splits = std::min({ceil_div(resident_threads, plan.rows), plan.n / 64, int64_t(65535)});
+      chunk = ceil_div(plan.n, splits);
+      splits = ceil_div(plan.n, chunk);
+    }
+    std::optional<Scratch> scratch;
+    if (splits > 1) scratch.emplace(sizeof(A) * plan.rows * splits);
+    A* partial = scratch ? static_cast<A*>(scratch->ptr) : nullptr;
+    dim3 grid(blocks_for(plan.rows, kThreads), (unsigned)splits);
     if (red.rank <= 1) {
       int64_t step = red.rank == 0 ? 0 : red.strides[0];
       reduce_columns_kernel<T, O, A, Op, true>
-          <<<blocks, kThreads>>>(in, dst, kept, red, plan.rows, plan.n, step, finish);
+          <<<grid, kThreads>>>(in, dst, partial, kept, red, plan.rows, plan.n, step, chunk, finish);
     } else {
       reduce_columns_kernel<T, O, A, Op, false>
-          <<<blocks, kThreads>>>(in, dst, kept, red, plan.rows, plan.n, 0, finish);
+          <<<grid, kThreads>>>(in, dst, partial, kept, red, plan.rows, plan.n, 0, chunk, finish);
     }
     check_launch(op);
+    if (splits > 1) launch_partials<O, A, Op>(partial, dst, plan.rows, splits, finish, op);
     return;
   }
 
@@ -274,8 +300,7 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   A* partial = static_cast<A*>(scratch.ptr);
   kernel<<<blocks, threads>>>(in, dst, partial, args);
   check_launch(op);
-  reduce_partials_kernel<O, A, Op><<<(unsigned)args.rows, kThreads>>>(partial, dst, args.splits, finish);
-  check_launch(op);
+  launch_partials<O, A, Op>(partial, dst, args.rows, args.splits, finish, op);
 }
 
 // ---- max/min along a dim with the first index ------------------------------------------
