@@ -8,8 +8,10 @@
 //                           writes (its reads mostly hit L2, the row was just read);
 //   inner > 1             — a thread per (outer, inner) column, the same two passes; threads
 //                           next to each other read neighbouring addresses.
-// layer_norm: a block per row; Welford's mean and variance per thread, merged across the
-// block, then a second pass writes (x - mean) * rstd * w + b.
+// layer_norm: a block per row. Rows that fit in registers (up to 4 16-byte vectors a thread,
+// aligned) are read once: mean, then the variance from the registers (exact two-pass), then
+// (x - mean) * rstd * w + b written. Other rows: Welford's mean and variance per thread,
+// merged across the block, then a second pass writes.
 // Math in float for float32/bfloat16, in double for float64.
 #include <algorithm>
 
@@ -266,6 +268,58 @@ __global__ void layer_norm_kernel(const T* in, const T* w, const T* b, T* out, i
   });
 }
 
+// Rows that fit in registers (aligned, at most 4 vectors per thread): one read of the row,
+// an exact two-pass mean and variance from the registers, then the write.
+constexpr int kLayerNormVectors = 4;
+
+template <class T>
+__global__ void layer_norm_registers_kernel(const T* in, const T* w, const T* b, T* out,
+                                            int64_t cols, double eps) {
+  using A = opmath_t<T>;
+  constexpr int N = Vec<T>::kSize, K = kLayerNormVectors;
+  __shared__ A shared[kWarp];
+  const Vec<T>* x = reinterpret_cast<const Vec<T>*>(in + int64_t(blockIdx.x) * cols);
+  Vec<T>* y = reinterpret_cast<Vec<T>*>(out + int64_t(blockIdx.x) * cols);
+  int64_t nvec = cols / N;
+  A v[K][N];
+  A sum = A(0);
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    Vec<T> p;
+    if (i < nvec) p = x[i];
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      v[k][e] = i < nvec ? A(p.v[e]) : A(0);
+      sum += v[k][e];
+    }
+  }
+  A mean = block_reduce<SumOp>(sum, shared) / A(cols);
+  A squares = A(0);
+#pragma unroll
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int e = 0; e < N; e++)
+      if (threadIdx.x + int64_t(k) * blockDim.x < nvec) squares += (v[k][e] - mean) * (v[k][e] - mean);
+  A rstd = A(1) / sqrt(block_reduce<SumOp>(squares, shared) / A(cols) + A(eps));
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    if (i >= nvec) continue;
+    Vec<T> pw, pb, r;
+    if (w) pw = reinterpret_cast<const Vec<T>*>(w)[i];
+    if (b) pb = reinterpret_cast<const Vec<T>*>(b)[i];
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      A o = (v[k][e] - mean) * rstd;
+      if (w) o *= A(pw.v[e]);
+      if (b) o += A(pb.v[e]);
+      r.v[e] = T(o);
+    }
+    y[i] = r;
+  }
+}
+
 [[noreturn]] void fail_dtype(const char* op, DType d) {
   fail(op, "(): expected a floating point tensor, got ", dtype_name(d));
 }
@@ -310,14 +364,24 @@ void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
   if (rows > INT32_MAX) fail("layer_norm(): too many rows for one CUDA launch: ", rows);
   MINI_CUDA_DISPATCH(x->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {
-      // about 8 elements (two 16-byte vectors of float32) per thread, 32 to 512 threads
-      int threads = kWarp;
-      while (threads < 512 && threads * 8 < cols) threads *= 2;
-      layer_norm_kernel<T><<<(unsigned)rows, threads>>>(
-          static_cast<const T*>(x->device_raw()),
-          w ? static_cast<const T*>(w->device_raw()) : nullptr,
-          b ? static_cast<const T*>(b->device_raw()) : nullptr,
-          static_cast<T*>(out->device_raw()), cols, eps);
+      const T* in = static_cast<const T*>(x->device_raw());
+      const T* pw = w ? static_cast<const T*>(w->device_raw()) : nullptr;
+      const T* pb = b ? static_cast<const T*>(b->device_raw()) : nullptr;
+      T* dst = static_cast<T*>(out->device_raw());
+      constexpr int N = Vec<T>::kSize;
+      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+      int64_t nvec = cols / N;
+      if (cols % N == 0 && aligned(in) && aligned(dst) && aligned(pw) && aligned(pb) &&
+          nvec <= 1024 * kLayerNormVectors) {
+        int threads = kWarp;
+        while (threads < 1024 && threads * kLayerNormVectors < nvec) threads *= 2;
+        layer_norm_registers_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+      } else {
+        // about 8 elements (two 16-byte vectors of float32) per thread, 32 to 512 threads
+        int threads = kWarp;
+        while (threads < 512 && threads * 8 < cols) threads *= 2;
+        layer_norm_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+      }
     } else {
       fail_dtype("layer_norm", x->dtype);
     }
