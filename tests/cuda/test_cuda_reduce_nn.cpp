@@ -197,6 +197,15 @@ TEST_CASE("cuda max/min along a dim: values and the first index", "[cuda][reduce
   }
 }
 
+TEST_CASE("cuda max/min of a 0-d tensor: itself, index 0", "[cuda][reduce]") {
+  SKIP_WITHOUT_GPU();
+  Input in = make_input({}, DType::Float32, 12, {}, {}, 0, {{0, 2.5}});
+  Tensor v = empty_cuda({}, DType::Float32), i = empty_cuda({}, DType::Int64);
+  mini::cuda::max_min_dim(v, i, in.cuda, 0, true);
+  check_close(host_values(v), {2.5}, 0, 0);
+  check_close(host_values(i), {0}, 0, 0);
+}
+
 TEST_CASE("cuda nonzero_flat: ascending flat indices", "[cuda][reduce]") {
   SKIP_WITHOUT_GPU();
   for (DType d : kAllDTypes) {

@@ -424,10 +424,15 @@ void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, i
   const char* op = is_max ? "max" : "min";
   Shape kept_sizes = a->sizes;
   Strides kept_strides = a->strides;
-  kept_sizes.erase(kept_sizes.begin() + dim);
-  kept_strides.erase(kept_strides.begin() + dim);
+  int64_t n = 1, step = 0;  // a 0-d tensor is its own max, at index 0
+  if (a->dim() > 0) {
+    n = a->sizes[dim];
+    step = a->strides[dim];
+    kept_sizes.erase(kept_sizes.begin() + dim);
+    kept_strides.erase(kept_strides.begin() + dim);
+  }
   StridedIndex kept_index = strided_index(kept_sizes, kept_strides);
-  int64_t rows = values->numel(), n = a->sizes[dim], step = a->strides[dim];
+  int64_t rows = values->numel();
   MINI_CUDA_DISPATCH(a->dtype, T, [&] {
     const T* in = static_cast<const T*>(a->device_raw());
     T* v = static_cast<T*>(values->device_raw());
