@@ -1,0 +1,392 @@
+// cuda/nn.cu — the fused eager kernels torch also runs as one kernel each: softmax and
+// log_softmax along a dim, layer_norm over the last dims. The CUDA twin of nn_kernels.cpp.
+//
+// softmax, a seen as [outer, n, inner]:
+//   inner == 1, n <= 1024 — a warp per row, the row held in registers (one read, one write);
+//   inner == 1, n > 1024  — a block per row: one pass keeps a running max and a sum of exp
+//                           rescaled as the max grows (the "online softmax"), a second pass
+//                           writes (its reads mostly hit L2, the row was just read);
+//   inner > 1             — a thread per (outer, inner) column, the same two passes; threads
+//                           next to each other read neighbouring addresses.
+// layer_norm: a block per row. Rows that fit in registers (up to 4 16-byte vectors a thread,
+// aligned) are read once: mean, then the variance from the registers (exact two-pass), then
+// (x - mean) * rstd * w + b written. Other rows: Welford's mean and variance per thread,
+// merged across the block, then a second pass writes.
+// Math in float for float32/bfloat16, in double for float64.
+#include <algorithm>
+
+#include "block_reduce.cuh"
+#include "common.cuh"
+#include "kernels.h"
+
+namespace mini::cuda {
+
+namespace {
+
+__device__ __forceinline__ float exp_of(float x) { return expf(x); }
+__device__ __forceinline__ double exp_of(double x) { return ::exp(x); }
+__device__ __forceinline__ float log_of(float x) { return logf(x); }
+__device__ __forceinline__ double log_of(double x) { return ::log(x); }
+
+// Calls f(j, x) for the elements j of row x[0, n) that thread `tid` of `lanes` owns:
+// 16-byte vectors when the row is aligned and a whole number of vectors, scalars otherwise.
+template <class T, class F>
+__device__ __forceinline__ void for_row(const T* x, int64_t n, int tid, int lanes, F f) {
+  constexpr int N = Vec<T>::kSize;
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && n % N == 0) {
+    const Vec<T>* vx = reinterpret_cast<const Vec<T>*>(x);
+    for (int64_t i = tid; i < n / N; i += lanes) {
+      Vec<T> v = vx[i];
+#pragma unroll
+      for (int e = 0; e < N; e++) f(i * N + e, v.v[e]);
+    }
+  } else {
+    for (int64_t j = tid; j < n; j += lanes) f(j, x[j]);
+  }
+}
+
+// Writes y[j] = g(j, x[j]) over the row, vectorized as for_row (x and y have the same layout).
+template <class T, class G>
+__device__ __forceinline__ void map_row(const T* x, T* y, int64_t n, int tid, int lanes, G g) {
+  constexpr int N = Vec<T>::kSize;
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+      n % N == 0) {
+    const Vec<T>* vx = reinterpret_cast<const Vec<T>*>(x);
+    Vec<T>* vy = reinterpret_cast<Vec<T>*>(y);
+    for (int64_t i = tid; i < n / N; i += lanes) {
+      Vec<T> v = vx[i], r;
+#pragma unroll
+      for (int e = 0; e < N; e++) r.v[e] = T(g(i * N + e, v.v[e]));
+      vy[i] = r;
+    }
+  } else {
+    for (int64_t j = tid; j < n; j += lanes) y[j] = T(g(j, x[j]));
+  }
+}
+
+// ---- softmax ----------------------------------------------------------------------------------
+
+// A running (max, sum of exp(x - max)). A NaN input makes the sum NaN; -inf inputs add 0
+// (a row of -inf ends with max -inf and sum 0: every output NaN, as torch).
+template <class A>
+struct MaxSum {
+  A max, sum;
+  __device__ __forceinline__ void add(A x) {
+    if (x > max) {
+      sum = sum * exp_of(max - x) + A(1);
+      max = x;
+    } else {
+      sum += (x == max && max == A(-INFINITY)) ? A(0) : exp_of(x - max);
+    }
+  }
+  __device__ __forceinline__ void merge(A other_max, A other_sum) {
+    A m = other_max > max ? other_max : max;
+    // a zero sum has nothing to rescale (and exp(-inf - -inf) would be NaN)
+    A a = sum == A(0) ? A(0) : sum * exp_of(max - m);
+    A b = other_sum == A(0) ? A(0) : other_sum * exp_of(other_max - m);
+    max = m;
+    sum = a + b;
+  }
+};
+
+template <class A>
+__device__ __forceinline__ A softmax_out(A x, A max, A sum, bool log) {
+  return log ? x - max - log_of(sum) : exp_of(x - max) / sum;
+}
+
+// V elements of T loaded or stored as one instruction.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// A warp per row of n <= 32 * K elements. Lane l holds K of them, V neighbours at a time:
+// slot k is element (k / V) * 32 * V + l * V + k % V (for V = 1: l, l + 32, ...), so each
+// load is V elements wide and a warp's loads are contiguous. V > 1 needs every row aligned
+// (n a multiple of V, 16-byte aligned pointers): then a pack is all in the row or all out.
+template <class T, int K, int V>
+__global__ void softmax_warp_kernel(const T* in, T* out, int64_t rows, int n, bool log) {
+  using A = opmath_t<T>;
+  using P = Pack<T, V>;
+  int lane = threadIdx.x % kWarp;
+  int64_t per_block = blockDim.x / kWarp;
+  for (int64_t row = blockIdx.x * per_block + threadIdx.x / kWarp; row < rows;
+       row += int64_t(gridDim.x) * per_block) {
+    const T* x = in + row * n;
+    T* y = out + row * n;
+    A v[K];
+    A max = A(-INFINITY);
+#pragma unroll
+    for (int g = 0; g < K / V; g++) {
+      int j = (g * kWarp + lane) * V;
+      P p;
+      if (j < n) p = *reinterpret_cast<const P*>(x + j);
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        v[g * V + e] = j < n ? A(p.v[e]) : A(-INFINITY);
+        max = MaxOp::apply(max, v[g * V + e]);
+      }
+    }
+    max = warp_reduce<MaxOp>(max);
+    A sum = A(0);
+#pragma unroll
+    for (int g = 0; g < K / V; g++)
+#pragma unroll
+      for (int e = 0; e < V; e++)
+        if ((g * kWarp + lane) * V < n) sum += exp_of(v[g * V + e] - max);
+    sum = warp_reduce<SumOp>(sum);
+#pragma unroll
+    for (int g = 0; g < K / V; g++) {
+      int j = (g * kWarp + lane) * V;
+      if (j >= n) continue;
+      P p;
+#pragma unroll
+      for (int e = 0; e < V; e++) p.v[e] = T(softmax_out(v[g * V + e], max, sum, log));
+      *reinterpret_cast<P*>(y + j) = p;
+    }
+  }
+}
+
+// The (max, sum) of the whole block, in every thread.
+template <class A>
+__device__ __forceinline__ MaxSum<A> block_max_sum(MaxSum<A> s, A* shared_max, A* shared_sum) {
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    s.merge(__shfl_xor_sync(0xffffffffu, s.max, offset), __shfl_xor_sync(0xffffffffu, s.sum, offset));
+  int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) {
+    shared_max[warp] = s.max;
+    shared_sum[warp] = s.sum;
+  }
+  __syncthreads();
+  MaxSum<A> r{shared_max[0], shared_sum[0]};
+  for (int w = 1; w < int(blockDim.x / kWarp); w++) r.merge(shared_max[w], shared_sum[w]);
+  return r;
+}
+
+// A block per row (n > 1024).
+template <class T>
+__global__ void softmax_block_kernel(const T* in, T* out, int64_t n, bool log) {
+  using A = opmath_t<T>;
+  __shared__ A shared_max[kWarp], shared_sum[kWarp];
+  const T* x = in + int64_t(blockIdx.x) * n;
+  T* y = out + int64_t(blockIdx.x) * n;
+  MaxSum<A> s{A(-INFINITY), A(0)};
+  for_row(x, n, threadIdx.x, blockDim.x, [&](int64_t, T v) { s.add(A(v)); });
+  s = block_max_sum(s, shared_max, shared_sum);
+  map_row(x, y, n, threadIdx.x, blockDim.x,
+          [&](int64_t, T v) { return softmax_out(A(v), s.max, s.sum, log); });
+}
+
+// A thread per (outer, inner) column of n elements `inner` apart.
+template <class T>
+__global__ void softmax_inner_kernel(const T* in, T* out, int64_t outer, int64_t n,
+                                     int64_t inner, bool log) {
+  using A = opmath_t<T>;
+  for (int64_t col = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += int64_t(gridDim.x) * blockDim.x) {
+    int64_t start = (col / inner) * n * inner + col % inner;
+    const T* x = in + start;
+    T* y = out + start;
+    MaxSum<A> s{A(-INFINITY), A(0)};
+    for (int64_t j = 0; j < n; j++) s.add(A(x[j * inner]));
+    for (int64_t j = 0; j < n; j++) y[j * inner] = T(softmax_out(A(x[j * inner]), s.max, s.sum, log));
+  }
+}
+
+template <class T, int K>
+void launch_softmax_warp(const T* in, T* out, int64_t rows, int64_t n, bool log) {
+  constexpr int rows_per_block = kThreads / kWarp;
+  constexpr int N = Vec<T>::kSize;
+  unsigned blocks = (unsigned)std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, INT32_MAX);
+  bool aligned = n % N == 0 && reinterpret_cast<uintptr_t>(in) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  if constexpr (K % N == 0) {
+    if (aligned) {
+      softmax_warp_kernel<T, K, N><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+      return;
+    }
+  }
+  softmax_warp_kernel<T, K, 1><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+}
+
+// ---- layer norm -----------------------------------------------------------------------------
+
+// Welford's running count, mean and sum of squared deviations; merge is Chan's formula.
+template <class A>
+struct Welford {
+  A count, mean, m2;
+  __device__ __forceinline__ void add(A x) {
+    count += A(1);
+    A delta = x - mean;
+    mean += delta / count;
+    m2 += delta * (x - mean);
+  }
+  __device__ __forceinline__ void merge(A n, A m, A q) {
+    A total = count + n;
+    if (total == A(0)) return;
+    A delta = m - mean;
+    A w = n / total;
+    mean += delta * w;
+    m2 += q + delta * delta * count * w;
+    count = total;
+  }
+};
+
+template <class T>
+__global__ void layer_norm_kernel(const T* in, const T* w, const T* b, T* out, int64_t cols,
+                                  double eps) {
+  using A = opmath_t<T>;
+  __shared__ A shared[3][kWarp];
+  const T* x = in + int64_t(blockIdx.x) * cols;
+  T* y = out + int64_t(blockIdx.x) * cols;
+  Welford<A> s{A(0), A(0), A(0)};
+  for_row(x, cols, threadIdx.x, blockDim.x, [&](int64_t, T v) { s.add(A(v)); });
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    A n = __shfl_xor_sync(0xffffffffu, s.count, offset);
+    A m = __shfl_xor_sync(0xffffffffu, s.mean, offset);
+    A q = __shfl_xor_sync(0xffffffffu, s.m2, offset);
+    s.merge(n, m, q);
+  }
+  int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) {
+    shared[0][warp] = s.count;
+    shared[1][warp] = s.mean;
+    shared[2][warp] = s.m2;
+  }
+  __syncthreads();
+  Welford<A> r{shared[0][0], shared[1][0], shared[2][0]};
+  for (int v = 1; v < int(blockDim.x / kWarp); v++) r.merge(shared[0][v], shared[1][v], shared[2][v]);
+  A mean = r.mean;
+  A rstd = A(1) / sqrt(r.m2 / A(cols) + A(eps));
+  map_row(x, y, cols, threadIdx.x, blockDim.x, [&](int64_t j, T v) {
+    A o = (A(v) - mean) * rstd;
+    if (w) o *= A(w[j]);
+    if (b) o += A(b[j]);
+    return o;
+  });
+}
+
+// Rows that fit in registers (aligned, at most 4 vectors per thread): one read of the row,
+// an exact two-pass mean and variance from the registers, then the write.
+constexpr int kLayerNormVectors = 4;
+
+template <class T>
+__global__ void layer_norm_registers_kernel(const T* in, const T* w, const T* b, T* out,
+                                            int64_t cols, double eps) {
+  using A = opmath_t<T>;
+  constexpr int N = Vec<T>::kSize, K = kLayerNormVectors;
+  __shared__ A shared[kWarp];
+  const Vec<T>* x = reinterpret_cast<const Vec<T>*>(in + int64_t(blockIdx.x) * cols);
+  Vec<T>* y = reinterpret_cast<Vec<T>*>(out + int64_t(blockIdx.x) * cols);
+  int64_t nvec = cols / N;
+  A v[K][N];
+  A sum = A(0);
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    Vec<T> p;
+    if (i < nvec) p = x[i];
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      v[k][e] = i < nvec ? A(p.v[e]) : A(0);
+      sum += v[k][e];
+    }
+  }
+  A mean = block_reduce<SumOp>(sum, shared) / A(cols);
+  A squares = A(0);
+#pragma unroll
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int e = 0; e < N; e++)
+      if (threadIdx.x + int64_t(k) * blockDim.x < nvec) squares += (v[k][e] - mean) * (v[k][e] - mean);
+  A rstd = A(1) / sqrt(block_reduce<SumOp>(squares, shared) / A(cols) + A(eps));
+#pragma unroll
+  for (int k = 0; k < K; k++) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    if (i >= nvec) continue;
+    Vec<T> pw, pb, r;
+    if (w) pw = reinterpret_cast<const Vec<T>*>(w)[i];
+    if (b) pb = reinterpret_cast<const Vec<T>*>(b)[i];
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      A o = (v[k][e] - mean) * rstd;
+      if (w) o *= A(pw.v[e]);
+      if (b) o += A(pb.v[e]);
+      r.v[e] = T(o);
+    }
+    y[i] = r;
+  }
+}
+
+[[noreturn]] void fail_dtype(const char* op, DType d) {
+  fail(op, "(): expected a floating point tensor, got ", dtype_name(d));
+}
+
+}  // namespace
+
+void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) {
+  if (out->numel() == 0) return;
+  const char* op = log ? "log_softmax" : "softmax";
+  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      const T* in = static_cast<const T*>(a->device_raw());
+      T* dst = static_cast<T*>(out->device_raw());
+      if (inner > 1) {
+        softmax_inner_kernel<T><<<(unsigned)grid_for(outer * inner), kThreads>>>(in, dst, outer, n,
+                                                                                  inner, log);
+      } else if (n <= 32) {
+        launch_softmax_warp<T, 1>(in, dst, outer, n, log);
+      } else if (n <= 128) {
+        launch_softmax_warp<T, 4>(in, dst, outer, n, log);
+      } else if (n <= 256) {
+        launch_softmax_warp<T, 8>(in, dst, outer, n, log);
+      } else if (n <= 512) {
+        launch_softmax_warp<T, 16>(in, dst, outer, n, log);
+      } else if (n <= 1024) {
+        launch_softmax_warp<T, 32>(in, dst, outer, n, log);
+      } else {
+        if (outer > INT32_MAX) fail(op, "(): too many rows for one CUDA launch: ", outer);
+        int threads = n >= 8192 ? 1024 : 512;
+        softmax_block_kernel<T><<<(unsigned)outer, threads>>>(in, dst, n, log);
+      }
+    } else {
+      fail_dtype(op, a->dtype);
+    }
+  });
+  check_launch(op);
+}
+
+void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
+                int64_t cols, double eps) {
+  if (out->numel() == 0) return;
+  if (rows > INT32_MAX) fail("layer_norm(): too many rows for one CUDA launch: ", rows);
+  MINI_CUDA_DISPATCH(x->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      const T* in = static_cast<const T*>(x->device_raw());
+      const T* pw = w ? static_cast<const T*>(w->device_raw()) : nullptr;
+      const T* pb = b ? static_cast<const T*>(b->device_raw()) : nullptr;
+      T* dst = static_cast<T*>(out->device_raw());
+      constexpr int N = Vec<T>::kSize;
+      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+      int64_t nvec = cols / N;
+      if (cols % N == 0 && aligned(in) && aligned(dst) && aligned(pw) && aligned(pb) &&
+          nvec <= 1024 * kLayerNormVectors) {
+        int threads = kWarp;
+        while (threads < 1024 && threads * kLayerNormVectors < nvec) threads *= 2;
+        layer_norm_registers_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+      } else {
+        // about 8 elements (two 16-byte vectors of float32) per thread, 32 to 512 threads
+        int threads = kWarp;
+        while (threads < 512 && threads * 8 < cols) threads *= 2;
+        layer_norm_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+      }
+    } else {
+      fail_dtype("layer_norm", x->dtype);
+    }
+  });
+  check_launch("layer_norm");
+}
+
+}  // namespace mini::cuda
