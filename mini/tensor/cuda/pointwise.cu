@@ -25,6 +25,10 @@ __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float m_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double m_sqrt(double x) { return sqrt(x); }
+// the hardware's reciprocal square root (2 ulp, as torch's rsqrt): 1 / sqrtf is an IEEE
+// division after an IEEE square root, and made rsqrt compute-bound
+__device__ __forceinline__ float m_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double m_rsqrt(double x) { return rsqrt(x); }
 __device__ __forceinline__ float m_erf(float x) { return erff(x); }
 __device__ __forceinline__ double m_erf(double x) { return erf(x); }
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
@@ -154,7 +158,7 @@ __device__ __forceinline__ C unary_math(OpKind k, C x, bool tanh_approx) {
         case OpKind::Tanh: return m_tanh(x);
         case OpKind::Sigmoid: return C(1) / (C(1) + m_exp(-x));
         case OpKind::Sqrt: return m_sqrt(x);
-        case OpKind::Rsqrt: return C(1) / m_sqrt(x);
+        case OpKind::Rsqrt: return m_rsqrt(x);
         default: return gelu(x, tanh_approx);  // Gelu
       }
     }
@@ -207,7 +211,8 @@ template <OpKind K, class T>
 bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_approx) {
   if constexpr (binary_defined<opmath_t<T>>(K)) {
     using O = std::conditional_t<is_comparison(K), bool, T>;
-    return try_flat<O, 2, T>(op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>>{tanh_approx});
+    return try_flat<O, 2, T, T, T, true>(op_name(K), out, {a, b},
+                                         BinaryOpOf<K, opmath_t<T>>{tanh_approx});
   }
   return false;
 }
@@ -279,8 +284,10 @@ void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType
   MINI_CUDA_DISPATCH(compute, T, [&] {
     if (binary_flat_any<T>(k, out, a, b, tanh_approx)) return;
     using C = opmath_t<T>;
-    if (is_comparison(k)) run_strided<bool, 2, T>(op_name(k), out, {a, b}, CompareOp<C>{k});
-    else run_strided<T, 2, T>(op_name(k), out, {a, b}, ArithmeticOp<C>{k, tanh_approx});
+    if (is_comparison(k))
+      run_strided<bool, 2, T, T, T, true>(op_name(k), out, {a, b}, CompareOp<C>{k});
+    else
+      run_strided<T, 2, T, T, T, true>(op_name(k), out, {a, b}, ArithmeticOp<C>{k, tanh_approx});
   });
 }
 

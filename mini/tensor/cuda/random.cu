@@ -75,7 +75,7 @@ __device__ __forceinline__ void box_muller(double u1, double u2, double* z0, dou
 // CPU's rand and torch's uniform_ do).
 template <class T>
 __device__ __forceinline__ T to_uniform(opmath_t<T> u) {
-  T v = T(u);
+  T v = convert<T>(u);
   return opmath_t<T>(v) < opmath_t<T>(1) ? v : T(0);
 }
 
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) random_kernel(T* out, int64_t n, uin
         box_muller(u[0], u[1], &z[0], &z[1]);
         box_muller(u[2], u[3], &z[2], &z[3]);
 #pragma unroll
-        for (int j = 0; j < 4; j++) v[j] = T(z[j]);
+        for (int j = 0; j < 4; j++) v[j] = convert<T>(z[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; j++) v[j] = to_uniform<T>(u[j]);
