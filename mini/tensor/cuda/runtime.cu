@@ -36,7 +36,9 @@ const Availability& availability() {
       r.reason = cat("no CUDA GPU is usable: cudaGetDeviceCount() failed with ",
                      cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
       if (err == cudaErrorInsufficientDriver)
-        r.reason += "; the NVIDIA driver is older than this build's CUDA runtime: update the driver";
+        r.reason += cat("; the NVIDIA driver is missing, or older than the CUDA ",
+                        CUDART_VERSION / 1000, ".", CUDART_VERSION % 1000 / 10,
+                        " runtime this build uses: install or update the driver");
       else if (err == cudaErrorNoDevice)
         r.reason += "; this machine has no NVIDIA GPU, or its driver cannot see one";
     } else if (n == 0) {
