@@ -154,6 +154,25 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 }  // namespace
 
 void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute) {
+  bool by_scalar = (k == OpKind::Mul || k == OpKind::Div) && b->numel() == 1;
+  if (compute == DType::BFloat16 && (by_scalar || (k == OpKind::Mul && a->wrapped_number))) {
+    // torch's mul and div of a bfloat16 tensor by one value read the value in float from its
+    // own dtype (original_scalar_value): x * 0.3 multiplies by 0.3f, not by bfloat16(0.3).
+    // A number on the left (0.3 * x) is torch's x.__rmul__(0.3), the same kernel.
+    const Tensor& sc = by_scalar ? b : a;
+    Tensor x = convert_operand(by_scalar ? a : b, compute);
+    float s = MINI_DISPATCH(sc->dtype, S, [&] { return static_cast<float>(*sc->data<S>()); });
+    std::array<char*, 2> base{(char*)out->raw(), (char*)x->raw()};
+    std::array<Strides, 2> st{out->strides, broadcast_strides(x->sizes, x->strides, out->sizes)};
+    auto run = [&](auto fn) {
+      strided_loop<2>(out->sizes, base, st, {2, 2}, [fn](std::array<char*, 2> p) {
+        *(bfloat16*)p[0] = fn(float(*(bfloat16*)p[1]));
+      });
+    };
+    if (k == OpKind::Mul) run([s](float v) { return v * s; });
+    else run([s](float v) { return v / s; });
+    return;
+  }
   Tensor ca = convert_operand(a, compute), cb = convert_operand(b, compute);
   MINI_DISPATCH(compute, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
