@@ -1,7 +1,7 @@
 // matmul.cpp — torch.matmul semantics on top of one batched GEMM kernel (OpenBLAS for
-// float32/float64 and, widened to float32, bfloat16; a plain loop for int64). 1-D operands are unsqueezed to matrices and
-// the extra dim squeezed away afterwards, so the core op and its derivative only ever see
-// operands of rank >= 2.
+// float32/float64, and for bfloat16 widened to float32; a plain loop for int64). 1-D operands
+// are unsqueezed to matrices and the extra dim squeezed away afterwards, so the core op and
+// its derivative only ever see operands of rank >= 2.
 #include <cblas.h>
 
 #include "autograd.h"

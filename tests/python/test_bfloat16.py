@@ -431,3 +431,18 @@ def test_compile_casts_and_training():
     lc.backward()
     le.backward()
     _same(w_c.grad, w_e.grad)
+
+
+def test_code_generation_refuses_bfloat16():
+    """The C++ code generator has no bfloat16 loads and stores: asked directly, it refuses
+    (the inductor backend does not ask; it runs such graphs with the eager kernels)."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = mini.ones(3, dtype=BF)
+    assert mini.compile(lambda t: t.float() * 2, backend=backend, fullgraph=True)(x).tolist() == [2.0] * 3
+    with pytest.raises(RuntimeError, match="bfloat16 code generation for the CPU is not implemented"):
+        mini._C._inductor_compile(graphs[0])
