@@ -132,7 +132,7 @@ VarRef dtype_object(DType d) {
 }
 
 DType dtype_from(const VarRef& v) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < kNumDTypes; i++)
     if (v->obj && v->obj == python_bridge().dtype_objects[i]) return (DType)i;
   unsupported("expected a mini dtype, got " + v->describe());
 }
@@ -716,6 +716,7 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "double") return cast_to(ctx, self, DType::Float64);
   if (name == "long") return cast_to(ctx, self, DType::Int64);
   if (name == "bool") return cast_to(ctx, self, DType::Bool);
+  if (name == "bfloat16") return cast_to(ctx, self, DType::BFloat16);
   if (name == "to" || name == "type_as") {
     VarRef d = args.get(0, "dtype");
     if (is_tensor(d)) return cast_to(ctx, self, meta_of(ctx, d).dtype);

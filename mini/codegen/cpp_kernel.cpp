@@ -40,6 +40,8 @@ const char* ctype(DType d) {
     case DType::Int64: return "int64_t";
     case DType::Float32: return "float";
     case DType::Float64: return "double";
+    case DType::BFloat16:  // the inductor backend runs such graphs eagerly (bind_inductor.cpp)
+      fail("bfloat16 code generation for the CPU is not implemented");
   }
   return "float";
 }

@@ -23,6 +23,7 @@ static const char* short_dtype(DType d) {
     case DType::Int64: return "i64";
     case DType::Float32: return "f32";
     case DType::Float64: return "f64";
+    case DType::BFloat16: return "bf16";
   }
   return "?";
 }

@@ -193,7 +193,7 @@ void bind_compile(py::module_& m) {
     auto& b = cap::python_bridge();
     b.module_class = module_class.release().ptr();
     b.tensor_type = tensor_type.release().ptr();
-    for (int i = 0; i < 4; i++) b.dtype_objects[i] = py::object(dtypes[i]).release().ptr();
+    for (int i = 0; i < mini::kNumDTypes; i++) b.dtype_objects[i] = py::object(dtypes[i]).release().ptr();
     b.graph_functions = graph_functions.release().ptr();
     b.wrap_tensor = &wrap_tensor;
     b.make_graph_module = &make_graph_module;

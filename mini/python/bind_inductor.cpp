@@ -20,9 +20,17 @@ void warn(const mini::runtime::CompiledGraph& cg) {
     if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
 }
 
+cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g);
+
 // `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
 // MINI_COMPILE_DEBUG folder of the captured graph it came from.
 cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
+  for (const auto& n : g.nodes)
+    if (n.meta.dtype == mini::DType::BFloat16) {  // eager kernels: math in float, rounding on store
+      if (cap::log_channels().fusion)
+        cap::log_write(title + " runs with eager kernels: bfloat16 code generation for the CPU is not implemented\n");
+      return interpret(std::make_shared<mini::graph::Graph>(g));
+    }
   auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
   warn(*cg);
   std::string text = "fusion decisions for " + title + ":\n";

@@ -57,7 +57,7 @@ std::vector<int64_t> dims_arg(py::handle dim) {
 }
 
 DType dtype_from_code(int code) {
-  if (code < 0 || code > 3) mini::fail_type("unknown dtype code ", code);
+  if (code < 0 || code >= mini::kNumDTypes) mini::fail_type("unknown dtype code ", code);
   return static_cast<DType>(code);
 }
 
@@ -116,6 +116,7 @@ py::dtype numpy_dtype(DType d) {
     case DType::Int64: return py::dtype::of<int64_t>();
     case DType::Float32: return py::dtype::of<float>();
     case DType::Float64: return py::dtype::of<double>();
+    case DType::BFloat16: mini::fail_type("Got unsupported ScalarType BFloat16");  // numpy has none (torch's error)
   }
   return py::dtype::of<float>();
 }

@@ -62,7 +62,8 @@ inline int promotion_rank(DType d) {
 // Promotion of two dtypes of the same "priority" (both dimensioned tensors, say).
 inline DType promote(DType a, DType b) { return promotion_rank(a) > promotion_rank(b) ? a : b; }
 
-// Calls fn.template operator()<T>() with T the C++ type of `d`.
+// Calls fn.template operator()<T>() with T the C++ type of `d`. A kernel given T = bfloat16
+// computes in opmath_t<T> (float) and rounds once on store, as torch's kernels do.
 #define MINI_DISPATCH(d, T, ...)                          \
   [&] {                                                  \
     switch (d) {                                         \
@@ -70,7 +71,7 @@ inline DType promote(DType a, DType b) { return promotion_rank(a) > promotion_ra
       case ::mini::DType::Int64: { using T = int64_t; return __VA_ARGS__(); }  \
       case ::mini::DType::Float32: { using T = float; return __VA_ARGS__(); }  \
       case ::mini::DType::Float64: { using T = double; return __VA_ARGS__(); } \
-      case ::mini::DType::BFloat16: ::mini::fail("bfloat16 is not supported by this kernel"); \
+      case ::mini::DType::BFloat16: { using T = ::mini::bfloat16; return __VA_ARGS__(); } \
     }                                                    \
     ::mini::fail("unknown dtype code ", static_cast<int>(d)); \
   }()

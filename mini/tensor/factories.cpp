@@ -123,6 +123,10 @@ Tensor rand(const Shape& shape, DType dtype, Device device) {
   MINI_DISPATCH(dtype, T, [&] {
     T* p = t->data<T>();
     for (int64_t i = 0; i < t->numel(); i++) {
+      if constexpr (std::is_same_v<T, bfloat16>) {  // 8 random bits: bfloat16's precision, as torch
+        p[i] = static_cast<float>((gen() >> 56) * 0x1.0p-8);
+        continue;
+      }
       T u = static_cast<T>((gen() >> 11) * 0x1.0p-53);
       p[i] = u < T(1) ? u : T(0);  // rounding to float can reach 1.0: keep [0, 1)
     }

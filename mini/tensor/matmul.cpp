@@ -1,7 +1,7 @@
 // matmul.cpp — torch.matmul semantics on top of one batched GEMM kernel (OpenBLAS for
-// float32/float64, a plain loop for int64). 1-D operands are unsqueezed to matrices and
-// the extra dim squeezed away afterwards, so the core op and its derivative only ever see
-// operands of rank >= 2.
+// float32/float64, and for bfloat16 widened to float32; a plain loop for int64). 1-D operands
+// are unsqueezed to matrices and the extra dim squeezed away afterwards, so the core op and
+// its derivative only ever see operands of rank >= 2.
 #include <cblas.h>
 
 #include "autograd.h"
@@ -44,6 +44,17 @@ void gemm(const BlasView& va, const BlasView& vb, int64_t n, int64_t k, int64_t 
   } else if constexpr (std::is_same_v<T, double>) {
     cblas_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
                 n, m, k, 1.0, a, va.ld, b, vb.ld, 0.0, c, m);
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    // OpenBLAS as built here has no bfloat16 GEMM (sbgemm): both operands are widened to
+    // float32, sgemm accumulates in float32 (as torch's bfloat16 matmul does), and each
+    // result is rounded once on store.
+    std::vector<float> fa(n * k), fb(k * m), fc(n * m);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t p = 0; p < k; p++) fa[i * k + p] = va.trans ? a[p * va.ld + i] : a[i * va.ld + p];
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < m; j++) fb[p * m + j] = vb.trans ? b[j * vb.ld + p] : b[p * vb.ld + j];
+    gemm<float>({false, k}, {false, std::max<int64_t>(m, 1)}, n, k, m, fa.data(), fb.data(), fc.data());
+    for (int64_t i = 0; i < n * m; i++) c[i] = fc[i];
   } else {
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < m; j++) {

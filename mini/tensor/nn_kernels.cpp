@@ -17,9 +17,12 @@ void require_floating(const Tensor& t, const char* op) {
     fail(op, "(): expected a floating point tensor, got ", dtype_name(t->dtype),
          "; convert first, e.g. x.float()");
 }
+// bfloat16 rows compute in float (A) and round once on store: they take the second loop
+// shape, which keeps nothing in the output between passes.
 template <class T>
 void softmax_kernel(const Tensor& a, const Tensor& out, int64_t outer, int64_t inner, int64_t n,
                     bool log) {
+  using A = opmath_t<T>;
   const T* src = a->data<T>();
   T* dst = out->data<T>();
 #pragma omp parallel for if (outer * inner * n >= kParallelGrain)
@@ -27,32 +30,32 @@ void softmax_kernel(const Tensor& a, const Tensor& out, int64_t outer, int64_t i
     int64_t o = row / inner, i = row % inner;
     const T* x = src + o * n * inner + i;
     T* y = dst + o * n * inner + i;
-    T mx = -INFINITY;
-    for (int64_t j = 0; j < n; j++) mx = x[j * inner] > mx ? x[j * inner] : mx;
-    if (inner == 1) {
-      T sum = 0;
+    A mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = A(x[j * inner]) > mx ? A(x[j * inner]) : mx;
+    if (inner == 1 && std::is_same_v<T, A>) {
+      A sum = 0;
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < n; j++) {
-        T e = exp_of<T>(x[j] - mx);
+        A e = exp_of<A>(x[j] - mx);
         y[j] = e;
         sum += e;
       }
       if (log) {
-        T lse = std::log(sum);
+        A lse = std::log(sum);
 #pragma omp simd
         for (int64_t j = 0; j < n; j++) y[j] = x[j] - mx - lse;
       } else {
-        T inv = T(1) / sum;
+        A inv = A(1) / sum;
 #pragma omp simd
-        for (int64_t j = 0; j < n; j++) y[j] *= inv;
+        for (int64_t j = 0; j < n; j++) y[j] = y[j] * inv;
       }
     } else {
-      T sum = 0;
-      for (int64_t j = 0; j < n; j++) sum += exp_of<T>(x[j * inner] - mx);
-      T lse = std::log(sum);
+      A sum = 0;
+      for (int64_t j = 0; j < n; j++) sum += exp_of<A>(x[j * inner] - mx);
+      A lse = std::log(sum);
       for (int64_t j = 0; j < n; j++) {
-        T z = x[j * inner] - mx;
-        y[j * inner] = log ? z - lse : exp_of<T>(z) / sum;
+        A z = x[j * inner] - mx;
+        y[j * inner] = log ? z - lse : exp_of<A>(z) / sum;
       }
     }
   }
@@ -61,6 +64,7 @@ void softmax_kernel(const Tensor& a, const Tensor& out, int64_t outer, int64_t i
 template <class T>
 void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out,
                        int64_t rows, int64_t m, double eps) {
+  using A = opmath_t<T>;
   const T* src = x->data<T>();
   T* dst = out->data<T>();
   const T* pw = w ? w->data<T>() : nullptr;
@@ -79,7 +83,7 @@ void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
     // x - mean in double: a float32 mean of a row with mean 100 and std 0.01 is off by up to
     // half an ulp of 100 (4e-6), 4e-4 of a standard deviation in every output
     for (int64_t j = 0; j < m; j++) {
-      T v = T((xr[j] - mean) * rstd);
+      A v = A((xr[j] - mean) * rstd);  // bfloat16 rounds once, on store
       if (pw) v *= pw[j];
       if (pb) v += pb[j];
       yr[j] = v;
@@ -103,7 +107,7 @@ Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   }
   if (out->is_cuda()) cuda::softmax(out, a, outer, n, inner, log);
   else MINI_DISPATCH(a->dtype, T, [&] {
-    if constexpr (std::is_floating_point_v<T>) softmax_kernel<T>(a, out, outer, inner, n, log);
+    if constexpr (is_floating_v<T>) softmax_kernel<T>(a, out, outer, inner, n, log);
   });
   count_kernel(a_in->nbytes() + out->nbytes());
   Attrs at;
@@ -139,7 +143,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   int64_t m = numel_of(normalized_shape), rows = m ? x->numel() / m : 0;
   if (out->is_cuda()) cuda::layer_norm(out, x, w, b, rows, m, eps);
   else MINI_DISPATCH(x->dtype, T, [&] {
-    if constexpr (std::is_floating_point_v<T>) layer_norm_kernel<T>(x, w, b, out, rows, m, eps);
+    if constexpr (is_floating_v<T>) layer_norm_kernel<T>(x, w, b, out, rows, m, eps);
   });
   count_kernel(x_in->nbytes() + (weight ? weight->nbytes() : 0) + (bias ? bias->nbytes() : 0) +
                out->nbytes());

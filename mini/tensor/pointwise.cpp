@@ -114,8 +114,11 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Fn fn) {
                   [&](std::array<char*, 3> p) { *(O*)p[0] = fn(*(T*)p[1], *(T*)p[2]); });
 }
 
+// Arithmetic on bfloat16 elements converts them to float (bfloat16's operator float), and
+// T(...) of the float result is the one rounding on store.
 template <class T>
 void run_binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, const std::string& mode) {
+  using A = opmath_t<T>;
   switch (k) {
     case OpKind::Add: return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(x + y); });
     case OpKind::Sub: return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(x - y); });
@@ -124,7 +127,7 @@ void run_binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, c
     case OpKind::Pow:
       if (b->numel() == 1 && *b->data<T>() == T(2))  // x ** 2: a square, not a pow call
         return binary_loop<T, T>(out, a, b, [](T x, T) { return T(x * x); });
-      return binary_loop<T, T>(out, a, b, [](T x, T y) { return T(std::pow(x, y)); });
+      return binary_loop<T, T>(out, a, b, [](A x, A y) { return T(std::pow(x, y)); });
     case OpKind::Maximum:  // NaN propagates, as torch
       return binary_loop<T, T>(out, a, b, [](T x, T y) { return (x > y || x != x) ? x : y; });
     case OpKind::Minimum:
@@ -136,9 +139,9 @@ void run_binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, c
     case OpKind::Gt: return binary_loop<T, bool>(out, a, b, [](T x, T y) { return x > y; });
     case OpKind::Ge: return binary_loop<T, bool>(out, a, b, [](T x, T y) { return x >= y; });
     case OpKind::GeluBackward:  // (grad, x) -> grad * gelu'(x)
-      if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (is_floating_v<T>) {
         bool approx = mode == "tanh";
-        return binary_loop<T, T>(out, a, b, [approx](T g, T x) { return T(g * gelu_grad_of(x, approx)); });
+        return binary_loop<T, T>(out, a, b, [approx](A g, A x) { return T(g * gelu_grad_of(x, approx)); });
       }
       break;
     default: fail(op_name(k), " is not a binary pointwise op");
@@ -153,6 +156,25 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 
 void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute) {
   if (out->is_cuda()) return cuda::binary(k, out, a, b, compute, "");
+  bool by_scalar = (k == OpKind::Mul || k == OpKind::Div) && b->numel() == 1;
+  if (compute == DType::BFloat16 && (by_scalar || (k == OpKind::Mul && a->wrapped_number))) {
+    // torch's mul and div of a bfloat16 tensor by one value read the value in float from its
+    // own dtype (original_scalar_value): x * 0.3 multiplies by 0.3f, not by bfloat16(0.3).
+    // A number on the left (0.3 * x) is torch's x.__rmul__(0.3), the same kernel.
+    const Tensor& sc = by_scalar ? b : a;
+    Tensor x = convert_operand(by_scalar ? a : b, compute);
+    float s = MINI_DISPATCH(sc->dtype, S, [&] { return static_cast<float>(*sc->data<S>()); });
+    std::array<char*, 2> base{(char*)out->raw(), (char*)x->raw()};
+    std::array<Strides, 2> st{out->strides, broadcast_strides(x->sizes, x->strides, out->sizes)};
+    auto run = [&](auto fn) {
+      strided_loop<2>(out->sizes, base, st, {2, 2}, [fn](std::array<char*, 2> p) {
+        *(bfloat16*)p[0] = fn(float(*(bfloat16*)p[1]));
+      });
+    };
+    if (k == OpKind::Mul) run([s](float v) { return v * s; });
+    else run([s](float v) { return v / s; });
+    return;
+  }
   Tensor ca = convert_operand(a, compute), cb = convert_operand(b, compute);
   MINI_DISPATCH(compute, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
@@ -206,7 +228,7 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x, const std::string& mode) 
   } else {
     Tensor cg = convert_operand(g, compute), cx = convert_operand(x, compute);
     MINI_DISPATCH(compute, T, [&] {
-      if constexpr (std::is_floating_point_v<T>) run_binary<T>(OpKind::GeluBackward, out, cg, cx, mode);
+      if constexpr (is_floating_v<T>) run_binary<T>(OpKind::GeluBackward, out, cg, cx, mode);
       else fail("gelu_backward needs floating point tensors");
     });
   }
@@ -248,19 +270,20 @@ bool floating_result(OpKind k) {
 
 template <class T>
 void run_unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& at) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (is_floating_v<T>) {
+    using A = opmath_t<T>;  // bfloat16 computes in float; the store rounds
     switch (k) {
-      case OpKind::Exp: return unary_loop<T, T>(out, a, [](T x) { return exp_of<T>(x); });
-      case OpKind::Log: return unary_loop<T, T>(out, a, [](T x) { return T(std::log(x)); });
-      case OpKind::Sin: return unary_loop<T, T>(out, a, [](T x) { return sin_of<T>(x); });
-      case OpKind::Cos: return unary_loop<T, T>(out, a, [](T x) { return cos_of<T>(x); });
-      case OpKind::Tanh: return unary_loop<T, T>(out, a, [](T x) { return T(std::tanh(x)); });
-      case OpKind::Sigmoid: return unary_loop<T, T>(out, a, [](T x) { return sigmoid_of<T>(x); });
-      case OpKind::Sqrt: return unary_loop<T, T>(out, a, [](T x) { return T(std::sqrt(x)); });
-      case OpKind::Rsqrt: return unary_loop<T, T>(out, a, [](T x) { return T(1) / T(std::sqrt(x)); });
+      case OpKind::Exp: return unary_loop<T, T>(out, a, [](A x) { return exp_of<A>(x); });
+      case OpKind::Log: return unary_loop<T, T>(out, a, [](A x) { return A(std::log(x)); });
+      case OpKind::Sin: return unary_loop<T, T>(out, a, [](A x) { return sin_of<A>(x); });
+      case OpKind::Cos: return unary_loop<T, T>(out, a, [](A x) { return cos_of<A>(x); });
+      case OpKind::Tanh: return unary_loop<T, T>(out, a, [](A x) { return A(std::tanh(x)); });
+      case OpKind::Sigmoid: return unary_loop<T, T>(out, a, [](A x) { return sigmoid_of<A>(x); });
+      case OpKind::Sqrt: return unary_loop<T, T>(out, a, [](A x) { return A(std::sqrt(x)); });
+      case OpKind::Rsqrt: return unary_loop<T, T>(out, a, [](A x) { return A(1) / A(std::sqrt(x)); });
       case OpKind::Gelu: {
         bool approx = at.mode == "tanh";
-        return unary_loop<T, T>(out, a, [approx](T x) { return gelu_of<T>(x, approx); });
+        return unary_loop<T, T>(out, a, [approx](A x) { return gelu_of<A>(x, approx); });
       }
       default: break;
     }

@@ -24,6 +24,7 @@ enum class Combine { Sum, Max, Min };
 
 template <class T> struct AccType { using type = T; };
 template <> struct AccType<float> { using type = double; };
+template <> struct AccType<bfloat16> { using type = double; };
 template <> struct AccType<bool> { using type = int64_t; };
 
 template <class A> A initial(Combine c) {
@@ -41,18 +42,18 @@ template <class A> A combine(Combine c, A a, A x) {
   return (a != a || a <= x) ? a : x;
 }
 
-// Reduces one contiguous run. Float sums go through float blocks (vectorized) into a
-// double total, which keeps 2^24-element sums accurate and fast.
+// Reduces one contiguous run. Float and bfloat16 sums go through float blocks (vectorized)
+// into a double total, which keeps 2^24-element sums accurate and fast.
 template <class T, class A>
 A reduce_run(Combine c, const T* p, int64_t n) {
   if (c == Combine::Sum) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
       double total = 0;
       for (int64_t b = 0; b < n; b += 4096) {
         int64_t e = std::min(n, b + 4096);
         float s = 0;
 #pragma omp simd reduction(+ : s)
-        for (int64_t i = b; i < e; i++) s += p[i];
+        for (int64_t i = b; i < e; i++) s += float(p[i]);
         total += s;
       }
       return A(total);
@@ -63,26 +64,30 @@ A reduce_run(Combine c, const T* p, int64_t n) {
       return s;
     }
   }
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (is_floating_v<T>) {
     // An OpenMP max/min reduction, with NaN tracked in a separate flag: a NaN-propagating
     // select would chain each element to the one before and keep the loop scalar. The flag
     // is an int, not a bool: GCC does not vectorize an OpenMP | reduction over bool.
-    T m = initial<T>(c);
+    // bfloat16 elements are compared as floats (OpenMP reduces arithmetic types only).
+    using M = opmath_t<T>;
+    M m = initial<M>(c);
     int nan = 0;
     if (c == Combine::Max) {
 #pragma omp simd reduction(max : m) reduction(| : nan)
       for (int64_t i = 0; i < n; i++) {
-        m = p[i] > m ? p[i] : m;
-        nan |= p[i] != p[i];
+        M x = p[i];
+        m = x > m ? x : m;
+        nan |= x != x;
       }
     } else {
 #pragma omp simd reduction(min : m) reduction(| : nan)
       for (int64_t i = 0; i < n; i++) {
-        m = p[i] < m ? p[i] : m;
-        nan |= p[i] != p[i];
+        M x = p[i];
+        m = x < m ? x : m;
+        nan |= x != x;
       }
     }
-    return nan ? A(std::numeric_limits<T>::quiet_NaN()) : A(m);
+    return nan ? A(std::numeric_limits<M>::quiet_NaN()) : A(m);
   } else {
     A m = initial<A>(c);
     for (int64_t i = 0; i < n; i++) m = combine<A>(c, m, A(p[i]));

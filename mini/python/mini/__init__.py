@@ -13,7 +13,7 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 from . import _C  # noqa: E402
 from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
-                      double, long, zeros, ones, empty, full, zeros_like, ones_like, full_like,
+                      double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
                       empty_like, randn, rand, randn_like, arange, manual_seed, from_numpy, tensor,
                       no_grad, enable_grad, set_grad_enabled, is_grad_enabled, where, layer_norm,
                       mse_loss,
@@ -37,7 +37,7 @@ def _register_capture():
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
     graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})
-    _C._register_bridge(nn.Module, Tensor, [bool, int64, float32, float64], graph_functions,
+    _C._register_bridge(nn.Module, Tensor, [bool, int64, float32, float64, bfloat16], graph_functions,
                         os.path.dirname(os.path.abspath(__file__)) + os.sep)
     _C._register_capture_types(Size, _tensor._GradMode,
                                _tensor._GradMode(False)(lambda: None).__code__)

@@ -13,13 +13,14 @@ Tensor = _C.Tensor
 
 
 class dtype:
-    """A tensor element type: mini.float32, mini.float64, mini.int64, mini.bool."""
+    """A tensor element type: mini.float32, mini.float64, mini.int64, mini.bool,
+    mini.bfloat16."""
 
-    def __init__(self, name, code, numpy_type, is_floating_point):
+    def __init__(self, name, code, numpy_type, is_floating_point, itemsize=None):
         self.name, self.code = name, code
-        self.numpy_type = numpy_type
+        self.numpy_type = numpy_type  # None for bfloat16: numpy has no such type
         self.is_floating_point = is_floating_point
-        self.itemsize = np.dtype(numpy_type).itemsize
+        self.itemsize = itemsize or np.dtype(numpy_type).itemsize
 
     def __repr__(self):
         return "mini." + self.name
@@ -32,8 +33,9 @@ float32 = dtype("float32", 2, np.float32, True)
 float64 = dtype("float64", 3, np.float64, True)
 int64 = dtype("int64", 1, np.int64, False)
 bool = dtype("bool", 0, np.bool_, False)  # noqa: A001 - torch's name
+bfloat16 = dtype("bfloat16", 4, None, True, itemsize=2)
 float, double, long = float32, float64, int64  # noqa: A001
-_BY_CODE = {d.code: d for d in (float32, float64, int64, bool)}
+_BY_CODE = {d.code: d for d in (float32, float64, int64, bool, bfloat16)}
 _BY_NUMPY = {np.dtype(d.numpy_type): d for d in (float32, float64, int64, bool)}
 
 
@@ -126,8 +128,8 @@ def _dtype_arg(d, default=None):
 
 
 def _bad_dtype(d):
-    raise TypeError(f"dtype must be a mini.dtype (mini.float32, mini.float64, mini.int64 or "
-                    f"mini.bool), not {d!r}")
+    raise TypeError(f"dtype must be a mini.dtype (mini.float32, mini.float64, mini.int64, "
+                    f"mini.bool or mini.bfloat16), not {d!r}")
 
 
 def _finish(t, requires_grad):
@@ -230,6 +232,9 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
             arr = arr.astype(np.float32)  # Python floats become the default dtype
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
+    if dtype is not None and _dtype_arg(dtype) is bfloat16:  # through float32, as numpy has none
+        t = _C.from_numpy(np.array(arr, dtype=np.float32, order="C"))._to_dtype(bfloat16.code)
+        return _finish(t, requires_grad)
     if dtype is not None:
         arr = arr.astype(_dtype_arg(dtype).numpy_type)
     return _finish(_C.from_numpy(np.array(arr, copy=True, order="C")), requires_grad)
@@ -347,8 +352,14 @@ def _cuda(self, device=None, non_blocking=False):
     return self._to_device(_device_arg("cuda" if device is None else device))
 
 
+def _values(self):
+    """The values as a numpy array; bfloat16 ones widened to float32 (exact)."""
+    t = self.detach().cpu()
+    return (t.float() if t.dtype is bfloat16 else t).numpy()
+
+
 def _repr(self):
-    arr = self.detach().cpu().numpy()
+    arr = _values(self)
     if self.dtype.is_floating_point and arr.size and np.all(np.isfinite(arr)) and \
             np.all(arr == np.round(arr)) and np.abs(arr).max() < 1e8:
         body = np.array2string(arr, separator=", ", prefix="tensor(",
@@ -403,11 +414,12 @@ def _install_methods():
     Tensor.view = lambda self, *s: self._view(_shape_args(s))
     Tensor.expand = lambda self, *s: self._expand(_shape_args(s))
     Tensor.permute = lambda self, *d: self._permute(_shape_args(d))
-    Tensor.tolist = lambda self: self.detach().cpu().numpy().tolist()
+    Tensor.tolist = lambda self: _values(self).tolist()
     Tensor.float = lambda self: self._to_dtype(float32.code)
     Tensor.double = lambda self: self._to_dtype(float64.code)
     Tensor.long = lambda self: self._to_dtype(int64.code)
     Tensor.bool = lambda self: self._to_dtype(bool.code)
+    Tensor.bfloat16 = lambda self: self._to_dtype(bfloat16.code)
     Tensor.cpu = lambda self: self._to_device("cpu")
     Tensor.cuda = _cuda
     Tensor.type_as = lambda self, other: self.to(other.dtype)
