@@ -715,6 +715,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     if (log_channels().graph_breaks)
       log_write("Skipping the rest of the frame at " + where + "\nReason: " + why +
                 (trace.break_code.empty() ? "" : "\n  " + trace.break_code));
+    if (trace.skip_unit)  // explain() lists why the whole unit runs eagerly
+      record_event(break_events(), BreakEvent{why, where, trace.break_code});
     auto art = std::make_shared<Artifact>();
     art->graph = std::make_shared<graph::Graph>();
     art->exit = Trace::Exit::Skip;
