@@ -37,7 +37,9 @@ import numpy as np
 
 import mini
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for measure.py
+from measure import REPO_ROOT, cuda_ms, cuda_unavailable_reason  # noqa: E402
+
 POINTWISE_COPY_BAR = 0.85   # of the copy ceiling
 POINTWISE_TORCH_BAR = 1.10  # mini / torch
 REDUCTION_TORCH_BAR = 1.10
@@ -64,20 +66,6 @@ def sizes(quick):
     return {"numel": 2**28, "cols": 4096, "matmul": 4096, "overhead_calls": 20000}
 
 
-def cuda_skip_reason():
-    """Why mini cannot run on a GPU here ("" when it can)."""
-    cuda = getattr(mini, "cuda", None)
-    if cuda is None:
-        return "mini built without CUDA: mini.cuda does not exist"
-    if cuda.is_available():
-        return ""
-    try:
-        mini.zeros(1, device="cuda")
-    except RuntimeError as error:
-        return str(error)
-    return "mini.cuda.is_available() is False"
-
-
 def import_torch(wanted):
     if not wanted:
         return None, "--no-torch"
@@ -94,19 +82,8 @@ def import_torch(wanted):
 
 
 def median_ms(cuda, run, warmup, repeats):
-    """Median over `repeats` calls of run()'s time on the GPU (CUDA events around each call,
-    one synchronize at the end), in milliseconds. `cuda` is mini.cuda or torch.cuda."""
-    for _ in range(warmup):
-        run()
-    cuda.synchronize()
-    events = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True))
-              for _ in range(repeats)]
-    for start, end in events:
-        start.record()
-        run()
-        end.record()
-    cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
+    """Median GPU time of run() in ms (CUDA events; `cuda` is mini.cuda or torch.cuda)."""
+    return cuda_ms(cuda, run, repeats, warmup=warmup, reduce=statistics.median)
 
 
 def host_us_per_op(cuda, run, calls, samples=5):
@@ -410,7 +387,7 @@ def markdown(report):
 
 def main(argv=None):
     args = parse_args(argv)
-    reason = cuda_skip_reason()
+    reason = cuda_unavailable_reason()
     if reason:
         print(f"bench_cuda_eager: skipped: no CUDA device ({reason})")
         return 0
