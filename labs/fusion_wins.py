@@ -188,6 +188,17 @@ def count_one_call(run):
     return result, mini.metrics.snapshot()
 
 
+def eager_side(counts, minimum, eager_ms):
+    """A program's eager numbers: kernels and bytes of one call, its time, and GB/s."""
+    return {
+        "kernel_launches": counts["kernel_launches"],
+        "bytes_moved": counts["bytes_moved"],
+        "time_ms": eager_ms,
+        "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
+        "moved_GBps": counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
+    }
+
+
 def measure_program(program, repeats, min_seconds):
     fn, inputs = program["fn"], program["make_inputs"]()
     graph_ops = mini.explain(fn)(*inputs).op_count
@@ -222,13 +233,7 @@ def measure_program(program, repeats, min_seconds):
         "ops": program["ops"],
         "graph_ops": graph_ops,
         "minimum_bytes": minimum,
-        "eager": {
-            "kernel_launches": eager_counts["kernel_launches"],
-            "bytes_moved": eager_counts["bytes_moved"],
-            "time_ms": eager_ms,
-            "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
-            "moved_GBps": eager_counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
-        },
+        "eager": eager_side(eager_counts, minimum, eager_ms),
         "compiled": {
             "kernel_launches": compiled_counts["kernel_launches"],
             "generated_kernels": generated,
@@ -281,13 +286,7 @@ def measure_program_eager_cuda(program, repeats):
         "shapes": [list(t.shape) for t in inputs],
         "ops": program["ops"],
         "minimum_bytes": minimum,
-        "eager": {
-            "kernel_launches": counts["kernel_launches"],
-            "bytes_moved": counts["bytes_moved"],
-            "time_ms": eager_ms,
-            "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
-            "moved_GBps": counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
-        },
+        "eager": eager_side(counts, minimum, eager_ms),
         "compiled": CUDA_COMPILED_SKIPPED,
     }
 
@@ -420,17 +419,13 @@ def print_cuda_table(results, copy, anchors):
     print(f"\ncompiled: {CUDA_COMPILED_SKIPPED}.")
 
 
-def plot_cuda(results, copy, out_dir):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    chains = [r for r in results if r["kind"] == "chain"]
+def plot_chain_traffic(ax, chains, series):
+    """The panel of bytes moved per call against chain length: one line per (label, side,
+    style, color) of `series` ("eager" or "compiled"), then the minimum."""
     lengths = [r["ops"] for r in chains]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    ax = axes[0]
-    ax.plot(lengths, [r["eager"]["bytes_moved"] / MB for r in chains], "o-", color="#C44E52",
-            label="eager on CUDA (one kernel per op)")
+    for label, side, style, color in series:
+        ax.plot(lengths, [r[side]["bytes_moved"] / MB for r in chains], style, color=color,
+                label=label)
     ax.plot(lengths, [r["minimum_bytes"] / MB for r in chains], "--", color="#55A868",
             label="minimum (inputs read once, output written once)")
     ax.set_xlabel("chain length (pointwise ops)")
@@ -439,6 +434,18 @@ def plot_cuda(results, copy, out_dir):
     ax.set_xticks(lengths)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=9)
+
+
+def plot_cuda(results, copy, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chains = [r for r in results if r["kind"] == "chain"]
+    lengths = [r["ops"] for r in chains]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    plot_chain_traffic(axes[0], chains,
+                       [("eager on CUDA (one kernel per op)", "eager", "o-", "#C44E52")])
     ax = axes[1]
     ax.plot(lengths, [r["eager"]["moved_GBps"] for r in chains], "o:", color="#C44E52",
             label="eager: bytes moved / time")
@@ -490,19 +497,9 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     lengths = [r["ops"] for r in chains]
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))
 
-    ax = axes[0][0]
-    ax.plot(lengths, [r["eager"]["bytes_moved"] / MB for r in chains], "o-",
-            color=eager_color, label="eager (one kernel per op)")
-    ax.plot(lengths, [r["compiled"]["bytes_moved"] / MB for r in chains], "s-",
-            color=compiled_color, label="compiled (inductor)")
-    ax.plot(lengths, [r["minimum_bytes"] / MB for r in chains], "--", color=minimum_color,
-            label="minimum (inputs read once, output written once)")
-    ax.set_xlabel("chain length (pointwise ops)")
-    ax.set_ylabel("bytes moved per call (MB)")
-    ax.set_title(f"memory traffic of a pointwise chain, float32 {chains[0]['shapes'][0]}")
-    ax.set_xticks(lengths)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=9)
+    plot_chain_traffic(axes[0][0], chains, [("eager (one kernel per op)", "eager", "o-", eager_color),
+                                            ("compiled (inductor)", "compiled", "s-",
+                                             compiled_color)])
 
     ax = axes[0][1]
     ax.plot(lengths, [r["eager"]["kernel_launches"] for r in chains], "o-",

@@ -236,22 +236,11 @@ def assert_mentions_numbers(msg, *numbers):
 # devices
 
 
-def cuda_skip_reason():
-    """Why the CUDA tests cannot run here ("" when they can): no mini.cuda yet, or what
-    mini says when a CUDA tensor is asked for (no device, or a build without CUDA)."""
-    cuda = getattr(mini, "cuda", None)
-    if cuda is None:
-        return "mini built without CUDA: mini.cuda does not exist"
-    if cuda.is_available():
-        return ""
-    try:
-        mini.zeros(1, device="cuda")
-    except RuntimeError as error:
-        return f"no CUDA device: {error}"
-    return "no CUDA device: mini.cuda.is_available() is False"
+# why the CUDA tests cannot run here ("" when they can): labs/measure.py says it for the labs too
+sys.path.insert(0, str(REPO / "labs"))
+from measure import cuda_unavailable_reason  # noqa: E402
 
-
-CUDA_SKIP_REASON = cuda_skip_reason()
+CUDA_SKIP_REASON = cuda_unavailable_reason()
 HAS_CUDA = not CUDA_SKIP_REASON
 # for a test or a module that needs a GPU: marked `cuda` (pytest -m cuda) and skipped without one
 requires_cuda = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)]

@@ -31,9 +31,9 @@ def run_lab(script, out_dir, cache_dir, *extra):
                           env=env, capture_output=True, text=True, timeout=600)
 
 
-def run_quick(script, tmp_path):
+def run_quick(script, tmp_path, *extra):
     out_dir = tmp_path / "figures"
-    done = run_lab(script, out_dir, tmp_path / "cache", "--quick")
+    done = run_lab(script, out_dir, tmp_path / "cache", "--quick", *extra)
     assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
     stem = Path(script).stem
     for suffix in (".png", ".svg", ".json"):
@@ -63,11 +63,8 @@ def test_device_cuda_without_a_gpu_says_why(script, tmp_path):
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
 def test_fusion_wins_eager_half_on_cuda(tmp_path):
-    out = tmp_path / "figures"
-    done = run_lab("fusion_wins.py", out, tmp_path / "cache", "--quick", "--device", "cuda")
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    assert "CUDA code generation comes with issue 13; compiled rows skipped" in done.stdout
-    result = json.loads((out / "fusion_wins.json").read_text())
+    result, stdout = run_quick("fusion_wins.py", tmp_path, "--device", "cuda")
+    assert "CUDA code generation comes with issue 13; compiled rows skipped" in stdout
     assert result["device"] == "cuda" and result["copy_bandwidth"]["GBps"] > 0
     for program in result["programs"]:  # eager: one kernel per op, on the GPU as on the CPU
         assert program["eager"]["kernel_launches"] == program["ops"], program["name"]
@@ -77,10 +74,7 @@ def test_fusion_wins_eager_half_on_cuda(tmp_path):
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
 def test_eager_anatomy_on_cuda(tmp_path):
-    out = tmp_path / "figures"
-    done = run_lab("eager_anatomy.py", out, tmp_path / "cache", "--quick", "--device", "cuda")
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    result = json.loads((out / "eager_anatomy.json").read_text())
+    result, _ = run_quick("eager_anatomy.py", tmp_path, "--device", "cuda")
     n, bytes_per = result["n"], 4
     assert result["device"] == "cuda" and result["copy_ceiling"]["GBps"] > 0
     assert [s["kernel_launches"] for s in result["steps"]] == [1, 1, 1]
