@@ -56,13 +56,15 @@ capped() {
   set -m
   "$@" &
   local pid=$!
-  set +m
-  ( sleep "$cap"; touch "$work/timed_out"; kill -INT -- -"$pid" 2>/dev/null
-    sleep 20; kill -KILL -- -"$pid" 2>/dev/null ) &
+  # the watchdog: its own group too, so that killing it also ends its `sleep` (a sleep left
+  # behind would hold the call's output open)
+  ( exec >/dev/null 2>&1; sleep "$cap"; touch "$work/timed_out"; kill -INT -- -"$pid"
+    sleep 20; kill -KILL -- -"$pid" ) &
   local dog=$!
+  set +m
   wait "$pid"
   local rc=$?
-  kill "$dog" 2>/dev/null
+  kill -- -"$dog" 2>/dev/null
   wait "$dog" 2>/dev/null
   if [ -f "$work/timed_out" ]; then return 124; fi
   return "$rc"
@@ -154,7 +156,7 @@ stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cu
 # ---- the C++ CUDA tests -----------------------------------------------------------------------
 cuda_tests=$build/mini_cuda_tests
 has_cuda_tests() {
-  cmake --build "$build" --target help 2>/dev/null | grep -q mini_cuda_tests || {
+  grep -qs '/mini_cuda_tests.dir$' "$build/CMakeFiles/TargetDirectories.txt" || {
     echo "no mini_cuda_tests target in this build (no Catch2, or tests/cuda/ not there yet)"
     return 77; }
 }

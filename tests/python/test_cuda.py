@@ -274,7 +274,7 @@ def test_memory_stats():
 
 
 @gpu
-def test_freed_blocks_are_reused():
+def test_free_and_allocate_again_counts_one_block():
     a = mini.empty(2**20, device="cuda")
     del a
     before = cuda.memory_allocated()
