@@ -205,7 +205,17 @@ def sample(out, count=4096):
     return part.cpu().numpy()
 
 
-def agree(out_mini, out_torch, dtype, kind):
+def agree(row, out_mini, out_torch, dtype, kind):
+    """Whether the two results agree on a strided sample; None (and the row's check_error)
+    when the check itself fails, so that the timing is still reported."""
+    try:
+        return _agree(out_mini, out_torch, dtype, kind)
+    except Exception as error:  # noqa: BLE001 - any failure of the check is reported, not fatal
+        row["check_error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:150]}"
+        return None
+
+
+def _agree(out_mini, out_torch, dtype, kind):
     got, want = sample(out_mini), sample(out_torch)
     if got.shape != want.shape:
         return False
@@ -277,7 +287,7 @@ def measure_op(torch, op, mini_inputs, torch_inputs, dtype, shape, ceiling, args
     row["copy_fraction"] = row["GBps"] / ceiling
     if torch_inputs is not None:
         out_torch = run(torch, torch_inputs)
-        row["same_result"] = agree(out_mini, out_torch, dtype, kind)
+        row["same_result"] = agree(row, out_mini, out_torch, dtype, kind)
         row["torch_ms"] = median_ms(torch.cuda, lambda: run(torch, torch_inputs), args.warmup,
                                     args.repeats)
         row["torch_GBps"] = row["bytes"] / (row["torch_ms"] * 1e-3) / 1e9
@@ -300,7 +310,7 @@ def measure_matmul(torch, dtype, k, args):
     if torch is not None:
         ta = torch.from_numpy(a.float().cpu().numpy()).cuda().to(getattr(torch, dtype))
         tb = torch.from_numpy(b.float().cpu().numpy()).cuda().to(getattr(torch, dtype))
-        row["same_result"] = agree(out_mini, ta @ tb, dtype, "reduction")
+        row["same_result"] = agree(row, out_mini, ta @ tb, dtype, "reduction")
         row["torch_ms"] = median_ms(torch.cuda, lambda: ta @ tb, args.warmup, args.repeats)
         row["torch_TFLOPs"] = row["flops"] / (row["torch_ms"] * 1e-3) / 1e12
         row["ratio"] = row["mini_ms"] / row["torch_ms"]
@@ -371,8 +381,9 @@ def print_table(rows):
     for r in body:
         print("  ".join(f"{str(c):<{w}}" for c, w in zip(r, widths)))
     for row in rows:
-        if row.get("error"):
-            print(f"  {row['op']} {row['dtype']}: {row['error']}")
+        for key in ("error", "check_error"):
+            if row.get(key):
+                print(f"  {row['op']} {row['dtype']}: {key}: {row[key]}")
 
 
 def markdown(report):
