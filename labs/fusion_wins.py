@@ -28,6 +28,12 @@ Each program costs one C++ compile the first time (about 0.3 s; the disk cache i
 mini.config.cache_dir makes later runs load it). --quick uses 2^16-element tensors and chain
 lengths 1, 2, 4, 8, 12; the full run uses 2^24 elements (chains: 2^22) and lengths 1..12.
 Writes fusion_wins.png / .svg and fusion_wins.json into --out (default: figures/).
+
+--device cuda runs the eager half on the GPU: the same programs at torch's anchor size
+(8192x8192; --quick as above), kernels and bytes per call, times with CUDA events, GB/s
+against the copy ceiling of the same run, beside torch's eager kernel counts. The compiled
+half says "CUDA code generation comes with issue 13; compiled rows skipped". Without a GPU it
+exits saying why.
 """
 
 import argparse
@@ -40,7 +46,7 @@ from pathlib import Path
 
 import mini
 
-from measure import save_figure
+from measure import cuda_ms, require_cuda, save_figure
 from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +57,10 @@ FULL = {"rows": 4096, "cols": 4096, "chain_rows": 2048, "chain_cols": 2048,
 QUICK = {"rows": 256, "cols": 256, "chain_rows": 256, "chain_cols": 256,
          "ffn_features": 256, "copy_numel": 2**24, "repeats": 20, "min_seconds": 0.05,
          "chain_lengths": [1, 2, 4, 8, 12]}
+# --device cuda: torch's anchor size, every tensor far larger than the GPU's L2 cache
+CUDA_FULL = dict(FULL, rows=8192, cols=8192, chain_rows=8192, chain_cols=8192,
+                 ffn_features=8192, copy_numel=2**28)
+CUDA_COMPILED_SKIPPED = "CUDA code generation comes with issue 13; compiled rows skipped"
 FFN_BATCH = 8
 FLOAT32_BYTES = 4
 MB = 1e6
@@ -106,27 +116,29 @@ def make_pointwise_chain(length):
     return namespace[f"pointwise{length}"]
 
 
-def make_programs(sizes):
+def make_programs(sizes, device="cpu"):
     """Each program: its name, kind ("named": one of torch's anchors; "chain": the sweep), its
     function, a maker of its inputs (called when it is measured) and its op count."""
+    def randn(*shape):
+        return mini.randn(*shape) if device == "cpu" else mini.randn(*shape, device=device)
+
     rows, cols = sizes["rows"], sizes["cols"]
     features = sizes["ffn_features"]
     chain_shape = (sizes["chain_rows"], sizes["chain_cols"])
     programs = [
-        ("transform", "named", transform, lambda: [mini.randn(rows, cols), mini.randn(cols)], 3),
-        ("chain8", "named", chain8,
-         lambda: [mini.randn(rows, cols), mini.randn(rows, cols)], 8),
-        ("softmax", "named", softmax_decomp, lambda: [mini.randn(rows, cols)], 5),
+        ("transform", "named", transform, lambda: [randn(rows, cols), randn(cols)], 3),
+        ("chain8", "named", chain8, lambda: [randn(rows, cols), randn(rows, cols)], 8),
+        ("softmax", "named", softmax_decomp, lambda: [randn(rows, cols)], 5),
         ("layernorm", "named", layernorm_decomp,
-         lambda: [mini.randn(rows, cols), mini.randn(cols), mini.randn(cols)], 10),
+         lambda: [randn(rows, cols), randn(cols), randn(cols)], 10),
         ("ffn", "named", ffn_out,
-         lambda: [mini.randn(FFN_BATCH, features), mini.randn(features, features) * 0.02,
-                  mini.randn(features)], 3),
+         lambda: [randn(FFN_BATCH, features), randn(features, features) * 0.02,
+                  randn(features)], 3),
     ]
     for length in sizes["chain_lengths"]:
         fn = make_pointwise_chain(length)
         programs.append((f"pointwise{length}", "chain", fn,
-                         lambda: [mini.randn(*chain_shape), mini.randn(*chain_shape)], length))
+                         lambda: [randn(*chain_shape), randn(*chain_shape)], length))
     return [{"name": name, "kind": kind, "fn": fn, "make_inputs": make_inputs, "ops": ops}
             for name, kind, fn, make_inputs, ops in programs]
 
@@ -176,6 +188,24 @@ def count_one_call(run):
     return result, mini.metrics.snapshot()
 
 
+def program_record(program, inputs, minimum):
+    """What a program's row says about the program itself."""
+    return {"name": program["name"], "kind": program["kind"],
+            "shapes": [list(t.shape) for t in inputs], "ops": program["ops"],
+            "minimum_bytes": minimum}
+
+
+def eager_side(counts, minimum, eager_ms):
+    """A program's eager numbers: kernels and bytes of one call, its time, and GB/s."""
+    return {
+        "kernel_launches": counts["kernel_launches"],
+        "bytes_moved": counts["bytes_moved"],
+        "time_ms": eager_ms,
+        "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
+        "moved_GBps": counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
+    }
+
+
 def measure_program(program, repeats, min_seconds):
     fn, inputs = program["fn"], program["make_inputs"]()
     graph_ops = mini.explain(fn)(*inputs).op_count
@@ -204,19 +234,9 @@ def measure_program(program, repeats, min_seconds):
     eager_ms = best_time_ms(eager, repeats, min_seconds)
     compiled_ms = best_time_ms(compiled, repeats, min_seconds)
     return {
-        "name": program["name"],
-        "kind": program["kind"],
-        "shapes": [list(t.shape) for t in inputs],
-        "ops": program["ops"],
+        **program_record(program, inputs, minimum),
         "graph_ops": graph_ops,
-        "minimum_bytes": minimum,
-        "eager": {
-            "kernel_launches": eager_counts["kernel_launches"],
-            "bytes_moved": eager_counts["bytes_moved"],
-            "time_ms": eager_ms,
-            "minimum_GBps": minimum / (eager_ms * 1e-3) / 1e9,
-            "moved_GBps": eager_counts["bytes_moved"] / (eager_ms * 1e-3) / 1e9,
-        },
+        "eager": eager_side(eager_counts, minimum, eager_ms),
         "compiled": {
             "kernel_launches": compiled_counts["kernel_launches"],
             "generated_kernels": generated,
@@ -231,15 +251,43 @@ def measure_program(program, repeats, min_seconds):
     }
 
 
-def measure_copy_bandwidth(copy_numel, repeats, min_seconds):
+def measure_copy_bandwidth(copy_numel, repeats, min_seconds, device="cpu"):
     """This machine's copy bandwidth: a clone of copy_numel float32 values reads and writes
     them once; GB/s = (bytes read + bytes written) / time."""
-    source = mini.randn(copy_numel)
+    if device == "cpu":
+        source = mini.randn(copy_numel)
+        timer = best_time_ms
+    else:
+        source = mini.randn(copy_numel, device=device)
+        timer = cuda_best_ms
     _, counts = count_one_call(source.clone)
-    seconds = best_time_ms(source.clone, repeats, min_seconds) * 1e-3
+    seconds = timer(source.clone, repeats, min_seconds) * 1e-3
     moved = 2 * copy_numel * FLOAT32_BYTES
     return {"numel": copy_numel, "bytes": moved, "bytes_moved_metric": counts["bytes_moved"],
             "time_ms": seconds * 1e3, "GBps": moved / seconds / 1e9}
+
+
+def cuda_best_ms(run, repeats, min_seconds=0.0):
+    """The fastest of `repeats` calls of run() on the GPU (CUDA events), in milliseconds."""
+    return cuda_ms(mini.cuda, run, repeats)
+
+
+def measure_program_eager_cuda(program, repeats):
+    """The eager half of measure_program on the GPU (the compiled half needs CUDA code
+    generation, issue 13)."""
+    fn, inputs = program["fn"], program["make_inputs"]()
+
+    def eager():
+        return fn(*inputs)
+
+    expected, counts = count_one_call(eager)
+    minimum = (sum(t.numel() for t in inputs) + expected.numel()) * FLOAT32_BYTES
+    eager_ms = cuda_best_ms(eager, repeats)
+    return {
+        **program_record(program, inputs, minimum),
+        "eager": eager_side(counts, minimum, eager_ms),
+        "compiled": CUDA_COMPILED_SKIPPED,
+    }
 
 
 # ---- torch's numbers ------------------------------------------------------------------------
@@ -346,6 +394,99 @@ def print_torch_beside(results, copy, anchors):
           "(its bf16 GEMM launches two).")
 
 
+def print_cuda_table(results, copy, anchors):
+    print("\neager on CUDA, float32, one call each; times are the best of several calls "
+          "(CUDA events)\n")
+    torch_rows = (anchors or {}).get("programs", {})
+    header = (f"{'program':<12}{'ops':>4}{'kernels':>8}{'torch eager k':>14}{'eager MB':>10}"
+              f"{'min MB':>9}{'eager ms':>10}{'GB/s moved':>11}{'% copy':>8}{'GB/s min':>10}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        e = r["eager"]
+        theirs = torch_rows.get(r["name"], {}).get("eager_kernels", "-")
+        print(f"{r['name']:<12}{r['ops']:>4}{e['kernel_launches']:>8}{theirs:>14}"
+              f"{e['bytes_moved'] / MB:>10.1f}{r['minimum_bytes'] / MB:>9.1f}"
+              f"{e['time_ms']:>10.3f}{e['moved_GBps']:>11.0f}"
+              f"{100 * e['moved_GBps'] / copy['GBps']:>7.0f}%{e['minimum_GBps']:>10.0f}")
+    print(f"\nGB/s moved: bytes the eager kernels moved / time; % copy: that against the copy "
+          f"ceiling,\na clone of {copy['numel']:,} float32 ({copy['bytes'] / MB:.0f} MB read + "
+          f"written) in {copy['time_ms']:.3f} ms = {copy['GBps']:.0f} GB/s (this GPU, this "
+          f"run).\nGB/s min: the least any kernel must move / time (what one fused kernel "
+          f"would have to beat).\ntorch eager k: torch 2.11's eager kernels for the program "
+          f"(labs/anchors/torch211_h200.md; its ffn is bf16).")
+    print(f"\ncompiled: {CUDA_COMPILED_SKIPPED}.")
+
+
+def plot_chain_traffic(ax, chains, series):
+    """The panel of bytes moved per call against chain length: one line per (label, side,
+    style, color) of `series` ("eager" or "compiled"), then the minimum."""
+    lengths = [r["ops"] for r in chains]
+    for label, side, style, color in series:
+        ax.plot(lengths, [r[side]["bytes_moved"] / MB for r in chains], style, color=color,
+                label=label)
+    ax.plot(lengths, [r["minimum_bytes"] / MB for r in chains], "--", color="#55A868",
+            label="minimum (inputs read once, output written once)")
+    ax.set_xlabel("chain length (pointwise ops)")
+    ax.set_ylabel("bytes moved per call (MB)")
+    ax.set_title(f"memory traffic of a pointwise chain, float32 {chains[0]['shapes'][0]}")
+    ax.set_xticks(lengths)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=9)
+
+
+def plot_cuda(results, copy, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chains = [r for r in results if r["kind"] == "chain"]
+    lengths = [r["ops"] for r in chains]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    plot_chain_traffic(axes[0], chains,
+                       [("eager on CUDA (one kernel per op)", "eager", "o-", "#C44E52")])
+    ax = axes[1]
+    ax.plot(lengths, [r["eager"]["moved_GBps"] for r in chains], "o:", color="#C44E52",
+            label="eager: bytes moved / time")
+    ax.plot(lengths, [r["eager"]["minimum_GBps"] for r in chains], "o-", color="#C44E52",
+            label="eager: minimum bytes / time")
+    ax.axhline(copy["GBps"], color="black", linestyle="--", linewidth=1,
+               label=f"copy ceiling, {copy['GBps']:.0f} GB/s")
+    ax.set_xlabel("chain length (pointwise ops)")
+    ax.set_ylabel("GB/s")
+    ax.set_title("eager bandwidth on CUDA (compiled: issue 13)")
+    ax.set_xticks(lengths)
+    rates = [r["eager"][key] for r in chains for key in ("moved_GBps", "minimum_GBps")]
+    ax.set_ylim(0, max([copy["GBps"]] + rates) * 1.25)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths = save_figure(fig, out_dir, "fusion_wins")
+    plt.close(fig)
+    return paths
+
+
+def main_cuda(args):
+    """--device cuda: the eager half on the GPU; the compiled half waits for issue 13."""
+    require_cuda("fusion_wins")
+    sizes = QUICK if args.quick else CUDA_FULL
+    mini.manual_seed(0)
+    copy = measure_copy_bandwidth(sizes["copy_numel"], sizes["repeats"], 0.0, "cuda")
+    results = [measure_program_eager_cuda(program, sizes["repeats"])
+               for program in make_programs(sizes, "cuda")]
+    anchors = read_torch_anchors()
+    print_cuda_table(results, copy, anchors)
+    args.out.mkdir(parents=True, exist_ok=True)
+    figure_paths = plot_cuda(results, copy, args.out)
+    output = {"device": "cuda", "quick": args.quick, "dtype": "float32",
+              "timing": f"fastest of {sizes['repeats']} calls after one warm-up, CUDA events, "
+                        "milliseconds",
+              "sizes": sizes, "copy_bandwidth": copy, "compiled": CUDA_COMPILED_SKIPPED,
+              "programs": results, "torch_2_11_h200": anchors}
+    json_path = args.out / "fusion_wins.json"
+    json_path.write_text(json.dumps(output, indent=2) + "\n")
+    print("\nwrote " + ", ".join(str(path) for path in figure_paths + [json_path]))
+
+
 def plot(results, copy, copy_same_size, anchors, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -356,19 +497,9 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     lengths = [r["ops"] for r in chains]
     fig, axes = plt.subplots(2, 2, figsize=(14, 10))
 
-    ax = axes[0][0]
-    ax.plot(lengths, [r["eager"]["bytes_moved"] / MB for r in chains], "o-",
-            color=eager_color, label="eager (one kernel per op)")
-    ax.plot(lengths, [r["compiled"]["bytes_moved"] / MB for r in chains], "s-",
-            color=compiled_color, label="compiled (inductor)")
-    ax.plot(lengths, [r["minimum_bytes"] / MB for r in chains], "--", color=minimum_color,
-            label="minimum (inputs read once, output written once)")
-    ax.set_xlabel("chain length (pointwise ops)")
-    ax.set_ylabel("bytes moved per call (MB)")
-    ax.set_title(f"memory traffic of a pointwise chain, float32 {chains[0]['shapes'][0]}")
-    ax.set_xticks(lengths)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=9)
+    plot_chain_traffic(axes[0][0], chains, [("eager (one kernel per op)", "eager", "o-", eager_color),
+                                            ("compiled (inductor)", "compiled", "s-",
+                                             compiled_color)])
 
     ax = axes[0][1]
     ax.plot(lengths, [r["eager"]["kernel_launches"] for r in chains], "o-",
@@ -455,8 +586,7 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
 def main(argv=None):
     args = parse_args(argv)
     if args.device == "cuda":
-        sys.exit("fusion_wins: --device cuda: CUDA is not built in this mini yet; "
-                 "run with --device cpu")
+        return main_cuda(args)
     sizes = QUICK if args.quick else FULL
     mini.manual_seed(0)
 

@@ -5,7 +5,9 @@
   beside mini's where a lab runs one of the conformance programs;
 - CountingBackend: a backend that counts the graphs it is given and times each compile, so
   a lab can count compiles under "inductor" as mini.CompileCounter does under "eager";
-- per-call timing, figure saving (save_figure, used by every lab) and progress lines.
+- per-call timing, figure saving (save_figure, used by every lab) and progress lines;
+- for --device cuda (eager_anatomy, fusion_wins, bench_cuda_eager): why there is no GPU here
+  (require_cuda), and GPU timing with CUDA events (cuda_ms).
 
 This file is not a lab: labs/run_all.py does not run it.
 """
@@ -48,6 +50,46 @@ def finish_arguments(args, lab_name):
         args.backend = "eager" if args.quick else "inductor"
     args.out.mkdir(parents=True, exist_ok=True)
     return args
+
+
+def cuda_unavailable_reason():
+    """Why mini cannot run on a GPU here ("" when it can): no mini.cuda in this build, or
+    what mini says when a CUDA tensor is asked for (no device, no driver, ...)."""
+    cuda = getattr(mini, "cuda", None)
+    if cuda is None:
+        return "mini built without CUDA: mini.cuda does not exist"
+    if cuda.is_available():
+        return ""
+    try:
+        mini.zeros(1, device="cuda")
+    except RuntimeError as error:
+        return str(error)
+    return "mini.cuda.is_available() is False"
+
+
+def require_cuda(lab_name):
+    """Exits (status 1, the reason on stderr) when --device cuda cannot run here."""
+    reason = cuda_unavailable_reason()
+    if reason:
+        sys.exit(f"{lab_name}: --device cuda: no CUDA device ({reason}); run with --device cpu")
+
+
+def cuda_ms(cuda, run, repeats, warmup=1, reduce=min):
+    """GPU time of run() in milliseconds: CUDA events around each of `repeats` calls after
+    `warmup` untimed ones, one synchronize at the end, reduced with `reduce` (min: the best
+    call, as the CPU labs take; statistics.median for benchmarks). `cuda` is mini.cuda or
+    torch.cuda, whose Event and synchronize have the same meaning."""
+    for _ in range(warmup):
+        run()
+    cuda.synchronize()
+    events = [(cuda.Event(enable_timing=True), cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    for start, end in events:
+        start.record()
+        run()
+        end.record()
+    cuda.synchronize()
+    return reduce([start.elapsed_time(end) for start, end in events])
 
 
 # ---- torch 2.11's numbers -------------------------------------------------------------------

@@ -14,11 +14,10 @@
 #   mini_vs_torch_live.txt   run_mini.py --json against torch_live.jsonl (same interpreter)
 #   summary.txt              side by side, case by case: recorded torch, live torch, mini
 #   extras.txt               the capture probe and capture Python tests on this interpreter
-# What it may need and that machine may lack comes from .gpu_carry/ (scripts/gpu_prepare.sh
-# stages it here; name it in the call's carry): pybind11 at the pin, Python 3.12 headers,
-# OpenBLAS. The Catch2 C++ tests are not built there (-DMINI_CPP_TESTS=OFF).
-# MINI_GPU_BLAS=carried skips the machine's own BLAS; MINI_GPU_HEADERS=carried uses the carried
-# Python headers even where the machine has its own (both for trying the fallbacks elsewhere).
+# The build (scripts/gpu_build.sh, shared with gpu_cuda.sh) takes what that machine may lack
+# from .gpu_carry/ (scripts/gpu_prepare.sh stages it here; name it in the call's carry):
+# pybind11 at the pin, Python 3.12 headers, OpenBLAS. The Catch2 C++ tests are not built there
+# (-DMINI_CPP_TESTS=OFF). MINI_GPU_BLAS=carried / MINI_GPU_HEADERS=carried: gpu_build.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -27,17 +26,9 @@ conf=$(cd "${1:-tests/conformance}" 2>/dev/null && pwd) || {
 out=${OUT:-$root/gpu_out}
 mkdir -p "$out"
 python=${PYTHON:-$(command -v python3)}
-# That machine sets CXX/CC to a GCC under /opt/gcc that links libstdc++ statically into shared
-# objects, without libstdc++'s stream initialization: the first std::ostringstream in mini
-# then crashes. Build (and let mini's inductor compile) with the distribution's compiler,
-# whose libstdc++ is the shared one Python already loaded. MINI_GPU_CXX overrides.
-if [ -x "${MINI_GPU_CXX:-/usr/bin/g++}" ]; then
-  export CXX=${MINI_GPU_CXX:-/usr/bin/g++}
-  [ -x /usr/bin/gcc ] && export CC=/usr/bin/gcc
-fi
-carry=$root/.gpu_carry
+source scripts/gpu_build.sh   # gpu_build_setup, gpu_build: the build shared with gpu_cuda.sh
 build=$root/build-gpu
-jobs=$(nproc)
+log=$out/build.log
 t0=$(date +%s)
 note() { echo "gpu_compare: $*" | tee -a "$out/env.txt"; }
 : >"$out/env.txt"
@@ -59,71 +50,11 @@ note() { echo "gpu_compare: $*" | tee -a "$out/env.txt"; }
 } >>"$out/env.txt" 2>&1
 
 # ---- configure + build --------------------------------------------------------------------
-args=(-DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$python"
-      -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF)
-command -v ninja >/dev/null && args+=(-G Ninja)
-if [ -f "$carry/site/pybind11/__init__.py" ]; then
-  export PYTHONPATH="$carry/site${PYTHONPATH:+:$PYTHONPATH}"   # the pinned pybind11 first
-  note "pybind11 from .gpu_carry/site ($(cat "$carry/site/.pin" 2>/dev/null))"
-fi
-has_header=$("$python" -c 'import sysconfig, os; print(int(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))))')
-if [ "$has_header" != 1 ] || [ "${MINI_GPU_HEADERS:-}" = carried ]; then
-  if [ -f "$carry/include/python3.12/Python.h" ]; then
-    args+=(-DPython_INCLUDE_DIR="$carry/include/python3.12")
-    note "using the carried 3.12 headers (another 3.12 patch release): $([ "$has_header" = 1 ] && echo "MINI_GPU_HEADERS=carried" || echo "$python has no Python.h")"
-  else
-    note "no Python.h for $python and none carried: the build will fail"
-  fi
-fi
-
-configure() { rm -rf "$build"; cmake -S . -B "$build" "${args[@]}" "$@" >>"$out/build.log" 2>&1; }
-build_and_import() {   # builds the package, then imports it (an unresolved BLAS symbol shows here)
-  cmake --build "$build" -j"$jobs" --target _C mini_python_files >>"$out/build.log" 2>&1 || return 1
-  PYTHONPATH="$build/python" "$python" -c 'import mini; mini.matmul(mini.randn(2, 3), mini.randn(3, 2))' \
-    >>"$out/build.log" 2>&1
-}
-use_carried_blas() {
-  [ -f "$carry/openblas/lib/libopenblas.so" ] || return 1
-  ln -sf libopenblas.so "$carry/openblas/lib/libopenblas.so.0"
-  export LD_LIBRARY_PATH="$carry/openblas/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ! ldconfig -p | grep -q 'libgfortran.so.5'; then
-    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$carry/openblas/extra"
-    note "no libgfortran.so.5 on the machine: using the carried one"
-  fi
-  configure -DBLA_VENDOR=OpenBLAS -DCMAKE_LIBRARY_PATH="$carry/openblas/lib" \
-            -DCBLAS_INCLUDE_DIR="$carry/openblas/include"
-}
-blas_in_cache() {
-  grep -E '^(BLAS_[A-Za-z0-9]+_LIBRARY|CBLAS_INCLUDE_DIR):' "$build/CMakeCache.txt" | grep -v NOTFOUND |
-    sed 's/:[A-Z]*=/=/' | tr '\n' ' '
-}
-
-ok=0
-if [ "${MINI_GPU_BLAS:-}" != carried ] && configure; then
-  note "configured with the machine's own BLAS: $(blas_in_cache)"
-  if build_and_import; then
-    ok=1
-  else
-    note "build or import with the machine's own BLAS failed (build.log)"
-  fi
-elif [ "${MINI_GPU_BLAS:-}" != carried ]; then
-  note "configure failed with the machine's own libraries (build.log)"
-fi
-if [ "$ok" = 0 ]; then
-  if ! [ -f "$carry/openblas/lib/libopenblas.so" ]; then
-    note "no carried OpenBLAS (scripts/gpu_prepare.sh) to fall back on; nothing was run"
-    tail -40 "$out/build.log"; exit 1
-  fi
-  note "configuring with the carried OpenBLAS"
-  if ! use_carried_blas; then
-    note "configure failed with the carried OpenBLAS too (build.log); nothing was run"
-    tail -40 "$out/build.log"; exit 1
-  fi
-  note "configured with: $(blas_in_cache)"
-  if ! build_and_import; then
-    note "build or import failed (build.log); nothing was run"
-    tail -40 "$out/build.log"; exit 1
-  fi
+gpu_build_setup
+gpu_args+=(-DMINI_CPP_TESTS=OFF)
+if ! gpu_build _C mini_python_files; then
+  note "nothing was run"
+  tail -40 "$out/build.log"; exit 1
 fi
 note "built $(ls "$build"/python/mini/_C*.so) in $(( $(date +%s) - t0 )) s"
 

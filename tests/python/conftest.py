@@ -28,6 +28,7 @@ import mini  # noqa: E402  (after the sys.path tweak on purpose)
 # dtypes
 
 DTYPES = [mini.float32, mini.float64, mini.int64, mini.bool]
+BFLOAT16 = getattr(mini, "bfloat16", None)  # None until bfloat16 lands (issue 12)
 FLOAT_DTYPES = [mini.float32, mini.float64]
 NUMERIC_DTYPES = [mini.float32, mini.float64, mini.int64]
 _NP_OF = [(mini.float32, np.float32), (mini.float64, np.float64),
@@ -60,19 +61,41 @@ def dtype_id(dt):
 
 
 def to_np(t):
-    """A fresh numpy copy of a mini tensor, built from tolist() (independent of numpy())."""
+    """A fresh numpy copy of a mini tensor, built from tolist() (independent of numpy()).
+    bfloat16 values come back as float32 (numpy has no bfloat16; every bfloat16 is exact in
+    float32)."""
     assert isinstance(t, mini.Tensor), f"expected a mini.Tensor, got {type(t).__name__}"
     shape = tuple(t.shape)
-    return np.array(t.tolist(), dtype=np_dtype(t.dtype)).reshape(shape)
+    npdt = np.float32 if BFLOAT16 is not None and t.dtype == BFLOAT16 else np_dtype(t.dtype)
+    return np.array(t.tolist(), dtype=npdt).reshape(shape)
 
 
-def mk(arr, requires_grad=False, dtype=None):
-    """A mini tensor holding a copy of a numpy array (or anything np.asarray accepts)."""
+def bf16_round(a):
+    """float32 values rounded to the nearest bfloat16 (ties to even), as float32: what a
+    bfloat16 store of a float32 result holds (NaN stays NaN)."""
+    a = np.asarray(a, dtype=np.float32)
+    bits = a.view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    out = bits.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(a), a, out)
+
+
+# The device mk() puts new tensors on: "cpu", or "cuda" while a test runs with the `device`
+# fixture's cuda param. The op catalog builds every input with mk(), so the fixture alone moves
+# a whole test to the GPU.
+_MK_DEVICE = ["cpu"]
+
+
+def mk(arr, requires_grad=False, dtype=None, device=None):
+    """A mini tensor holding a copy of a numpy array (or anything np.asarray accepts), on
+    `device` (default: the `device` fixture's, else the CPU)."""
     arr = np.asarray(arr)
     if dtype is None:
         dtype = mini_dtype(arr.dtype)
+    device = device or _MK_DEVICE[0]
+    on = {} if device == "cpu" else {"device": device}
     return mini.tensor(arr.tolist() if arr.ndim else arr.item(), dtype=dtype,
-                       requires_grad=requires_grad)
+                       requires_grad=requires_grad, **on)
 
 
 def tol_for(dt):
@@ -81,6 +104,8 @@ def tol_for(dt):
         return 1e-5, 1e-6
     if dt == mini.float64:
         return 1e-10, 1e-12
+    if BFLOAT16 is not None and dt == BFLOAT16:
+        return 8e-3, 1e-2  # 8 bits of mantissa: one rounding is a relative 2^-8
     return 0, 0
 
 
@@ -208,7 +233,33 @@ def assert_mentions_numbers(msg, *numbers):
 
 
 # ---------------------------------------------------------------------------------------------
+# devices
+
+
+# why the CUDA tests cannot run here ("" when they can): labs/measure.py says it for the labs too
+sys.path.insert(0, str(REPO / "labs"))
+from measure import cuda_unavailable_reason  # noqa: E402
+
+CUDA_SKIP_REASON = cuda_unavailable_reason()
+HAS_CUDA = not CUDA_SKIP_REASON
+# for a test or a module that needs a GPU: marked `cuda` (pytest -m cuda) and skipped without one
+requires_cuda = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+# ---------------------------------------------------------------------------------------------
 # fixtures
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    """"cpu" or "cuda" (skipped, saying why, without a GPU); mk() builds on it meanwhile.
+    A module runs its whole catalog on both with `pytestmark = pytest.mark.usefixtures("device")`."""
+    if request.param == "cuda" and not HAS_CUDA:
+        pytest.skip(CUDA_SKIP_REASON)
+    _MK_DEVICE[0] = request.param
+    yield request.param
+    _MK_DEVICE[0] = "cpu"
 
 
 @pytest.fixture
@@ -249,5 +300,7 @@ def pytest_configure(config):
     # rss: asserts on the process's resident memory. The sanitized run (python-san in
     # tests/python_versions/run.sh) leaves these out: ASan's quarantine holds freed memory.
     config.addinivalue_line("markers", "rss: asserts that resident memory stays flat")
+    # cuda: needs a CUDA device (skipped without one); scripts/gpu_cuda.sh runs `pytest -m cuda`
+    config.addinivalue_line("markers", "cuda: runs on a CUDA device (skipped without one)")
     for marker, what in ASSIGNMENTS.items():
         config.addinivalue_line("markers", f"{marker}: the tests of assignment {what}")

@@ -143,6 +143,7 @@ CASES = [
 ]
 
 
+@pytest.mark.usefixtures("device")  # mk() builds the leaves on each device
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_gradcheck(case):
     _, fn, arrays = case
@@ -380,6 +381,7 @@ def test_backward_frees_grad_of_no_grad_inputs():
     assert c.grad is None
 
 
+@pytest.mark.usefixtures("device")
 def test_matmul_grad_float32_against_hand_formula():
     a = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
     b = np.array([[0.5, -1.0], [2.0, 0.0]], dtype=np.float32)

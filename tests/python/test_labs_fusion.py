@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import mini
+from conftest import CUDA_SKIP_REASON, HAS_CUDA
 
 REPO = Path(__file__).resolve().parents[2]
 LABS = REPO / "labs"
@@ -30,9 +31,9 @@ def run_lab(script, out_dir, cache_dir, *extra):
                           env=env, capture_output=True, text=True, timeout=600)
 
 
-def run_quick(script, tmp_path):
+def run_quick(script, tmp_path, *extra):
     out_dir = tmp_path / "figures"
-    done = run_lab(script, out_dir, tmp_path / "cache", "--quick")
+    done = run_lab(script, out_dir, tmp_path / "cache", "--quick", *extra)
     assert done.returncode == 0, f"{script} failed:\n{done.stdout}\n{done.stderr}"
     stem = Path(script).stem
     for suffix in (".png", ".svg", ".json"):
@@ -41,13 +42,45 @@ def run_quick(script, tmp_path):
     return json.loads((out_dir / f"{stem}.json").read_text()), done.stdout
 
 
-@pytest.mark.parametrize("script", ["cache_storm.py", "fusion_wins.py"])
-def test_device_cuda_says_not_built(script, tmp_path):
-    done = run_lab(script, tmp_path / "figures", tmp_path / "cache", "--quick",
+def test_device_cuda_says_not_built(tmp_path):
+    done = run_lab("cache_storm.py", tmp_path / "figures", tmp_path / "cache", "--quick",
                    "--device", "cuda")
     assert done.returncode == 1
     assert "CUDA is not built" in done.stderr
     assert not (tmp_path / "figures").exists()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="a CUDA device is present")
+@pytest.mark.parametrize("script", ["fusion_wins.py", "eager_anatomy.py"])
+def test_device_cuda_without_a_gpu_says_why(script, tmp_path):
+    done = run_lab(script, tmp_path / "figures", tmp_path / "cache", "--quick",
+                   "--device", "cuda")
+    assert done.returncode == 1
+    assert "--device cuda: no CUDA device (" in done.stderr
+    assert not (tmp_path / "figures").exists()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_fusion_wins_eager_half_on_cuda(tmp_path):
+    result, stdout = run_quick("fusion_wins.py", tmp_path, "--device", "cuda")
+    assert "CUDA code generation comes with issue 13; compiled rows skipped" in stdout
+    assert result["device"] == "cuda" and result["copy_bandwidth"]["GBps"] > 0
+    for program in result["programs"]:  # eager: one kernel per op, on the GPU as on the CPU
+        assert program["eager"]["kernel_launches"] == program["ops"], program["name"]
+        assert program["eager"]["bytes_moved"] >= program["minimum_bytes"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_eager_anatomy_on_cuda(tmp_path):
+    result, _ = run_quick("eager_anatomy.py", tmp_path, "--device", "cuda")
+    n, bytes_per = result["n"], 4
+    assert result["device"] == "cuda" and result["copy_ceiling"]["GBps"] > 0
+    assert [s["kernel_launches"] for s in result["steps"]] == [1, 1, 1]
+    # add reads x and bias and writes t1; mul and relu read one tensor and write one
+    assert [s["bytes_moved"] for s in result["steps"]] == [3 * n * bytes_per, 2 * n * bytes_per,
+                                                           2 * n * bytes_per]
 
 
 # ---- cache storm ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """mini.nn and mini.optim: module registration and naming as torch, layer forwards against
 numpy, Linear's init bounds, train/eval, SGD updates against a numpy re-implementation of
-torch's rule, and a small training loop that converges."""
+torch's rule, and a small training loop that converges. The forward, SGD and training tests
+take conftest's `device` fixture: they run on the CPU and, with module.to(device), on CUDA."""
 import math
 
 import numpy as np
@@ -34,6 +35,11 @@ class Outer(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x))
+
+
+def on(device, module):
+    """The module moved to `device` (module.to is tested on its own in test_cuda.py)."""
+    return module if device == "cpu" else module.to(device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,16 +123,16 @@ def test_module_call_runs_forward(rng):
 # layers
 
 
-def test_linear_forward_matches_numpy(rng):
-    lin = nn.Linear(3, 5)
+def test_linear_forward_matches_numpy(rng, device):
+    lin = on(device, nn.Linear(3, 5))
     W, b = to_np(lin.weight).astype(np.float64), to_np(lin.bias).astype(np.float64)
     for shape in [(3,), (4, 3), (2, 4, 3)]:
         x = rng.standard_normal(shape).astype(np.float32)
         assert_close(lin(mk(x)), x @ W.T + b, rtol=1e-5, atol=1e-6, dtype=mini.float32)
 
 
-def test_linear_without_bias(rng):
-    lin = nn.Linear(3, 2, bias=False)
+def test_linear_without_bias(rng, device):
+    lin = on(device, nn.Linear(3, 2, bias=False))
     assert lin.bias is None
     assert [n for n, _ in lin.named_parameters()] == ["weight"]
     x = rng.standard_normal((4, 3)).astype(np.float32)
@@ -248,6 +254,7 @@ def _np_sgd(p, grads_fn, steps, lr, momentum=0.0, weight_decay=0.0):
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@pytest.mark.usefixtures("device")
 def test_sgd_matches_numpy(momentum, weight_decay, rng):
     p0 = rng.standard_normal((3, 2))
     c = rng.standard_normal((3, 2))
@@ -263,6 +270,7 @@ def test_sgd_matches_numpy(momentum, weight_decay, rng):
     assert p.is_leaf and p.requires_grad
 
 
+@pytest.mark.usefixtures("device")
 def test_sgd_step_is_p_minus_lr_grad(rng):
     p0 = rng.standard_normal(5).astype(np.float32)
     p = nn.Parameter(mk(p0))
@@ -301,8 +309,8 @@ def test_sgd_param_groups_lr_is_used():
     assert_close(p, [-1.0, -1.0])
 
 
-def test_sgd_on_module_parameters(rng):
-    m = MLP()
+def test_sgd_on_module_parameters(rng, device):
+    m = on(device, MLP())
     before = [to_np(p).copy() for p in m.parameters()]
     m(mk(rng.standard_normal((4, 3)).astype(np.float32))).pow(2).sum().backward()
     grads = [to_np(p.grad) for p in m.parameters()]
@@ -311,13 +319,13 @@ def test_sgd_on_module_parameters(rng):
         assert_close(p, p0.astype(np.float64) - 0.05 * g, rtol=1e-5, atol=1e-6)
 
 
-def test_training_loop_reduces_loss(rng):
+def test_training_loop_reduces_loss(rng, device):
     mini.manual_seed(0)
     X = rng.standard_normal((64, 3)).astype(np.float32)
     w_true = np.array([[1.5], [-2.0], [0.5]], dtype=np.float32)
     Y = X @ w_true + 0.3
     x, y = mk(X), mk(Y)
-    model = nn.Sequential(nn.Linear(3, 1))
+    model = on(device, nn.Sequential(nn.Linear(3, 1)))
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
     losses = []
     for _ in range(100):

@@ -1,5 +1,6 @@
 """Tensor basics: attributes, factories, random numbers, mini.tensor / from_numpy / numpy() /
-__array__, clone, item, tolist and dtype conversions, for all four dtypes."""
+__array__, clone, item, tolist and dtype conversions, for all four dtypes. The tests that take
+conftest's `device` fixture (or use it) run on the CPU and on CUDA."""
 import numpy as np
 import pytest
 
@@ -57,9 +58,10 @@ def test_0d_attributes():
 @pytest.mark.parametrize("dtype", DTYPES + [None], ids=lambda d: "default" if d is None
                          else dtype_id(d))
 @pytest.mark.parametrize("sizes", [(3,), (2, 3), ((2, 3),), ([4, 1, 2],), ((),)], ids=str)
-def test_zeros_ones(name, fill, dtype, sizes):
+def test_zeros_ones(name, fill, dtype, sizes, device):
     kw = {} if dtype is None else {"dtype": dtype}
-    t = getattr(mini, name)(*sizes, **kw)
+    t = getattr(mini, name)(*sizes, **kw, device=device)
+    assert t.device.type == device
     shape = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], int) else sizes
     expected_dtype = mini.float32 if dtype is None else dtype
     assert_close(t, np.full(shape, fill, dtype=np_dtype(expected_dtype)), dtype=expected_dtype)
@@ -268,6 +270,7 @@ def test_numpy_requires_grad_raises_or_detach_works():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.usefixtures("device")
 def test_clone_is_a_copy(dtype):
     arr = np.array([[1, 0], [1, 1]]).astype(np_dtype(dtype))
     t = mk(arr)
@@ -278,6 +281,7 @@ def test_clone_is_a_copy(dtype):
     assert_close(t, arr)
 
 
+@pytest.mark.usefixtures("device")
 def test_clone_of_non_contiguous():
     arr = np.arange(12.0).reshape(3, 4)
     c = mk(arr).t().clone()
@@ -304,6 +308,7 @@ def test_item_large_int64():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.usefixtures("device")
 def test_tolist(dtype):
     arr = np.array([[1, 0, 2], [0, 3, 1]]).astype(np_dtype(dtype))
     lst = mk(arr).tolist()
@@ -313,6 +318,7 @@ def test_tolist(dtype):
     assert mk(arr)[1, 2].tolist() == arr[1, 2].item()  # 0-d -> a Python scalar
 
 
+@pytest.mark.usefixtures("device")
 def test_tolist_non_contiguous():
     arr = np.arange(6).reshape(2, 3)
     assert mk(arr).t().tolist() == arr.T.tolist()
@@ -336,6 +342,7 @@ CONVERSIONS = [("float", mini.float32), ("double", mini.float64), ("long", mini.
 
 @pytest.mark.parametrize("src", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("method,dst", CONVERSIONS)
+@pytest.mark.usefixtures("device")
 def test_conversion_methods(src, method, dst):
     arr = _source(src)
     out = getattr(mk(arr), method)()
@@ -344,12 +351,14 @@ def test_conversion_methods(src, method, dst):
 
 @pytest.mark.parametrize("src", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("dst", DTYPES, ids=dtype_id)
+@pytest.mark.usefixtures("device")
 def test_to_dtype(src, dst):
     arr = _source(src)
     assert_close(mk(arr).to(dst), arr.astype(np_dtype(dst)), dtype=dst)
     assert_close(mk(arr).to(dtype=dst), arr.astype(np_dtype(dst)), dtype=dst)
 
 
+@pytest.mark.usefixtures("device")
 def test_conversion_to_other_dtype_copies():
     t = mk(np.array([1.0, 2.0]))
     f = t.float()
@@ -357,6 +366,7 @@ def test_conversion_to_other_dtype_copies():
     assert_close(t, [1.0, 2.0])
 
 
+@pytest.mark.usefixtures("device")
 def test_conversion_to_same_dtype_returns_self_storage():
     t = mk(np.array([1.0, 2.0], dtype=np.float32))
     same = t.float()  # like torch: no copy when nothing changes
@@ -375,6 +385,7 @@ def test_cpu_is_noop_and_device_cpu_factory():
 # allclose
 
 
+@pytest.mark.usefixtures("device")
 def test_allclose():
     a = mk(np.array([1.0, 2.0, 3.0]))
     assert mini.allclose(a, mk(np.array([1.0, 2.0, 3.0 + 1e-9])))

@@ -1,10 +1,13 @@
 """Views and basic slicing: values against numpy, strides/offsets, and storage sharing in both
-directions (writing the base shows through the view, writing the view shows in the base)."""
+directions (writing the base shows through the view, writing the view shows in the base).
+Every test runs on each device of conftest's `device` fixture (mk() builds there)."""
 import numpy as np
 import pytest
 
 import mini
 from conftest import assert_close, mk, to_np
+
+pytestmark = pytest.mark.usefixtures("device")
 
 BASE_SHAPE = (2, 3, 4)
 
@@ -168,4 +171,4 @@ def test_expand_0d_and_values():
 def test_to_np_of_views_matches_numpy_method(rng):
     a, t = _base(rng)
     v = t.permute(2, 0, 1)[1:, :, ::2]
-    np.testing.assert_array_equal(np.asarray(v), to_np(v))
+    np.testing.assert_array_equal(np.asarray(v.cpu()), to_np(v))

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# gpu_cuda.sh: run ON the lent GPU machine (one H200, its python3 3.12 with torch 2.11, nvcc,
+# CMake, compute-sanitizer, no network), in ONE device call of at most 10 minutes. Builds mini
+# with CUDA into build-gpu/ (Release, -DMINI_CUDA=ON, ccache if present, one job per core) and
+# runs everything CUDA, each stage timed and capped (capped() below), going on after a failure,
+# the most important first; the script keeps its own deadline (MINI_GPU_BUDGET seconds,
+# default 560) and gives each later stage at most what is left:
+#   build                    _C + mini_python_files, then `import mini` (scripts/gpu_build.sh)
+#   cuda available           mini.cuda.is_available() on this machine
+#   pytest -m cuda           every CUDA test: the op catalog on cuda, test_cuda.py, the labs
+#   bench_cuda_eager         labs/bench/bench_cuda_eager.py, full size, torch beside mini
+#   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
+#   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
+#   eager_anatomy, fusion_wins   the labs with --device cuda, full size
+#   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
+#                            Python subset of test_cuda.py
+#   pytest (rest)            the whole tests/python suite but the cuda tests, on this
+#                            interpreter, with whatever time is left (a timeout stops it with
+#                            pytest's summary so far)
+# It writes 8 files to $OUT (default ./gpu_out), the most a device call brings back:
+#   summary.txt              first: one line per stage (PASS / FAIL / TIMEOUT / SKIP, seconds,
+#                            the stage's last telling line), then the machine in a few lines
+#   env_build.log            the machine (GPU, driver, versions) and the CMake configure + build
+#   tests.log                the pytest runs and mini_cuda_tests
+#   sanitizers.log           compute-sanitizer's reports
+#   bench_labs.txt           what the benchmark and the two labs printed
+#   bench_cuda_eager.json, bench_cuda_eager.md   the benchmark's table (for notes/perf.md)
+#   labs.tar.gz              the labs' JSON and figures
+# Before the call, HERE: bash scripts/gpu_prepare.sh (stages .gpu_carry/: pybind11, headers,
+# OpenBLAS, Catch2). The call: command 'bash scripts/gpu_cuda.sh', carry [".gpu_carry"],
+# timeout_s 600. notes/cuda.md ("Running on the GPU") says what to read first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${OUT:-$root/gpu_out}
+mkdir -p "$out"
+python=${PYTHON:-$(command -v python3)}
+start=$(date +%s)
+deadline=$(( start + ${MINI_GPU_BUDGET:-560} ))
+build=$root/build-gpu
+log=$out/env_build.log
+summary=$out/summary.txt
+work=$(mktemp -d)
+: >"$summary"
+: >"$log"
+note() { echo "gpu_cuda: $*" >>"$log"; }
+source scripts/gpu_build.sh
+
+# capped CAP COMMAND...: COMMAND (a shell function too, unlike `timeout`) in its own process
+# group; after CAP seconds the group gets SIGINT (pytest then still prints its summary so far),
+# 20 s later SIGKILL. Returns COMMAND's status, or 124 when it ran out of time.
+capped() {
+  local cap=$1
+  shift
+  rm -f "$work/timed_out"
+  set -m
+  "$@" &
+  local pid=$!
+  # the watchdog: its own group too, so that killing it also ends its `sleep` (a sleep left
+  # behind would hold the call's output open)
+  ( exec >/dev/null 2>&1; sleep "$cap"; touch "$work/timed_out"; kill -INT -- -"$pid"
+    sleep 20; kill -KILL -- -"$pid" ) &
+  local dog=$!
+  set +m
+  wait "$pid"
+  local rc=$?
+  kill -- -"$dog" 2>/dev/null
+  wait "$dog" 2>/dev/null
+  if [ -f "$work/timed_out" ]; then return 124; fi
+  return "$rc"
+}
+
+# stage NAME CAP LOGFILE COMMAND...: runs COMMAND capped at CAP seconds and what the deadline
+# leaves, appends its output to LOGFILE and one line to summary.txt. Exit 77 means skipped
+# (the stage printed why).
+stage() {
+  local name=$1 cap=$2 logfile=$3
+  shift 3
+  local left=$(( deadline - $(date +%s) - 10 ))
+  if (( left < 15 )); then
+    printf '%-8s %-22s %5s  %s\n' SKIP "$name" - "no time left before the deadline" >>"$summary"
+    return 1
+  fi
+  (( cap > left )) && cap=$left
+  local t0 rc status said
+  t0=$(date +%s)
+  capped "$cap" "$@" >"$work/stage.out" 2>&1 </dev/null
+  rc=$?
+  { echo "==== $name (cap ${cap} s, status $rc): $*"; cat "$work/stage.out"; echo; } >>"$logfile"
+  case $rc in
+    0) status=PASS ;; 77) status=SKIP ;; 124) status=TIMEOUT ;; *) status="FAIL($rc)" ;;
+  esac
+  said=$(grep -E ' passed| failed|[0-9]+ errors?( |$)|ERROR SUMMARY|bars: |skipped|All tests passed|test cases|^wrote |CUDA code generation|no CUDA device' \
+         "$work/stage.out" | tail -1 | cut -c1-150)
+  [ -n "$said" ] || said=$(grep -v '^\s*$' "$work/stage.out" | tail -1 | cut -c1-150)
+  printf '%-8s %-22s %4ds  %s\n' "$status" "$name" "$(( $(date +%s) - t0 ))" "$said" >>"$summary"
+  [ "$rc" = 0 ]
+}
+
+# ---- the machine ----------------------------------------------------------------------------
+{
+  echo "== machine"; uname -a; nproc; nvidia-smi 2>&1 | head -15
+  echo "== python: $python"; "$python" --version
+  for m in torch numpy pytest matplotlib; do
+    "$python" -c "import $m; print('$m', $m.__version__)" 2>&1 | tail -1
+  done
+  echo "== tools"; cmake --version | head -1; ninja --version 2>&1; /usr/bin/g++ --version | head -1
+  nvcc --version 2>&1 | tail -2; command -v ccache
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  echo "compute-sanitizer: ${sanitizer:-not found}"
+} >>"$log" 2>&1
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+
+# ---- build ----------------------------------------------------------------------------------
+gpu_build_setup
+gpu_args+=(-DMINI_CUDA=ON)
+[ -n "${CXX:-}" ] && gpu_args+=(-DCMAKE_CUDA_HOST_COMPILER="$CXX")
+if command -v ccache >/dev/null; then
+  gpu_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+# the C++ CUDA tests need Catch2 (header-only): the machine's, or the one gpu_prepare.sh carried
+if [ -f "$carry/catch2/include/catch2/catch.hpp" ]; then
+  gpu_args+=(-DMINI_CPP_TESTS=ON -DCMAKE_PREFIX_PATH="$carry/catch2")
+elif ls /usr/lib/cmake/Catch2 /usr/lib/x86_64-linux-gnu/cmake/Catch2 /usr/local/lib/cmake/Catch2 \
+       >/dev/null 2>&1; then
+  gpu_args+=(-DMINI_CPP_TESTS=ON)
+else
+  gpu_args+=(-DMINI_CPP_TESTS=OFF)
+  note "no Catch2 (run scripts/gpu_prepare.sh first): mini_cuda_tests is not built"
+fi
+build_package() { gpu_build _C mini_python_files; }
+if ! stage build 360 "$log" build_package; then
+  grep -v '^==== ' "$log" | tail -15 | sed 's/^/  /' >>"$summary"
+fi
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" MINI_PYTHON_DIR="$build/python"
+export MINI_CACHE_DIR="$work/kernel_cache" PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+# pytest with Python's SIGINT handler even where SIGINT came in ignored (a background job of a
+# shell without job control): capped()'s SIGINT then stops it with its summary, and the tests
+# that interrupt themselves (test_misuse_catalog.py) see KeyboardInterrupt
+pytest=("$python" -c 'import signal, sys, pytest
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.exit(pytest.main(sys.argv[1:]))' -q -rfE -p no:cacheprovider)
+
+# ---- CUDA tests -----------------------------------------------------------------------------
+stage "cuda available" 60 "$out/tests.log" "$python" -c '
+import mini
+print("mini.cuda.is_available():", mini.cuda.is_available(), "device_count:", mini.cuda.device_count())
+assert mini.cuda.is_available(), "mini sees no GPU here"
+x = mini.randn(1000, device="cuda")
+print("sum of 1000 normals on cuda:", (x * 2).sum().item())'
+stage "pytest -m cuda" 180 "$out/tests.log" "${pytest[@]}" -m cuda tests/python \
+  --ignore=tests/python/test_cuda_vs_torch.py
+
+# ---- the benchmark and the labs -------------------------------------------------------------
+mkdir -p "$work/labs"
+stage bench_cuda_eager 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_eager.py \
+  --out "$work/bench"
+cp "$work"/bench/bench_cuda_eager.json "$work"/bench/bench_cuda_eager.md "$out/" 2>/dev/null
+stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py
+
+# ---- the C++ CUDA tests -----------------------------------------------------------------------
+cuda_tests=$build/mini_cuda_tests
+has_cuda_tests() {
+  grep -qs '/mini_cuda_tests.dir$' "$build/CMakeFiles/TargetDirectories.txt" || {
+    echo "no mini_cuda_tests target in this build (no Catch2, or tests/cuda/ not there yet)"
+    return 77; }
+}
+build_cuda_tests() { has_cuda_tests && cmake --build "$build" -j"$(nproc)" --target mini_cuda_tests; }
+stage "build mini_cuda_tests" 150 "$log" build_cuda_tests
+run_cuda_tests() { [ -x "$cuda_tests" ] || { echo "mini_cuda_tests was not built"; return 77; }; "$cuda_tests" "$@"; }
+stage mini_cuda_tests 90 "$out/tests.log" run_cuda_tests
+
+stage "eager_anatomy cuda" 90 "$out/bench_labs.txt" "$python" labs/eager_anatomy.py \
+  --device cuda --out "$work/labs"
+stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py \
+  --device cuda --out "$work/labs"
+
+# ---- compute-sanitizer ------------------------------------------------------------------------
+sanitize() {   # sanitize TOOL COMMAND...
+  [ -n "$sanitizer" ] || { echo "compute-sanitizer not found"; return 77; }
+  local tool=$1
+  shift
+  "$sanitizer" --tool "$tool" --error-exitcode 99 "$@"
+}
+sanitize_cuda_tests() { [ -x "$cuda_tests" ] || { echo "mini_cuda_tests was not built"; return 77; }; sanitize "$@" "$cuda_tests"; }
+stage "memcheck C++" 120 "$out/sanitizers.log" sanitize_cuda_tests memcheck --leak-check full
+stage "racecheck C++" 120 "$out/sanitizers.log" sanitize_cuda_tests racecheck
+stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
+  tests/python/test_cuda.py -k "(round_trips and float32) or each_op or softmax_rows or autograd_of"
+
+# ---- the rest of the suite, with what time is left -------------------------------------------
+stage "pytest (rest)" 600 "$out/tests.log" "${pytest[@]}" tests/python -m "not cuda" \
+  --ignore=tests/python/test_cuda_vs_torch.py
+
+# ---- what comes back ----------------------------------------------------------------------------
+tar czf "$out/labs.tar.gz" -C "$work" labs 2>/dev/null
+{
+  echo
+  echo "gpu_cuda.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - start )) s in all," \
+       "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+  "$python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1
+  nvcc --version 2>&1 | tail -1
+} >>"$summary"
+rm -rf "$work"
+cat "$summary"
