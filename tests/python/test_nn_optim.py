@@ -37,11 +37,6 @@ class Outer(nn.Module):
         return self.head(self.body(x))
 
 
-def on(device, module):
-    """The module moved to `device` (module.to is tested on its own in test_cuda.py)."""
-    return module if device == "cpu" else module.to(device)
-
-
 # ---------------------------------------------------------------------------------------------
 # registration
 
@@ -124,7 +119,7 @@ def test_module_call_runs_forward(rng):
 
 
 def test_linear_forward_matches_numpy(rng, device):
-    lin = on(device, nn.Linear(3, 5))
+    lin = nn.Linear(3, 5).to(device)
     W, b = to_np(lin.weight).astype(np.float64), to_np(lin.bias).astype(np.float64)
     for shape in [(3,), (4, 3), (2, 4, 3)]:
         x = rng.standard_normal(shape).astype(np.float32)
@@ -132,7 +127,7 @@ def test_linear_forward_matches_numpy(rng, device):
 
 
 def test_linear_without_bias(rng, device):
-    lin = on(device, nn.Linear(3, 2, bias=False))
+    lin = nn.Linear(3, 2, bias=False).to(device)
     assert lin.bias is None
     assert [n for n, _ in lin.named_parameters()] == ["weight"]
     x = rng.standard_normal((4, 3)).astype(np.float32)
@@ -310,7 +305,7 @@ def test_sgd_param_groups_lr_is_used():
 
 
 def test_sgd_on_module_parameters(rng, device):
-    m = on(device, MLP())
+    m = MLP().to(device)
     before = [to_np(p).copy() for p in m.parameters()]
     m(mk(rng.standard_normal((4, 3)).astype(np.float32))).pow(2).sum().backward()
     grads = [to_np(p.grad) for p in m.parameters()]
@@ -325,7 +320,7 @@ def test_training_loop_reduces_loss(rng, device):
     w_true = np.array([[1.5], [-2.0], [0.5]], dtype=np.float32)
     Y = X @ w_true + 0.3
     x, y = mk(X), mk(Y)
-    model = on(device, nn.Sequential(nn.Linear(3, 1)))
+    model = nn.Sequential(nn.Linear(3, 1)).to(device)
     opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
     losses = []
     for _ in range(100):
