@@ -281,9 +281,10 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   if (plan.n >= 16384) threads = args.group = 512;
   // Contiguous rows of a block each: the fewest threads (at least 64) that still give every
   // thread four 16-byte vectors, so the four-load loop of reduce_run runs (64 bytes in flight
-  // a thread, 128 KB an SM at 2048 resident threads) and more rows are in flight at once. A
-  // bfloat16 row of 4096 is 512 vectors: 128 threads (256 would load one vector at a time,
-  // 16 bytes in flight). float32 rows of 4096 keep 256.
+  // a thread: 80 KB an SM at the ~1280 threads that 40-odd registers allow, where HBM wants
+  // some 25-40 KB an SM in flight) and more rows are in flight at once. A bfloat16 row of 4096
+  // is 512 vectors: 128 threads (256 would load one vector at a time, 16 bytes in flight).
+  // float32 rows of 4096 keep 256.
   if (plan.contiguous_run && args.group == threads && plan.n < 16384) {
     int64_t nvec = plan.n * int64_t(sizeof(T)) / 16;
     while (threads > 64 && threads * 4 > nvec) threads /= 2;
