@@ -143,6 +143,12 @@ TEST_CASE("cuda reduce: rows, split rows, full reductions", "[cuda][reduce]") {
     // rows that start misaligned: columns 1..1000 of [10, 1001]
     check_all_reductions(make_input({10, 1001}, d, seed++, {10, 1000}, {1001, 1}, 1), {1}, d);
     check_all_reductions(make_input({4, 40001}, d, seed++, {4, 40000}, {40001, 1}, 1), {1}, d);
+    // block rows sized to four vectors a thread (64 to 256 threads), with a tail of one
+    // vector at a time (4095 + 1: not a multiple of four vectors per thread), and misaligned
+    for (Shape s : {Shape{65, 4096}, Shape{9, 2048}, Shape{5, 8192}, Shape{3, 16376}, Shape{6, 4095},
+                    Shape{4, 2056}})
+      check_all_reductions(make_input(s, d, seed++), {1}, d);
+    check_all_reductions(make_input({4, 4097}, d, seed++, {4, 4096}, {4097, 1}, 1), {1}, d);
   }
 }
 
@@ -175,6 +181,11 @@ TEST_CASE("cuda reduce: NaN propagates through sum, mean, amax and amin", "[cuda
     check_all_reductions(make_input({4, 5000}, d, 7, {}, {}, 0, specials), {1}, d);
     check_all_reductions(make_input({4, 5000}, d, 7, {}, {}, 0, specials), {0}, d);
     check_all_reductions(make_input({200001}, d, 8, {}, {}, 0, {{199999, kNaN}}), {0}, d);
+    // rows of 4096 (a block of 128 or 256 threads each): a NaN, +inf and -inf, a row of -inf
+    std::vector<std::pair<int64_t, double>> rows{{5, kNaN}, {4096 + 4000, kNaN}, {2 * 4096 + 7, kInf},
+                                                 {2 * 4096 + 9, -kInf}};
+    for (int64_t j = 0; j < 4096; j++) rows.push_back({3 * 4096 + j, -kInf});
+    check_all_reductions(make_input({4, 4096}, d, 9, {}, {}, 0, rows), {1}, d);
   }
 }
 
@@ -238,6 +249,38 @@ TEST_CASE("cuda softmax and log_softmax: short, medium, long rows and inner > 1"
         mini::cuda::softmax(got, in.cuda, c.outer, c.n, c.inner, log);
         double tol = d == DType::BFloat16 ? 1e-2 : d == DType::Float32 ? 1e-5 : 1e-12;
         check_close(host_values(got), host_values(want), tol, tol * 1e-2);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda softmax and log_softmax: long rows held in registers, NaN and -inf rows",
+          "[cuda][nn]") {
+  SKIP_WITHOUT_GPU();
+  for (DType d : kFloatDTypes) {
+    // rows a block holds in registers (32 to 1024 threads, some with fewer than four vectors),
+    // and rows that take the two-pass block kernel: not a whole number of vectors, too long
+    for (int64_t n : {1032, 2048, 4096, 4104, 8192, 16384, 32768, 4095, 1025, 40000}) {
+      int64_t outer = n >= 16384 ? 2 : 4;
+      // row 0: a -inf (masked); row 1: a NaN; row 2: +inf; row 3 (when there): all -inf
+      std::vector<std::pair<int64_t, double>> specials{{1, -kInf}, {n + 3, kNaN}};
+      if (outer == 4) {
+        specials.push_back({2 * n + n / 2, kInf});
+        for (int64_t j = 0; j < n; j++) specials.push_back({3 * n + j, -kInf});
+      }
+      Input in = make_input({outer, n, 1}, d, 32, {}, {}, 0, specials);
+      // the same rows starting one element past 16-byte alignment
+      Input shifted = make_input({outer * n + 1}, d, 33, {outer, n, 1}, {n, 1, 1}, 1);
+      for (bool log : {false, true}) {
+        for (const Input* x : {&in, &shifted}) {
+          INFO((log ? "log_softmax " : "softmax ") << mini::dtype_name(d) << " [" << outer << ", "
+                                                  << n << ", 1]" << (x == &in ? "" : " misaligned"));
+          Tensor want = mini::softmax(x->cpu, 1, log);
+          Tensor got = empty_cuda(want->sizes, d);
+          mini::cuda::softmax(got, x->cuda, outer, n, 1, log);
+          double tol = d == DType::BFloat16 ? 1e-2 : d == DType::Float32 ? 1e-5 : 1e-12;
+          check_close(host_values(got), host_values(want), tol, tol * 1e-2);
+        }
       }
     }
   }

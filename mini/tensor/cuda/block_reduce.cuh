@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace mini::cuda {
 
@@ -12,17 +13,25 @@ constexpr int kWarp = 32;
 struct SumOp {
   template <class A> __device__ __forceinline__ static A apply(A a, A b) { return a + b; }
 };
-// NaN propagates: a NaN on either side wins (x != x only for NaN; false for integers).
-struct MaxOp {
+// NaN propagates: a NaN on either side wins (x != x only for NaN; false for integers). float
+// on sm_80 and later: one max.NaN / min.NaN instruction (a NaN operand gives the canonical
+// NaN) instead of two compares and a select.
+template <bool kMax>
+struct MinMaxOp {
   template <class A> __device__ __forceinline__ static A apply(A a, A b) {
-    return (a != a || a >= b) ? a : b;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<A, float>) {
+      float r;
+      if constexpr (kMax) asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      else asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+      return r;
+    } else
+#endif
+    return (a != a || (kMax ? a >= b : a <= b)) ? a : b;
   }
 };
-struct MinOp {
-  template <class A> __device__ __forceinline__ static A apply(A a, A b) {
-    return (a != a || a <= b) ? a : b;
-  }
-};
+using MaxOp = MinMaxOp<true>;
+using MinOp = MinMaxOp<false>;
 
 // Every lane ends with the combination of the 32 lanes' values.
 template <class Op, class A>

@@ -71,7 +71,9 @@ struct RowArgs {
 };
 
 // Reduces p[0, len) (contiguous) in the `lanes` threads of a group, this thread being `lane`:
-// scalar head up to 16-byte alignment, vectors (four loads in flight), scalar tail.
+// scalar head up to 16-byte alignment, vectors (four loads in flight, each folded into its own
+// accumulator so that the four dependency chains of adds or compare-selects overlap), scalar
+// tail.
 template <class Op, class A, class T>
 __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int lanes, A acc) {
   using V = Vec<T>;
@@ -82,6 +84,7 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
   const V* vp = reinterpret_cast<const V*>(p + head);
   int64_t nvec = (len - head) / N;
   int64_t i = lane;
+  A accs[4] = {acc, identity<Op, A>(), identity<Op, A>(), identity<Op, A>()};
   for (; i + 3 * lanes < nvec; i += 4 * lanes) {
     V v[4];
 #pragma unroll
@@ -89,13 +92,14 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
 #pragma unroll
     for (int u = 0; u < 4; u++)
 #pragma unroll
-      for (int e = 0; e < N; e++) acc = Op::apply(acc, to_acc<A>(v[u].v[e]));
+      for (int e = 0; e < N; e++) accs[u] = Op::apply(accs[u], to_acc<A>(v[u].v[e]));
   }
   for (; i < nvec; i += lanes) {
     V v = vp[i];
 #pragma unroll
-    for (int e = 0; e < N; e++) acc = Op::apply(acc, to_acc<A>(v.v[e]));
+    for (int e = 0; e < N; e++) accs[0] = Op::apply(accs[0], to_acc<A>(v.v[e]));
   }
+  acc = Op::apply(Op::apply(accs[0], accs[1]), Op::apply(accs[2], accs[3]));
   for (int64_t j = head + nvec * N + lane; j < len; j += lanes) acc = Op::apply(acc, to_acc<A>(p[j]));
   return acc;
 }
@@ -275,6 +279,17 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   int threads = 256;
   args.group = plan.n < 2048 ? kWarp : threads;
   if (plan.n >= 16384) threads = args.group = 512;
+  // Contiguous rows of a block each: the fewest threads (at least 64) that still give every
+  // thread four 16-byte vectors, so the four-load loop of reduce_run runs (64 bytes in flight
+  // a thread: 80 KB an SM at the ~1280 threads that 40-odd registers allow, where HBM wants
+  // some 25-40 KB an SM in flight) and more rows are in flight at once. A bfloat16 row of 4096
+  // is 512 vectors: 128 threads (256 would load one vector at a time, 16 bytes in flight).
+  // float32 rows of 4096 keep 256.
+  if (plan.contiguous_run && args.group == threads && plan.n < 16384) {
+    int64_t nvec = plan.n * int64_t(sizeof(T)) / 16;
+    while (threads > 64 && threads * 4 > nvec) threads /= 2;
+    args.group = threads;
+  }
   auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true>
                                     : reduce_rows_kernel<T, O, A, Op, false>;
   // Too few outputs to fill the device with a block each: split rows over as many blocks as
