@@ -487,7 +487,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when a and b (tensors, arrays or numbers) are elementwise close, like torch."""
     def arr(x):
         if isinstance(x, Tensor):
-            return x.detach().numpy()
+            return _values(x)  # on the host, bfloat16 widened
         return np.asarray(x)
     x, y = arr(a), arr(b)
     if x.shape != y.shape:
