@@ -499,6 +499,7 @@ void bind_tensor(py::module_& m) {
   c.def("event_elapsed_ms", &cu::event_elapsed_ms);
   c.def("set_allow_tf32", &cu::set_allow_tf32);
   c.def("allow_tf32", &cu::allow_tf32);
+  c.def("_test_fault", &cu::test_fault, "tests only: 0 a failed launch, 1 an illegal address");
   m.def("where", [](py::handle c, py::handle a, py::handle b) {
     return mini::where(operand_or_throw(c, "where", "condition"), operand_or_throw(a, "where", "input"),
                        operand_or_throw(b, "where", "other"));

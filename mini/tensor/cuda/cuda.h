@@ -59,6 +59,13 @@ void check_launch(const char* op);
 void synchronize();
 const char* last_op();
 
+// For the tests of the two error paths above (mini._C._cuda._test_fault): kind 0 launches a
+// kernel with an impossible configuration (a launch error, reported at once, naming the op
+// "test_bad_launch"; the context stays usable); kind 1 launches a kernel that writes to an
+// illegal address (reported at the next synchronizing call; the context is then unusable, so
+// only a child process may call it).
+void test_fault(int kind);
+
 // ---- events (mini.cuda.Event) --------------------------------------------------------------
 // Opaque handles to cudaEvent_t, recorded on the default stream.
 uintptr_t event_create(bool enable_timing);

@@ -137,6 +137,22 @@ const char* last_op() {
   return g_last_op;
 }
 
+namespace {
+__global__ void empty_kernel() {}
+__global__ void illegal_write_kernel(int* p) { *p = 1; }
+}  // namespace
+
+void test_fault(int kind) {
+  require("mini._C._cuda._test_fault()");
+  if (kind == 0) {
+    empty_kernel<<<1, 4096>>>();  // more threads than a block may have: a launch error
+    check_launch("test_bad_launch");
+  } else {
+    illegal_write_kernel<<<1, 1>>>(reinterpret_cast<int*>(uintptr_t{16}));
+    check_launch("test_illegal_address");
+  }
+}
+
 void check_launch(const char* op) {
   {
     std::lock_guard<std::mutex> lock(g_last_op_mutex);

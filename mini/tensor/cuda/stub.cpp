@@ -34,6 +34,7 @@ void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("a copy to
 void check_launch(const char*) {}
 void synchronize() { no_cuda("mini.cuda.synchronize()"); }
 const char* last_op() { return ""; }
+void test_fault(int) { no_cuda("mini._C._cuda._test_fault()"); }
 
 uintptr_t event_create(bool) { no_cuda("mini.cuda.Event"); }
 void event_destroy(uintptr_t) {}
