@@ -40,19 +40,8 @@ __device__ __forceinline__ T load_as(const char* p, DType d) {
   return T(0);
 }
 
-// Calls body.template operator()<T>() with T the element type of `d`, on the host
-// (the device-side twin of MINI_DISPATCH, whose bfloat16 is mini::bfloat16).
-#define MINI_CUDA_DISPATCH(d, T, ...)                                            \
-  [&] {                                                                          \
-    switch (d) {                                                                 \
-      case ::mini::DType::Bool: { using T = bool; return __VA_ARGS__(); }        \
-      case ::mini::DType::Int64: { using T = int64_t; return __VA_ARGS__(); }    \
-      case ::mini::DType::Float32: { using T = float; return __VA_ARGS__(); }    \
-      case ::mini::DType::Float64: { using T = double; return __VA_ARGS__(); }   \
-      case ::mini::DType::BFloat16: { using T = ::mini::bfloat16; return __VA_ARGS__(); } \
-    }                                                                            \
-    ::mini::fail("unknown dtype code ", static_cast<int>(d));                    \
-  }()
+// Host code dispatches on a dtype with MINI_DISPATCH (dtype.h): its bfloat16 is
+// mini::bfloat16, the same bits as __nv_bfloat16, so kernels instantiate on it directly.
 
 // ---- strided indexing -----------------------------------------------------------------------
 // Up to kMaxDims dims (more: the caller coalesces or refuses with an Error).

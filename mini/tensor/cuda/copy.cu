@@ -82,8 +82,8 @@ void copy(const Tensor& dst, const Tensor& src) {
     launch_flat<1>("copy", dst->nbytes() / 16, f);
     return;
   }
-  MINI_CUDA_DISPATCH(src->dtype, S, [&] {
-    MINI_CUDA_DISPATCH(dst->dtype, D, [&] {
+  MINI_DISPATCH(src->dtype, S, [&] {
+    MINI_DISPATCH(dst->dtype, D, [&] {
       if (!try_flat<D, 1, S>("copy", dst, {src}, ConvertOp<S, D>{}))
         run_strided<D, 1, D>("copy", dst, {src}, ConvertOp<D, D>{});
     });
@@ -98,7 +98,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
   MINI_CHECK(cond->dtype == DType::Bool, "internal error: where's condition must be bool, got ",
              dtype_name(cond->dtype));
   if (out->numel() == 0) return;
-  MINI_CUDA_DISPATCH(out->dtype, T, [&] {
+  MINI_DISPATCH(out->dtype, T, [&] {
     if (!try_flat<T, 3, bool, T, T>("where", out, {cond, a, b}, WhereOp<T>{}))
       run_strided<T, 3, bool, T, T>("where", out, {cond, a, b}, WhereOp<T>{});
   });
@@ -107,7 +107,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 void fill(const Tensor& out, double value) {
   MINI_CHECK(out->is_cuda(), "internal error: the CUDA fill kernel needs an output on the GPU");
   if (out->numel() == 0) return;
-  MINI_CUDA_DISPATCH(out->dtype, D, [&] { fill_value<D>(out, convert<D>(value), "fill"); });
+  MINI_DISPATCH(out->dtype, D, [&] { fill_value<D>(out, convert<D>(value), "fill"); });
 }
 
 void arange(const Tensor& out, double start, double step) {
@@ -115,7 +115,7 @@ void arange(const Tensor& out, double start, double step) {
              "internal error: the CUDA arange kernel needs a 1-d contiguous output on the GPU");
   int64_t n = out->numel();
   if (n == 0) return;
-  MINI_CUDA_DISPATCH(out->dtype, T, [&] {
+  MINI_DISPATCH(out->dtype, T, [&] {
     ArangeFlat<T> f{static_cast<T*>(out->device_raw()), start, step};
     if (aligned16(f.out)) launch_flat<16 / sizeof(T)>("arange", n, f);
     else launch_flat<1>("arange", n, f);

@@ -64,7 +64,7 @@ __host__ __device__ __forceinline__ D convert(S x) {
 template <class T>
 T host_value(const Tensor& t) {
   MINI_CHECK(is_host_scalar(t), "internal error: host_value() of a tensor on ", t->device().str());
-  return MINI_CUDA_DISPATCH(t->dtype, S, [&] { return convert<T>(*static_cast<const S*>(t->raw())); });
+  return MINI_DISPATCH(t->dtype, S, [&] { return convert<T>(*static_cast<const S*>(t->raw())); });
 }
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

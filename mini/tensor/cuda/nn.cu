@@ -394,7 +394,7 @@ __global__ void layer_norm_registers_kernel(const T* in, const T* w, const T* b,
 void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64_t inner, bool log) {
   if (out->numel() == 0) return;
   const char* op = log ? "log_softmax" : "softmax";
-  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+  MINI_DISPATCH(a->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {
       const T* in = static_cast<const T*>(a->device_raw());
       T* dst = static_cast<T*>(out->device_raw());
@@ -437,7 +437,7 @@ void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
                 int64_t cols, double eps) {
   if (out->numel() == 0) return;
   if (rows > INT32_MAX) fail("layer_norm(): too many rows for one CUDA launch: ", rows);
-  MINI_CUDA_DISPATCH(x->dtype, T, [&] {
+  MINI_DISPATCH(x->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {
       const T* in = static_cast<const T*>(x->device_raw());
       const T* pw = w ? static_cast<const T*>(w->device_raw()) : nullptr;

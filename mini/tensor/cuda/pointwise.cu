@@ -251,7 +251,7 @@ bool binary_is_defined(OpKind k, DType compute) {
 #define MINI_CASE(name) case OpKind::name:
     MINI_BINARY_OPS(MINI_CASE)
 #undef MINI_CASE
-    return MINI_CUDA_DISPATCH(compute, T, [&] { return binary_defined<opmath_t<T>>(k); });
+    return MINI_DISPATCH(compute, T, [&] { return binary_defined<opmath_t<T>>(k); });
     default: return false;
   }
 }
@@ -261,7 +261,7 @@ bool unary_is_defined(OpKind k, DType d) {
 #define MINI_CASE(name) case OpKind::name:
     MINI_UNARY_OPS(MINI_CASE)
 #undef MINI_CASE
-    return MINI_CUDA_DISPATCH(d, T, [&] { return unary_defined<opmath_t<T>>(k); });
+    return MINI_DISPATCH(d, T, [&] { return unary_defined<opmath_t<T>>(k); });
     default: return false;
   }
 }
@@ -281,7 +281,7 @@ void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType
   int64_t n = out->numel();
   if (n == 0) return;
   bool tanh_approx = mode == "tanh";
-  MINI_CUDA_DISPATCH(compute, T, [&] {
+  MINI_DISPATCH(compute, T, [&] {
     if (binary_flat_any<T>(k, out, a, b, tanh_approx)) return;
     using C = opmath_t<T>;
     if (is_comparison(k))
@@ -303,7 +303,7 @@ void unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& attrs) {
   int64_t n = out->numel();
   if (n == 0) return;
   bool tanh_approx = attrs.mode == "tanh";
-  MINI_CUDA_DISPATCH(out->dtype, T, [&] {
+  MINI_DISPATCH(out->dtype, T, [&] {
     if (unary_flat_any<T>(k, out, a, tanh_approx)) return;
     run_strided<T, 1, T>(op_name(k), out, {a}, UnaryOp<opmath_t<T>>{k, tanh_approx});
   });

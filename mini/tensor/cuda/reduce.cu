@@ -420,7 +420,7 @@ void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int6
   const char* op = op_name(k);
   Plan plan = make_plan(a, dims);
   bool mean = k == OpKind::Mean;
-  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+  MINI_DISPATCH(a->dtype, T, [&] {
     if (k == OpKind::Amax || k == OpKind::Amin) {
       if (k == OpKind::Amax) launch_reduce<T, T, MaxOp>(op, out, a, plan, false);
       else launch_reduce<T, T, MinOp>(op, out, a, plan, false);
@@ -448,7 +448,7 @@ void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, i
   }
   StridedIndex kept_index = strided_index(kept_sizes, kept_strides);
   int64_t rows = values->numel();
-  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+  MINI_DISPATCH(a->dtype, T, [&] {
     const T* in = static_cast<const T*>(a->device_raw());
     T* v = static_cast<T*>(values->device_raw());
     int64_t* idx = static_cast<int64_t*>(indices->device_raw());
@@ -472,7 +472,7 @@ Tensor nonzero_flat(const Tensor& a) {
   int64_t chunk = std::max<int64_t>(ceil_div(n, blocks), 1);
   Scratch scratch(sizeof(int64_t) * blocks);
   int64_t* counts = static_cast<int64_t*>(scratch.ptr);
-  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+  MINI_DISPATCH(a->dtype, T, [&] {
     count_nonzero_kernel<T><<<(unsigned)blocks, kThreads>>>(static_cast<const T*>(a->device_raw()),
                                                              n, chunk, counts);
   });
@@ -488,7 +488,7 @@ Tensor nonzero_flat(const Tensor& a) {
   Tensor out = TensorImpl::empty({total}, DType::Int64, Device::cuda());
   if (total == 0) return out;
   copy_bytes(counts, Device::cuda(), host.data(), Device::cpu(), sizeof(int64_t) * blocks);
-  MINI_CUDA_DISPATCH(a->dtype, T, [&] {
+  MINI_DISPATCH(a->dtype, T, [&] {
     write_nonzero_kernel<T><<<(unsigned)blocks, kThreads>>>(
         static_cast<const T*>(a->device_raw()), n, chunk, counts,
         static_cast<int64_t*>(out->device_raw()));
