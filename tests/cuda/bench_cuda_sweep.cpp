@@ -51,7 +51,9 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
     cuda::random(b, false, 2, 0);  // uniform [0, 1)
     row("copy (ceiling) " + dt, "clone", 2 * n * size, [&] { cuda::copy(out, a); });
 
-    // The flat loop: unroll = 16-byte loads per operand in flight per thread.
+    // The flat loop: unroll = 16-byte loads per operand per thread and step; "full tiles": no
+    // bounds check between them (bfloat16's widening otherwise waits for each load before the
+    // next is issued).
     struct Flat {
       OpKind k;
       bool scalar;  // b is the Python scalar 2.5
@@ -72,14 +74,20 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
         else cuda::binary(f.k, out, a, rhs, d, "");
       });
       for (int unroll : {1, 2, 4}) {
-        bool launched = true;
-        row(name, "unroll " + std::to_string(unroll) + (unroll == prod_unroll ? " *" : ""), bytes,
-            [&] { launched = launched && cuda::sweep_flat(f.k, out, a, rhs, unroll); });
-        CHECK(launched);
+        for (bool full : {false, true}) {
+          if (unroll == 1 && full) continue;
+          bool launched = true;
+          std::string variant = "unroll " + std::to_string(unroll) + (full ? ", full tiles" : "") +
+                                (unroll == prod_unroll && !full ? " *" : "");
+          row(name, variant, bytes,
+              [&] { launched = launched && cuda::sweep_flat(f.k, out, a, rhs, unroll, full); });
+          CHECK(launched);
+        }
       }
     }
 
-    // Row reductions: threads per block (one row a block) x accumulators per thread.
+    // Row reductions: threads per block (one row a block) x accumulators per thread x launch
+    // bounds ("lb": ptxas then issues the four loads of a step before the first add).
     Tensor x = TensorImpl::view_of(a, {rows, cols}, {cols, 1}, 0);
     Tensor want = empty_device({rows}, d), got = empty_device({rows}, d);
     int prod_threads = d == DType::Float32 ? 256 : 128;  // reduce.cu's block-size rule
@@ -87,15 +95,19 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
       std::string name = std::string(mini::op_name(k)) + " rows " + dt;
       double bytes = (n + rows) * size;
       row(name, "op", bytes, [&] { cuda::reduce(k, want, x, {1}); });
-      for (int threads : {64, 128, 256, 512}) {
-        for (int accs : {1, 4}) {
-          std::string variant = std::to_string(threads) + " threads, " + std::to_string(accs) +
-                                (accs == 1 ? " acc" : " accs") +
-                                (threads == prod_threads && accs == 4 ? " *" : "");
-          row(name, variant, bytes, [&] { cuda::sweep_reduce_rows(k, got, x, threads, accs); });
-          double rel = d == DType::Float32 ? 1e-4 : 1e-2;
-          INFO(name << " " << variant);
-          CHECK(mismatches(got, want, k == OpKind::Sum ? rel : 0, k == OpKind::Sum ? 1e-3 : 0) == 0);
+      for (bool bounded : {false, true}) {
+        for (int threads : {64, 128, 256, 512}) {
+          for (int accs : {1, 4}) {
+            std::string variant = std::to_string(threads) + " thr, " + std::to_string(accs) +
+                                  (accs == 1 ? " acc" : " accs") + (bounded ? ", lb" : "") +
+                                  (threads == prod_threads && accs == 4 && !bounded ? " *" : "");
+            row(name, variant, bytes,
+                [&] { cuda::sweep_reduce_rows(k, got, x, threads, accs, bounded); });
+            double rel = d == DType::Float32 ? 1e-4 : 1e-2;
+            INFO(name << " " << variant);
+            CHECK(mismatches(got, want, k == OpKind::Sum ? rel : 0, k == OpKind::Sum ? 1e-3 : 0) ==
+                  0);
+          }
         }
       }
     }

@@ -206,34 +206,34 @@ struct UnaryOpOf {
   X(Neg) X(Abs) X(Exp) X(Log) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Sqrt) X(Rsqrt) \
   X(Sign) X(Gelu)
 
-// The flat kernel of op K on T, if it is defined and the operands allow it (kUnroll: see
-// try_flat).
-template <OpKind K, class T, int kUnroll = 0>
+// The flat kernel of op K on T, if it is defined and the operands allow it (kUnroll,
+// kFullTiles: see try_flat).
+template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
 bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_approx) {
   if constexpr (binary_defined<opmath_t<T>>(K)) {
     using O = std::conditional_t<is_comparison(K), bool, T>;
-    return try_flat<O, 2, T, T, T, true, kUnroll>(op_name(K), out, {a, b},
-                                                  BinaryOpOf<K, opmath_t<T>>{tanh_approx});
+    return try_flat<O, 2, T, T, T, true, kUnroll, kFullTiles>(
+        op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>>{tanh_approx});
   }
   return false;
 }
 
-template <OpKind K, class T, int kUnroll = 0>
+template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
 bool unary_flat(const Tensor& out, const Tensor& a, bool tanh_approx) {
   if constexpr (unary_defined<opmath_t<T>>(K))
-    return try_flat<T, 1, T, T, T, false, kUnroll>(op_name(K), out, {a},
-                                                   UnaryOpOf<K, opmath_t<T>>{tanh_approx});
+    return try_flat<T, 1, T, T, T, false, kUnroll, kFullTiles>(
+        op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>>{tanh_approx});
   return false;
 }
 
 // The sweep's flat kernels: the ops that miss their bar, with kUnroll loads per operand.
-template <class T, int kUnroll>
+template <class T, int kUnroll, bool kFullTiles>
 bool sweep_flat_of(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (k) {
-    case OpKind::Pow: return binary_flat<OpKind::Pow, T, kUnroll>(out, a, b, false);
-    case OpKind::Mul: return binary_flat<OpKind::Mul, T, kUnroll>(out, a, b, false);
-    case OpKind::Sigmoid: return unary_flat<OpKind::Sigmoid, T, kUnroll>(out, a, false);
-    case OpKind::Sqrt: return unary_flat<OpKind::Sqrt, T, kUnroll>(out, a, false);
+    case OpKind::Pow: return binary_flat<OpKind::Pow, T, kUnroll, kFullTiles>(out, a, b, false);
+    case OpKind::Mul: return binary_flat<OpKind::Mul, T, kUnroll, kFullTiles>(out, a, b, false);
+    case OpKind::Sigmoid: return unary_flat<OpKind::Sigmoid, T, kUnroll, kFullTiles>(out, a, false);
+    case OpKind::Sqrt: return unary_flat<OpKind::Sqrt, T, kUnroll, kFullTiles>(out, a, false);
     default: return false;
   }
 }
@@ -282,14 +282,17 @@ bool unary_is_defined(OpKind k, DType d) {
 
 }  // namespace
 
-bool sweep_flat(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, int unroll) {
+bool sweep_flat(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, int unroll,
+                bool full_tiles) {
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    switch (unroll) {
-      case 1: return sweep_flat_of<T, 1>(k, out, a, b);
-      case 2: return sweep_flat_of<T, 2>(k, out, a, b);
-      case 4: return sweep_flat_of<T, 4>(k, out, a, b);
-      default: return false;
+    switch (unroll * 2 + full_tiles) {
+      case 2: return sweep_flat_of<T, 1, false>(k, out, a, b);
+      case 4: return sweep_flat_of<T, 2, false>(k, out, a, b);
+      case 5: return sweep_flat_of<T, 2, true>(k, out, a, b);
+      case 8: return sweep_flat_of<T, 4, false>(k, out, a, b);
+      case 9: return sweep_flat_of<T, 4, true>(k, out, a, b);
+      default: return false;  // unroll 1 has no check between loads to drop
     }
   };
   if (out->dtype == DType::Float32) return run(float());

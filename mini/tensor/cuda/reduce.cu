@@ -109,8 +109,8 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
 
 // A group of `args.group` threads per (output, split) pair; the pair loop is uniform across a
 // group, so the warp or block reduction below is reached by all of its threads.
-template <class T, class O, class A, class Op, bool kContiguous, int kAccs = 4>
-__global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args) {
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
+__device__ __forceinline__ void reduce_rows(const T* in, O* out, A* partial, const RowArgs& args) {
   __shared__ A shared[kWarp];
   int group = args.group, lane = threadIdx.x % group;
   int64_t groups_per_block = blockDim.x / group;
@@ -134,6 +134,21 @@ __global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args
       else partial[pair] = acc;
     }
   }
+}
+
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs = 4>
+__global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args) {
+  reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
+}
+
+// The sweep's variant: the same kernel with launch bounds that limit nothing (1024 threads, a
+// block an SM), with which ptxas (CUDA 13.0, sm_90) issues reduce_run's four loads before the
+// first add, in 56 registers; without bounds, or with a thread count alone, it issues two,
+// then adds, in 40-42.
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
+__global__ void __launch_bounds__(1024, 1) reduce_rows_bounded_kernel(const T* in, O* out, A* partial,
+                                                                   RowArgs args) {
+  reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
 }
 
 // The second launch of a split reduction: a block combines one output's partial results.
@@ -236,9 +251,10 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims) {
   return p;
 }
 
-// kAccs, block_threads: the sweep's variants (reduce_run's accumulators; threads per block
-// of a contiguous row of fewer than 16384 elements, 0 for the rule below).
-template <class T, class O, class Op, int kAccs = 4>
+// kAccs, kBounded, block_threads: the sweep's variants (reduce_run's accumulators; the rows
+// kernel with launch bounds; threads per block of a contiguous row of fewer than 16384
+// elements, 0 for the rule below).
+template <class T, class O, class Op, int kAccs = 4, bool kBounded = false>
 void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Plan& plan, bool mean,
                    int block_threads = 0) {
   using A = acc_t<T>;
@@ -299,6 +315,8 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   }
   auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true, kAccs>
                                     : reduce_rows_kernel<T, O, A, Op, false>;
+  if constexpr (kBounded)
+    if (plan.contiguous_run) kernel = reduce_rows_bounded_kernel<T, O, A, Op, true, kAccs>;
   // Too few outputs to fill the device with a block each: split rows over as many blocks as
   // the device holds at once (one wave, every block the same share of the work).
   int64_t blocks_of_work = args.group == kWarp ? ceil_div(plan.rows, threads / kWarp) : plan.rows;
@@ -440,22 +458,28 @@ void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int6
   });
 }
 
-void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads, int accs) {
+void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads, int accs,
+                       bool bounded) {
   MINI_CHECK((k == OpKind::Sum || k == OpKind::Amax) &&
                  (a->dtype == DType::Float32 || a->dtype == DType::BFloat16) && a->dim() == 2 &&
                  a->is_contiguous() && a->sizes[1] < 16384 && (accs == 1 || accs == 4),
              "internal error: sweep_reduce_rows() takes sum or amax of contiguous float32 or "
              "bfloat16 rows shorter than 16384");
   Plan plan = make_plan(a, {1});
-  auto run = [&](auto zero) {
+  auto run = [&](auto zero, auto op) {
     using T = decltype(zero);
-    if (k == OpKind::Sum && accs == 4) launch_reduce<T, T, SumOp, 4>("sum", out, a, plan, false, threads);
-    else if (k == OpKind::Sum) launch_reduce<T, T, SumOp, 1>("sum", out, a, plan, false, threads);
-    else if (accs == 4) launch_reduce<T, T, MaxOp, 4>("amax", out, a, plan, false, threads);
-    else launch_reduce<T, T, MaxOp, 1>("amax", out, a, plan, false, threads);
+    using Op = decltype(op);
+    const char* name = op_name(k);
+    switch (accs * 2 + bounded) {
+      case 2: return launch_reduce<T, T, Op, 1, false>(name, out, a, plan, false, threads);
+      case 3: return launch_reduce<T, T, Op, 1, true>(name, out, a, plan, false, threads);
+      case 8: return launch_reduce<T, T, Op, 4, false>(name, out, a, plan, false, threads);
+      default: return launch_reduce<T, T, Op, 4, true>(name, out, a, plan, false, threads);
+    }
   };
-  if (a->dtype == DType::Float32) run(float());
-  else run(bfloat16());
+  bool f32 = a->dtype == DType::Float32;
+  if (k == OpKind::Sum) f32 ? run(float(), SumOp()) : run(bfloat16(), SumOp());
+  else f32 ? run(float(), MaxOp()) : run(bfloat16(), MaxOp());
 }
 
 void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,
