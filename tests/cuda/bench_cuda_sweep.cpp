@@ -3,7 +3,9 @@
 // operand in flight per thread (cuda::sweep_flat) and the row reduction's block size and
 // accumulators (cuda::sweep_reduce_rows). Hidden from the default run:
 //   build/mini_cuda_tests "[.sweep]"
-// 2^28 elements per case; the row reductions are [65536, 4096] over the last dim. Each row is
+// 2^28 elements per case, the inputs of labs/bench/bench_cuda_eager.py (x, y standard normal;
+// pow and sqrt on positive = |x| + 0.5: pow(positive, y), sigmoid(x), sqrt(positive), x * 2.5);
+// the row reductions are x as [65536, 4096] over the last dim. Each row is
 // the median of 10 launches after a warm-up (CUDA events); GB/s counts the bytes the kernel
 // must move (reads + writes). "op" rows time the production entry point (cuda::binary,
 // cuda::unary, cuda::reduce), '*' marks the variant that the op runs today, and the copy
@@ -47,8 +49,11 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
     double size = double(mini::itemsize(d));
     std::string dt = mini::dtype_name(d);
     Tensor a = empty_device({n}, d), b = empty_device({n}, d), out = empty_device({n}, d);
-    cuda::random(a, true, 1, 0);   // normal: pow of negative bases gives NaN, as in torch's run
-    cuda::random(b, false, 2, 0);  // uniform [0, 1)
+    Tensor positive = empty_device({n}, d);
+    cuda::random(a, true, 1, 0);
+    cuda::random(b, true, 2, 0);
+    cuda::unary(OpKind::Abs, positive, a, {});
+    cuda::binary(OpKind::Add, positive, positive, number(0.5), d, "");
     row("copy (ceiling) " + dt, "clone", 2 * n * size, [&] { cuda::copy(out, a); });
 
     // The flat loop: unroll = 16-byte loads per operand per thread and step; "full tiles": no
@@ -66,12 +71,13 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
     int prod_unroll = d == DType::Float32 ? 4 : 2;  // loops.cuh's unroll_for
     for (const Flat& f : flats) {
       bool unary = f.k == OpKind::Sigmoid || f.k == OpKind::Sqrt;
+      const Tensor& lhs = f.k == OpKind::Sigmoid || f.k == OpKind::Mul ? a : positive;
       Tensor rhs = f.scalar ? number(2.5) : b;
       std::string name = std::string(mini::op_name(f.k)) + (f.scalar ? " scalar " : " ") + dt;
       double bytes = (unary || f.scalar ? 2 : 3) * n * size;
       row(name, "op", bytes, [&] {
-        if (unary) cuda::unary(f.k, out, a, {});
-        else cuda::binary(f.k, out, a, rhs, d, "");
+        if (unary) cuda::unary(f.k, out, lhs, {});
+        else cuda::binary(f.k, out, lhs, rhs, d, "");
       });
       for (int unroll : {1, 2, 4}) {
         for (bool full : {false, true}) {
@@ -80,7 +86,7 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
           std::string variant = "unroll " + std::to_string(unroll) + (full ? ", full tiles" : "") +
                                 (unroll == prod_unroll && !full ? " *" : "");
           row(name, variant, bytes,
-              [&] { launched = launched && cuda::sweep_flat(f.k, out, a, rhs, unroll, full); });
+              [&] { launched = launched && cuda::sweep_flat(f.k, out, lhs, rhs, unroll, full); });
           CHECK(launched);
         }
       }
