@@ -71,10 +71,11 @@ uint64_t random_offset_increment(int64_t numel);
 // passes (or atomics), still counted as one kernel by the caller.
 void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int64_t>& dims);
 // For the kernel sweep only: reduce()'s Sum or Amax of a contiguous float32 or bfloat16
-// [rows, n] over its last dim (n < 16384), with `threads` per block (0: the production rule)
-// and `accs` (1 or 4) accumulators per thread in the vector loop (production: 4); `bounded`:
-// the kernel compiled with __launch_bounds__(1024, 1) (production: none), with which ptxas
-// issues the four 16-byte loads of a step before the first add (without: two).
+// [rows, n] over its last dim (2048 <= n < 16384: a block a row), with `threads` per block
+// (0: the production rule) and `accs` (1 or 4) accumulators per thread in the vector loop
+// (production: 4); `bounded`: the kernel compiled with __launch_bounds__(1024, 1)
+// (production: none), with which ptxas issues the four 16-byte loads of a step before the
+// first add (without: two).
 void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads, int accs,
                        bool bounded);
 // values/indices (int64) = max or min of `a` along `dim` and its first index, contiguous,

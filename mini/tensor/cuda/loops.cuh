@@ -145,9 +145,11 @@ __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
     if constexpr (kFullTiles) {
       if (base + (kUnroll - 1) * int64_t(blockDim.x) < nvec) {
 #pragma unroll
-        for (int u = 0; u < kUnroll; u++) v[u] = fn.template load<VEC>((base + u * blockDim.x) * VEC);
+        for (int u = 0; u < kUnroll; u++)
+          v[u] = fn.template load<VEC>((base + u * blockDim.x) * VEC);
 #pragma unroll
-        for (int u = 0; u < kUnroll; u++) fn.template store<VEC>((base + u * blockDim.x) * VEC, v[u]);
+        for (int u = 0; u < kUnroll; u++)
+          fn.template store<VEC>((base + u * blockDim.x) * VEC, v[u]);
         continue;
       }
     }

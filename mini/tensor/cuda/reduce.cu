@@ -94,15 +94,18 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
 #pragma unroll
     for (int u = 0; u < 4; u++)
 #pragma unroll
-      for (int e = 0; e < N; e++) accs[u % kAccs] = Op::apply(accs[u % kAccs], to_acc<A>(v[u].v[e]));
+      for (int e = 0; e < N; e++)
+        accs[u % kAccs] = Op::apply(accs[u % kAccs], to_acc<A>(v[u].v[e]));
   }
   for (; i < nvec; i += lanes) {
     V v = vp[i];
 #pragma unroll
     for (int e = 0; e < N; e++) accs[0] = Op::apply(accs[0], to_acc<A>(v.v[e]));
   }
-  if constexpr (kAccs == 4) acc = Op::apply(Op::apply(accs[0], accs[1]), Op::apply(accs[2], accs[3]));
-  else acc = accs[0];
+  if constexpr (kAccs == 4)
+    acc = Op::apply(Op::apply(accs[0], accs[1]), Op::apply(accs[2], accs[3]));
+  else
+    acc = accs[0];
   for (int64_t j = head + nvec * N + lane; j < len; j += lanes) acc = Op::apply(acc, to_acc<A>(p[j]));
   return acc;
 }
@@ -123,7 +126,8 @@ __device__ __forceinline__ void reduce_rows(const T* in, O* out, A* partial, con
     int64_t base = args.kept.offset(row);
     A acc = identity<Op, A>();
     if constexpr (kContiguous) {
-      if (begin < end) acc = reduce_run<Op, kAccs>(in + base + begin, end - begin, lane, group, acc);
+      if (begin < end)
+        acc = reduce_run<Op, kAccs>(in + base + begin, end - begin, lane, group, acc);
     } else {
       for (int64_t j = begin + lane; j < end; j += group)
         acc = Op::apply(acc, to_acc<A>(in[base + args.red.offset(j)]));
@@ -146,8 +150,8 @@ __global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args
 // first add, in 56 registers; without bounds, or with a thread count alone, it issues two,
 // then adds, in 40-42.
 template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
-__global__ void __launch_bounds__(1024, 1) reduce_rows_bounded_kernel(const T* in, O* out, A* partial,
-                                                                   RowArgs args) {
+__global__ void __launch_bounds__(1024, 1)
+    reduce_rows_bounded_kernel(const T* in, O* out, A* partial, RowArgs args) {
   reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
 }
 
@@ -462,9 +466,10 @@ void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads
                        bool bounded) {
   MINI_CHECK((k == OpKind::Sum || k == OpKind::Amax) &&
                  (a->dtype == DType::Float32 || a->dtype == DType::BFloat16) && a->dim() == 2 &&
-                 a->is_contiguous() && a->sizes[1] < 16384 && (accs == 1 || accs == 4),
+                 a->is_contiguous() && a->sizes[1] >= 2048 && a->sizes[1] < 16384 &&
+                 (accs == 1 || accs == 4),
              "internal error: sweep_reduce_rows() takes sum or amax of contiguous float32 or "
-             "bfloat16 rows shorter than 16384");
+             "bfloat16 rows of 2048 to 16383 elements (a block each)");
   Plan plan = make_plan(a, {1});
   auto run = [&](auto zero, auto op) {
     using T = decltype(zero);
