@@ -11,6 +11,8 @@
 #   bench_cuda_eager         labs/bench/bench_cuda_eager.py, full size, torch beside mini
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
+#   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
+#                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins   the labs with --device cuda, full size
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py
@@ -23,7 +25,7 @@
 #   env_build.log            the machine (GPU, driver, versions) and the CMake configure + build
 #   tests.log                the pytest runs and mini_cuda_tests
 #   sanitizers.log           compute-sanitizer's reports
-#   bench_labs.txt           what the benchmark and the two labs printed
+#   bench_labs.txt           what the benchmark, the kernel sweep and the two labs printed
 #   bench_cuda_eager.json, bench_cuda_eager.md   the benchmark's table (for notes/perf.md)
 #   labs.tar.gz              the labs' JSON and figures
 # Before the call, HERE: bash scripts/gpu_prepare.sh (stages .gpu_carry/: pybind11, headers,
@@ -180,6 +182,7 @@ build_cuda_tests() { has_cuda_tests && cmake --build "$build" -j"$(nproc)" --tar
 stage "build mini_cuda_tests" 150 "$log" build_cuda_tests
 run_cuda_tests() { [ -x "$cuda_tests" ] || { echo "mini_cuda_tests was not built"; return 77; }; "$cuda_tests" "$@"; }
 stage mini_cuda_tests 90 "$out/tests.log" run_cuda_tests
+stage "kernel sweep" 60 "$out/bench_labs.txt" run_cuda_tests "[.sweep]"
 
 stage "eager_anatomy cuda" 90 "$out/bench_labs.txt" "$python" labs/eager_anatomy.py \
   --device cuda --out "$work/labs"

@@ -4,7 +4,6 @@
 // Bytes counted are those each kernel must move (reads + writes). Measured on an H200
 // (2026-12-01), against torch 2.11 eager on the same machine: within 1.1x of torch except
 // float32 pow (1.38x) and bfloat16 sqrt (1.4x), sigmoid (1.27x), add of a scalar (1.12x).
-#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -12,25 +11,6 @@
 
 using namespace mini_cuda_test;
 namespace cuda = mini::cuda;
-
-namespace {
-double median_ms(const std::function<void()>& launch) {
-  uintptr_t start = cuda::event_create(true), end = cuda::event_create(true);
-  launch();
-  cuda::synchronize();
-  std::vector<double> times;
-  for (int r = 0; r < 10; r++) {
-    cuda::event_record(start);
-    launch();
-    cuda::event_record(end);
-    times.push_back(cuda::event_elapsed_ms(start, end));
-  }
-  cuda::event_destroy(start);
-  cuda::event_destroy(end);
-  std::sort(times.begin(), times.end());
-  return times[5];
-}
-}  // namespace
 
 TEST_CASE("pointwise kernel bandwidth", "[.bench]") {
   MINI_REQUIRE_GPU();

@@ -4,7 +4,9 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -99,5 +101,24 @@ using mini_test::check_close;  // |got - want| <= atol + rtol * |want|; NaN matc
 
 // x rounded to bfloat16 (nearest even), as a double.
 inline double bf16(double x) { return float(mini::bfloat16(float(x))); }
+
+// The benchmarks' time of launch(): one warm-up, then the median of 10 runs timed by CUDA
+// events, in ms.
+inline double median_ms(const std::function<void()>& launch) {
+  uintptr_t start = mini::cuda::event_create(true), end = mini::cuda::event_create(true);
+  launch();
+  mini::cuda::synchronize();
+  std::vector<double> times;
+  for (int r = 0; r < 10; r++) {
+    mini::cuda::event_record(start);
+    launch();
+    mini::cuda::event_record(end);
+    times.push_back(mini::cuda::event_elapsed_ms(start, end));
+  }
+  mini::cuda::event_destroy(start);
+  mini::cuda::event_destroy(end);
+  std::sort(times.begin(), times.end());
+  return times[5];
+}
 
 }  // namespace mini_cuda_test

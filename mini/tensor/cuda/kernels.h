@@ -36,6 +36,13 @@ void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType
 // out = k(a): Neg Abs Exp Log Sin Cos Tanh Sigmoid Relu Sqrt Rsqrt Sign Gelu (attrs.mode).
 // a of any dtype, converted to out's dtype as loaded. out contiguous.
 void unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& attrs);
+// For the kernel sweep (tests/cuda/bench_cuda_sweep.cpp) only: the flat kernel of Pow or Mul
+// (a, b) or Sigmoid or Sqrt (a; b unused) on float32 or bfloat16, with `unroll` (1, 2 or 4)
+// 16-byte loads per operand in flight per thread instead of the production choice, and with
+// `full_tiles` (unroll 2 or 4) no bounds check between the loads of a step whose vectors are
+// all in range. Returns false, launching nothing, where the flat kernel does not apply.
+bool sweep_flat(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, int unroll,
+                bool full_tiles);
 // dst = src broadcast to dst's shape, converting dtype (to bool: != 0). dst any strides;
 // src scalar-capable. What cast, clone, contiguous, copy_, fill_ and slice writes run.
 void copy(const Tensor& dst, const Tensor& src);
@@ -63,6 +70,14 @@ uint64_t random_offset_increment(int64_t numel);
 // amax/amin. Rows reduced by warp shuffles and a block reduction; long reductions in two
 // passes (or atomics), still counted as one kernel by the caller.
 void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int64_t>& dims);
+// For the kernel sweep only: reduce()'s Sum or Amax of a contiguous float32 or bfloat16
+// [rows, n] over its last dim (2048 <= n < 16384: a block a row), with `threads` per block
+// (0: the production rule) and `accs` (1 or 4) accumulators per thread in the vector loop
+// (production: 4); `bounded`: the kernel compiled with __launch_bounds__(1024, 1)
+// (production: none), with which ptxas issues the four 16-byte loads of a step before the
+// first add (without: two).
+void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads, int accs,
+                       bool bounded);
 // values/indices (int64) = max or min of `a` along `dim` and its first index, contiguous,
 // with a's shape minus `dim`.
 void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,

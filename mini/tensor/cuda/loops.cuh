@@ -131,16 +131,28 @@ bool flat_out(const Tensor& out, int vec) {
 
 // fn provides init(), Loaded<VEC>, load<VEC>(i) and store<VEC>(i, loaded) for the elements
 // [i, i + VEC). Loads of kUnroll vectors are issued before any is used: the bytes in flight
-// per thread are what keeps HBM busy.
-template <int VEC, class Fn>
+// per thread are what keeps HBM busy. The sweep's variants (tests/cuda/bench_cuda_sweep.cpp):
+// kUnroll other than unroll_for's; kFullTiles, a step whose vectors are all in range loads
+// them with no bounds check between the loads.
+template <int VEC, int kUnroll, bool kFullTiles, class Fn>
 __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
-  constexpr int kUnroll = unroll_for<VEC>();
   fn.init();
   int64_t nvec = n / VEC;
   int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x;
        base < nvec; base += step) {
     typename Fn::template Loaded<VEC> v[kUnroll];
+    if constexpr (kFullTiles) {
+      if (base + (kUnroll - 1) * int64_t(blockDim.x) < nvec) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+          v[u] = fn.template load<VEC>((base + u * blockDim.x) * VEC);
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+          fn.template store<VEC>((base + u * blockDim.x) * VEC, v[u]);
+        continue;
+      }
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       int64_t i = base + u * blockDim.x;
@@ -162,13 +174,13 @@ __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
 // blocks, each thread doing one step of the loop (torch's layout: blocks retire and new ones
 // start in address order); kernels with two or more inputs, or 8 elements per vector, ran as
 // fast or up to 10% faster in grid_for's capped grid-stride loop.
-template <int VEC, class Fn>
+template <int VEC, int kUnroll = unroll_for<VEC>(), bool kFullTiles = false, class Fn>
 void launch_flat(const char* op, int64_t n, const Fn& fn) {
-  int64_t per_block = int64_t(kThreads) * VEC * unroll_for<VEC>();
-  int64_t blocks = Fn::kInputs <= 1 && unroll_for<VEC>() == 4
+  int64_t per_block = int64_t(kThreads) * VEC * kUnroll;
+  int64_t blocks = Fn::kInputs <= 1 && kUnroll == 4
                        ? std::min<int64_t>((n + per_block - 1) / per_block, INT32_MAX)
-                       : grid_for(n, VEC * unroll_for<VEC>());
-  flat_kernel<VEC><<<blocks, kThreads>>>(n, fn);
+                       : grid_for(n, VEC * kUnroll);
+  flat_kernel<VEC, kUnroll, kFullTiles><<<blocks, kThreads>>>(n, fn);
   check_launch(op);
 }
 
@@ -223,8 +235,11 @@ constexpr size_t max_size() {
 
 // Launches the flat kernel of op on `inputs` if out and every input allow it (see
 // flat_operand and flat_out); returns false, launching nothing, otherwise. VEC: 16 bytes of
-// the widest element type per load or store. kOpmathScalars: see scalar_operand.
-template <class O, int N, class A, class B = A, class C3 = A, bool kOpmathScalars = false, class Op>
+// the widest element type per load or store. kOpmathScalars: see scalar_operand. kUnroll:
+// loads in flight per operand, 0 for unroll_for's; kUnroll and kFullTiles other than those:
+// the sweep's variants (flat_kernel).
+template <class O, int N, class A, class B = A, class C3 = A, bool kOpmathScalars = false,
+          int kUnroll = 0, bool kFullTiles = false, class Op>
 bool try_flat(const char* name, const Tensor& out, const std::array<Tensor, N>& inputs, Op op) {
   constexpr int kVec = int(16 / max_size<O, A, B, C3>());
   FlatMap<O, N, A, B, C3, Op> f{};
@@ -236,7 +251,7 @@ bool try_flat(const char* name, const Tensor& out, const std::array<Tensor, N>& 
     if (!flat_operand(inputs[2], n, &f.c, kOpmathScalars)) return false;
   f.out = static_cast<O*>(out->device_raw());
   f.op = op;
-  launch_flat<kVec>(name, n, f);
+  launch_flat<kVec, kUnroll ? kUnroll : unroll_for<kVec>(), kFullTiles>(name, n, f);
   return true;
 }
 

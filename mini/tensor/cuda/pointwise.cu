@@ -206,22 +206,36 @@ struct UnaryOpOf {
   X(Neg) X(Abs) X(Exp) X(Log) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Sqrt) X(Rsqrt) \
   X(Sign) X(Gelu)
 
-// The flat kernel of op K on T, if it is defined and the operands allow it.
-template <OpKind K, class T>
+// The flat kernel of op K on T, if it is defined and the operands allow it (kUnroll,
+// kFullTiles: see try_flat).
+template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
 bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_approx) {
   if constexpr (binary_defined<opmath_t<T>>(K)) {
     using O = std::conditional_t<is_comparison(K), bool, T>;
-    return try_flat<O, 2, T, T, T, true>(op_name(K), out, {a, b},
-                                         BinaryOpOf<K, opmath_t<T>>{tanh_approx});
+    return try_flat<O, 2, T, T, T, true, kUnroll, kFullTiles>(
+        op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>>{tanh_approx});
   }
   return false;
 }
 
-template <OpKind K, class T>
+template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
 bool unary_flat(const Tensor& out, const Tensor& a, bool tanh_approx) {
   if constexpr (unary_defined<opmath_t<T>>(K))
-    return try_flat<T, 1, T>(op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>>{tanh_approx});
+    return try_flat<T, 1, T, T, T, false, kUnroll, kFullTiles>(
+        op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>>{tanh_approx});
   return false;
+}
+
+// The sweep's flat kernels: the ops that miss their bar, with kUnroll loads per operand.
+template <class T, int kUnroll, bool kFullTiles>
+bool sweep_flat_of(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (k) {
+    case OpKind::Pow: return binary_flat<OpKind::Pow, T, kUnroll, kFullTiles>(out, a, b, false);
+    case OpKind::Mul: return binary_flat<OpKind::Mul, T, kUnroll, kFullTiles>(out, a, b, false);
+    case OpKind::Sigmoid: return unary_flat<OpKind::Sigmoid, T, kUnroll, kFullTiles>(out, a, false);
+    case OpKind::Sqrt: return unary_flat<OpKind::Sqrt, T, kUnroll, kFullTiles>(out, a, false);
+    default: return false;
+  }
 }
 
 template <class T>
@@ -267,6 +281,24 @@ bool unary_is_defined(OpKind k, DType d) {
 }
 
 }  // namespace
+
+bool sweep_flat(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, int unroll,
+                bool full_tiles) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    switch (unroll * 2 + full_tiles) {
+      case 2: return sweep_flat_of<T, 1, false>(k, out, a, b);
+      case 4: return sweep_flat_of<T, 2, false>(k, out, a, b);
+      case 5: return sweep_flat_of<T, 2, true>(k, out, a, b);
+      case 8: return sweep_flat_of<T, 4, false>(k, out, a, b);
+      case 9: return sweep_flat_of<T, 4, true>(k, out, a, b);
+      default: return false;  // unroll 1 has no check between loads to drop
+    }
+  };
+  if (out->dtype == DType::Float32) return run(float());
+  if (out->dtype == DType::BFloat16) return run(bfloat16());
+  return false;
+}
 
 void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute,
             const std::string& mode) {

@@ -73,9 +73,11 @@ struct RowArgs {
 // Reduces p[0, len) (contiguous) in the `lanes` threads of a group, this thread being `lane`:
 // scalar head up to 16-byte alignment, vectors (four loads in flight, each folded into its own
 // accumulator so that the four dependency chains of adds or compare-selects overlap), scalar
-// tail.
-template <class Op, class A, class T>
+// tail. kAccs 1 (every load folded into one accumulator): a variant for the sweep
+// (tests/cuda/bench_cuda_sweep.cpp).
+template <class Op, int kAccs, class A, class T>
 __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int lanes, A acc) {
+  static_assert(kAccs == 1 || kAccs == 4);
   using V = Vec<T>;
   constexpr int N = V::kSize;
   int64_t head = (16 - reinterpret_cast<uintptr_t>(p) % 16) % 16 / sizeof(T);
@@ -84,7 +86,7 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
   const V* vp = reinterpret_cast<const V*>(p + head);
   int64_t nvec = (len - head) / N;
   int64_t i = lane;
-  A accs[4] = {acc, identity<Op, A>(), identity<Op, A>(), identity<Op, A>()};
+  A accs[4] = {acc, identity<Op, A>(), identity<Op, A>(), identity<Op, A>()};  // kAccs used
   for (; i + 3 * lanes < nvec; i += 4 * lanes) {
     V v[4];
 #pragma unroll
@@ -92,22 +94,26 @@ __device__ __forceinline__ A reduce_run(const T* p, int64_t len, int lane, int l
 #pragma unroll
     for (int u = 0; u < 4; u++)
 #pragma unroll
-      for (int e = 0; e < N; e++) accs[u] = Op::apply(accs[u], to_acc<A>(v[u].v[e]));
+      for (int e = 0; e < N; e++)
+        accs[u % kAccs] = Op::apply(accs[u % kAccs], to_acc<A>(v[u].v[e]));
   }
   for (; i < nvec; i += lanes) {
     V v = vp[i];
 #pragma unroll
     for (int e = 0; e < N; e++) accs[0] = Op::apply(accs[0], to_acc<A>(v.v[e]));
   }
-  acc = Op::apply(Op::apply(accs[0], accs[1]), Op::apply(accs[2], accs[3]));
+  if constexpr (kAccs == 4)
+    acc = Op::apply(Op::apply(accs[0], accs[1]), Op::apply(accs[2], accs[3]));
+  else
+    acc = accs[0];
   for (int64_t j = head + nvec * N + lane; j < len; j += lanes) acc = Op::apply(acc, to_acc<A>(p[j]));
   return acc;
 }
 
 // A group of `args.group` threads per (output, split) pair; the pair loop is uniform across a
 // group, so the warp or block reduction below is reached by all of its threads.
-template <class T, class O, class A, class Op, bool kContiguous>
-__global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args) {
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
+__device__ __forceinline__ void reduce_rows(const T* in, O* out, A* partial, const RowArgs& args) {
   __shared__ A shared[kWarp];
   int group = args.group, lane = threadIdx.x % group;
   int64_t groups_per_block = blockDim.x / group;
@@ -120,7 +126,8 @@ __global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args
     int64_t base = args.kept.offset(row);
     A acc = identity<Op, A>();
     if constexpr (kContiguous) {
-      if (begin < end) acc = reduce_run<Op>(in + base + begin, end - begin, lane, group, acc);
+      if (begin < end)
+        acc = reduce_run<Op, kAccs>(in + base + begin, end - begin, lane, group, acc);
     } else {
       for (int64_t j = begin + lane; j < end; j += group)
         acc = Op::apply(acc, to_acc<A>(in[base + args.red.offset(j)]));
@@ -131,6 +138,21 @@ __global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args
       else partial[pair] = acc;
     }
   }
+}
+
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs = 4>
+__global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args) {
+  reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
+}
+
+// The sweep's variant: the same kernel with launch bounds that limit nothing (1024 threads, a
+// block an SM), with which ptxas (CUDA 13.0, sm_90) issues reduce_run's four loads before the
+// first add, in 56 registers; without bounds, or with a thread count alone, it issues two,
+// then adds, in 40-42.
+template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
+__global__ void __launch_bounds__(1024, 1)
+    reduce_rows_bounded_kernel(const T* in, O* out, A* partial, RowArgs args) {
+  reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
 }
 
 // The second launch of a split reduction: a block combines one output's partial results.
@@ -233,8 +255,12 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims) {
   return p;
 }
 
-template <class T, class O, class Op>
-void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Plan& plan, bool mean) {
+// kAccs, kBounded, block_threads: the sweep's variants (reduce_run's accumulators; the rows
+// kernel with launch bounds; threads per block of a contiguous row of fewer than 16384
+// elements, 0 for the rule below).
+template <class T, class O, class Op, int kAccs = 4, bool kBounded = false>
+void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Plan& plan, bool mean,
+                   int block_threads = 0) {
   using A = acc_t<T>;
   const T* in = static_cast<const T*>(a->device_raw());
   O* dst = static_cast<O*>(out->device_raw());
@@ -288,10 +314,13 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   if (plan.contiguous_run && args.group == threads && plan.n < 16384) {
     int64_t nvec = plan.n * int64_t(sizeof(T)) / 16;
     while (threads > 64 && threads * 4 > nvec) threads /= 2;
+    if (block_threads) threads = block_threads;
     args.group = threads;
   }
-  auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true>
+  auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true, kAccs>
                                     : reduce_rows_kernel<T, O, A, Op, false>;
+  if constexpr (kBounded)
+    if (plan.contiguous_run) kernel = reduce_rows_bounded_kernel<T, O, A, Op, true, kAccs>;
   // Too few outputs to fill the device with a block each: split rows over as many blocks as
   // the device holds at once (one wave, every block the same share of the work).
   int64_t blocks_of_work = args.group == kWarp ? ceil_div(plan.rows, threads / kWarp) : plan.rows;
@@ -431,6 +460,31 @@ void reduce(OpKind k, const Tensor& out, const Tensor& a, const std::vector<int6
       launch_reduce<T, T, SumOp>(op, out, a, plan, mean);
     }
   });
+}
+
+void sweep_reduce_rows(OpKind k, const Tensor& out, const Tensor& a, int threads, int accs,
+                       bool bounded) {
+  MINI_CHECK((k == OpKind::Sum || k == OpKind::Amax) &&
+                 (a->dtype == DType::Float32 || a->dtype == DType::BFloat16) && a->dim() == 2 &&
+                 a->is_contiguous() && a->sizes[1] >= 2048 && a->sizes[1] < 16384 &&
+                 (accs == 1 || accs == 4),
+             "internal error: sweep_reduce_rows() takes sum or amax of contiguous float32 or "
+             "bfloat16 rows of 2048 to 16383 elements (a block each)");
+  Plan plan = make_plan(a, {1});
+  auto run = [&](auto zero, auto op) {
+    using T = decltype(zero);
+    using Op = decltype(op);
+    const char* name = op_name(k);
+    switch (accs * 2 + bounded) {
+      case 2: return launch_reduce<T, T, Op, 1, false>(name, out, a, plan, false, threads);
+      case 3: return launch_reduce<T, T, Op, 1, true>(name, out, a, plan, false, threads);
+      case 8: return launch_reduce<T, T, Op, 4, false>(name, out, a, plan, false, threads);
+      default: return launch_reduce<T, T, Op, 4, true>(name, out, a, plan, false, threads);
+    }
+  };
+  bool f32 = a->dtype == DType::Float32;
+  if (k == OpKind::Sum) f32 ? run(float(), SumOp()) : run(bfloat16(), SumOp());
+  else f32 ? run(float(), MaxOp()) : run(bfloat16(), MaxOp());
 }
 
 void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, int64_t dim,

@@ -51,6 +51,9 @@ bool allow_tf32() { return g_allow_tf32; }
 
 void binary(OpKind, const Tensor&, const Tensor&, const Tensor&, DType, const std::string&) { no_cuda("a CUDA kernel"); }
 void unary(OpKind, const Tensor&, const Tensor&, const Attrs&) { no_cuda("a CUDA kernel"); }
+bool sweep_flat(OpKind, const Tensor&, const Tensor&, const Tensor&, int, bool) {
+  no_cuda("a CUDA kernel");
+}
 void copy(const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 void where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 void fill(const Tensor&, double) { no_cuda("a CUDA kernel"); }
@@ -58,6 +61,9 @@ void arange(const Tensor&, double, double) { no_cuda("a CUDA kernel"); }
 void random(const Tensor&, bool, uint64_t, uint64_t) { no_cuda("a CUDA kernel"); }
 uint64_t random_offset_increment(int64_t) { return 0; }
 void reduce(OpKind, const Tensor&, const Tensor&, const std::vector<int64_t>&) { no_cuda("a CUDA kernel"); }
+void sweep_reduce_rows(OpKind, const Tensor&, const Tensor&, int, int, bool) {
+  no_cuda("a CUDA kernel");
+}
 void max_min_dim(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { no_cuda("a CUDA kernel"); }
 Tensor nonzero_flat(const Tensor&) { no_cuda("a CUDA kernel"); }
 void softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) { no_cuda("a CUDA kernel"); }
