@@ -30,7 +30,8 @@
 #   labs.tar.gz              the labs' JSON and figures
 # Before the call, HERE: bash scripts/gpu_prepare.sh (stages .gpu_carry/: pybind11, headers,
 # OpenBLAS, Catch2). The call: command 'bash scripts/gpu_cuda.sh', carry [".gpu_carry"],
-# timeout_s 600. notes/cuda.md ("Running on the GPU") says what to read first.
+# timeout_s 600. MINI_GPU_STAGES='sweep|bench' (an extended regex, case-insensitive) runs only
+# the stages whose names match it, and the build. notes/cuda.md ("Running on the GPU") says what to read first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -78,6 +79,11 @@ capped() {
 stage() {
   local name=$1 cap=$2 logfile=$3
   shift 3
+  if [ -n "${MINI_GPU_STAGES:-}" ] && [ "$name" != build ] &&
+     ! grep -qiE "$MINI_GPU_STAGES" <<<"$name"; then
+    printf '%-8s %-22s %5s  %s\n' SKIP "$name" - "not in MINI_GPU_STAGES" >>"$summary"
+    return 77
+  fi
   local left=$(( deadline - $(date +%s) - 10 ))
   if (( left < 15 )); then
     printf '%-8s %-22s %5s  %s\n' SKIP "$name" - "no time left before the deadline" >>"$summary"
