@@ -4,7 +4,8 @@
 // accumulators (cuda::sweep_reduce_rows). Hidden from the default run:
 //   build/mini_cuda_tests "[.sweep]"
 // 2^28 elements per case, the inputs of labs/bench/bench_cuda_eager.py (x, y standard normal;
-// pow and sqrt on positive = |x| + 0.5: pow(positive, y), sigmoid(x), sqrt(positive), x * 2.5);
+// pow and sqrt on positive = |x| + 0.5: pow(positive, y), sigmoid(x), sqrt(positive), x * 2.5,
+// x + y);
 // the row reductions are x as [65536, 4096] over the last dim. Each row is
 // the median of 10 launches after a warm-up (CUDA events); GB/s counts the bytes the kernel
 // must move (reads + writes). "op" rows time the production entry point (cuda::binary,
@@ -67,11 +68,12 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
                                   ? std::vector<Flat>{{OpKind::Pow, false}}
                                   : std::vector<Flat>{{OpKind::Sigmoid, false},
                                                       {OpKind::Sqrt, false},
-                                                      {OpKind::Mul, true}};
-    int prod_unroll = d == DType::Float32 ? 4 : 2;  // loops.cuh's unroll_for
+                                                      {OpKind::Mul, true},
+                                                      {OpKind::Add, false}};
+    const int prod_unroll = 4;  // loops.cuh's unroll_for, with full tiles
     for (const Flat& f : flats) {
       bool unary = f.k == OpKind::Sigmoid || f.k == OpKind::Sqrt;
-      const Tensor& lhs = f.k == OpKind::Sigmoid || f.k == OpKind::Mul ? a : positive;
+      const Tensor& lhs = f.k == OpKind::Pow || f.k == OpKind::Sqrt ? positive : a;
       Tensor rhs = f.scalar ? number(2.5) : b;
       std::string name = std::string(mini::op_name(f.k)) + (f.scalar ? " scalar " : " ") + dt;
       double bytes = (unary || f.scalar ? 2 : 3) * n * size;
@@ -84,7 +86,7 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
           if (unroll == 1 && full) continue;
           bool launched = true;
           std::string variant = "unroll " + std::to_string(unroll) + (full ? ", full tiles" : "") +
-                                (unroll == prod_unroll && !full ? " *" : "");
+                                (unroll == prod_unroll && full ? " *" : "");
           row(name, variant, bytes,
               [&] { launched = launched && cuda::sweep_flat(f.k, out, lhs, rhs, unroll, full); });
           CHECK(launched);
@@ -96,7 +98,7 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
     // bounds ("lb": ptxas then issues the four loads of a step before the first add).
     Tensor x = TensorImpl::view_of(a, {rows, cols}, {cols, 1}, 0);
     Tensor want = empty_device({rows}, d), got = empty_device({rows}, d);
-    int prod_threads = d == DType::Float32 ? 256 : 128;  // reduce.cu's block-size rule
+    const int prod_threads = 64;  // reduce.cu's block-size rule, with launch bounds
     for (OpKind k : {OpKind::Sum, OpKind::Amax}) {
       std::string name = std::string(mini::op_name(k)) + " rows " + dt;
       double bytes = (n + rows) * size;
@@ -106,7 +108,7 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
           for (int accs : {1, 4}) {
             std::string variant = std::to_string(threads) + " thr, " + std::to_string(accs) +
                                   (accs == 1 ? " acc" : " accs") + (bounded ? ", lb" : "") +
-                                  (threads == prod_threads && accs == 4 && !bounded ? " *" : "");
+                                  (threads == prod_threads && accs == 4 && bounded ? " *" : "");
             row(name, variant, bytes,
                 [&] { cuda::sweep_reduce_rows(k, got, x, threads, accs, bounded); });
             double rel = d == DType::Float32 ? 1e-4 : 1e-2;

@@ -23,12 +23,15 @@
 
 namespace mini::cuda {
 
-// 16-byte loads per operand each thread has in flight: 4, or fewer when a vector holds more
-// than 4 elements (bfloat16, bool), whose widened values would otherwise take so many
-// registers that fewer threads fit on an SM (bfloat16 binary ops ran 1.2x slower so on H200).
+// 16-byte loads per operand each thread has in flight, by default (flat_kernel): 4, or 1 when
+// a vector holds 16 elements (bool, int8). Measured by the kernel sweep on the H200
+// (tests/cuda/bench_cuda_sweep.cpp, notes/perf.md): with no bounds check between the loads
+// (launch_flat's kFullTiles), 4 beat 2 for bfloat16 (sigmoid 0.299 ms against 0.362, sqrt
+// 0.281 against 0.315, x * 2.5 0.278 against 0.294); with the checks, 4 had been 1.2x slower
+// for bfloat16 binary ops (ptxas widened each vector before issuing the next load).
 template <int VEC>
 constexpr int unroll_for() {
-  return VEC >= 16 ? 1 : VEC >= 8 ? 2 : 4;
+  return VEC >= 16 ? 1 : 4;
 }
 
 // VEC elements moved by one load or store instruction.
@@ -131,9 +134,8 @@ bool flat_out(const Tensor& out, int vec) {
 
 // fn provides init(), Loaded<VEC>, load<VEC>(i) and store<VEC>(i, loaded) for the elements
 // [i, i + VEC). Loads of kUnroll vectors are issued before any is used: the bytes in flight
-// per thread are what keeps HBM busy. The sweep's variants (tests/cuda/bench_cuda_sweep.cpp):
-// kUnroll other than unroll_for's; kFullTiles, a step whose vectors are all in range loads
-// them with no bounds check between the loads.
+// per thread are what keeps HBM busy. kFullTiles: a step whose vectors are all in range loads
+// them with no bounds check between the loads (see launch_flat).
 template <int VEC, int kUnroll, bool kFullTiles, class Fn>
 __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
   fn.init();
@@ -174,8 +176,15 @@ __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
 // blocks, each thread doing one step of the loop (torch's layout: blocks retire and new ones
 // start in address order); kernels with two or more inputs, or 8 elements per vector, ran as
 // fast or up to 10% faster in grid_for's capped grid-stride loop.
-template <int VEC, int kUnroll = unroll_for<VEC>(), bool kFullTiles = false, class Fn>
+//
+// kUnroll: loads in flight per operand, 0 for unroll_for's. kFullTiles: whether a step whose
+// vectors are all in range loads them with no bounds check between the loads, -1 for yes when
+// kUnroll > 1: with checks ptxas widened each bfloat16 vector before issuing the next load, one
+// load in flight (float32 pow ran 0.873 ms without checks, 1.161 with, on the H200).
+template <int VEC, int kUnrollArg = 0, int kFullTilesArg = -1, class Fn>
 void launch_flat(const char* op, int64_t n, const Fn& fn) {
+  constexpr int kUnroll = kUnrollArg ? kUnrollArg : unroll_for<VEC>();
+  constexpr bool kFullTiles = kFullTilesArg < 0 ? kUnroll > 1 : kFullTilesArg > 0;
   int64_t per_block = int64_t(kThreads) * VEC * kUnroll;
   int64_t blocks = Fn::kInputs <= 1 && kUnroll == 4
                        ? std::min<int64_t>((n + per_block - 1) / per_block, INT32_MAX)
@@ -235,11 +244,11 @@ constexpr size_t max_size() {
 
 // Launches the flat kernel of op on `inputs` if out and every input allow it (see
 // flat_operand and flat_out); returns false, launching nothing, otherwise. VEC: 16 bytes of
-// the widest element type per load or store. kOpmathScalars: see scalar_operand. kUnroll:
-// loads in flight per operand, 0 for unroll_for's; kUnroll and kFullTiles other than those:
-// the sweep's variants (flat_kernel).
+// the widest element type per load or store. kOpmathScalars: see scalar_operand. kUnroll,
+// kFullTiles: see launch_flat (the defaults are the production choices; others, the sweep's
+// variants).
 template <class O, int N, class A, class B = A, class C3 = A, bool kOpmathScalars = false,
-          int kUnroll = 0, bool kFullTiles = false, class Op>
+          int kUnroll = 0, int kFullTiles = -1, class Op>
 bool try_flat(const char* name, const Tensor& out, const std::array<Tensor, N>& inputs, Op op) {
   constexpr int kVec = int(16 / max_size<O, A, B, C3>());
   FlatMap<O, N, A, B, C3, Op> f{};
@@ -251,7 +260,7 @@ bool try_flat(const char* name, const Tensor& out, const std::array<Tensor, N>& 
     if (!flat_operand(inputs[2], n, &f.c, kOpmathScalars)) return false;
   f.out = static_cast<O*>(out->device_raw());
   f.op = op;
-  launch_flat<kVec, kUnroll ? kUnroll : unroll_for<kVec>(), kFullTiles>(name, n, f);
+  launch_flat<kVec, kUnroll, kFullTiles>(name, n, f);
   return true;
 }
 

@@ -34,6 +34,109 @@ __device__ __forceinline__ double m_erf(double x) { return erf(x); }
 __device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
 
+// ---- bfloat16's math ------------------------------------------------------------------------
+// A bfloat16 result keeps 8 significant bits, rounded from the float computed here. libdevice's
+// logf, sinf, cosf, powf and erff are accurate to a float ulp or two (2^-23) at 20 to 60
+// instructions an element, which makes those ops compute-bound at bfloat16's 4 bytes an element
+// (torch 2.11 on the H200: 45-85% of the copy ceiling). The hardware's approximations (MUFU:
+// lg2, ex2, sin, cos, rsqrt) err by about 2^-22, thousands of times less than bfloat16's half
+// ulp (2^-9). Each lp_ function below is used only for bfloat16 tensors, takes a bfloat16 value
+// widened to float, keeps a relative error under 2^-14 (the bound is in each comment), and
+// leaves to libdevice every input it cannot bound (zero, negative, subnormal, inf, NaN, huge
+// arguments, results near zero). Its bfloat16 result can differ from torch's by one ulp, where
+// the exact value lies within that error of a rounding midpoint: about 1 element in 2^6 at the
+// bound, far fewer typically.
+constexpr float kLn2 = 0.693147180559945309f;
+constexpr float kFloatMin = 1.17549435e-38f;  // the smallest normal float
+constexpr float kFloatMax = 3.40282347e+38f;
+
+// log x = log2 x * ln 2, log2 by MUFU.LG2: absolute error 2^-22 on [0.5, 2], where a bfloat16
+// x != 1 has |log2 x| >= 2^-7.5 (relative error <= 2^-14.5); 2 ulp elsewhere.
+__device__ __forceinline__ float lp_log(float x) {
+  if (x == 1.f) return 0.f;
+  if (x >= kFloatMin && x <= kFloatMax) return __log2f(x) * kLn2;
+  return logf(x);  // 0, negative, subnormal, inf, NaN
+}
+
+// sin and cos by MUFU after reducing x to [-pi, pi] with a two-part 2 pi (fmaf: error ~2^-23
+// absolute for |x| <= 8192). MUFU's absolute error on [-pi, pi] is 2^-21.4, so a result of at
+// least 2^-6 is within 2^-15 relative; smaller results (x near a zero of the function) and
+// larger |x| go to libdevice. |x| < 0.5: sin x by its Taylor series to x^7 (relative 2^-26).
+constexpr float kInv2Pi = 0.159154943091895336f;
+constexpr float k2PiHi = 6.28318548202514648f;  // float(2 pi)
+constexpr float k2PiLo = -1.74845553e-07f;      // 2 pi - k2PiHi
+constexpr float kNearZero = 0.015625f;          // 2^-6
+
+__device__ __forceinline__ float reduce_2pi(float x) {
+  float k = rintf(x * kInv2Pi);
+  return fmaf(-k, k2PiLo, fmaf(-k, k2PiHi, x));
+}
+
+__device__ __forceinline__ float lp_sin(float x) {
+  float ax = fabsf(x);
+  if (ax < 0.5f) {
+    float x2 = x * x;
+    return x * fmaf(x2, fmaf(x2, fmaf(x2, -1.f / 5040.f, 1.f / 120.f), -1.f / 6.f), 1.f);
+  }
+  if (ax <= 8192.f) {
+    float s = __sinf(reduce_2pi(x));
+    if (fabsf(s) >= kNearZero) return s;
+  }
+  return sinf(x);
+}
+
+__device__ __forceinline__ float lp_cos(float x) {
+  if (fabsf(x) <= 8192.f) {
+    float c = __cosf(reduce_2pi(x));
+    if (fabsf(c) >= kNearZero) return c;
+  }
+  return cosf(x);
+}
+
+// x ** y = 2 ** (y log2 x) for a normal positive x and |y| <= 256: log2 x has absolute error
+// 2^-22 on [0.5, 2], relative 2^-22 elsewhere, so y log2 x is off by at most 2^-14 where the
+// result is neither inf nor 0 (|y log2 x| < 150), and exp2f (2 ulp) makes that a relative
+// error of 2^-14.5. Everything else (x <= 0, subnormal, inf, NaN; |y| > 256, NaN) is powf.
+__device__ __forceinline__ float lp_pow(float x, float y) {
+  if (x >= kFloatMin && x <= kFloatMax && fabsf(y) <= 256.f) return exp2f(y * __log2f(x));
+  return powf(x, y);
+}
+
+// sqrt x = x * rsqrt(x) for a normal finite x > 0 (MUFU.RSQ: 2 ulp, so 2^-21 relative); 0,
+// negative, subnormal, inf and NaN go to sqrtf.
+__device__ __forceinline__ float lp_sqrt(float x) {
+  if (x >= kFloatMin && x <= kFloatMax) return x * rsqrtf(x);
+  return sqrtf(x);
+}
+
+// 1 / (1 + e^-x): __expf errs by 2 + 1.17 |x| ulp (2^-16 relative at the |x| = 88 where e^-x
+// stops being finite), the reciprocal is IEEE's (__frcp_rn: inf gives 0).
+__device__ __forceinline__ float lp_sigmoid(float x) { return __frcp_rn(1.f + __expf(-x)); }
+
+// gelu(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2, erfc(z) for z >= 0 by the Chebyshev fit
+// of Numerical Recipes' erfcc (relative error < 1.2e-7 = 2^-23 for every z >= 0):
+// erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z / 2); its exponent's float
+// rounding (|z^2| < 90 before erfc underflows) adds 2^-17 relative, __expf 2^-16. x >= 0 uses
+// Phi = 1 - erfc(z) / 2 (absolute error 2^-17 on a Phi >= 1/2); x < 0, erfc(|z|) / 2, whose
+// relative accuracy is what the left tail (gelu(-5) = -1.4e-6) needs.
+__device__ __forceinline__ float lp_erfc_nonneg(float z) {
+  float t = __frcp_rn(fmaf(0.5f, z, 1.f));
+  float p = fmaf(t, 0.17087277f, -0.82215223f);
+  p = fmaf(t, p, 1.48851587f);
+  p = fmaf(t, p, -1.13520398f);
+  p = fmaf(t, p, 0.27886807f);
+  p = fmaf(t, p, -0.18628806f);
+  p = fmaf(t, p, 0.09678418f);
+  p = fmaf(t, p, 0.37409196f);
+  p = fmaf(t, p, 1.00002368f);
+  return t * __expf(fmaf(t, p, fmaf(-z, z, -1.26551223f)));
+}
+
+__device__ __forceinline__ float lp_gelu(float x) {
+  float e = 0.5f * lp_erfc_nonneg(fabsf(x) * 0.707106781186547524f);
+  return x * (x >= 0.f ? 1.f - e : e);
+}
+
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
@@ -100,7 +203,7 @@ __device__ __forceinline__ bool compare(OpKind k, C x, C y) {
 
 // C is the compute type (float for bfloat16). Bool arithmetic is logic: + and max are or,
 // * and min are and. Integer + - * wrap around (unsigned arithmetic: no undefined overflow).
-template <class C>
+template <class C, bool kLowp>
 __device__ __forceinline__ C binary_math(OpKind k, C x, C y, bool tanh_approx) {
   if constexpr (std::is_same_v<C, bool>) {
     return (k == OpKind::Add || k == OpKind::Maximum) ? (x || y) : (x && y);
@@ -119,7 +222,9 @@ __device__ __forceinline__ C binary_math(OpKind k, C x, C y, bool tanh_approx) {
       case OpKind::Minimum: return (x < y || x != x) ? x : y;
       case OpKind::Pow:
         if constexpr (std::is_integral_v<C>) return int_pow(x, y);
-        else return y == C(2) ? x * x : m_pow(x, y);  // x ** 2 is a square, as the CPU's
+        else if (y == C(2)) return x * x;  // a square, as the CPU's
+        else if constexpr (kLowp) return lp_pow(x, y);
+        else return m_pow(x, y);
       default: break;
     }
     if constexpr (std::is_floating_point_v<C>) {
@@ -137,7 +242,8 @@ constexpr bool unary_defined(OpKind k) {
   return k == OpKind::Neg || k == OpKind::Abs || k == OpKind::Relu || k == OpKind::Sign;
 }
 
-template <class C>
+// kLowp: the tensor is bfloat16 (C is float), whose transcendental ops take the lp_ paths.
+template <class C, bool kLowp>
 __device__ __forceinline__ C unary_math(OpKind k, C x, bool tanh_approx) {
   if constexpr (std::is_same_v<C, bool>) {
     return x;  // never launched: unary_defined
@@ -148,6 +254,19 @@ __device__ __forceinline__ C unary_math(OpKind k, C x, bool tanh_approx) {
       case OpKind::Relu: return x < C(0) ? C(0) : x;  // NaN passes through
       case OpKind::Sign: return C((x > C(0)) - (x < C(0)));
       default: break;
+    }
+    if constexpr (kLowp) {
+      switch (k) {
+        case OpKind::Log: return lp_log(x);
+        case OpKind::Sin: return lp_sin(x);
+        case OpKind::Cos: return lp_cos(x);
+        case OpKind::Sigmoid: return lp_sigmoid(x);
+        case OpKind::Sqrt: return lp_sqrt(x);
+        case OpKind::Gelu:
+          if (!tanh_approx) return lp_gelu(x);
+          break;
+        default: break;
+      }
     }
     if constexpr (std::is_floating_point_v<C>) {
       switch (k) {
@@ -168,36 +287,45 @@ __device__ __forceinline__ C unary_math(OpKind k, C x, bool tanh_approx) {
 
 // ---- the ops as functors (the op fixed at compile time for the flat kernels, chosen at
 // run time in the strided ones) ------------------------------------------------------------
-template <OpKind K, class C>
+template <OpKind K, class C, bool kLowp>
 struct BinaryOpOf {
   bool tanh_approx = false;
   __device__ __forceinline__ auto operator()(C x, C y) const {
     if constexpr (is_comparison(K)) return compare(K, x, y);
-    else return binary_math(K, x, y, tanh_approx);
+    else return binary_math<C, kLowp>(K, x, y, tanh_approx);
   }
 };
-template <class C>
+template <class C, bool kLowp>
 struct ArithmeticOp {
   OpKind k = OpKind::Add;
   bool tanh_approx = false;
-  __device__ __forceinline__ C operator()(C x, C y) const { return binary_math(k, x, y, tanh_approx); }
+  __device__ __forceinline__ C operator()(C x, C y) const {
+    return binary_math<C, kLowp>(k, x, y, tanh_approx);
+  }
 };
 template <class C>
 struct CompareOp {
   OpKind k = OpKind::Eq;
   __device__ __forceinline__ bool operator()(C x, C y) const { return compare(k, x, y); }
 };
-template <class C>
+template <class C, bool kLowp>
 struct UnaryOp {
   OpKind k = OpKind::Neg;
   bool tanh_approx = false;
-  __device__ __forceinline__ C operator()(C x) const { return unary_math(k, x, tanh_approx); }
+  __device__ __forceinline__ C operator()(C x) const {
+    return unary_math<C, kLowp>(k, x, tanh_approx);
+  }
 };
-template <OpKind K, class C>
+template <OpKind K, class C, bool kLowp>
 struct UnaryOpOf {
   bool tanh_approx = false;
-  __device__ __forceinline__ C operator()(C x) const { return unary_math(K, x, tanh_approx); }
+  __device__ __forceinline__ C operator()(C x) const {
+    return unary_math<C, kLowp>(K, x, tanh_approx);
+  }
 };
+
+template <class T>
+constexpr bool kLowpOf = std::is_same_v<T, bfloat16>;
 
 #define MINI_BINARY_OPS(X) \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) \
@@ -208,21 +336,21 @@ struct UnaryOpOf {
 
 // The flat kernel of op K on T, if it is defined and the operands allow it (kUnroll,
 // kFullTiles: see try_flat).
-template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
+template <OpKind K, class T, int kUnroll = 0, int kFullTiles = -1>
 bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_approx) {
   if constexpr (binary_defined<opmath_t<T>>(K)) {
     using O = std::conditional_t<is_comparison(K), bool, T>;
     return try_flat<O, 2, T, T, T, true, kUnroll, kFullTiles>(
-        op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>>{tanh_approx});
+        op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>, kLowpOf<T>>{tanh_approx});
   }
   return false;
 }
 
-template <OpKind K, class T, int kUnroll = 0, bool kFullTiles = false>
+template <OpKind K, class T, int kUnroll = 0, int kFullTiles = -1>
 bool unary_flat(const Tensor& out, const Tensor& a, bool tanh_approx) {
   if constexpr (unary_defined<opmath_t<T>>(K))
     return try_flat<T, 1, T, T, T, false, kUnroll, kFullTiles>(
-        op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>>{tanh_approx});
+        op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>, kLowpOf<T>>{tanh_approx});
   return false;
 }
 
@@ -232,6 +360,7 @@ bool sweep_flat_of(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b
   switch (k) {
     case OpKind::Pow: return binary_flat<OpKind::Pow, T, kUnroll, kFullTiles>(out, a, b, false);
     case OpKind::Mul: return binary_flat<OpKind::Mul, T, kUnroll, kFullTiles>(out, a, b, false);
+    case OpKind::Add: return binary_flat<OpKind::Add, T, kUnroll, kFullTiles>(out, a, b, false);
     case OpKind::Sigmoid: return unary_flat<OpKind::Sigmoid, T, kUnroll, kFullTiles>(out, a, false);
     case OpKind::Sqrt: return unary_flat<OpKind::Sqrt, T, kUnroll, kFullTiles>(out, a, false);
     default: return false;
@@ -319,7 +448,8 @@ void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType
     if (is_comparison(k))
       run_strided<bool, 2, T, T, T, true>(op_name(k), out, {a, b}, CompareOp<C>{k});
     else
-      run_strided<T, 2, T, T, T, true>(op_name(k), out, {a, b}, ArithmeticOp<C>{k, tanh_approx});
+      run_strided<T, 2, T, T, T, true>(op_name(k), out, {a, b},
+                                        ArithmeticOp<C, kLowpOf<T>>{k, tanh_approx});
   });
 }
 
@@ -337,7 +467,7 @@ void unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& attrs) {
   bool tanh_approx = attrs.mode == "tanh";
   MINI_DISPATCH(out->dtype, T, [&] {
     if (unary_flat_any<T>(k, out, a, tanh_approx)) return;
-    run_strided<T, 1, T>(op_name(k), out, {a}, UnaryOp<opmath_t<T>>{k, tanh_approx});
+    run_strided<T, 1, T>(op_name(k), out, {a}, UnaryOp<opmath_t<T>, kLowpOf<T>>{k, tanh_approx});
   });
 }
 

@@ -145,8 +145,8 @@ __global__ void reduce_rows_kernel(const T* in, O* out, A* partial, RowArgs args
   reduce_rows<T, O, A, Op, kContiguous, kAccs>(in, out, partial, args);
 }
 
-// The sweep's variant: the same kernel with launch bounds that limit nothing (1024 threads, a
-// block an SM), with which ptxas (CUDA 13.0, sm_90) issues reduce_run's four loads before the
+// The same kernel with launch bounds that limit nothing (1024 threads, a block an SM), for
+// contiguous rows of a block each (launch_reduce), with which ptxas (CUDA 13.0, sm_90) issues reduce_run's four loads before the
 // first add, in 56 registers; without bounds, or with a thread count alone, it issues two,
 // then adds, in 40-42.
 template <class T, class O, class A, class Op, bool kContiguous, int kAccs>
@@ -255,10 +255,10 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims) {
   return p;
 }
 
-// kAccs, kBounded, block_threads: the sweep's variants (reduce_run's accumulators; the rows
-// kernel with launch bounds; threads per block of a contiguous row of fewer than 16384
-// elements, 0 for the rule below).
-template <class T, class O, class Op, int kAccs = 4, bool kBounded = false>
+// kAccs, kBounded, block_threads: the sweep's variants (reduce_run's accumulators; whether a
+// contiguous row of 2048 to 16383 elements gets the kernel with launch bounds; threads per
+// block for such a row, 0 for the rule below). The defaults are the production choices.
+template <class T, class O, class Op, int kAccs = 4, bool kBounded = true>
 void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Plan& plan, bool mean,
                    int block_threads = 0) {
   using A = acc_t<T>;
@@ -305,22 +305,19 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   int threads = 256;
   args.group = plan.n < 2048 ? kWarp : threads;
   if (plan.n >= 16384) threads = args.group = 512;
-  // Contiguous rows of a block each: the fewest threads (at least 64) that still give every
-  // thread four 16-byte vectors, so the four-load loop of reduce_run runs (64 bytes in flight
-  // a thread: 80 KB an SM at the ~1280 threads that 40-odd registers allow, where HBM wants
-  // some 25-40 KB an SM in flight) and more rows are in flight at once. A bfloat16 row of 4096
-  // is 512 vectors: 128 threads (256 would load one vector at a time, 16 bytes in flight).
-  // float32 rows of 4096 keep 256.
-  if (plan.contiguous_run && args.group == threads && plan.n < 16384) {
-    int64_t nvec = plan.n * int64_t(sizeof(T)) / 16;
-    while (threads > 64 && threads * 4 > nvec) threads /= 2;
-    if (block_threads) threads = block_threads;
-    args.group = threads;
-  }
+  // Contiguous rows of 2048 to 16383 elements, a block each: 64 threads, and the kernel
+  // compiled with launch bounds (1024, 1), with which ptxas issues reduce_run's four 16-byte
+  // loads before the first add (56 registers; without bounds it issues two, then adds, in
+  // 40-42). The kernel sweep on the H200 (tests/cuda/bench_cuda_sweep.cpp, notes/perf.md),
+  // rows of 4096: float32 0.240 ms with 64 or 128 threads and bounds against 0.305 ms for the
+  // former rule (256 threads, no bounds) and torch's 0.246; bfloat16 0.124 ms against 0.159
+  // (128 threads) and torch's 0.132. More threads a row lose: fewer rows in flight an SM.
+  bool block_a_row = plan.contiguous_run && args.group == threads && plan.n < 16384;
+  if (block_a_row) threads = args.group = block_threads ? block_threads : 64;
   auto kernel = plan.contiguous_run ? reduce_rows_kernel<T, O, A, Op, true, kAccs>
                                     : reduce_rows_kernel<T, O, A, Op, false>;
   if constexpr (kBounded)
-    if (plan.contiguous_run) kernel = reduce_rows_bounded_kernel<T, O, A, Op, true, kAccs>;
+    if (block_a_row) kernel = reduce_rows_bounded_kernel<T, O, A, Op, true, kAccs>;
   // Too few outputs to fill the device with a block each: split rows over as many blocks as
   // the device holds at once (one wave, every block the same share of the work).
   int64_t blocks_of_work = args.group == kWarp ? ceil_div(plan.rows, threads / kWarp) : plan.rows;
