@@ -17,8 +17,8 @@
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py
 #   pytest (rest)            the whole tests/python suite but the cuda tests, on this
-#                            interpreter, with whatever time is left (a timeout stops it with
-#                            pytest's summary so far)
+#                            interpreter, in 8 processes, with whatever time is left (a timeout
+#                            stops it with pytest's summary so far)
 # It writes 8 files to $OUT (default ./gpu_out), the most a device call brings back:
 #   summary.txt              first: one line per stage (PASS / FAIL / TIMEOUT / SKIP, seconds,
 #                            the stage's last telling line), then the machine in a few lines
@@ -98,7 +98,7 @@ stage() {
   case $rc in
     0) status=PASS ;; 77) status=SKIP ;; 124) status=TIMEOUT ;; *) status="FAIL($rc)" ;;
   esac
-  said=$(grep -E ' passed| failed|[0-9]+ errors?( |$)|ERROR SUMMARY|bars: |skipped|All tests passed|test cases|^wrote |CUDA code generation|no CUDA device' \
+  said=$(grep -E '^rest, | passed| failed|[0-9]+ errors?( |$)|ERROR SUMMARY|bars: |skipped|All tests passed|test cases|^wrote |CUDA code generation|no CUDA device' \
          "$work/stage.out" | tail -1 | cut -c1-150)
   [ -n "$said" ] || said=$(grep -v '^\s*$' "$work/stage.out" | tail -1 | cut -c1-150)
   printf '%-8s %-22s %4ds  %s\n' "$status" "$name" "$(( $(date +%s) - t0 ))" "$said" >>"$summary"
@@ -216,8 +216,25 @@ stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]
   tests/python/test_cuda.py -k "(round_trips and float32) or each_op or softmax_rows or autograd_of"
 
 # ---- the rest of the suite, with what time is left -------------------------------------------
-stage "pytest (rest)" 600 "$out/tests.log" "${pytest[@]}" tests/python -m "not cuda" \
-  --ignore=tests/python/test_cuda_vs_torch.py
+# In 8 processes at once, the test files dealt out largest first (one process took 390 s for
+# 40% of it on the 16-core machine); then one line of totals.
+rest_sharded() {
+  local shards=8 s j rc=0 pids=()
+  local files=($(ls -S tests/python/test_*.py | grep -v test_cuda_vs_torch))
+  for ((s = 0; s < shards; s++)); do
+    local part=()
+    for ((j = s; j < ${#files[@]}; j += shards)); do part+=("${files[j]}"); done
+    "${pytest[@]}" -m "not cuda" "${part[@]}" >"$work/shard$s.log" 2>&1 &
+    pids+=($!)
+  done
+  for s in "${pids[@]}"; do wait "$s" || rc=1; done
+  for ((s = 0; s < shards; s++)); do echo "---- shard $s"; cat "$work/shard$s.log"; done
+  grep -hoE '[0-9]+ (passed|failed|skipped|errors?)' "$work"/shard*.log |
+    awk '{n[$2] += $1} END {printf "rest, %d processes:", '"$shards"';
+         for (k in n) printf " %d %s", n[k], k; print ""}'
+  return "$rc"
+}
+stage "pytest (rest)" 600 "$out/tests.log" rest_sharded
 
 # ---- what comes back ----------------------------------------------------------------------------
 tar czf "$out/labs.tar.gz" -C "$work" labs 2>/dev/null

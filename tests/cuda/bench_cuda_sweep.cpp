@@ -4,12 +4,13 @@
 // accumulators (cuda::sweep_reduce_rows). Hidden from the default run:
 //   build/mini_cuda_tests "[.sweep]"
 // 2^28 elements per case, the inputs of labs/bench/bench_cuda_eager.py (x, y standard normal;
-// pow and sqrt on positive = |x| + 0.5: pow(positive, y), sigmoid(x), sqrt(positive), x * 2.5,
-// x + y);
+// pow, sqrt and log on positive = |x| + 0.5: pow(positive, y), sqrt(positive), log(positive),
+// x * 2.5, x + y, x / y, sigmoid(x), sin(x), cos(x), gelu(x));
 // the row reductions are x as [65536, 4096] over the last dim. Each row is
 // the median of 10 launches after a warm-up (CUDA events); GB/s counts the bytes the kernel
 // must move (reads + writes). "op" rows time the production entry point (cuda::binary,
-// cuda::unary, cuda::reduce), '*' marks the variant that the op runs today, and the copy
+// cuda::unary, cuda::reduce: the flat loop's defaults in loops.cuh, or the op's plan in
+// pointwise.cu's FlatPlan), '*' marks the reduction variant that runs today, and the copy
 // rows are the ceiling measured in the same run. A variant's reduction results must match
 // the op's (different summation order: a tolerance).
 #include <cmath>
@@ -65,15 +66,24 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
       bool scalar;  // b is the Python scalar 2.5
     };
     std::vector<Flat> flats = d == DType::Float32
-                                  ? std::vector<Flat>{{OpKind::Pow, false}}
+                                  ? std::vector<Flat>{{OpKind::Pow, false},
+                                                      {OpKind::Mul, true},
+                                                      {OpKind::Add, false}}
                                   : std::vector<Flat>{{OpKind::Sigmoid, false},
                                                       {OpKind::Sqrt, false},
                                                       {OpKind::Mul, true},
-                                                      {OpKind::Add, false}};
-    const int prod_unroll = 4;  // loops.cuh's unroll_for, with full tiles
+                                                      {OpKind::Add, false},
+                                                      {OpKind::Div, false},
+                                                      {OpKind::Pow, false},
+                                                      {OpKind::Log, false},
+                                                      {OpKind::Sin, false},
+                                                      {OpKind::Cos, false},
+                                                      {OpKind::Gelu, false}};
     for (const Flat& f : flats) {
-      bool unary = f.k == OpKind::Sigmoid || f.k == OpKind::Sqrt;
-      const Tensor& lhs = f.k == OpKind::Pow || f.k == OpKind::Sqrt ? positive : a;
+      bool unary = f.k != OpKind::Pow && f.k != OpKind::Mul && f.k != OpKind::Add &&
+                   f.k != OpKind::Div;
+      const Tensor& lhs =
+          f.k == OpKind::Pow || f.k == OpKind::Sqrt || f.k == OpKind::Log ? positive : a;
       Tensor rhs = f.scalar ? number(2.5) : b;
       std::string name = std::string(mini::op_name(f.k)) + (f.scalar ? " scalar " : " ") + dt;
       double bytes = (unary || f.scalar ? 2 : 3) * n * size;
@@ -85,8 +95,7 @@ TEST_CASE("eager kernel variants", "[.sweep]") {
         for (bool full : {false, true}) {
           if (unroll == 1 && full) continue;
           bool launched = true;
-          std::string variant = "unroll " + std::to_string(unroll) + (full ? ", full tiles" : "") +
-                                (unroll == prod_unroll && full ? " *" : "");
+          std::string variant = "unroll " + std::to_string(unroll) + (full ? ", full tiles" : "");
           row(name, variant, bytes,
               [&] { launched = launched && cuda::sweep_flat(f.k, out, lhs, rhs, unroll, full); });
           CHECK(launched);

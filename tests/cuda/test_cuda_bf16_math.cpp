@@ -2,7 +2,9 @@
 // on every one of the 65536 bfloat16 inputs, flat and strided, against the exact function
 // computed in double and rounded to bfloat16: at most one bfloat16 ulp apart, NaN where the
 // exact value is NaN, inf where it is inf. The float32 kernels (libdevice) are the control:
-// the same check must hold for them rounded to bfloat16.
+// the same check must hold for them rounded to bfloat16, but for gelu, which float32 computes
+// as torch does, x (1 + erf(x / sqrt 2)) / 2: the sum cancels in the left tail (x = -4.84:
+// -3.03e-6 for -3.08e-6, 2% off, on the H200), where the bfloat16 path's erfc keeps 2^-14.
 #include <cstring>
 
 #include "cuda_helpers.h"
@@ -83,6 +85,7 @@ TEST_CASE("bfloat16 fast math: every input within one ulp of the exact result", 
   for (DType d : {DType::BFloat16, DType::Float32}) {
     Tensor x = device(all, {256, 256}, d);
     for (const Case& c : cases) {
+      if (d == DType::Float32 && c.k == OpKind::Gelu) continue;
       Tensor y;
       std::vector<double> want(65536);
       if (c.k == OpKind::Pow) {

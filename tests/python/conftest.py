@@ -244,6 +244,9 @@ CUDA_SKIP_REASON = cuda_unavailable_reason()
 HAS_CUDA = not CUDA_SKIP_REASON
 # for a test or a module that needs a GPU: marked `cuda` (pytest -m cuda) and skipped without one
 requires_cuda = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)]
+# the tests of what a machine without a usable GPU says when asked for CUDA
+requires_no_cuda = pytest.mark.skipif(
+    HAS_CUDA, reason="this machine has a usable GPU; the test checks the error given without one")
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mini
-from conftest import assert_mentions_numbers, assert_mentions_shape
+from conftest import assert_mentions_numbers, assert_mentions_shape, requires_no_cuda
 
 
 @pytest.fixture(autouse=True)
@@ -227,11 +227,13 @@ def test_int_inplace_with_float_result():
 # CUDA
 
 
+@requires_no_cuda
 def test_cuda_method():
     msg = _raises(RuntimeError, lambda: mini.ones(2).cuda())
     assert "CUDA" in msg, msg
 
 
+@requires_no_cuda
 @pytest.mark.parametrize("factory", [lambda: mini.zeros(2, device="cuda"),
                                      lambda: mini.tensor([1.0], device="cuda"),
                                      lambda: mini.randn(2, device="cuda")])
@@ -240,6 +242,7 @@ def test_cuda_device_keyword(factory):
     assert "CUDA" in msg, msg
 
 
+@requires_no_cuda
 def test_to_cuda():
     msg = _raises(RuntimeError, lambda: mini.ones(2).to("cuda"))
     assert "CUDA" in msg, msg

@@ -36,8 +36,9 @@ void binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType
 // out = k(a): Neg Abs Exp Log Sin Cos Tanh Sigmoid Relu Sqrt Rsqrt Sign Gelu (attrs.mode).
 // a of any dtype, converted to out's dtype as loaded. out contiguous.
 void unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& attrs);
-// For the kernel sweep (tests/cuda/bench_cuda_sweep.cpp) only: the flat kernel of Pow, Mul or
-// Add (a, b) or Sigmoid or Sqrt (a; b unused) on float32 or bfloat16, with `unroll` (1, 2 or 4)
+// For the kernel sweep (tests/cuda/bench_cuda_sweep.cpp) only: the flat kernel of Pow, Mul,
+// Add or Div (a, b) or Sigmoid, Sqrt, Log, Sin, Cos or Gelu (a; b unused) on float32 or
+// bfloat16, with `unroll` (1, 2 or 4)
 // 16-byte loads per operand in flight per thread instead of the production choice, and with
 // `full_tiles` (unroll 2 or 4) no bounds check between the loads of a step whose vectors are
 // all in range. Returns false, launching nothing, where the flat kernel does not apply.

@@ -23,15 +23,22 @@
 
 namespace mini::cuda {
 
-// 16-byte loads per operand each thread has in flight, by default (flat_kernel): 4, or 1 when
-// a vector holds 16 elements (bool, int8). Measured by the kernel sweep on the H200
-// (tests/cuda/bench_cuda_sweep.cpp, notes/perf.md): with no bounds check between the loads
-// (launch_flat's kFullTiles), 4 beat 2 for bfloat16 (sigmoid 0.299 ms against 0.362, sqrt
-// 0.281 against 0.315, x * 2.5 0.278 against 0.294); with the checks, 4 had been 1.2x slower
-// for bfloat16 binary ops (ptxas widened each vector before issuing the next load).
+// The flat loop's defaults (flat_kernel, launch_flat), from the kernel sweep on the H200
+// (tests/cuda/bench_cuda_sweep.cpp; notes/perf.md has the tables):
+//   unroll_for: 16-byte loads per operand each thread has in flight, 4, or 1 when a vector holds
+//   16 elements (bool, int8).
+//   full_tiles_for: whether a step whose vectors are all in range loads them with no bounds
+//   check between the loads. Yes for 8-element vectors (bfloat16): with the checks ptxas widened
+//   each vector before issuing the next load, one load in flight (x * 2.5: 0.278 ms without,
+//   0.374 with, torch 0.254). No for 4 (float32): add and x * 2.5 ran 4% slower without them.
+// Ops whose math is long take their own plan (pointwise.cu's flat_plan).
 template <int VEC>
 constexpr int unroll_for() {
   return VEC >= 16 ? 1 : 4;
+}
+template <int VEC>
+constexpr bool full_tiles_for() {
+  return VEC == 8;
 }
 
 // VEC elements moved by one load or store instruction.
@@ -177,14 +184,13 @@ __global__ void __launch_bounds__(kThreads) flat_kernel(int64_t n, Fn fn) {
 // start in address order); kernels with two or more inputs, or 8 elements per vector, ran as
 // fast or up to 10% faster in grid_for's capped grid-stride loop.
 //
-// kUnroll: loads in flight per operand, 0 for unroll_for's. kFullTiles: whether a step whose
-// vectors are all in range loads them with no bounds check between the loads, -1 for yes when
-// kUnroll > 1: with checks ptxas widened each bfloat16 vector before issuing the next load, one
-// load in flight (float32 pow ran 0.873 ms without checks, 1.161 with, on the H200).
+// kUnrollArg: loads in flight per operand, 0 for unroll_for's; kFullTilesArg: 0 or 1, -1 for
+// full_tiles_for's.
 template <int VEC, int kUnrollArg = 0, int kFullTilesArg = -1, class Fn>
 void launch_flat(const char* op, int64_t n, const Fn& fn) {
   constexpr int kUnroll = kUnrollArg ? kUnrollArg : unroll_for<VEC>();
-  constexpr bool kFullTiles = kFullTilesArg < 0 ? kUnroll > 1 : kFullTilesArg > 0;
+  constexpr bool kFullTiles = kUnroll > 1 && (kFullTilesArg < 0 ? full_tiles_for<VEC>()
+                                                                : kFullTilesArg > 0);
   int64_t per_block = int64_t(kThreads) * VEC * kUnroll;
   int64_t blocks = Fn::kInputs <= 1 && kUnroll == 4
                        ? std::min<int64_t>((n + per_block - 1) / per_block, INT32_MAX)

@@ -47,6 +47,10 @@ __device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); 
 // the exact value lies within that error of a rounding midpoint: about 1 element in 2^6 at the
 // bound, far fewer typically.
 constexpr float kLn2 = 0.693147180559945309f;
+// libdevice's long paths as calls: inlined, they made the flat loop's code many times larger
+__device__ __noinline__ float slow_sin(float x) { return sinf(x); }
+__device__ __noinline__ float slow_cos(float x) { return cosf(x); }
+__device__ __noinline__ float slow_pow(float x, float y) { return powf(x, y); }
 constexpr float kFloatMin = 1.17549435e-38f;  // the smallest normal float
 constexpr float kFloatMax = 3.40282347e+38f;
 
@@ -82,7 +86,7 @@ __device__ __forceinline__ float lp_sin(float x) {
     float s = __sinf(reduce_2pi(x));
     if (fabsf(s) >= kNearZero) return s;
   }
-  return sinf(x);
+  return slow_sin(x);
 }
 
 __device__ __forceinline__ float lp_cos(float x) {
@@ -90,7 +94,7 @@ __device__ __forceinline__ float lp_cos(float x) {
     float c = __cosf(reduce_2pi(x));
     if (fabsf(c) >= kNearZero) return c;
   }
-  return cosf(x);
+  return slow_cos(x);
 }
 
 // x ** y = 2 ** (y log2 x) for a normal positive x and |y| <= 256: log2 x has absolute error
@@ -99,7 +103,7 @@ __device__ __forceinline__ float lp_cos(float x) {
 // error of 2^-14.5. Everything else (x <= 0, subnormal, inf, NaN; |y| > 256, NaN) is powf.
 __device__ __forceinline__ float lp_pow(float x, float y) {
   if (x >= kFloatMin && x <= kFloatMax && fabsf(y) <= 256.f) return exp2f(y * __log2f(x));
-  return powf(x, y);
+  return slow_pow(x, y);
 }
 
 // sqrt x = x * rsqrt(x) for a normal finite x > 0 (MUFU.RSQ: 2 ulp, so 2^-21 relative); 0,
@@ -120,7 +124,7 @@ __device__ __forceinline__ float lp_sigmoid(float x) { return __frcp_rn(1.f + __
 // Phi = 1 - erfc(z) / 2 (absolute error 2^-17 on a Phi >= 1/2); x < 0, erfc(|z|) / 2, whose
 // relative accuracy is what the left tail (gelu(-5) = -1.4e-6) needs.
 __device__ __forceinline__ float lp_erfc_nonneg(float z) {
-  float t = __frcp_rn(fmaf(0.5f, z, 1.f));
+  float t = __fdividef(1.f, fmaf(0.5f, z, 1.f));  // MUFU.RCP: 1 + z / 2 is in [1, 8]
   float p = fmaf(t, 0.17087277f, -0.82215223f);
   p = fmaf(t, p, 1.48851587f);
   p = fmaf(t, p, -1.13520398f);
@@ -330,17 +334,40 @@ constexpr bool kLowpOf = std::is_same_v<T, bfloat16>;
 #define MINI_BINARY_OPS(X) \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne) X(Lt) X(Le) X(Gt) X(Ge) \
   X(GeluBackward)
+#define MINI_SWEEP_BINARY_OPS(X) X(Pow) X(Mul) X(Add) X(Div)
+#define MINI_SWEEP_UNARY_OPS(X) X(Sigmoid) X(Sqrt) X(Log) X(Sin) X(Cos) X(Gelu)
 #define MINI_UNARY_OPS(X)                                                                   \
   X(Neg) X(Abs) X(Exp) X(Log) X(Sin) X(Cos) X(Tanh) X(Sigmoid) X(Relu) X(Sqrt) X(Rsqrt) \
   X(Sign) X(Gelu)
 
-// The flat kernel of op K on T, if it is defined and the operands allow it (kUnroll,
-// kFullTiles: see try_flat).
+// The flat loop's plan for op K on T where the loop's defaults (loops.cuh: 4 loads in flight
+// per operand) lose. Measured by the kernel sweep on the H200 (notes/perf.md):
+// - bfloat16 ops with long math (IEEE division, pow, gelu, sigmoid, sin, cos: a few dozen
+//   instructions an element, with branches) are compute-bound at 2 bytes an element, and run
+//   fastest with one 16-byte vector (8 elements) a thread a step: sigmoid 0.278 ms against
+//   0.343 at 4 (torch 0.273).
+// - float32 pow (powf, ~100 instructions) wants its 4 loads issued with no bounds checks between
+//   them: 0.863 ms against 1.145 (torch 0.804).
+// unroll 0 and full_tiles -1 take the loop's defaults.
+constexpr bool long_math(OpKind k) {
+  return k == OpKind::Div || k == OpKind::Pow || k == OpKind::Gelu || k == OpKind::GeluBackward ||
+         k == OpKind::Sigmoid || k == OpKind::Sin || k == OpKind::Cos;
+}
+template <OpKind K, class T>
+struct FlatPlan {
+  static constexpr int unroll = kLowpOf<T> && long_math(K) ? 1 : 0;
+  static constexpr int full_tiles = std::is_same_v<T, float> && K == OpKind::Pow ? 1 : -1;
+};
+
+// The flat kernel of op K on T, if it is defined and the operands allow it. kUnroll 0: the
+// op's FlatPlan; others, the sweep's variants (kFullTiles 0 or 1).
 template <OpKind K, class T, int kUnroll = 0, int kFullTiles = -1>
 bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_approx) {
   if constexpr (binary_defined<opmath_t<T>>(K)) {
     using O = std::conditional_t<is_comparison(K), bool, T>;
-    return try_flat<O, 2, T, T, T, true, kUnroll, kFullTiles>(
+    using Plan = FlatPlan<K, T>;
+    return try_flat<O, 2, T, T, T, true, kUnroll ? kUnroll : Plan::unroll,
+                    kUnroll ? kFullTiles : Plan::full_tiles>(
         op_name(K), out, {a, b}, BinaryOpOf<K, opmath_t<T>, kLowpOf<T>>{tanh_approx});
   }
   return false;
@@ -348,21 +375,28 @@ bool binary_flat(const Tensor& out, const Tensor& a, const Tensor& b, bool tanh_
 
 template <OpKind K, class T, int kUnroll = 0, int kFullTiles = -1>
 bool unary_flat(const Tensor& out, const Tensor& a, bool tanh_approx) {
-  if constexpr (unary_defined<opmath_t<T>>(K))
-    return try_flat<T, 1, T, T, T, false, kUnroll, kFullTiles>(
+  if constexpr (unary_defined<opmath_t<T>>(K)) {
+    using Plan = FlatPlan<K, T>;
+    return try_flat<T, 1, T, T, T, false, kUnroll ? kUnroll : Plan::unroll,
+                    kUnroll ? kFullTiles : Plan::full_tiles>(
         op_name(K), out, {a}, UnaryOpOf<K, opmath_t<T>, kLowpOf<T>>{tanh_approx});
+  }
   return false;
 }
 
-// The sweep's flat kernels: the ops that miss their bar, with kUnroll loads per operand.
+// The sweep's flat kernels: the ops whose bar was missed at some point, with kUnroll loads per
+// operand in flight.
 template <class T, int kUnroll, bool kFullTiles>
 bool sweep_flat_of(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (k) {
-    case OpKind::Pow: return binary_flat<OpKind::Pow, T, kUnroll, kFullTiles>(out, a, b, false);
-    case OpKind::Mul: return binary_flat<OpKind::Mul, T, kUnroll, kFullTiles>(out, a, b, false);
-    case OpKind::Add: return binary_flat<OpKind::Add, T, kUnroll, kFullTiles>(out, a, b, false);
-    case OpKind::Sigmoid: return unary_flat<OpKind::Sigmoid, T, kUnroll, kFullTiles>(out, a, false);
-    case OpKind::Sqrt: return unary_flat<OpKind::Sqrt, T, kUnroll, kFullTiles>(out, a, false);
+#define MINI_CASE(name) \
+  case OpKind::name: return binary_flat<OpKind::name, T, kUnroll, kFullTiles>(out, a, b, false);
+    MINI_SWEEP_BINARY_OPS(MINI_CASE)
+#undef MINI_CASE
+#define MINI_CASE(name) \
+  case OpKind::name: return unary_flat<OpKind::name, T, kUnroll, kFullTiles>(out, a, false);
+    MINI_SWEEP_UNARY_OPS(MINI_CASE)
+#undef MINI_CASE
     default: return false;
   }
 }
