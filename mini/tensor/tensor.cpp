@@ -4,7 +4,9 @@
 #include "tensor.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -83,6 +85,18 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   bool cacheable = rounded >= BlockCache::kMinBytes;
   s->data = cacheable ? block_cache().take(rounded) : nullptr;
   if (!s->data) {
+    // More than the machine's memory and swap can never be backed: where the kernel overcommits
+    // (vm.overcommit_memory=1, as on the lent GPU machine) aligned_alloc would still succeed and
+    // the first writes would get the process killed, so refuse it here, as an error
+    static const uint64_t machine_bytes = [] {
+      struct sysinfo info {};
+      return sysinfo(&info) == 0 ? (uint64_t(info.totalram) + info.totalswap) * info.mem_unit
+                                 : UINT64_MAX;
+    }();
+    if (rounded > machine_bytes)
+      fail("out of memory allocating ", nbytes, " bytes (", nbytes >> 30,
+           " GiB): more than this machine's memory and swap (", machine_bytes >> 30,
+           " GiB); make the tensor smaller");
     s->data = std::aligned_alloc(align, rounded);
     if (!s->data) fail("out of memory allocating ", nbytes, " bytes");
     if (align == kHuge) madvise(s->data, rounded, MADV_HUGEPAGE);

@@ -246,3 +246,11 @@ def test_cuda_device_keyword(factory):
 def test_to_cuda():
     msg = _raises(RuntimeError, lambda: mini.ones(2).to("cuda"))
     assert "CUDA" in msg, msg
+
+
+def test_allocation_larger_than_the_machine_is_an_error():
+    # 4 TiB: more than any machine running the tests has. Where the kernel overcommits, the
+    # allocation itself would succeed and zero-filling it would get the process killed.
+    msg = _raises(RuntimeError, lambda: mini.zeros(2 ** 40))
+    assert "4398046511104 bytes" in msg and "machine's memory" in msg, msg
+    assert mini.zeros(3).sum().item() == 0.0  # and the process goes on

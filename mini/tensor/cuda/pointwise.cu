@@ -117,23 +117,21 @@ __device__ __forceinline__ float lp_sqrt(float x) {
 // stops being finite), the reciprocal is IEEE's (__frcp_rn: inf gives 0).
 __device__ __forceinline__ float lp_sigmoid(float x) { return __frcp_rn(1.f + __expf(-x)); }
 
-// gelu(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2, erfc(z) for z >= 0 by the Chebyshev fit
-// of Numerical Recipes' erfcc (relative error < 1.2e-7 = 2^-23 for every z >= 0):
-// erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z / 2); its exponent's float
-// rounding (|z^2| < 90 before erfc underflows) adds 2^-17 relative, __expf 2^-16. x >= 0 uses
-// Phi = 1 - erfc(z) / 2 (absolute error 2^-17 on a Phi >= 1/2); x < 0, erfc(|z|) / 2, whose
-// relative accuracy is what the left tail (gelu(-5) = -1.4e-6) needs.
+// gelu(x) = x Phi(x), Phi(x) = erfc(-x / sqrt 2) / 2, erfc(z) for z >= 0 in the form of
+// Numerical Recipes' erfcc, t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2), but P of degree 5
+// (NR: 9), fitted here for bfloat16 (iterated weighted least squares against log(erfc(z) / t)
+// + z^2 on [0, 10]; notes/cuda.md): relative error 2^-17. The exponent's float rounding
+// (z^2 < 90 before erfc underflows) adds 2^-17, __expf 2^-16. x >= 0 uses Phi = 1 - erfc(z) / 2
+// (absolute error 2^-16 on a Phi >= 1/2); x < 0, erfc(|z|) / 2, whose relative accuracy is what
+// the left tail needs (gelu(-5) = -1.4e-6, where 1 + erf(x / sqrt 2), torch's and the float32
+// kernel's sum, cancels to 2% off).
 __device__ __forceinline__ float lp_erfc_nonneg(float z) {
   float t = __fdividef(1.f, fmaf(0.5f, z, 1.f));  // MUFU.RCP: 1 + z / 2 is in [1, 8]
-  float p = fmaf(t, 0.17087277f, -0.82215223f);
-  p = fmaf(t, p, 1.48851587f);
-  p = fmaf(t, p, -1.13520398f);
-  p = fmaf(t, p, 0.27886807f);
-  p = fmaf(t, p, -0.18628806f);
-  p = fmaf(t, p, 0.09678418f);
-  p = fmaf(t, p, 0.37409196f);
-  p = fmaf(t, p, 1.00002368f);
-  return t * __expf(fmaf(t, p, fmaf(-z, z, -1.26551223f)));
+  float p = fmaf(t, 0.228786443f, -0.709179683f);
+  p = fmaf(t, p, 0.47448089f);
+  p = fmaf(t, p, 0.254449573f);
+  p = fmaf(t, p, 1.018012f);
+  return t * __expf(fmaf(t, p, fmaf(-z, z, -1.26654162f)));
 }
 
 __device__ __forceinline__ float lp_gelu(float x) {
@@ -342,15 +340,16 @@ constexpr bool kLowpOf = std::is_same_v<T, bfloat16>;
 
 // The flat loop's plan for op K on T where the loop's defaults (loops.cuh: 4 loads in flight
 // per operand) lose. Measured by the kernel sweep on the H200 (notes/perf.md):
-// - bfloat16 ops with long math (IEEE division, pow, gelu, sigmoid, sin, cos: a few dozen
+// - bfloat16 ops with long math (IEEE division, pow, sigmoid, sin, cos: a few dozen
 //   instructions an element, with branches) are compute-bound at 2 bytes an element, and run
 //   fastest with one 16-byte vector (8 elements) a thread a step: sigmoid 0.278 ms against
-//   0.343 at 4 (torch 0.273).
+//   0.343 at 4 (torch 0.273), sin 0.303 against 0.350. gelu's math has no branch, and keeps
+//   the default (0.331 ms against 0.347 at 1).
 // - float32 pow (powf, ~100 instructions) wants its 4 loads issued with no bounds checks between
 //   them: 0.863 ms against 1.145 (torch 0.804).
 // unroll 0 and full_tiles -1 take the loop's defaults.
 constexpr bool long_math(OpKind k) {
-  return k == OpKind::Div || k == OpKind::Pow || k == OpKind::Gelu || k == OpKind::GeluBackward ||
+  return k == OpKind::Div || k == OpKind::Pow || k == OpKind::GeluBackward ||
          k == OpKind::Sigmoid || k == OpKind::Sin || k == OpKind::Cos;
 }
 template <OpKind K, class T>
