@@ -241,7 +241,7 @@ tar czf "$out/labs.tar.gz" -C "$work" labs 2>/dev/null
 {
   echo
   echo "gpu_cuda.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - start )) s in all," \
-       "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+       "commit $(cat "$carry/COMMIT" 2>/dev/null || echo '? (run scripts/gpu_prepare.sh first)')"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
   "$python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1
   nvcc --version 2>&1 | tail -1

@@ -8,6 +8,7 @@
 #   .gpu_carry/openblas/           OpenBLAS (cblas.h, libopenblas.so, libgfortran, libquadmath)
 #                                  from this Debian machine, used there only if CMake finds
 #                                  no BLAS with cblas.h of the machine's own
+#   .gpu_carry/COMMIT             the commit staged (and whether the tree had uncommitted changes)
 #   .gpu_carry/catch2/             Catch2 2.x (header-only, with its CMake package) from this
 #                                  machine, for gpu_cuda.sh's C++ CUDA tests (mini_cuda_tests)
 # The folder is git-ignored through .git/info/exclude, so it must be named in the call's carry.
@@ -57,5 +58,8 @@ else
   echo "gpu_prepare: no Catch2 here: gpu_cuda.sh builds the C++ CUDA tests only where the GPU machine has it"
 fi
 
-echo "gpu_prepare: staged $(du -sh "$carry" | cut -f1) in $carry/"
+# the commit being sent (the device's copy of the tree has no usable git history)
+{ git rev-parse --short HEAD; git diff --quiet HEAD -- . ':!.gpu_carry' || echo "+ uncommitted changes"; } |
+  paste -sd ' ' >"$carry/COMMIT"
+echo "gpu_prepare: staged $(du -sh "$carry" | cut -f1) in $carry/, commit $(cat "$carry/COMMIT")"
 echo "device call: command 'bash scripts/gpu_compare.sh' (or 'bash scripts/gpu_cuda.sh'), carry [\".gpu_carry\"]"
