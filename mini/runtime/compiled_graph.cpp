@@ -24,88 +24,15 @@
 #include <thread>
 
 #include "codegen/cpp_kernel.h"
+#include "runtime/cache_entry.h"
 #include "tensor/metrics.h"
 
 namespace mini::runtime {
 
 namespace {
 
-uint64_t fnv1a(const char* p, size_t n) {  // 64 bits: stable across processes
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string hex_hash(const std::string& s) {
-  char buf[17];
-  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(s.data(), s.size()));
-  return buf;
-}
-
-std::string read_file(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::atomic<bool> g_inject_codegen_error{false};
 std::atomic<int> g_temp_counter{0};  // for names used once
-
-// A cache entry is one file, <key>.so: the library the compiler wrote, then this trailer.
-// The loader reads only what the ELF headers point at, so the trailer does not change what
-// dlopen maps; it lets a process check, before dlopen, that the file is whole (a truncated
-// library maps pages past its end: SIGBUS on first touch) and is the library of this key
-// (a file copied over another's name would run another graph's kernels).
-struct Trailer {
-  char magic[8];
-  char key[16];
-  uint64_t size;  // bytes of the library before the trailer
-  uint64_t hash;  // fnv1a of those bytes
-};
-constexpr char kTrailerMagic[8] = {'m', 'i', 'n', 'i', 'k', 'c', '0', '1'};
-
-// Whether `lib` is a whole entry for `key`, read into `bytes`; `why` says what is wrong when it
-// is not ("" for a missing file).
-bool check_entry(const std::string& lib, const std::string& key, std::string* why, std::string& bytes) {
-  int fd = open(lib.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *why = errno == ENOENT ? "" : cat("cannot be read (", strerror(errno), ")");
-    return false;
-  }
-  struct stat st;
-  bool read_all = fstat(fd, &st) == 0;
-  if (read_all) {
-    bytes.resize((size_t)st.st_size);
-    size_t got = 0;
-    while (got < bytes.size()) {
-      ssize_t r = pread(fd, &bytes[got], bytes.size() - got, (off_t)got);
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
-    read_all = got == bytes.size();
-  }
-  close(fd);
-  Trailer t;
-  if (!read_all) *why = "cannot be read";
-  else if (bytes.size() < sizeof t) *why = cat("has ", bytes.size(), " bytes, too few for an entry (a truncated or foreign file)");
-  else {
-    memcpy(&t, bytes.data() + bytes.size() - sizeof t, sizeof t);
-    if (memcmp(t.magic, kTrailerMagic, sizeof t.magic) != 0)
-      *why = "does not end with mini's trailer (a truncated or foreign file)";
-    else if (std::string(t.key, sizeof t.key) != key)
-      *why = cat("holds the library of another graph (key ", std::string(t.key, sizeof t.key), ")");
-    else if (t.size != bytes.size() - sizeof t)
-      *why = cat("has ", bytes.size() - sizeof t, " bytes of library where its trailer says ", t.size);
-    else if (t.hash != fnv1a(bytes.data(), t.size))
-      *why = "does not match its checksum (a corrupted file)";
-    else return true;
-  }
-  return false;
-}
 
 // Checks and loads the entry at `lib` into cg (handle and kernels); false with `why` set when
 // it is missing (why empty), fails a check, or does not load.
@@ -127,7 +54,7 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
     // answers with an older library.
     std::string copy = cat(lib.substr(0, lib.size() - 3), ".", getpid(), ".", g_temp_counter++, ".load.so");
     std::ofstream out(copy, std::ios::binary);
-    out.write(bytes.data(), (std::streamsize)(bytes.size() - sizeof(Trailer)));
+    out.write(bytes.data(), (std::streamsize)(bytes.size() - trailer_bytes()));
     out.close();
     if (!out.fail()) handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
     *why = out.fail() ? cat("cannot be copied to ", copy, " for loading") : handle ? "" : cat("does not load: ", dlerror());
@@ -150,49 +77,6 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
   cg.handle = handle;
   cg.kernels = std::move(kernels);
   return true;
-}
-
-// The folder entries go to: `requested`, or, when it cannot hold files (it is a file, cannot
-// be created, is not writable, lies in /proc), a folder of this process's own in the
-// temporary folder, announced once (in `warnings`) with the reason and the fix.
-std::string usable_cache_dir(const std::string& requested, std::vector<std::string>* warnings) {
-  struct Fallbacks : std::map<std::string, std::string> {
-    pid_t owner = getpid();
-    ~Fallbacks() {  // at exit, by the process that made them (not a forked child)
-      for (const auto& [requested, dir] : *this)
-        if (dir != requested && getpid() == owner) std::filesystem::remove_all(dir);
-    }
-  };
-  static std::mutex mu;
-  static Fallbacks chosen;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = chosen.find(requested);
-  if (it != chosen.end()) return it->second;
-  std::error_code ec;
-  std::filesystem::create_directories(requested, ec);
-  std::string why;
-  if (!std::filesystem::is_directory(requested))
-    why = std::filesystem::exists(requested) ? "it is not a folder" : "it cannot be created: " + ec.message();
-  else {
-    std::string probe = requested + "/.probe." + std::to_string(getpid());
-    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) why = cat("a file cannot be created in it: ", strerror(errno));
-    else {
-      close(fd);
-      unlink(probe.c_str());
-    }
-  }
-  if (why.empty()) return chosen[requested] = requested;
-  const char* tmp = getenv("TMPDIR");
-  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mini-cache-" + std::to_string(getpid()) + "-XXXXXX";
-  if (!mkdtemp(&pattern[0]))
-    fail("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why, "), and neither can a "
-         "temporary folder (", pattern, ": ", strerror(errno), "). Set mini.config.cache_dir or MINI_CACHE_DIR to a "
-         "writable folder.");
-  warnings->push_back(cat("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why,
-                          "); this process uses ", pattern, " instead, which the next process does not reuse. "
-                          "Set mini.config.cache_dir or MINI_CACHE_DIR to a writable folder."));
-  return chosen[requested] = pattern;
 }
 
 // Runs the compiler on `source`, writing `out`; its output goes to `log`. Returns the shell's status.
@@ -327,20 +211,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       std::rename((stem + ".cpp").c_str(), src.c_str());  // kept beside the entry, for reading
       if (rc != 0) compile_failed(*cg, command, rc, read_file(log), stem, src);
       std::remove(log.c_str());
-      std::string library = read_file(tmp);
-      Trailer t;
-      memcpy(t.magic, kTrailerMagic, sizeof t.magic);
-      memcpy(t.key, key.data(), sizeof t.key);
-      t.size = library.size();
-      t.hash = fnv1a(library.data(), library.size());
-      std::ofstream entry(tmp, std::ios::binary | std::ios::app);
-      entry.write((const char*)&t, sizeof t);
-      entry.close();
-      bool written = !entry.fail();
-      if (!written || std::rename(tmp.c_str(), lib.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        fail("cannot write the kernel cache entry ", lib, ": ", strerror(errno));
-      }
+      publish_entry(tmp, lib, key);
       std::string why;
       if (!load_entry(*cg, lib, key, &why)) fail("cannot load generated kernels: ", lib, " ", why);
     }

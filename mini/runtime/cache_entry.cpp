@@ -1,0 +1,161 @@
+// cache_entry.cpp — see cache_entry.h.
+#include "runtime/cache_entry.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "tensor/tensor.h"
+
+namespace mini::runtime {
+
+uint64_t fnv1a(const char* p, size_t n) {  // 64 bits: stable across processes
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex_hash(const std::string& s) {
+  char buf[17];
+  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(s.data(), s.size()));
+  return buf;
+}
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+namespace {
+
+// An entry: the bytes the compiler wrote (a shared object, a CUBIN), then this trailer.
+// The loader reads only what the ELF headers point at, so the trailer does not change what
+// dlopen maps; it lets a process check, before dlopen, that the file is whole (a truncated
+// library maps pages past its end: SIGBUS on first touch) and is the library of this key
+// (a file copied over another's name would run another graph's kernels).
+struct Trailer {
+  char magic[8];
+  char key[16];
+  uint64_t size;  // bytes of the library before the trailer
+  uint64_t hash;  // fnv1a of those bytes
+};
+constexpr char kTrailerMagic[8] = {'m', 'i', 'n', 'i', 'k', 'c', '0', '1'};
+
+}  // namespace
+
+size_t trailer_bytes() { return sizeof(Trailer); }
+
+bool check_entry(const std::string& lib, const std::string& key, std::string* why, std::string& bytes) {
+  int fd = open(lib.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno == ENOENT ? "" : cat("cannot be read (", strerror(errno), ")");
+    return false;
+  }
+  struct stat st;
+  bool read_all = fstat(fd, &st) == 0;
+  if (read_all) {
+    bytes.resize((size_t)st.st_size);
+    size_t got = 0;
+    while (got < bytes.size()) {
+      ssize_t r = pread(fd, &bytes[got], bytes.size() - got, (off_t)got);
+      if (r <= 0) break;
+      got += (size_t)r;
+    }
+    read_all = got == bytes.size();
+  }
+  close(fd);
+  Trailer t;
+  if (!read_all) *why = "cannot be read";
+  else if (bytes.size() < sizeof t) *why = cat("has ", bytes.size(), " bytes, too few for an entry (a truncated or foreign file)");
+  else {
+    memcpy(&t, bytes.data() + bytes.size() - sizeof t, sizeof t);
+    if (memcmp(t.magic, kTrailerMagic, sizeof t.magic) != 0)
+      *why = "does not end with mini's trailer (a truncated or foreign file)";
+    else if (std::string(t.key, sizeof t.key) != key)
+      *why = cat("holds the library of another graph (key ", std::string(t.key, sizeof t.key), ")");
+    else if (t.size != bytes.size() - sizeof t)
+      *why = cat("has ", bytes.size() - sizeof t, " bytes of library where its trailer says ", t.size);
+    else if (t.hash != fnv1a(bytes.data(), t.size))
+      *why = "does not match its checksum (a corrupted file)";
+    else return true;
+  }
+  return false;
+}
+
+void publish_entry(const std::string& tmp, const std::string& path, const std::string& key) {
+  std::string bytes = read_file(tmp);
+  Trailer t;
+  memcpy(t.magic, kTrailerMagic, sizeof t.magic);
+  memset(t.key, 0, sizeof t.key);
+  memcpy(t.key, key.data(), std::min(key.size(), sizeof t.key));
+  t.size = bytes.size();
+  t.hash = fnv1a(bytes.data(), bytes.size());
+  std::ofstream entry(tmp, std::ios::binary | std::ios::app);
+  entry.write((const char*)&t, sizeof t);
+  entry.close();
+  bool written = !entry.fail();
+  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    fail("cannot write the kernel cache entry ", path, ": ", strerror(err));
+  }
+}
+
+// `requested` cannot hold files when it is a file, cannot be created, is not writable, or lies
+// in /proc.
+std::string usable_cache_dir(const std::string& requested, std::vector<std::string>* warnings) {
+  struct Fallbacks : std::map<std::string, std::string> {
+    pid_t owner = getpid();
+    ~Fallbacks() {  // at exit, by the process that made them (not a forked child)
+      for (const auto& [requested, dir] : *this)
+        if (dir != requested && getpid() == owner) std::filesystem::remove_all(dir);
+    }
+  };
+  static std::mutex mu;
+  static Fallbacks chosen;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = chosen.find(requested);
+  if (it != chosen.end()) return it->second;
+  std::error_code ec;
+  std::filesystem::create_directories(requested, ec);
+  std::string why;
+  if (!std::filesystem::is_directory(requested))
+    why = std::filesystem::exists(requested) ? "it is not a folder" : "it cannot be created: " + ec.message();
+  else {
+    std::string probe = requested + "/.probe." + std::to_string(getpid());
+    int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) why = cat("a file cannot be created in it: ", strerror(errno));
+    else {
+      close(fd);
+      unlink(probe.c_str());
+    }
+  }
+  if (why.empty()) return chosen[requested] = requested;
+  const char* tmp = getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mini-cache-" + std::to_string(getpid()) + "-XXXXXX";
+  if (!mkdtemp(&pattern[0]))
+    fail("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why, "), and neither can a "
+         "temporary folder (", pattern, ": ", strerror(errno), "). Set mini.config.cache_dir or MINI_CACHE_DIR to a "
+         "writable folder.");
+  warnings->push_back(cat("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why,
+                          "); this process uses ", pattern, " instead, which the next process does not reuse. "
+                          "Set mini.config.cache_dir or MINI_CACHE_DIR to a writable folder."));
+  return chosen[requested] = pattern;
+}
+
+}  // namespace mini::runtime
