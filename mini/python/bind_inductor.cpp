@@ -4,10 +4,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
+
 #include "autograd/training.h"
 #include "capture/convert_frame.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/cuda_program.h"
+#include "runtime/nvrtc.h"
+#include "tensor/cuda/cuda.h"
 
 namespace py = pybind11;
 namespace cap = mini::capture;
@@ -120,4 +125,68 @@ void bind_inductor(py::module_& m) {
     return info;
   });
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
+
+  // CUDA programs (mini.inductor.compile_cuda): NVRTC to a CUBIN through the disk cache, without
+  // a GPU; load and launch where there is one.
+  m.def("_nvrtc_version", []() -> py::object {
+    if (!mini::runtime::nvrtc::available()) return py::none();
+    return py::cast(mini::runtime::nvrtc::version());
+  });
+  m.def("_nvrtc_unavailable_reason", &mini::runtime::nvrtc::unavailable_reason);
+  m.def("_default_cuda_arch", &mini::runtime::default_cuda_arch);
+  m.def("_compile_cuda", [](const std::string& source, const std::string& arch) {
+    std::shared_ptr<mini::runtime::CudaProgram> p;
+    {
+      py::gil_scoped_release release;  // NVRTC takes a while; other Python threads go on
+      p = mini::runtime::compile_cuda(source, arch, cap::compile_config().cache_dir);
+    }
+    for (const auto& w : p->warnings)
+      if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
+    py::dict info;
+    info["arch"] = p->arch;
+    info["key"] = p->key;
+    info["path"] = p->path;
+    info["cubin"] = py::bytes(p->cubin);
+    info["log"] = p->log;
+    info["from_disk_cache"] = p->from_disk_cache;
+    info["rejected"] = p->rejected;
+    info["compile_seconds"] = p->compile_seconds;
+    // launch(name, grid, block, args, shared_bytes): args are CUDA tensors (their data pointers),
+    // floats (passed as float) and ints (as int64), in the kernel's parameter order
+    info["launch"] = py::cpp_function([p](const std::string& name, std::vector<unsigned> grid,
+                                          std::vector<unsigned> block, py::list args,
+                                          size_t shared_bytes) {
+      if (grid.size() != 3 || block.size() != 3)
+        throw py::value_error("grid and block are three numbers each, (x, y, z)");
+      p->load({name});
+      std::vector<uint64_t> slots(args.size());
+      std::vector<void*> pointers(args.size());
+      for (size_t i = 0; i < args.size(); i++) {
+        py::handle a = args[i];
+        if (py::isinstance<mini::Tensor>(a)) {
+          mini::Tensor t = a.cast<mini::Tensor>();
+          if (!t->is_cuda())
+            throw py::value_error(mini::cat("argument ", i, " of kernel ", name,
+                                            " is a tensor on ", t->device().str(),
+                                            "; a kernel reads CUDA tensors (.cuda())"));
+          void* ptr = t->device_raw();
+          std::memcpy(&slots[i], &ptr, sizeof ptr);
+        } else if (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a)) {
+          int64_t v = a.cast<int64_t>();
+          std::memcpy(&slots[i], &v, sizeof v);
+        } else if (py::isinstance<py::float_>(a)) {
+          float v = a.cast<float>();
+          std::memcpy(&slots[i], &v, sizeof v);
+        } else {
+          throw py::type_error(mini::cat("argument ", i, " of kernel ", name, " is a ",
+                                         std::string(py::str(a.get_type().attr("__name__"))),
+                                         "; pass CUDA tensors, floats or ints"));
+        }
+        pointers[i] = &slots[i];
+      }
+      mini::cuda::launch_kernel(p->kernels.at(name), grid.data(), block.data(), pointers.data(),
+                                shared_bytes, name.c_str());
+    });
+    return info;
+  }, py::arg("source"), py::arg("arch") = "");
 }

@@ -75,6 +75,20 @@ void event_synchronize(uintptr_t event);
 bool event_query(uintptr_t event);
 float event_elapsed_ms(uintptr_t start, uintptr_t end);  // torch's elapsed_time: milliseconds
 
+// ---- generated kernels (runtime/cuda_program.h) ---------------------------------------------
+// The device's compute capability as "sm_XY" (sm_90 for an H200).
+std::string device_arch(int index = 0);
+// Loads a CUBIN (cudaLibraryLoadData, on the primary context the eager ops use); an opaque
+// handle, released with unload_cubin. A CUBIN for another architecture is a mini::Error.
+uintptr_t load_cubin(const std::string& cubin, const char* what);
+void unload_cubin(uintptr_t library);
+// The kernel `name` (an extern "C" __global__ function) of a loaded CUBIN.
+uintptr_t cubin_kernel(uintptr_t library, const char* name);
+// Launches `kernel` on the default stream with `args` (pointers to each parameter's value, as
+// cudaLaunchKernel takes them) and checks the launch, naming `op`.
+void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3],
+                   void** args, size_t shared_bytes, const char* op);
+
 // ---- math library settings ----------------------------------------------------------------
 // torch.backends.cuda.matmul.allow_tf32 (False by default, as torch).
 void set_allow_tf32(bool on);

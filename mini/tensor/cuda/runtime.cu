@@ -74,6 +74,49 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+std::string device_arch(int index) {
+  require("the GPU's architecture", Device::cuda(index));
+  int major = 0, minor = 0;
+  MINI_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index), "device_arch");
+  MINI_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index), "device_arch");
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+uintptr_t load_cubin(const std::string& cubin, const char* what) {
+  require(what);
+  cudaLibrary_t library = nullptr;
+  cudaError_t e = cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr,
+                                      nullptr, 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    fail("CUDA could not load the CUBIN of ", what, " on ", device_name(0), " (", device_arch(0),
+         "): ", cudaGetErrorString(e), ". A CUBIN runs only on the architecture it was compiled "
+         "for: compile it for this GPU's");
+  }
+  return reinterpret_cast<uintptr_t>(library);
+}
+
+void unload_cubin(uintptr_t library) {
+  if (library) cudaLibraryUnload(reinterpret_cast<cudaLibrary_t>(library));
+}
+
+uintptr_t cubin_kernel(uintptr_t library, const char* name) {
+  cudaKernel_t kernel = nullptr;
+  cudaError_t e = cudaLibraryGetKernel(&kernel, reinterpret_cast<cudaLibrary_t>(library), name);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail("the loaded CUBIN has no kernel ", name, ": ", cudaGetErrorString(e));
+  }
+  return reinterpret_cast<uintptr_t>(kernel);
+}
+
+void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3], void** args,
+                   size_t shared_bytes, const char* op) {
+  cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid[0], grid[1], grid[2]),
+                   dim3(block[0], block[1], block[2]), args, shared_bytes, nullptr);
+  check_launch(op);
+}
+
 // ---- errors ------------------------------------------------------------------------------
 namespace {
 

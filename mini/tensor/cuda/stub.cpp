@@ -43,6 +43,14 @@ void event_synchronize(uintptr_t) { no_cuda("mini.cuda.Event.synchronize()"); }
 bool event_query(uintptr_t) { no_cuda("mini.cuda.Event.query()"); }
 float event_elapsed_ms(uintptr_t, uintptr_t) { no_cuda("mini.cuda.Event.elapsed_time()"); }
 
+std::string device_arch(int) { no_cuda("the GPU's architecture"); }
+uintptr_t load_cubin(const std::string&, const char* what) { no_cuda(what); }
+void unload_cubin(uintptr_t) {}
+uintptr_t cubin_kernel(uintptr_t, const char* name) { no_cuda(name); }
+void launch_kernel(uintptr_t, const unsigned*, const unsigned*, void**, size_t, const char* op) {
+  no_cuda(op);
+}
+
 namespace {
 bool g_allow_tf32 = false;
 }

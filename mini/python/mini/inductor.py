@@ -1,0 +1,53 @@
+"""mini.inductor: the code generator's pieces, callable directly (tests, labs, a course's
+exercises). CUDA programs compile with NVRTC to a CUBIN for one architecture, through the
+same checked disk cache as the C++ kernels (mini.config.cache_dir); compiling needs no GPU,
+loading and launching do.
+
+    prog = mini.inductor.compile_cuda(source)          # sm_90 without a GPU, else the GPU's
+    prog.launch("scale", grid=(n // 256, 1, 1), block=(256, 1, 1), args=[x, y, 2.0, n])
+"""
+from dataclasses import dataclass, field
+
+from . import _C
+
+__all__ = ["CudaProgram", "compile_cuda", "nvrtc_version", "default_cuda_arch"]
+
+
+def nvrtc_version():
+    """NVRTC's version ("13.0"), or None where this build has no CUDA toolkit."""
+    return _C._nvrtc_version()
+
+
+def default_cuda_arch():
+    """The architecture compile_cuda targets by default: the GPU's ("sm_90"), else sm_90."""
+    return _C._default_cuda_arch()
+
+
+@dataclass
+class CudaProgram:
+    arch: str                 # "sm_90"
+    key: str                  # the cache key: source, NVRTC options, arch, NVRTC version
+    path: str                 # the cache entry (<key>.cubin; the source beside it, <key>.cu)
+    cubin: bytes              # an ELF of SASS for `arch`
+    log: str                  # NVRTC's warnings ("" when read from the cache)
+    from_disk_cache: bool
+    rejected: str             # why the cache's entry was compiled again ("" if none was)
+    compile_seconds: float    # NVRTC, or reading and checking the entry
+    _launch: object = field(repr=False, default=None)
+
+    def launch(self, kernel, grid, block, args, shared_bytes=0):
+        """Launches extern "C" __global__ `kernel` on the default stream. `args` in the kernel's
+        order: CUDA tensors (their data pointers), floats (float) and ints (int64_t)."""
+        self._launch(kernel, list(grid), list(block), list(args), shared_bytes)
+
+
+def compile_cuda(source, arch=None):
+    """Compiles CUDA C++ `source` (extern "C" __global__ kernels) to a CUBIN for `arch`
+    (default_cuda_arch() if None), or reads it from the disk cache. A source NVRTC rejects
+    raises mini.Error (a RuntimeError) holding NVRTC's log; a build without the CUDA toolkit
+    raises saying so."""
+    if not isinstance(source, str):
+        raise TypeError(f"compile_cuda() takes the CUDA source as a str, got {type(source).__name__}")
+    info = _C._compile_cuda(source, arch or "")
+    launch = info.pop("launch")
+    return CudaProgram(**info, _launch=launch)
