@@ -1,6 +1,8 @@
-// cpp_kernel.cpp — the C++ renderer. How each op is spelled is one table (op_expr); the loop
-// structure is one function per kernel kind (pointwise: a flat loop; reduction: a row loop
-// holding one inner loop per reduction phase, then the stores).
+// cpp_kernel.cpp — the C++ renderer: a LoopKernel (loop_ir.h, lowered from a FusionGroup) as
+// C++ loops. How each op and value is spelled is c_style.h's table (kCppTarget); the loop
+// structure is one function per kernel kind (pointwise: a flat loop, staged tiles or a loop
+// nest; reduction: a row loop holding one inner loop per reduction phase, then the stores;
+// outer reduction: blocks of outputs), with OpenMP for threads and vectorization.
 #include "codegen/cpp_kernel.h"
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/c_style.h"
+#include "codegen/loop_ir.h"
 #include "codegen/scalar_math_source.h"
 
 namespace mini::codegen {
@@ -20,19 +24,6 @@ using graph::Node;
 using graph::NodeKind;
 
 namespace {
-
-// Every line of `text` with `pad` in front.
-std::string indent(const std::string& text, const std::string& pad) {
-  std::string out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    end = end == std::string::npos ? text.size() : end + 1;
-    out += pad + text.substr(start, end - start);
-    start = end;
-  }
-  return out;
-}
 
 const char* ctype(DType d) {
   switch (d) {
@@ -49,73 +40,6 @@ const char* ctype(DType d) {
 std::string size_expr(int64_t s) {
   if (graph::is_symbol(s)) return "symbols[" + std::to_string(graph::symbol_index(s)) + "]";
   return std::to_string(s) + "LL";
-}
-
-// The type an op computes in: the promoted type of its inputs (comparisons compute in it and
-// return bool).
-DType compute_type(const graph::Graph& g, const Node& n) {
-  std::vector<Tensor> metas;
-  for (int i : n.inputs) {
-    if (i < 0) continue;
-    auto t = std::make_shared<TensorImpl>();
-    t->sizes = g.nodes[i].meta.sizes;
-    t->dtype = g.nodes[i].meta.dtype;
-    t->wrapped_number = g.nodes[i].kind == NodeKind::Constant || g.nodes[i].wrapped_number;
-    metas.push_back(t);
-  }
-  switch (n.op) {
-    case OpKind::Eq: case OpKind::Ne: case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:
-      return result_type(metas);
-    case OpKind::Where: return n.meta.dtype;
-    case OpKind::Cast: return g.nodes[n.inputs[0]].meta.dtype;
-    default: return n.meta.dtype;
-  }
-}
-
-// How each op is spelled in C++, over its (already cast) operands a, b, c and type T.
-std::string op_expr(const Node& n, const std::vector<std::string>& a, const std::string& T) {
-  // A4 BEGIN: how each op is spelled in C++
-  auto call = [&](const char* f) { return std::string(f) + "(" + a[0] + ")"; };
-  switch (n.op) {
-    case OpKind::Add: return "(" + a[0] + " + " + a[1] + ")";
-    case OpKind::Sub: return "(" + a[0] + " - " + a[1] + ")";
-    case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
-    case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
-    case OpKind::Pow:  // small integer exponents as multiplications (std::pow is a libm call)
-      if (a[1] == T + "(1LL)" || a[1] == T + "(double(1))") return a[0];
-      if (a[1] == T + "(2LL)" || a[1] == T + "(double(2))") return "(" + a[0] + " * " + a[0] + ")";
-      if (a[1] == T + "(3LL)" || a[1] == T + "(double(3))") return "(" + a[0] + " * " + a[0] + " * " + a[0] + ")";
-      return T + "(std::pow(" + a[0] + ", " + a[1] + "))";
-    case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
-    case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
-    case OpKind::Eq: return "(" + a[0] + " == " + a[1] + ")";
-    case OpKind::Ne: return "(" + a[0] + " != " + a[1] + ")";
-    case OpKind::Lt: return "(" + a[0] + " < " + a[1] + ")";
-    case OpKind::Le: return "(" + a[0] + " <= " + a[1] + ")";
-    case OpKind::Gt: return "(" + a[0] + " > " + a[1] + ")";
-    case OpKind::Ge: return "(" + a[0] + " >= " + a[1] + ")";
-    case OpKind::Neg: return "(-" + a[0] + ")";
-    case OpKind::Abs: return "(" + a[0] + " < 0 ? " + T + "(-" + a[0] + ") : " + a[0] + ")";
-    case OpKind::Exp: return "mini::exp_of<" + T + ">(" + a[0] + ")";
-    case OpKind::Log: return call("std::log");
-    case OpKind::Sin: return "mini::sin_of<" + T + ">(" + a[0] + ")";
-    case OpKind::Cos: return "mini::cos_of<" + T + ">(" + a[0] + ")";
-    case OpKind::Tanh: return call("std::tanh");
-    case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">(" + a[0] + ")";
-    case OpKind::Relu: return "(" + a[0] + " < 0 ? " + T + "(0) : " + a[0] + ")";  // NaN passes through
-    case OpKind::Sqrt: return call("std::sqrt");
-    case OpKind::Rsqrt: return "(" + T + "(1) / std::sqrt(" + a[0] + "))";
-    case OpKind::Sign: return T + "((" + a[0] + " > 0) - (" + a[0] + " < 0))";
-    case OpKind::Gelu: return "mini::gelu_of<" + T + ">(" + a[0] + ", " + (n.attrs.mode == "tanh" ? "true" : "false") + ")";
-    case OpKind::GeluBackward:
-      return "(" + a[0] + " * mini::gelu_grad_of<" + T + ">(" + a[1] + ", " + (n.attrs.mode == "tanh" ? "true" : "false") + "))";
-    case OpKind::Cast:
-      return n.meta.dtype == DType::Bool ? "(" + a[0] + " != 0)" : std::string(ctype(n.meta.dtype)) + "(" + a[0] + ")";
-    case OpKind::Clone: return a[0];
-    case OpKind::Where: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
-    default: fail("codegen: no C++ spelling for ", op_name(n.op));
-  }
-  // A4 END
 }
 
 // Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
@@ -154,30 +78,13 @@ const char* outlined_math(OpKind op) {
 // Emits one kernel. Index variables x0..x{r-1} name a point of the kernel's space.
 class KernelWriter {
  public:
-  KernelWriter(const Schedule& s, const FusionGroup& k, bool outline) : s_(s), g_(s.graph), k_(k), outline_(outline) {
-    for (int id : k.nodes) in_kernel_.insert(id);
-    for (size_t i = 0; i < k.loads.size(); i++) load_index_[k.loads[i]] = (int)i;
-    for (size_t i = 0; i < k.stores.size(); i++) store_index_[k.stores[i]] = (int)(k.loads.size() + i);
-    rank_ = (int)k.space.size();
-    for (int64_t d = 0; d < rank_; d++) all_dims_.push_back(d);
-    for (int64_t d = 0; d < rank_; d++)
-      (std::count(k.reduced.begin(), k.reduced.end(), d) ? red_dims_ : kept_dims_).push_back(d);
-    // the phase of each reduction: after the reductions it reads
-    for (int id : k.nodes) {
-      const Node& n = g_.nodes[id];
-      std::set<int>& below = below_[id];  // inputs come first in program order: already filled
-      for (int i : n.inputs) {
-        if (i < 0 || !in_kernel_.count(i)) continue;
-        if (op_class(g_.nodes[i].op) == OpClass::Reduction) below.insert(i);
-        else below.insert(below_[i].begin(), below_[i].end());
-      }
-      int p = 0;
-      for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
-      if (op_class(n.op) == OpClass::Reduction) {
-        phase_[id] = p;
-        phases_ = std::max(phases_, p + 1);
-      }
-    }
+  KernelWriter(const Schedule& s, const FusionGroup& k, bool outline)
+      : L_(s, k), g_(s.graph), k_(k), cs_(kCppTarget), rank_((int)k.space.size()) {
+    if (outline)
+      cs_.special = [](const Expr& e, const std::vector<std::string>& a) {
+        return e.compute == DType::Float32 && outlined_math(e.op) ? std::string(outlined_math(e.op)) + "(" + a[0] + ")"
+                                                                  : std::string();
+      };
   }
 
   std::string write() {
@@ -190,14 +97,14 @@ class KernelWriter {
     o << "extern \"C\" void " << k_.name
       << "(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {\n";
     o << "  (void)strides; (void)symbols;\n";
-    for (auto& [id, i] : load_index_)
+    for (auto& [id, i] : L_.load_index())
       o << "  const " << ctype(g_.nodes[id].meta.dtype) << "* in" << i << " = (const "
         << ctype(g_.nodes[id].meta.dtype) << "*)buffers[" << i << "];\n";
-    for (auto& [id, i] : store_index_)
+    for (auto& [id, i] : L_.store_index())
       o << "  " << ctype(g_.nodes[id].meta.dtype) << "* out" << i << " = (" << ctype(g_.nodes[id].meta.dtype)
         << "*)buffers[" << i << "];\n";
     if (k_.reduced.empty()) write_pointwise(o);
-    else if (is_outer_reduction()) write_outer_reduction(o);
+    else if (L_.is_outer_reduction()) write_outer_reduction(o);
     else write_reduction(o);
     o << "}\n";
     return o.str();
@@ -232,85 +139,18 @@ class KernelWriter {
     return o;
   }
 
-  // In-kernel reductions `id` depends on, found once per node by the constructor: a walk per
-  // call revisits shared inputs, exponential in a chain like `x = x + x.sin()`.
-  const std::set<int>& reductions_below(int id) const { return below_.at(id); }
-  bool is_full(int id) const { return g_.nodes[id].meta.sizes == k_.space && op_class(g_.nodes[id].op) != OpClass::Reduction; }
-
-  // The C expression reading value `id` at the current point (a load, a temporary, a row value).
-  std::string value(int id, bool flat_ok) {
-    const Node& n = g_.nodes[id];
-    if (n.kind == NodeKind::Constant) {
-      std::ostringstream s;
-      s.precision(17);
-      if (n.meta.dtype == DType::Bool) s << (n.value ? "true" : "false");
-      else if (n.meta.dtype == DType::Int64) s << (int64_t)n.value << "LL";
-      else if (std::isnan(n.value)) s << "std::numeric_limits<double>::quiet_NaN()";
-      else if (std::isinf(n.value)) s << (n.value < 0 ? "-" : "") << "std::numeric_limits<double>::infinity()";
-      else if (n.value == 0 && std::signbit(n.value)) s << "double(-0.0)";  // "-0" would be int zero
-      else s << "double(" << n.value << ")";
-      return s.str();
-    }
-    if (in_kernel_.count(id)) return (is_full(id) ? "t" : "r") + std::to_string(id);
-    return load(id, flat_ok);
-  }
-
-  std::string load(int id, bool flat_ok) {
-    const graph::TensorMeta& m = g_.nodes[id].meta;
-    int i = load_index_.at(id);
-    std::string p = "in" + std::to_string(i);
-    bool static_strides = std::all_of(m.strides.begin(), m.strides.end(), [](int64_t v) { return v >= 0; }) &&
-                          std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v >= 0; });
-    if (flat_ok && m.sizes == k_.space && static_strides && m.strides == contiguous_strides(m.sizes))
-      return p + "[i]";
-    bool scalar = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v == 1; });
-    if (!scalar) uses_index_ = true;
-    // The load's dims align right with the dims of the value being computed: the kernel's
-    // space, or for a row value without its reduced dims (keepdim=False), the kept dims.
-    const std::vector<int64_t>& dims = row_context_ ? kept_dims_ : all_dims_;
-    std::string idx;
-    size_t off = dims.size() - m.sizes.size();
-    for (size_t d = 0; d < m.sizes.size(); d++) {
-      if (m.sizes[d] == 1) continue;  // broadcast
-      std::string st = static_strides ? std::to_string(m.strides[d]) : "strides[" + std::to_string(i) + "][" + std::to_string(d) + "]";
-      if (static_strides && m.strides[d] == 0) continue;
-      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(dims[d + off]) + " * " + st;
-    }
-    return p + "[" + (idx.empty() ? "0" : idx) + "]";
-  }
-
-  std::string node_expr(int id, bool flat_ok) {
-    const Node& n = g_.nodes[id];
-    // a row value whose shape dropped the reduced dims indexes its inputs by the kept dims
-    row_context_ = !k_.reduced.empty() && n.meta.sizes.size() == kept_dims_.size() &&
-                   n.meta.sizes.size() != k_.space.size();
-    std::string T = ctype(compute_type(g_, n));
-    std::vector<std::string> args;
-    for (size_t k = 0; k < n.inputs.size(); k++) {
-      std::string v = value(n.inputs[k], flat_ok);
-      bool cond = n.op == OpKind::Where && k == 0;
-      args.push_back(cond ? v : T + "(" + v + ")");
-    }
-    if (outline_ && T == "float" && outlined_math(n.op)) return std::string(outlined_math(n.op)) + "(" + args[0] + ")";
-    return op_expr(n, args, T);
+  bool is_full(int id) const { return L_.is_full(id); }
+  bool is_reduction(int id) const { return L_.is_reduction(id); }
+  std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
+  // `const T t<id> = <its expression>;`
+  std::string define(const std::string& pad, char prefix, int id, bool flat_ok) {
+    return pad + "const " + ctype(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
+           cs_.expr(L_.expr(id, flat_ok)) + ";\n";
   }
 
   // Full-space temporaries needed to compute `targets`, in program order.
   void emit_full(std::ostringstream& o, const std::set<int>& targets, bool flat_ok, const std::string& pad) {
-    std::set<int> need;
-    std::function<void(int)> walk = [&](int v) {
-      if (!in_kernel_.count(v) || !is_full(v) || need.count(v)) return;
-      need.insert(v);
-      for (int i : g_.nodes[v].inputs)
-        if (i >= 0) walk(i);
-    };
-    for (int t : targets) {
-      if (is_full(t)) walk(t);
-      else for (int i : g_.nodes[t].inputs) if (i >= 0) walk(i);
-    }
-    for (int id : k_.nodes)
-      if (need.count(id))
-        o << pad << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, flat_ok) << ";\n";
+    for (int id : L_.full_values_for(targets)) o << define(pad, 't', id, flat_ok);
   }
 
   std::string linear_full() {
@@ -323,11 +163,12 @@ class KernelWriter {
     return idx.empty() ? "0" : idx;
   }
   std::string linear_row() {
+    const std::vector<int64_t>& kept = L_.kept_dims();
     std::string idx;
-    for (size_t a = 0; a < kept_dims_.size(); a++) {
+    for (size_t a = 0; a < kept.size(); a++) {
       std::string stride;
-      for (size_t b = a + 1; b < kept_dims_.size(); b++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[kept_dims_[b]]);
-      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(kept_dims_[a]) + (stride.empty() ? "" : " * " + stride);
+      for (size_t b = a + 1; b < kept.size(); b++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[kept[b]]);
+      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(kept[a]) + (stride.empty() ? "" : " * " + stride);
     }
     return idx.empty() ? "0" : idx;
   }
@@ -336,25 +177,30 @@ class KernelWriter {
   // scalar), else a loop nest (outer dims split over threads, the innermost one vectorized)
   // so that no element pays a division to find its index.
   void write_pointwise(std::ostringstream& o) {
-    o << "  const int64_t numel = " << product(kept_dims_) << ";\n";
+    o << "  const int64_t numel = " << product(L_.kept_dims()) << ";\n";
     std::set<int> targets(k_.stores.begin(), k_.stores.end());
     std::ostringstream flat;
     emit_full(flat, targets, true, "    ");
-    for (int id : k_.stores) flat << "    out" << store_index_[id] << "[i] = t" << id << ";\n";
-    if (!uses_index_ || rank_ < 2) {
-      std::vector<std::vector<int>> stages = split_stages(targets);
+    for (int id : k_.stores) flat << "    " << out(id) << "[i] = t" << id << ";\n";
+    if (!L_.flat_uses_index() || rank_ < 2) {
+      // The full-space values in program order, cut into stages of one transcendental each. One
+      // loop over a long chain (chain8: sin, cos, exp and a division per element) is slow even
+      // when vectorized: each iteration is one dependency chain hundreds of cycles long, and the
+      // CPU's out-of-order window holds too few iterations to overlap them. A stage per
+      // transcendental keeps each loop's chain short.
+      std::vector<std::vector<int>> stages = L_.cut_stages(L_.full_values_for(targets), kMaxStages);
       if (stages.size() > 1) return write_staged(o, stages);
       // `if (parallel: ...)`: a bare `if` would also turn the simd part off
       o << "  #pragma omp parallel for simd if (parallel: numel >= 131072)\n";
       o << "  for (int64_t i = 0; i < numel; i++) {\n";
-      if (uses_index_) o << unflatten("i", kept_dims_, "    ");
+      if (L_.flat_uses_index()) o << unflatten("i", L_.kept_dims(), "    ");
       o << flat.str() << "  }\n";
       return;
     }
     std::ostringstream body;
     std::string pad(4 + 2 * rank_, ' ');
     emit_full(body, targets, false, pad);
-    for (int id : k_.stores) body << pad << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+    for (int id : k_.stores) body << pad << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
     o << "  (void)numel;\n";
     o << "  #pragma omp parallel for collapse(" << std::max(1, rank_ - 1) << ") if (numel >= 131072)\n";
     for (int d = 0; d < rank_; d++) {
@@ -364,41 +210,6 @@ class KernelWriter {
     }
     o << body.str();
     for (int d = rank_ - 1; d >= 0; d--) o << std::string(4 + 2 * d, ' ') << "}\n";
-  }
-
-  // The full-space values of a flat pointwise kernel in program order, cut into stages of one
-  // transcendental each. One loop over a long chain (chain8: sin, cos, exp and a division per
-  // element) is slow even when vectorized: each iteration is one dependency chain hundreds
-  // of cycles long, and the CPU's out-of-order window holds too few iterations to overlap
-  // them. A stage per transcendental keeps each loop's chain short.
-  std::vector<std::vector<int>> split_stages(const std::set<int>& targets) {
-    std::set<int> need;
-    std::function<void(int)> walk = [&](int v) {
-      if (!in_kernel_.count(v) || !is_full(v) || need.count(v)) return;
-      need.insert(v);
-      for (int i : g_.nodes[v].inputs)
-        if (i >= 0) walk(i);
-    };
-    for (int t : targets) walk(t);
-    std::vector<int> order;
-    for (int id : k_.nodes)
-      if (need.count(id)) order.push_back(id);
-    return cut_stages(order);
-  }
-
-  // `order` (values in program order) cut after each transcendental op that has another after
-  // it, into at most kMaxStages stages (several transcendentals a stage past that): the C++
-  // compiler's time grows faster than the number of loops in one function (64 stages: 2.5 s).
-  std::vector<std::vector<int>> cut_stages(const std::vector<int>& order) {
-    int heavy = 0, seen = 0;
-    for (int id : order) heavy += is_transcendental(g_.nodes[id].op);
-    const int per_stage = std::max(1, (heavy + kMaxStages - 1) / kMaxStages);
-    std::vector<std::vector<int>> stages(1);
-    for (int id : order) {
-      stages.back().push_back(id);
-      if (is_transcendental(g_.nodes[id].op) && ++seen < heavy && seen % per_stage == 0) stages.emplace_back();
-    }
-    return stages;
   }
 
   // A flat pointwise kernel as tiles of kStageTile elements (split over threads), each tile
@@ -423,7 +234,7 @@ class KernelWriter {
     for (size_t k = 0; k < stages.size(); k++) {
       o << "    #pragma omp simd\n";
       o << "    for (int64_t i = i0; i < i1; i++) {\n";
-      if (uses_index_) o << unflatten("i", kept_dims_, "      ");
+      if (L_.flat_uses_index()) o << unflatten("i", L_.kept_dims(), "      ");
       std::set<int> read;  // crossing values this stage reads
       for (int id : stages[k])
         for (int i : g_.nodes[id].inputs)
@@ -431,9 +242,9 @@ class KernelWriter {
       for (int id : read)
         o << "      const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[i - i0];\n";
       for (int id : stages[k]) {
-        o << "      const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, true) << ";\n";
+        o << define("      ", 't', id, true);
         if (crossing.count(id)) o << "      s" << id << "[i - i0] = t" << id << ";\n";
-        if (store_index_.count(id)) o << "      out" << store_index_[id] << "[i] = t" << id << ";\n";
+        if (L_.is_store(id)) o << "      " << out(id) << "[i] = t" << id << ";\n";
       }
       o << "    }\n";
     }
@@ -445,27 +256,12 @@ class KernelWriter {
   // with a stride of the row length: no vectorization, a cache line per element. Instead the
   // kernel takes blocks of kOuterBlock outputs, walks the reduced dims in the outer loop and
   // the block in the inner one, contiguous and vectorized, with one accumulator per output
-  // (eager mini's reduce does the same). Used when every reduction is in the first phase and
-  // what else is stored is either a row value after them or a full-space value before them.
+  // (eager mini's reduce does the same). LoopKernel::is_outer_reduction says when it applies.
   static constexpr int kOuterBlock = 256;
-
-  bool is_outer_reduction() {
-    if (red_dims_.empty() || kept_dims_.empty()) return false;
-    for (size_t i = 0; i < red_dims_.size(); i++)
-      if (red_dims_[i] != (int64_t)i) return false;  // the reduced dims lead
-    for (int id : k_.nodes) {
-      const Node& n = g_.nodes[id];
-      if (op_class(n.op) == OpClass::Reduction && phase_[id] != 0) return false;
-      if (is_full(id) && store_index_.count(id) && store_phase(id) != 0) return false;
-      bool row_value = !is_full(id) && op_class(n.op) != OpClass::Reduction;
-      if (row_value && reductions_below(id).empty()) return false;  // needed inside the loop
-    }
-    return true;
-  }
 
   void write_outer_reduction(std::ostringstream& o) {
     const std::string block = std::to_string(kOuterBlock), chunk = std::to_string(kSumChunk);
-    o << "  const int64_t rows = " << product(kept_dims_) << ", rnumel = " << product(red_dims_) << ";\n";
+    o << "  const int64_t rows = " << product(L_.kept_dims()) << ", rnumel = " << product(L_.red_dims()) << ";\n";
     o << "  // an outer reduction: blocks of " << block << " outputs, the reduced dims in the outer loop,\n"
       << "  // the block's outputs in the inner (contiguous, vectorized) one\n";
     o << "  #pragma omp parallel for if (rows * rnumel >= 131072)\n";
@@ -473,7 +269,7 @@ class KernelWriter {
     o << "    const int64_t r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
     std::vector<int> reds;
     for (int id : k_.nodes)
-      if (op_class(g_.nodes[id].op) == OpClass::Reduction) reds.push_back(id);
+      if (is_reduction(id)) reds.push_back(id);
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string A = accumulator_type(n), I = std::to_string(id);
@@ -488,24 +284,24 @@ class KernelWriter {
       if (is_sum(g_.nodes[id]))
         o << "      " << part_type(g_.nodes[id]) << " part" << id << "[" << block << "] = {};\n";
     o << "      for (int64_t j = j0; j < j1; j++) {\n";
-    o << unflatten("j", red_dims_, "        ");
+    o << unflatten("j", L_.red_dims(), "        ");
     o << "        #pragma omp simd\n";
     o << "        for (int64_t r = r0; r < r1; r++) {\n";
-    o << unflatten("r", kept_dims_, "          ");
+    o << unflatten("r", L_.kept_dims(), "          ");
     std::set<int> targets(reds.begin(), reds.end());
     for (int id : k_.stores)
       if (is_full(id)) targets.insert(id);
     emit_full(o, targets, false, "          ");
     for (int id : reds) o << "          " << update(g_.nodes[id], id, "[r - r0]") << "\n";
     for (int id : k_.stores)  // full-space values this kernel also stores (read by a later one)
-      if (is_full(id)) o << "          out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+      if (is_full(id)) o << "          " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
     o << "        }\n      }\n";
     for (int id : reds)
       if (is_sum(g_.nodes[id]))
         o << "      for (int64_t r = 0; r < r1 - r0; r++) acc" << id << "[r] += part" << id << "[r];\n";
     o << "    }\n";
     o << "    for (int64_t r = r0; r < r1; r++) {\n";
-    o << unflatten("r", kept_dims_, "      ");
+    o << unflatten("r", L_.kept_dims(), "      ");
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string I = std::to_string(id), fin = "acc" + I + "[r - r0]";
@@ -515,105 +311,56 @@ class KernelWriter {
       o << "      const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
     }
     for (int id : k_.nodes) {  // row values after the reductions
-      if (is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction) continue;
-      o << "      const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+      if (is_full(id) || is_reduction(id)) continue;
+      o << define("      ", 'r', id, false);
     }
     for (int id : k_.stores)
-      if (!is_full(id)) o << "      out" << store_index_[id] << "[" << linear_row() << "] = r" << id << ";\n";
+      if (!is_full(id)) o << "      " << out(id) << "[" << linear_row() << "] = r" << id << ";\n";
     o << "    }\n  }\n";
   }
 
-  // How a reduction kernel's row loop is laid out: for each phase (one pass over the row), the
-  // full-space values it computes and those it reads back from a row scratch array. A
-  // transcendental value needed again in a later phase (softmax's exp(x - max), summed in one
-  // pass and divided in the next) is kept in a per-row array instead of computed twice, when
-  // the row is short enough for the arrays to sit on the stack (kScratchBytes).
-  struct RowPlan {
-    std::vector<std::set<int>> compute, read;  // per phase
-    std::set<int> scratch;
-    std::map<int, int> computed_in;
-  };
+  // How a reduction kernel's row loop is laid out (LoopKernel::plan_rows): for each phase (one
+  // pass over the row), the full-space values it computes and those it reads back from a row
+  // scratch array. A transcendental value needed again in a later phase (softmax's
+  // exp(x - max), summed in one pass and divided in the next) is kept in a per-row array
+  // instead of computed twice, when the row is short enough for the arrays to sit on the
+  // stack (kScratchBytes).
   static constexpr int64_t kScratchBytes = 64 * 1024;
 
-  std::set<int> phase_targets(int p, std::vector<int>* reds, std::vector<int>* stores) {
-    for (int id : k_.nodes) {
-      if (op_class(g_.nodes[id].op) == OpClass::Reduction && phase_[id] == p) reds->push_back(id);
-      if (is_full(id) && store_index_.count(id) && store_phase(id) == p) stores->push_back(id);
-    }
-    std::set<int> targets(reds->begin(), reds->end());
-    targets.insert(stores->begin(), stores->end());
-    return targets;
-  }
-
-  RowPlan plan_rows() {
-    RowPlan plan;
-    plan.compute.resize(phases_ + 1);
-    plan.read.resize(phases_ + 1);
-    int64_t rnumel = 1;
-    for (int64_t d : red_dims_) rnumel = k_.space[d] < 0 || rnumel < 0 ? -1 : rnumel * k_.space[d];
-    int64_t scratch_bytes = 0;
-    for (int p = 0; p <= phases_; p++) {
-      std::vector<int> reds, stores;
-      std::set<int> seen;
-      std::function<void(int)> walk = [&](int v) {
-        if (!in_kernel_.count(v) || !is_full(v) || seen.count(v)) return;
-        seen.insert(v);
-        auto prior = plan.computed_in.find(v);
-        int64_t bytes = rnumel * (int64_t)itemsize(g_.nodes[v].meta.dtype);
-        bool keep = prior != plan.computed_in.end() && prior->second < p && is_transcendental(g_.nodes[v].op) &&
-                    rnumel > 0 && (plan.scratch.count(v) || scratch_bytes + bytes <= kScratchBytes);
-        if (keep) {
-          if (plan.scratch.insert(v).second) scratch_bytes += bytes;
-          plan.read[p].insert(v);
-          return;
-        }
-        plan.compute[p].insert(v);
-        for (int i : g_.nodes[v].inputs)
-          if (i >= 0) walk(i);
-      };
-      for (int t : phase_targets(p, &reds, &stores)) {
-        if (is_full(t)) walk(t);
-        else for (int i : g_.nodes[t].inputs) if (i >= 0) walk(i);
-      }
-      for (int v : plan.compute[p]) plan.computed_in.emplace(v, p);
-    }
-    return plan;
-  }
-
   void write_reduction(std::ostringstream& o) {
-    o << "  const int64_t rows = " << product(kept_dims_) << ", rnumel = " << product(red_dims_) << ";\n";
-    RowPlan plan = plan_rows();
+    o << "  const int64_t rows = " << product(L_.kept_dims()) << ", rnumel = " << product(L_.red_dims()) << ";\n";
+    RowPlan plan = L_.plan_rows(kScratchBytes);
     // Fewer rows than threads (a loss: everything summed to one number): split each row's
     // passes over the threads instead, each thread reducing a range of chunks.
     o << "  const bool split = rows < omp_get_max_threads() && rnumel >= " << kSplitMin << ";\n";
     o << "  #pragma omp parallel for if (!split && rows > 1 && rows * rnumel >= 131072)\n";
     o << "  for (int64_t r = 0; r < rows; r++) {\n";
-    o << unflatten("r", kept_dims_, "    ");
+    o << unflatten("r", L_.kept_dims(), "    ");
     for (int id : plan.scratch)
-      o << "    " << ctype(g_.nodes[id].meta.dtype) << " s" << id << "[" << product(red_dims_)
+      o << "    " << ctype(g_.nodes[id].meta.dtype) << " s" << id << "[" << product(L_.red_dims())
         << "];  // " << g_.nodes[id].name << " of this row, computed once\n";
     std::set<int> done;  // row values computed so far
     for (int id : k_.nodes) {  // row values that need no reduction: before any loop reads them
-      if (is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction || !reductions_below(id).empty()) continue;
-      o << "    const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+      if (is_full(id) || is_reduction(id) || !L_.reductions_below(id).empty()) continue;
+      o << define("    ", 'r', id, false);
       done.insert(id);
     }
-    for (int p = 0; p <= phases_; p++) {
+    for (int p = 0; p <= L_.phases(); p++) {
       std::vector<int> reds, stores;
-      phase_targets(p, &reds, &stores);
+      L_.phase_targets(p, &reds, &stores);
       if (!reds.empty() || !stores.empty()) write_phase(o, plan, p, reds, stores, &done);
       // row values whose reductions are all done, then row stores
       for (int id : k_.nodes) {
-        if (done.count(id) || is_full(id) || op_class(g_.nodes[id].op) == OpClass::Reduction) continue;
+        if (done.count(id) || is_full(id) || is_reduction(id)) continue;
         bool ready = true;
-        for (int dep : reductions_below(id)) ready = ready && done.count(dep);
+        for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
         if (!ready) continue;
-        o << "    const " << ctype(g_.nodes[id].meta.dtype) << " r" << id << " = " << node_expr(id, false) << ";\n";
+        o << define("    ", 'r', id, false);
         done.insert(id);
       }
     }
     for (int id : k_.stores)
-      if (!is_full(id)) o << "    out" << store_index_[id] << "[" << linear_row() << "] = r" << id << ";\n";
+      if (!is_full(id)) o << "    " << out(id) << "[" << linear_row() << "] = r" << id << ";\n";
     o << "  }\n";
   }
 
@@ -666,7 +413,7 @@ class KernelWriter {
     std::vector<int> order;
     for (int id : k_.nodes)
       if (plan.compute[p].count(id)) order.push_back(id);
-    std::vector<std::vector<int>> stages = cut_stages(order);
+    std::vector<std::vector<int>> stages = L_.cut_stages(order, kMaxStages);
     std::map<int, size_t> stage_of;
     for (size_t k = 0; k < stages.size(); k++)
       for (int id : stages[k]) stage_of[id] = k;
@@ -687,20 +434,20 @@ class KernelWriter {
       bool last = k + 1 == stages.size();
       o << pad << (last ? simd.str() : "#pragma omp simd") << "\n";
       o << pad << "for (int64_t j = j0; j < j1; j++) {\n";
-      o << unflatten("j", red_dims_, in);
+      o << unflatten("j", L_.red_dims(), in);
       for (int id : plan.read[p])
         if (uses[k].count(id)) o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[j];\n";
       for (int id : crossing)
         if (uses[k].count(id) && stage_of[id] < k)
           o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = c" << id << "[j - j0];\n";
       for (int id : stages[k]) {
-        o << in << "const " << ctype(g_.nodes[id].meta.dtype) << " t" << id << " = " << node_expr(id, false) << ";\n";
+        o << define(in, 't', id, false);
         if (plan.scratch.count(id)) o << in << "s" << id << "[j] = t" << id << ";\n";
         if (crossing.count(id)) o << in << "c" << id << "[j - j0] = t" << id << ";\n";
       }
       if (last) {
         for (int id : reds) o << in << update(g_.nodes[id], id) << "\n";
-        for (int id : stores) o << in << "out" << store_index_[id] << "[" << linear_full() << "] = t" << id << ";\n";
+        for (int id : stores) o << in << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
       }
       o << pad << "}\n";
     }
@@ -711,8 +458,7 @@ class KernelWriter {
     // A nested parallel region costs a team start even when it runs on one thread: only a
     // split row enters one. A row known to be shorter than kSplitMin never splits: no split
     // copy of the pass then (each copy costs the C++ compiler as much as the pass itself).
-    int64_t rnumel = 1;
-    for (int64_t d : red_dims_) rnumel = k_.space[d] < 0 || rnumel < 0 ? -1 : rnumel * k_.space[d];
+    int64_t rnumel = L_.static_extent(L_.red_dims());
     std::string loop = indent(o_main.str(), "  ");
     if (rnumel >= 0 && rnumel < kSplitMin) o << o_main.str();
     else o << "    if (split) {\n      " << split_pragma.str() << "\n" << loop << "    } else {\n" << loop << "    }\n";
@@ -727,11 +473,6 @@ class KernelWriter {
     }
   }
 
-  int store_phase(int id) {
-    int p = 0;
-    for (int dep : reductions_below(id)) p = std::max(p, phase_[dep] + 1);
-    return p;
-  }
   std::string accumulator_type(const Node& n) {
     DType d = g_.nodes[n.inputs[0]].meta.dtype;
     if (n.op == OpKind::Sum || n.op == OpKind::Mean) return is_floating(d) ? "double" : "int64_t";
@@ -750,8 +491,7 @@ class KernelWriter {
   // `at`: "" for the scalar accumulators of a row loop, "[r - r0]" for the per-column arrays of
   // an outer reduction.
   std::string update(const Node& n, int id, const std::string& at = "") {
-    row_context_ = false;  // a reduction reads its input over the kernel's full space
-    std::string acc = "acc" + std::to_string(id) + at, v = value(n.inputs[0], false);
+    std::string acc = "acc" + std::to_string(id) + at, v = cs_.expr(L_.reduction_input(id));
     if (is_sum(n)) return "part" + std::to_string(id) + at + " += " + v + ";";
     std::string cmp = n.op == OpKind::Amax ? " > " : " < ";
     std::string nan = "nan" + std::to_string(id) + at;
@@ -760,20 +500,11 @@ class KernelWriter {
   }
   static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
 
-  const Schedule& s_;
+  const LoopKernel L_;
   const graph::Graph& g_;
   const FusionGroup& k_;
-  const bool outline_;  // transcendental ops call the kOutlinedMath versions
-  std::set<int> in_kernel_;
-  std::map<int, int> load_index_, store_index_;
-  std::map<int, int> phase_;
-  std::map<int, std::set<int>> below_;  // node -> reductions_below(node)
-  int phases_ = 0;
-  int rank_ = 0;
-  bool uses_index_ = false;  // a load needs the index split into x0, x1, ...
-  bool row_context_ = false;  // the node being emitted is a row value without reduced dims
-  std::vector<int64_t> all_dims_;
-  std::vector<int64_t> kept_dims_, red_dims_;
+  CStyle cs_;
+  const int rank_;
 };
 
 }  // namespace

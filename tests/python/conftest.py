@@ -294,7 +294,7 @@ ASSIGNMENTS = {
     "a1": "A1 derivative rules (mini/tensor/derivatives.h)",
     "a2": "A2 the recompute partitioner (mini/autograd/training.cpp)",
     "a3": "A3 fusion legality (mini/fusion/schedule.cpp)",
-    "a4": "A4 how each op is spelled in C++ (mini/codegen/cpp_kernel.cpp)",
+    "a4": "A4 how each op is spelled in C++ (mini/codegen/c_style.cpp)",
     "a5": "A5 the tensor guard (mini/guards/guards.cpp)",
 }
 

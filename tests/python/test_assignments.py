@@ -47,7 +47,7 @@ def test_the_student_tree_differs_only_inside_the_regions(tmp_path):
     out = tmp_path / "student"
     run_script(out)
     for rel in ("mini/fusion/schedule.cpp", "mini/tensor/derivatives.h", "mini/autograd/training.cpp",
-                "mini/codegen/cpp_kernel.cpp"):
+                "mini/codegen/c_style.cpp"):
         ref = (REPO / rel).read_text().splitlines()
         stu = (out / rel).read_text().splitlines()
         i = 0
@@ -74,7 +74,7 @@ def test_stubbed_files_compile(tmp_path):
     run_script(out)
     python_include = sysconfig.get_paths()["include"]
     for rel in ("mini/tensor/autograd.cpp", "mini/autograd/training.cpp", "mini/fusion/schedule.cpp",
-                "mini/codegen/cpp_kernel.cpp", "mini/guards/guards.cpp"):
+                "mini/codegen/c_style.cpp", "mini/guards/guards.cpp"):
         r = subprocess.run([cxx, "-std=c++17", "-fopenmp", "-fsyntax-only", f"-I{out / 'mini'}",
                             f"-I{GENERATED}", f"-I{python_include}", str(out / rel)],
                            capture_output=True, text=True, timeout=120)

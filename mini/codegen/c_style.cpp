@@ -1,0 +1,167 @@
+// c_style.cpp — the spelling tables of c_style.h.
+#include "codegen/c_style.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mini::codegen {
+
+namespace {
+
+std::string cpp_type(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::Int64: return "int64_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+    case DType::BFloat16:  // the inductor backend runs such graphs eagerly (bind_inductor.cpp)
+      fail("bfloat16 code generation for the CPU is not implemented");
+  }
+  return "float";
+}
+
+// C++: mini/tensor/scalar_math.h's vectorizable float math where it has it, libm otherwise.
+std::string cpp_math(OpKind op, const std::string& T) {
+  switch (op) {
+    case OpKind::Exp: return "mini::exp_of<" + T + ">";
+    case OpKind::Sin: return "mini::sin_of<" + T + ">";
+    case OpKind::Cos: return "mini::cos_of<" + T + ">";
+    case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">";
+    case OpKind::Gelu: return "mini::gelu_of<" + T + ">";
+    case OpKind::GeluBackward: return "mini::gelu_grad_of<" + T + ">";
+    case OpKind::Log: return "std::log";
+    case OpKind::Tanh: return "std::tanh";
+    case OpKind::Sqrt: return "std::sqrt";
+    case OpKind::Pow: return "std::pow";
+    default: fail("codegen: ", op_name(op), " calls no library function");
+  }
+}
+
+// CUDA: the device math library's overloads (float and double), and the prelude's
+// mini::*_of for what it lacks (cuda_kernel.cpp).
+std::string cuda_math(OpKind op, const std::string& T) {
+  switch (op) {
+    case OpKind::Exp: return "::exp";
+    case OpKind::Sin: return "::sin";
+    case OpKind::Cos: return "::cos";
+    case OpKind::Log: return "::log";
+    case OpKind::Tanh: return "::tanh";
+    case OpKind::Sqrt: return "::sqrt";
+    case OpKind::Pow: return "::pow";
+    case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">";
+    case OpKind::Gelu: return "mini::gelu_of<" + T + ">";
+    case OpKind::GeluBackward: return "mini::gelu_grad_of<" + T + ">";
+    default: fail("codegen: ", op_name(op), " calls no library function");
+  }
+}
+
+}  // namespace
+
+const Target kCppTarget = {"cpp", cpp_type, "std::numeric_limits<double>::quiet_NaN()",
+                           "std::numeric_limits<double>::infinity()", cpp_math};
+const Target kCudaTarget = {"cuda", cpp_type, "__longlong_as_double(0x7ff8000000000000LL)",
+                            "__longlong_as_double(0x7ff0000000000000LL)", cuda_math};
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    out += pad + text.substr(start, end - start);
+    start = end;
+  }
+  return out;
+}
+
+std::string CStyle::constant(const Expr& c) const {
+  std::ostringstream s;
+  s.precision(17);
+  if (c.dtype == DType::Bool) s << (c.value ? "true" : "false");
+  else if (c.dtype == DType::Int64) s << (int64_t)c.value << "LL";
+  else if (std::isnan(c.value)) s << t_.nan;
+  else if (std::isinf(c.value)) s << (c.value < 0 ? "-" : "") << t_.inf;
+  else if (c.value == 0 && std::signbit(c.value)) s << "double(-0.0)";  // "-0" would be int zero
+  else s << "double(" << c.value << ")";
+  return s.str();
+}
+
+std::string CStyle::index(const Expr& load) const {
+  if (load.index.flat) return "i";
+  std::string idx;
+  for (const IndexTerm& term : load.index.terms) {
+    std::string stride = term.axis >= 0 ? "strides[" + std::to_string(load.buffer) + "][" + std::to_string(term.axis) + "]"
+                                        : std::to_string(term.stride);
+    idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(term.dim) + " * " + stride;
+  }
+  return idx.empty() ? "0" : idx;
+}
+
+std::string CStyle::expr(const ExprPtr& e) const {
+  switch (e->kind) {
+    case Expr::Kind::Constant: return constant(*e);
+    case Expr::Kind::Load: return "in" + std::to_string(e->buffer) + "[" + index(*e) + "]";
+    case Expr::Kind::Temp: return (e->row ? "r" : "t") + std::to_string(e->node);
+    case Expr::Kind::Cast: return type(e->dtype) + "(" + expr(e->args[0]) + ")";
+    case Expr::Kind::Op: {
+      std::vector<std::string> a;
+      for (const ExprPtr& arg : e->args) a.push_back(expr(arg));
+      if (special) {
+        std::string s = special(*e, a);
+        if (!s.empty()) return s;
+      }
+      return op(*e, a);
+    }
+  }
+  return "";
+}
+
+// How each op is spelled, over its (already converted) operands a and compute type T.
+std::string CStyle::op(const Expr& e, const std::vector<std::string>& a) const {
+  // A4 BEGIN: how each op is spelled in C++
+  const std::string T = type(e.compute);
+  auto call = [&](OpKind op) { return t_.math(op, T) + "(" + a[0] + ")"; };
+  std::string mode = e.attrs && e.attrs->mode == "tanh" ? "true" : "false";
+  switch (e.op) {
+    case OpKind::Add: return "(" + a[0] + " + " + a[1] + ")";
+    case OpKind::Sub: return "(" + a[0] + " - " + a[1] + ")";
+    case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
+    case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
+    case OpKind::Pow:  // small integer exponents as multiplications (pow is a library call)
+      if (is_constant(e.args[1], 1)) return a[0];
+      if (is_constant(e.args[1], 2)) return "(" + a[0] + " * " + a[0] + ")";
+      if (is_constant(e.args[1], 3)) return "(" + a[0] + " * " + a[0] + " * " + a[0] + ")";
+      return T + "(" + t_.math(OpKind::Pow, T) + "(" + a[0] + ", " + a[1] + "))";
+    case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
+    case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
+    case OpKind::Eq: return "(" + a[0] + " == " + a[1] + ")";
+    case OpKind::Ne: return "(" + a[0] + " != " + a[1] + ")";
+    case OpKind::Lt: return "(" + a[0] + " < " + a[1] + ")";
+    case OpKind::Le: return "(" + a[0] + " <= " + a[1] + ")";
+    case OpKind::Gt: return "(" + a[0] + " > " + a[1] + ")";
+    case OpKind::Ge: return "(" + a[0] + " >= " + a[1] + ")";
+    case OpKind::Neg: return "(-" + a[0] + ")";
+    case OpKind::Abs: return "(" + a[0] + " < 0 ? " + T + "(-" + a[0] + ") : " + a[0] + ")";
+    case OpKind::Exp: return call(OpKind::Exp);
+    case OpKind::Log: return call(OpKind::Log);
+    case OpKind::Sin: return call(OpKind::Sin);
+    case OpKind::Cos: return call(OpKind::Cos);
+    case OpKind::Tanh: return call(OpKind::Tanh);
+    case OpKind::Sigmoid: return call(OpKind::Sigmoid);
+    case OpKind::Relu: return "(" + a[0] + " < 0 ? " + T + "(0) : " + a[0] + ")";  // NaN passes through
+    case OpKind::Sqrt: return call(OpKind::Sqrt);
+    case OpKind::Rsqrt: return "(" + T + "(1) / " + t_.math(OpKind::Sqrt, T) + "(" + a[0] + "))";
+    case OpKind::Sign: return T + "((" + a[0] + " > 0) - (" + a[0] + " < 0))";
+    case OpKind::Gelu: return t_.math(OpKind::Gelu, T) + "(" + a[0] + ", " + mode + ")";
+    case OpKind::GeluBackward:
+      return "(" + a[0] + " * " + t_.math(OpKind::GeluBackward, T) + "(" + a[1] + ", " + mode + "))";
+    case OpKind::Cast:
+      return e.dtype == DType::Bool ? "(" + a[0] + " != 0)" : type(e.dtype) + "(" + a[0] + ")";
+    case OpKind::Clone: return a[0];
+    case OpKind::Where: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    default: fail("codegen: no ", t_.name, " spelling for ", op_name(e.op));
+  }
+  // A4 END
+}
+
+}  // namespace mini::codegen

@@ -1,0 +1,50 @@
+// c_style.h — how a C-like target spells a LoopKernel's expressions (loop_ir.h): one table of
+// ops for every target, and per target only what differs (types, non-finite constants, the
+// library function behind each math op, the kernel name's prefix).
+//
+// A new op is one case in CStyle::op (c_style.cpp), plus its library function in each
+// target's `math` where it calls one. Names in the spelled text: in<b> is buffer b's pointer,
+// t<id> / r<id> a full / row value computed earlier, x<d> the index along dim d, i a flat
+// loop's index, strides[b][a] a stride passed at run time.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "codegen/loop_ir.h"
+
+namespace mini::codegen {
+
+struct Target {
+  const char* name;      // "cpp", "cuda": the prefix of kernel names (cpp_poi_fused_add_0)
+  std::string (*type)(DType);
+  const char* nan;       // a double NaN and +infinity, as an expression
+  const char* inf;
+  // The library function op calls for compute type T ("std::log", "mini::exp_of<float>").
+  std::string (*math)(OpKind op, const std::string& T);
+};
+
+extern const Target kCppTarget;
+extern const Target kCudaTarget;
+
+class CStyle {
+ public:
+  explicit CStyle(const Target& target) : t_(target) {}
+
+  const Target& target() const { return t_; }
+  std::string type(DType d) const { return t_.type(d); }
+  std::string expr(const ExprPtr& e) const;
+  std::string index(const Expr& load) const;
+  // Consulted first for each Op: a non-empty spelling replaces the table's (the C++ renderer's
+  // out-of-line vector math).
+  std::function<std::string(const Expr& op, const std::vector<std::string>& args)> special;
+
+ private:
+  std::string constant(const Expr& c) const;
+  std::string op(const Expr& e, const std::vector<std::string>& a) const;
+  const Target& t_;
+};
+
+// Every line of `text` with `pad` in front.
+std::string indent(const std::string& text, const std::string& pad);
+
+}  // namespace mini::codegen

@@ -1,0 +1,143 @@
+// loop_ir.h — a fused kernel lowered to data, before any target spells it.
+//
+// In:  a Schedule and one of its FusionGroups (mini/fusion).
+// Out: a LoopKernel: the kernel's buffers, which of its values live over the full iteration
+//      space and which once per row, the reductions' phases (a reduction that reads another
+//      runs in a later pass over the row), the outer-reduction form, the row plan (values kept
+//      in scratch between passes), stage cutting, and every value's expression as an Expr tree
+//      whose loads carry their index arithmetic as data.
+// The renderers (cpp_kernel.cpp for C++, cuda_kernel.cpp for CUDA) decide the loops and spell
+// the expressions through c_style.h's tables; nothing here is text. Index variables: x<d> is
+// the position along dim d of the kernel's space; a flat loop's index is i.
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "fusion/schedule.h"
+
+namespace mini::codegen {
+
+// x<dim> * stride, the stride a number or, where the graph's strides are not compile-time
+// constants, strides[buffer][axis] (a kernel argument).
+struct IndexTerm {
+  int64_t dim = 0;
+  int64_t stride = 0;
+  int axis = -1;  // >= 0: the dynamic stride strides[buffer][axis]
+};
+
+// Where a load reads: the flat loop index i, or the sum of its terms (none: element 0).
+struct Index {
+  bool flat = false;
+  std::vector<IndexTerm> terms;
+};
+
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+
+struct Expr {
+  enum class Kind {
+    Constant,  // value, of dtype
+    Load,      // buffer `buffer` (in<buffer>) at `index`
+    Temp,      // the value of node `node` computed earlier in the kernel: per element, or per row
+    Cast,      // args[0] converted to dtype
+    Op,        // op over args (each already converted to `compute`, but where's condition)
+  };
+  Kind kind = Kind::Constant;
+  DType dtype = DType::Float32;  // the type of the result
+  double value = 0;              // Constant
+  int buffer = -1;               // Load
+  Index index;                   // Load
+  int node = -1;                 // Temp, Op: the graph node
+  bool row = false;              // Temp: a row value (r<node>) rather than a full one (t<node>)
+  OpKind op = OpKind::Add;       // Op
+  DType compute = DType::Float32;  // Op: the type it computes in
+  const Attrs* attrs = nullptr;  // Op: the node's attributes (gelu's mode, ...)
+  std::vector<ExprPtr> args;     // Cast, Op
+};
+
+// Whether e is a numeric constant equal to v, or such a constant converted (pow's small
+// integer exponents become multiplications).
+bool is_constant(const ExprPtr& e, double v);
+
+// Values a row plan keeps per row (in scratch arrays) rather than computing again, per phase.
+struct RowPlan {
+  std::vector<std::set<int>> compute, read;  // per phase: values computed, values read back
+  std::set<int> scratch;                     // values with a scratch array
+  std::map<int, int> computed_in;            // value -> the phase that computes it
+};
+
+class LoopKernel {
+ public:
+  LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k);
+
+  const graph::Graph& graph() const { return g_; }
+  const fusion::FusionGroup& group() const { return k_; }
+  const graph::Node& node(int id) const { return g_.nodes[id]; }
+  int rank() const { return rank_; }
+  const std::vector<int64_t>& kept_dims() const { return kept_dims_; }
+  const std::vector<int64_t>& red_dims() const { return red_dims_; }
+  // Buffer numbers: the loads first (FusionGroup::loads order), then the stores.
+  const std::map<int, int>& load_index() const { return load_index_; }
+  const std::map<int, int>& store_index() const { return store_index_; }
+  bool is_store(int id) const { return store_index_.count(id) > 0; }
+  int buffer_of_store(int id) const { return store_index_.at(id); }
+
+  bool in_kernel(int id) const { return in_kernel_.count(id) > 0; }
+  bool is_reduction(int id) const;
+  // A value over the kernel's whole space (not a reduction, not a row value).
+  bool is_full(int id) const;
+  // In-kernel reductions value `id` depends on.
+  const std::set<int>& reductions_below(int id) const { return below_.at(id); }
+  int phases() const { return phases_; }
+  int phase(int reduction) const { return phase_.at(reduction); }
+  // The pass over the row after which a stored full value can be written.
+  int store_phase(int id) const;
+  // Reductions (in program order) and full-space stores of phase p; returns both as one set.
+  std::set<int> phase_targets(int p, std::vector<int>* reds, std::vector<int>* stores) const;
+  // Product of the space's extents over dims, as a number (-1 when a symbol is among them).
+  int64_t static_extent(const std::vector<int64_t>& dims) const;
+
+  // The expression of node `id` (in the kernel): its op over its inputs' values. flat_ok: the
+  // loop runs over i, and loads contiguous over the whole space read in[i].
+  ExprPtr expr(int id, bool flat_ok) const;
+  // The value a reduction folds in: its input over the kernel's full space.
+  ExprPtr reduction_input(int id) const;
+
+  // A pointwise kernel whose flat loop needs the index split into x0, x1, ... (a load that is
+  // neither contiguous over the space nor a scalar).
+  bool flat_uses_index() const { return flat_uses_index_; }
+  // The outer-reduction form: the reduced dims lead, every reduction is in the first phase,
+  // and what else is stored is a row value after them or a full value before them.
+  bool is_outer_reduction() const;
+  // Full-space values needed to compute `targets`, in program order (targets included).
+  std::vector<int> full_values_for(const std::set<int>& targets) const;
+  // `order` cut after each transcendental op that has another after it, into at most
+  // max_stages stages.
+  std::vector<std::vector<int>> cut_stages(const std::vector<int>& order, int max_stages) const;
+  // Which values each phase computes and which it reads back from a scratch array of the row,
+  // within scratch_budget bytes of arrays.
+  RowPlan plan_rows(int64_t scratch_budget) const;
+
+ private:
+  ExprPtr value(int id, bool flat_ok, bool row_context) const;
+  ExprPtr load(int id, bool flat_ok, bool row_context) const;
+
+  const graph::Graph& g_;
+  const fusion::FusionGroup& k_;
+  std::set<int> in_kernel_;
+  std::map<int, int> load_index_, store_index_;
+  std::map<int, int> phase_;
+  std::map<int, std::set<int>> below_;  // node -> reductions_below(node)
+  int phases_ = 0;
+  int rank_ = 0;
+  bool flat_uses_index_ = false;
+  std::vector<int64_t> all_dims_, kept_dims_, red_dims_;
+};
+
+// The type an op computes in: the promoted type of its inputs (comparisons compute in it and
+// return bool).
+DType compute_type(const graph::Graph& g, const graph::Node& n);
+
+}  // namespace mini::codegen
