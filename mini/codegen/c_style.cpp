@@ -1,6 +1,7 @@
 // c_style.cpp — the spelling tables of c_style.h.
 #include "codegen/c_style.h"
 
+#include <cctype>
 #include <cmath>
 #include <sstream>
 
@@ -61,6 +62,26 @@ const Target kCppTarget = {"cpp", cpp_type, "std::numeric_limits<double>::quiet_
                            "std::numeric_limits<double>::infinity()", cpp_math};
 const Target kCudaTarget = {"cuda", cpp_type, "__longlong_as_double(0x7ff8000000000000LL)",
                             "__longlong_as_double(0x7ff0000000000000LL)", cuda_math};
+
+void name_kernels(fusion::Schedule& s, const Target& t) {
+  auto word_char = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+  for (auto& k : s.groups) {
+    std::string old = k.name;
+    k.name = std::string(t.name) + "_" + old;
+    for (auto& d : s.decisions) {  // every whole-word mention, left to right
+      for (size_t at = d.text.find(old); at != std::string::npos; at = d.text.find(old, at)) {
+        size_t end = at + old.size();
+        bool whole = (at == 0 || !word_char(d.text[at - 1])) && (end == d.text.size() || !word_char(d.text[end]));
+        if (!whole) {
+          at = end;
+          continue;
+        }
+        d.text.replace(at, old.size(), k.name);
+        at += k.name.size();
+      }
+    }
+  }
+}
 
 std::string indent(const std::string& text, const std::string& pad) {
   std::string out;

@@ -44,6 +44,11 @@ class CStyle {
   const Target& t_;
 };
 
+// Names each kernel of `s` for target t (poi_fused_add_0 -> cpp_poi_fused_add_0), in the
+// kernels and in the fusion decisions that name them. Kernel names are the renderer's: fusion
+// names what a kernel fuses, not what it becomes.
+void name_kernels(fusion::Schedule& s, const Target& t);
+
 // Every line of `text` with `pad` in front.
 std::string indent(const std::string& text, const std::string& pad);
 

@@ -233,7 +233,7 @@ Schedule schedule(const graph::Graph& input) {
     int64_t rnumel = 1;
     for (int64_t d : k.reduced) rnumel *= k.space[d] >= 0 ? k.space[d] : 1 << 20;
     std::string cat = k.reduced.empty() ? "poi" : rnumel <= 1024 ? "per" : "red";
-    std::string name = "cpp_" + cat + "_fused";
+    std::string name = cat + "_fused";  // a renderer prefixes its target (codegen::name_kernels)
     for (const auto& o : ops) name += "_" + o;
     std::string old = k.name;
     k.name = name + "_" + std::to_string(gi);

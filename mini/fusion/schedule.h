@@ -34,7 +34,8 @@ struct FusionGroup {
   std::vector<int64_t> reduced;     // dims of `space` reduced (sorted); empty: pointwise
   std::vector<int> loads;           // nodes read from memory (inputs, earlier kernels' outputs)
   std::vector<int> stores;          // nodes written to memory (used later or returned)
-  std::string name;                 // cpp_poi_fused_add_mul_relu_0, cpp_red_..., cpp_per_...
+  std::string name;                 // poi_fused_add_mul_relu_0, red_..., per_...; a renderer
+                                    // prefixes its target (codegen::name_kernels: cpp_poi_...)
 };
 
 struct Step {

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "codegen/c_style.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/cache_entry.h"
 #include "tensor/metrics.h"
@@ -181,6 +182,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   };
   auto cg = std::make_shared<CompiledGraph>();
   cg->schedule = fusion::schedule(g);
+  codegen::name_kernels(cg->schedule, codegen::kCppTarget);
   cg->schedule_seconds = since(start);
   cg->source = codegen::render_cpp(cg->schedule);
   cg->codegen_seconds = since(start) - cg->schedule_seconds;
