@@ -63,6 +63,40 @@ const Target kCppTarget = {"cpp", cpp_type, "std::numeric_limits<double>::quiet_
 const Target kCudaTarget = {"cuda", cpp_type, "__longlong_as_double(0x7ff8000000000000LL)",
                             "__longlong_as_double(0x7ff0000000000000LL)", cuda_math};
 
+std::string size_expr(int64_t s) {
+  if (graph::is_symbol(s)) return "symbols[" + std::to_string(graph::symbol_index(s)) + "]";
+  return std::to_string(s) + "LL";
+}
+
+std::string product(const Shape& space, const std::vector<int64_t>& dims) {
+  std::string p;
+  for (int64_t d : dims) p += (p.empty() ? "" : " * ") + size_expr(space[d]);
+  return p.empty() ? "1LL" : p;
+}
+
+std::string unflatten(const Shape& space, const std::string& flat, const std::vector<int64_t>& dims,
+                      const std::string& pad) {
+  std::string o;
+  if (dims.empty()) return o;
+  o += pad + "int64_t rest_" + flat + " = " + flat + ";\n";
+  for (size_t i = dims.size(); i-- > 0;) {
+    std::string sz = size_expr(space[dims[i]]);
+    o += pad + "const int64_t x" + std::to_string(dims[i]) + " = " + (i ? "rest_" + flat + " % " + sz : "rest_" + flat) + ";\n";
+    if (i) o += pad + "rest_" + flat + " /= " + sz + ";\n";
+  }
+  return o;
+}
+
+std::string linear_index(const Shape& space, const std::vector<int64_t>& dims) {
+  std::string idx;
+  for (size_t a = 0; a < dims.size(); a++) {
+    std::string stride;
+    for (size_t b = a + 1; b < dims.size(); b++) stride += (stride.empty() ? "" : " * ") + size_expr(space[dims[b]]);
+    idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(dims[a]) + (stride.empty() ? "" : " * " + stride);
+  }
+  return idx.empty() ? "0" : idx;
+}
+
 void name_kernels(fusion::Schedule& s, const Target& t) {
   auto word_char = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   for (auto& k : s.groups) {

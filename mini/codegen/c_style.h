@@ -49,6 +49,18 @@ class CStyle {
 // names what a kernel fuses, not what it becomes.
 void name_kernels(fusion::Schedule& s, const Target& t);
 
+// The index arithmetic both renderers print over a kernel's space (symbols[k] is a size
+// symbol's value at run time, x<d> the index along dim d):
+// an extent, "64LL" or "symbols[0]"
+std::string size_expr(int64_t s);
+// the product of the extents of `dims` ("1LL" for none)
+std::string product(const Shape& space, const std::vector<int64_t>& dims);
+// lines that split the flat index `flat` into the x<d> of `dims` (row-major)
+std::string unflatten(const Shape& space, const std::string& flat, const std::vector<int64_t>& dims,
+                      const std::string& pad);
+// the row-major linear index of the x<d> of `dims` in a contiguous tensor of those extents
+std::string linear_index(const Shape& space, const std::vector<int64_t>& dims);
+
 // Every line of `text` with `pad` in front.
 std::string indent(const std::string& text, const std::string& pad);
 

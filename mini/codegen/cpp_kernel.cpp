@@ -37,11 +37,6 @@ const char* ctype(DType d) {
   return "float";
 }
 
-std::string size_expr(int64_t s) {
-  if (graph::is_symbol(s)) return "symbols[" + std::to_string(graph::symbol_index(s)) + "]";
-  return std::to_string(s) + "LL";
-}
-
 // Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
 // (1 KiB of float) stay in L1 until the next stage reads them.
 constexpr int kStageTile = 256;
@@ -121,22 +116,9 @@ class KernelWriter {
     for (int d = 0; d < rank_; d++) s += (d ? ", " : "") + graph::size_str(k_.space[d]);
     return s + "]";
   }
-  std::string product(const std::vector<int64_t>& dims) {
-    std::string p;
-    for (int64_t d : dims) p += (p.empty() ? "" : " * ") + size_expr(k_.space[d]);
-    return p.empty() ? "1LL" : p;
-  }
-  // Code that splits flat index `flat` into the index variables of `dims`.
+  std::string product(const std::vector<int64_t>& dims) { return codegen::product(k_.space, dims); }
   std::string unflatten(const std::string& flat, const std::vector<int64_t>& dims, const std::string& pad) {
-    std::string o;
-    if (dims.empty()) return o;
-    o += pad + "int64_t rest_" + flat + " = " + flat + ";\n";
-    for (size_t i = dims.size(); i-- > 0;) {
-      std::string sz = size_expr(k_.space[dims[i]]);
-      o += pad + "const int64_t x" + std::to_string(dims[i]) + " = " + (i ? "rest_" + flat + " % " + sz : "rest_" + flat) + ";\n";
-      if (i) o += pad + "rest_" + flat + " /= " + sz + ";\n";
-    }
-    return o;
+    return codegen::unflatten(k_.space, flat, dims, pad);
   }
 
   bool is_full(int id) const { return L_.is_full(id); }
@@ -154,24 +136,11 @@ class KernelWriter {
   }
 
   std::string linear_full() {
-    std::string idx;
-    for (int d = 0; d < rank_; d++) {
-      std::string stride;
-      for (int e = d + 1; e < rank_; e++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[e]);
-      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(d) + (stride.empty() ? "" : " * " + stride);
-    }
-    return idx.empty() ? "0" : idx;
+    std::vector<int64_t> all;
+    for (int d = 0; d < rank_; d++) all.push_back(d);
+    return linear_index(k_.space, all);
   }
-  std::string linear_row() {
-    const std::vector<int64_t>& kept = L_.kept_dims();
-    std::string idx;
-    for (size_t a = 0; a < kept.size(); a++) {
-      std::string stride;
-      for (size_t b = a + 1; b < kept.size(); b++) stride += (stride.empty() ? "" : " * ") + size_expr(k_.space[kept[b]]);
-      idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(kept[a]) + (stride.empty() ? "" : " * " + stride);
-    }
-    return idx.empty() ? "0" : idx;
-  }
+  std::string linear_row() { return linear_index(k_.space, L_.kept_dims()); }
 
   // A pointwise kernel: one flat loop when every load is contiguous over the space (or a
   // scalar), else a loop nest (outer dims split over threads, the innermost one vectorized)
