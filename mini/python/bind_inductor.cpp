@@ -10,6 +10,7 @@
 #include "capture/convert_frame.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/compiled_graph.h"
+#include "runtime/cuda_graph.h"
 #include "runtime/cuda_program.h"
 #include "runtime/nvrtc.h"
 #include "tensor/cuda/cuda.h"
@@ -125,6 +126,34 @@ void bind_inductor(py::module_& m) {
     return info;
   });
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
+  // The same graph compiled for CUDA (mini.inductor.compile_graph_cuda): rendering and NVRTC
+  // need no GPU; run() does.
+  m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch) {
+    auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
+    std::shared_ptr<mini::runtime::CompiledCudaGraph> cg;
+    {
+      py::gil_scoped_release release;
+      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir);
+    }
+    py::dict info;
+    info["source"] = cg->source;
+    info["kernels"] = [&] { py::list l; for (auto& k : cg->schedule.groups) l.append(k.name); return l; }();
+    info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
+    info["arch"] = cg->program ? cg->program->arch : std::string();
+    info["cubin_bytes"] = cg->program ? cg->program->cubin.size() : 0;
+    info["from_disk_cache"] = cg->program && cg->program->from_disk_cache;
+    info["nvrtc_seconds"] = cg->program ? cg->program->compile_seconds : 0.0;
+    info["codegen_seconds"] = cg->codegen_seconds;
+    info["run"] = py::cpp_function([cg](py::args args) {
+      std::vector<mini::Tensor> inputs;
+      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
+      auto out = cg->run(inputs);
+      py::tuple t(out.size());
+      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
+      return t;
+    });
+    return info;
+  }, py::arg("gm"), py::arg("arch") = "");
 
   // CUDA programs (mini.inductor.compile_cuda): NVRTC to a CUBIN through the disk cache, without
   // a GPU; load and launch where there is one.

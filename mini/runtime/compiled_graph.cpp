@@ -26,6 +26,7 @@
 #include "codegen/c_style.h"
 #include "codegen/cpp_kernel.h"
 #include "runtime/cache_entry.h"
+#include "runtime/cuda_graph.h"
 #include "tensor/metrics.h"
 
 namespace mini::runtime {
@@ -218,15 +219,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       if (!load_entry(*cg, lib, key, &why)) fail("cannot load generated kernels: ", lib, " ", why);
     }
   }
-  // What to release after each step, decided once here rather than on every run.
-  const graph::Graph& planned = cg->schedule.graph;  // the decomposed graph the steps run
-  std::set<int> outputs(planned.outputs.begin(), planned.outputs.end());
-  cg->frees.resize(cg->schedule.steps.size());
-  for (size_t id = 0; id < planned.nodes.size(); id++) {
-    int last = cg->schedule.last_use[id];
-    if (last >= 0 && !outputs.count((int)id) && planned.nodes[id].kind != graph::NodeKind::Input)
-      cg->frees[last].push_back((int)id);
-  }
+  cg->frees = plan_frees(cg->schedule);  // what to release after each step, decided once here
   cg->compile_seconds = since(start);
   cg->cxx_seconds = cg->compile_seconds - cg->schedule_seconds - cg->codegen_seconds;
   return cg;

@@ -5,12 +5,17 @@ loading and launching do.
 
     prog = mini.inductor.compile_cuda(source)          # sm_90 without a GPU, else the GPU's
     prog.launch("scale", grid=(n // 256, 1, 1), block=(256, 1, 1), args=[x, y, 2.0, n])
+
+A captured graph (a GraphModule a backend receives) compiles for CUDA the same way:
+
+    info = mini.inductor.compile_graph_cuda(gm)         # info["source"]: the generated .cu
+    outputs = info["run"](*cuda_inputs)                  # needs a GPU
 """
 from dataclasses import dataclass, field
 
 from . import _C
 
-__all__ = ["CudaProgram", "compile_cuda", "nvrtc_version", "default_cuda_arch"]
+__all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "nvrtc_version", "default_cuda_arch"]
 
 
 def nvrtc_version():
@@ -51,3 +56,11 @@ def compile_cuda(source, arch=None):
     info = _C._compile_cuda(source, arch or "")
     launch = info.pop("launch")
     return CudaProgram(**info, _launch=launch)
+
+
+def compile_graph_cuda(gm, arch=None):
+    """Fuses a captured graph, renders its kernels for CUDA (mini/codegen/cuda_kernel.cpp) and
+    compiles them with NVRTC for `arch` (default_cuda_arch() if None). Returns a dict: source,
+    kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch, cubin_bytes,
+    from_disk_cache, nvrtc_seconds, codegen_seconds, and run(*inputs) taking CUDA tensors."""
+    return _C._inductor_compile_cuda(gm, arch or "")

@@ -78,6 +78,7 @@ float event_elapsed_ms(uintptr_t start, uintptr_t end);  // torch's elapsed_time
 // ---- generated kernels (runtime/cuda_program.h) ---------------------------------------------
 // The device's compute capability as "sm_XY" (sm_90 for an H200).
 std::string device_arch(int index = 0);
+int sm_count();  // multiprocessors of device 0, read once
 // Loads a CUBIN (cudaLibraryLoadData, on the primary context the eager ops use); an opaque
 // handle, released with unload_cubin. A CUBIN for another architecture is a mini::Error.
 uintptr_t load_cubin(const std::string& cubin, const char* what);

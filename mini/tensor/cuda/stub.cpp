@@ -44,6 +44,7 @@ bool event_query(uintptr_t) { no_cuda("mini.cuda.Event.query()"); }
 float event_elapsed_ms(uintptr_t, uintptr_t) { no_cuda("mini.cuda.Event.elapsed_time()"); }
 
 std::string device_arch(int) { no_cuda("the GPU's architecture"); }
+int sm_count() { no_cuda("the GPU's multiprocessors"); }
 uintptr_t load_cubin(const std::string&, const char* what) { no_cuda(what); }
 void unload_cubin(uintptr_t) {}
 uintptr_t cubin_kernel(uintptr_t, const char* name) { no_cuda(name); }

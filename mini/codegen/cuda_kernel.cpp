@@ -1,0 +1,258 @@
+// cuda_kernel.cpp — the CUDA renderer (cuda_kernel.h): the LoopKernel of each fused group as a
+// __global__ function, spelled through c_style.h's tables (kCudaTarget).
+#include "codegen/cuda_kernel.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "codegen/c_style.h"
+#include "codegen/loop_ir.h"
+
+namespace mini::codegen {
+
+using fusion::FusionGroup;
+using fusion::Schedule;
+using graph::Node;
+
+namespace {
+
+// What every generated CUDA source starts with. NVRTC compiles it without the C++ library:
+// the types and the math the device library lacks are defined here.
+constexpr const char* kCudaPrelude = R"(// ---- prelude: mini's CUDA kernels (mini/codegen/cuda_kernel.cpp) ----
+typedef long long int64_t;
+
+namespace mini {
+
+struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
+  int64_t symbols[64];
+  int64_t strides[16][8];
+};
+
+template <class T> __device__ __forceinline__ T sigmoid_of(T x) { return T(1) / (T(1) + ::exp(-x)); }
+
+template <class T> __device__ __forceinline__ T gelu_of(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+    return T(0.5) * x * (T(1) + ::tanh(inner));
+  }
+  return T(0.5) * x * (T(1) + ::erf(x * T(0.70710678118654752440)));
+}
+
+template <class T> __device__ __forceinline__ T gelu_grad_of(T x, bool tanh_approx) {
+  if (tanh_approx) {
+    T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+    T th = ::tanh(inner);
+    T dinner = T(0.79788456080286535588) * (T(1) + T(3 * 0.044715) * x * x);
+    return T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * dinner;
+  }
+  T cdf = T(0.5) * (T(1) + ::erf(x * T(0.70710678118654752440)));
+  T pdf = T(0.39894228040143267794) * ::exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+// Reductions: the identity and the combine of sum, max and min (NaN propagates, as eager).
+template <class T> __device__ __forceinline__ T sum_of(T a, T b) { return a + b; }
+template <class T> __device__ __forceinline__ T max_of(T a, T b) { return (a != a || a > b) ? a : b; }
+template <class T> __device__ __forceinline__ T min_of(T a, T b) { return (a != a || a < b) ? a : b; }
+template <class T> __device__ __forceinline__ T highest() { return T(__longlong_as_double(0x7ff0000000000000LL)); }
+template <> __device__ __forceinline__ int64_t highest<int64_t>() { return 0x7fffffffffffffffLL; }
+template <> __device__ __forceinline__ int highest<int>() { return 0x7fffffff; }
+template <class T> __device__ __forceinline__ T lowest() { return -highest<T>(); }
+template <> __device__ __forceinline__ int64_t lowest<int64_t>() { return -0x7fffffffffffffffLL - 1; }
+template <> __device__ __forceinline__ int lowest<int>() { return -0x7fffffff - 1; }
+
+// v combined over the block's threads (every thread gets the result): shuffles within each
+// warp, then the warps' values through `smem` (one per warp). Every thread must call it.
+template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v, T* smem) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  __syncthreads();  // the previous call's readers are done with smem
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T r = smem[0];
+  for (int w = 1; w < int((blockDim.x + 31) >> 5); w++) r = Op(r, smem[w]);
+  return r;
+}
+
+}  // namespace mini
+// ---- end of prelude ----
+)";
+
+static_assert(kCudaMaxSymbols == 64 && kCudaMaxLoads == 16 && kCudaMaxRank == 8, "the prelude's mini::Sizes");
+
+std::string cuda_type(DType d) {
+  if (d == DType::BFloat16) fail("bfloat16 code generation for CUDA is not implemented");
+  return kCudaTarget.type(d);
+}
+
+class CudaKernelWriter {
+ public:
+  CudaKernelWriter(const Schedule& s, const FusionGroup& k)
+      : L_(s, k), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()) {}
+
+  std::string write() {
+    std::ostringstream o;
+    o << "// " << k_.name << ": graph nodes";
+    for (int id : k_.nodes) o << " " << g_.nodes[id].name;
+    o << "\n";
+    for (int id : k_.nodes)
+      if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
+    o << "extern \"C\" __global__ void __launch_bounds__(" << kCudaThreads << ") " << k_.name << "(";
+    for (auto& [id, i] : L_.load_index())
+      o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
+    for (auto& [id, i] : L_.store_index())
+      o << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ out" << i << ", ";
+    o << "mini::Sizes sizes) {\n";
+    o << "  const int64_t* symbols = sizes.symbols;\n";
+    o << "  const int64_t (*strides)[8] = sizes.strides;\n";
+    o << "  (void)symbols; (void)strides;\n";
+    if (k_.reduced.empty()) write_pointwise(o);
+    else write_reduction(o);
+    o << "}\n";
+    return o.str();
+  }
+
+ private:
+  std::string define(const std::string& pad, char prefix, int id, bool flat_ok) {
+    return pad + "const " + cuda_type(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
+           cs_.expr(L_.expr(id, flat_ok)) + ";\n";
+  }
+  std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
+  std::string linear_full() {
+    std::vector<int64_t> all;
+    for (int d = 0; d < rank_; d++) all.push_back(d);
+    return linear_index(k_.space, all);
+  }
+
+  // A grid-stride loop over every element; the index split into x0, x1, ... only where a load
+  // needs it (a load contiguous over the whole space reads in[i]).
+  void write_pointwise(std::ostringstream& o) {
+    o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
+    o << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
+      << "       i += (int64_t)gridDim.x * blockDim.x) {\n";
+    if (L_.flat_uses_index()) o << unflatten(k_.space, "i", L_.kept_dims(), "    ");
+    std::set<int> targets(k_.stores.begin(), k_.stores.end());
+    for (int id : L_.full_values_for(targets)) o << define("    ", 't', id, true);
+    for (int id : k_.stores) o << "    " << out(id) << "[i] = t" << id << ";\n";
+    o << "  }\n";
+  }
+
+  // The accumulator of a reduction: float for float32 (as eager CUDA), double, int64 for
+  // integer and bool sums, int for bool max/min.
+  std::string acc_type(const Node& n) {
+    DType d = g_.nodes[n.inputs[0]].meta.dtype;
+    if (d == DType::Bool) return is_sum(n) ? "int64_t" : "int";
+    if (is_sum(n) && d == DType::Int64) return "int64_t";
+    return cuda_type(d);
+  }
+  static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
+  std::string combine(const Node& n) {
+    return is_sum(n) ? "mini::sum_of" : n.op == OpKind::Amax ? "mini::max_of" : "mini::min_of";
+  }
+  std::string identity(const Node& n, const std::string& A) {
+    if (is_sum(n)) return A + "(0)";
+    return n.op == OpKind::Amax ? "mini::lowest<" + A + ">()" : "mini::highest<" + A + ">()";
+  }
+
+  // A block per row. Each phase: the block's threads stride over the row, computing the full
+  // values the phase needs (a value needed again by a later phase is computed again: no row
+  // scratch on the GPU yet) and folding them into per-thread accumulators, then one block
+  // reduction per accumulator; the row values that became ready are computed by every thread.
+  void write_reduction(std::ostringstream& o) {
+    o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
+      << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
+    o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+    o << "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    o << unflatten(k_.space, "r", L_.kept_dims(), "    ");
+    RowPlan plan = L_.plan_rows(0);  // no scratch: every phase computes what it reads
+    std::set<int> done;
+    for (int id : k_.nodes) {  // row values that need no reduction
+      if (L_.is_full(id) || L_.is_reduction(id) || !L_.reductions_below(id).empty()) continue;
+      o << define("    ", 'r', id, false);
+      done.insert(id);
+    }
+    for (int p = 0; p <= L_.phases(); p++) {
+      std::vector<int> reds, stores;
+      L_.phase_targets(p, &reds, &stores);
+      if (!reds.empty() || !stores.empty()) {
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string A = acc_type(n);
+          o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
+        }
+        o << "    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+        o << unflatten(k_.space, "j", L_.red_dims(), "      ");
+        for (int id : k_.nodes)
+          if (plan.compute[p].count(id)) o << define("      ", 't', id, false);
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string A = acc_type(n);
+          o << "      acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+            << cs_.expr(L_.reduction_input(id)) << "));\n";
+        }
+        for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+        o << "    }\n";
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string A = acc_type(n), I = std::to_string(id);
+          o << "    acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
+            << ", reinterpret_cast<" << A << "*>(smem));\n";
+          std::string fin = "acc" + I;
+          if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+          o << "    const " << cuda_type(n.meta.dtype) << " r" << I << " = " << cuda_type(n.meta.dtype) << "(" << fin
+            << ");\n";
+          done.insert(id);
+        }
+      }
+      for (int id : k_.nodes) {  // row values whose reductions are all done
+        if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+        bool ready = true;
+        for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
+        if (!ready) continue;
+        o << define("    ", 'r', id, false);
+        done.insert(id);
+      }
+    }
+    bool row_stores = false;
+    for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
+    if (row_stores) {
+      o << "    if (threadIdx.x == 0) {\n";
+      for (int id : k_.stores)
+        if (!L_.is_full(id))
+          o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+      o << "    }\n";
+    }
+    o << "  }\n";
+  }
+
+  const LoopKernel L_;
+  const graph::Graph& g_;
+  const FusionGroup& k_;
+  CStyle cs_;
+  const int rank_;
+};
+
+}  // namespace
+
+std::string render_cuda(const Schedule& s) {
+  std::ostringstream o;
+  o << "// Generated by mini's inductor (mini/codegen/cuda_kernel.cpp) for NVRTC. Do not edit.\n";
+  o << kCudaPrelude;
+  for (const auto& k : s.groups) o << "\n" << CudaKernelWriter(s, k).write();
+  return o.str();
+}
+
+int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int sms) {
+  auto extent = [&](const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= graph::is_symbol(k.space[d]) ? symbols[graph::symbol_index(k.space[d])] : k.space[d];
+    return n;
+  };
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
+    if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
+  int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads : extent(kept);
+  // enough blocks to fill the GPU many times over; grid-stride loops take the rest
+  return std::max<int64_t>(1, std::min<int64_t>(work, int64_t(sms) * 64));
+}
+
+}  // namespace mini::codegen

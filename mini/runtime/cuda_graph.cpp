@@ -1,0 +1,136 @@
+// cuda_graph.cpp — see cuda_graph.h.
+#include "runtime/cuda_graph.h"
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "codegen/c_style.h"
+#include "codegen/cuda_kernel.h"
+#include "tensor/cuda/cuda.h"
+#include "tensor/metrics.h"
+#include "tensor/ops.h"
+
+namespace mini::runtime {
+
+namespace {
+
+// The host image of the prelude's mini::Sizes, passed by value to every kernel.
+struct Sizes {
+  int64_t symbols[codegen::kCudaMaxSymbols];
+  int64_t strides[codegen::kCudaMaxLoads][codegen::kCudaMaxRank];
+};
+static_assert(sizeof(Sizes) == 8 * (64 + 16 * 8), "mini::Sizes of the CUDA prelude");
+
+}  // namespace
+
+std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s) {
+  const graph::Graph& planned = s.graph;
+  std::set<int> outputs(planned.outputs.begin(), planned.outputs.end());
+  std::vector<std::vector<int>> frees(s.steps.size());
+  for (size_t id = 0; id < planned.nodes.size(); id++) {
+    int last = s.last_use[id];
+    if (last >= 0 && !outputs.count((int)id) && planned.nodes[id].kind != graph::NodeKind::Input)
+      frees[last].push_back((int)id);
+  }
+  return frees;
+}
+
+std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
+                                                      const std::string& cache_dir) {
+  auto start = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto cg = std::make_shared<CompiledCudaGraph>();
+  cg->schedule = fusion::schedule(g);
+  codegen::name_kernels(cg->schedule, codegen::kCudaTarget);
+  if ((int)g.symbols.size() > codegen::kCudaMaxSymbols)
+    fail("this graph has ", g.symbols.size(), " size symbols; CUDA code generation passes at most ",
+         codegen::kCudaMaxSymbols, " (mark fewer dims dynamic)");
+  for (const auto& k : cg->schedule.groups)
+    if ((int)k.loads.size() > codegen::kCudaMaxLoads || (int)k.space.size() > codegen::kCudaMaxRank)
+      fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
+           " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
+  cg->schedule_seconds = since();
+  cg->source = codegen::render_cuda(cg->schedule);
+  cg->codegen_seconds = since() - cg->schedule_seconds;
+  metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
+  if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
+  cg->frees = plan_frees(cg->schedule);
+  return cg;
+}
+
+std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const {
+  const graph::Graph& g = schedule.graph;
+  if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (inputs[i] && !inputs[i]->is_cuda())
+      fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
+           " (move it with .cuda())");
+  if (program) {
+    std::vector<std::string> names;
+    for (const auto& k : schedule.groups) names.push_back(k.name);
+    program->load(names);
+  }
+  std::vector<Tensor> values(g.nodes.size());
+  for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
+  std::vector<int64_t> symbols;
+  for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
+  auto resolve = [&](Shape shape) {
+    for (auto& v : shape)
+      if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
+    return shape;
+  };
+  // a captured constant tensor lives on the CPU: its device copy, made once per run
+  auto on_device = [&](int id) {
+    const Tensor& t = values[id] ? values[id] : g.nodes[id].constant;
+    return t->is_cuda() ? t : to_device(t, Device::cuda(0));
+  };
+  Sizes sizes{};
+  for (size_t i = 0; i < symbols.size(); i++) sizes.symbols[i] = symbols[i];
+  int sms = cuda::sm_count();
+  std::vector<void*> pointers;
+  std::vector<void*> args;
+  for (size_t si = 0; si < schedule.steps.size(); si++) {
+    const fusion::Step& st = schedule.steps[si];
+    if (st.kind == fusion::StepKind::Kernel) {
+      const fusion::FusionGroup& k = schedule.groups[st.group];
+      pointers.clear();
+      std::vector<Tensor> keep;  // device copies of constants, alive until the launch is queued
+      int64_t bytes = 0;
+      for (size_t b = 0; b < k.loads.size(); b++) {
+        Tensor t = on_device(k.loads[b]);
+        keep.push_back(t);
+        pointers.push_back(t->device_raw());
+        for (size_t d = 0; d < t->strides.size() && d < (size_t)codegen::kCudaMaxRank; d++)
+          sizes.strides[b][d] = t->strides[d];
+        bytes += t->wrapped_number ? 0 : t->nbytes();
+      }
+      for (int id : k.stores) {
+        values[id] = TensorImpl::empty(resolve(g.nodes[id].meta.sizes), g.nodes[id].meta.dtype, Device::cuda(0));
+        pointers.push_back(values[id]->device_raw());
+        bytes += values[id]->nbytes();
+      }
+      args.clear();
+      for (void*& p : pointers) args.push_back(&p);
+      args.push_back(&sizes);
+      unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
+      unsigned block[3] = {(unsigned)codegen::kCudaThreads, 1, 1};
+      cuda::launch_kernel(program->kernels.at(k.name), grid, block, args.data(), 0, k.name.c_str());
+      count_kernel(bytes);
+    } else {
+      const graph::Node& n = g.nodes[st.node];
+      std::vector<Tensor> call_args;
+      for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : on_device(i));
+      Attrs a = n.attrs;
+      a.shape = resolve(a.shape);
+      if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
+      values[st.node] = call_op(n.op, call_args, a);  // a view (no kernel) or an eager CUDA op
+    }
+    for (int id : frees[si]) values[id].reset();
+  }
+  std::vector<Tensor> out;
+  for (int o : g.outputs) out.push_back(values[o] ? values[o] : on_device(o));
+  return out;
+}
+
+}  // namespace mini::runtime

@@ -1,0 +1,41 @@
+// cuda_graph.h — a captured graph compiled for CUDA: fused, rendered by the CUDA renderer,
+// compiled by NVRTC (cuda_program.h) and run on CUDA tensors.
+//
+// In:  a captured graph (mini/graph).
+// Out: a CompiledCudaGraph whose run() takes the graph's inputs on the GPU and returns its
+//      outputs there: one launch per fused kernel, extern calls (matmul: cuBLAS) and views
+//      through the eager CUDA ops.
+// Guarantees:
+//  * compiling needs no GPU (the null device: CI renders and compiles every graph it tests);
+//  * run() raises where there is no GPU, and for inputs that are not CUDA tensors, naming both;
+//  * symbolic sizes are kernel arguments (mini::Sizes): one compiled graph serves every size;
+//  * every launch counts in metrics, as the C++ kernels do.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusion/schedule.h"
+#include "runtime/cuda_program.h"
+
+namespace mini::runtime {
+
+struct CompiledCudaGraph {
+  fusion::Schedule schedule;
+  std::string source;
+  std::shared_ptr<CudaProgram> program;  // null when the graph has no generated kernel
+  double schedule_seconds = 0, codegen_seconds = 0;
+  std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+};
+
+// Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
+std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
+                                                      const std::string& cache_dir);
+
+// What to release after each step of `s`: the values no later step reads (not outputs, not
+// inputs). Shared by the C++ and CUDA compiled graphs.
+std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
+
+}  // namespace mini::runtime
