@@ -192,24 +192,27 @@ void bind_inductor(py::module_& m) {
       std::vector<void*> pointers(args.size());
       for (size_t i = 0; i < args.size(); i++) {
         py::handle a = args[i];
-        if (py::isinstance<mini::Tensor>(a)) {
-          mini::Tensor t = a.cast<mini::Tensor>();
-          if (!t->is_cuda())
-            throw py::value_error(mini::cat("argument ", i, " of kernel ", name,
-                                            " is a tensor on ", t->device().str(),
-                                            "; a kernel reads CUDA tensors (.cuda())"));
-          void* ptr = t->device_raw();
-          std::memcpy(&slots[i], &ptr, sizeof ptr);
-        } else if (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a)) {
+        if (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a)) {
           int64_t v = a.cast<int64_t>();
           std::memcpy(&slots[i], &v, sizeof v);
         } else if (py::isinstance<py::float_>(a)) {
           float v = a.cast<float>();
           std::memcpy(&slots[i], &v, sizeof v);
         } else {
-          throw py::type_error(mini::cat("argument ", i, " of kernel ", name, " is a ",
-                                         std::string(py::str(a.get_type().attr("__name__"))),
-                                         "; pass CUDA tensors, floats or ints"));
+          mini::Tensor t;
+          try {
+            t = a.cast<mini::Tensor>();  // a mini.Tensor (the Python class wraps the C++ one)
+          } catch (const py::cast_error&) {
+            throw py::type_error(mini::cat("argument ", i, " of kernel ", name, " is a ",
+                                           std::string(py::str(a.get_type().attr("__name__"))),
+                                           "; pass CUDA tensors, floats or ints"));
+          }
+          if (!t || !t->is_cuda())
+            throw py::value_error(mini::cat("argument ", i, " of kernel ", name, " is a tensor on ",
+                                            t ? t->device().str() : std::string("no device"),
+                                            "; a kernel reads CUDA tensors (.cuda())"));
+          void* ptr = t->device_raw();
+          std::memcpy(&slots[i], &ptr, sizeof ptr);
         }
         pointers[i] = &slots[i];
       }
