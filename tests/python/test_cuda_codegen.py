@@ -100,15 +100,15 @@ def test_kernels_are_named_by_the_renderer():
     assert 'extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_mul_relu_0(' in cuda["source"]
 
 
-# The fuzzer's first functions: random programs over every op the generator knows (pointwise,
+# 250 of the fuzzer's random programs (25 functions of 10), over every op the generator knows (pointwise,
 # reductions over any dims, views, casts, matmul as an extern call), some with symbolic sizes.
-FUZZ_FUNCTIONS = int(os.environ.get("MINI_CUDA_FUZZ_FUNCTIONS", "12"))
+FUZZ_FUNCTIONS = int(os.environ.get("MINI_CUDA_FUZZ_FUNCTIONS", "25"))
 
 
 def fuzz_case(index, allow_dynamic=True):
     seed = 7_000_003 + index
     dynamic = True if allow_dynamic and index % 4 == 3 else None
-    inputs, exprs = fuzz.generate(seed, 6, dynamic=bool(dynamic))
+    inputs, exprs = fuzz.generate(seed, 10, dynamic=bool(dynamic))
     prog = fuzz.Program(inputs, exprs, f"cuda_fuzz_{index}")
     return prog, dynamic
 
