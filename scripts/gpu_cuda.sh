@@ -9,6 +9,8 @@
 #   cuda available           mini.cuda.is_available() on this machine
 #   pytest -m cuda           every CUDA test: the op catalog on cuda, test_cuda.py, the labs
 #   bench_cuda_eager         labs/bench/bench_cuda_eager.py, full size, torch beside mini
+#   bench_cuda_inductor      labs/bench/bench_cuda_inductor.py: mini compiled (CUDA codegen) against
+#                            torch.compile; its table in bench_labs.txt, its files in labs.tar.gz
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
@@ -27,7 +29,7 @@
 #   sanitizers.log           compute-sanitizer's reports
 #   bench_labs.txt           what the benchmark, the kernel sweep and the two labs printed
 #   bench_cuda_eager.json, bench_cuda_eager.md   the benchmark's table (for notes/perf.md)
-#   labs.tar.gz              the labs' JSON and figures
+#   labs.tar.gz              the labs' JSON and figures, bench_cuda_inductor.json / .md
 # Before the call, HERE: bash scripts/gpu_prepare.sh (stages .gpu_carry/: pybind11, headers,
 # OpenBLAS, Catch2). The call: command 'bash scripts/gpu_cuda.sh', carry [".gpu_carry"],
 # timeout_s 600. MINI_GPU_STAGES='sweep|bench' (an extended regex, case-insensitive) runs only
@@ -175,6 +177,9 @@ mkdir -p "$work/labs"
 stage bench_cuda_eager 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_eager.py \
   --out "$work/bench"
 cp "$work"/bench/bench_cuda_eager.json "$work"/bench/bench_cuda_eager.md "$out/" 2>/dev/null
+# compiled CUDA against torch.compile; its .json/.md travel in labs.tar.gz (8 files at most in $OUT)
+stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_inductor.py \
+  --out "$work/labs"
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py
 
 # ---- the C++ CUDA tests -----------------------------------------------------------------------

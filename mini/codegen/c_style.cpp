@@ -38,17 +38,23 @@ std::string cpp_math(OpKind op, const std::string& T) {
   }
 }
 
-// CUDA: the device math library's overloads (float and double), and the prelude's
+std::string cuda_type(DType d) {
+  return d == DType::BFloat16 ? "mini::bf16" : cpp_type(d);  // the prelude's (cuda_kernel.cpp)
+}
+
+// CUDA: the device math library's overloads (float and double; bfloat16 computes in float, by
+// the float name: a bf16 argument converts to float but not to double), and the prelude's
 // mini::*_of for what it lacks (cuda_kernel.cpp).
 std::string cuda_math(OpKind op, const std::string& T) {
+  std::string f = T == "mini::bf16" ? "f" : "";
   switch (op) {
-    case OpKind::Exp: return "::exp";
-    case OpKind::Sin: return "::sin";
-    case OpKind::Cos: return "::cos";
-    case OpKind::Log: return "::log";
-    case OpKind::Tanh: return "::tanh";
-    case OpKind::Sqrt: return "::sqrt";
-    case OpKind::Pow: return "::pow";
+    case OpKind::Exp: return "::exp" + f;
+    case OpKind::Sin: return "::sin" + f;
+    case OpKind::Cos: return "::cos" + f;
+    case OpKind::Log: return "::log" + f;
+    case OpKind::Tanh: return "::tanh" + f;
+    case OpKind::Sqrt: return "::sqrt" + f;
+    case OpKind::Pow: return "::pow" + f;
     case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">";
     case OpKind::Gelu: return "mini::gelu_of<" + T + ">";
     case OpKind::GeluBackward: return "mini::gelu_grad_of<" + T + ">";
@@ -60,7 +66,7 @@ std::string cuda_math(OpKind op, const std::string& T) {
 
 const Target kCppTarget = {"cpp", cpp_type, "std::numeric_limits<double>::quiet_NaN()",
                            "std::numeric_limits<double>::infinity()", cpp_math};
-const Target kCudaTarget = {"cuda", cpp_type, "__longlong_as_double(0x7ff8000000000000LL)",
+const Target kCudaTarget = {"cuda", cuda_type, "__longlong_as_double(0x7ff8000000000000LL)",
                             "__longlong_as_double(0x7ff0000000000000LL)", cuda_math};
 
 std::string size_expr(int64_t s) {

@@ -23,6 +23,16 @@ typedef long long int64_t;
 
 namespace mini {
 
+// bfloat16 storage: widened to float when read, rounded to nearest even (the hardware's
+// cvt.rn.bf16.f32) when made from a float; arithmetic on two of them is float arithmetic, so
+// each op's result is rounded once, when it is stored in its temporary, as eager rounds it.
+struct bf16 {
+  unsigned short bits;
+  bf16() = default;
+  __device__ __forceinline__ bf16(float f) { asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f)); }
+  __device__ __forceinline__ operator float() const { return __uint_as_float(unsigned(bits) << 16); }
+};
+
 struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
   int64_t symbols[64];
   int64_t strides[16][8];
@@ -79,10 +89,7 @@ template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v,
 
 static_assert(kCudaMaxSymbols == 64 && kCudaMaxLoads == 16 && kCudaMaxRank == 8, "the prelude's mini::Sizes");
 
-std::string cuda_type(DType d) {
-  if (d == DType::BFloat16) fail("bfloat16 code generation for CUDA is not implemented");
-  return kCudaTarget.type(d);
-}
+std::string cuda_type(DType d) { return kCudaTarget.type(d); }
 
 class CudaKernelWriter {
  public:
@@ -136,11 +143,12 @@ class CudaKernelWriter {
     o << "  }\n";
   }
 
-  // The accumulator of a reduction: float for float32 (as eager CUDA), double, int64 for
-  // integer and bool sums, int for bool max/min.
+  // The accumulator of a reduction: float for float32 and bfloat16 (as eager CUDA), double,
+  // int64 for integer and bool sums, int for bool max/min.
   std::string acc_type(const Node& n) {
     DType d = g_.nodes[n.inputs[0]].meta.dtype;
     if (d == DType::Bool) return is_sum(n) ? "int64_t" : "int";
+    if (d == DType::BFloat16) return "float";  // as eager: opmath
     if (is_sum(n) && d == DType::Int64) return "int64_t";
     return cuda_type(d);
   }

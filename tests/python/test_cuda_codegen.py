@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
 sys.path.insert(0, str(REPO / "labs"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from programs import chain8, layernorm_decomp, softmax_decomp, transform  # noqa: E402
+from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform  # noqa: E402
 import test_inductor_fuzz as fuzz  # noqa: E402
 
 pytestmark = [
@@ -54,13 +54,16 @@ def graph_of(fn, *args, dynamic=None):
 
 def assert_same(got, want, what):
     """A CUDA result against the graph run eagerly on the CPU: floats within 1e-4 relative (plus
-    1e-4 of the largest magnitude: sums add in another order), everything else exactly."""
-    assert got.is_cuda, what
+    1e-4 of the largest magnitude: sums add in another order), bfloat16 within 2 of its ulps
+    (2^-7: each op rounds, and exp, sums and divisions may round the other way), everything
+    else exactly."""
+    assert got.is_cuda and got.dtype == want.dtype, what
     g, w = to_np(got.cpu()), to_np(want)
     assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
     if np.issubdtype(w.dtype, np.floating):
+        tol = 2 ** -7 if want.dtype == mini.bfloat16 else 1e-4
         scale = float(np.nanmax(np.abs(w[np.isfinite(w)]))) if np.isfinite(w).any() else 1.0
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(scale, 1.0), err_msg=what)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * max(scale, 1.0), err_msg=what)
     else:
         np.testing.assert_array_equal(g, w, err_msg=what)
 
@@ -71,6 +74,40 @@ ANCHORS = {
     "softmax_decomp": (softmax_decomp, lambda: (mini.randn(64, 1000),)),
     "layernorm_decomp": (layernorm_decomp, lambda: (mini.randn(64, 512), mini.randn(512), mini.randn(512))),
 }
+
+
+# bfloat16 (the article's dtype on the GPU): stored as 16 bits, each op computed in float and
+# rounded when stored, as eager; accumulators in float
+def bf16(*shape):
+    return mini.randn(*shape).to(mini.bfloat16)
+
+
+BF16 = {
+    "transform": (transform, lambda: (bf16(64, 64), bf16(64))),
+    "softmax_decomp": (softmax_decomp, lambda: (bf16(64, 1000),)),
+    "layernorm_decomp": (layernorm_decomp, lambda: (bf16(64, 512), bf16(512), bf16(512))),
+    "ffn_out": (ffn_out, lambda: (bf16(8, 256), bf16(256, 256), bf16(256))),  # matmul: cuBLAS
+}
+
+
+@pytest.mark.parametrize("name", list(BF16))
+def test_bfloat16_graphs_compile_with_nvrtc(name):
+    fn, make = BF16[name]
+    info = inductor.compile_graph_cuda(graph_of(fn, *make()), arch="sm_90")
+    assert info["cubin_bytes"] > 0 and "const mini::bf16* __restrict__ in0" in info["source"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("name", list(BF16))
+def test_bfloat16_graphs_run_on_the_gpu_as_eager(name):
+    fn, make = BF16[name]
+    gm, inputs = captured(fn, *make())
+    got = inductor.compile_graph_cuda(gm)["run"](*[x.cuda() for x in inputs])
+    want = gm.forward(*inputs)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"{name} (bfloat16) output {i}")
 
 
 @pytest.mark.parametrize("name", list(ANCHORS))
@@ -166,3 +203,20 @@ def test_running_without_a_gpu_says_why():
     info = inductor.compile_graph_cuda(graph_of(transform, *args))
     with pytest.raises(RuntimeError, match="CUDA"):
         info["run"](*args)
+
+
+def test_the_benchmark_compiles_every_program_on_the_null_device(tmp_path):
+    """labs/bench/bench_cuda_inductor.py --null-device: what the GPU run will time, compiled here."""
+    import json
+    import subprocess
+    pkg = os.path.dirname(os.path.dirname(mini.__file__))
+    r = subprocess.run([sys.executable, str(REPO / "labs" / "bench" / "bench_cuda_inductor.py"), "--null-device",
+                        "--quick", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=pkg, MINI_CACHE_DIR=str(tmp_path / "cache")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "bench_cuda_inductor.json").read_text())
+    assert len(report["rows"]) == 6
+    for row in report["rows"]:
+        assert "compile_error" not in row, row
+        assert row["kernels"] and all(k.startswith("cuda_") for k in row["kernels"]), row
+        assert row["cubin_bytes"] > 0 and 0 < row["warm_s"] < row["cold_s"], row

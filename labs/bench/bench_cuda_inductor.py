@@ -1,0 +1,281 @@
+"""CUDA code generation against torch.compile, in one run on one GPU (issue 13).
+
+    PYTHONPATH=build/python python labs/bench/bench_cuda_inductor.py [--quick] [--out DIR] [--no-torch]
+    PYTHONPATH=build/python python labs/bench/bench_cuda_inductor.py --null-device   # no GPU needed
+
+For the Inductor anchors on 8192 x 8192 (transform in float32 and bfloat16, the 8-op chain,
+decomposed softmax and layer norm) and relu(x @ w + b) in bfloat16 at batch 8: mini eager,
+mini compiled (the graph captured once, rendered by mini/codegen/cuda_kernel.cpp, compiled by
+NVRTC), torch eager and torch.compile (default mode), each timed with CUDA events (median of
+--repeats calls after --warmup), with GB/s of the least a program must move (each input read
+once, each output written once), kernels launched per call (mini: mini.metrics; torch: the
+profiler's kernel count), and mini's cold compile (an empty cache folder: fusion, rendering,
+NVRTC) and warm compile (the same graph again: a checked read of the disk cache).
+
+Bars (issue 13), printed at the end: each fused pointwise program at >= 90% of the copy
+ceiling measured in the same run; mini compiled >= 95% of torch.compile's throughput on the
+five memory-bound programs; relu(x @ w + b) compiled no slower than torch eager; cold compile
+<= 0.2 s, warm <= 5 ms. What mini cannot compile yet (bfloat16 code generation) is a row
+saying so, and its bars fail.
+
+--null-device: what a machine without a GPU can check: every program captured, rendered for
+CUDA and compiled by NVRTC (kernels, CUBIN bytes, compile seconds), nothing launched.
+Writes bench_cuda_inductor.json and .md into --out (default figures/).
+"""
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mini
+import mini.inductor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/
+from measure import REPO_ROOT, cuda_ms, cuda_unavailable_reason  # noqa: E402
+import programs  # noqa: E402
+
+COPY_BAR = 0.90          # fused pointwise, of the copy ceiling
+TORCH_COMPILE_BAR = 0.95  # mini compiled throughput / torch.compile's
+COLD_BAR_S = 0.2
+WARM_BAR_S = 0.005
+
+
+def torch_twins(torch):
+    """The anchors with torch ops (labs/programs.py writes them with mini's)."""
+    def transform(x, bias):
+        return torch.relu((x + bias) * 0.5)
+
+    def chain8(x, y):
+        t = x.sin() * y
+        t = t.cos() + x
+        t = t * 0.5 - y
+        return torch.sigmoid(t) * x
+
+    def softmax_decomp(x):
+        m = x.amax(-1, keepdim=True)
+        e = (x - m).exp()
+        return e / e.sum(-1, keepdim=True)
+
+    def layernorm_decomp(x, w, b):
+        mu = x.mean(-1, keepdim=True)
+        var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) * torch.rsqrt(var + 1e-5) * w + b
+
+    def ffn_out(x, w, b):
+        return torch.relu(x @ w + b)
+
+    return {"transform": transform, "chain8": chain8, "softmax_decomp": softmax_decomp,
+            "layernorm_decomp": layernorm_decomp, "ffn_out": ffn_out}
+
+
+def workloads(quick):
+    """name -> (program, shapes, dtype, min bytes, kind); kind: pointwise, reduction or matmul."""
+    r, c = (1024, 1024) if quick else (8192, 8192)
+    f32, bf16 = 4, 2
+    return {
+        "transform f32": ("transform", [(r, c), (c,)], "float32", (2 * r * c + c) * f32, "pointwise"),
+        "transform bf16": ("transform", [(r, c), (c,)], "bfloat16", (2 * r * c + c) * bf16, "pointwise"),
+        "chain8 f32": ("chain8", [(r, c), (r, c)], "float32", 3 * r * c * f32, "pointwise"),
+        "softmax_decomp f32": ("softmax_decomp", [(r, c)], "float32", 2 * r * c * f32, "reduction"),
+        "layernorm_decomp f32": ("layernorm_decomp", [(r, c), (c,), (c,)], "float32", (2 * r * c + 2 * c) * f32,
+                                 "reduction"),
+        "ffn_out bf16 b8": ("ffn_out", [(8, 4096), (4096, 4096), (4096,)], "bfloat16",
+                            (8 * 4096 + 4096 * 4096 + 4096 + 8 * 4096) * bf16, "matmul"),
+    }
+
+
+def capture(fn, args):
+    """The graph mini.compile captures from fn(*args) (CPU tensors), and its example inputs."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+    mini.reset()
+    mini.compile(fn, backend=backend, fullgraph=True, dynamic=False)(*args)
+    return graphs[0]
+
+
+def compile_times(gm):
+    """(cold seconds, warm seconds, info): a compile into an empty cache folder, then again."""
+    saved = mini.config.cache_dir
+    with tempfile.TemporaryDirectory() as folder:
+        mini.config.cache_dir = folder
+        try:
+            t0 = time.perf_counter()
+            info = mini.inductor.compile_graph_cuda(gm)
+            cold = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            again = mini.inductor.compile_graph_cuda(gm)
+            warm = time.perf_counter() - t0
+            assert again["from_disk_cache"] or not again["kernels"]
+        finally:
+            mini.config.cache_dir = saved
+    return cold, warm, again
+
+
+def torch_kernels(torch, run):
+    """CUDA kernels one call of run() launches, by torch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def mini_kernels(run):
+    run()
+    mini.cuda.synchronize()
+    before = mini.metrics.snapshot()["kernel_launches"]
+    run()
+    mini.cuda.synchronize()
+    return mini.metrics.snapshot()["kernel_launches"] - before
+
+
+def measure(name, spec, torch, args):
+    prog, shapes, dtype, nbytes, kind = spec
+    fn = getattr(programs, prog)
+    mdtype = getattr(mini, dtype)
+    mini.manual_seed(0)
+    cpu_args = [mini.randn(*s, dtype=mdtype) for s in shapes]
+    row = {"name": name, "kind": kind, "bytes": nbytes}
+    gm, inputs = capture(fn, cpu_args)
+    try:
+        cold, warm, info = compile_times(gm)
+        row.update(cold_s=cold, warm_s=warm, kernels=info["kernels"], cubin_bytes=info["cubin_bytes"])
+    except RuntimeError as e:
+        row["compile_error"] = str(e).split("\n")[0]
+        info = None
+    if args.null_device:
+        return row
+    cuda_args = [a.cuda() for a in cpu_args]
+    cuda_inputs = [x.cuda() for x in inputs]
+    timing = lambda run: cuda_ms(mini.cuda, run, args.repeats, args.warmup, statistics.median)  # noqa: E731
+    row["mini_eager_ms"] = timing(lambda: fn(*cuda_args))
+    row["mini_eager_kernels"] = mini_kernels(lambda: fn(*cuda_args))
+    if info is not None:
+        row["mini_compiled_ms"] = timing(lambda: info["run"](*cuda_inputs))
+        row["mini_compiled_kernels"] = mini_kernels(lambda: info["run"](*cuda_inputs))
+    if torch is not None:
+        tfn = torch_twins(torch)[prog]
+        targs = [torch.from_numpy(a.float().numpy()).to("cuda", getattr(torch, dtype)) for a in cpu_args]
+        tt = lambda run: cuda_ms(torch.cuda, run, args.repeats, args.warmup, statistics.median)  # noqa: E731
+        row["torch_eager_ms"] = tt(lambda: tfn(*targs))
+        row["torch_eager_kernels"] = torch_kernels(torch, lambda: tfn(*targs))
+        torch._dynamo.reset()
+        compiled = torch.compile(tfn)
+        t0 = time.perf_counter()
+        compiled(*targs)
+        torch.cuda.synchronize()
+        row["torch_compile_first_call_s"] = time.perf_counter() - t0
+        row["torch_compile_ms"] = tt(lambda: compiled(*targs))
+        row["torch_compile_kernels"] = torch_kernels(torch, lambda: compiled(*targs))
+    return row
+
+
+def copy_ceiling(args):
+    n = (1 << 20) if args.quick else (1 << 28)
+    a = mini.randn(n, device="cuda")
+    ms = cuda_ms(mini.cuda, lambda: a.clone(), args.repeats, args.warmup, statistics.median)
+    return 2 * n * 4 / ms / 1e6  # GB/s
+
+
+def bars(rows, ceiling):
+    out = []
+    for r in rows:
+        gbps = r["bytes"] / r["mini_compiled_ms"] / 1e6 if "mini_compiled_ms" in r else 0.0
+        if r["kind"] == "pointwise":
+            out.append((f"{r['name']}: compiled >= {COPY_BAR:.0%} of copy", gbps >= COPY_BAR * ceiling))
+        if r["kind"] != "matmul" and "torch_compile_ms" in r:
+            ok = "mini_compiled_ms" in r and r["torch_compile_ms"] / r["mini_compiled_ms"] >= TORCH_COMPILE_BAR
+            out.append((f"{r['name']}: >= {TORCH_COMPILE_BAR:.0%} of torch.compile", ok))
+        if r["kind"] == "matmul" and "torch_eager_ms" in r:
+            ok = "mini_compiled_ms" in r and r["mini_compiled_ms"] <= r["torch_eager_ms"]
+            out.append((f"{r['name']}: compiled <= torch eager", ok))
+        out.append((f"{r['name']}: cold compile <= {COLD_BAR_S} s", r.get("cold_s", 1e9) <= COLD_BAR_S))
+        out.append((f"{r['name']}: warm compile <= {WARM_BAR_S * 1e3:.0f} ms", r.get("warm_s", 1e9) <= WARM_BAR_S))
+    return out
+
+
+def fmt(v, unit=""):
+    return "-" if v is None else f"{v:.3f}{unit}" if isinstance(v, float) else str(v)
+
+
+def table(rows, ceiling):
+    head = ["program", "mini eager ms", "mini compiled ms", "torch eager ms", "torch.compile ms",
+            "compiled GB/s", "% copy", "kernels (mini e/c, torch e/c)", "cold s", "warm ms"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        gbps = r["bytes"] / r["mini_compiled_ms"] / 1e6 if "mini_compiled_ms" in r else None
+        kernels = "/".join(fmt(r.get(k)) for k in ("mini_eager_kernels", "mini_compiled_kernels",
+                                                   "torch_eager_kernels", "torch_compile_kernels"))
+        cells = [r["name"], fmt(r.get("mini_eager_ms")),
+                 fmt(r.get("mini_compiled_ms")) if "compile_error" not in r else "n/a: " + r["compile_error"],
+                 fmt(r.get("torch_eager_ms")), fmt(r.get("torch_compile_ms")), fmt(gbps),
+                 f"{gbps / ceiling:.0%}" if gbps and ceiling else "-", kernels, fmt(r.get("cold_s")),
+                 fmt(r["warm_s"] * 1e3) if "warm_s" in r else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1024 x 1024 instead of 8192 x 8192")
+    parser.add_argument("--null-device", action="store_true",
+                        help="capture, render and compile with NVRTC only (no GPU needed)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--no-torch", action="store_true")
+    args = parser.parse_args(argv)
+    if mini.inductor.nvrtc_version() is None:
+        print("bench_cuda_inductor: skipped: " + mini._C._nvrtc_unavailable_reason())
+        return 0
+    if not args.null_device:
+        why = cuda_unavailable_reason()
+        if why:
+            print(f"bench_cuda_inductor: skipped: no CUDA device ({why}); --null-device compiles without one")
+            return 0
+    torch = None
+    if not args.null_device and not args.no_torch:
+        try:
+            import torch  # noqa: F811
+        except ImportError:
+            print("note: torch does not import here: mini alone")
+    rows = []
+    for name, spec in workloads(args.quick).items():
+        rows.append(measure(name, spec, torch, args))
+        r = rows[-1]
+        print(f"{name}: kernels {r.get('kernels', r.get('compile_error'))}, cold {fmt(r.get('cold_s'), ' s')}, "
+              f"warm {fmt(r.get('warm_s'), ' s')}", flush=True)
+    ceiling = None if args.null_device else copy_ceiling(args)
+    report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "device": "null (NVRTC only)" if args.null_device else mini.cuda.get_device_name(0),
+              "nvrtc": mini.inductor.nvrtc_version(), "copy_ceiling_GBps": ceiling, "rows": rows,
+              "torch": getattr(torch, "__version__", None)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = table(rows, ceiling)
+    if not args.null_device:
+        results = bars(rows, ceiling)
+        report["bars"] = [{"bar": b, "pass": ok} for b, ok in results]
+        text += "\n\n" + "\n".join(f"{'PASS' if ok else 'FAIL'}  {b}" for b, ok in results)
+        text += f"\n\nbars: {sum(ok for _, ok in results)} of {len(results)} PASS"
+    print(text)
+    (args.out / "bench_cuda_inductor.json").write_text(json.dumps(report, indent=1))
+    (args.out / "bench_cuda_inductor.md").write_text(
+        f"bench_cuda_inductor, {report['date']}, {report['device']}, NVRTC {report['nvrtc']}, "
+        f"torch {report['torch']}\n\n{text}\n")
+    print(f"wrote {args.out / 'bench_cuda_inductor.json'}, {args.out / 'bench_cuda_inductor.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
