@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import mini
@@ -45,32 +46,10 @@ COLD_BAR_S = 0.2
 WARM_BAR_S = 0.005
 
 
-def torch_twins(torch):
-    """The anchors with torch ops (labs/programs.py writes them with mini's)."""
-    def transform(x, bias):
-        return torch.relu((x + bias) * 0.5)
-
-    def chain8(x, y):
-        t = x.sin() * y
-        t = t.cos() + x
-        t = t * 0.5 - y
-        return torch.sigmoid(t) * x
-
-    def softmax_decomp(x):
-        m = x.amax(-1, keepdim=True)
-        e = (x - m).exp()
-        return e / e.sum(-1, keepdim=True)
-
-    def layernorm_decomp(x, w, b):
-        mu = x.mean(-1, keepdim=True)
-        var = ((x - mu) ** 2).mean(-1, keepdim=True)
-        return (x - mu) * torch.rsqrt(var + 1e-5) * w + b
-
-    def ffn_out(x, w, b):
-        return torch.relu(x @ w + b)
-
-    return {"transform": transform, "chain8": chain8, "softmax_decomp": softmax_decomp,
-            "layernorm_decomp": layernorm_decomp, "ffn_out": ffn_out}
+def torch_twin(torch, fn):
+    """fn of labs/programs.py with torch ops: the same code, its global `mini` bound to torch
+    (the programs use only tensor methods and relu, sigmoid, rsqrt, which torch also has)."""
+    return types.FunctionType(fn.__code__, {**fn.__globals__, "mini": torch}, fn.__name__)
 
 
 def workloads(quick):
@@ -165,7 +144,7 @@ def measure(name, spec, torch, args):
         row["mini_compiled_ms"] = timing(lambda: info["run"](*cuda_inputs))
         row["mini_compiled_kernels"] = mini_kernels(lambda: info["run"](*cuda_inputs))
     if torch is not None:
-        tfn = torch_twins(torch)[prog]
+        tfn = torch_twin(torch, fn)
         targs = [torch.from_numpy(a.float().numpy()).to("cuda", getattr(torch, dtype)) for a in cpu_args]
         tt = lambda run: cuda_ms(torch.cuda, run, args.repeats, args.warmup, statistics.median)  # noqa: E731
         row["torch_eager_ms"] = tt(lambda: tfn(*targs))

@@ -76,6 +76,17 @@ ANCHORS = {
 }
 
 
+def run_and_compare(fn, args, what):
+    """fn's graph compiled for CUDA and run on the GPU, against the graph run eagerly on the CPU."""
+    gm, inputs = captured(fn, *args)
+    got = inductor.compile_graph_cuda(gm)["run"](*[x.cuda() for x in inputs])
+    want = gm.forward(*inputs)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"{what} output {i}")
+
+
 # bfloat16 (the article's dtype on the GPU): stored as 16 bits, each op computed in float and
 # rounded when stored, as eager; accumulators in float
 def bf16(*shape):
@@ -102,12 +113,7 @@ def test_bfloat16_graphs_compile_with_nvrtc(name):
 @pytest.mark.parametrize("name", list(BF16))
 def test_bfloat16_graphs_run_on_the_gpu_as_eager(name):
     fn, make = BF16[name]
-    gm, inputs = captured(fn, *make())
-    got = inductor.compile_graph_cuda(gm)["run"](*[x.cuda() for x in inputs])
-    want = gm.forward(*inputs)
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_same(g, w, f"{name} (bfloat16) output {i}")
+    run_and_compare(fn, make(), f"{name} (bfloat16)")
 
 
 @pytest.mark.parametrize("name", list(ANCHORS))
@@ -163,14 +169,7 @@ def test_fuzzer_graphs_compile_with_nvrtc(index):
 @pytest.mark.parametrize("name", list(ANCHORS))
 def test_anchor_runs_on_the_gpu_as_eager(name):
     fn, make = ANCHORS[name]
-    gm, inputs = captured(fn, *make())
-    info = inductor.compile_graph_cuda(gm)
-    got = info["run"](*[x.cuda() for x in inputs])
-    want = gm.forward(*inputs)
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_same(g, w, f"{name} output {i}")
+    run_and_compare(fn, make(), name)
 
 
 @pytest.mark.cuda
