@@ -154,6 +154,44 @@ void bind_inductor(py::module_& m) {
     });
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
+  // A training graph (inputs requiring grad) compiled for CUDA: the joint graph partitioned as
+  // the inductor backend does (recompute), each half rendered and compiled by NVRTC; a training
+  // runner over the two CUDA programs (run() needs a GPU).
+  m.def("_inductor_compile_training_cuda", [](py::object gm, const std::string& arch) {
+    namespace ag = mini::autograd;
+    auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
+    if (!ag::needs_training_graphs(*g))
+      throw py::value_error("no input of this graph requires grad: compile it with _inductor_compile_cuda");
+    auto tg = std::make_shared<ag::TrainingGraphs>(ag::make_training_graphs(*g, ag::Partitioner::Recompute));
+    std::shared_ptr<mini::runtime::CompiledCudaGraph> fwd, bwd;
+    {
+      py::gil_scoped_release release;
+      fwd = mini::runtime::compile_cuda_graph(*tg->forward, arch, cap::compile_config().cache_dir);
+      bwd = mini::runtime::compile_cuda_graph(*tg->backward, arch, cap::compile_config().cache_dir);
+    }
+    auto kernels = [](const mini::runtime::CompiledCudaGraph& cg) {
+      py::list l;
+      for (auto& k : cg.schedule.groups) l.append(k.name);
+      return l;
+    };
+    py::dict info;
+    info["forward_source"] = fwd->source;
+    info["backward_source"] = bwd->source;
+    info["forward_kernels"] = kernels(*fwd);
+    info["backward_kernels"] = kernels(*bwd);
+    auto runner = ag::make_training_runner(
+        tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
+        [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); });
+    info["run"] = py::cpp_function([runner](py::args args) {
+      std::vector<mini::Tensor> inputs;
+      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
+      auto out = runner(inputs);
+      py::tuple t(out.size());
+      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
+      return t;
+    });
+    return info;
+  }, py::arg("gm"), py::arg("arch") = "");
 
   // CUDA programs (mini.inductor.compile_cuda): NVRTC to a CUBIN through the disk cache, without
   // a GPU; load and launch where there is one.

@@ -219,3 +219,56 @@ def test_the_benchmark_compiles_every_program_on_the_null_device(tmp_path):
         assert "compile_error" not in row, row
         assert row["kernels"] and all(k.startswith("cuda_") for k in row["kernels"]), row
         assert row["cubin_bytes"] > 0 and 0 < row["warm_s"] < row["cold_s"], row
+
+
+# ---- training graphs: the joint graph's two halves (AOTAutograd's forward and backward) -------
+def mlp_loss(x, w1, b1, w2):
+    h = mini.relu(x @ w1 + b1)
+    return (h @ w2).softmax(-1).sum()
+
+
+def norm_loss(x, w, b):
+    return (layernorm_decomp(x, w, b) * chain8(x, x)).mean()
+
+
+TRAINING = {
+    "mlp_softmax": (mlp_loss, lambda: (mini.randn(8, 16), mini.randn(16, 32, requires_grad=True),
+                                       mini.randn(32, requires_grad=True), mini.randn(32, 10, requires_grad=True))),
+    "layernorm_chain8": (norm_loss, lambda: (mini.randn(16, 64, requires_grad=True),
+                                             mini.randn(64, requires_grad=True), mini.randn(64, requires_grad=True))),
+}
+
+
+@pytest.mark.parametrize("name", list(TRAINING))
+def test_training_graphs_compile_forward_and_backward_with_nvrtc(name):
+    fn, make = TRAINING[name]
+    info = mini._C._inductor_compile_training_cuda(graph_of(fn, *make()), "sm_90")
+    assert info["forward_kernels"] and info["backward_kernels"], info
+    assert all(k.startswith("cuda_") for k in info["forward_kernels"] + info["backward_kernels"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("name", list(TRAINING))
+def test_training_graphs_run_on_the_gpu_with_eager_gradients(name):
+    fn, make = TRAINING[name]
+    args = make()
+    gm, inputs = captured(fn, *args)
+    info = mini._C._inductor_compile_training_cuda(gm, "")
+
+    def leaf(x, device):
+        y = x.detach().clone()
+        y = y.cuda() if device == "cuda" else y
+        return y.requires_grad_() if x.requires_grad else y
+
+    cpu = [leaf(x, "cpu") for x in inputs]
+    gpu = [leaf(x, "cuda") for x in inputs]
+    want = gm.forward(*cpu)
+    got = info["run"](*gpu)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    assert_same(got[0], want[0], f"{name} loss")
+    got[0].backward()
+    want[0].backward()
+    for i, (g, c) in enumerate(zip(gpu, cpu)):
+        if c.requires_grad:
+            assert_same(g.grad, c.grad, f"{name} gradient of input {i}")
