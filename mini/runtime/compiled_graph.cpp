@@ -181,6 +181,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
+  require_known_sizes(g);
   auto cg = std::make_shared<CompiledGraph>();
   cg->schedule = fusion::schedule(g);
   codegen::name_kernels(cg->schedule, codegen::kCppTarget);

@@ -36,8 +36,22 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s) {
   return frees;
 }
 
+void require_known_sizes(const graph::Graph& g) {
+  for (const auto& n : g.nodes)
+    for (int64_t s : n.meta.sizes)
+      if (s == graph::kUnbacked) {
+        std::string shape;
+        for (int64_t d : n.meta.sizes) shape += (shape.empty() ? "" : ", ") + graph::size_str(d);
+        fail("cannot generate code for this graph: ", n.name, " has a size known only at run time ([", shape,
+             "], u: a nonzero's length, or a slice of a dynamic dim), and generated "
+             "kernels need every size as a number or a size symbol. Run it with eager kernels (mini.compile does), "
+             "or capture it with static sizes");
+      }
+}
+
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
                                                       const std::string& cache_dir) {
+  require_known_sizes(g);
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();

@@ -38,4 +38,9 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
 // inputs). Shared by the C++ and CUDA compiled graphs.
 std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 
+// Raises, naming the node, when a size of `g` is known only at run time (graph::kUnbacked: a
+// nonzero's length, a slice of a dynamic dim): generated code needs every size as a number or
+// a size symbol. mini.compile runs such graphs with eager kernels and never gets here.
+void require_known_sizes(const graph::Graph& g);
+
 }  // namespace mini::runtime

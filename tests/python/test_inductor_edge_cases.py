@@ -167,3 +167,23 @@ def test_layer_norm_of_small_variance_rows_is_close_to_float64(rows, m):
     for name, out in (("eager", fn(*args)), ("compiled", run_inductor(fn, *args)[0])):
         err = np.abs(to_np(out).astype(np.float64) - ref).max() / np.abs(ref).max()
         assert err < 2e-7, f"{name}: {err:.2e} of the largest output from float64"
+
+
+def test_a_graph_with_a_size_known_only_at_run_time_is_refused_by_name():
+    """mini.compile runs such a graph with eager kernels; compiled directly (a custom backend
+    handing it to mini._C._inductor_compile) it is refused with the reason, not a shape error."""
+    def f(x):
+        return x[:, ::2].transpose(0, 1) * -2  # a step slice of a dynamic dim: size unknown
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    x = mini.arange(96).reshape(6, 16)
+    mini.compile(f, backend=backend, dynamic=True, fullgraph=True)(x)
+    with pytest.raises(RuntimeError, match=r"slice_1 has a size known only at run time \(\[s0, u\]"):
+        mini._C._inductor_compile(graphs[0])
+    mini.reset()
+    assert mini.compile(f, dynamic=True)(x).tolist() == f(x).tolist()  # the eager-kernel path
