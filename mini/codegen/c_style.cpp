@@ -103,6 +103,12 @@ std::string linear_index(const Shape& space, const std::vector<int64_t>& dims) {
   return idx.empty() ? "0" : idx;
 }
 
+std::string linear_full(const Shape& space) {
+  std::vector<int64_t> all;
+  for (int64_t d = 0; d < (int64_t)space.size(); d++) all.push_back(d);
+  return linear_index(space, all);
+}
+
 void name_kernels(fusion::Schedule& s, const Target& t) {
   auto word_char = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   for (auto& k : s.groups) {
@@ -145,6 +151,11 @@ std::string CStyle::constant(const Expr& c) const {
   else if (c.value == 0 && std::signbit(c.value)) s << "double(-0.0)";  // "-0" would be int zero
   else s << "double(" << c.value << ")";
   return s.str();
+}
+
+std::string CStyle::define(const LoopKernel& k, const std::string& pad, char prefix, int id, bool flat_ok) const {
+  return pad + "const " + type(k.node(id).meta.dtype) + " " + prefix + std::to_string(id) + " = " +
+         expr(k.expr(id, flat_ok)) + ";\n";
 }
 
 std::string CStyle::index(const Expr& load) const {

@@ -33,6 +33,8 @@ class CStyle {
   const Target& target() const { return t_; }
   std::string type(DType d) const { return t_.type(d); }
   std::string expr(const ExprPtr& e) const;
+  // `<pad>const T <prefix><id> = <node id's expression>;` (prefix t: a full value, r: a row value)
+  std::string define(const LoopKernel& k, const std::string& pad, char prefix, int id, bool flat_ok) const;
   std::string index(const Expr& load) const;
   // Consulted first for each Op: a non-empty spelling replaces the table's (the C++ renderer's
   // out-of-line vector math).
@@ -60,6 +62,8 @@ std::string unflatten(const Shape& space, const std::string& flat, const std::ve
                       const std::string& pad);
 // the row-major linear index of the x<d> of `dims` in a contiguous tensor of those extents
 std::string linear_index(const Shape& space, const std::vector<int64_t>& dims);
+// ... of every dim of `space`
+std::string linear_full(const Shape& space);
 
 // Every line of `text` with `pad` in front.
 std::string indent(const std::string& text, const std::string& pad);

@@ -25,17 +25,7 @@ using graph::NodeKind;
 
 namespace {
 
-const char* ctype(DType d) {
-  switch (d) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "int64_t";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    case DType::BFloat16:  // the inductor backend runs such graphs eagerly (bind_inductor.cpp)
-      fail("bfloat16 code generation for the CPU is not implemented");
-  }
-  return "float";
-}
+std::string ctype(DType d) { return kCppTarget.type(d); }
 
 // Elements per tile of a staged pointwise loop (write_staged): one stage's values of a tile
 // (1 KiB of float) stay in L1 until the next stage reads them.
@@ -126,8 +116,7 @@ class KernelWriter {
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
   // `const T t<id> = <its expression>;`
   std::string define(const std::string& pad, char prefix, int id, bool flat_ok) {
-    return pad + "const " + ctype(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
-           cs_.expr(L_.expr(id, flat_ok)) + ";\n";
+    return cs_.define(L_, pad, prefix, id, flat_ok);
   }
 
   // Full-space temporaries needed to compute `targets`, in program order.
@@ -135,11 +124,7 @@ class KernelWriter {
     for (int id : L_.full_values_for(targets)) o << define(pad, 't', id, flat_ok);
   }
 
-  std::string linear_full() {
-    std::vector<int64_t> all;
-    for (int d = 0; d < rank_; d++) all.push_back(d);
-    return linear_index(k_.space, all);
-  }
+  std::string linear_full() { return codegen::linear_full(k_.space); }
   std::string linear_row() { return linear_index(k_.space, L_.kept_dims()); }
 
   // A pointwise kernel: one flat loop when every load is contiguous over the space (or a

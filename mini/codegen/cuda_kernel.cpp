@@ -120,15 +120,10 @@ class CudaKernelWriter {
 
  private:
   std::string define(const std::string& pad, char prefix, int id, bool flat_ok) {
-    return pad + "const " + cuda_type(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
-           cs_.expr(L_.expr(id, flat_ok)) + ";\n";
+    return cs_.define(L_, pad, prefix, id, flat_ok);
   }
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
-  std::string linear_full() {
-    std::vector<int64_t> all;
-    for (int d = 0; d < rank_; d++) all.push_back(d);
-    return linear_index(k_.space, all);
-  }
+  std::string linear_full() { return codegen::linear_full(k_.space); }
 
   // A grid-stride loop over every element; the index split into x0, x1, ... only where a load
   // needs it (a load contiguous over the whole space reads in[i]).

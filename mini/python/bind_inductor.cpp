@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <functional>
 
 #include "autograd/training.h"
 #include "capture/convert_frame.h"
@@ -27,6 +28,18 @@ void warn(const mini::runtime::CompiledGraph& cg) {
 }
 
 cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g);
+
+// A Python function of tensors (*args) -> tuple of tensors, over a compiled graph's runner.
+py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const std::vector<mini::Tensor>&)> run) {
+  return py::cpp_function([run](py::args args) {
+    std::vector<mini::Tensor> inputs;
+    for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
+    auto out = run(inputs);
+    py::tuple t(out.size());
+    for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
+    return t;
+  });
+}
 
 // `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
 // MINI_COMPILE_DEBUG folder of the captured graph it came from.
@@ -115,14 +128,7 @@ void bind_inductor(py::module_& m) {
     info["from_disk_cache"] = cg->from_disk_cache;
     info["rejected"] = cg->rejected;
     info["library"] = cg->library_path;
-    info["run"] = py::cpp_function([cg](py::args args) {
-      std::vector<mini::Tensor> inputs;
-      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
-      auto out = cg->run(inputs);
-      py::tuple t(out.size());
-      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
-      return t;
-    });
+    info["run"] = tensor_function([cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     return info;
   });
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
@@ -144,14 +150,7 @@ void bind_inductor(py::module_& m) {
     info["from_disk_cache"] = cg->program && cg->program->from_disk_cache;
     info["nvrtc_seconds"] = cg->program ? cg->program->compile_seconds : 0.0;
     info["codegen_seconds"] = cg->codegen_seconds;
-    info["run"] = py::cpp_function([cg](py::args args) {
-      std::vector<mini::Tensor> inputs;
-      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
-      auto out = cg->run(inputs);
-      py::tuple t(out.size());
-      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
-      return t;
-    });
+    info["run"] = tensor_function([cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
   // A training graph (inputs requiring grad) compiled for CUDA: the joint graph partitioned as
@@ -182,14 +181,7 @@ void bind_inductor(py::module_& m) {
     auto runner = ag::make_training_runner(
         tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
         [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); });
-    info["run"] = py::cpp_function([runner](py::args args) {
-      std::vector<mini::Tensor> inputs;
-      for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
-      auto out = runner(inputs);
-      py::tuple t(out.size());
-      for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
-      return t;
-    });
+    info["run"] = tensor_function(runner);
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
 

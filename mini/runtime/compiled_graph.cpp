@@ -233,13 +233,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
   if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
-  std::vector<int64_t> symbols;
-  for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
-  auto resolve = [&](Shape shape) {
-    for (auto& v : shape)
-      if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
-    return shape;
-  };
+  std::vector<int64_t> symbols = symbol_values(g, inputs);
   std::vector<char*> buffers;
   std::vector<const int64_t*> strides;
   for (size_t si = 0; si < schedule.steps.size(); si++) {
@@ -256,7 +250,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
         bytes += t->wrapped_number ? 0 : t->nbytes();
       }
       for (int id : k.stores) {
-        values[id] = TensorImpl::empty(resolve(g.nodes[id].meta.sizes), g.nodes[id].meta.dtype);
+        values[id] = TensorImpl::empty(resolve_shape(g.nodes[id].meta.sizes, symbols), g.nodes[id].meta.dtype);
         buffers.push_back((char*)values[id]->raw());
         bytes += values[id]->nbytes();
       }
@@ -266,10 +260,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
       const graph::Node& n = g.nodes[st.node];
       std::vector<Tensor> args;
       for (int i : n.inputs) args.push_back(i < 0 ? nullptr : values[i] ? values[i] : g.nodes[i].constant);
-      Attrs a = n.attrs;
-      a.shape = resolve(a.shape);
-      if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
-      values[st.node] = call_op(n.op, args, a);  // a view (no kernel) or an extern call
+      values[st.node] = run_extern(n, args, symbols);
     }
     for (int id : frees[si]) values[id].reset();  // what no later step reads
   }

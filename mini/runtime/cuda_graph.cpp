@@ -36,6 +36,25 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s) {
   return frees;
 }
 
+std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<int64_t> symbols;
+  for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
+  return symbols;
+}
+
+Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols) {
+  for (auto& v : shape)
+    if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
+  return shape;
+}
+
+Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols) {
+  Attrs a = n.attrs;
+  a.shape = resolve_shape(a.shape, symbols);
+  if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
+  return call_op(n.op, args, a);  // a view (no kernel) or an extern call
+}
+
 void require_known_sizes(const graph::Graph& g) {
   for (const auto& n : g.nodes)
     for (int64_t s : n.meta.sizes)
@@ -73,6 +92,20 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   return cg;
 }
 
+void CompiledCudaGraph::load() const {
+  const graph::Graph& g = schedule.graph;
+  device_constants_.resize(g.nodes.size());
+  for (size_t id = 0; id < g.nodes.size(); id++) {
+    const Tensor& c = g.nodes[id].constant;
+    if (c) device_constants_[id] = c->is_cuda() ? c : to_device(c, Device::cuda(0));
+  }
+  if (!program) return;
+  std::vector<std::string> names;
+  for (const auto& k : schedule.groups) names.push_back(k.name);
+  program->load(names);
+  for (const auto& k : schedule.groups) kernels_.push_back(program->kernels.at(k.name));
+}
+
 std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const {
   const graph::Graph& g = schedule.graph;
   if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
@@ -80,25 +113,11 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
     if (inputs[i] && !inputs[i]->is_cuda())
       fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
            " (move it with .cuda())");
-  if (program) {
-    std::vector<std::string> names;
-    for (const auto& k : schedule.groups) names.push_back(k.name);
-    program->load(names);
-  }
+  std::call_once(loaded_, [this] { load(); });
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
-  std::vector<int64_t> symbols;
-  for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
-  auto resolve = [&](Shape shape) {
-    for (auto& v : shape)
-      if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
-    return shape;
-  };
-  // a captured constant tensor lives on the CPU: its device copy, made once per run
-  auto on_device = [&](int id) {
-    const Tensor& t = values[id] ? values[id] : g.nodes[id].constant;
-    return t->is_cuda() ? t : to_device(t, Device::cuda(0));
-  };
+  std::vector<int64_t> symbols = symbol_values(g, inputs);
+  auto value = [&](int id) -> const Tensor& { return values[id] ? values[id] : device_constants_[id]; };
   Sizes sizes{};
   for (size_t i = 0; i < symbols.size(); i++) sizes.symbols[i] = symbols[i];
   int sms = cuda::sm_count();
@@ -109,18 +128,17 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
     if (st.kind == fusion::StepKind::Kernel) {
       const fusion::FusionGroup& k = schedule.groups[st.group];
       pointers.clear();
-      std::vector<Tensor> keep;  // device copies of constants, alive until the launch is queued
       int64_t bytes = 0;
       for (size_t b = 0; b < k.loads.size(); b++) {
-        Tensor t = on_device(k.loads[b]);
-        keep.push_back(t);
+        const Tensor& t = value(k.loads[b]);
         pointers.push_back(t->device_raw());
         for (size_t d = 0; d < t->strides.size() && d < (size_t)codegen::kCudaMaxRank; d++)
           sizes.strides[b][d] = t->strides[d];
         bytes += t->wrapped_number ? 0 : t->nbytes();
       }
       for (int id : k.stores) {
-        values[id] = TensorImpl::empty(resolve(g.nodes[id].meta.sizes), g.nodes[id].meta.dtype, Device::cuda(0));
+        values[id] = TensorImpl::empty(resolve_shape(g.nodes[id].meta.sizes, symbols), g.nodes[id].meta.dtype,
+                                       Device::cuda(0));
         pointers.push_back(values[id]->device_raw());
         bytes += values[id]->nbytes();
       }
@@ -129,21 +147,18 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
       args.push_back(&sizes);
       unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
       unsigned block[3] = {(unsigned)codegen::kCudaThreads, 1, 1};
-      cuda::launch_kernel(program->kernels.at(k.name), grid, block, args.data(), 0, k.name.c_str());
+      cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
       count_kernel(bytes);
     } else {
       const graph::Node& n = g.nodes[st.node];
       std::vector<Tensor> call_args;
-      for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : on_device(i));
-      Attrs a = n.attrs;
-      a.shape = resolve(a.shape);
-      if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
-      values[st.node] = call_op(n.op, call_args, a);  // a view (no kernel) or an eager CUDA op
+      for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : value(i));
+      values[st.node] = run_extern(n, call_args, symbols);
     }
     for (int id : frees[si]) values[id].reset();
   }
   std::vector<Tensor> out;
-  for (int o : g.outputs) out.push_back(values[o] ? values[o] : on_device(o));
+  for (int o : g.outputs) out.push_back(value(o));
   return out;
 }
 

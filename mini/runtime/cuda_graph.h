@@ -12,6 +12,7 @@
 //  * every launch counts in metrics, as the C++ kernels do.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,14 @@ struct CompiledCudaGraph {
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+ private:
+  // Made once, at the first run (compiling needs no GPU, loading does): the kernel of each
+  // group, and a device copy of each captured constant tensor.
+  void load() const;
+  mutable std::once_flag loaded_;
+  mutable std::vector<uintptr_t> kernels_;
+  mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
 };
 
 // Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
@@ -37,6 +46,13 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
 // What to release after each step of `s`: the values no later step reads (not outputs, not
 // inputs). Shared by the C++ and CUDA compiled graphs.
 std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
+
+// The step helpers both compiled graphs share: the size symbols' values for these inputs, a
+// shape with its symbols replaced, and an extern or view step (through the eager ops, on the
+// device of its arguments).
+std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs);
+Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
+Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);
 
 // Raises, naming the node, when a size of `g` is known only at run time (graph::kUnbacked: a
 // nonzero's length, a slice of a dynamic dim): generated code needs every size as a number or
