@@ -173,6 +173,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
 
   // Partition. The backward graph starts with the values it reads from the forward side.
   auto bwd = std::make_shared<Graph>();
+  bwd->device = fwd.device;
   std::map<int, int> to_bwd;  // joint id -> backward id
   std::vector<int> saved;     // forward ids the forward graph must also return
   std::function<int(int)> from_forward = [&](int id) -> int {

@@ -183,15 +183,14 @@ void check_kwargs(const Args& args, std::initializer_list<const char*> names) {
   }
 }
 
-// device=: the CPU only, as eager mini (which raises for anything else).
-void check_device(const VarRef& v) {
-  if (!v || v->obj == Py_None) return;
-  PyObject* s = v->obj ? PyObject_Str(v->obj) : nullptr;
-  bool cpu = s && std::string(PyUnicode_AsUTF8(s)) == "cpu";
-  Py_XDECREF(s);
-  PyErr_Clear();
-  if (!cpu) unsupported("mini factory with device=" + v->describe() + ": compiled code makes CPU "
-                        "tensors only until CUDA code generation lands (issue 13)");
+// A factory's device= (none: the CPU, as torch's default device): the graph's device, or the
+// graph ends before the factory (use_device).
+Device factory_device(TraceContext& ctx, const VarRef& v, const std::string& name) {
+  Device d;
+  if (v && v->obj != Py_None && !device_from(v->obj, &d))
+    unsupported("mini." + name + "() with device=" + v->describe() + " (give 'cpu', 'cuda' or 'cuda:N')");
+  use_device(ctx, d, "the result of mini." + name + "()");
+  return d;
 }
 
 DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? dflt : dtype_from(v); }
@@ -248,7 +247,7 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
   Attrs a;
   if (name == "zeros" || name == "ones" || name == "empty" || name == "rand" || name == "randn") {
     check_kwargs(args, {"dtype", "requires_grad", "device"});  // (*size, dtype=, requires_grad=, device=)
-    check_device(args.keyword("device"));
+    a.device = factory_device(ctx, args.keyword("device"), name);
     a.shape = factory_shape(ctx, args.pos, name);
     a.dtype = dtype_or(args.keyword("dtype"), DType::Float32);
     a.value = name == "ones" ? 1 : 0;
@@ -262,7 +261,6 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     args.at_most(like ? 4 : 5);
     if (like && args.keyword("device"))
       unsupported("full_like() got an unexpected keyword argument 'device'");
-    check_device(args.get(4, "device", false));
     VarRef first = args.get(0, like ? "t" : "size");
     VarRef fill = specialize(ctx, args.get(1, "fill_value"));
     if (!fill->is(Var::Kind::Constant) || !(PyLong_Check(fill->obj) || PyFloat_Check(fill->obj)))
@@ -274,6 +272,7 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
       unsupported("mini." + name + "() with fill value " + fill->describe());
     }
     a.shape = like ? like_shape(ctx, first, name) : factory_shape(ctx, {first}, name);
+    a.device = like ? ctx.graph().device : factory_device(ctx, args.get(4, "device", false), name);
     DType dflt = like                      ? meta_of(ctx, first).dtype
                  : PyBool_Check(fill->obj) ? DType::Bool
                  : PyLong_Check(fill->obj) ? DType::Int64
@@ -288,6 +287,7 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     a.shape = like_shape(ctx, t, name);
     a.dtype = dtype_or(args.get(1, "dtype", false), meta_of(ctx, t).dtype);
     a.value = name == "ones_like" ? 1 : 0;
+    a.device = ctx.graph().device;  // t's: every tensor of the graph is on it
     OpKind op = name == "empty_like" ? OpKind::Empty : OpKind::Full;
     return factory(ctx, op, a, args.get(2, "requires_grad", false));
   }
@@ -297,12 +297,13 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     VarRef t = args.get(0, "t");
     a.shape = like_shape(ctx, t, name);
     a.dtype = meta_of(ctx, t).dtype;
+    a.device = ctx.graph().device;
     return factory(ctx, OpKind::Randn, a, nullptr);
   }
   if (name == "arange") {  // (start, end=None, step=1, dtype=None, requires_grad=False, device=None)
     check_kwargs(args, {"start", "end", "step", "dtype", "requires_grad", "device"});
     args.at_most(6);
-    check_device(args.get(5, "device", false));
+    a.device = factory_device(ctx, args.get(5, "device", false), name);
     VarRef start = args.get(0, "start"), end = args.get(1, "end", false), step = args.get(2, "step", false);
     if (!end || end->obj == Py_None) {
       end = start;
@@ -528,19 +529,21 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
     unsupported("reading Tensor." + name + " of a tensor that requires grad inside a compiled "
                 "function is not supported by mini's capture");
   }
-  if (name == "device") {
-    static PyObject* cpu = nullptr;  // set under the GIL (not a static initializer: see set_line)
-    if (!cpu) cpu = [] {
-      PyObject* module = PyImport_ImportModule("mini._tensor");
-      PyObject* d = module ? PyObject_GetAttrString(module, "_CPU") : nullptr;
-      Py_XDECREF(module);
+  if (name == "device") {  // the graph's: every tensor of a graph is on it
+    PyObject* module = PyImport_ImportModule("mini._tensor");
+    PyObject* type = module ? PyObject_GetAttrString(module, "device") : nullptr;
+    PyObject* d = type ? PyObject_CallFunction(type, "s", ctx.graph().device.str().c_str()) : nullptr;
+    Py_XDECREF(type);
+    Py_XDECREF(module);
+    if (!d) {
       PyErr_Clear();
-      return d;  // lives forever
-    }();
-    if (!cpu) unsupported("mini's device object is not available");
-    return wrap_untracked(ctx, cpu);
+      unsupported("mini's device object is not available");
+    }
+    VarRef v = wrap_untracked(ctx, d);
+    Py_DECREF(d);
+    return v;
   }
-  if (name == "is_cuda") return make_constant((Py_INCREF(Py_False), Py_False));
+  if (name == "is_cuda") return make_constant(PyBool_FromLong(ctx.graph().device.is_cuda()));
   if (name == "T") {
     Attrs a;
     for (int64_t d = (int64_t)m.sizes.size() - 1; d >= 0; d--) a.dims.push_back(d);
@@ -718,12 +721,35 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "bool") return cast_to(ctx, self, DType::Bool);
   if (name == "bfloat16") return cast_to(ctx, self, DType::BFloat16);
   if (name == "to" || name == "type_as") {
-    VarRef d = args.get(0, "dtype");
-    if (is_tensor(d)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
-    if (d->obj && PyUnicode_Check(d->obj)) return self;  // .to("cpu")
+    // .to(dtype), .to(tensor), .to(device), .to(device, dtype), .to(device=, dtype=)
+    VarRef d = args.keyword("device") ? args.keyword("device") : args.get(0, "dtype", false);
+    VarRef dtype = args.keyword("device") ? args.get(0, "dtype", false) : args.get(1, "dtype", false);
+    if (name == "to" && args.keyword("dtype")) dtype = args.keyword("dtype");
+    if (d && is_tensor(d)) return cast_to(ctx, self, meta_of(ctx, d).dtype);
+    Device target;
+    if (d && d->obj && d->obj != Py_None && device_from(d->obj, &target)) {
+      if (target != ctx.graph().device)  // a copy to another device: eager runs it, and what follows
+        unsupported("Tensor.to(" + target.str() + ") inside a compiled function whose tensors are on " +
+                    ctx.graph().device.str() + ": mini compiles a graph for one device");
+      return dtype && dtype->obj != Py_None ? cast_to(ctx, self, dtype_from(dtype)) : self;
+    }
+    if (!d || d->obj == Py_None) return dtype && dtype->obj != Py_None ? cast_to(ctx, self, dtype_from(dtype)) : self;
     return cast_to(ctx, self, dtype_from(d));
   }
-  if (name == "cpu" || name == "detach") return name == "cpu" ? self : node(ctx, OpKind::Detach, {self->node});
+  if (name == "cpu" || name == "cuda") {
+    Device target = Device::cpu();
+    if (name == "cuda") {
+      VarRef d = args.get(0, "device", false);
+      target = Device::cuda(0);
+      if (d && d->obj != Py_None && !device_from(d->obj, &target))
+        unsupported("Tensor.cuda(" + d->describe() + ")");
+    }
+    if (target != ctx.graph().device)
+      unsupported("Tensor." + name + "() inside a compiled function whose tensors are on " +
+                  ctx.graph().device.str() + ": mini compiles a graph for one device");
+    return self;
+  }
+  if (name == "detach") return node(ctx, OpKind::Detach, {self->node});
   if (name == "size") {
     VarRef d = args.get(0, "dim", false);
     if (!d) return tensor_attr(ctx, self, "shape");

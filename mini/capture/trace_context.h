@@ -73,6 +73,7 @@ struct TraceContext {
   // which of them alias what the trace assumed (see side_effects in tracer.cpp).
   std::vector<std::pair<SourceRef, PyObject*>> attr_objects;
   int mutations = 0;  // bumped by every in-place change of a Var or store (see trace_frame)
+  bool device_fixed = false;  // graph().device set by an input or a factory's device=
   std::unordered_map<const Var*, int> alias_of;  // rebuild: mutable Vars already rebuilt
 
   graph::Graph& graph() { return *trace.graph; }
@@ -80,6 +81,13 @@ struct TraceContext {
 };
 
 [[noreturn]] void unsupported(const std::string& reason);
+
+// A graph holds tensors of one device: the first tensor input (or factory device=) fixes it,
+// and `what` on another device ends the graph there (a graph break; eager runs the rest).
+void use_device(TraceContext& ctx, Device device, const std::string& what);
+// A device= argument or a .to() target (a str, a mini.device, an int ordinal) as a Device;
+// false where `obj` is none of these.
+bool device_from(PyObject* obj, Device* out);
 
 // wrap.cpp: a real object found at `source` (Borrowed `value`) as a Var, with guards.
 VarRef wrap(TraceContext& ctx, PyObject* value, SourceRef source);

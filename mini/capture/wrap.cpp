@@ -111,13 +111,42 @@ VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i) {
   return item;
 }
 
+void use_device(TraceContext& ctx, Device device, const std::string& what) {
+  if (!ctx.device_fixed) {
+    ctx.graph().device = device;
+    ctx.device_fixed = true;
+  } else if (ctx.graph().device != device) {
+    unsupported(what + " is on " + device.str() + ", but this graph's tensors are on " + ctx.graph().device.str() +
+                ": mini compiles a graph for one device, so the code from here runs eagerly (keep a "
+                "compiled function's tensors on one device)");
+  }
+}
+
+bool device_from(PyObject* obj, Device* out) {
+  if (!obj) return false;
+  if (PyLong_CheckExact(obj)) {  // torch: an int is a CUDA ordinal
+    *out = Device::cuda((int)PyLong_AsLong(obj));
+    return true;
+  }
+  PyObject* s = PyUnicode_Check(obj) ? (Py_INCREF(obj), obj) : nullptr;
+  if (!s && std::string(Py_TYPE(obj)->tp_name) == "device") s = PyObject_Str(obj);  // mini.device
+  if (!s) { PyErr_Clear(); return false; }
+  std::string text = PyUnicode_AsUTF8(s) ? PyUnicode_AsUTF8(s) : "";
+  Py_DECREF(s);
+  PyErr_Clear();
+  if (text == "cpu") { *out = Device::cpu(); return true; }
+  if (text == "cuda") { *out = Device::cuda(0); return true; }
+  if (text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.find_first_not_of("0123456789", 5) == std::string::npos) {
+    *out = Device::cuda(std::stoi(text.substr(5)));
+    return true;
+  }
+  return false;
+}
+
 VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   guards::GuardSet& g = ctx.guards();
   if (TensorImpl* t = guards::unwrap_tensor(v)) {
-    if (t->is_cuda())
-      throw Unsupported{"a CUDA tensor (" + src->str() + "): mini generates code for CPU tensors "
-                        "only until CUDA code generation lands (issue 13), so this function runs "
-                        "eagerly, its ops as mini's eager CUDA kernels", true};
+    use_device(ctx, t->device(), "tensor " + src->str());
     auto found = ctx.tensor_node.find(v);
     if (found != ctx.tensor_node.end()) {
       // one tensor at two sources (a tied weight, a module used twice, f(x, x)): the graph
@@ -146,8 +175,9 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
       int k = (int)ctx.graph().symbols.size();
       ctx.graph().symbols.push_back({input_pos, (int)d, t->sizes[d]});
       meta.sizes[d] = graph::symbol_code(k);
-      for (size_t e = 0; e < d; e++) meta.strides[e] = -1;  // strides left of it depend on it
-      meta.strides[d] = d + 1 < dyn.size() ? meta.strides[d] : 1;
+      // the strides left of it depend on it; its own stride depends only on the dims right of
+      // it, and stays as guarded (the tensor guard checks it)
+      for (size_t e = 0; e < d; e++) meta.strides[e] = -1;
       if (log_channels().dynamic)
         log_write("create_symbol s" + std::to_string(k) + " = " + std::to_string(t->sizes[d]) + " for " +
                   src->str() + ".size()[" + std::to_string(d) + "]");

@@ -24,6 +24,7 @@ struct Builder {
 graph::Graph decompose(const graph::Graph& src) {
   graph::Graph g;
   g.symbols = src.symbols;
+  g.device = src.device;
   std::vector<int> map(src.nodes.size(), -1);
   for (size_t id = 0; id < src.nodes.size(); id++) {
     const graph::Node& n = src.nodes[id];

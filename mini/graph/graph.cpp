@@ -40,8 +40,8 @@ static std::string sizes_str(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-std::string meta_str(const TensorMeta& m) {
-  return std::string(short_dtype(m.dtype)) + sizes_str(m.sizes) + sizes_str(m.strides) + "cpu";
+std::string meta_str(const TensorMeta& m, Device device) {
+  return std::string(short_dtype(m.dtype)) + sizes_str(m.sizes) + sizes_str(m.strides) + device.str();
 }
 
 // "L['x']" -> "l_x_", as Dynamo names placeholders.
@@ -155,6 +155,9 @@ static std::string ints_str(const std::vector<int64_t>& v) {
 }
 
 // The attributes an op was called with, as keyword arguments.
+// A factory's device=, printed where it is not the CPU (as torch's graph code does).
+static std::string device_str(Device d) { return d.is_cpu() ? "" : ", device=device(type='cuda', index=" + std::to_string(d.index) + ")"; }
+
 static std::string attrs_str(OpKind op, const Attrs& a) {
   switch (op_class(op)) {
     case OpClass::Reduction:
@@ -178,19 +181,19 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
     case OpKind::LayerNorm: return ", normalized_dims=" + std::to_string(a.dim) + ", eps=" + std::to_string(a.eps);
     case OpKind::Full:
       return ", " + sizes_str(a.shape) + ", " + number_str(a.value, a.dtype) + ", dtype=mini." +
-             dtype_name(a.dtype);
+             dtype_name(a.dtype) + device_str(a.device);
     case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:
-      return ", " + sizes_str(a.shape) + ", dtype=mini." + dtype_name(a.dtype);
+      return ", " + sizes_str(a.shape) + ", dtype=mini." + dtype_name(a.dtype) + device_str(a.device);
     case OpKind::Arange:
       return ", " + std::to_string(a.start) + ", " + size_str(a.end) + ", " + std::to_string(a.step) +
-             ", dtype=mini." + dtype_name(a.dtype);
+             ", dtype=mini." + dtype_name(a.dtype) + device_str(a.device);
     default: return "";
   }
 }
 
 std::string Graph::node_str(int id) const {
   const Node& n = nodes[id];
-  std::string s = n.name + ": \"" + meta_str(n.meta) + "\" = mini." + op_name(n.op) + "(";
+  std::string s = n.name + ": \"" + meta_str(n.meta, device) + "\" = mini." + op_name(n.op) + "(";
   for (size_t i = 0; i < n.inputs.size(); i++)
     s += (i ? ", " : "") + (n.inputs[i] >= 0 ? nodes[n.inputs[i]].name : std::string("None"));
   std::string attrs = attrs_str(n.op, n.attrs);
@@ -202,7 +205,7 @@ std::string Graph::print(const std::string& title) const {
   std::ostringstream s;
   s << "===== " << title << " =====\n";
   s << " class GraphModule(mini.nn.Module):\n    def forward(self";
-  for (int i : inputs) s << ", " << nodes[i].name << ": \"" << meta_str(nodes[i].meta) << "\"";
+  for (int i : inputs) s << ", " << nodes[i].name << ": \"" << meta_str(nodes[i].meta, device) << "\"";
   s << "):\n";
   std::string last_code;
   GradMode mode = GradMode::Ambient;

@@ -71,6 +71,9 @@ struct Graph {
   std::vector<int> inputs;   // Input node ids, in the order run_graph takes them
   std::vector<int> outputs;  // node ids of the returned tensors
   std::vector<Symbol> symbols;  // s0, s1, ...: dynamic sizes and the input dims they are
+  // Where every tensor of the graph lives (one device per graph; a 0-d CPU number input is
+  // the only exception, as in eager). Backends compile for it: C++ for the CPU, CUDA else.
+  Device device;
 
   int add_input(const TensorMeta& meta, const std::string& source);
   int add_constant(double value, DType dtype);
@@ -101,7 +104,7 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& inputs,
                       const std::vector<bool>& wrapped, const Attrs& attrs);
 
 // "f32[8, 8][8, 1]cpu": dtype, sizes and strides, as torch prints graph meta.
-std::string meta_str(const TensorMeta& meta);
+std::string meta_str(const TensorMeta& meta, Device device = {});
 
 // Runs the graph with eager ops. `inputs` follow graph.inputs; returns graph.outputs.
 std::vector<Tensor> run_graph(const Graph& graph, const std::vector<Tensor>& inputs);

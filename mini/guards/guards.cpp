@@ -157,8 +157,9 @@ bool holds(const TensorMatch& spec, const Checked& c) {
   if (t->dtype != spec.dtype)
     return c.fail("tensor '" + name() + "' dtype mismatch. expected " + dtype_name(spec.dtype) +
                   ", actual " + dtype_name(t->dtype));
-  if (t->is_cuda())  // graphs hold CPU tensors only (until CUDA code generation, issue 13)
-    return c.fail("tensor '" + name() + "' device mismatch. expected cpu, actual " + t->device().str());
+  if (t->device() != spec.device)
+    return c.fail("tensor '" + name() + "' device mismatch. expected " + spec.device.str() + ", actual " +
+                  t->device().str());
   if (t->needs_grad() != spec.requires_grad)
     return c.fail("tensor '" + name() + "' requires_grad mismatch. expected requires_grad=" +
                   std::to_string(spec.requires_grad));
@@ -221,18 +222,20 @@ void GuardSet::add_tensor_match(SourceRef source, PyObject* value, const std::ve
   TensorMatch spec;
   spec.type = Py_TYPE(value);
   spec.dtype = t->dtype;
+  spec.device = t->device();
   spec.requires_grad = t->needs_grad();
   spec.sizes = t->sizes;
   spec.strides = t->strides;
   for (size_t i = 0; i < dynamic.size() && i < t->sizes.size(); i++)
-    if (dynamic[i]) spec.sizes[i] = spec.strides[i] = -1;
-  // A dynamic dim changes the strides of the dims before it: check those loosely too.
+    if (dynamic[i]) spec.sizes[i] = -1;
+  // A dynamic dim changes the strides of the dims before it: check those loosely. Its own
+  // stride depends only on the dims after it, and is checked as the graph assumes it.
   for (size_t i = 0; i < spec.sizes.size(); i++)
     for (size_t j = i + 1; j < spec.sizes.size(); j++)
       if (spec.sizes[j] < 0) spec.strides[i] = -1;
   std::ostringstream code;
   code << "check_tensor(" << source->str() << ", " << spec.type->tp_name << ", mini."
-       << dtype_name(t->dtype) << ", device=cpu, requires_grad="
+       << dtype_name(t->dtype) << ", device=" << t->device().str() << ", requires_grad="
        << (spec.requires_grad ? "True" : "False")
        << ", size=" << ints(spec.sizes) << ", stride=" << ints(spec.strides) << ")";
   Guard g{s, std::move(spec), code.str()};

@@ -37,6 +37,7 @@ struct TensorMatch {  // a mini.Tensor of this Python type, dtype, requires_grad
   static constexpr const char* kind = "TENSOR_MATCH";
   PyTypeObject* type = nullptr;  // mini.Tensor or a subclass (nn.Parameter)
   DType dtype = DType::Float32;
+  Device device;
   bool requires_grad = false;
   std::vector<int64_t> sizes;    // -1: dynamic, not checked
   std::vector<int64_t> strides;  // -1: not checked

@@ -43,7 +43,25 @@ py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const s
 
 // `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
 // MINI_COMPILE_DEBUG folder of the captured graph it came from.
+// The same for a graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
+cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
+  auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
+  std::string text = "fusion decisions for " + title + ":\n";
+  for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
+  if (cap::log_channels().fusion) cap::log_write(text);
+  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";
+  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
+  cap::debug_write(debug_dir, "output_code" + suffix + ".cu", cg->source);
+  if (cap::log_channels().output_code) {
+    std::string where = cg->program ? cg->program->path + (cg->program->from_disk_cache ? ", from the disk cache" : "")
+                                    : std::string("no generated kernel");
+    cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(cg->source));
+  }
+  return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
+}
+
 cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
+  if (g.device.is_cuda()) return compile_inductor_cuda(g, title, debug_dir);
   for (const auto& n : g.nodes)
     if (n.meta.dtype == mini::DType::BFloat16) {  // eager kernels: math in float, rounding on store
       if (cap::log_channels().fusion)
@@ -234,7 +252,7 @@ void bind_inductor(py::module_& m) {
             t = a.cast<mini::Tensor>();  // a mini.Tensor (the Python class wraps the C++ one)
           } catch (const py::cast_error&) {
             throw py::type_error(mini::cat("argument ", i, " of kernel ", name, " is a ",
-                                           std::string(py::str(a.get_type().attr("__name__"))),
+                                           std::string(py::str(py::type::handle_of(a).attr("__name__"))),
                                            "; pass CUDA tensors, floats or ints"));
           }
           if (!t || !t->is_cuda())

@@ -416,6 +416,31 @@ void bind_tensor(py::module_& m) {
   T.def("squeeze", [](const Tensor& a, py::object dim) { return mini::squeeze(a, dims_arg(dim)); },
         py::arg("dim") = py::none());
   T.def("contiguous", &mini::contiguous);
+  // A view of a's storage with any sizes, strides and offset (in elements), checked to stay
+  // inside the storage. Not differentiable: refused for a tensor that requires grad.
+  T.def("as_strided", [](const Tensor& a, std::vector<int64_t> size, std::vector<int64_t> stride,
+                         py::object storage_offset) {
+    if (size.size() != stride.size())
+      mini::fail("as_strided: got ", size.size(), " sizes and ", stride.size(), " strides: give one stride per size");
+    if (a->needs_grad())
+      mini::fail("as_strided of a tensor that requires grad is not supported: mini records no gradient for it");
+    int64_t offset = storage_offset.is_none() ? a->offset : storage_offset.cast<int64_t>();
+    int64_t last = offset, elements = (int64_t)(a->storage->nbytes / mini::itemsize(a->dtype));
+    bool empty = false;
+    for (size_t d = 0; d < size.size(); d++) {
+      if (size[d] < 0 || stride[d] < 0)
+        mini::fail("as_strided: sizes and strides must be >= 0, got size ", size[d], " and stride ", stride[d],
+                   " at dim ", d);
+      empty = empty || size[d] == 0;
+      if (size[d] > 0) last += (size[d] - 1) * stride[d];
+    }
+    if (offset < 0 || (!empty && last >= elements))
+      mini::fail("as_strided: the view reaches element ", last, " (offset ", offset, ") of a storage of ", elements,
+                 " elements: it must stay inside the storage");
+    auto t = mini::TensorImpl::view_of(a, mini::Shape(size.begin(), size.end()), mini::Strides(stride.begin(), stride.end()), offset);
+    t->is_view = true;
+    return t;
+  }, py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
   T.def("clone", &mini::clone);
 
   // ---- data ----------------------------------------------------------------------------

@@ -36,6 +36,36 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s) {
   return frees;
 }
 
+void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
+  auto list = [](const std::vector<int64_t>& v, bool strides = false) {
+    std::string s = "(";
+    for (size_t i = 0; i < v.size(); i++)
+      s += (i ? ", " : "") + (strides && v[i] < 0 ? std::string("?") : graph::size_str(v[i]));
+    return s + (v.size() == 1 ? ",)" : ")");
+  };
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Tensor& t = inputs[i];
+    const graph::Node& n = g.nodes[g.inputs[i]];
+    const graph::TensorMeta& m = n.meta;
+    if (!t) fail("input ", i, " (", n.name, ") of the compiled graph is missing");
+    bool same = t->dtype == m.dtype && t->sizes.size() == m.sizes.size();
+    bool empty = t->numel() == 0;  // no element is read: any strides
+    for (size_t d = 0; same && d < m.sizes.size(); d++) {
+      int64_t size = t->sizes[d];
+      if (!graph::is_symbol(m.sizes[d]) && size != m.sizes[d]) same = false;
+      else if (!empty && d < m.strides.size() && m.strides[d] >= 0 && size > 1 && t->strides[d] != m.strides[d]) same = false;
+    }
+    if (!same)
+      fail("input ", i, " (", n.name, ") of the compiled graph is ", dtype_name(t->dtype), list(t->sizes),
+           " with strides ", list(t->strides, true), ", but the graph was compiled for ", dtype_name(m.dtype),
+           list(m.sizes), " with strides ", list(m.strides, true),
+           " (s0, s1, ...: any size; ?: any stride). Generated kernels index each input by the sizes and "
+           "strides they were compiled for: pass a tensor like the example input, or compile the graph again "
+           "for this one (mini.compile's guards do that)");
+  }
+}
+
 std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs) {
   std::vector<int64_t> symbols;
   for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
@@ -108,11 +138,19 @@ void CompiledCudaGraph::load() const {
 
 std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const {
   const graph::Graph& g = schedule.graph;
-  if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
-  for (size_t i = 0; i < inputs.size(); i++)
+  std::vector<Tensor> moved;  // a Python number's 0-d input (made on the CPU) goes to the GPU
+  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
+    if (inputs[i] && !inputs[i]->is_cuda() && g.nodes[g.inputs[i]].wrapped_number) {
+      if (moved.empty()) moved = inputs;
+      moved[i] = to_device(inputs[i], Device::cuda(0));
+      moved[i]->wrapped_number = true;
+    }
+  if (!moved.empty()) return run(moved);
+  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
     if (inputs[i] && !inputs[i]->is_cuda())
       fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
            " (move it with .cuda())");
+  check_inputs(g, inputs);
   std::call_once(loaded_, [this] { load(); });
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];

@@ -50,6 +50,11 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 // The step helpers both compiled graphs share: the size symbols' values for these inputs, a
 // shape with its symbols replaced, and an extern or view step (through the eager ops, on the
 // device of its arguments).
+// Raises, naming the input and both layouts, unless `inputs` match the graph's inputs in number,
+// dtype, rank, sizes (a symbol: any size) and strides (of dims longer than 1, where the
+// graph fixed them): generated kernels index inputs by the strides they were compiled for, so a
+// compiled graph called directly with another layout would read the wrong elements.
+void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs);
 std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs);
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
 Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);

@@ -91,13 +91,13 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
       expect_inputs(k, in, 2);
       return slice_scatter(in[0], in[1], a.dim, a.start, a.end, a.step);
     case OpKind::Nonzero: expect_inputs(k, in, 1); return nonzero(in[0]);
-    case OpKind::Full: expect_inputs(k, in, 0); return full(a.shape, a.value, a.dtype);
-    case OpKind::Empty: expect_inputs(k, in, 0); return empty(a.shape, a.dtype);
+    case OpKind::Full: expect_inputs(k, in, 0); return full(a.shape, a.value, a.dtype, a.device);
+    case OpKind::Empty: expect_inputs(k, in, 0); return empty(a.shape, a.dtype, a.device);
     case OpKind::Arange:
       expect_inputs(k, in, 0);
-      return arange((double)a.start, (double)a.end, (double)a.step, a.dtype);
-    case OpKind::Rand: expect_inputs(k, in, 0); return rand(a.shape, a.dtype);
-    case OpKind::Randn: expect_inputs(k, in, 0); return randn(a.shape, a.dtype);
+      return arange((double)a.start, (double)a.end, (double)a.step, a.dtype, a.device);
+    case OpKind::Rand: expect_inputs(k, in, 0); return rand(a.shape, a.dtype, a.device);
+    case OpKind::Randn: expect_inputs(k, in, 0); return randn(a.shape, a.dtype, a.device);
   }
   fail("unknown op");
 }

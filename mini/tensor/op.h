@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "device.h"
 #include "dtype.h"
 #include "shape.h"
 
@@ -87,6 +88,7 @@ struct Attrs {
   double eps = 1e-5;
   double value = 0;
   DType dtype = DType::Float32;
+  Device device;  // factories: where the new tensor lives
   std::string mode;
 };
 

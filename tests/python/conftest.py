@@ -98,6 +98,17 @@ def mk(arr, requires_grad=False, dtype=None, device=None):
                        requires_grad=requires_grad, **on)
 
 
+def cuda_like(x):
+    """x on the GPU with x's own strides and storage offset 0: x.cuda() makes a strided tensor
+    contiguous, and a compiled graph takes only the layout it was compiled for."""
+    if x.is_contiguous():
+        return x.cuda()
+    span = 1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
+    y = mini.empty(span, dtype=x.dtype, device="cuda").as_strided(tuple(x.shape), x.stride(), 0)
+    y.copy_(x.cuda())
+    return y
+
+
 def tol_for(dt):
     """(rtol, atol) suitable for comparing a result of dtype `dt` with a float64 reference."""
     if dt == mini.float32:

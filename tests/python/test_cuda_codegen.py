@@ -18,7 +18,7 @@ import pytest
 
 import mini
 import mini.inductor as inductor
-from conftest import CUDA_SKIP_REASON, HAS_CUDA, requires_no_cuda, to_np
+from conftest import CUDA_SKIP_REASON, HAS_CUDA, cuda_like, requires_no_cuda, to_np
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden"
@@ -58,7 +58,7 @@ def assert_same(got, want, what):
     (2^-7: each op rounds, and exp, sums and divisions may round the other way), everything
     else exactly."""
     assert got.is_cuda and got.dtype == want.dtype, what
-    g, w = to_np(got.cpu()), to_np(want)
+    g, w = to_np(got.detach().cpu()), to_np(want.detach())
     assert g.shape == w.shape and g.dtype == w.dtype, f"{what}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
     if np.issubdtype(w.dtype, np.floating):
         tol = 2 ** -7 if want.dtype == mini.bfloat16 else 1e-4
@@ -79,7 +79,7 @@ ANCHORS = {
 def run_and_compare(fn, args, what):
     """fn's graph compiled for CUDA and run on the GPU, against the graph run eagerly on the CPU."""
     gm, inputs = captured(fn, *args)
-    got = inductor.compile_graph_cuda(gm)["run"](*[x.cuda() for x in inputs])
+    got = inductor.compile_graph_cuda(gm)["run"](*[cuda_like(x) for x in inputs])
     want = gm.forward(*inputs)
     want = want if isinstance(want, (tuple, list)) else (want,)
     assert len(got) == len(want)
@@ -189,7 +189,7 @@ def test_fuzzer_graphs_run_on_the_gpu_as_eager(index):
     want = gm.forward(*inputs)  # the same graph, eagerly on the CPU
     info = inductor.compile_graph_cuda(gm)
     try:
-        got = info["run"](*[x.cuda() for x in inputs])
+        got = info["run"](*[cuda_like(x) for x in inputs])
     except RuntimeError as e:
         # an extern call eager CUDA refuses (int64 matmul: cuBLAS has none) is refused the same
         # way compiled; nothing to compare

@@ -105,6 +105,10 @@ uintptr_t cubin_kernel(uintptr_t library, const char* name) {
   cudaError_t e = cudaLibraryGetKernel(&kernel, reinterpret_cast<cudaLibrary_t>(library), name);
   if (e != cudaSuccess) {
     cudaGetLastError();
+    if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidKernelImage)  // loading is lazy
+      fail("kernel ", name, " of the loaded CUBIN cannot run on ", device_name(0), " (", device_arch(0),
+           "): ", cudaGetErrorString(e), ". A CUBIN runs only on the architecture it was compiled "
+           "for: compile it for this GPU's");
     fail("the loaded CUBIN has no kernel ", name, ": ", cudaGetErrorString(e));
   }
   return reinterpret_cast<uintptr_t>(kernel);
