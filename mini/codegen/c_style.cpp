@@ -80,14 +80,16 @@ std::string product(const Shape& space, const std::vector<int64_t>& dims) {
   return p.empty() ? "1LL" : p;
 }
 
-std::string unflatten(const Shape& space, const std::string& flat, const std::vector<int64_t>& dims,
-                      const std::string& pad) {
+std::string unflatten(const Shape& space, const std::string& flat, const std::vector<int64_t>& dims, const std::string& pad,
+                      const std::string& index_type) {
   std::string o;
   if (dims.empty()) return o;
-  o += pad + "int64_t rest_" + flat + " = " + flat + ";\n";
+  bool wide = index_type == "int64_t";  // else 32-bit: static extents, without the LL
+  o += pad + index_type + " rest_" + flat + " = " + flat + ";\n";
   for (size_t i = dims.size(); i-- > 0;) {
-    std::string sz = size_expr(space[dims[i]]);
-    o += pad + "const int64_t x" + std::to_string(dims[i]) + " = " + (i ? "rest_" + flat + " % " + sz : "rest_" + flat) + ";\n";
+    int64_t extent = space[dims[i]];
+    std::string sz = wide || graph::is_symbol(extent) ? size_expr(extent) : std::to_string(extent);
+    o += pad + "const " + index_type + " x" + std::to_string(dims[i]) + " = " + (i ? "rest_" + flat + " % " + sz : "rest_" + flat) + ";\n";
     if (i) o += pad + "rest_" + flat + " /= " + sz + ";\n";
   }
   return o;
@@ -172,7 +174,11 @@ std::string CStyle::index(const Expr& load) const {
 std::string CStyle::expr(const ExprPtr& e) const {
   switch (e->kind) {
     case Expr::Kind::Constant: return constant(*e);
-    case Expr::Kind::Load: return "in" + std::to_string(e->buffer) + "[" + index(*e) + "]";
+    case Expr::Kind::Load: {
+      std::string spelled = "in" + std::to_string(e->buffer) + "[" + index(*e) + "]";
+      std::string hooked = load_hook ? load_hook(*e, spelled) : std::string();
+      return hooked.empty() ? spelled : hooked;
+    }
     case Expr::Kind::Temp: return (e->row ? "r" : "t") + std::to_string(e->node);
     case Expr::Kind::Cast: return type(e->dtype) + "(" + expr(e->args[0]) + ")";
     case Expr::Kind::Op: {

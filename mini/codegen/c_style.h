@@ -39,6 +39,9 @@ class CStyle {
   // Consulted first for each Op: a non-empty spelling replaces the table's (the C++ renderer's
   // out-of-line vector math).
   std::function<std::string(const Expr& op, const std::vector<std::string>& args)> special;
+  // Consulted first for each Load with its usual spelling (in0[x1 * 4]): a non-empty result
+  // replaces it (the CUDA renderer's vector lanes and the rows it keeps in registers).
+  std::function<std::string(const Expr& load, const std::string& spelled)> load_hook;
 
  private:
   std::string constant(const Expr& c) const;
@@ -59,7 +62,7 @@ std::string size_expr(int64_t s);
 std::string product(const Shape& space, const std::vector<int64_t>& dims);
 // lines that split the flat index `flat` into the x<d> of `dims` (row-major)
 std::string unflatten(const Shape& space, const std::string& flat, const std::vector<int64_t>& dims,
-                      const std::string& pad);
+                      const std::string& pad, const std::string& index_type = "int64_t");
 // the row-major linear index of the x<d> of `dims` in a contiguous tensor of those extents
 std::string linear_index(const Shape& space, const std::vector<int64_t>& dims);
 // ... of every dim of `space`

@@ -33,6 +33,13 @@ struct bf16 {
   __device__ __forceinline__ operator float() const { return __uint_as_float(unsigned(bits) << 16); }
 };
 
+// N consecutive elements moved by one load or store instruction (16 bytes at most): a
+// pointwise kernel's contiguous loads and its stores, where each pointer is aligned to it.
+template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+template <class T, int N> __device__ __forceinline__ bool aligned(const T* p) {
+  return (reinterpret_cast<unsigned long long>(p) % sizeof(Vec<T, N>)) == 0;
+}
+
 struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
   int64_t symbols[64];
   int64_t strides[16][8];
@@ -103,7 +110,8 @@ class CudaKernelWriter {
     o << "\n";
     for (int id : k_.nodes)
       if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
-    o << "extern \"C\" __global__ void __launch_bounds__(" << kCudaThreads << ") " << k_.name << "(";
+    int threads = k_.reduced.empty() ? kCudaThreads : cuda_reduction_threads(L_.static_extent(L_.red_dims()));
+    o << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
     for (auto& [id, i] : L_.store_index())
@@ -125,17 +133,92 @@ class CudaKernelWriter {
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
   std::string linear_full() { return codegen::linear_full(k_.space); }
 
-  // A grid-stride loop over every element; the index split into x0, x1, ... only where a load
-  // needs it (a load contiguous over the whole space reads in[i]).
+  // Pointwise: a grid-stride loop over vectors of V elements (V: 16 bytes of the widest
+  // contiguous load or store), each contiguous load and each store one Vec instruction and
+  // the rest per lane; then the elements past the last whole vector (or all of them, where a
+  // pointer is not aligned to its Vec) one at a time. The index is split into x0, x1, ... only
+  // where a load needs it (a load contiguous over the whole space reads in[i]); 32-bit index
+  // arithmetic where every offset fits.
   void write_pointwise(std::ostringstream& o) {
+    std::set<int> targets(k_.stores.begin(), k_.stores.end());
+    std::vector<int> full = L_.full_values_for(targets);
+    std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
+    cs_.load_hook = [&](const Expr& e, const std::string&) {
+      if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
+      return std::string();
+    };
+    for (int id : full) define("", 't', id, true);  // a dry run: which loads are contiguous
+    cs_.load_hook = nullptr;
+    size_t widest = 1;
+    for (auto& [b, T] : flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
+    for (int id : k_.stores) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
+    const int V = (int)(16 / widest);
+    const std::string index_type = fits_int32() ? "int" : "int64_t";
+
     o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
-    o << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
+    o << "  constexpr int V = " << V << ";\n";
+    o << "  const bool whole = true";
+    for (auto& [b, T] : flat) o << " && mini::aligned<" << T << ", V>(in" << b << ")";
+    for (int id : k_.stores) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>(" << out(id) << ")";
+    o << ";\n";
+    o << "  const int64_t nvec = whole ? numel / V : 0;\n";
+    o << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {\n";
+    o << "    const int64_t i = v * V;\n";
+    for (auto& [b, T] : flat)
+      o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
+        << " + i);\n";
+    for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
+    o << "    #pragma unroll\n";
+    o << "    for (int lane = 0; lane < V; lane++) {\n";
+    if (L_.flat_uses_index()) {
+      o << "      const " << index_type << " il = " << index_type << "(i + lane);\n";
+      o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
+    }
+    cs_.load_hook = [](const Expr& e, const std::string&) {
+      return e.index.flat ? "l" + std::to_string(e.buffer) + ".v[lane]" : std::string();
+    };
+    for (int id : full) o << define("      ", 't', id, true);
+    cs_.load_hook = nullptr;
+    for (int id : k_.stores) o << "      s" << id << ".v[lane] = t" << id << ";\n";
+    o << "    }\n";
+    for (int id : k_.stores)
+      o << "    *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>*>(" << out(id) << " + i) = s" << id
+        << ";\n";
+    o << "  }\n";
+    o << "  for (int64_t i = nvec * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
       << "       i += (int64_t)gridDim.x * blockDim.x) {\n";
     if (L_.flat_uses_index()) o << unflatten(k_.space, "i", L_.kept_dims(), "    ");
-    std::set<int> targets(k_.stores.begin(), k_.stores.end());
-    for (int id : L_.full_values_for(targets)) o << define("    ", 't', id, true);
+    for (int id : full) o << define("    ", 't', id, true);
     for (int id : k_.stores) o << "    " << out(id) << "[i] = t" << id << ";\n";
     o << "  }\n";
+  }
+
+  int load_node(int buffer) const {
+    for (auto& [id, b] : L_.load_index())
+      if (b == buffer) return id;
+    return -1;
+  }
+
+  // Every extent and stride static, and every element any load or store of the kernel can
+  // reach within 2^31 - 1 of its pointer: index arithmetic in int (cheaper division).
+  bool fits_int32() const {
+    constexpr int64_t kMax = (int64_t(1) << 31) - 1;
+    int64_t numel = 1;
+    for (int64_t s : k_.space) {
+      if (s < 0) return false;
+      numel *= s;
+      if (numel > kMax) return false;
+    }
+    for (auto& [id, b] : L_.load_index()) {
+      const graph::TensorMeta& m = g_.nodes[id].meta;
+      int64_t reach = 0;
+      for (size_t d = 0; d < m.sizes.size(); d++) {
+        if (m.sizes[d] < 0 || m.strides[d] < 0) return false;
+        if (m.sizes[d] > 0) reach += (m.sizes[d] - 1) * m.strides[d];
+        if (reach > kMax) return false;
+      }
+    }
+    return true;
   }
 
   // The accumulator of a reduction: float for float32 and bfloat16 (as eager CUDA), double,
@@ -167,6 +250,54 @@ class CudaKernelWriter {
     o << "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ");
     RowPlan plan = L_.plan_rows(0);  // no scratch: every phase computes what it reads
+    // A persistent row (a static row of at most kCudaRowRegisters elements a thread): each
+    // thread reads its U elements of every row load once, into registers, and each phase's
+    // pass reads them there (softmax and layer norm read the row from memory once, not 3 times).
+    const int64_t R = L_.static_extent(L_.red_dims());
+    const int T = cuda_reduction_threads(R);
+    const int U = R > 0 && R <= int64_t(T) * kCudaRowRegisters ? (int)((R + T - 1) / T) : 0;
+    std::map<std::string, std::string> kept;  // a load's spelling -> its register array
+    auto pass_begin = [&](const std::string& pad) {
+      if (U) {
+        o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
+        o << pad << "  const int64_t j = threadIdx.x + u * " << T << "LL;\n";
+        o << pad << "  if (j >= rnumel) continue;\n";
+      } else {
+        o << pad << "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+      }
+    };
+    auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
+    if (U) {
+      std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
+      std::map<std::string, DType> types;
+      cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+        bool along_row = false;
+        for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
+        if (along_row && !kept.count(spelled)) {
+          kept[spelled] = "k" + std::to_string(kept.size());
+          types[spelled] = e.dtype;
+        }
+        return std::string();
+      };
+      for (int p = 0; p <= L_.phases(); p++) {  // a dry run: which loads run along the row
+        std::vector<int> reds, stores;
+        L_.phase_targets(p, &reds, &stores);
+        for (int id : k_.nodes)
+          if (plan.compute[p].count(id)) define("", 't', id, false);
+        for (int id : reds) cs_.expr(L_.reduction_input(id));
+      }
+      for (auto& [spelled, name] : kept) {
+        o << "    " << cuda_type(types[spelled]) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
+      }
+      pass_begin("    ");
+      o << unflatten(k_.space, "j", L_.red_dims(), "      ");
+      for (auto& [spelled, name] : kept) o << "      " << name << "[u] = " << spelled << ";\n";
+      pass_end("    ");
+      cs_.load_hook = [&](const Expr&, const std::string& spelled) {
+        auto it = kept.find(spelled);
+        return it == kept.end() ? std::string() : it->second + "[u]";
+      };
+    }
     std::set<int> done;
     for (int id : k_.nodes) {  // row values that need no reduction
       if (L_.is_full(id) || L_.is_reduction(id) || !L_.reductions_below(id).empty()) continue;
@@ -182,7 +313,7 @@ class CudaKernelWriter {
           std::string A = acc_type(n);
           o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
         }
-        o << "    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+        pass_begin("    ");
         o << unflatten(k_.space, "j", L_.red_dims(), "      ");
         for (int id : k_.nodes)
           if (plan.compute[p].count(id)) o << define("      ", 't', id, false);
@@ -193,7 +324,7 @@ class CudaKernelWriter {
             << cs_.expr(L_.reduction_input(id)) << "));\n";
         }
         for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-        o << "    }\n";
+        pass_end("    ");
         for (int id : reds) {
           const Node& n = g_.nodes[id];
           std::string A = acc_type(n), I = std::to_string(id);
@@ -225,6 +356,7 @@ class CudaKernelWriter {
       o << "    }\n";
     }
     o << "  }\n";
+    cs_.load_hook = nullptr;
   }
 
   const LoopKernel L_;
@@ -242,6 +374,20 @@ std::string render_cuda(const Schedule& s) {
   o << kCudaPrelude;
   for (const auto& k : s.groups) o << "\n" << CudaKernelWriter(s, k).write();
   return o.str();
+}
+
+int cuda_reduction_threads(int64_t rnumel) {
+  if (rnumel < 0) return kCudaThreads;  // a symbolic row
+  int threads = 32;  // a warp at least; about kCudaRowRegisters elements a thread, 1024 at most
+  while (threads < 1024 && int64_t(threads) * kCudaRowRegisters < rnumel) threads *= 2;
+  return threads;
+}
+
+int cuda_block(const FusionGroup& k) {
+  if (k.reduced.empty()) return kCudaThreads;
+  int64_t rnumel = 1;
+  for (int64_t d : k.reduced) rnumel = graph::is_symbol(k.space[d]) || rnumel < 0 ? -1 : rnumel * k.space[d];
+  return cuda_reduction_threads(rnumel);
 }
 
 int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int sms) {

@@ -20,11 +20,17 @@
 
 namespace mini::codegen {
 
-constexpr int kCudaThreads = 256;
+constexpr int kCudaThreads = 256;       // a pointwise kernel's block
+constexpr int kCudaRowRegisters = 8;    // a persistent row: elements a thread keeps in registers
 constexpr int kCudaMaxSymbols = 64, kCudaMaxLoads = 16, kCudaMaxRank = 8;  // mini::Sizes
 
 std::string render_cuda(const fusion::Schedule& schedule);
 
+// A reduction kernel's block for rows of `rnumel` elements (-1: symbolic): a power of two
+// from 32 to 1024, about kCudaRowRegisters elements a thread.
+int cuda_reduction_threads(int64_t rnumel);
+// The block (threads in x) kernel `k` is compiled for and launched with.
+int cuda_block(const fusion::FusionGroup& k);
 // The grid of kernel `k` for the sizes of this call (symbols resolved): blocks in x.
 int64_t cuda_grid(const fusion::FusionGroup& k, const std::vector<int64_t>& symbols, int sms);
 

@@ -184,7 +184,7 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
       unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
-      unsigned block[3] = {(unsigned)codegen::kCudaThreads, 1, 1};
+      unsigned block[3] = {(unsigned)codegen::cuda_block(k), 1, 1};
       cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
       count_kernel(bytes);
     } else {

@@ -3,7 +3,7 @@
 
 // cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 sub_1 add rsqrt mul mul_1 add_1
 //   File: <repo>/labs/programs.py:33 in layernorm_decomp, code: mu = x.mean(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(256) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(64) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -12,19 +12,38 @@ extern "C" __global__ void __launch_bounds__(256) cuda_per_fused_add_mean_mul_po
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t rest_r = r;
     const int64_t x0 = rest_r;
-    float acc1 = float(0);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    float k0[8];  // in0[x0 * 512 + x1 * 1] along the row
+    float k1[8];  // in1[x1 * 1] along the row
+    float k2[8];  // in2[x1 * 1] along the row
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 64LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      acc1 = mini::sum_of<float>(acc1, float(in0[x0 * 512 + x1 * 1]));
+      k0[u] = in0[x0 * 512 + x1 * 1];
+      k1[u] = in1[x1 * 1];
+      k2[u] = in2[x1 * 1];
+    }
+    float acc1 = float(0);
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 64LL;
+      if (j >= rnumel) continue;
+      int64_t rest_j = j;
+      const int64_t x1 = rest_j;
+      acc1 = mini::sum_of<float>(acc1, float(k0[u]));
     }
     acc1 = mini::block_reduce<float, mini::sum_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 64LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+      const float t2 = (float(k0[u]) - float(r1));
       const float t4 = (float(t2) * float(t2));
       acc5 = mini::sum_of<float>(acc5, float(t4));
     }
@@ -32,13 +51,16 @@ extern "C" __global__ void __launch_bounds__(256) cuda_per_fused_add_mean_mul_po
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 64LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+      const float t6 = (float(k0[u]) - float(r1));
       const float t10 = (float(t6) * float(r9));
-      const float t12 = (float(t10) * float(in1[x1 * 1]));
-      const float t14 = (float(t12) + float(in2[x1 * 1]));
+      const float t12 = (float(t10) * float(k1[u]));
+      const float t14 = (float(t12) + float(k2[u]));
       out3[x0 * 512LL + x1] = t14;
     }
   }

@@ -3,7 +3,7 @@
 
 // cuda_per_fused_amax_div_exp_sub_sum_0: graph nodes amax sub exp sum div
 //   File: <repo>/labs/programs.py:27 in softmax_decomp, code: m = x.amax(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(256) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(128) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -12,28 +12,46 @@ extern "C" __global__ void __launch_bounds__(256) cuda_per_fused_amax_div_exp_su
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t rest_r = r;
     const int64_t x0 = rest_r;
-    float acc1 = mini::lowest<float>();
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    float k0[8];  // in0[x0 * 1000 + x1 * 1] along the row
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 128LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      acc1 = mini::max_of<float>(acc1, float(in0[x0 * 1000 + x1 * 1]));
+      k0[u] = in0[x0 * 1000 + x1 * 1];
+    }
+    float acc1 = mini::lowest<float>();
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 128LL;
+      if (j >= rnumel) continue;
+      int64_t rest_j = j;
+      const int64_t x1 = rest_j;
+      acc1 = mini::max_of<float>(acc1, float(k0[u]));
     }
     acc1 = mini::block_reduce<float, mini::max_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float(acc1);
     float acc4 = float(0);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 128LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+      const float t2 = (float(k0[u]) - float(r1));
       const float t3 = ::exp(float(t2));
       acc4 = mini::sum_of<float>(acc4, float(t3));
     }
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    #pragma unroll
+    for (int u = 0; u < 8; u++) {
+      const int64_t j = threadIdx.x + u * 128LL;
+      if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
-      const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+      const float t2 = (float(k0[u]) - float(r1));
       const float t3 = ::exp(float(t2));
       const float t5 = (float(t3) / float(r4));
       out1[x0 * 1000LL + x1] = t5;

@@ -51,24 +51,49 @@ def test_device_cuda_says_not_built(tmp_path):
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a CUDA device is present")
-@pytest.mark.parametrize("script", ["fusion_wins.py", "eager_anatomy.py"])
-def test_device_cuda_without_a_gpu_says_why(script, tmp_path):
-    done = run_lab(script, tmp_path / "figures", tmp_path / "cache", "--quick",
+def test_eager_anatomy_device_cuda_without_a_gpu_says_why(tmp_path):
+    done = run_lab("eager_anatomy.py", tmp_path / "figures", tmp_path / "cache", "--quick",
                    "--device", "cuda")
     assert done.returncode == 1
     assert "--device cuda: no CUDA device (" in done.stderr
     assert not (tmp_path / "figures").exists()
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="a CUDA device is present")
+def test_fusion_wins_device_cuda_without_a_gpu_skips_in_one_line(tmp_path):
+    done = run_lab("fusion_wins.py", tmp_path / "figures", tmp_path / "cache", "--device", "cuda")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [done.stdout.strip()]  # one line
+    assert done.stdout.startswith("fusion_wins: --device cuda: skipped: no CUDA device (")
+    assert not (tmp_path / "figures").exists()
+
+
+CUDA_FIGURES = ["fusion_wins_cuda_traffic", "fusion_wins_cuda_bandwidth",
+                "fusion_wins_cuda_speedup"]
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
-def test_fusion_wins_eager_half_on_cuda(tmp_path):
-    result, stdout = run_quick("fusion_wins.py", tmp_path, "--device", "cuda")
-    assert "CUDA code generation comes with issue 13; compiled rows skipped" in stdout
+def test_fusion_wins_on_cuda(tmp_path):
+    out_dir = tmp_path / "figures"
+    done = run_lab("fusion_wins.py", out_dir, tmp_path / "cache", "--quick", "--device", "cuda",
+                   "--no-torch")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    for name in [stem + suffix for stem in CUDA_FIGURES for suffix in (".png", ".svg")]:
+        assert (out_dir / name).stat().st_size > 0, name
+    result = json.loads((out_dir / "fusion_wins.json").read_text())
     assert result["device"] == "cuda" and result["copy_bandwidth"]["GBps"] > 0
+    assert result["device_name"] and result["torch"] is None
     for program in result["programs"]:  # eager: one kernel per op, on the GPU as on the CPU
-        assert program["eager"]["kernel_launches"] == program["ops"], program["name"]
-        assert program["eager"]["bytes_moved"] >= program["minimum_bytes"]
+        name, compiled = program["name"], program["compiled"]
+        assert program["eager"]["kernel_launches"] == program["ops"], name
+        assert program["eager"]["bytes_moved"] >= program["minimum_bytes"], name
+        assert compiled is not None, program.get("compile_error")
+        assert compiled["matches_eager"], name
+        assert compiled["kernel_launches"] == (2 if name == "ffn" else 1), name
+        assert compiled["bytes_moved"] <= program["eager"]["bytes_moved"], name
+        if program["kind"] == "chain":  # one fused pass: exactly the minimum
+            assert compiled["bytes_moved"] == program["minimum_bytes"], name
 
 
 @pytest.mark.cuda
@@ -224,3 +249,87 @@ def test_fusion_reports_copy_bandwidth_and_torch(fusion):
         assert set(torch_programs) == {"transform", "chain8", "softmax", "layernorm", "ffn"}
         assert torch_programs["layernorm"]["eager_kernels"] == 10
         assert "torch speedup" in stdout
+
+
+# ---- fusion on CUDA: the table and the figures, from made-up rows ---------------------------
+# labs/fusion_wins_cuda.py draws and prints whatever rows it is given, so its reporting is
+# checked here without a GPU; the numbers are made up, each different, so that a cell showing
+# another row's value (or none) fails.
+
+
+def made_up_side(kernels, bytes_moved, minimum, time_ms):
+    return {"kernel_launches": kernels, "bytes_moved": bytes_moved, "time_ms": time_ms,
+            "minimum_GBps": minimum / (time_ms * 1e-3) / 1e9,
+            "moved_GBps": bytes_moved / (time_ms * 1e-3) / 1e9}
+
+
+def made_up_cuda_row(name, kind, ops, index, with_torch, compiles=True):
+    minimum = 3 * 8192 * 8192 * 4
+    eager = made_up_side(ops, (2 * ops + 1) * 8192 * 8192 * 4, minimum, 0.411 * ops + index / 1000)
+    row = {"name": name, "kind": kind, "shapes": [[8192, 8192], [8192, 8192]], "ops": ops,
+           "minimum_bytes": minimum, "eager": eager}
+    if compiles:
+        compiled = made_up_side(1, minimum, minimum, 0.377 + index / 100)
+        compiled.update(generated_kernels=1, extern_kernels=0, compile_seconds=0.1 * index,
+                        matches_eager=True)
+        row.update(compiled=compiled, speedup=eager["time_ms"] / compiled["time_ms"])
+    else:
+        row.update(compiled=None, compile_error=f"made-up refusal of {name}", speedup=None)
+    if with_torch:
+        torch_eager = made_up_side(ops, eager["bytes_moved"], minimum, 0.433 * ops + index / 1000)
+        torch_compiled = made_up_side(1, minimum, minimum, 0.389 + index / 100)
+        torch_compiled["compile_seconds"] = 2.0 + index
+        row.update(torch_eager=torch_eager, torch_compiled=torch_compiled,
+                   torch_speedup=torch_eager["time_ms"] / torch_compiled["time_ms"])
+    return row
+
+
+@pytest.mark.parametrize("with_torch", [True, False], ids=["with-torch", "mini-alone"])
+def test_fusion_cuda_report_from_made_up_rows(with_torch, tmp_path):
+    if str(LABS) not in sys.path:
+        sys.path.insert(0, str(LABS))
+    import fusion_wins_cuda
+
+    rows = [made_up_cuda_row("transform", "named", 3, 0, with_torch)]
+    rows += [made_up_cuda_row(f"pointwise{ops}", "chain", ops, index + 1, with_torch)
+             for index, ops in enumerate([1, 2, 4, 8])]
+    rows.append(made_up_cuda_row("pointwise12", "chain", 12, 5, with_torch, compiles=False))
+    copy = {"numel": 2**28, "bytes": 2 * 2**28 * 4, "time_ms": 0.5, "GBps": 4294.97}
+    about = {"device_name": "Made-up GPU 141GB", "date": "2026-12-01T12:00:00",
+             "command": "python labs/fusion_wins.py --device cuda --out DIR"}
+
+    table = fusion_wins_cuda.cuda_table(rows, copy)
+    lines = table.splitlines()
+    for row in rows:
+        (line,) = [line for line in lines if line.startswith(row["name"] + " ")][:1]
+        assert f"{row['eager']['time_ms']:.3f}" in line, line
+        assert f" {row['eager']['kernel_launches']} " in line, line
+        if row["compiled"]:
+            assert f"{row['compiled']['time_ms']:.3f}" in line, line
+            assert f"{row['speedup']:.2f}x" in line, line
+            assert f"{row['compiled']['minimum_GBps']:.0f}" in line, line
+        else:
+            assert f"{row['name']}: not compiled: {row['compile_error']}" in table
+    assert "4295 GB/s" in table  # the copy ceiling
+    torch_lines = [line for line in lines if line.startswith("torch eager vs torch.compile")]
+    assert bool(torch_lines) == with_torch
+    if with_torch:
+        torch_part = table[table.index(torch_lines[0]):]
+        for row in rows:
+            assert f"{row['torch_eager']['time_ms']:.3f}" in torch_part, row["name"]
+            assert f"{row['torch_compiled']['time_ms']:.3f}" in torch_part, row["name"]
+            assert f"{row['torch_speedup']:.2f}x" in torch_part, row["name"]
+
+    out_dir = tmp_path / "figures"
+    out_dir.mkdir()
+    import matplotlib
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # SVG text as text, to be read back
+        paths = fusion_wins_cuda.plot_cuda(rows, copy, about, out_dir)
+    expected = {out_dir / (stem + suffix) for stem in CUDA_FIGURES for suffix in (".png", ".svg")}
+    assert set(paths) == expected
+    for path in expected:
+        assert path.stat().st_size > 0, path.name
+    for stem in CUDA_FIGURES:  # every figure names the device, the date and the command
+        svg = (out_dir / f"{stem}.svg").read_text()
+        for fact in about.values():
+            assert fact in svg, (stem, fact)
