@@ -178,7 +178,7 @@ stage bench_cuda_eager 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda
   --out "$work/bench"
 cp "$work"/bench/bench_cuda_eager.json "$work"/bench/bench_cuda_eager.md "$out/" 2>/dev/null
 # compiled CUDA against torch.compile; its .json/.md travel in labs.tar.gz (8 files at most in $OUT)
-stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_inductor.py \
+stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_inductor.py --layouts \
   --out "$work/labs"
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py
 

@@ -26,6 +26,7 @@ Writes bench_cuda_inductor.json and .md into --out (default figures/).
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -149,6 +150,8 @@ def measure(name, spec, torch, args):
         row["mini_compiled_ms"] = timing(lambda: compiled(*cuda_args))
         row["mini_compiled_kernels"] = mini_kernels(lambda: compiled(*cuda_args))
         row["graph_run_ms"] = timing(lambda: info["run"](*cuda_inputs))  # the graph alone, no guards
+        if args.layouts:
+            row["layout_ms"] = layout_times(gm, cuda_inputs, timing)
     if torch is not None:
         tfn = torch_twin(torch, fn)
         targs = [torch.from_numpy(a.float().numpy()).to("cuda", getattr(torch, dtype)) for a in cpu_args]
@@ -164,6 +167,37 @@ def measure(name, spec, torch, args):
         row["torch_compile_ms"] = tt(lambda: compiled(*targs))
         row["torch_compile_kernels"] = torch_kernels(torch, lambda: compiled(*targs))
     return row
+
+
+def layout_times(gm, cuda_inputs, timing):
+    """{layout: ms} of the graph rendered with each numbered kernel layout (MINI_CODEGEN_LAYOUT)."""
+    times = {}
+    saved = os.environ.get("MINI_CODEGEN_LAYOUT")
+    try:
+        for layout in range(1, mini._C._cuda_layouts() + 1):
+            os.environ["MINI_CODEGEN_LAYOUT"] = str(layout)
+            info = mini.inductor.compile_graph_cuda(gm)
+            times[layout] = timing(lambda: info["run"](*cuda_inputs))
+    finally:
+        if saved is None:
+            os.environ.pop("MINI_CODEGEN_LAYOUT", None)
+        else:
+            os.environ["MINI_CODEGEN_LAYOUT"] = saved
+    return times
+
+
+def layout_table(rows):
+    layouts = sorted({k for r in rows for k in r.get("layout_ms", {})})
+    if not layouts:
+        return ""
+    lines = ["| program | " + " | ".join(f"layout {k} ms" for k in layouts) + " | fastest |",
+             "|---|" + "---|" * (len(layouts) + 1)]
+    for r in rows:
+        t = r.get("layout_ms")
+        if t:
+            best = min(t, key=t.get)
+            lines.append(f"| {r['name']} | " + " | ".join(f"{t[k]:.3f}" for k in layouts) + f" | {best} |")
+    return "\n".join(lines)
 
 
 def copy_ceiling(args):
@@ -220,6 +254,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--layouts", action="store_true",
+                        help="also time each numbered kernel layout (MINI_CODEGEN_LAYOUT=1..N) per program")
     args = parser.parse_args(argv)
     if mini.inductor.nvrtc_version() is None:
         print("bench_cuda_inductor: skipped: " + mini._C._nvrtc_unavailable_reason())
@@ -248,6 +284,8 @@ def main(argv=None):
               "torch": getattr(torch, "__version__", None)}
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(rows, ceiling)
+    if layout_table(rows):
+        text += "\n\nKernel layouts (the graph alone; codegen/cuda_kernel.h numbers them):\n\n" + layout_table(rows)
     if not args.null_device:
         results = bars(rows, ceiling)
         report["bars"] = [{"bar": b, "pass": ok} for b, ok in results]

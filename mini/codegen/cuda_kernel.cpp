@@ -45,6 +45,13 @@ struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
   int64_t strides[16][8];
 };
 
+// sin and cos out of line: libdevice's argument reduction is long, and inlined into each lane
+// of a vector loop it doubled NVRTC's time for a kernel with both (a call costs a few cycles).
+__device__ __noinline__ float sin_of(float x) { return ::sinf(x); }
+__device__ __noinline__ double sin_of(double x) { return ::sin(x); }
+__device__ __noinline__ float cos_of(float x) { return ::cosf(x); }
+__device__ __noinline__ double cos_of(double x) { return ::cos(x); }
+
 template <class T> __device__ __forceinline__ T sigmoid_of(T x) { return T(1) / (T(1) + ::exp(-x)); }
 
 template <class T> __device__ __forceinline__ T gelu_of(T x, bool tanh_approx) {
@@ -100,8 +107,8 @@ std::string cuda_type(DType d) { return kCudaTarget.type(d); }
 
 class CudaKernelWriter {
  public:
-  CudaKernelWriter(const Schedule& s, const FusionGroup& k)
-      : L_(s, k), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()) {}
+  CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
+      : L_(s, k), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()), layout_(layout) {}
 
   std::string write() {
     std::ostringstream o;
@@ -110,7 +117,7 @@ class CudaKernelWriter {
     o << "\n";
     for (int id : k_.nodes)
       if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
-    int threads = k_.reduced.empty() ? kCudaThreads : cuda_reduction_threads(L_.static_extent(L_.red_dims()));
+    int threads = cuda_block(k_, layout_);
     o << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
@@ -135,13 +142,18 @@ class CudaKernelWriter {
 
   // Pointwise: a grid-stride loop over vectors of V elements (V: 16 bytes of the widest
   // contiguous load or store), each contiguous load and each store one Vec instruction and
-  // the rest per lane; then the elements past the last whole vector (or all of them, where a
-  // pointer is not aligned to its Vec) one at a time. The index is split into x0, x1, ... only
+  // the rest per lane; the last vector (and every one, where a pointer is not aligned to its
+  // Vec) moves lane by lane. The expressions are written once (NVRTC's time grows with them). The index is split into x0, x1, ... only
   // where a load needs it (a load contiguous over the whole space reads in[i]); 32-bit index
   // arithmetic where every offset fits.
   void write_pointwise(std::ostringstream& o) {
     std::set<int> targets(k_.stores.begin(), k_.stores.end());
     std::vector<int> full = L_.full_values_for(targets);
+    if (!layout_.vector_pointwise) {
+      o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
+      write_elements(o, "", full);
+      return;
+    }
     std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
     cs_.load_hook = [&](const Expr& e, const std::string&) {
       if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
@@ -157,19 +169,24 @@ class CudaKernelWriter {
 
     o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
     o << "  constexpr int V = " << V << ";\n";
-    o << "  const bool whole = true";
+    o << "  const bool aligned = true";
     for (auto& [b, T] : flat) o << " && mini::aligned<" << T << ", V>(in" << b << ")";
     for (int id : k_.stores) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>(" << out(id) << ")";
     o << ";\n";
-    o << "  const int64_t nvec = whole ? numel / V : 0;\n";
-    o << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {\n";
+    o << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v * V < numel; v += (int64_t)gridDim.x * blockDim.x) {\n";
     o << "    const int64_t i = v * V;\n";
-    for (auto& [b, T] : flat)
-      o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
-        << " + i);\n";
+    o << "    const bool whole = aligned && i + V <= numel;  // else lane by lane: the last vector, or unaligned\n";
+    for (auto& [b, T] : flat) {
+      std::string vec = "mini::Vec<" + T + ", V>";
+      o << "    " << vec << " l" << b << ";\n";
+      o << "    if (whole) l" << b << " = *reinterpret_cast<const " << vec << "*>(in" << b << " + i);\n";
+      o << "    else {\n      #pragma unroll\n      for (int lane = 0; lane < V; lane++)\n        if (i + lane < numel) l" << b
+        << ".v[lane] = in" << b << "[i + lane];\n    }\n";
+    }
     for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
     o << "    #pragma unroll\n";
     o << "    for (int lane = 0; lane < V; lane++) {\n";
+    o << "      if (!whole && i + lane >= numel) continue;\n";
     if (L_.flat_uses_index()) {
       o << "      const " << index_type << " il = " << index_type << "(i + lane);\n";
       o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
@@ -181,11 +198,18 @@ class CudaKernelWriter {
     cs_.load_hook = nullptr;
     for (int id : k_.stores) o << "      s" << id << ".v[lane] = t" << id << ";\n";
     o << "    }\n";
-    for (int id : k_.stores)
-      o << "    *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>*>(" << out(id) << " + i) = s" << id
-        << ";\n";
+    for (int id : k_.stores) {
+      std::string vec = "mini::Vec<" + cuda_type(g_.nodes[id].meta.dtype) + ", V>";
+      o << "    if (whole) *reinterpret_cast<" << vec << "*>(" << out(id) << " + i) = s" << id << ";\n";
+      o << "    else {\n      #pragma unroll\n      for (int lane = 0; lane < V; lane++)\n        if (i + lane < numel) " << out(id)
+        << "[i + lane] = s" << id << ".v[lane];\n    }\n";
+    }
     o << "  }\n";
-    o << "  for (int64_t i = nvec * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
+  }
+
+  // One element a thread, grid-strided from `first` (the vector loop's tail, or every element).
+  void write_elements(std::ostringstream& o, const std::string& first, const std::vector<int>& full) {
+    o << "  for (int64_t i = " << first << "blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
       << "       i += (int64_t)gridDim.x * blockDim.x) {\n";
     if (L_.flat_uses_index()) o << unflatten(k_.space, "i", L_.kept_dims(), "    ");
     for (int id : full) o << define("    ", 't', id, true);
@@ -250,33 +274,30 @@ class CudaKernelWriter {
     o << "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ");
     RowPlan plan = L_.plan_rows(0);  // no scratch: every phase computes what it reads
-    // A persistent row (a static row of at most kCudaRowRegisters elements a thread): each
+    // A persistent row (a static row of at most layout.row_registers elements a thread): each
     // thread reads its U elements of every row load once, into registers, and each phase's
     // pass reads them there (softmax and layer norm read the row from memory once, not 3 times).
+    // With vector rows a thread's elements come in runs of RV consecutive ones (RV: 16 bytes of
+    // the widest kept load), read as one Vec where every kept load runs contiguously along the
+    // row from an aligned start; element u of a thread is j = (threadIdx.x + u / RV * T) * RV + u % RV.
     const int64_t R = L_.static_extent(L_.red_dims());
-    const int T = cuda_reduction_threads(R);
-    const int U = R > 0 && R <= int64_t(T) * kCudaRowRegisters ? (int)((R + T - 1) / T) : 0;
+    const int T = cuda_reduction_threads(R, layout_);
+    int U = R > 0 && layout_.row_registers && R <= int64_t(T) * layout_.row_registers ? (int)((R + T - 1) / T) : 0;
     std::map<std::string, std::string> kept;  // a load's spelling -> its register array
-    auto pass_begin = [&](const std::string& pad) {
-      if (U) {
-        o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
-        o << pad << "  const int64_t j = threadIdx.x + u * " << T << "LL;\n";
-        o << pad << "  if (j >= rnumel) continue;\n";
-      } else {
-        o << pad << "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
-      }
-    };
-    auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
+    std::map<std::string, DType> types;
+    bool contiguous_rows = U > 0 && layout_.vector_rows && L_.red_dims().size() == 1;
+    size_t widest = 1;
+    std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
     if (U) {
-      std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
-      std::map<std::string, DType> types;
       cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
         bool along_row = false;
         for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
-        if (along_row && !kept.count(spelled)) {
-          kept[spelled] = "k" + std::to_string(kept.size());
-          types[spelled] = e.dtype;
-        }
+        if (!along_row || kept.count(spelled)) return std::string();
+        kept[spelled] = "k" + std::to_string(kept.size());
+        types[spelled] = e.dtype;
+        widest = std::max(widest, (size_t)itemsize(e.dtype));
+        for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
+          if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous_rows = false;
         return std::string();
       };
       for (int p = 0; p <= L_.phases(); p++) {  // a dry run: which loads run along the row
@@ -286,13 +307,65 @@ class CudaKernelWriter {
           if (plan.compute[p].count(id)) define("", 't', id, false);
         for (int id : reds) cs_.expr(L_.reduction_input(id));
       }
-      for (auto& [spelled, name] : kept) {
-        o << "    " << cuda_type(types[spelled]) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
+      cs_.load_hook = nullptr;
+    }
+    const int RV = contiguous_rows && !kept.empty() ? (int)(16 / widest) : 1;
+    if (RV > 1) {  // the other strides keep every run's start a multiple of RV
+      cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+        if (kept.count(spelled))
+          for (const IndexTerm& t : e.index.terms)
+            if (!red.count(t.dim) && t.stride % RV) contiguous_rows = false;
+        return std::string();
+      };
+      for (int p = 0; p <= L_.phases(); p++)
+        for (int id : k_.nodes)
+          if (plan.compute[p].count(id)) define("", 't', id, false);
+      cs_.load_hook = nullptr;
+    }
+    const int V = RV > 1 && contiguous_rows && R % RV == 0 ? RV : 1;
+    if (U) U = (U + V - 1) / V * V;
+    auto pass_begin = [&](const std::string& pad) {
+      if (U) {
+        o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
+        if (V > 1) o << pad << "  const int64_t j = (threadIdx.x + u / " << V << " * " << T << "LL) * " << V << " + u % " << V << ";\n";
+        else o << pad << "  const int64_t j = threadIdx.x + u * " << T << "LL;\n";
+        o << pad << "  if (j >= rnumel) continue;\n";
+      } else {
+        o << pad << "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
       }
-      pass_begin("    ");
-      o << unflatten(k_.space, "j", L_.red_dims(), "      ");
-      for (auto& [spelled, name] : kept) o << "      " << name << "[u] = " << spelled << ";\n";
-      pass_end("    ");
+    };
+    auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
+    if (U) {
+      for (auto& [spelled, name] : kept)
+        o << "    " << cuda_type(types[spelled]) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
+      auto scalar_reads = [&](const std::string& pad) {
+        pass_begin(pad);
+        o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ");
+        for (auto& [spelled, name] : kept) o << pad << "  " << name << "[u] = " << spelled << ";\n";
+        pass_end(pad);
+      };
+      if (V > 1) {
+        o << "    if (true";
+        for (auto& [spelled, name] : kept)
+          o << " && mini::aligned<" << cuda_type(types[spelled]) << ", " << V << ">(&" << spelled.substr(0, spelled.find('[')) << "[0])";
+        o << ") {  // the row in " << V << "-element vectors\n";
+        o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
+        o << "        const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
+        o << "        if (j >= rnumel) continue;\n";
+        o << unflatten(k_.space, "j", L_.red_dims(), "        ");
+        for (auto& [spelled, name] : kept) {
+          std::string T0 = cuda_type(types[spelled]);
+          o << "        const mini::Vec<" << T0 << ", " << V << "> " << name << "v = *reinterpret_cast<const mini::Vec<" << T0
+            << ", " << V << ">*>(&" << spelled << ");\n";
+          o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << name << "[v * " << V << " + l] = "
+            << name << "v.v[l];\n";
+        }
+        o << "      }\n    } else {\n";
+        scalar_reads("      ");
+        o << "    }\n";
+      } else {
+        scalar_reads("    ");
+      }
       cs_.load_hook = [&](const Expr&, const std::string& spelled) {
         auto it = kept.find(spelled);
         return it == kept.end() ? std::string() : it->second + "[u]";
@@ -364,30 +437,53 @@ class CudaKernelWriter {
   const FusionGroup& k_;
   CStyle cs_;
   const int rank_;
+  const CudaLayout layout_;
 };
 
 }  // namespace
 
-std::string render_cuda(const Schedule& s) {
+std::string render_cuda(const Schedule& s, const CudaLayout& layout) {
   std::ostringstream o;
   o << "// Generated by mini's inductor (mini/codegen/cuda_kernel.cpp) for NVRTC. Do not edit.\n";
+  if (layout.number != kCudaDefaultLayout) o << "// Kernel layout " << layout.number << " (MINI_CODEGEN_LAYOUT)\n";
   o << kCudaPrelude;
-  for (const auto& k : s.groups) o << "\n" << CudaKernelWriter(s, k).write();
+  for (const auto& k : s.groups) o << "\n" << CudaKernelWriter(s, k, layout).write();
   return o.str();
 }
 
-int cuda_reduction_threads(int64_t rnumel) {
-  if (rnumel < 0) return kCudaThreads;  // a symbolic row
-  int threads = 32;  // a warp at least; about kCudaRowRegisters elements a thread, 1024 at most
-  while (threads < 1024 && int64_t(threads) * kCudaRowRegisters < rnumel) threads *= 2;
+CudaLayout cuda_layout(int number) {
+  if (number < 1 || number > kCudaLayouts)
+    fail("MINI_CODEGEN_LAYOUT=", number, ": the CUDA kernel layouts are 1 (naive) to ", kCudaLayouts,
+         " (codegen/cuda_kernel.h lists them)");
+  CudaLayout l;
+  l.number = number;
+  l.vector_pointwise = number >= 2;
+  l.row_registers = number == 1 ? 0 : number == 2 ? 8 : number == 3 ? 16 : 32;
+  l.vector_rows = number >= 3;
+  return l;
+}
+
+CudaLayout cuda_layout_from_env() {
+  const char* v = std::getenv("MINI_CODEGEN_LAYOUT");
+  if (!v || !*v) return cuda_layout(kCudaDefaultLayout);
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end) fail("MINI_CODEGEN_LAYOUT='", v, "': give a layout number, 1 to ", kCudaLayouts);
+  return cuda_layout((int)n);
+}
+
+int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
+  if (rnumel < 0 || layout.row_registers == 0) return kCudaThreads;  // a looped row
+  int threads = 32;  // a warp at least; about row_registers elements a thread, 1024 at most
+  while (threads < 1024 && int64_t(threads) * layout.row_registers < rnumel) threads *= 2;
   return threads;
 }
 
-int cuda_block(const FusionGroup& k) {
+int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return kCudaThreads;
   int64_t rnumel = 1;
   for (int64_t d : k.reduced) rnumel = graph::is_symbol(k.space[d]) || rnumel < 0 ? -1 : rnumel * k.space[d];
-  return cuda_reduction_threads(rnumel);
+  return cuda_reduction_threads(rnumel, layout);
 }
 
 int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int sms) {

@@ -20,17 +20,34 @@
 
 namespace mini::codegen {
 
-constexpr int kCudaThreads = 256;       // a pointwise kernel's block
-constexpr int kCudaRowRegisters = 8;    // a persistent row: elements a thread keeps in registers
+constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
+
+// How kernels are laid out: numbered variants (llm.c's habit), each checked against eager by
+// the tests and timed by labs/bench/bench_cuda_inductor.py --layouts. MINI_CODEGEN_LAYOUT=N
+// selects one (read when a graph is rendered); the default is the fastest measured on the H200.
+//   1  naive: pointwise one element a thread; a row reduction's every pass reads the row again
+//   2  16-byte vectors in pointwise kernels; a static row kept in registers, 8 elements a thread
+//   3  as 2, 16 elements a thread, the row read in 16-byte vectors where contiguous and aligned
+//   4  as 3, 32 elements a thread
+struct CudaLayout {
+  int number = 3;
+  bool vector_pointwise = true;
+  int row_registers = 16;  // 0: no persistent rows (every pass reads the row)
+  bool vector_rows = true;
+};
+constexpr int kCudaLayouts = 4, kCudaDefaultLayout = 3;
+CudaLayout cuda_layout(int number);
+// MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
+CudaLayout cuda_layout_from_env();
 constexpr int kCudaMaxSymbols = 64, kCudaMaxLoads = 16, kCudaMaxRank = 8;  // mini::Sizes
 
-std::string render_cuda(const fusion::Schedule& schedule);
+std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layout = cuda_layout_from_env());
 
 // A reduction kernel's block for rows of `rnumel` elements (-1: symbolic): a power of two
 // from 32 to 1024, about kCudaRowRegisters elements a thread.
-int cuda_reduction_threads(int64_t rnumel);
-// The block (threads in x) kernel `k` is compiled for and launched with.
-int cuda_block(const fusion::FusionGroup& k);
+int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
+// The block (threads in x) kernel `k` is compiled for and launched with under `layout`.
+int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
 // The grid of kernel `k` for the sizes of this call (symbols resolved): blocks in x.
 int64_t cuda_grid(const fusion::FusionGroup& k, const std::vector<int64_t>& symbols, int sms);
 

@@ -10,6 +10,7 @@
 #include "autograd/training.h"
 #include "capture/convert_frame.h"
 #include "codegen/cpp_kernel.h"
+#include "codegen/cuda_kernel.h"
 #include "runtime/compiled_graph.h"
 #include "runtime/cuda_graph.h"
 #include "runtime/cuda_program.h"
@@ -211,6 +212,7 @@ void bind_inductor(py::module_& m) {
   });
   m.def("_nvrtc_unavailable_reason", &mini::runtime::nvrtc::unavailable_reason);
   m.def("_default_cuda_arch", &mini::runtime::default_cuda_arch);
+  m.def("_cuda_layouts", []() { return mini::codegen::kCudaLayouts; });
   m.def("_compile_cuda", [](const std::string& source, const std::string& arch) {
     std::shared_ptr<mini::runtime::CudaProgram> p;
     {

@@ -114,7 +114,8 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
       fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
            " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
   cg->schedule_seconds = since();
-  cg->source = codegen::render_cuda(cg->schedule);
+  cg->layout = codegen::cuda_layout_from_env();
+  cg->source = codegen::render_cuda(cg->schedule, cg->layout);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
@@ -184,7 +185,7 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
       unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
-      unsigned block[3] = {(unsigned)codegen::cuda_block(k), 1, 1};
+      unsigned block[3] = {(unsigned)codegen::cuda_block(k, this->layout), 1, 1};
       cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
       count_kernel(bytes);
     } else {

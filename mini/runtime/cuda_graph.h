@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "fusion/schedule.h"
+#include "codegen/cuda_kernel.h"
 #include "runtime/cuda_program.h"
 
 namespace mini::runtime {
 
 struct CompiledCudaGraph {
   fusion::Schedule schedule;
+  codegen::CudaLayout layout;  // MINI_CODEGEN_LAYOUT's when it was rendered: its launch blocks too
   std::string source;
   std::shared_ptr<CudaProgram> program;  // null when the graph has no generated kernel
   double schedule_seconds = 0, codegen_seconds = 0;

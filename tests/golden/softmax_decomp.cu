@@ -3,7 +3,7 @@
 
 // cuda_per_fused_amax_div_exp_sub_sum_0: graph nodes amax sub exp sum div
 //   File: <repo>/labs/programs.py:27 in softmax_decomp, code: m = x.amax(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(128) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(64) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -12,19 +12,32 @@ extern "C" __global__ void __launch_bounds__(128) cuda_per_fused_amax_div_exp_su
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t rest_r = r;
     const int64_t x0 = rest_r;
-    float k0[8];  // in0[x0 * 1000 + x1 * 1] along the row
-    #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int64_t j = threadIdx.x + u * 128LL;
-      if (j >= rnumel) continue;
-      int64_t rest_j = j;
-      const int64_t x1 = rest_j;
-      k0[u] = in0[x0 * 1000 + x1 * 1];
+    float k0[16];  // in0[x0 * 1000 + x1 * 1] along the row
+    if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
+      #pragma unroll
+      for (int v = 0; v < 4; v++) {
+        const int64_t j = (threadIdx.x + v * 64LL) * 4;
+        if (j >= rnumel) continue;
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        const mini::Vec<float, 4> k0v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
+        #pragma unroll
+        for (int l = 0; l < 4; l++) k0[v * 4 + l] = k0v.v[l];
+      }
+    } else {
+      #pragma unroll
+      for (int u = 0; u < 16; u++) {
+        const int64_t j = (threadIdx.x + u / 4 * 64LL) * 4 + u % 4;
+        if (j >= rnumel) continue;
+        int64_t rest_j = j;
+        const int64_t x1 = rest_j;
+        k0[u] = in0[x0 * 1000 + x1 * 1];
+      }
     }
     float acc1 = mini::lowest<float>();
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int64_t j = threadIdx.x + u * 128LL;
+    for (int u = 0; u < 16; u++) {
+      const int64_t j = (threadIdx.x + u / 4 * 64LL) * 4 + u % 4;
       if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
@@ -34,8 +47,8 @@ extern "C" __global__ void __launch_bounds__(128) cuda_per_fused_amax_div_exp_su
     const float r1 = float(acc1);
     float acc4 = float(0);
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int64_t j = threadIdx.x + u * 128LL;
+    for (int u = 0; u < 16; u++) {
+      const int64_t j = (threadIdx.x + u / 4 * 64LL) * 4 + u % 4;
       if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;
@@ -46,8 +59,8 @@ extern "C" __global__ void __launch_bounds__(128) cuda_per_fused_amax_div_exp_su
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int64_t j = threadIdx.x + u * 128LL;
+    for (int u = 0; u < 16; u++) {
+      const int64_t j = (threadIdx.x + u / 4 * 64LL) * 4 + u % 4;
       if (j >= rnumel) continue;
       int64_t rest_j = j;
       const int64_t x1 = rest_j;

@@ -201,6 +201,61 @@ def test_fuzzer_graphs_run_on_the_gpu_as_eager(index):
         assert_same(g, w, f"output {i} of\n{prog.source()}")
 
 
+# ---- the numbered kernel layouts (MINI_CODEGEN_LAYOUT, codegen/cuda_kernel.h) ----------------
+
+LAYOUTS = range(1, 5)
+# short rows, rows that do not divide into vectors, a row longer than a persistent block keeps,
+# a reduction over the outer dim, strided and broadcast loads
+LAYOUT_CASES = {
+    **ANCHORS,
+    "odd_rows": (softmax_decomp, lambda: (mini.randn(7, 13),)),
+    "long_rows": (layernorm_decomp, lambda: (mini.randn(4, 40000), mini.randn(40000), mini.randn(40000))),
+    "column_sum": (lambda x: (x * 2).sum(0), lambda: (mini.randn(300, 70),)),
+    "strided": (lambda x, b: (x.t() + b).relu(), lambda: (mini.randn(33, 65), mini.randn(33))),
+    "bf16_rows": (softmax_decomp, lambda: (bf16(16, 1000),)),
+}
+
+
+@pytest.fixture
+def layout(request, monkeypatch):
+    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(request.param))
+    return request.param
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+def test_every_layout_compiles_with_nvrtc(layout):
+    for name, (fn, make) in LAYOUT_CASES.items():
+        info = inductor.compile_graph_cuda(graph_of(fn, *make()), arch="sm_90")
+        assert info["cubin_bytes"] > 0, name
+        assert ("Kernel layout %d" % layout in info["source"]) == (layout != 3), name
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+def test_every_layout_runs_as_eager(layout):
+    for name, (fn, make) in LAYOUT_CASES.items():
+        run_and_compare(fn, make(), f"layout {layout}: {name}")
+    for index in range(0, FUZZ_FUNCTIONS, 3):
+        prog, dynamic = fuzz_case(index, allow_dynamic=False)
+        gm, inputs = captured(prog.function(), *prog.args(), dynamic=dynamic)
+        want = gm.forward(*inputs)
+        try:
+            got = inductor.compile_graph_cuda(gm)["run"](*[cuda_like(x) for x in inputs])
+        except RuntimeError as e:
+            if "matmul on CUDA is implemented for" in str(e):
+                continue
+            raise
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"layout {layout}: output {i} of\n{prog.source()}")
+
+
+def test_an_unknown_layout_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "9")
+    with pytest.raises(RuntimeError, match="layouts are 1 .naive. to 4"):
+        inductor.compile_graph_cuda(graph_of(transform, mini.randn(8, 8), mini.randn(8)), arch="sm_90")
+
+
 @requires_no_cuda
 def test_running_without_a_gpu_says_why():
     args = (mini.randn(8, 8), mini.randn(8))
