@@ -791,7 +791,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !eager_kernels)
       art->compiled = g_training(*art->graph, title, req->inductor);
     else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
-      art->compiled = g_inductor(*art->graph, title);
+      art->compiled = g_inductor(*art->graph, title, req->mode);
   } catch (const std::exception& e) {
     std::string graph = title + " of " + function_label(code);
     if (!compile_config().suppress_errors) {

@@ -26,7 +26,7 @@ namespace mini::capture {
 // A graph compiled by a built-in compiler backend (inductor): runs the graph's inputs to
 // its outputs. Set by the Python module, which sees every stage.
 using GraphRunner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-using GraphCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title);
+using GraphCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, const std::string& mode);
 extern GraphCompiler g_inductor;
 // A graph whose inputs require grad, for "aot_eager" (inductor = false) or "inductor": the
 // joint forward/backward graph, partitioned, each half run by the interpreter or compiled
@@ -68,6 +68,7 @@ struct CompileRequest {
   PyObject* backend_key = nullptr;  // identity of the backend for cache entries (not owned)
   bool fullgraph = false;
   int dynamic = -1;  // -1 None, 0 False, 1 True
+  std::string mode = "default";  // "reduce-overhead": CUDA graphs; "max-autotune": layouts timed
 };
 
 void enter_compiled_region(CompileRequest* request);

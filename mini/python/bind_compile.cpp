@@ -52,6 +52,7 @@ std::vector<NodeInfo> nodes(const GraphModule& gm) {
 struct Request {
   cap::CompileRequest req;
   py::object backend;
+  py::object key;  // the interned "backend:mode" that keys cache entries in a mode other than default
 };
 
 PyObject* wrap_tensor(const Tensor& t) { return py::cast(t).release().ptr(); }
@@ -160,7 +161,7 @@ void bind_compile(py::module_& m) {
       .def("__repr__", [](const GraphModule& gm) { return "<GraphModule " + gm.name + ">"; });
 
   py::class_<Request>(m, "CompileRequest")
-      .def(py::init([](py::object backend, bool fullgraph, int dynamic) {
+      .def(py::init([](py::object backend, bool fullgraph, int dynamic, const std::string& mode) {
              // backend: a callable, or the name of a built-in backend ("eager", "inductor")
              auto r = new Request();
              r->backend = backend;
@@ -171,8 +172,14 @@ void bind_compile(py::module_& m) {
              r->req.backend_key = backend.ptr();  // the callable, or the interned name
              r->req.fullgraph = fullgraph;
              r->req.dynamic = dynamic;
+             r->req.mode = mode;
+             if (builtin && mode != "default") {  // another mode compiles other code: other cache entries
+               r->key = py::reinterpret_steal<py::object>(
+                   PyUnicode_InternFromString((backend.cast<std::string>() + ":" + mode).c_str()));
+               r->req.backend_key = r->key.ptr();
+             }
              return r;
-           }), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"))
+           }), py::arg("backend"), py::arg("fullgraph"), py::arg("dynamic"), py::arg("mode") = "default")
       .def("enter", [](Request& r) { cap::enter_compiled_region(&r.req); })
       .def("exit", [](Request&) { cap::exit_compiled_region(); });
 

@@ -45,7 +45,8 @@ py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const s
 // `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
 // MINI_COMPILE_DEBUG folder of the captured graph it came from.
 // The same for a graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
-cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
+cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
+                                       const std::string& mode) {
   auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
   std::string text = "fusion decisions for " + title + ":\n";
   for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
@@ -58,11 +59,22 @@ cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::s
                                     : std::string("no generated kernel");
     cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(cg->source));
   }
+  if (mode == "reduce-overhead") {
+    std::string why = mini::runtime::CudaGraphReplay::why_not(*cg);
+    if (why.empty()) {
+      if (cap::log_channels().fusion) cap::log_write(title + ": mode='reduce-overhead': replayed as a CUDA graph\n");
+      auto replay = std::make_shared<mini::runtime::CudaGraphReplay>(cg);
+      return [replay](const std::vector<mini::Tensor>& inputs) { return replay->run(inputs); };
+    }
+    if (cap::log_channels().fusion)
+      cap::log_write(title + ": mode='reduce-overhead' runs it without a CUDA graph: " + why + "\n");
+  }
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
 }
 
-cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir) {
-  if (g.device.is_cuda()) return compile_inductor_cuda(g, title, debug_dir);
+cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
+                                  const std::string& mode = "default") {
+  if (g.device.is_cuda()) return compile_inductor_cuda(g, title, debug_dir, mode);
   for (const auto& n : g.nodes)
     if (n.meta.dtype == mini::DType::BFloat16) {  // eager kernels: math in float, rounding on store
       if (cap::log_channels().fusion)
@@ -83,8 +95,8 @@ cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
 }
 
-cap::GraphRunner compile_inductor_graph(const mini::graph::Graph& g, const std::string& title) {
-  return compile_inductor(g, title, title);
+cap::GraphRunner compile_inductor_graph(const mini::graph::Graph& g, const std::string& title, const std::string& mode) {
+  return compile_inductor(g, title, title, mode);
 }
 
 cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {

@@ -137,7 +137,9 @@ void CompiledCudaGraph::load() const {
   for (const auto& k : schedule.groups) kernels_.push_back(program->kernels.at(k.name));
 }
 
-std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const {
+std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const { return run_keeping(inputs, nullptr); }
+
+std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept) const {
   const graph::Graph& g = schedule.graph;
   std::vector<Tensor> moved;  // a Python number's 0-d input (made on the CPU) goes to the GPU
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
@@ -146,7 +148,7 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
       moved[i] = to_device(inputs[i], Device::cuda(0));
       moved[i]->wrapped_number = true;
     }
-  if (!moved.empty()) return run(moved);
+  if (!moved.empty()) return run_keeping(moved, kept);
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
     if (inputs[i] && !inputs[i]->is_cuda())
       fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
@@ -194,10 +196,88 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
       for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : value(i));
       values[st.node] = run_extern(n, call_args, symbols);
     }
-    for (int id : frees[si]) values[id].reset();
+    for (int id : frees[si]) {
+      if (kept && values[id]) kept->push_back(values[id]);
+      values[id].reset();
+    }
   }
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(value(o));
+  return out;
+}
+
+// ---- mode="reduce-overhead" -------------------------------------------------------------------
+
+std::string CudaGraphReplay::why_not(const CompiledCudaGraph& cg) {
+  for (const auto& n : cg.schedule.graph.nodes)
+    if (n.kind == graph::NodeKind::Op && (n.op == OpKind::Rand || n.op == OpKind::Randn))
+      return n.name + " draws random numbers, and a CUDA graph's replay would draw the same ones";
+  return "";
+}
+
+CudaGraphReplay::~CudaGraphReplay() {
+  for (auto& [key, r] : recordings_) {
+    cuda::destroy_graph(r.exec);
+    for (void* p : r.freed) cuda::release(p);
+  }
+}
+
+int CudaGraphReplay::recordings() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int n = 0;
+  for (auto& [key, r] : recordings_) n += r.exec != 0;
+  return n;
+}
+
+std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
+  check_inputs(cg_->schedule.graph, inputs);
+  // the key: each input's dtype, sizes and strides; and where a parameter lives
+  std::string key;
+  for (const Tensor& t : inputs) {
+    key += std::to_string((int)t->dtype) + (t->is_cuda() ? "c" : "h") + "[";
+    for (int64_t s : t->sizes) key += std::to_string(s) + ",";
+    key += "][";
+    for (int64_t s : t->strides) key += std::to_string(s) + ",";
+    key += "]";
+    if (t->requires_grad) key += "@" + std::to_string(reinterpret_cast<uintptr_t>(t->device_raw()));
+    key += ";";
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  Recording& r = recordings_[key];
+  if (!r.warmed) {  // the warm-up call
+    r.warmed = true;
+    return cg_->run(inputs);
+  }
+  if (!r.exec) {
+    for (const Tensor& t : inputs) {
+      if (t->requires_grad && t->is_cuda()) {
+        r.inputs.push_back(t);  // read where it is
+        continue;
+      }
+      int64_t span = t->numel() == 0 ? 0 : 1;  // the elements t's layout reaches, from offset 0
+      for (size_t d = 0; d < t->sizes.size(); d++)
+        if (t->numel()) span += (t->sizes[d] - 1) * t->strides[d];
+      Tensor own = TensorImpl::view_of(TensorImpl::empty({span}, t->dtype, Device::cuda(0)), t->sizes, t->strides, 0);
+      own->wrapped_number = t->wrapped_number;
+      r.inputs.push_back(own);
+    }
+    for (size_t i = 0; i < inputs.size(); i++)
+      if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);
+    try {
+      r.exec = cuda::capture_graph([&] { r.outputs = cg_->run_keeping(r.inputs, &r.values); }, &r.freed);
+    } catch (...) {
+      for (void* p : r.freed) cuda::release(p);
+      recordings_.erase(key);
+      throw;
+    }
+  } else {
+    for (size_t i = 0; i < inputs.size(); i++)
+      if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);
+  }
+  cuda::replay_graph(r.exec);
+  count_kernel(0);
+  std::vector<Tensor> out;
+  for (const Tensor& o : r.outputs) out.push_back(clone(o));
   return out;
 }
 

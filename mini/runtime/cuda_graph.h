@@ -11,6 +11,7 @@
 //  * symbolic sizes are kernel arguments (mini::Sizes): one compiled graph serves every size;
 //  * every launch counts in metrics, as the C++ kernels do.
 #pragma once
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,9 @@ struct CompiledCudaGraph {
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // run() that keeps every value it makes in `kept` instead of freeing it (a CUDA graph's
+  // recording: the graph replays writes into them).
+  std::vector<Tensor> run_keeping(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept) const;
 
  private:
   // Made once, at the first run (compiling needs no GPU, loading does): the kernel of each
@@ -39,6 +43,37 @@ struct CompiledCudaGraph {
   mutable std::once_flag loaded_;
   mutable std::vector<uintptr_t> kernels_;
   mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
+};
+
+// mode="reduce-overhead": a compiled graph's launches recorded into a CUDA graph, one per
+// input layout, and replayed: one launch a call instead of one per kernel (torch's
+// cudagraphs). The first call of a layout runs as usual (a warm-up: kernels load, cuBLAS
+// makes its workspace); the second records. Inputs that require grad (parameters) are read
+// where they are, and a new address records again; the others are copied into the recording's
+// own buffers before each replay. Outputs are copies (a replay overwrites the recording's own):
+// a later call never changes a tensor an earlier one returned. Graphs with random ops (a
+// replay would repeat their numbers) are refused by can_replay.
+class CudaGraphReplay {
+ public:
+  explicit CudaGraphReplay(std::shared_ptr<CompiledCudaGraph> cg) : cg_(std::move(cg)) {}
+  ~CudaGraphReplay();
+  CudaGraphReplay(const CudaGraphReplay&) = delete;
+  CudaGraphReplay& operator=(const CudaGraphReplay&) = delete;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  int recordings() const;  // CUDA graphs recorded so far
+  // "" if `cg` can be replayed, else why not (a random op, a copy to the host).
+  static std::string why_not(const CompiledCudaGraph& cg);
+
+ private:
+  struct Recording {
+    std::vector<Tensor> inputs, outputs, values;  // the graph's own buffers, kept while it lives
+    std::vector<void*> freed;                     // blocks freed while recording (capture_graph)
+    uintptr_t exec = 0;
+    bool warmed = false;
+  };
+  std::shared_ptr<CompiledCudaGraph> cg_;
+  std::map<std::string, Recording> recordings_;  // by the inputs' layouts and static addresses
+  mutable std::mutex mutex_;
 };
 
 // Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).

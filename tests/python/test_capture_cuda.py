@@ -182,3 +182,63 @@ def test_cpu_graphs_still_say_cpu_and_to_cpu_is_free():
     assert got.dtype == mini.float64 and mini.allclose(got, h(x))
     nodes = [line for line in graphs[0].code.splitlines() if "= mini." in line]
     assert all("]cpu" in line and "device=" not in line for line in nodes), nodes
+
+
+# ---- mode="reduce-overhead": CUDA graphs (runtime/cuda_graph.h, CudaGraphReplay) -----------------
+
+def toy_model():
+    mini.manual_seed(0)
+    return mini.nn.Sequential(mini.nn.Linear(64, 64), mini.nn.ReLU(), mini.nn.Linear(64, 64)).cuda()
+
+
+@cuda_test
+def test_reduce_overhead_replays_one_graph_and_matches_default_mode():
+    mini.reset()
+    model = toy_model()
+    default = mini.compile(model)
+    replayed = mini.compile(model, mode="reduce-overhead")
+    with mini.no_grad():
+        for step in range(5):  # warm-up, recording, then replays; new values every call
+            x = mini.randn(8, 64, device="cuda")
+            got, kernels = launches(lambda: replayed(x))
+            assert close(got, default(x), atol=1e-5), step
+        assert kernels <= 2  # the replay, and a copy of the output (never the recording's own)
+
+
+@cuda_test
+def test_reduce_overhead_outputs_survive_later_calls_and_parameters_are_read_in_place():
+    model = toy_model()
+    f = mini.compile(model, mode="reduce-overhead")
+    with mini.no_grad():
+        xs = [mini.randn(4, 64, device="cuda") for _ in range(4)]
+        outs = [f(x) for x in xs]
+        for x, out in zip(xs, outs):  # an earlier output is not overwritten by a later replay
+            assert close(out, model(x), atol=1e-5)
+        model[0].weight.mul_(2)  # the same parameter, changed in place: the replay reads it
+        assert close(f(xs[0]), model(xs[0]), atol=1e-5)
+
+
+@cuda_test
+def test_reduce_overhead_records_again_for_a_new_shape_and_leaves_random_ops_unrecorded():
+    def h(x):
+        return (x * 2).relu().sum(-1)
+    f = mini.compile(h, mode="reduce-overhead", dynamic=False)
+    for n in (8, 16, 8, 16, 8):
+        x = mini.randn(n, 32, device="cuda")
+        assert close(f(x), h(x))
+
+    def noisy(x):
+        return x + mini.randn(x.shape, device="cuda")
+    g = mini.compile(noisy, mode="reduce-overhead")
+    x = mini.zeros(1000, device="cuda")
+    draws = [g(x).cpu() for _ in range(4)]
+    assert not mini.allclose(draws[2], draws[3])  # a replay would have drawn the same numbers
+
+
+def test_reduce_overhead_on_the_cpu_runs_as_default_mode():
+    def h(x):
+        return (x * 2).relu().sum(-1)
+    f = mini.compile(h, mode="reduce-overhead")
+    for _ in range(3):
+        x = mini.randn(4, 8)
+        assert mini.allclose(f(x), h(x))

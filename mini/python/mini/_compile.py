@@ -110,7 +110,8 @@ def _request(backend, fullgraph, dynamic, mode):
         raise ValueError(f"unknown mode '{mode}': use 'default', 'reduce-overhead' or 'max-autotune'")
     if dynamic not in (None, True, False):
         raise TypeError("dynamic must be None, True or False")
-    return _C.CompileRequest(_resolve_backend(backend), bool(fullgraph), -1 if dynamic is None else int(dynamic))
+    return _C.CompileRequest(_resolve_backend(backend), bool(fullgraph), -1 if dynamic is None else int(dynamic),
+                             mode or "default")
 
 
 def _compiled_function(fn, backend, fullgraph, dynamic, mode):

@@ -208,7 +208,22 @@ void* allocate(size_t nbytes) {
   return allocator().allocate(nbytes);
 }
 
-void release(void* ptr) { allocator().release(ptr); }
+namespace {
+// While a CUDA graph is recorded, a block freed goes here, not back to the cache: the graph
+// replays its writes later, so nothing else may be handed that memory (capture_graph's caller
+// owns these blocks then, and releases them with the graph).
+std::vector<void*>* g_graph_blocks = nullptr;
+}  // namespace
+
+void keep_freed_blocks(std::vector<void*>* blocks) { g_graph_blocks = blocks; }
+
+void release(void* ptr) {
+  if (g_graph_blocks && ptr && capturing()) {
+    g_graph_blocks->push_back(ptr);
+    return;
+  }
+  allocator().release(ptr);
+}
 MemoryStats memory_stats() { return allocator().stats(); }
 void reset_peak_memory_stats() { allocator().reset_peaks(); }
 void empty_cache() { allocator().empty_cache(); }

@@ -13,6 +13,10 @@
 
 namespace mini::cuda {
 
+// The stream every launch, cuBLAS call and device-to-device copy goes to: the legacy default
+// stream, except while capture_graph records a CUDA graph on its own stream (runtime.cu).
+cudaStream_t current_stream();
+
 // Throws an Error naming the CUDA call, its error string and the op, for runtime API calls
 // made on the host (cudaMemcpy, cudaMalloc, ...). Kernel launches use check_launch(op).
 [[noreturn]] void fail_cuda(cudaError_t err, const char* call, const char* op);

@@ -9,7 +9,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -89,6 +91,19 @@ uintptr_t cubin_kernel(uintptr_t library, const char* name);
 // cudaLaunchKernel takes them) and checks the launch, naming `op`.
 void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3],
                    void** args, size_t shared_bytes, const char* op);
+
+// ---- CUDA graphs (mode="reduce-overhead", runtime/cuda_graph.h) ----------------------------
+// Runs `work` with every launch, cuBLAS call and device copy recorded into a CUDA graph (on
+// mini's capture stream, in relaxed mode) instead of run, and returns the graph instantiated:
+// an opaque handle for replay_graph (one launch on the default stream replays all of it) and
+// destroy_graph. A copy to or from the CPU while recording raises; an exception from `work`
+// ends the recording and propagates.
+// `freed` receives the blocks released while recording (the graph still writes them): release
+// each when the graph is destroyed.
+uintptr_t capture_graph(const std::function<void()>& work, std::vector<void*>* freed);
+void replay_graph(uintptr_t exec);
+void destroy_graph(uintptr_t exec);
+bool capturing();
 
 // ---- math library settings ----------------------------------------------------------------
 // torch.backends.cuda.matmul.allow_tf32 (False by default, as torch).

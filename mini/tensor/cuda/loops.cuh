@@ -195,7 +195,7 @@ void launch_flat(const char* op, int64_t n, const Fn& fn) {
   int64_t blocks = Fn::kInputs <= 1 && kUnroll == 4
                        ? std::min<int64_t>((n + per_block - 1) / per_block, INT32_MAX)
                        : grid_for(n, VEC * kUnroll);
-  flat_kernel<VEC, kUnroll, kFullTiles><<<blocks, kThreads>>>(n, fn);
+  flat_kernel<VEC, kUnroll, kFullTiles><<<blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(n, fn);
   check_launch(op);
 }
 
@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(kThreads) strided_kernel(int64_t n, Fn fn) {
 
 template <class Fn>
 void launch_strided(const char* op, int64_t n, const Fn& fn) {
-  strided_kernel<<<grid_for(n), kThreads>>>(n, fn);
+  strided_kernel<<<grid_for(n), kThreads, 0, ::mini::cuda::current_stream()>>>(n, fn);
   check_launch(op);
 }
 

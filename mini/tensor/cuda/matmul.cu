@@ -107,7 +107,7 @@ Operand contiguous_operand(const Tensor& t, Temporary* tmp) {
   int64_t n = shape[0] * shape[1] * shape[2];
   tmp->storage = allocate(sizeof(T) * n);
   StridedIndex index = strided_index(shape, t->strides);
-  strided_copy_kernel<T><<<(unsigned)grid_for(n), kThreads>>>(static_cast<const T*>(t->device_raw()),
+  strided_copy_kernel<T><<<(unsigned)grid_for(n), kThreads, 0, ::mini::cuda::current_stream()>>>(static_cast<const T*>(t->device_raw()),
                                                                 static_cast<T*>(tmp->storage), index, n);
   check_launch("matmul");
   Operand o;
@@ -152,6 +152,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
   int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
   int lda = as_int(oa.ld, "lda"), ldb = as_int(ob.ld, "ldb");
   cublasHandle_t h = handle();
+  MINI_CUBLAS_CHECK(cublasSetStream(h, current_stream()));  // a CUDA graph's capture stream, or the default
   // out^T (m x n) = op(b) (m x k) * op(a) (k x n), column-major
   if (batch == 1) {
     MINI_CUBLAS_CHECK(cublasGemmEx(h, ob.op, oa.op, im, in, ik, alpha, ob.ptr, type, ldb, oa.ptr,
@@ -171,7 +172,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (out->numel() == 0) return;
   if (a->sizes[2] == 0) {  // an empty sum: zeros (all-zero bits are 0.0 in every float type)
-    MINI_CUDA_CHECK(cudaMemsetAsync(out->device_raw(), 0, out->nbytes(), 0), "matmul");
+    MINI_CUDA_CHECK(cudaMemsetAsync(out->device_raw(), 0, out->nbytes(), current_stream()), "matmul");
     return;
   }
   switch (out->dtype) {

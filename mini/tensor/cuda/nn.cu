@@ -268,11 +268,11 @@ void launch_softmax_warp(const T* in, T* out, int64_t rows, int64_t n, bool log)
                  reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if constexpr (K % N == 0) {
     if (aligned) {
-      softmax_warp_kernel<T, K, N><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+      softmax_warp_kernel<T, K, N><<<blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(in, out, rows, int(n), log);
       return;
     }
   }
-  softmax_warp_kernel<T, K, 1><<<blocks, kThreads>>>(in, out, rows, int(n), log);
+  softmax_warp_kernel<T, K, 1><<<blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(in, out, rows, int(n), log);
 }
 
 // ---- layer norm -----------------------------------------------------------------------------
@@ -399,7 +399,7 @@ void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64
       const T* in = static_cast<const T*>(a->device_raw());
       T* dst = static_cast<T*>(out->device_raw());
       if (inner > 1) {
-        softmax_inner_kernel<T><<<(unsigned)grid_for(outer * inner), kThreads>>>(in, dst, outer, n,
+        softmax_inner_kernel<T><<<(unsigned)grid_for(outer * inner), kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, outer, n,
                                                                                   inner, log);
       } else if (n <= 32) {
         launch_softmax_warp<T, 1>(in, dst, outer, n, log);
@@ -420,10 +420,10 @@ void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64
           // the fewest threads (at least a warp) that hold the row in kSoftmaxVectors each
           int threads = kWarp;
           while (threads < 1024 && threads * kSoftmaxVectors < nvec) threads *= 2;
-          softmax_block_registers_kernel<T><<<(unsigned)outer, threads>>>(in, dst, n, log);
+          softmax_block_registers_kernel<T><<<(unsigned)outer, threads, 0, ::mini::cuda::current_stream()>>>(in, dst, n, log);
         } else {
           int threads = n >= 8192 ? 1024 : 512;
-          softmax_block_kernel<T><<<(unsigned)outer, threads>>>(in, dst, n, log);
+          softmax_block_kernel<T><<<(unsigned)outer, threads, 0, ::mini::cuda::current_stream()>>>(in, dst, n, log);
         }
       }
     } else {
@@ -450,12 +450,12 @@ void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
           nvec <= 1024 * kLayerNormVectors) {
         int threads = kWarp;
         while (threads < 1024 && threads * kLayerNormVectors < nvec) threads *= 2;
-        layer_norm_registers_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+        layer_norm_registers_kernel<T><<<(unsigned)rows, threads, 0, ::mini::cuda::current_stream()>>>(in, pw, pb, dst, cols, eps);
       } else {
         // about 8 elements (two 16-byte vectors of float32) per thread, 32 to 512 threads
         int threads = kWarp;
         while (threads < 512 && threads * 8 < cols) threads *= 2;
-        layer_norm_kernel<T><<<(unsigned)rows, threads>>>(in, pw, pb, dst, cols, eps);
+        layer_norm_kernel<T><<<(unsigned)rows, threads, 0, ::mini::cuda::current_stream()>>>(in, pw, pb, dst, cols, eps);
       }
     } else {
       fail_dtype("layer_norm", x->dtype);

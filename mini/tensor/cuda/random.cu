@@ -135,8 +135,8 @@ void random(const Tensor& out, bool normal, uint64_t seed, uint64_t offset) {
   int64_t blocks = grid_for((n + 3) / 4);
   auto launch = [&](auto* p) {
     using T = std::remove_pointer_t<decltype(p)>;
-    if (normal) random_kernel<T, true><<<blocks, kThreads>>>(p, n, seed, offset);
-    else random_kernel<T, false><<<blocks, kThreads>>>(p, n, seed, offset);
+    if (normal) random_kernel<T, true><<<blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(p, n, seed, offset);
+    else random_kernel<T, false><<<blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(p, n, seed, offset);
     check_launch(op);
   };
   switch (out->dtype) {

@@ -206,7 +206,7 @@ template <class O, class A, class Op>
 void launch_partials(const A* partial, O* dst, int64_t rows, int64_t splits, Finish finish,
                      const char* op) {
   if (rows > INT32_MAX) fail(op, "(): too many outputs for a split CUDA reduction: ", rows);
-  reduce_partials_kernel<O, A, Op><<<(unsigned)rows, kThreads>>>(partial, dst, splits, finish);
+  reduce_partials_kernel<O, A, Op><<<(unsigned)rows, kThreads, 0, ::mini::cuda::current_stream()>>>(partial, dst, splits, finish);
   check_launch(op);
 }
 
@@ -286,10 +286,10 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
     if (red.rank <= 1) {
       int64_t step = red.rank == 0 ? 0 : red.strides[0];
       reduce_columns_kernel<T, O, A, Op, true>
-          <<<grid, kThreads>>>(in, dst, partial, kept, red, plan.rows, plan.n, step, chunk, finish);
+          <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, step, chunk, finish);
     } else {
       reduce_columns_kernel<T, O, A, Op, false>
-          <<<grid, kThreads>>>(in, dst, partial, kept, red, plan.rows, plan.n, 0, chunk, finish);
+          <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, 0, chunk, finish);
     }
     check_launch(op);
     if (splits > 1) launch_partials<O, A, Op>(partial, dst, plan.rows, splits, finish, op);
@@ -333,13 +333,13 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   unsigned blocks = blocks_for(args.rows * args.splits, threads / args.group);
 
   if (args.splits == 1) {
-    kernel<<<blocks, threads>>>(in, dst, nullptr, args);
+    kernel<<<blocks, threads, 0, ::mini::cuda::current_stream()>>>(in, dst, nullptr, args);
     check_launch(op);
     return;
   }
   Scratch scratch(sizeof(A) * args.rows * args.splits);
   A* partial = static_cast<A*>(scratch.ptr);
-  kernel<<<blocks, threads>>>(in, dst, partial, args);
+  kernel<<<blocks, threads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, args);
   check_launch(op);
   launch_partials<O, A, Op>(partial, dst, args.rows, args.splits, finish, op);
 }
@@ -504,10 +504,10 @@ void max_min_dim(const Tensor& values, const Tensor& indices, const Tensor& a, i
     T* v = static_cast<T*>(values->device_raw());
     int64_t* idx = static_cast<int64_t*>(indices->device_raw());
     if (step == 1 && n >= 64) {
-      max_min_kernel<T, true><<<blocks_for(rows, kThreads / kWarp), kThreads>>>(
+      max_min_kernel<T, true><<<blocks_for(rows, kThreads / kWarp), kThreads, 0, ::mini::cuda::current_stream()>>>(
           in, v, idx, kept_index, rows, n, step, is_max);
     } else {
-      max_min_kernel<T, false><<<blocks_for(rows, kThreads), kThreads>>>(
+      max_min_kernel<T, false><<<blocks_for(rows, kThreads), kThreads, 0, ::mini::cuda::current_stream()>>>(
           in, v, idx, kept_index, rows, n, step, is_max);
     }
   });
@@ -524,7 +524,7 @@ Tensor nonzero_flat(const Tensor& a) {
   Scratch scratch(sizeof(int64_t) * blocks);
   int64_t* counts = static_cast<int64_t*>(scratch.ptr);
   MINI_DISPATCH(a->dtype, T, [&] {
-    count_nonzero_kernel<T><<<(unsigned)blocks, kThreads>>>(static_cast<const T*>(a->device_raw()),
+    count_nonzero_kernel<T><<<(unsigned)blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(static_cast<const T*>(a->device_raw()),
                                                              n, chunk, counts);
   });
   check_launch("nonzero");
@@ -540,7 +540,7 @@ Tensor nonzero_flat(const Tensor& a) {
   if (total == 0) return out;
   copy_bytes(counts, Device::cuda(), host.data(), Device::cpu(), sizeof(int64_t) * blocks);
   MINI_DISPATCH(a->dtype, T, [&] {
-    write_nonzero_kernel<T><<<(unsigned)blocks, kThreads>>>(
+    write_nonzero_kernel<T><<<(unsigned)blocks, kThreads, 0, ::mini::cuda::current_stream()>>>(
         static_cast<const T*>(a->device_raw()), n, chunk, counts,
         static_cast<int64_t*>(out->device_raw()));
   });

@@ -117,8 +117,64 @@ uintptr_t cubin_kernel(uintptr_t library, const char* name) {
 void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3], void** args,
                    size_t shared_bytes, const char* op) {
   cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(grid[0], grid[1], grid[2]),
-                   dim3(block[0], block[1], block[2]), args, shared_bytes, nullptr);
+                   dim3(block[0], block[1], block[2]), args, shared_bytes, current_stream());
   check_launch(op);
+}
+
+// ---- CUDA graphs -----------------------------------------------------------------------------
+namespace {
+cudaStream_t g_stream = nullptr;  // current_stream(): null (the legacy default) unless capturing
+std::mutex g_capture_mutex;       // one capture at a time
+}  // namespace
+
+cudaStream_t current_stream() { return g_stream; }
+bool capturing() { return g_stream != nullptr; }
+
+void keep_freed_blocks(std::vector<void*>* blocks);  // allocator.cu
+
+uintptr_t capture_graph(const std::function<void()>& work, std::vector<void*>* freed) {
+  require("a CUDA graph (mode='reduce-overhead')");
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  synchronize();  // what came before is done: the capture stream does not wait for it
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    MINI_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "capture_graph");
+    return s;
+  }();
+  // relaxed: the caching allocator may cudaMalloc while the graph is recorded (the memory is
+  // real, and the graph's: its owner keeps every tensor the recording made)
+  MINI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "capture_graph");
+  g_stream = stream;
+  keep_freed_blocks(freed);
+  cudaGraph_t graph = nullptr;
+  try {
+    work();
+  } catch (...) {
+    g_stream = nullptr;
+    keep_freed_blocks(nullptr);
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  g_stream = nullptr;
+  keep_freed_blocks(nullptr);
+  MINI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph), "capture_graph");
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (err != cudaSuccess) fail_cuda(err, "cudaGraphInstantiate", "capture_graph");
+  return reinterpret_cast<uintptr_t>(exec);
+}
+
+void replay_graph(uintptr_t exec) {
+  cudaError_t err = cudaGraphLaunch(reinterpret_cast<cudaGraphExec_t>(exec), nullptr);
+  if (err != cudaSuccess) fail_cuda(err, "cudaGraphLaunch", "a CUDA graph replay");
+  check_launch("cuda_graph_replay");
+}
+
+void destroy_graph(uintptr_t exec) {
+  if (exec) cudaGraphExecDestroy(reinterpret_cast<cudaGraphExec_t>(exec));
 }
 
 // ---- errors ------------------------------------------------------------------------------
@@ -192,10 +248,10 @@ __global__ void illegal_write_kernel(int* p) { *p = 1; }
 void test_fault(int kind) {
   require("mini._C._cuda._test_fault()");
   if (kind == 0) {
-    empty_kernel<<<1, 4096>>>();  // more threads than a block may have: a launch error
+    empty_kernel<<<1, 4096, 0, ::mini::cuda::current_stream()>>>();  // more threads than a block may have: a launch error
     check_launch("test_bad_launch");
   } else {
-    illegal_write_kernel<<<1, 1>>>(reinterpret_cast<int*>(uintptr_t{16}));
+    illegal_write_kernel<<<1, 1, 0, ::mini::cuda::current_stream()>>>(reinterpret_cast<int*>(uintptr_t{16}));
     check_launch("test_illegal_address");
   }
 }
@@ -231,6 +287,14 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, n);
     return;
   }
+  if (dst_device.is_cuda() && src_device.is_cuda()) {  // ordered on the stream, as a kernel
+    cudaError_t err = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, current_stream());
+    if (err != cudaSuccess) fail_sync_call(err, "cudaMemcpyAsync", "a copy between devices");
+    return;
+  }
+  if (capturing())
+    fail("a copy between the GPU and the CPU inside a CUDA graph (mode='reduce-overhead'): a graph "
+         "replays GPU work only; such a region runs in default mode");
   cudaMemcpyKind kind = dst_device.is_cpu()   ? cudaMemcpyDeviceToHost
                         : src_device.is_cpu() ? cudaMemcpyHostToDevice
                                               : cudaMemcpyDeviceToDevice;

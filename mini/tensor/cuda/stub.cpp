@@ -51,6 +51,10 @@ uintptr_t cubin_kernel(uintptr_t, const char* name) { no_cuda(name); }
 void launch_kernel(uintptr_t, const unsigned*, const unsigned*, void**, size_t, const char* op) {
   no_cuda(op);
 }
+uintptr_t capture_graph(const std::function<void()>&, std::vector<void*>*) { no_cuda("a CUDA graph (mode='reduce-overhead')"); }
+void replay_graph(uintptr_t) { no_cuda("a CUDA graph replay"); }
+void destroy_graph(uintptr_t) {}
+bool capturing() { return false; }
 
 namespace {
 bool g_allow_tf32 = false;
