@@ -17,7 +17,8 @@
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins   the labs with --device cuda, full size
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
-#                            Python subset of test_cuda.py
+#                            Python subset of test_cuda.py, and over the generated kernels
+#                            (every layout) and the CUDA graph replays ("memcheck codegen")
 #   pytest (rest)            the whole tests/python suite but the cuda tests, on this
 #                            interpreter, in 8 processes, with whatever time is left (a timeout
 #                            stops it with pytest's summary so far)
@@ -219,6 +220,11 @@ stage "memcheck C++" 120 "$out/sanitizers.log" memcheck_cuda_tests
 stage "racecheck C++" 120 "$out/sanitizers.log" sanitize_cuda_tests racecheck
 stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
   tests/python/test_cuda.py -k "(round_trips and float32) or each_op or softmax_rows or autograd_of"
+# the generated kernels (every layout) and the CUDA graph replays under memcheck: a misaligned
+# vector read or an out-of-bounds lane shows here, not only as a wrong number
+stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
+  tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py \
+  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel"
 
 # ---- the rest of the suite, with what time is left -------------------------------------------
 # In 8 processes at once, the test files dealt out largest first (one process took 390 s for

@@ -49,8 +49,8 @@ std::string cuda_math(OpKind op, const std::string& T) {
   std::string f = T == "mini::bf16" ? "f" : "";
   switch (op) {
     case OpKind::Exp: return "::exp" + f;
-    case OpKind::Sin: return "mini::sin_of";  // float or double (a bfloat16 converts to float)
-    case OpKind::Cos: return "mini::cos_of";
+    case OpKind::Sin: return "::sin" + f;
+    case OpKind::Cos: return "::cos" + f;
     case OpKind::Log: return "::log" + f;
     case OpKind::Tanh: return "::tanh" + f;
     case OpKind::Sqrt: return "::sqrt" + f;

@@ -45,13 +45,6 @@ struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
   int64_t strides[16][8];
 };
 
-// sin and cos out of line: libdevice's argument reduction is long, and inlined into each lane
-// of a vector loop it doubled NVRTC's time for a kernel with both (a call costs a few cycles).
-__device__ __noinline__ float sin_of(float x) { return ::sinf(x); }
-__device__ __noinline__ double sin_of(double x) { return ::sin(x); }
-__device__ __noinline__ float cos_of(float x) { return ::cosf(x); }
-__device__ __noinline__ double cos_of(double x) { return ::cos(x); }
-
 template <class T> __device__ __forceinline__ T sigmoid_of(T x) { return T(1) / (T(1) + ::exp(-x)); }
 
 template <class T> __device__ __forceinline__ T gelu_of(T x, bool tanh_approx) {
@@ -184,7 +177,13 @@ class CudaKernelWriter {
         << ".v[lane] = in" << b << "[i + lane];\n    }\n";
     }
     for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
-    o << "    #pragma unroll\n";
+    // libdevice's sin, cos, pow, tanh and erf are long: unrolled into every lane of a kernel
+    // with two of them, NVRTC took twice as long (layout 3 and up keep such a loop rolled)
+    int long_math = 0;
+    for (int id : k_.nodes)
+      for (OpKind op : {OpKind::Sin, OpKind::Cos, OpKind::Pow, OpKind::Tanh, OpKind::Gelu, OpKind::GeluBackward})
+        long_math += g_.nodes[id].op == op;
+    o << (layout_.number >= 3 && long_math >= 2 ? "    #pragma unroll 1  // long math: NVRTC's time\n" : "    #pragma unroll\n");
     o << "    for (int lane = 0; lane < V; lane++) {\n";
     o << "      if (!whole && i + lane >= numel) continue;\n";
     if (L_.flat_uses_index()) {
@@ -285,6 +284,7 @@ class CudaKernelWriter {
     int U = R > 0 && layout_.row_registers && R <= int64_t(T) * layout_.row_registers ? (int)((R + T - 1) / T) : 0;
     std::map<std::string, std::string> kept;  // a load's spelling -> its register array
     std::map<std::string, DType> types;
+    std::map<std::string, std::vector<IndexTerm>> kept_terms;
     bool contiguous_rows = U > 0 && layout_.vector_rows && L_.red_dims().size() == 1;
     size_t widest = 1;
     std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
@@ -295,6 +295,7 @@ class CudaKernelWriter {
         if (!along_row || kept.count(spelled)) return std::string();
         kept[spelled] = "k" + std::to_string(kept.size());
         types[spelled] = e.dtype;
+        kept_terms[spelled] = e.index.terms;
         widest = std::max(widest, (size_t)itemsize(e.dtype));
         for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
           if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous_rows = false;
@@ -310,18 +311,9 @@ class CudaKernelWriter {
       cs_.load_hook = nullptr;
     }
     const int RV = contiguous_rows && !kept.empty() ? (int)(16 / widest) : 1;
-    if (RV > 1) {  // the other strides keep every run's start a multiple of RV
-      cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-        if (kept.count(spelled))
-          for (const IndexTerm& t : e.index.terms)
-            if (!red.count(t.dim) && t.stride % RV) contiguous_rows = false;
-        return std::string();
-      };
-      for (int p = 0; p <= L_.phases(); p++)
-        for (int id : k_.nodes)
-          if (plan.compute[p].count(id)) define("", 't', id, false);
-      cs_.load_hook = nullptr;
-    }
+    for (auto& [spelled, terms] : kept_terms)  // the other strides keep every run's start a multiple of RV
+      for (const IndexTerm& t : terms)
+        if (!red.count(t.dim) && t.stride % RV) contiguous_rows = false;
     const int V = RV > 1 && contiguous_rows && R % RV == 0 ? RV : 1;
     if (U) U = (U + V - 1) / V * V;
     auto pass_begin = [&](const std::string& pad) {
@@ -386,6 +378,8 @@ class CudaKernelWriter {
           std::string A = acc_type(n);
           o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
         }
+        if (V > 1 && L_.red_dims().back() == rank_ - 1)
+          for (int id : stores) o << "    " << cuda_type(g_.nodes[id].meta.dtype) << " w" << id << "[" << U << "];\n";
         pass_begin("    ");
         o << unflatten(k_.space, "j", L_.red_dims(), "      ");
         for (int id : k_.nodes)
@@ -396,8 +390,32 @@ class CudaKernelWriter {
           o << "      acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
             << cs_.expr(L_.reduction_input(id)) << "));\n";
         }
-        for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+        // a row stored in vectors (the row the kernel's innermost dim, read in vectors too):
+        // each element to a register array, then one Vec store per run
+        const bool vector_stores = V > 1 && L_.red_dims().back() == rank_ - 1;
+        if (vector_stores) {
+          for (int id : stores) o << "      w" << id << "[u] = t" << id << ";\n";
+        } else {
+          for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+        }
         pass_end("    ");
+        if (vector_stores && !stores.empty()) {
+          o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
+          o << "      const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
+          o << "      if (j >= rnumel) continue;\n";
+          o << unflatten(k_.space, "j", L_.red_dims(), "      ");
+          for (int id : stores) {
+            std::string T0 = cuda_type(g_.nodes[id].meta.dtype), vec = "mini::Vec<" + T0 + ", " + std::to_string(V) + ">";
+            o << "      " << vec << " w" << id << "v;\n";
+            o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) w" << id << "v.v[l] = w" << id << "[v * " << V
+              << " + l];\n";
+            o << "      if (mini::aligned<" << T0 << ", " << V << ">(" << out(id) << ")) *reinterpret_cast<" << vec << "*>(&"
+              << out(id) << "[" << linear_full() << "]) = w" << id << "v;\n";
+            o << "      else\n        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) (&" << out(id) << "[" << linear_full() << "])[l] = w" << id
+              << "v.v[l];\n";
+          }
+          o << "    }\n";
+        }
         for (int id : reds) {
           const Node& n = g_.nodes[id];
           std::string A = acc_type(n), I = std::to_string(id);

@@ -70,6 +70,7 @@ extern "C" __global__ void __launch_bounds__(32) cuda_per_fused_add_mean_mul_pow
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
+    float w14[16];
     #pragma unroll
     for (int u = 0; u < 16; u++) {
       const int64_t j = (threadIdx.x + u / 4 * 32LL) * 4 + u % 4;
@@ -80,7 +81,21 @@ extern "C" __global__ void __launch_bounds__(32) cuda_per_fused_add_mean_mul_pow
       const float t10 = (float(t6) * float(r9));
       const float t12 = (float(t10) * float(k1[u]));
       const float t14 = (float(t12) + float(k2[u]));
-      out3[x0 * 512LL + x1] = t14;
+      w14[u] = t14;
+    }
+    #pragma unroll
+    for (int v = 0; v < 4; v++) {
+      const int64_t j = (threadIdx.x + v * 32LL) * 4;
+      if (j >= rnumel) continue;
+      int64_t rest_j = j;
+      const int64_t x1 = rest_j;
+      mini::Vec<float, 4> w14v;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) w14v.v[l] = w14[v * 4 + l];
+      if (mini::aligned<float, 4>(out3)) *reinterpret_cast<mini::Vec<float, 4>*>(&out3[x0 * 512LL + x1]) = w14v;
+      else
+        #pragma unroll
+        for (int l = 0; l < 4; l++) (&out3[x0 * 512LL + x1])[l] = w14v.v[l];
     }
   }
 }

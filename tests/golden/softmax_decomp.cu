@@ -58,6 +58,7 @@ extern "C" __global__ void __launch_bounds__(64) cuda_per_fused_amax_div_exp_sub
     }
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
+    float w5[16];
     #pragma unroll
     for (int u = 0; u < 16; u++) {
       const int64_t j = (threadIdx.x + u / 4 * 64LL) * 4 + u % 4;
@@ -67,7 +68,21 @@ extern "C" __global__ void __launch_bounds__(64) cuda_per_fused_amax_div_exp_sub
       const float t2 = (float(k0[u]) - float(r1));
       const float t3 = ::exp(float(t2));
       const float t5 = (float(t3) / float(r4));
-      out1[x0 * 1000LL + x1] = t5;
+      w5[u] = t5;
+    }
+    #pragma unroll
+    for (int v = 0; v < 4; v++) {
+      const int64_t j = (threadIdx.x + v * 64LL) * 4;
+      if (j >= rnumel) continue;
+      int64_t rest_j = j;
+      const int64_t x1 = rest_j;
+      mini::Vec<float, 4> w5v;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) w5v.v[l] = w5[v * 4 + l];
+      if (mini::aligned<float, 4>(out1)) *reinterpret_cast<mini::Vec<float, 4>*>(&out1[x0 * 1000LL + x1]) = w5v;
+      else
+        #pragma unroll
+        for (int l = 0; l < 4; l++) (&out1[x0 * 1000LL + x1])[l] = w5v.v[l];
     }
   }
 }

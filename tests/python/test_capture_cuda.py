@@ -202,7 +202,9 @@ def test_reduce_overhead_replays_one_graph_and_matches_default_mode():
             x = mini.randn(8, 64, device="cuda")
             got, kernels = launches(lambda: replayed(x))
             assert close(got, default(x), atol=1e-5), step
-        assert kernels <= 2  # the replay, and a copy of the output (never the recording's own)
+        # x copied into the recording's buffer, the replay, a copy of the output (never the
+        # recording's own): 3 launches, where default mode makes a matmul, bias and relu each
+        assert kernels <= 3
 
 
 @cuda_test
