@@ -6,17 +6,21 @@
 For the Inductor anchors on 8192 x 8192 (transform in float32 and bfloat16, the 8-op chain,
 decomposed softmax and layer norm) and relu(x @ w + b) in bfloat16 at batch 8: mini eager,
 mini compiled (mini.compile on the CUDA tensors: the graph captured once, rendered by
-mini/codegen/cuda_kernel.cpp, compiled by NVRTC, run behind its guards), torch eager and torch.compile (default mode), each timed with CUDA events (median of
---repeats calls after --warmup), with GB/s of the least a program must move (each input read
-once, each output written once), kernels launched per call (mini: mini.metrics; torch: the
-profiler's kernel count), and mini's cold compile (an empty cache folder: fusion, rendering,
-NVRTC) and warm compile (the same graph again: a checked read of the disk cache).
+mini/codegen/cuda_kernel.cpp, compiled by NVRTC, run behind its guards), torch eager and
+torch.compile (default mode), each timed with CUDA events (median of --repeats calls after
+--warmup), with GB/s of the least a program must move (each input read once, each output
+written once), kernels launched per call (mini: mini.metrics; torch: the profiler's kernel
+count), and mini's cold compile (an empty cache folder: fusion, rendering, NVRTC) and warm
+compile (the same graph again: a checked read of the disk cache). --layouts also times each
+numbered kernel layout (MINI_CODEGEN_LAYOUT) per program. Then the issue's ToyModel (Linear
+1024 -> ReLU -> Linear 1024, batch 32, no grad) in eager, default and reduce-overhead mode,
+mini's and torch's.
 
 Bars (issue 13), printed at the end: each fused pointwise program at >= 90% of the copy
 ceiling measured in the same run; mini compiled >= 95% of torch.compile's throughput on the
 five memory-bound programs; relu(x @ w + b) compiled no slower than torch eager; cold compile
-<= 0.2 s, warm <= 5 ms. What mini cannot compile yet (bfloat16 code generation) is a row
-saying so, and its bars fail.
+<= 0.2 s, warm <= 5 ms; the ToyModel's reduce-overhead faster than its default mode and than
+torch's reduce-overhead.
 
 --null-device: what a machine without a GPU can check: every program captured, rendered for
 CUDA and compiled by NVRTC (kernels, CUBIN bytes, compile seconds), nothing launched.
@@ -200,6 +204,53 @@ def layout_table(rows):
     return "\n".join(lines)
 
 
+def toy_model(args, torch):
+    """The issue's ToyModel (Linear 1024 -> ReLU -> Linear 1024, batch 32, no grad): mini and
+    torch eager, default mode and mode="reduce-overhead" (CUDA graphs), the same weights."""
+    n = 1024
+    mini.manual_seed(0)
+    model = mini.nn.Sequential(mini.nn.Linear(n, n), mini.nn.ReLU(), mini.nn.Linear(n, n)).cuda()
+    x = mini.randn(32, n, device="cuda")
+    timing = lambda run: cuda_ms(mini.cuda, run, args.repeats * 5, args.warmup + 3, statistics.median)  # noqa: E731
+    row = {"name": "ToyModel b32", "kind": "toy"}
+    with mini.no_grad():
+        row["mini_eager_ms"] = timing(lambda: model(x))
+        mini.reset()
+        default = mini.compile(model)
+        row["mini_default_ms"] = timing(lambda: default(x))
+        replayed = mini.compile(model, mode="reduce-overhead")
+        row["mini_reduce_overhead_ms"] = timing(lambda: replayed(x))
+        row["mini_reduce_overhead_kernels"] = mini_kernels(lambda: replayed(x))
+        row["mini_default_kernels"] = mini_kernels(lambda: default(x))
+        assert mini.allclose(replayed(x).cpu(), model(x).cpu(), atol=1e-4)
+    if torch is not None:
+        tmodel = torch.nn.Sequential(torch.nn.Linear(n, n), torch.nn.ReLU(), torch.nn.Linear(n, n)).cuda()
+        with torch.no_grad():
+            for i in (0, 2):
+                tmodel[i].weight.copy_(torch.from_numpy(model[i].weight.detach().cpu().numpy()))
+                tmodel[i].bias.copy_(torch.from_numpy(model[i].bias.detach().cpu().numpy()))
+            tx = torch.from_numpy(x.cpu().numpy()).cuda()
+            tt = lambda run: cuda_ms(torch.cuda, run, args.repeats * 5, args.warmup + 3, statistics.median)  # noqa: E731
+            row["torch_eager_ms"] = tt(lambda: tmodel(tx))
+            torch._dynamo.reset()
+            tdefault = torch.compile(tmodel)
+            row["torch_default_ms"] = tt(lambda: tdefault(tx))
+            torch._dynamo.reset()
+            treplay = torch.compile(tmodel, mode="reduce-overhead")
+            row["torch_reduce_overhead_ms"] = tt(lambda: treplay(tx).clone())
+    return row
+
+
+def toy_table(row):
+    cols = [("mini eager", "mini_eager_ms"), ("mini default", "mini_default_ms"),
+            ("mini reduce-overhead", "mini_reduce_overhead_ms"), ("torch eager", "torch_eager_ms"),
+            ("torch.compile default", "torch_default_ms"), ("torch.compile reduce-overhead", "torch_reduce_overhead_ms")]
+    return ("| " + " | ".join(c for c, _ in cols) + " |\n|" + "---|" * len(cols) + "\n| "
+            + " | ".join(fmt(row.get(k)) for _, k in cols) + " |\n\n(ms a call; mini's kernels a call: "
+            + f"default {row.get('mini_default_kernels')}, reduce-overhead {row.get('mini_reduce_overhead_kernels')}; "
+            + "torch's reduce-overhead output cloned, as mini's is)")
+
+
 def copy_ceiling(args):
     n = (1 << 20) if args.quick else (1 << 28)
     a = mini.randn(n, device="cuda")
@@ -210,6 +261,12 @@ def copy_ceiling(args):
 def bars(rows, ceiling):
     out = []
     for r in rows:
+        if r["kind"] == "toy":
+            ro, d = r.get("mini_reduce_overhead_ms", 1e9), r.get("mini_default_ms", 0)
+            out.append(("ToyModel: reduce-overhead faster than default mode", ro < d))
+            if "torch_reduce_overhead_ms" in r:
+                out.append(("ToyModel: mini reduce-overhead faster than torch's", ro < r["torch_reduce_overhead_ms"]))
+            continue
         gbps = r["bytes"] / r["mini_compiled_ms"] / 1e6 if "mini_compiled_ms" in r else 0.0
         if r["kind"] == "pointwise":
             out.append((f"{r['name']}: compiled >= {COPY_BAR:.0%} of copy", gbps >= COPY_BAR * ceiling))
@@ -277,17 +334,20 @@ def main(argv=None):
         r = rows[-1]
         print(f"{name}: kernels {r.get('kernels', r.get('compile_error'))}, cold {fmt(r.get('cold_s'), ' s')}, "
               f"warm {fmt(r.get('warm_s'), ' s')}", flush=True)
+    toy = None if args.null_device else toy_model(args, torch)
     ceiling = None if args.null_device else copy_ceiling(args)
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
               "device": "null (NVRTC only)" if args.null_device else mini.cuda.get_device_name(0),
-              "nvrtc": mini.inductor.nvrtc_version(), "copy_ceiling_GBps": ceiling, "rows": rows,
+              "nvrtc": mini.inductor.nvrtc_version(), "copy_ceiling_GBps": ceiling, "rows": rows, "toy_model": toy,
               "torch": getattr(torch, "__version__", None)}
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(rows, ceiling)
+    if toy:
+        text += "\n\nToyModel (Linear 1024 -> ReLU -> Linear 1024, batch 32, no grad):\n\n" + toy_table(toy)
     if layout_table(rows):
         text += "\n\nKernel layouts (the graph alone; codegen/cuda_kernel.h numbers them):\n\n" + layout_table(rows)
     if not args.null_device:
-        results = bars(rows, ceiling)
+        results = bars(rows + ([toy] if toy else []), ceiling)
         report["bars"] = [{"bar": b, "pass": ok} for b, ok in results]
         text += "\n\n" + "\n".join(f"{'PASS' if ok else 'FAIL'}  {b}" for b, ok in results)
         text += f"\n\nbars: {sum(ok for _, ok in results)} of {len(results)} PASS"

@@ -47,6 +47,22 @@ py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const s
 // The same for a graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
 cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
                                        const std::string& mode) {
+  if (mode == "max-autotune") {  // every kernel layout timed at the first call, the fastest kept
+    auto tuner = std::make_shared<mini::runtime::CudaAutotune>(g, "", cap::compile_config().cache_dir);
+    auto logged = std::make_shared<bool>(false);
+    return [tuner, title, logged](const std::vector<mini::Tensor>& inputs) {
+      auto out = tuner->run(inputs);
+      if (!*logged && cap::log_channels().fusion) {
+        *logged = true;
+        std::string times;
+        auto ms = tuner->times_ms();
+        for (size_t i = 0; i < ms.size(); i++) times += mini::cat(i ? ", " : "", "layout ", i + 1, " ", ms[i], " ms");
+        cap::log_write(mini::cat(title, ": mode='max-autotune' chose kernel layout ", tuner->layout(), " (",
+                                 times.empty() ? "read from " + tuner->path() : times, ")\n"));
+      }
+      return out;
+    };
+  }
   auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
   std::string text = "fusion decisions for " + title + ":\n";
   for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
@@ -184,6 +200,18 @@ void bind_inductor(py::module_& m) {
     info["run"] = tensor_function([cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
+  // mode="max-autotune" on a captured graph, directly: run() tunes at its first call; layout()
+  // and times_ms() say what it chose (times_ms is empty when the choice came from the cache).
+  m.def("_inductor_autotune_cuda", [](py::object gm) {
+    auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
+    auto tuner = std::make_shared<mini::runtime::CudaAutotune>(*g, "", cap::compile_config().cache_dir);
+    py::dict info;
+    info["run"] = tensor_function([tuner](const std::vector<mini::Tensor>& in) { return tuner->run(in); });
+    info["layout"] = py::cpp_function([tuner] { return tuner->layout(); });
+    info["times_ms"] = py::cpp_function([tuner] { return tuner->times_ms(); });
+    info["path"] = tuner->path();
+    return info;
+  });
   // A training graph (inputs requiring grad) compiled for CUDA: the joint graph partitioned as
   // the inductor backend does (recompute), each half rendered and compiled by NVRTC; a training
   // runner over the two CUDA programs (run() needs a GPU).

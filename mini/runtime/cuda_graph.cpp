@@ -1,12 +1,18 @@
 // cuda_graph.cpp — see cuda_graph.h.
 #include "runtime/cuda_graph.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "codegen/c_style.h"
 #include "codegen/cuda_kernel.h"
+#include "runtime/cache_entry.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/metrics.h"
 #include "tensor/ops.h"
@@ -99,7 +105,7 @@ void require_known_sizes(const graph::Graph& g) {
 }
 
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
-                                                      const std::string& cache_dir) {
+                                                      const std::string& cache_dir, const codegen::CudaLayout* layout) {
   require_known_sizes(g);
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -114,7 +120,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
       fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
            " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
   cg->schedule_seconds = since();
-  cg->layout = codegen::cuda_layout_from_env();
+  cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
   cg->source = codegen::render_cuda(cg->schedule, cg->layout);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
@@ -279,6 +285,81 @@ std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> out;
   for (const Tensor& o : r.outputs) out.push_back(clone(o));
   return out;
+}
+
+// ---- mode="max-autotune" ------------------------------------------------------------------------
+
+CudaAutotune::CudaAutotune(const graph::Graph& g, const std::string& arch, const std::string& cache_dir)
+    : graph_(g), arch_(arch), cache_dir_(cache_dir) {
+  codegen::CudaLayout dflt = codegen::cuda_layout(codegen::kCudaDefaultLayout);
+  best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt);
+  std::vector<std::string> ignored;
+  path_ = usable_cache_dir(cache_dir_, &ignored) + "/" + hex_hash(best_->source + "|" + arch_) + ".autotune";
+  std::string saved = read_file(path_);  // "layout N\n", written by an earlier tuning
+  if (saved.rfind("layout ", 0) == 0) {
+    int n = std::atoi(saved.c_str() + 7);
+    if (n >= 1 && n <= codegen::kCudaLayouts) {
+      tuned_ = true;
+      if (n != dflt.number) {
+        codegen::CudaLayout l = codegen::cuda_layout(n);
+        best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &l);
+      }
+    }
+  }
+}
+
+int CudaAutotune::layout() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return best_->layout.number;
+}
+
+std::vector<double> CudaAutotune::times_ms() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return times_;
+}
+
+std::vector<Tensor> CudaAutotune::run(const std::vector<Tensor>& inputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!tuned_) tune(inputs);
+  return best_->run(inputs);
+}
+
+void CudaAutotune::tune(const std::vector<Tensor>& inputs) {
+  tuned_ = true;  // once, even if timing fails below: the default layout then stays
+  double best_ms = 1e300;
+  std::shared_ptr<CompiledCudaGraph> best = best_;
+  uintptr_t start = cuda::event_create(true), stop = cuda::event_create(true);
+  try {
+    for (int n = 1; n <= codegen::kCudaLayouts; n++) {
+      codegen::CudaLayout l = codegen::cuda_layout(n);
+      auto cg = n == best_->layout.number ? best_ : compile_cuda_graph(graph_, arch_, cache_dir_, &l);
+      cg->run(inputs);  // loads it, warms the caches
+      std::vector<double> ms;
+      for (int rep = 0; rep < 5; rep++) {
+        cuda::event_record(start);
+        cg->run(inputs);
+        cuda::event_record(stop);
+        cuda::event_synchronize(stop);
+        ms.push_back(cuda::event_elapsed_ms(start, stop));
+      }
+      std::sort(ms.begin(), ms.end());
+      times_.push_back(ms[ms.size() / 2]);
+      if (times_.back() < best_ms) {
+        best_ms = times_.back();
+        best = cg;
+      }
+    }
+  } catch (...) {
+    cuda::event_destroy(start);
+    cuda::event_destroy(stop);
+    throw;
+  }
+  cuda::event_destroy(start);
+  cuda::event_destroy(stop);
+  best_ = best;
+  std::string tmp = cat(path_, ".", getpid(), ".tmp");
+  std::ofstream(tmp) << "layout " << best_->layout.number << "\n";
+  std::rename(tmp.c_str(), path_.c_str());  // a reader sees the old file or the new one, whole
 }
 
 }  // namespace mini::runtime

@@ -77,8 +77,33 @@ class CudaGraphReplay {
 };
 
 // Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
+// `layout`: the kernel layout (null: MINI_CODEGEN_LAYOUT's, else the default).
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
-                                                      const std::string& cache_dir);
+                                                      const std::string& cache_dir,
+                                                      const codegen::CudaLayout* layout = nullptr);
+
+// mode="max-autotune": the graph compiled in every kernel layout (codegen/cuda_kernel.h), each
+// timed on the first call's inputs (the median of 5 runs, CUDA events), the fastest kept. The
+// winner is written beside the CUBINs (<cache>/<key of the default layout's source>.autotune),
+// so that a later process compiles only it. Graphs are functional (a run writes only new
+// tensors), so timing runs change nothing the caller sees.
+class CudaAutotune {
+ public:
+  CudaAutotune(const graph::Graph& g, const std::string& arch, const std::string& cache_dir);
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  int layout() const;                 // the layout chosen (the default until the first run tunes)
+  std::vector<double> times_ms() const;  // per layout 1.. once tuned here; empty if read from the cache
+  std::string path() const { return path_; }
+
+ private:
+  void tune(const std::vector<Tensor>& inputs);
+  graph::Graph graph_;
+  std::string arch_, cache_dir_, path_;
+  std::shared_ptr<CompiledCudaGraph> best_;
+  std::vector<double> times_;
+  bool tuned_ = false;
+  mutable std::mutex mutex_;
+};
 
 // What to release after each step of `s`: the values no later step reads (not outputs, not
 // inputs). Shared by the C++ and CUDA compiled graphs.

@@ -244,3 +244,40 @@ def test_reduce_overhead_on_the_cpu_runs_as_default_mode():
     for _ in range(3):
         x = mini.randn(4, 8)
         assert mini.allclose(f(x), h(x))
+
+
+# ---- mode="max-autotune": every kernel layout timed at the first call (CudaAutotune) ----------
+
+@cuda_test
+def test_max_autotune_times_every_layout_keeps_the_fastest_and_remembers_it(tmp_path):
+    def softmax_decomp(x):
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+    saved = mini.config.cache_dir
+    mini.config.cache_dir = str(tmp_path)
+    try:
+        x = mini.randn(64, 1000, device="cuda")
+        graphs, backend = recording()
+        mini.compile(softmax_decomp, backend=backend)(x.cpu())
+        tuned = mini._C._inductor_autotune_cuda(graphs[0])
+        (got,) = tuned["run"](x)
+        assert close(got, softmax_decomp(x))
+        times = tuned["times_ms"]()
+        assert len(times) == 4 and all(t > 0 for t in times)
+        assert tuned["layout"]() == 1 + times.index(min(times))
+        again = mini._C._inductor_autotune_cuda(graphs[0])  # a later process: the choice read back
+        assert again["layout"]() == tuned["layout"]() and again["times_ms"]() == []
+        assert open(tuned["path"]).read() == f"layout {tuned['layout']()}\n"
+        f = mini.compile(softmax_decomp, mode="max-autotune")
+        for _ in range(3):
+            assert close(f(x), softmax_decomp(x))
+    finally:
+        mini.config.cache_dir = saved
+
+
+def test_max_autotune_on_the_cpu_runs_as_default_mode():
+    def h(x):
+        return (x * 2).relu().sum(-1)
+    f = mini.compile(h, mode="max-autotune")
+    x = mini.randn(4, 8)
+    assert mini.allclose(f(x), h(x))
