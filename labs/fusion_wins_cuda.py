@@ -122,6 +122,9 @@ def measure_torch(torch, program, inputs, minimum, repeats):
     {"torch_eager", "torch_compiled", "torch_speedup"}."""
     twin = torch_twin(torch, program["fn"])
     torch_inputs = [torch.from_numpy(t.cpu().numpy()).cuda() for t in inputs]
+    # each program from a clean Dynamo: the twins share one code object per program body, and
+    # past torch's recompile limit (8) torch.compile would quietly run the rest eagerly
+    torch._dynamo.reset()
     compiled_twin = torch.compile(twin)
     start = time.perf_counter()
     compiled_twin(*torch_inputs)  # Dynamo, Inductor, Triton

@@ -178,7 +178,7 @@ def layout_times(gm, cuda_inputs, timing):
     times = {}
     saved = os.environ.get("MINI_CODEGEN_LAYOUT")
     try:
-        for layout in range(1, mini._C._cuda_layouts() + 1):
+        for layout in range(1, mini.inductor.cuda_layouts() + 1):
             os.environ["MINI_CODEGEN_LAYOUT"] = str(layout)
             info = mini.inductor.compile_graph_cuda(gm)
             times[layout] = timing(lambda: info["run"](*cuda_inputs))

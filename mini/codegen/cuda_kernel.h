@@ -28,8 +28,7 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   1  naive: pointwise one element a thread; a row reduction's every pass reads the row again
 //   2  16-byte vectors in pointwise kernels; a static row kept in registers, 8 elements a thread
 //   3  as 2, 16 elements a thread, the row read and written in 16-byte vectors where contiguous
-//      and aligned; a pointwise kernel with long math (sin, cos, pow, tanh, erf) keeps its lane
-//      loop rolled (NVRTC's time halves)
+//      and aligned
 //   4  as 3, 32 elements a thread
 struct CudaLayout {
   int number = 3;

@@ -9,28 +9,15 @@ extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_cos_mul_sig
   (void)symbols; (void)strides;
   const int64_t numel = 256LL * 256LL;
   constexpr int V = 4;
-  const bool aligned = true && mini::aligned<float, V>(in0) && mini::aligned<float, V>(in1) && mini::aligned<float, V>(out2);
-  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v * V < numel; v += (int64_t)gridDim.x * blockDim.x) {
+  const bool whole = true && mini::aligned<float, V>(in0) && mini::aligned<float, V>(in1) && mini::aligned<float, V>(out2);
+  const int64_t nvec = whole ? numel / V : 0;
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = v * V;
-    const bool whole = aligned && i + V <= numel;  // else lane by lane: the last vector, or unaligned
-    mini::Vec<float, V> l0;
-    if (whole) l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
-    else {
-      #pragma unroll
-      for (int lane = 0; lane < V; lane++)
-        if (i + lane < numel) l0.v[lane] = in0[i + lane];
-    }
-    mini::Vec<float, V> l1;
-    if (whole) l1 = *reinterpret_cast<const mini::Vec<float, V>*>(in1 + i);
-    else {
-      #pragma unroll
-      for (int lane = 0; lane < V; lane++)
-        if (i + lane < numel) l1.v[lane] = in1[i + lane];
-    }
+    const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
+    const mini::Vec<float, V> l1 = *reinterpret_cast<const mini::Vec<float, V>*>(in1 + i);
     mini::Vec<float, V> s10;
-    #pragma unroll 1  // long math: NVRTC's time
+    #pragma unroll
     for (int lane = 0; lane < V; lane++) {
-      if (!whole && i + lane >= numel) continue;
       const float t1 = ::sin(float(l0.v[lane]));
       const float t3 = (float(t1) * float(l1.v[lane]));
       const float t4 = ::cos(float(t3));
@@ -41,11 +28,18 @@ extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_cos_mul_sig
       const float t10 = (float(t9) * float(l0.v[lane]));
       s10.v[lane] = t10;
     }
-    if (whole) *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s10;
-    else {
-      #pragma unroll
-      for (int lane = 0; lane < V; lane++)
-        if (i + lane < numel) out2[i + lane] = s10.v[lane];
-    }
+    *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s10;
+  }
+  for (int64_t i = nvec * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const float t1 = ::sin(float(in0[i]));
+    const float t3 = (float(t1) * float(in1[i]));
+    const float t4 = ::cos(float(t3));
+    const float t5 = (float(t4) + float(in0[i]));
+    const float t7 = (float(t5) * float(double(0.5)));
+    const float t8 = (float(t7) - float(in1[i]));
+    const float t9 = mini::sigmoid_of<float>(float(t8));
+    const float t10 = (float(t9) * float(in0[i]));
+    out2[i] = t10;
   }
 }

@@ -6,6 +6,7 @@ others check what a machine without one must do."""
 import pytest
 
 import mini
+import mini.inductor
 from conftest import CUDA_SKIP_REASON, HAS_CUDA, requires_no_cuda
 
 cuda = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)]
@@ -259,13 +260,13 @@ def test_max_autotune_times_every_layout_keeps_the_fastest_and_remembers_it(tmp_
         x = mini.randn(64, 1000, device="cuda")
         graphs, backend = recording()
         mini.compile(softmax_decomp, backend=backend)(x.cpu())
-        tuned = mini._C._inductor_autotune_cuda(graphs[0])
+        tuned = mini.inductor.autotune_graph_cuda(graphs[0])
         (got,) = tuned["run"](x)
         assert close(got, softmax_decomp(x))
         times = tuned["times_ms"]()
         assert len(times) == 4 and all(t > 0 for t in times)
         assert tuned["layout"]() == 1 + times.index(min(times))
-        again = mini._C._inductor_autotune_cuda(graphs[0])  # a later process: the choice read back
+        again = mini.inductor.autotune_graph_cuda(graphs[0])  # a later process: the choice read back
         assert again["layout"]() == tuned["layout"]() and again["times_ms"]() == []
         assert open(tuned["path"]).read() == f"layout {tuned['layout']()}\n"
         f = mini.compile(softmax_decomp, mode="max-autotune")

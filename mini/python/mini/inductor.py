@@ -10,12 +10,16 @@ A captured graph (a GraphModule a backend receives) compiles for CUDA the same w
 
     info = mini.inductor.compile_graph_cuda(gm)         # info["source"]: the generated .cu
     outputs = info["run"](*cuda_inputs)                  # needs a GPU
+
+MINI_CODEGEN_LAYOUT=N (1..cuda_layouts()) renders a numbered kernel layout instead of the
+default; autotune_graph_cuda(gm) times them all on the first call (mode="max-autotune").
 """
 from dataclasses import dataclass, field
 
 from . import _C
 
-__all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "nvrtc_version", "default_cuda_arch"]
+__all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "autotune_graph_cuda", "nvrtc_version",
+           "default_cuda_arch", "cuda_layouts"]
 
 
 def nvrtc_version():
@@ -64,3 +68,17 @@ def compile_graph_cuda(gm, arch=None):
     kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch, cubin_bytes,
     from_disk_cache, nvrtc_seconds, codegen_seconds, and run(*inputs) taking CUDA tensors."""
     return _C._inductor_compile_cuda(gm, arch or "")
+
+
+def autotune_graph_cuda(gm):
+    """mode="max-autotune" on a captured graph: compiled in every kernel layout
+    (cuda_layouts()), each timed at the first run(*cuda_inputs), the fastest kept and its number
+    written beside the CUBINs for later processes. Returns a dict: run, layout() (the layout
+    chosen), times_ms() (per layout; empty when the choice was read from the cache), path."""
+    return _C._inductor_autotune_cuda(gm)
+
+
+def cuda_layouts():
+    """How many numbered CUDA kernel layouts there are (MINI_CODEGEN_LAYOUT=1..N;
+    mini/codegen/cuda_kernel.h describes each)."""
+    return _C._cuda_layouts()
