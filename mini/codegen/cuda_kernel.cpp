@@ -101,7 +101,7 @@ std::string cuda_type(DType d) { return kCudaTarget.type(d); }
 class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
-      : L_(s, k), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()), layout_(layout) {}
+      : L_(s, k), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()), layout_(layout) {}
 
   std::string write() {
     std::ostringstream o;
@@ -116,11 +116,15 @@ class CudaKernelWriter {
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
     for (auto& [id, i] : L_.store_index())
       o << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ out" << i << ", ";
-    o << "mini::Sizes sizes) {\n";
+    o << "mini::Sizes sizes";
+    if (cuda_split_reductions(s_, k_, layout_))
+      o << ", unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived";
+    o << ") {\n";
     o << "  const int64_t* symbols = sizes.symbols;\n";
     o << "  const int64_t (*strides)[8] = sizes.strides;\n";
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
+    else if (cuda_split_reductions(s_, k_, layout_)) write_split_reduction(o);
     else write_reduction(o);
     o << "}\n";
     return o.str();
@@ -255,6 +259,74 @@ class CudaKernelWriter {
   // values the phase needs (a value needed again by a later phase is computed again: no row
   // scratch on the GPU yet) and folding them into per-thread accumulators, then one block
   // reduction per accumulator; the row values that became ready are computed by every thread.
+  // A full reduction in two stages, one launch: every block folds its grid-strided share of
+  // the row into a partial per reduction (partials[r * gridDim.x + block]); the block that
+  // arrives last (an atomic count after a __threadfence: CUDA's threadFenceReduction) folds the
+  // partials, resets the count for the next launch, and computes and stores the results.
+  void write_split_reduction(std::ostringstream& o) {
+    std::vector<int> reds, stores;
+    L_.phase_targets(0, &reds, &stores);
+    RowPlan plan = L_.plan_rows(0);
+    o << "  const int64_t rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
+    for (int64_t d : L_.kept_dims()) o << "  const int64_t x" << d << " = 0;  // the one row\n";
+    o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+    o << "  __shared__ bool last;\n";
+    for (int id : reds) {
+      std::string A = acc_type(g_.nodes[id]);
+      o << "  " << A << " acc" << id << " = " << identity(g_.nodes[id], A) << ";\n";
+    }
+    o << "  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < rnumel; j += (int64_t)gridDim.x * blockDim.x) {\n";
+    o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+    for (int id : k_.nodes)
+      if (plan.compute[0].count(id)) o << define("    ", 't', id, false);
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = acc_type(n);
+      o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+        << cs_.expr(L_.reduction_input(id)) << "));\n";
+    }
+    o << "  }\n";
+    for (size_t r = 0; r < reds.size(); r++) {
+      const Node& n = g_.nodes[reds[r]];
+      std::string A = acc_type(n), I = std::to_string(reds[r]);
+      o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
+        << ", reinterpret_cast<" << A << "*>(smem));\n";
+      o << "  if (threadIdx.x == 0) reinterpret_cast<" << A << "*>(&partials[" << r << " * gridDim.x + blockIdx.x])[0] = acc"
+        << I << ";\n";
+    }
+    o << "  if (threadIdx.x == 0) {\n";
+    o << "    __threadfence();  // this block's partials are visible before it counts itself\n";
+    o << "    last = atomicAdd(arrived, 1u) == gridDim.x - 1;\n";
+    o << "  }\n";
+    o << "  __syncthreads();\n";
+    o << "  if (!last) return;\n";
+    o << "  __threadfence();\n";
+    for (size_t r = 0; r < reds.size(); r++) {
+      const Node& n = g_.nodes[reds[r]];
+      std::string A = acc_type(n), I = std::to_string(reds[r]);
+      o << "  acc" << I << " = " << identity(n, A) << ";\n";
+      o << "  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {\n";
+      o << "    const unsigned long long bits = __ldcg(&partials[" << r << " * gridDim.x + b]);\n";
+      o << "    acc" << I << " = " << combine(n) << "<" << A << ">(acc" << I << ", reinterpret_cast<const " << A
+        << "*>(&bits)[0]);\n";
+      o << "  }\n";
+      o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
+        << ", reinterpret_cast<" << A << "*>(smem));\n";
+      std::string fin = "acc" + I;
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "  const " << cuda_type(n.meta.dtype) << " r" << I << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+    }
+    o << "  if (threadIdx.x != 0) return;\n";
+    o << "  *arrived = 0;  // for the next launch\n";
+    std::set<int> done(reds.begin(), reds.end());
+    for (int id : k_.nodes) {  // the row values: what the results feed
+      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+      o << define("  ", 'r', id, false);
+      done.insert(id);
+    }
+    for (int id : k_.stores) o << "  " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  }
+
   void write_reduction(std::ostringstream& o) {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
       << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
@@ -440,6 +512,7 @@ class CudaKernelWriter {
   }
 
   const LoopKernel L_;
+  const Schedule& s_;
   const graph::Graph& g_;
   const FusionGroup& k_;
   CStyle cs_;
@@ -493,6 +566,19 @@ int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   return cuda_reduction_threads(rnumel, layout);
 }
 
+int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  if (k.reduced.empty() || layout.number == 1) return 0;
+  for (int64_t d = 0; d < (int64_t)k.space.size(); d++)  // one row: every kept dim is 1
+    if (!std::count(k.reduced.begin(), k.reduced.end(), d) && k.space[d] != 1) return 0;
+  LoopKernel L(s, k);
+  if (L.phases() != 1) return 0;  // one pass: no reduction of a reduction's result
+  std::vector<int> reds, stores;
+  L.phase_targets(0, &reds, &stores);
+  for (int id : k.stores)
+    if (L.is_full(id)) return 0;
+  return (int)reds.size();
+}
+
 int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int sms) {
   auto extent = [&](const std::vector<int64_t>& dims) {
     int64_t n = 1;
@@ -506,5 +592,12 @@ int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int
   // enough blocks to fill the GPU many times over; grid-stride loops take the rest
   return std::max<int64_t>(1, std::min<int64_t>(work, int64_t(sms) * 64));
 }
+
+int64_t cuda_split_grid(int64_t rnumel, int threads, int sms) {
+  int64_t want = (rnumel + int64_t(threads) * 16 - 1) / (int64_t(threads) * 16);  // 16 elements a thread at least
+  return std::max<int64_t>(1, std::min<int64_t>(want, cuda_split_max_grid(sms)));
+}
+
+int64_t cuda_split_max_grid(int sms) { return int64_t(sms) * 2; }
 
 }  // namespace mini::codegen

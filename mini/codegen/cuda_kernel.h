@@ -49,6 +49,15 @@ std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layo
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
+// Reductions of kernel `k` when it is a full reduction in two stages (one row, one phase;
+// layouts 2 and up), else 0. Such a kernel takes two more arguments after `sizes`:
+// `unsigned long long* partials` (a slot per reduction per block) and `unsigned* arrived` (a
+// counter that starts at 0, and that the kernel leaves at 0).
+int cuda_split_reductions(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
+// The grid of such a kernel over `rnumel` elements in blocks of `threads` (at most
+// cuda_split_max_grid: the partials hold that many per reduction).
+int64_t cuda_split_grid(int64_t rnumel, int threads, int sms);
+int64_t cuda_split_max_grid(int sms);
 // The grid of kernel `k` for the sizes of this call (symbols resolved): blocks in x.
 int64_t cuda_grid(const fusion::FusionGroup& k, const std::vector<int64_t>& symbols, int sms);
 

@@ -126,6 +126,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
   cg->frees = plan_frees(cg->schedule);
+  for (const auto& k : cg->schedule.groups) cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, k, cg->layout));
   return cg;
 }
 
@@ -135,6 +136,16 @@ void CompiledCudaGraph::load() const {
   for (size_t id = 0; id < g.nodes.size(); id++) {
     const Tensor& c = g.nodes[id].constant;
     if (c) device_constants_[id] = c->is_cuda() ? c : to_device(c, Device::cuda(0));
+  }
+  int64_t slots = 0, counters = 0;
+  for (int reds : split) {
+    partials_at_.push_back(slots);
+    slots += reds * codegen::cuda_split_max_grid(cuda::sm_count());
+    counters += reds > 0;
+  }
+  if (slots) {
+    partials_ = TensorImpl::empty({slots}, DType::Int64, Device::cuda(0));  // 8-byte slots
+    arrived_ = zeros({(int64_t)split.size()}, DType::Float32, Device::cuda(0));  // 32-bit zeros
   }
   if (!program) return;
   std::vector<std::string> names;
@@ -192,8 +203,19 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
       args.clear();
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
-      unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
       unsigned block[3] = {(unsigned)codegen::cuda_block(k, this->layout), 1, 1};
+      unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
+      void* partials = nullptr;
+      void* arrived = nullptr;
+      if (split[st.group]) {
+        int64_t rnumel = 1;
+        for (int64_t d : k.reduced) rnumel *= resolve_shape({k.space[d]}, symbols)[0];
+        grid[0] = (unsigned)codegen::cuda_split_grid(rnumel, (int)block[0], sms);
+        partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
+        arrived = static_cast<float*>(arrived_->device_raw()) + st.group;  // a zeroed 32-bit counter
+        args.push_back(&partials);
+        args.push_back(&arrived);
+      }
       cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
       count_kernel(bytes);
     } else {

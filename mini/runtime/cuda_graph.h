@@ -30,6 +30,7 @@ struct CompiledCudaGraph {
   std::shared_ptr<CudaProgram> program;  // null when the graph has no generated kernel
   double schedule_seconds = 0, codegen_seconds = 0;
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
+  std::vector<int> split;                // per kernel: reductions in two stages (0: not split)
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   // run() that keeps every value it makes in `kept` instead of freeing it (a CUDA graph's
@@ -43,6 +44,10 @@ struct CompiledCudaGraph {
   mutable std::once_flag loaded_;
   mutable std::vector<uintptr_t> kernels_;
   mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
+  // the split kernels' partials (a slot per reduction per block) and arrival counters (zeroed
+  // once; each launch leaves its counter at 0)
+  mutable Tensor partials_, arrived_;
+  mutable std::vector<int64_t> partials_at_;  // per kernel: its first slot
 };
 
 // mode="reduce-overhead": a compiled graph's launches recorded into a CUDA graph, one per

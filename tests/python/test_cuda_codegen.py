@@ -213,6 +213,10 @@ LAYOUT_CASES = {
     "column_sum": (lambda x: (x * 2).sum(0), lambda: (mini.randn(300, 70),)),
     "strided": (lambda x, b: (x.t() + b).relu(), lambda: (mini.randn(33, 65), mini.randn(33))),
     "bf16_rows": (softmax_decomp, lambda: (bf16(16, 1000),)),
+    # full reductions in two stages (layouts 2 and up): many blocks, the last one folds
+    "full": (lambda x: ((x * 2).sum(), x.abs().amax(), x.mean(), (x > 0).sum(), x.long().sum()),
+             lambda: (mini.randn(1024, 1030),)),
+    "full_small": (lambda x: (x.sum(), x.amin()), lambda: (mini.randn(5, 3),)),
 }
 
 
