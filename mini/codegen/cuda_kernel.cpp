@@ -268,7 +268,7 @@ class CudaKernelWriter {
     L_.phase_targets(0, &reds, &stores);
     RowPlan plan = L_.plan_rows(0);
     o << "  const int64_t rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
-    for (int64_t d : L_.kept_dims()) o << "  const int64_t x" << d << " = 0;  // the one row\n";
+    for (int64_t d : L_.kept_dims()) o << "  const int64_t x" << d << " = 0;  (void)x" << d << ";  // the one row\n";
     o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
     o << "  __shared__ bool last;\n";
     for (int id : reds) {
