@@ -327,6 +327,97 @@ class CudaKernelWriter {
     for (int id : k_.stores) o << "  " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
   }
 
+  // A persistent row (a static row of at most layout.row_registers elements a thread): each
+  // thread reads its `per_thread` elements of every load that runs along the row once, into
+  // registers, and each phase's pass reads them there (softmax and layer norm read the row from
+  // memory once, not 3 times). With vector rows a thread's elements come in runs of `vector`
+  // consecutive ones (16 bytes of the widest kept load), read as one Vec where every kept load
+  // runs contiguously along the row from an aligned start: element u of a thread is
+  // j = (threadIdx.x + u / vector * threads) * vector + u % vector. per_thread 0: a looped row.
+  struct PersistentRow {
+    int threads = 0, per_thread = 0, vector = 1;
+    std::map<std::string, std::string> kept;  // a load's spelling -> its register array
+    std::map<std::string, DType> types;       // ... and its element type
+  };
+
+  PersistentRow plan_persistent_row(const RowPlan& plan) {
+    PersistentRow row;
+    const int64_t R = L_.static_extent(L_.red_dims());
+    row.threads = cuda_reduction_threads(R, layout_);
+    const int T = row.threads;
+    if (!(R > 0 && layout_.row_registers && R <= int64_t(T) * layout_.row_registers)) return row;
+    row.per_thread = (int)((R + T - 1) / T);
+    std::map<std::string, std::vector<IndexTerm>> terms;
+    bool contiguous = layout_.vector_rows && L_.red_dims().size() == 1;
+    size_t widest = 1;
+    std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
+    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+      bool along_row = false;
+      for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
+      if (!along_row || row.kept.count(spelled)) return std::string();
+      row.kept[spelled] = "k" + std::to_string(row.kept.size());
+      row.types[spelled] = e.dtype;
+      terms[spelled] = e.index.terms;
+      widest = std::max(widest, (size_t)itemsize(e.dtype));
+      for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
+        if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous = false;
+      return std::string();
+    };
+    for (int p = 0; p <= L_.phases(); p++) {  // a dry run: which loads run along the row
+      std::vector<int> reds, stores;
+      L_.phase_targets(p, &reds, &stores);
+      for (int id : k_.nodes)
+        if (plan.compute[p].count(id)) define("", 't', id, false);
+      for (int id : reds) cs_.expr(L_.reduction_input(id));
+    }
+    cs_.load_hook = nullptr;
+    const int RV = contiguous && !row.kept.empty() ? (int)(16 / widest) : 1;
+    for (auto& [spelled, ts] : terms)  // the other strides keep every run's start a multiple of RV
+      for (const IndexTerm& t : ts)
+        if (!red.count(t.dim) && t.stride % RV) contiguous = false;
+    row.vector = RV > 1 && contiguous && R % RV == 0 ? RV : 1;
+    row.per_thread = (row.per_thread + row.vector - 1) / row.vector * row.vector;
+    return row;
+  }
+
+  // The register arrays of a persistent row, filled: in vectors where every kept load's start is
+  // aligned (checked at run time), else element by element.
+  template <class Begin, class End>
+  void write_row_reads(std::ostringstream& o, const PersistentRow& row, Begin pass_begin, End pass_end) {
+    const int T = row.threads, U = row.per_thread, V = row.vector;
+    for (auto& [spelled, name] : row.kept)
+      o << "    " << cuda_type(row.types.at(spelled)) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
+    auto scalar_reads = [&](const std::string& pad) {
+      pass_begin(pad);
+      o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ");
+      for (auto& [spelled, name] : row.kept) o << pad << "  " << name << "[u] = " << spelled << ";\n";
+      pass_end(pad);
+    };
+    if (V == 1) {
+      scalar_reads("    ");
+      return;
+    }
+    o << "    if (true";
+    for (auto& [spelled, name] : row.kept)
+      o << " && mini::aligned<" << cuda_type(row.types.at(spelled)) << ", " << V << ">(&" << spelled.substr(0, spelled.find('['))
+        << "[0])";
+    o << ") {  // the row in " << V << "-element vectors\n";
+    o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
+    o << "        const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
+    o << "        if (j >= rnumel) continue;\n";
+    o << unflatten(k_.space, "j", L_.red_dims(), "        ");
+    for (auto& [spelled, name] : row.kept) {
+      std::string T0 = cuda_type(row.types.at(spelled));
+      o << "        const mini::Vec<" << T0 << ", " << V << "> " << name << "v = *reinterpret_cast<const mini::Vec<" << T0 << ", "
+        << V << ">*>(&" << spelled << ");\n";
+      o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << name << "[v * " << V << " + l] = " << name
+        << "v.v[l];\n";
+    }
+    o << "      }\n    } else {\n";
+    scalar_reads("      ");
+    o << "    }\n";
+  }
+
   void write_reduction(std::ostringstream& o) {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
       << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
@@ -334,49 +425,8 @@ class CudaKernelWriter {
     o << "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ");
     RowPlan plan = L_.plan_rows(0);  // no scratch: every phase computes what it reads
-    // A persistent row (a static row of at most layout.row_registers elements a thread): each
-    // thread reads its U elements of every row load once, into registers, and each phase's
-    // pass reads them there (softmax and layer norm read the row from memory once, not 3 times).
-    // With vector rows a thread's elements come in runs of RV consecutive ones (RV: 16 bytes of
-    // the widest kept load), read as one Vec where every kept load runs contiguously along the
-    // row from an aligned start; element u of a thread is j = (threadIdx.x + u / RV * T) * RV + u % RV.
-    const int64_t R = L_.static_extent(L_.red_dims());
-    const int T = cuda_reduction_threads(R, layout_);
-    int U = R > 0 && layout_.row_registers && R <= int64_t(T) * layout_.row_registers ? (int)((R + T - 1) / T) : 0;
-    std::map<std::string, std::string> kept;  // a load's spelling -> its register array
-    std::map<std::string, DType> types;
-    std::map<std::string, std::vector<IndexTerm>> kept_terms;
-    bool contiguous_rows = U > 0 && layout_.vector_rows && L_.red_dims().size() == 1;
-    size_t widest = 1;
-    std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
-    if (U) {
-      cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-        bool along_row = false;
-        for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
-        if (!along_row || kept.count(spelled)) return std::string();
-        kept[spelled] = "k" + std::to_string(kept.size());
-        types[spelled] = e.dtype;
-        kept_terms[spelled] = e.index.terms;
-        widest = std::max(widest, (size_t)itemsize(e.dtype));
-        for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
-          if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous_rows = false;
-        return std::string();
-      };
-      for (int p = 0; p <= L_.phases(); p++) {  // a dry run: which loads run along the row
-        std::vector<int> reds, stores;
-        L_.phase_targets(p, &reds, &stores);
-        for (int id : k_.nodes)
-          if (plan.compute[p].count(id)) define("", 't', id, false);
-        for (int id : reds) cs_.expr(L_.reduction_input(id));
-      }
-      cs_.load_hook = nullptr;
-    }
-    const int RV = contiguous_rows && !kept.empty() ? (int)(16 / widest) : 1;
-    for (auto& [spelled, terms] : kept_terms)  // the other strides keep every run's start a multiple of RV
-      for (const IndexTerm& t : terms)
-        if (!red.count(t.dim) && t.stride % RV) contiguous_rows = false;
-    const int V = RV > 1 && contiguous_rows && R % RV == 0 ? RV : 1;
-    if (U) U = (U + V - 1) / V * V;
+    const PersistentRow row = plan_persistent_row(plan);
+    const int T = row.threads, U = row.per_thread, V = row.vector;
     auto pass_begin = [&](const std::string& pad) {
       if (U) {
         o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
@@ -389,39 +439,10 @@ class CudaKernelWriter {
     };
     auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
     if (U) {
-      for (auto& [spelled, name] : kept)
-        o << "    " << cuda_type(types[spelled]) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
-      auto scalar_reads = [&](const std::string& pad) {
-        pass_begin(pad);
-        o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ");
-        for (auto& [spelled, name] : kept) o << pad << "  " << name << "[u] = " << spelled << ";\n";
-        pass_end(pad);
-      };
-      if (V > 1) {
-        o << "    if (true";
-        for (auto& [spelled, name] : kept)
-          o << " && mini::aligned<" << cuda_type(types[spelled]) << ", " << V << ">(&" << spelled.substr(0, spelled.find('[')) << "[0])";
-        o << ") {  // the row in " << V << "-element vectors\n";
-        o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
-        o << "        const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
-        o << "        if (j >= rnumel) continue;\n";
-        o << unflatten(k_.space, "j", L_.red_dims(), "        ");
-        for (auto& [spelled, name] : kept) {
-          std::string T0 = cuda_type(types[spelled]);
-          o << "        const mini::Vec<" << T0 << ", " << V << "> " << name << "v = *reinterpret_cast<const mini::Vec<" << T0
-            << ", " << V << ">*>(&" << spelled << ");\n";
-          o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << name << "[v * " << V << " + l] = "
-            << name << "v.v[l];\n";
-        }
-        o << "      }\n    } else {\n";
-        scalar_reads("      ");
-        o << "    }\n";
-      } else {
-        scalar_reads("    ");
-      }
-      cs_.load_hook = [&](const Expr&, const std::string& spelled) {
-        auto it = kept.find(spelled);
-        return it == kept.end() ? std::string() : it->second + "[u]";
+      write_row_reads(o, row, pass_begin, pass_end);
+      cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // each pass reads the registers
+        auto it = row.kept.find(spelled);
+        return it == row.kept.end() ? std::string() : it->second + "[u]";
       };
     }
     std::set<int> done;
