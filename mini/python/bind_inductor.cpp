@@ -30,11 +30,15 @@ void warn(const mini::runtime::CompiledGraph& cg) {
 
 cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g);
 
-// A Python function of tensors (*args) -> tuple of tensors, over a compiled graph's runner.
-py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const std::vector<mini::Tensor>&)> run) {
-  return py::cpp_function([run](py::args args) {
+// A Python function of tensors (*args) -> tuple of tensors, over the runner of graph `g`
+// compiled, called directly (tests, labs): the inputs are checked against the graph's sizes and
+// strides first (check_inputs), as mini.compile's guards check them before a cached graph runs.
+py::cpp_function tensor_function(std::shared_ptr<mini::graph::Graph> g,
+                                 std::function<std::vector<mini::Tensor>(const std::vector<mini::Tensor>&)> run) {
+  return py::cpp_function([g, run](py::args args) {
     std::vector<mini::Tensor> inputs;
     for (auto a : args) inputs.push_back(a.cast<mini::Tensor>());
+    mini::runtime::check_inputs(*g, inputs);
     auto out = run(inputs);
     py::tuple t(out.size());
     for (size_t i = 0; i < out.size(); i++) t[i] = py::cast(out[i]);
@@ -42,9 +46,24 @@ py::cpp_function tensor_function(std::function<std::vector<mini::Tensor>(const s
   });
 }
 
-// `title` names the graph ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the
-// MINI_COMPILE_DEBUG folder of the captured graph it came from.
-// The same for a graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
+// What either renderer tells about a compiled graph: the fusion decisions (MINI_LOGS=fusion),
+// the generated source (MINI_LOGS=output_code, where it was compiled or read from) and both as
+// MINI_COMPILE_DEBUG files ("output_code<suffix>.<ext>"). `title` names the graph
+// ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the MINI_COMPILE_DEBUG folder
+// of the captured graph it came from.
+void report(const std::string& title, const std::string& debug_dir, const mini::fusion::Schedule& schedule,
+            const std::string& source, const std::string& ext, const std::string& where) {
+  std::string text = "fusion decisions for " + title + ":\n";
+  for (const auto& d : schedule.decisions) text += "  " + d.text + "\n";
+  if (cap::log_channels().fusion) cap::log_write(text);
+  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";  // "", "_forward", ...
+  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
+  cap::debug_write(debug_dir, "output_code" + suffix + "." + ext, source);
+  if (cap::log_channels().output_code)
+    cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(source));
+}
+
+// A graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
 cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
                                        const std::string& mode) {
   if (mode == "max-autotune") {  // every kernel layout timed at the first call, the fastest kept
@@ -64,17 +83,9 @@ cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::s
     };
   }
   auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
-  std::string text = "fusion decisions for " + title + ":\n";
-  for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
-  if (cap::log_channels().fusion) cap::log_write(text);
-  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";
-  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
-  cap::debug_write(debug_dir, "output_code" + suffix + ".cu", cg->source);
-  if (cap::log_channels().output_code) {
-    std::string where = cg->program ? cg->program->path + (cg->program->from_disk_cache ? ", from the disk cache" : "")
-                                    : std::string("no generated kernel");
-    cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(cg->source));
-  }
+  report(title, debug_dir, cg->schedule, cg->source, "cu",
+         cg->program ? cg->program->path + (cg->program->from_disk_cache ? ", from the disk cache" : "")
+                     : std::string("no generated kernel"));
   if (mode == "reduce-overhead") {
     std::string why = mini::runtime::CudaGraphReplay::why_not(*cg);
     if (why.empty()) {
@@ -99,15 +110,8 @@ cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string
     }
   auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
   warn(*cg);
-  std::string text = "fusion decisions for " + title + ":\n";
-  for (const auto& d : cg->schedule.decisions) text += "  " + d.text + "\n";
-  if (cap::log_channels().fusion) cap::log_write(text);
-  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";  // "", "_forward", ...
-  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
-  cap::debug_write(debug_dir, "output_code" + suffix + ".cpp", cg->source);
-  if (cap::log_channels().output_code)
-    cap::log_write("Output code for " + title + " (" + cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : "") +
-                   "):\n" + mini::codegen::without_prelude(cg->source));
+  report(title, debug_dir, cg->schedule, cg->source, "cpp",
+         cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : ""));
   return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
 }
 
@@ -175,7 +179,7 @@ void bind_inductor(py::module_& m) {
     info["from_disk_cache"] = cg->from_disk_cache;
     info["rejected"] = cg->rejected;
     info["library"] = cg->library_path;
-    info["run"] = tensor_function([cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
+    info["run"] = tensor_function(g, [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     return info;
   });
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
@@ -197,7 +201,7 @@ void bind_inductor(py::module_& m) {
     info["from_disk_cache"] = cg->program && cg->program->from_disk_cache;
     info["nvrtc_seconds"] = cg->program ? cg->program->compile_seconds : 0.0;
     info["codegen_seconds"] = cg->codegen_seconds;
-    info["run"] = tensor_function([cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
+    info["run"] = tensor_function(g, [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
   // mode="max-autotune" on a captured graph, directly: run() tunes at its first call; layout()
@@ -206,7 +210,7 @@ void bind_inductor(py::module_& m) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     auto tuner = std::make_shared<mini::runtime::CudaAutotune>(*g, "", cap::compile_config().cache_dir);
     py::dict info;
-    info["run"] = tensor_function([tuner](const std::vector<mini::Tensor>& in) { return tuner->run(in); });
+    info["run"] = tensor_function(g, [tuner](const std::vector<mini::Tensor>& in) { return tuner->run(in); });
     info["layout"] = py::cpp_function([tuner] { return tuner->layout(); });
     info["times_ms"] = py::cpp_function([tuner] { return tuner->times_ms(); });
     info["path"] = tuner->path();
@@ -240,7 +244,7 @@ void bind_inductor(py::module_& m) {
     auto runner = ag::make_training_runner(
         tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
         [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); });
-    info["run"] = tensor_function(runner);
+    info["run"] = tensor_function(g, runner);
     return info;
   }, py::arg("gm"), py::arg("arch") = "");
 

@@ -137,11 +137,10 @@ void CompiledCudaGraph::load() const {
     const Tensor& c = g.nodes[id].constant;
     if (c) device_constants_[id] = c->is_cuda() ? c : to_device(c, Device::cuda(0));
   }
-  int64_t slots = 0, counters = 0;
+  int64_t slots = 0;
   for (int reds : split) {
     partials_at_.push_back(slots);
     slots += reds * codegen::cuda_split_max_grid(cuda::sm_count());
-    counters += reds > 0;
   }
   if (slots) {
     partials_ = TensorImpl::empty({slots}, DType::Int64, Device::cuda(0));  // 8-byte slots
@@ -170,7 +169,7 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
     if (inputs[i] && !inputs[i]->is_cuda())
       fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
            " (move it with .cuda())");
-  check_inputs(g, inputs);
+  if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
   std::call_once(loaded_, [this] { load(); });
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
@@ -258,7 +257,8 @@ int CudaGraphReplay::recordings() const {
 }
 
 std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
-  check_inputs(cg_->schedule.graph, inputs);
+  if (inputs.size() != cg_->schedule.graph.inputs.size())
+    fail("compiled graph expects ", cg_->schedule.graph.inputs.size(), " inputs, got ", inputs.size());
   // the key: each input's dtype, sizes and strides; and where a parameter lives
   std::string key;
   for (const Tensor& t : inputs) {

@@ -120,7 +120,9 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 // Raises, naming the input and both layouts, unless `inputs` match the graph's inputs in number,
 // dtype, rank, sizes (a symbol: any size) and strides (of dims longer than 1, where the
 // graph fixed them): generated kernels index inputs by the strides they were compiled for, so a
-// compiled graph called directly with another layout would read the wrong elements.
+// compiled graph called directly with another layout would read the wrong elements. mini.compile's
+// tensor guards check the same before a cached graph runs, so run() does not: the direct-call
+// bindings (mini.inductor, mini._C._inductor_*) call this first.
 void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs);
 std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs);
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);

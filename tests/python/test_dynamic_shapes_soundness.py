@@ -308,3 +308,19 @@ def test_range_of_a_number_made_dynamic_specializes_under_fullgraph():
         got = mini.compile(chain(steps), backend=cnt, fullgraph=True)(x)
         assert got.tolist() == chain(steps)(x).tolist()
     assert cnt.frame_count == 4  # one graph per trip count: the guard holds each value
+
+
+def test_a_dynamic_dims_own_stride_is_guarded():
+    # With dynamic sizes the stride of a dim depends only on the dims after it, so a transposed
+    # input of the same sizes is another layout: its own graph, not the contiguous one's (the
+    # graph once recorded a dynamic last dim's stride as 1 and checked nothing)
+    def f(x):
+        return (x * 2 + 1).sum(-1)
+    counter = mini.CompileCounter()
+    g = mini.compile(f, backend=counter, dynamic=True)
+    h = mini.compile(f, dynamic=True)  # the inductor backend: generated code on the layouts
+    for x in (mini.randn(6, 5), mini.randn(5, 6).t(), mini.randn(7, 4)):
+        assert mini.allclose(g(x), f(x)) and mini.allclose(h(x), f(x))
+    assert counter.frame_count == 2  # the transposed input's own graph; the contiguous one serves 7x4
+    x = mini.randn(4, 7).t()  # its dim 1 stride is dim 0's size: specialized, so compiled again
+    assert mini.allclose(g(x), f(x)) and mini.allclose(h(x), f(x))

@@ -187,3 +187,24 @@ def test_a_graph_with_a_size_known_only_at_run_time_is_refused_by_name():
         mini._C._inductor_compile(graphs[0])
     mini.reset()
     assert mini.compile(f, dynamic=True)(x).tolist() == f(x).tolist()  # the eager-kernel path
+
+
+def test_a_compiled_graph_called_directly_refuses_another_layout():
+    """Generated code indexes an input by the strides it was compiled for. mini.compile's guards
+    never hand it another layout; a direct call (mini._C._inductor_compile's run) with one is
+    refused, naming both layouts, instead of reading the wrong elements."""
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(x):
+        return x * 2 + 1
+
+    x = mini.randn(8, 6).t()  # strides (1, 6)
+    mini.compile(f, backend=backend, fullgraph=True, dynamic=False)(x)
+    run = mini._C._inductor_compile(graphs[0])["run"]
+    assert mini.allclose(run(x)[0], f(x))
+    with pytest.raises(RuntimeError, match=r"strides \(8, 1\), but the graph was compiled for .* strides \(1, 6\)"):
+        run(x.contiguous())
