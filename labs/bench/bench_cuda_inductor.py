@@ -10,8 +10,9 @@ mini/codegen/cuda_kernel.cpp, compiled by NVRTC, run behind its guards), torch e
 torch.compile (default mode), each timed with CUDA events (median of --repeats calls after
 --warmup), with GB/s of the least a program must move (each input read once, each output
 written once), kernels launched per call (mini: mini.metrics; torch: the profiler's kernel
-count), and mini's cold compile (an empty cache folder: fusion, rendering, NVRTC) and warm
-compile (the same graph again: a checked read of the disk cache). --layouts also times each
+count), and mini's cold compile (an empty cache folder: fusion, rendering, NVRTC; the median
+of three, each into a new folder) and warm compile (a new process compiling the same graph: a
+checked read of the disk cache). --layouts also times each
 numbered kernel layout (MINI_CODEGEN_LAYOUT) per program. Then the issue's ToyModel (Linear
 1024 -> ReLU -> Linear 1024, batch 32, no grad) in eager, default and reduce-overhead mode,
 mini's and torch's.
@@ -31,7 +32,9 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,22 +89,43 @@ def capture(fn, args):
     return graphs[0]
 
 
-def compile_times(gm):
-    """(cold seconds, warm seconds, info): a compile into an empty cache folder, then again."""
+def compile_times(gm, spec):
+    """(cold seconds, NVRTC seconds, warm seconds, info): the median of three compiles, each into
+    an empty cache folder, then a new process compiling the same graph from the last folder."""
     saved = mini.config.cache_dir
-    with tempfile.TemporaryDirectory() as folder:
-        mini.config.cache_dir = folder
-        try:
+    colds, nvrtc, folders = [], [], []
+    try:
+        for _ in range(3):
+            folder = tempfile.mkdtemp(prefix="mini_cold_")
+            folders.append(folder)
+            mini.config.cache_dir = folder
             t0 = time.perf_counter()
             info = mini.inductor.compile_graph_cuda(gm)
-            cold = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            again = mini.inductor.compile_graph_cuda(gm)
-            warm = time.perf_counter() - t0
-            assert again["from_disk_cache"] or not again["kernels"]
-        finally:
-            mini.config.cache_dir = saved
-    return cold, warm, again
+            colds.append(time.perf_counter() - t0)
+            nvrtc.append(info["nvrtc_seconds"])
+        prog, shapes, dtype = spec[:3]
+        probe = subprocess.run([sys.executable, __file__, "--warm-probe", json.dumps([prog, shapes, dtype, folder])],
+                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    finally:
+        mini.config.cache_dir = saved
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    if probe.returncode:
+        raise RuntimeError(f"the warm-compile process failed: {probe.stderr.strip()[-400:]}")
+    warm = json.loads(probe.stdout.strip().splitlines()[-1])
+    return statistics.median(colds), statistics.median(nvrtc), warm["seconds"] if warm["from_disk_cache"] else None, info
+
+
+def warm_probe(spec):
+    """In a new process: the program's graph compiled from `folder`'s disk cache; prints JSON."""
+    prog, shapes, dtype, folder = json.loads(spec)
+    mdtype = getattr(mini, dtype)
+    gm, _ = capture(getattr(programs, prog), [mini.randn(*s, dtype=mdtype) for s in shapes])
+    mini.config.cache_dir = folder
+    t0 = time.perf_counter()
+    info = mini.inductor.compile_graph_cuda(gm)
+    print(json.dumps({"seconds": time.perf_counter() - t0, "from_disk_cache": bool(info["from_disk_cache"])}))
+    return 0
 
 
 def torch_kernels(torch, run):
@@ -133,8 +157,10 @@ def measure(name, spec, torch, args):
     row = {"name": name, "kind": kind, "bytes": nbytes}
     gm, inputs = capture(fn, cpu_args)
     try:
-        cold, warm, info = compile_times(gm)
-        row.update(cold_s=cold, warm_s=warm, kernels=info["kernels"], cubin_bytes=info["cubin_bytes"])
+        cold, nvrtc, warm, info = compile_times(gm, spec)
+        row.update(cold_s=cold, nvrtc_s=nvrtc, kernels=info["kernels"], cubin_bytes=info["cubin_bytes"])
+        if warm is not None:
+            row["warm_s"] = warm
     except RuntimeError as e:
         row["compile_error"] = str(e).split("\n")[0]
         info = None
@@ -287,7 +313,7 @@ def fmt(v, unit=""):
 
 def table(rows, ceiling):
     head = ["program", "mini eager ms", "mini compiled ms", "torch eager ms", "torch.compile ms",
-            "compiled GB/s", "% copy", "kernels (mini e/c, torch e/c)", "cold s", "warm ms"]
+            "compiled GB/s", "% copy", "kernels (mini e/c, torch e/c)", "cold s (NVRTC)", "warm ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         gbps = r["bytes"] / r["mini_compiled_ms"] / 1e6 if "mini_compiled_ms" in r else None
@@ -296,7 +322,8 @@ def table(rows, ceiling):
         cells = [r["name"], fmt(r.get("mini_eager_ms")),
                  fmt(r.get("mini_compiled_ms")) if "compile_error" not in r else "n/a: " + r["compile_error"],
                  fmt(r.get("torch_eager_ms")), fmt(r.get("torch_compile_ms")), fmt(gbps),
-                 f"{gbps / ceiling:.0%}" if gbps and ceiling else "-", kernels, fmt(r.get("cold_s")),
+                 f"{gbps / ceiling:.0%}" if gbps and ceiling else "-", kernels,
+                 f"{fmt(r.get('cold_s'))} ({fmt(r.get('nvrtc_s'))})",
                  fmt(r["warm_s"] * 1e3) if "warm_s" in r else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -313,7 +340,10 @@ def main(argv=None):
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--layouts", action="store_true",
                         help="also time each numbered kernel layout (MINI_CODEGEN_LAYOUT=1..N) per program")
+    parser.add_argument("--warm-probe", help=argparse.SUPPRESS)  # compile_times' new process
     args = parser.parse_args(argv)
+    if args.warm_probe:
+        return warm_probe(args.warm_probe)
     if mini.inductor.nvrtc_version() is None:
         print("bench_cuda_inductor: skipped: " + mini._C._nvrtc_unavailable_reason())
         return 0

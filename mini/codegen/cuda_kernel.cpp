@@ -111,7 +111,11 @@ class CudaKernelWriter {
     for (int id : k_.nodes)
       if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
     int threads = cuda_block(k_, layout_);
-    o << "extern \"C\" __global__ void __launch_bounds__(" << threads << ") " << k_.name << "(";
+    o << "extern \"C\" __global__ void __launch_bounds__(" << threads;
+    // lean persistent rows: at most 64 registers a thread, so that two blocks of rows share an
+    // SM (while one block waits at its block reduction, the other's loads are in flight)
+    if (!k_.reduced.empty() && layout_.lean_rows && persistent_rows() && threads < 2048) o << ", " << std::max(1, 1024 / threads);
+    o << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
     for (auto& [id, i] : L_.store_index())
@@ -340,40 +344,55 @@ class CudaKernelWriter {
     std::map<std::string, DType> types;       // ... and its element type
   };
 
+  // Whether rows of this kernel can be persistent (static, within the layout's registers).
+  bool persistent_rows() {
+    const int64_t R = L_.static_extent(L_.red_dims());
+    return R > 0 && layout_.row_registers && R <= int64_t(cuda_reduction_threads(R, layout_)) * layout_.row_registers;
+  }
+
   PersistentRow plan_persistent_row(const RowPlan& plan) {
     PersistentRow row;
     const int64_t R = L_.static_extent(L_.red_dims());
     row.threads = cuda_reduction_threads(R, layout_);
     const int T = row.threads;
-    if (!(R > 0 && layout_.row_registers && R <= int64_t(T) * layout_.row_registers)) return row;
+    if (!persistent_rows()) return row;
     row.per_thread = (int)((R + T - 1) / T);
     std::map<std::string, std::vector<IndexTerm>> terms;
-    bool contiguous = layout_.vector_rows && L_.red_dims().size() == 1;
-    size_t widest = 1;
+    std::map<std::string, std::set<int>> passes;  // a load along the row -> the passes that read it
+    std::vector<std::string> order;                // ... in the order first read
     std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
+    int pass = 0;
     cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
       bool along_row = false;
       for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
-      if (!along_row || row.kept.count(spelled)) return std::string();
-      row.kept[spelled] = "k" + std::to_string(row.kept.size());
-      row.types[spelled] = e.dtype;
+      if (!along_row) return std::string();
+      if (!passes.count(spelled)) order.push_back(spelled);
+      passes[spelled].insert(pass);
       terms[spelled] = e.index.terms;
-      widest = std::max(widest, (size_t)itemsize(e.dtype));
-      for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
-        if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous = false;
+      row.types[spelled] = e.dtype;
       return std::string();
     };
-    for (int p = 0; p <= L_.phases(); p++) {  // a dry run: which loads run along the row
+    for (pass = 0; pass <= L_.phases(); pass++) {  // a dry run: which loads run along the row
       std::vector<int> reds, stores;
-      L_.phase_targets(p, &reds, &stores);
+      L_.phase_targets(pass, &reds, &stores);
       for (int id : k_.nodes)
-        if (plan.compute[p].count(id)) define("", 't', id, false);
+        if (plan.compute[pass].count(id)) define("", 't', id, false);
       for (int id : reds) cs_.expr(L_.reduction_input(id));
     }
     cs_.load_hook = nullptr;
+    // lean rows keep in registers only what two passes read; the others read memory in their pass
+    for (const std::string& spelled : order)
+      if (!layout_.lean_rows || passes[spelled].size() > 1) row.kept[spelled] = "k" + std::to_string(row.kept.size());
+    bool contiguous = layout_.vector_rows && L_.red_dims().size() == 1;
+    size_t widest = 1;
+    for (auto& [spelled, name] : row.kept) {
+      widest = std::max(widest, (size_t)itemsize(row.types.at(spelled)));
+      for (const IndexTerm& t : terms.at(spelled))  // unit stride along the row, static elsewhere
+        if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous = false;
+    }
     const int RV = contiguous && !row.kept.empty() ? (int)(16 / widest) : 1;
-    for (auto& [spelled, ts] : terms)  // the other strides keep every run's start a multiple of RV
-      for (const IndexTerm& t : ts)
+    for (auto& [spelled, name] : row.kept)  // the other strides keep every run's start a multiple of RV
+      for (const IndexTerm& t : terms.at(spelled))
         if (!red.count(t.dim) && t.stride % RV) contiguous = false;
     row.vector = RV > 1 && contiguous && R % RV == 0 ? RV : 1;
     row.per_thread = (row.per_thread + row.vector - 1) / row.vector * row.vector;
@@ -383,13 +402,15 @@ class CudaKernelWriter {
   // The register arrays of a persistent row, filled: in vectors where every kept load's start is
   // aligned (checked at run time), else element by element.
   template <class Begin, class End>
-  void write_row_reads(std::ostringstream& o, const PersistentRow& row, Begin pass_begin, End pass_end) {
+  void write_row_reads(std::ostringstream& o, const PersistentRow& row, const std::string& I, Begin pass_begin,
+                       End pass_end) {
+    const std::string LL = I == "int" ? "" : "LL";
     const int T = row.threads, U = row.per_thread, V = row.vector;
     for (auto& [spelled, name] : row.kept)
       o << "    " << cuda_type(row.types.at(spelled)) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
     auto scalar_reads = [&](const std::string& pad) {
       pass_begin(pad);
-      o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ");
+      o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ", I);
       for (auto& [spelled, name] : row.kept) o << pad << "  " << name << "[u] = " << spelled << ";\n";
       pass_end(pad);
     };
@@ -403,9 +424,9 @@ class CudaKernelWriter {
         << "[0])";
     o << ") {  // the row in " << V << "-element vectors\n";
     o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
-    o << "        const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
+    o << "        const " << I << " j = (threadIdx.x + v * " << T << LL << ") * " << V << ";\n";
     o << "        if (j >= rnumel) continue;\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "        ");
+    o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
     for (auto& [spelled, name] : row.kept) {
       std::string T0 = cuda_type(row.types.at(spelled));
       o << "        const mini::Vec<" << T0 << ", " << V << "> " << name << "v = *reinterpret_cast<const mini::Vec<" << T0 << ", "
@@ -422,16 +443,23 @@ class CudaKernelWriter {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
       << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
     o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-    o << "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n";
-    o << unflatten(k_.space, "r", L_.kept_dims(), "    ");
-    RowPlan plan = L_.plan_rows(0);  // no scratch: every phase computes what it reads
+    // lean persistent rows: 32-bit indices where every offset fits, and a transcendental value a
+    // later pass needs again kept in a register array of the row (one array's worth at most)
+    const bool lean = layout_.lean_rows && persistent_rows();
+    const std::string I = lean && fits_int32() ? "int" : "int64_t", LL = I == "int" ? "" : "LL";
+    o << "  for (" << I << " r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
+    RowPlan plan = L_.plan_rows(lean ? L_.static_extent(L_.red_dims()) * 4 : 0);
     const PersistentRow row = plan_persistent_row(plan);
     const int T = row.threads, U = row.per_thread, V = row.vector;
+    for (int id : plan.scratch)
+      o << "    " << cuda_type(g_.nodes[id].meta.dtype) << " s" << id << "[" << U << "];  // " << g_.nodes[id].name
+        << ", computed once for the passes after\n";
     auto pass_begin = [&](const std::string& pad) {
       if (U) {
         o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
-        if (V > 1) o << pad << "  const int64_t j = (threadIdx.x + u / " << V << " * " << T << "LL) * " << V << " + u % " << V << ";\n";
-        else o << pad << "  const int64_t j = threadIdx.x + u * " << T << "LL;\n";
+        if (V > 1) o << pad << "  const " << I << " j = (threadIdx.x + u / " << V << " * " << T << LL << ") * " << V << " + u % " << V << ";\n";
+        else o << pad << "  const " << I << " j = threadIdx.x + u * " << T << LL << ";\n";
         o << pad << "  if (j >= rnumel) continue;\n";
       } else {
         o << pad << "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
@@ -439,7 +467,7 @@ class CudaKernelWriter {
     };
     auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
     if (U) {
-      write_row_reads(o, row, pass_begin, pass_end);
+      write_row_reads(o, row, I, pass_begin, pass_end);
       cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // each pass reads the registers
         auto it = row.kept.find(spelled);
         return it == row.kept.end() ? std::string() : it->second + "[u]";
@@ -463,9 +491,13 @@ class CudaKernelWriter {
         if (V > 1 && L_.red_dims().back() == rank_ - 1)
           for (int id : stores) o << "    " << cuda_type(g_.nodes[id].meta.dtype) << " w" << id << "[" << U << "];\n";
         pass_begin("    ");
-        o << unflatten(k_.space, "j", L_.red_dims(), "      ");
-        for (int id : k_.nodes)
-          if (plan.compute[p].count(id)) o << define("      ", 't', id, false);
+        o << unflatten(k_.space, "j", L_.red_dims(), "      ", U ? I : "int64_t");
+        for (int id : plan.read[p]) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[u];\n";
+        for (int id : k_.nodes) {
+          if (!plan.compute[p].count(id)) continue;
+          o << define("      ", 't', id, false);
+          if (plan.scratch.count(id)) o << "      s" << id << "[u] = t" << id << ";\n";
+        }
         for (int id : reds) {
           const Node& n = g_.nodes[id];
           std::string A = acc_type(n);
@@ -483,9 +515,9 @@ class CudaKernelWriter {
         pass_end("    ");
         if (vector_stores && !stores.empty()) {
           o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
-          o << "      const int64_t j = (threadIdx.x + v * " << T << "LL) * " << V << ";\n";
+          o << "      const " << I << " j = (threadIdx.x + v * " << T << LL << ") * " << V << ";\n";
           o << "      if (j >= rnumel) continue;\n";
-          o << unflatten(k_.space, "j", L_.red_dims(), "      ");
+          o << unflatten(k_.space, "j", L_.red_dims(), "      ", I);
           for (int id : stores) {
             std::string T0 = cuda_type(g_.nodes[id].meta.dtype), vec = "mini::Vec<" + T0 + ", " + std::to_string(V) + ">";
             o << "      " << vec << " w" << id << "v;\n";
@@ -559,8 +591,9 @@ CudaLayout cuda_layout(int number) {
   CudaLayout l;
   l.number = number;
   l.vector_pointwise = number >= 2;
-  l.row_registers = number == 1 ? 0 : number == 2 ? 8 : number == 3 ? 16 : 32;
+  l.row_registers = number == 1 ? 0 : number == 2 ? 8 : number == 4 ? 32 : 16;
   l.vector_rows = number >= 3;
+  l.lean_rows = number == 5;
   return l;
 }
 

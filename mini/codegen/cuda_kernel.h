@@ -30,13 +30,18 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   3  as 2, 16 elements a thread, the row read and written in 16-byte vectors where contiguous
 //      and aligned
 //   4  as 3, 32 elements a thread
+//   5  as 3, lean rows: a load the row's passes read once is read in that pass (not held in
+//      registers across the block reductions), a transcendental value a later pass needs again
+//      kept in registers (softmax's exp is computed once), 32-bit index arithmetic where every
+//      offset fits
 struct CudaLayout {
   int number = 3;
   bool vector_pointwise = true;
   int row_registers = 16;  // 0: no persistent rows (every pass reads the row)
   bool vector_rows = true;
+  bool lean_rows = false;
 };
-constexpr int kCudaLayouts = 4, kCudaDefaultLayout = 3;
+constexpr int kCudaLayouts = 5, kCudaDefaultLayout = 3;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();

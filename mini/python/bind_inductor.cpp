@@ -257,6 +257,7 @@ void bind_inductor(py::module_& m) {
   m.def("_nvrtc_unavailable_reason", &mini::runtime::nvrtc::unavailable_reason);
   m.def("_default_cuda_arch", &mini::runtime::default_cuda_arch);
   m.def("_cuda_layouts", []() { return mini::codegen::kCudaLayouts; });
+  m.def("_cuda_default_layout", []() { return mini::codegen::kCudaDefaultLayout; });
   m.def("_compile_cuda", [](const std::string& source, const std::string& arch) {
     std::shared_ptr<mini::runtime::CudaProgram> p;
     {

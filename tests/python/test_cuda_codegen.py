@@ -203,7 +203,7 @@ def test_fuzzer_graphs_run_on_the_gpu_as_eager(index):
 
 # ---- the numbered kernel layouts (MINI_CODEGEN_LAYOUT, codegen/cuda_kernel.h) ----------------
 
-LAYOUTS = range(1, 5)
+LAYOUTS = range(1, inductor.cuda_layouts() + 1)
 # short rows, rows that do not divide into vectors, a row longer than a persistent block keeps,
 # a reduction over the outer dim, strided and broadcast loads
 LAYOUT_CASES = {
@@ -217,6 +217,9 @@ LAYOUT_CASES = {
     "full": (lambda x: ((x * 2).sum(), x.abs().amax(), x.mean(), (x > 0).sum(), x.long().sum()),
              lambda: (mini.randn(1024, 1030),)),
     "full_small": (lambda x: (x.sum(), x.amin()), lambda: (mini.randn(5, 3),)),
+    # an exp three passes read (lean rows, layout 5: computed in the first, kept for two more)
+    "three_passes": (lambda x: (x.exp() / x.exp().sum(-1, keepdim=True)) - (x.exp() * 2).amax(-1, keepdim=True),
+                     lambda: (mini.randn(24, 700),)),
 }
 
 
@@ -231,7 +234,7 @@ def test_every_layout_compiles_with_nvrtc(layout):
     for name, (fn, make) in LAYOUT_CASES.items():
         info = inductor.compile_graph_cuda(graph_of(fn, *make()), arch="sm_90")
         assert info["cubin_bytes"] > 0, name
-        assert ("Kernel layout %d" % layout in info["source"]) == (layout != 3), name
+        assert ("Kernel layout %d" % layout in info["source"]) == (layout != inductor.default_cuda_layout()), name
 
 
 @pytest.mark.cuda
@@ -256,8 +259,31 @@ def test_every_layout_runs_as_eager(layout):
 
 def test_an_unknown_layout_is_refused_by_name(monkeypatch):
     monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "9")
-    with pytest.raises(RuntimeError, match="layouts are 1 .naive. to 4"):
+    with pytest.raises(RuntimeError, match="layouts are 1 .naive. to %d" % inductor.cuda_layouts()):
         inductor.compile_graph_cuda(graph_of(transform, mini.randn(8, 8), mini.randn(8)), arch="sm_90")
+
+
+def kernel_of(source):
+    return source[source.index('extern "C"'):]
+
+
+def test_lean_rows_compute_exp_once_and_hold_only_what_two_passes_read(monkeypatch):
+    # layout 5 against layout 3 on the same graphs: softmax's exp is computed in one pass and
+    # kept in registers (layout 3 computes it in two); layer norm's weight and bias, read by the
+    # last pass only, are not held in registers across the block reductions; 32-bit indices
+    sources = {}
+    for number in (3, 5):
+        monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(number))
+        soft = inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1024)), arch="sm_90")["source"]
+        norm = inductor.compile_graph_cuda(
+            graph_of(layernorm_decomp, mini.randn(64, 1024), mini.randn(1024), mini.randn(1024)), arch="sm_90")["source"]
+        sources[number] = (kernel_of(soft), kernel_of(norm))
+    (soft3, norm3), (soft5, norm5) = sources[3], sources[5]
+    assert soft3.count("::exp(") == 2 and soft5.count("::exp(") == 1
+    assert re.search(r"float s\d+\[\d+\];", soft5) and not re.search(r"float s\d+\[", soft3)
+    assert len(re.findall(r"float k\d+\[", norm3)) == 3 and len(re.findall(r"float k\d+\[", norm5)) == 1
+    assert "const int j" in soft5 and "const int64_t j" in soft3
+    assert "__launch_bounds__(64, 16)" in soft5 and "__launch_bounds__(64)" in norm3  # 64 registers at most
 
 
 @requires_no_cuda

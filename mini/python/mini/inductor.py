@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from . import _C
 
 __all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "autotune_graph_cuda", "nvrtc_version",
-           "default_cuda_arch", "cuda_layouts"]
+           "default_cuda_arch", "cuda_layouts",
+           "default_cuda_layout"]
 
 
 def nvrtc_version():
@@ -82,3 +83,8 @@ def cuda_layouts():
     """How many numbered CUDA kernel layouts there are (MINI_CODEGEN_LAYOUT=1..N;
     mini/codegen/cuda_kernel.h describes each)."""
     return _C._cuda_layouts()
+
+
+def default_cuda_layout():
+    """The layout rendered when MINI_CODEGEN_LAYOUT is unset (the fastest measured on the H200)."""
+    return _C._cuda_default_layout()
