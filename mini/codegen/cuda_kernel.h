@@ -41,7 +41,7 @@ struct CudaLayout {
   bool vector_rows = true;
   bool lean_rows = false;
 };
-constexpr int kCudaLayouts = 5, kCudaDefaultLayout = 3;
+constexpr int kCudaLayouts = 5, kCudaDefaultLayout = 5;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();

@@ -3,54 +3,44 @@
 
 // cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 sub_1 add rsqrt mul mul_1 add_1
 //   File: <repo>/labs/programs.py:33 in layernorm_decomp, code: mu = x.mean(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(32) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(32, 32) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
   const int64_t rows = 64LL, rnumel = 512LL;
   __shared__ double smem[32];  // block reductions: one value per warp
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t rest_r = r;
-    const int64_t x0 = rest_r;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    int rest_r = r;
+    const int x0 = rest_r;
     float k0[16];  // in0[x0 * 512 + x1 * 1] along the row
-    float k1[16];  // in1[x1 * 1] along the row
-    float k2[16];  // in2[x1 * 1] along the row
-    if (true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(&in1[0]) && mini::aligned<float, 4>(&in2[0])) {  // the row in 4-element vectors
+    if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
       #pragma unroll
       for (int v = 0; v < 4; v++) {
-        const int64_t j = (threadIdx.x + v * 32LL) * 4;
+        const int j = (threadIdx.x + v * 32) * 4;
         if (j >= rnumel) continue;
-        int64_t rest_j = j;
-        const int64_t x1 = rest_j;
+        int rest_j = j;
+        const int x1 = rest_j;
         const mini::Vec<float, 4> k0v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
         #pragma unroll
         for (int l = 0; l < 4; l++) k0[v * 4 + l] = k0v.v[l];
-        const mini::Vec<float, 4> k1v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in1[x1 * 1]);
-        #pragma unroll
-        for (int l = 0; l < 4; l++) k1[v * 4 + l] = k1v.v[l];
-        const mini::Vec<float, 4> k2v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in2[x1 * 1]);
-        #pragma unroll
-        for (int l = 0; l < 4; l++) k2[v * 4 + l] = k2v.v[l];
       }
     } else {
       #pragma unroll
       for (int u = 0; u < 16; u++) {
-        const int64_t j = (threadIdx.x + u / 4 * 32LL) * 4 + u % 4;
+        const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
         if (j >= rnumel) continue;
-        int64_t rest_j = j;
-        const int64_t x1 = rest_j;
+        int rest_j = j;
+        const int x1 = rest_j;
         k0[u] = in0[x0 * 512 + x1 * 1];
-        k1[u] = in1[x1 * 1];
-        k2[u] = in2[x1 * 1];
       }
     }
     float acc1 = float(0);
     #pragma unroll
     for (int u = 0; u < 16; u++) {
-      const int64_t j = (threadIdx.x + u / 4 * 32LL) * 4 + u % 4;
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
-      int64_t rest_j = j;
-      const int64_t x1 = rest_j;
+      int rest_j = j;
+      const int x1 = rest_j;
       acc1 = mini::sum_of<float>(acc1, float(k0[u]));
     }
     acc1 = mini::block_reduce<float, mini::sum_of<float>>(acc1, reinterpret_cast<float*>(smem));
@@ -58,10 +48,10 @@ extern "C" __global__ void __launch_bounds__(32) cuda_per_fused_add_mean_mul_pow
     float acc5 = float(0);
     #pragma unroll
     for (int u = 0; u < 16; u++) {
-      const int64_t j = (threadIdx.x + u / 4 * 32LL) * 4 + u % 4;
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
-      int64_t rest_j = j;
-      const int64_t x1 = rest_j;
+      int rest_j = j;
+      const int x1 = rest_j;
       const float t2 = (float(k0[u]) - float(r1));
       const float t4 = (float(t2) * float(t2));
       acc5 = mini::sum_of<float>(acc5, float(t4));
@@ -73,22 +63,22 @@ extern "C" __global__ void __launch_bounds__(32) cuda_per_fused_add_mean_mul_pow
     float w14[16];
     #pragma unroll
     for (int u = 0; u < 16; u++) {
-      const int64_t j = (threadIdx.x + u / 4 * 32LL) * 4 + u % 4;
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
-      int64_t rest_j = j;
-      const int64_t x1 = rest_j;
+      int rest_j = j;
+      const int x1 = rest_j;
       const float t6 = (float(k0[u]) - float(r1));
       const float t10 = (float(t6) * float(r9));
-      const float t12 = (float(t10) * float(k1[u]));
-      const float t14 = (float(t12) + float(k2[u]));
+      const float t12 = (float(t10) * float(in1[x1 * 1]));
+      const float t14 = (float(t12) + float(in2[x1 * 1]));
       w14[u] = t14;
     }
     #pragma unroll
     for (int v = 0; v < 4; v++) {
-      const int64_t j = (threadIdx.x + v * 32LL) * 4;
+      const int j = (threadIdx.x + v * 32) * 4;
       if (j >= rnumel) continue;
-      int64_t rest_j = j;
-      const int64_t x1 = rest_j;
+      int rest_j = j;
+      const int x1 = rest_j;
       mini::Vec<float, 4> w14v;
       #pragma unroll
       for (int l = 0; l < 4; l++) w14v.v[l] = w14[v * 4 + l];

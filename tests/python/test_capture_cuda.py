@@ -264,7 +264,7 @@ def test_max_autotune_times_every_layout_keeps_the_fastest_and_remembers_it(tmp_
         (got,) = tuned["run"](x)
         assert close(got, softmax_decomp(x))
         times = tuned["times_ms"]()
-        assert len(times) == 4 and all(t > 0 for t in times)
+        assert len(times) == mini.inductor.cuda_layouts() and all(t > 0 for t in times)
         assert tuned["layout"]() == 1 + times.index(min(times))
         again = mini.inductor.autotune_graph_cuda(graphs[0])  # a later process: the choice read back
         assert again["layout"]() == tuned["layout"]() and again["times_ms"]() == []
