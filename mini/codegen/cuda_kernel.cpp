@@ -112,9 +112,11 @@ class CudaKernelWriter {
       if (!g_.nodes[id].code.empty()) { o << "//   " << g_.nodes[id].code << "\n"; break; }
     int threads = cuda_block(k_, layout_);
     o << "extern \"C\" __global__ void __launch_bounds__(" << threads;
-    // lean persistent rows: at most 64 registers a thread, so that two blocks of rows share an
-    // SM (while one block waits at its block reduction, the other's loads are in flight)
-    if (!k_.reduced.empty() && layout_.lean_rows && persistent_rows() && threads < 2048) o << ", " << std::max(1, 1024 / threads);
+    // lean persistent rows: at most row_max_registers a thread (65536 an SM), so that several
+    // blocks of rows share an SM (while one waits at its block reduction, others' loads are in
+    // flight)
+    if (!k_.reduced.empty() && layout_.lean_rows && persistent_rows())
+      o << ", " << std::max(1, std::min({65536 / layout_.row_max_registers / threads, 2048 / threads, 32}));
     o << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
@@ -591,9 +593,10 @@ CudaLayout cuda_layout(int number) {
   CudaLayout l;
   l.number = number;
   l.vector_pointwise = number >= 2;
-  l.row_registers = number == 1 ? 0 : number == 2 ? 8 : number == 4 ? 32 : 16;
+  l.row_registers = number == 1 ? 0 : number == 2 || number == 6 ? 8 : number == 4 ? 32 : 16;
   l.vector_rows = number >= 3;
-  l.lean_rows = number == 5;
+  l.lean_rows = number >= 5;
+  l.row_max_registers = number == 6 ? 32 : 64;
   return l;
 }
 

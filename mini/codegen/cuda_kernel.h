@@ -33,15 +33,19 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   5  as 3, lean rows: a load the row's passes read once is read in that pass (not held in
 //      registers across the block reductions), a transcendental value a later pass needs again
 //      kept in registers (softmax's exp is computed once), 32-bit index arithmetic where every
-//      offset fits
+//      offset fits; at most 64 registers a thread (two 512-thread blocks of rows an SM)
+//   6  as 5, 8 elements a thread and at most 32 registers (a full SM of threads: while some
+//      rows wait at a block reduction, others' loads are in flight), Inductor's occupancy
 struct CudaLayout {
   int number = 3;
   bool vector_pointwise = true;
   int row_registers = 16;  // 0: no persistent rows (every pass reads the row)
   bool vector_rows = true;
   bool lean_rows = false;
+  int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
+                               // threads, 32 blocks and 65536 registers an SM)
 };
-constexpr int kCudaLayouts = 5, kCudaDefaultLayout = 5;
+constexpr int kCudaLayouts = 6, kCudaDefaultLayout = 6;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();

@@ -268,22 +268,24 @@ def kernel_of(source):
 
 
 def test_lean_rows_compute_exp_once_and_hold_only_what_two_passes_read(monkeypatch):
-    # layout 5 against layout 3 on the same graphs: softmax's exp is computed in one pass and
+    # layouts 5 and 6 against layout 3 on the same graphs: softmax's exp is computed in one pass and
     # kept in registers (layout 3 computes it in two); layer norm's weight and bias, read by the
     # last pass only, are not held in registers across the block reductions; 32-bit indices
     sources = {}
-    for number in (3, 5):
+    for number in (3, 5, 6):
         monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(number))
         soft = inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1024)), arch="sm_90")["source"]
         norm = inductor.compile_graph_cuda(
             graph_of(layernorm_decomp, mini.randn(64, 1024), mini.randn(1024), mini.randn(1024)), arch="sm_90")["source"]
         sources[number] = (kernel_of(soft), kernel_of(norm))
-    (soft3, norm3), (soft5, norm5) = sources[3], sources[5]
+    (soft3, norm3), (soft5, norm5), (soft6, _) = sources[3], sources[5], sources[6]
     assert soft3.count("::exp(") == 2 and soft5.count("::exp(") == 1
     assert re.search(r"float s\d+\[\d+\];", soft5) and not re.search(r"float s\d+\[", soft3)
     assert len(re.findall(r"float k\d+\[", norm3)) == 3 and len(re.findall(r"float k\d+\[", norm5)) == 1
     assert "const int j" in soft5 and "const int64_t j" in soft3
-    assert "__launch_bounds__(64, 16)" in soft5 and "__launch_bounds__(64)" in norm3  # 64 registers at most
+    # 1024 elements: 64 threads of 16 (64 registers at most), or 128 of 8 (layout 6: 32)
+    assert "__launch_bounds__(64, 16)" in soft5 and "__launch_bounds__(64)" in norm3
+    assert "__launch_bounds__(128, 16)" in soft6 and soft6.count("::exp(") == 1
 
 
 @requires_no_cuda
