@@ -115,7 +115,7 @@ class CudaKernelWriter {
     // lean persistent rows: at most row_max_registers a thread (65536 an SM), so that several
     // blocks of rows share an SM (while one waits at its block reduction, others' loads are in
     // flight)
-    if (!k_.reduced.empty() && layout_.lean_rows && persistent_rows())
+    if (!k_.reduced.empty() && layout_.lean_rows && (persistent_rows() || layout_.vector_loop_rows))
       o << ", " << std::max(1, std::min({65536 / layout_.row_max_registers / threads, 2048 / threads, 32}));
     o << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
@@ -131,7 +131,7 @@ class CudaKernelWriter {
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
     else if (cuda_split_reductions(s_, k_, layout_)) write_split_reduction(o);
-    else write_reduction(o);
+    else if (!write_vector_loop_reduction(o)) write_reduction(o);
     o << "}\n";
     return o.str();
   }
@@ -441,6 +441,158 @@ class CudaKernelWriter {
     o << "    }\n";
   }
 
+  // Looped rows in vectors (layout 7: the shape of Inductor's looped `triton_red_` kernels).
+  // Each pass strides the block's threads over the row V elements at a time: one Vec load per
+  // load along the row, the lanes unrolled, one Vec store per stored value; every pass reads
+  // the row from memory again (L2 holds a block's row between its passes), and registers stay
+  // few, so that a full SM of threads keeps loads in flight. Where a pointer is not aligned to
+  // its Vec, the pass runs element by element. Returns false (the kernel is not of this shape:
+  // the row not the innermost dim, not static, not whole vectors, a load not contiguous along
+  // it) and writes nothing.
+  bool write_vector_loop_reduction(std::ostringstream& o) {
+    if (!layout_.vector_loop_rows || L_.red_dims().size() != 1 || L_.red_dims()[0] != rank_ - 1) return false;
+    const int64_t R = L_.static_extent(L_.red_dims()), red = L_.red_dims()[0];
+    if (R <= 0) return false;
+    RowPlan plan = L_.plan_rows(0);
+    std::vector<std::set<std::string>> reads(L_.phases() + 1);  // per pass: loads along the row
+    std::map<std::string, std::string> names;
+    std::map<std::string, DType> types;
+    size_t widest = 1;
+    bool contiguous = true;
+    std::vector<int64_t> other_strides;  // of the loads along the row, over the other dims
+    int pass = 0;
+    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+      bool along_row = false;
+      for (const IndexTerm& t : e.index.terms) along_row = along_row || t.dim == red;
+      if (!along_row) return std::string();
+      for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
+        if (t.axis >= 0 || (t.dim == red && t.stride != 1)) contiguous = false;
+      for (const IndexTerm& t : e.index.terms)
+        if (t.dim != red) other_strides.push_back(t.stride);
+      reads[pass].insert(spelled);
+      if (!names.count(spelled)) names[spelled] = "k" + std::to_string(names.size());
+      types[spelled] = e.dtype;
+      widest = std::max(widest, (size_t)itemsize(e.dtype));
+      return std::string();
+    };
+    for (pass = 0; pass <= L_.phases(); pass++) {  // a dry run: what each pass reads along the row
+      std::vector<int> reds, stores;
+      L_.phase_targets(pass, &reds, &stores);
+      for (int id : k_.nodes)
+        if (plan.compute[pass].count(id)) define("", 't', id, false);
+      for (int id : reds) cs_.expr(L_.reduction_input(id));
+    }
+    cs_.load_hook = nullptr;
+    for (int id : k_.stores)
+      if (L_.is_full(id)) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
+    const int V = (int)(16 / widest);
+    for (int64_t stride : other_strides)  // each row's start a multiple of V
+      if (stride % V) contiguous = false;
+    if (!contiguous || V < 2 || R % V) return false;
+
+    const std::string I = fits_int32() ? "int" : "int64_t";
+    o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
+    o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+    o << "  const bool vec = true";  // every pointer along the row aligned to its Vec
+    for (auto& [spelled, name] : names)
+      o << " && mini::aligned<" << cuda_type(types.at(spelled)) << ", " << V << ">(&" << spelled.substr(0, spelled.find('['))
+        << "[0])";
+    for (int id : k_.stores)
+      if (L_.is_full(id)) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">(" << out(id) << ")";
+    o << ";\n";
+    o << "  for (" << I << " r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
+    std::set<int> done;
+    auto ready_row_values = [&](const std::string& pad) {  // row values whose reductions are done
+      for (int id : k_.nodes) {
+        if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+        bool ready = true;
+        for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
+        if (!ready) continue;
+        o << define(pad, 'r', id, false);
+        done.insert(id);
+      }
+    };
+    ready_row_values("    ");
+    for (int p = 0; p <= L_.phases(); p++) {
+      std::vector<int> reds, stores;
+      L_.phase_targets(p, &reds, &stores);
+      if (reds.empty() && stores.empty()) continue;
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n);
+        o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
+      }
+      auto body = [&](const std::string& pad, bool vector) {  // one element's values, folded, stored
+        for (int id : k_.nodes)
+          if (plan.compute[p].count(id)) o << define(pad, 't', id, false);
+        for (int id : reds) {
+          const Node& n = g_.nodes[id];
+          std::string A = acc_type(n);
+          o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+            << cs_.expr(L_.reduction_input(id)) << "));\n";
+        }
+        for (int id : stores)
+          if (vector) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
+          else o << pad << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+      };
+      o << "    if (vec) {\n";
+      o << "      for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
+      o << "        const " << I << " j0 = jv * " << V << ";\n";
+      for (const std::string& spelled : reads[p]) {
+        std::string vec = "mini::Vec<" + cuda_type(types.at(spelled)) + ", " + std::to_string(V) + ">";
+        o << "        " << vec << " " << names.at(spelled) << ";\n";
+        o << "        {\n" << unflatten(k_.space, "j0", L_.red_dims(), "          ", I);
+        o << "          " << names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
+        o << "        }\n";
+      }
+      for (int id : stores)
+        o << "        mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
+      o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
+      o << "          const " << I << " j = j0 + l;\n";
+      o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
+      cs_.load_hook = [&](const Expr&, const std::string& spelled) {
+        return reads[p].count(spelled) ? names.at(spelled) + ".v[l]" : std::string();
+      };
+      body("          ", true);
+      cs_.load_hook = nullptr;
+      o << "        }\n";
+      if (!stores.empty()) {
+        o << "        {\n" << unflatten(k_.space, "j0", L_.red_dims(), "          ", I);
+        for (int id : stores)
+          o << "          *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">*>(&" << out(id)
+            << "[" << linear_full() << "]) = w" << id << ";\n";
+        o << "        }\n";
+      }
+      o << "      }\n    } else {\n";
+      o << "      for (" << I << " j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+      o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
+      body("        ", false);
+      o << "      }\n    }\n";
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n), N = std::to_string(id);
+        o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
+          << ", reinterpret_cast<" << A << "*>(smem));\n";
+        std::string fin = "acc" + N;
+        if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+        o << "    const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+        done.insert(id);
+      }
+      ready_row_values("    ");
+    }
+    bool row_stores = false;
+    for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
+    if (row_stores) {
+      o << "    if (threadIdx.x == 0) {\n";
+      for (int id : k_.stores)
+        if (!L_.is_full(id)) o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+      o << "    }\n";
+    }
+    o << "  }\n";
+    return true;
+  }
+
   void write_reduction(std::ostringstream& o) {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
       << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
@@ -596,7 +748,9 @@ CudaLayout cuda_layout(int number) {
   l.row_registers = number == 1 ? 0 : number == 2 || number == 6 ? 8 : number == 4 ? 32 : 16;
   l.vector_rows = number >= 3;
   l.lean_rows = number >= 5;
-  l.row_max_registers = number == 6 ? 32 : 64;
+  l.row_max_registers = number >= 6 ? 32 : 64;
+  l.vector_loop_rows = number == 7;
+  if (number == 7) l.row_registers = 0;
   return l;
 }
 
@@ -610,6 +764,11 @@ CudaLayout cuda_layout_from_env() {
 }
 
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
+  if (layout.vector_loop_rows && rnumel > 0) {  // looped rows: up to 512, 4 elements a thread at least
+    int threads = 32;
+    while (threads < 512 && int64_t(threads) * 4 < rnumel) threads *= 2;
+    return threads;
+  }
   if (rnumel < 0 || layout.row_registers == 0) return kCudaThreads;  // a looped row
   int threads = 32;  // a warp at least; about row_registers elements a thread, 1024 at most
   while (threads < 1024 && int64_t(threads) * layout.row_registers < rnumel) threads *= 2;

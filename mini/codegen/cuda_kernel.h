@@ -36,16 +36,20 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //      offset fits; at most 64 registers a thread (two 512-thread blocks of rows an SM)
 //   6  as 5, 8 elements a thread and at most 32 registers (a full SM of threads: while some
 //      rows wait at a block reduction, others' loads are in flight), Inductor's occupancy
+//   7  looped rows in vectors, Inductor's `triton_red_` shape: no row held in registers, each
+//      pass reads the row again (from L2) in 16-byte vectors, up to 512 threads a row, at most
+//      32 registers; rows that are not whole aligned vectors loop element by element
 struct CudaLayout {
   int number = 3;
   bool vector_pointwise = true;
   int row_registers = 16;  // 0: no persistent rows (every pass reads the row)
   bool vector_rows = true;
   bool lean_rows = false;
+  bool vector_loop_rows = false;  // rows looped over in vectors, read again each pass (layout 7)
   int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
                                // threads, 32 blocks and 65536 registers an SM)
 };
-constexpr int kCudaLayouts = 6, kCudaDefaultLayout = 6;
+constexpr int kCudaLayouts = 7, kCudaDefaultLayout = 5;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();

@@ -3,7 +3,7 @@
 
 // cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 sub_1 add rsqrt mul mul_1 add_1
 //   File: <repo>/labs/programs.py:33 in layernorm_decomp, code: mu = x.mean(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(32, 32) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -12,11 +12,11 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
-    float k0[8];  // in0[x0 * 512 + x1 * 1] along the row
+    float k0[16];  // in0[x0 * 512 + x1 * 1] along the row
     if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
       #pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int j = (threadIdx.x + v * 64) * 4;
+      for (int v = 0; v < 4; v++) {
+        const int j = (threadIdx.x + v * 32) * 4;
         if (j >= rnumel) continue;
         int rest_j = j;
         const int x1 = rest_j;
@@ -26,8 +26,8 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
       }
     } else {
       #pragma unroll
-      for (int u = 0; u < 8; u++) {
-        const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
+      for (int u = 0; u < 16; u++) {
+        const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
         if (j >= rnumel) continue;
         int rest_j = j;
         const int x1 = rest_j;
@@ -36,8 +36,8 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
     }
     float acc1 = float(0);
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -47,8 +47,8 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -60,10 +60,10 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
-    float w14[8];
+    float w14[16];
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -74,8 +74,8 @@ extern "C" __global__ void __launch_bounds__(64, 32) cuda_per_fused_add_mean_mul
       w14[u] = t14;
     }
     #pragma unroll
-    for (int v = 0; v < 2; v++) {
-      const int j = (threadIdx.x + v * 64) * 4;
+    for (int v = 0; v < 4; v++) {
+      const int j = (threadIdx.x + v * 32) * 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;

@@ -3,7 +3,7 @@
 
 // cuda_per_fused_amax_div_exp_sub_sum_0: graph nodes amax sub exp sum div
 //   File: <repo>/labs/programs.py:27 in softmax_decomp, code: m = x.amax(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(64, 16) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -12,12 +12,12 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
-    float s3[8];  // exp, computed once for the passes after
-    float k0[8];  // in0[x0 * 1000 + x1 * 1] along the row
+    float s3[16];  // exp, computed once for the passes after
+    float k0[16];  // in0[x0 * 1000 + x1 * 1] along the row
     if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
       #pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int j = (threadIdx.x + v * 128) * 4;
+      for (int v = 0; v < 4; v++) {
+        const int j = (threadIdx.x + v * 64) * 4;
         if (j >= rnumel) continue;
         int rest_j = j;
         const int x1 = rest_j;
@@ -27,8 +27,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
       }
     } else {
       #pragma unroll
-      for (int u = 0; u < 8; u++) {
-        const int j = (threadIdx.x + u / 4 * 128) * 4 + u % 4;
+      for (int u = 0; u < 16; u++) {
+        const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
         if (j >= rnumel) continue;
         int rest_j = j;
         const int x1 = rest_j;
@@ -37,8 +37,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
     }
     float acc1 = mini::lowest<float>();
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 128) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -48,8 +48,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
     const float r1 = float(acc1);
     float acc4 = float(0);
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 128) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -60,10 +60,10 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
     }
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
-    float w5[8];
+    float w5[16];
     #pragma unroll
-    for (int u = 0; u < 8; u++) {
-      const int j = (threadIdx.x + u / 4 * 128) * 4 + u % 4;
+    for (int u = 0; u < 16; u++) {
+      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;
@@ -72,8 +72,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_amax_div_ex
       w5[u] = t5;
     }
     #pragma unroll
-    for (int v = 0; v < 2; v++) {
-      const int j = (threadIdx.x + v * 128) * 4;
+    for (int v = 0; v < 4; v++) {
+      const int j = (threadIdx.x + v * 64) * 4;
       if (j >= rnumel) continue;
       int rest_j = j;
       const int x1 = rest_j;

@@ -364,3 +364,17 @@ def test_training_graphs_run_on_the_gpu_with_eager_gradients(name):
     for i, (g, c) in enumerate(zip(gpu, cpu)):
         if c.requires_grad:
             assert_same(g.grad, c.grad, f"{name} gradient of input {i}")
+
+
+def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fit(monkeypatch):
+    # Inductor's looped shape: no row held in registers (no `k0[`), 16-byte vector loads and
+    # stores along the row, the element-by-element loop where a pointer is not aligned; a row
+    # of 13 (not whole vectors) keeps layout 7's scalar loop, with no vector path at all
+    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "7")
+    soft = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1024)), arch="sm_90")["source"])
+    assert "const bool vec = true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(out1);" in soft
+    assert soft.count("*reinterpret_cast<const mini::Vec<float, 4>*>(&in0[") == 3  # each pass reads the row
+    assert soft.count("*reinterpret_cast<mini::Vec<float, 4>*>(&out1[") == 1
+    assert "__launch_bounds__(256, 8)" in soft and not re.search(r"float k\d+\[", soft)
+    odd = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(7, 13)), arch="sm_90")["source"])
+    assert "mini::Vec" not in odd and "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x)" in odd
