@@ -441,6 +441,21 @@ class CudaKernelWriter {
     o << "    }\n";
   }
 
+  // Each reduction's accumulators combined over the block, and its row value r<id> (a mean
+  // divided by the row's length).
+  void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done) {
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = acc_type(n), N = std::to_string(id);
+      o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
+        << ", reinterpret_cast<" << A << "*>(smem));\n";
+      std::string fin = "acc" + N;
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "    const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+      done->insert(id);
+    }
+  }
+
   // Looped rows in vectors (layout 7: the shape of Inductor's looped `triton_red_` kernels).
   // Each pass strides the block's threads over the row V elements at a time: one Vec load per
   // load along the row, the lanes unrolled, one Vec store per stored value; every pass reads
@@ -569,16 +584,7 @@ class CudaKernelWriter {
       o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
       body("        ", false);
       o << "      }\n    }\n";
-      for (int id : reds) {
-        const Node& n = g_.nodes[id];
-        std::string A = acc_type(n), N = std::to_string(id);
-        o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
-          << ", reinterpret_cast<" << A << "*>(smem));\n";
-        std::string fin = "acc" + N;
-        if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-        o << "    const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
-        done.insert(id);
-      }
+      write_block_reductions(o, reds, &done);
       ready_row_values("    ");
     }
     bool row_stores = false;
@@ -684,17 +690,7 @@ class CudaKernelWriter {
           }
           o << "    }\n";
         }
-        for (int id : reds) {
-          const Node& n = g_.nodes[id];
-          std::string A = acc_type(n), I = std::to_string(id);
-          o << "    acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
-            << ", reinterpret_cast<" << A << "*>(smem));\n";
-          std::string fin = "acc" + I;
-          if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-          o << "    const " << cuda_type(n.meta.dtype) << " r" << I << " = " << cuda_type(n.meta.dtype) << "(" << fin
-            << ");\n";
-          done.insert(id);
-        }
+        write_block_reductions(o, reds, &done);
       }
       for (int id : k_.nodes) {  // row values whose reductions are all done
         if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
