@@ -3,89 +3,125 @@
 
 // cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 sub_1 add rsqrt mul mul_1 add_1
 //   File: <repo>/labs/programs.py:33 in layernorm_decomp, code: mu = x.mean(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(32, 32) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(128, 16) cuda_per_fused_add_mean_mul_pow_rsqrt_sub_0(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
-  const int64_t rows = 64LL, rnumel = 512LL;
+  const int64_t rows = 64LL, rnumel = 512;
   __shared__ double smem[32];  // block reductions: one value per warp
+  const bool vec = true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(&in1[0]) && mini::aligned<float, 4>(&in2[0]) && mini::aligned<float, 4>(out3);
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
-    float k0[16];  // in0[x0 * 512 + x1 * 1] along the row
-    if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
-      #pragma unroll
-      for (int v = 0; v < 4; v++) {
-        const int j = (threadIdx.x + v * 32) * 4;
-        if (j >= rnumel) continue;
-        int rest_j = j;
-        const int x1 = rest_j;
-        const mini::Vec<float, 4> k0v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
+    float acc1 = float(0);
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
+        }
         #pragma unroll
-        for (int l = 0; l < 4; l++) k0[v * 4 + l] = k0v.v[l];
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          acc1 = mini::sum_of<float>(acc1, float(k0.v[l]));
+        }
       }
     } else {
-      #pragma unroll
-      for (int u = 0; u < 16; u++) {
-        const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
-        if (j >= rnumel) continue;
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
         int rest_j = j;
         const int x1 = rest_j;
-        k0[u] = in0[x0 * 512 + x1 * 1];
+        acc1 = mini::sum_of<float>(acc1, float(in0[x0 * 512 + x1 * 1]));
       }
-    }
-    float acc1 = float(0);
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      acc1 = mini::sum_of<float>(acc1, float(k0[u]));
     }
     acc1 = mini::block_reduce<float, mini::sum_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      const float t2 = (float(k0[u]) - float(r1));
-      const float t4 = (float(t2) * float(t2));
-      acc5 = mini::sum_of<float>(acc5, float(t4));
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
+        }
+        #pragma unroll
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          const float t2 = (float(k0.v[l]) - float(r1));
+          const float t4 = (float(t2) * float(t2));
+          acc5 = mini::sum_of<float>(acc5, float(t4));
+        }
+      }
+    } else {
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+        int rest_j = j;
+        const int x1 = rest_j;
+        const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t4 = (float(t2) * float(t2));
+        acc5 = mini::sum_of<float>(acc5, float(t4));
+      }
     }
     acc5 = mini::block_reduce<float, mini::sum_of<float>>(acc5, reinterpret_cast<float*>(smem));
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
-    float w14[16];
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 32) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      const float t6 = (float(k0[u]) - float(r1));
-      const float t10 = (float(t6) * float(r9));
-      const float t12 = (float(t10) * float(in1[x1 * 1]));
-      const float t14 = (float(t12) + float(in2[x1 * 1]));
-      w14[u] = t14;
-    }
-    #pragma unroll
-    for (int v = 0; v < 4; v++) {
-      const int j = (threadIdx.x + v * 32) * 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      mini::Vec<float, 4> w14v;
-      #pragma unroll
-      for (int l = 0; l < 4; l++) w14v.v[l] = w14[v * 4 + l];
-      if (mini::aligned<float, 4>(out3)) *reinterpret_cast<mini::Vec<float, 4>*>(&out3[x0 * 512LL + x1]) = w14v;
-      else
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
+        }
+        mini::Vec<float, 4> k1;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k1 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in1[x1 * 1]);
+        }
+        mini::Vec<float, 4> k2;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k2 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in2[x1 * 1]);
+        }
+        mini::Vec<float, 4> w14;
         #pragma unroll
-        for (int l = 0; l < 4; l++) (&out3[x0 * 512LL + x1])[l] = w14v.v[l];
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          const float t6 = (float(k0.v[l]) - float(r1));
+          const float t10 = (float(t6) * float(r9));
+          const float t12 = (float(t10) * float(k1.v[l]));
+          const float t14 = (float(t12) + float(k2.v[l]));
+          w14.v[l] = t14;
+        }
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          *reinterpret_cast<mini::Vec<float, 4>*>(&out3[x0 * 512LL + x1]) = w14;
+        }
+      }
+    } else {
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+        int rest_j = j;
+        const int x1 = rest_j;
+        const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t10 = (float(t6) * float(r9));
+        const float t12 = (float(t10) * float(in1[x1 * 1]));
+        const float t14 = (float(t12) + float(in2[x1 * 1]));
+        out3[x0 * 512LL + x1] = t14;
+      }
     }
   }
 }

@@ -3,87 +3,109 @@
 
 // cuda_per_fused_amax_div_exp_sub_sum_0: graph nodes amax sub exp sum div
 //   File: <repo>/labs/programs.py:27 in softmax_decomp, code: m = x.amax(-1, keepdim=True)
-extern "C" __global__ void __launch_bounds__(64, 16) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
+extern "C" __global__ void __launch_bounds__(256, 8) cuda_per_fused_amax_div_exp_sub_sum_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
-  const int64_t rows = 64LL, rnumel = 1000LL;
+  const int64_t rows = 64LL, rnumel = 1000;
   __shared__ double smem[32];  // block reductions: one value per warp
+  const bool vec = true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(out1);
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
-    float s3[16];  // exp, computed once for the passes after
-    float k0[16];  // in0[x0 * 1000 + x1 * 1] along the row
-    if (true && mini::aligned<float, 4>(&in0[0])) {  // the row in 4-element vectors
-      #pragma unroll
-      for (int v = 0; v < 4; v++) {
-        const int j = (threadIdx.x + v * 64) * 4;
-        if (j >= rnumel) continue;
-        int rest_j = j;
-        const int x1 = rest_j;
-        const mini::Vec<float, 4> k0v = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
+    float acc1 = mini::lowest<float>();
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
+        }
         #pragma unroll
-        for (int l = 0; l < 4; l++) k0[v * 4 + l] = k0v.v[l];
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          acc1 = mini::max_of<float>(acc1, float(k0.v[l]));
+        }
       }
     } else {
-      #pragma unroll
-      for (int u = 0; u < 16; u++) {
-        const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
-        if (j >= rnumel) continue;
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
         int rest_j = j;
         const int x1 = rest_j;
-        k0[u] = in0[x0 * 1000 + x1 * 1];
+        acc1 = mini::max_of<float>(acc1, float(in0[x0 * 1000 + x1 * 1]));
       }
-    }
-    float acc1 = mini::lowest<float>();
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      acc1 = mini::max_of<float>(acc1, float(k0[u]));
     }
     acc1 = mini::block_reduce<float, mini::max_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float(acc1);
     float acc4 = float(0);
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      const float t2 = (float(k0[u]) - float(r1));
-      const float t3 = ::exp(float(t2));
-      s3[u] = t3;
-      acc4 = mini::sum_of<float>(acc4, float(t3));
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
+        }
+        #pragma unroll
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          const float t2 = (float(k0.v[l]) - float(r1));
+          const float t3 = ::exp(float(t2));
+          acc4 = mini::sum_of<float>(acc4, float(t3));
+        }
+      }
+    } else {
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+        int rest_j = j;
+        const int x1 = rest_j;
+        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+        const float t3 = ::exp(float(t2));
+        acc4 = mini::sum_of<float>(acc4, float(t3));
+      }
     }
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
-    float w5[16];
-    #pragma unroll
-    for (int u = 0; u < 16; u++) {
-      const int j = (threadIdx.x + u / 4 * 64) * 4 + u % 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      const float t3 = s3[u];
-      const float t5 = (float(t3) / float(r4));
-      w5[u] = t5;
-    }
-    #pragma unroll
-    for (int v = 0; v < 4; v++) {
-      const int j = (threadIdx.x + v * 64) * 4;
-      if (j >= rnumel) continue;
-      int rest_j = j;
-      const int x1 = rest_j;
-      mini::Vec<float, 4> w5v;
-      #pragma unroll
-      for (int l = 0; l < 4; l++) w5v.v[l] = w5[v * 4 + l];
-      if (mini::aligned<float, 4>(out1)) *reinterpret_cast<mini::Vec<float, 4>*>(&out1[x0 * 1000LL + x1]) = w5v;
-      else
+    if (vec) {
+      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+        const int j0 = jv * 4;
+        mini::Vec<float, 4> k0;
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
+        }
+        mini::Vec<float, 4> w5;
         #pragma unroll
-        for (int l = 0; l < 4; l++) (&out1[x0 * 1000LL + x1])[l] = w5v.v[l];
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          const float t2 = (float(k0.v[l]) - float(r1));
+          const float t3 = ::exp(float(t2));
+          const float t5 = (float(t3) / float(r4));
+          w5.v[l] = t5;
+        }
+        {
+          int rest_j0 = j0;
+          const int x1 = rest_j0;
+          *reinterpret_cast<mini::Vec<float, 4>*>(&out1[x0 * 1000LL + x1]) = w5;
+        }
+      }
+    } else {
+      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+        int rest_j = j;
+        const int x1 = rest_j;
+        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+        const float t3 = ::exp(float(t2));
+        const float t5 = (float(t3) / float(r4));
+        out1[x0 * 1000LL + x1] = t5;
+      }
     }
   }
 }
