@@ -111,11 +111,13 @@ std::string linear_full(const Shape& space) {
   return linear_index(space, all);
 }
 
-void name_kernels(fusion::Schedule& s, const Target& t) {
+void name_kernels(fusion::Schedule& s, const Target& t,
+                  const std::function<std::string(const fusion::FusionGroup&)>& shape) {
   auto word_char = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
   for (auto& k : s.groups) {
     std::string old = k.name;
-    k.name = std::string(t.name) + "_" + old;
+    std::string base = shape ? shape(k) + old.substr(old.find('_')) : old;
+    k.name = std::string(t.name) + "_" + base;
     for (auto& d : s.decisions) {  // every whole-word mention, left to right
       for (size_t at = d.text.find(old); at != std::string::npos; at = d.text.find(old, at)) {
         size_t end = at + old.size();

@@ -51,8 +51,11 @@ class CStyle {
 
 // Names each kernel of `s` for target t (poi_fused_add_0 -> cpp_poi_fused_add_0), in the
 // kernels and in the fusion decisions that name them. Kernel names are the renderer's: fusion
-// names what a kernel fuses, not what it becomes.
-void name_kernels(fusion::Schedule& s, const Target& t);
+// names what a kernel fuses, not what it becomes; `shape`, where given, says what it becomes
+// ("poi", "per": the row held by the kernel, "red": the row looped over), replacing fusion's
+// guess from the row's length (per_fused_amax_0 -> cuda_red_fused_amax_0).
+void name_kernels(fusion::Schedule& s, const Target& t,
+                  const std::function<std::string(const fusion::FusionGroup&)>& shape = nullptr);
 
 // The index arithmetic both renderers print over a kernel's space (symbols[k] is a size
 // symbol's value at run time, x<d> the index along dim d):

@@ -347,10 +347,7 @@ class CudaKernelWriter {
   };
 
   // Whether rows of this kernel can be persistent (static, within the layout's registers).
-  bool persistent_rows() {
-    const int64_t R = L_.static_extent(L_.red_dims());
-    return R > 0 && layout_.row_registers && R <= int64_t(cuda_reduction_threads(R, layout_)) * layout_.row_registers;
-  }
+  bool persistent_rows() { return cuda_kernel_shape(k_, layout_) == "per"; }
 
   PersistentRow plan_persistent_row(const RowPlan& plan) {
     PersistentRow row;
@@ -769,6 +766,14 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   int threads = 32;  // a warp at least; about row_registers elements a thread, 1024 at most
   while (threads < 1024 && int64_t(threads) * layout.row_registers < rnumel) threads *= 2;
   return threads;
+}
+
+std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
+  if (k.reduced.empty()) return "poi";
+  int64_t R = 1;
+  for (int64_t d : k.reduced) R = graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
+  bool held = R > 0 && layout.row_registers && R <= int64_t(cuda_reduction_threads(R, layout)) * layout.row_registers;
+  return held ? "per" : "red";
 }
 
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {

@@ -64,6 +64,9 @@ std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layo
 // A reduction kernel's block for rows of `rnumel` elements (-1: symbolic): a power of two
 // from 32 to 1024, about kCudaRowRegisters elements a thread.
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
+// What kernel `k` becomes under `layout`: "poi" (pointwise), "per" (each row held in registers,
+// read from memory once), "red" (each row looped over); for codegen::name_kernels.
+std::string cuda_kernel_shape(const fusion::FusionGroup& k, const CudaLayout& layout);
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
 // Reductions of kernel `k` when it is a full reduction in two stages (one row, one phase;

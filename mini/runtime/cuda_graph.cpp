@@ -111,7 +111,9 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();
   cg->schedule = fusion::schedule(g);
-  codegen::name_kernels(cg->schedule, codegen::kCudaTarget);
+  cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
+  codegen::name_kernels(cg->schedule, codegen::kCudaTarget,
+                        [&](const fusion::FusionGroup& k) { return codegen::cuda_kernel_shape(k, cg->layout); });
   if ((int)g.symbols.size() > codegen::kCudaMaxSymbols)
     fail("this graph has ", g.symbols.size(), " size symbols; CUDA code generation passes at most ",
          codegen::kCudaMaxSymbols, " (mark fewer dims dynamic)");
@@ -120,7 +122,6 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
       fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
            " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
   cg->schedule_seconds = since();
-  cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
   cg->source = codegen::render_cuda(cg->schedule, cg->layout);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();

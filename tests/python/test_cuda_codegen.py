@@ -378,3 +378,18 @@ def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fi
     assert "__launch_bounds__(256, 8)" in soft and not re.search(r"float k\d+\[", soft)
     odd = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(7, 13)), arch="sm_90")["source"])
     assert "mini::Vec" not in odd and "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x)" in odd
+
+
+def test_a_kernels_name_says_what_its_layout_makes_of_the_row(monkeypatch):
+    # fusion calls a 1000-column row reduction "per" (short enough to hold); the CUDA name is
+    # the layout's: held in registers under layout 3, looped over under layout 7, in the kernel,
+    # its source and the fusion decisions that name it
+    names = {}
+    for number in (3, 7):
+        monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(number))
+        info = inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1000)), arch="sm_90")
+        (names[number],) = info["kernels"]
+        assert "void __launch_bounds__" in info["source"] and f") {names[number]}(" in info["source"]
+        assert any(names[number] in d for d in info["decisions"])
+    assert names[3] == "cuda_per_fused_amax_div_exp_sub_sum_0"
+    assert names[7] == "cuda_red_fused_amax_div_exp_sub_sum_0"
