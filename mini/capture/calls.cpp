@@ -392,13 +392,13 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
   bool data_descriptor = descr && Py_TYPE(descr)->tp_descr_set;
   bool has_dict = type->tp_dictoffset != 0;
   if (obj->is(Var::Kind::Module)) {
-    // nn.Module.__setattr__ stores anything but a Parameter or Module in __dict__
-    for (const char* registry : {"_parameters", "_modules"}) {
+    // nn.Module.__setattr__ stores anything but a Parameter, buffer or Module in __dict__
+    for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
       PyObject* d = PyObject_GetAttrString(obj->obj, registry);
       bool registered = d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str());
       Py_XDECREF(d);
       PyErr_Clear();
-      if (registered) unsupported("assigning the parameter or submodule '" + name + "' in compiled code is not supported by mini's capture");
+      if (registered) unsupported("assigning the parameter, buffer or submodule '" + name + "' in compiled code is not supported by mini's capture");
     }
     bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->node].kind == graph::NodeKind::Input;
     if (value->is(Var::Kind::Module) || input)
@@ -440,9 +440,9 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
   switch (obj->kind) {
     case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
     case Var::Kind::Module: {
-      // parameters and submodules are read from their registries, as Dynamo does: no
+      // parameters, buffers and submodules are read from their registries, as Dynamo does: no
       // Python __getattr__ runs when the guards read them again
-      for (const char* registry : {"_parameters", "_modules"}) {
+      for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
         PyObject* d = PyObject_GetAttrString(obj->obj, registry);
         if (!d) { PyErr_Clear(); continue; }
         PyObject* v = PyDict_Check(d) ? PyDict_GetItemString(d, name.c_str()) : nullptr;

@@ -576,7 +576,8 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   unsupported("comparing " + a->describe() + " with " + b->describe() + " is not supported by mini's capture");
 }
 
-// A Sequential's submodules, as its own __iter__ and __getitem__ read them: module._modules,
+// A Sequential's or ModuleList's submodules, as their __iter__ and __getitem__ (one pair, of
+// their base class) read them: module._modules,
 // in order, under a guard that its keys stay these keys in this order (so another Sequential
 // of the same layout reuses the graph, and one with a layer more or less does not). Returns
 // the dict (New) and its source (null for a module without one). Other module classes
@@ -602,7 +603,7 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
     Py_XDECREF(mods);
     PyErr_Clear();
     unsupported(std::string(method == std::string("__iter__") ? "iterating" : "indexing") + " a " +
-                Py_TYPE(module->obj)->tp_name + ": mini's capture knows only Sequential's " + method);
+                Py_TYPE(module->obj)->tp_name + ": mini's capture knows only Sequential's and ModuleList's " + method);
   }
   *dict_src = module->source ? guards::Source::attr(module->source, "_modules") : nullptr;
   if (*dict_src) ctx.guards().add_dict_keys_match(*dict_src, mods);

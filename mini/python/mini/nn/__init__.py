@@ -5,14 +5,17 @@
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
     loss = nn.functional.mse_loss(model(x), y)
 
-Modules and Parameter live in modules.py; the stateless functions in functional.py.
+Modules and Parameter live in modules.py; the stateless functions in functional.py; the
+in-place initialisers in init.py.
 """
 
-from . import functional
-from .modules import GELU, LayerNorm, Linear, Module, Parameter, ReLU, Sequential
+from . import functional, init
+from .modules import (GELU, Dropout, LayerNorm, Linear, Module, ModuleDict, ModuleList, Parameter, ReLU,
+                      Sequential)
 
 __all__ = [
     "functional",
+    "init",
     "Module",
     "Parameter",
     "Linear",
@@ -20,4 +23,7 @@ __all__ = [
     "GELU",
     "LayerNorm",
     "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "Dropout",
 ]

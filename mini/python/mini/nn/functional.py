@@ -49,3 +49,20 @@ def mse_loss(input, target, reduction="mean"):
             f"mse_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}"
         )
     return mini.mse_loss(input, target, reduction=reduction)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Each element zeroed with probability p (a fresh uniform draw per call), the others
+    scaled by 1/(1-p), when training; `input` itself otherwise. In compiled code the draw is a
+    random node of the graph (mini.manual_seed makes it repeatable)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if inplace:
+        raise NotImplementedError("F.dropout(inplace=True) is not supported by mini: use inplace=False "
+                                  "(the result is the same tensor values)")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = mini.rand(*input.shape, device=input.device, dtype=input.dtype) >= p
+    return input * keep * (1.0 / (1.0 - p))

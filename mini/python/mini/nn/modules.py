@@ -48,6 +48,8 @@ class Module:
         # object.__setattr__ skips our own __setattr__, which needs these dicts to exist.
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
 
     # ---- calling ----------------------------------------------------------------------------
@@ -100,6 +102,13 @@ class Module:
                     "(mini.nn.Module or None expected)"
                 )
             modules[name] = None
+        elif name in self._buffers:
+            if value is not None and not isinstance(value, mini.Tensor):
+                raise TypeError(
+                    f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                    "(mini.Tensor or None expected)"
+                )
+            self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
 
@@ -108,6 +117,8 @@ class Module:
         registries = self.__dict__
         if "_parameters" in registries and name in registries["_parameters"]:
             return registries["_parameters"][name]
+        if "_buffers" in registries and name in registries["_buffers"]:
+            return registries["_buffers"][name]
         if "_modules" in registries and name in registries["_modules"]:
             return registries["_modules"][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -117,6 +128,9 @@ class Module:
             del self._parameters[name]
         elif name in self._modules:
             del self._modules[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent_buffers.discard(name)
         else:
             object.__delattr__(self, name)
 
@@ -127,6 +141,25 @@ class Module:
                 "(mini.nn.Parameter or None expected)"
             )
         self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Registers `tensor` as state that is not a parameter (a causal mask, running
+        statistics): moved by .to()/.cuda(), listed by buffers(), saved by state_dict() unless
+        persistent=False; read in compiled code from the registry, as parameters are."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
+        if tensor is not None and not isinstance(tensor, mini.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(mini.Tensor or None required)")
+        if name in self._parameters or name in self._modules or (name in self.__dict__ and name not in self._buffers):
+            raise KeyError(f"attribute '{name}' already exists")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
 
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
@@ -165,34 +198,92 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        """Yields (qualified name, parameter), e.g. ("0.weight", ...) inside a Sequential.
-        A parameter shared by two modules is yielded once unless remove_duplicate=False."""
+    def _named_registered(self, registry, prefix, recurse, remove_duplicate):
+        """(qualified name, tensor) of one registry ("_parameters" or "_buffers") of this module
+        and, with recurse, of every module below; a tensor two modules share, once."""
         if recurse:
             owners = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
         else:
             owners = [(prefix, self)]
         seen = set()
         for owner_prefix, owner in owners:
-            for name, param in owner._parameters.items():
-                if param is None:
+            for name, tensor in getattr(owner, registry).items():
+                if tensor is None or (remove_duplicate and id(tensor) in seen):
                     continue
-                if remove_duplicate:
-                    if id(param) in seen:
-                        continue
-                    seen.add(id(param))
-                yield (owner_prefix + "." + name if owner_prefix else name), param
+                seen.add(id(tensor))
+                yield (owner_prefix + "." + name if owner_prefix else name), tensor
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Yields (qualified name, parameter), e.g. ("0.weight", ...) inside a Sequential.
+        A parameter shared by two modules is yielded once unless remove_duplicate=False."""
+        return self._named_registered("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, param in self.named_parameters(recurse=recurse):
             yield param
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """Yields (qualified name, buffer) for every registered buffer, as named_parameters."""
+        return self._named_registered("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, buf in self.named_buffers(recurse=recurse):
+            yield buf
+
+    def apply(self, fn):
+        """Calls fn(module) on every submodule, children first, then on self (as torch: the
+        usual way to initialise weights). Returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---- saving and loading -----------------------------------------------------------------
+
+    def state_dict(self, prefix="", keep_vars=False):
+        """An OrderedDict of every parameter and persistent buffer by qualified name
+        ("0.weight", "h.1.attn.bias"): detached tensors sharing the module's storage
+        (keep_vars=True: the parameters themselves)."""
+        out = OrderedDict()
+        for module_prefix, module in self.named_modules(prefix=prefix.rstrip(".")):
+            for name, param in module._parameters.items():
+                if param is not None:
+                    out[(module_prefix + "." if module_prefix else "") + name] = param if keep_vars else param.detach()
+            for name, buf in module._buffers.items():
+                if buf is not None and name not in module._non_persistent_buffers:
+                    out[(module_prefix + "." if module_prefix else "") + name] = buf if keep_vars else buf.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies each tensor of `state_dict` into the parameter or buffer of the same name,
+        in place (shapes must match; dtype and device are the module's). strict=True: a key
+        missing on either side raises, naming them all. Returns (missing_keys, unexpected_keys)."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
+                               f"missing keys {missing}, unexpected keys {unexpected}")
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            if not isinstance(value, mini.Tensor):
+                raise TypeError(f"state_dict['{key}'] is a {type(value).__name__}, not a mini.Tensor")
+            if tuple(value.shape) != tuple(target.shape):
+                raise RuntimeError(f"size mismatch for {key}: copying a tensor of shape {tuple(value.shape)}, "
+                                   f"the module's is {tuple(target.shape)}")
+            with mini.no_grad():
+                target.copy_(value.to(device=target.device, dtype=target.dtype))
+        return missing, unexpected
 
     # ---- modes and gradients ----------------------------------------------------------------
 
     # ---- devices and dtypes --------------------------------------------------------------------
 
     def to(self, *args, **kwargs):
-        """Moves (or casts) every parameter, and its gradient, in place, as torch's Module.to:
+        """Moves (or casts) every parameter, and its gradient, in place, and every buffer, as
+        torch's Module.to:
         module.to('cuda'), module.to(mini.float64), module.to('cuda', mini.bfloat16). Only
         floating parameters change dtype. Returns self."""
         dtype = kwargs.get("dtype")
@@ -212,6 +303,10 @@ class Module:
             p.data = convert(p)
             if p.grad is not None:
                 p.grad.data = convert(p.grad)
+        for module in self.modules():
+            for name, buf in module._buffers.items():
+                if buf is not None:
+                    module._buffers[name] = convert(buf)
         return self
 
     def cuda(self, device=None):
@@ -370,7 +465,35 @@ class LayerNorm(Module):
         )
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: their modules in order, named "0", "1", ...,
+    with len(), iteration and indexing. mini's capture reads these two classes' modules from
+    `_modules` itself (capture/tracer.cpp), guarded on its keys, so a compiled forward may
+    loop over them or index them with a constant."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self._sliced(list(self._modules.items())[index])
+        modules = list(self._modules.values())
+        if not isinstance(index, int):
+            raise TypeError(f"{type(self).__name__} indices must be integers or slices, not {type(index).__name__}")
+        if not -len(modules) <= index < len(modules):
+            raise IndexError(f"index {index} is out of range for {type(self).__name__} of length "
+                             f"{len(modules)}")
+        return modules[index]
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Runs its modules in order, each one's output the next one's input.
 
     Sequential(a, b, c) names them "0", "1", "2"; Sequential(OrderedDict(...)) keeps names."""
@@ -389,21 +512,90 @@ class Sequential(Module):
             input = module(input)
         return input
 
+    def _sliced(self, items):
+        return Sequential(OrderedDict(items))
+
+
+class ModuleList(_ModuleSequence):
+    """A list of modules, registered (their parameters are the owner's): ModuleList([a, b]),
+    .append, .extend, len, iteration, indexing. It has no forward: the owner loops over it."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def extend(self, modules):
+        for module in modules:
+            self.append(module)
+        return self
+
+    def __setitem__(self, index, module):
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} is out of range for ModuleList of length {len(self)}")
+        self.add_module(str(index % len(self)), module)
+
+    def _sliced(self, items):
+        return ModuleList(module for _, module in items)
+
+
+class ModuleDict(Module):
+    """A dict of modules by name, registered: ModuleDict({"wte": ..., "h": ...}); read as
+    md["wte"] or md.wte (compiled code reads the attribute form from `_modules`)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def update(self, modules):
+        items = modules.items() if hasattr(modules, "items") else modules
+        for name, module in items:
+            self[name] = module
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        if not isinstance(name, str):
+            raise TypeError(f"ModuleDict keys must be str, got {type(name).__name__}")
+        self.add_module(name, module)
+
+    def __delitem__(self, name):
+        del self._modules[name]
+
+    def __contains__(self, name):
+        return name in self._modules
+
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
-        return iter(self._modules.values())
+        return iter(self._modules)
 
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return Sequential(OrderedDict(list(self._modules.items())[index]))
-        modules = list(self._modules.values())
-        if not -len(modules) <= index < len(modules):
-            raise IndexError(f"index {index} is out of range for Sequential of length "
-                             f"{len(modules)}")
-        return modules[index]
+    def keys(self):
+        return self._modules.keys()
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+
+class Dropout(Module):
+    """Zeroes each element with probability p while training, scaling the rest by 1/(1-p);
+    the identity in eval mode (module.eval())."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
