@@ -633,6 +633,65 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
   return r;
 }
 
+// x.split(size | sizes, dim) and x.chunk(n, dim): slices of x along dim (views), the pieces
+// mini/_tensor.py's eager split and chunk make; the dim's length must be static (the number
+// of pieces is the structure of the program).
+static VarRef split_views(TraceContext& ctx, const std::string& name, const VarRef& self, const Args& args) {
+  const graph::TensorMeta& m = meta_of(ctx, self);
+  const int64_t r = (int64_t)m.sizes.size();
+  VarRef dim_var = args.get(1, "dim", false);
+  const int64_t dim = dim_var ? int_of(ctx, dim_var, "dim") : 0;
+  if (dim < -r || dim >= r)
+    fail("Dimension out of range (expected to be in range of [", -r, ", ", r - 1, "], but got ", dim, ")");
+  const int64_t d = (dim + r) % r, n = m.sizes[d];
+  if (n < 0) unsupported(name + "() along a dynamic dim: the number of pieces would depend on its size");
+  VarRef how = args.get(0, name == "split" ? "split_size_or_sections" : "chunks");
+  std::vector<int64_t> sizes;
+  if (how->is(Var::Kind::List) || how->is(Var::Kind::Tuple)) {
+    int64_t total = 0;
+    for (const VarRef& k : how->items) total += sizes.emplace_back(int_of(ctx, k, "split size"));
+    if (total != n) fail("split_with_sizes expects split_sizes to sum exactly to ", n, " (input tensor's size at dimension ", dim, ")");
+  } else {
+    int64_t k = int_of(ctx, how, name == "split" ? "split_size" : "chunks");
+    if (k <= 0) fail(name, "() expects a positive ", name == "split" ? "split_size" : "number of chunks", ", got ", k);
+    if (name == "chunk") k = std::max<int64_t>(1, (n + k - 1) / k);
+    for (int64_t start = 0; start < n; start += k) sizes.push_back(std::min(k, n - start));
+    if (sizes.empty()) sizes.push_back(0);
+  }
+  std::vector<VarRef> pieces;
+  int64_t start = 0;
+  for (int64_t k : sizes) {
+    PyObject* index = PyTuple_New(d + 1);
+    for (int64_t i = 0; i < d; i++) PyTuple_SET_ITEM(index, i, PySlice_New(nullptr, nullptr, nullptr));
+    PyObject *lo = PyLong_FromLongLong(start), *hi = PyLong_FromLongLong(start + k);
+    PyTuple_SET_ITEM(index, d, PySlice_New(lo, hi, nullptr));
+    Py_DECREF(lo);
+    Py_DECREF(hi);
+    pieces.push_back(tensor_getitem(ctx, self, make_constant(index)));
+    start += k;
+  }
+  return make_tuple_var(pieces);
+}
+
+// x.tril(diagonal) / x.triu(diagonal): x with the elements above (below) the diagonal of its
+// last two dims set to 0, through the ops mini/_tensor.py's eager tril and triu use: two
+// aranges on x's device, a comparison, masked_fill.
+static VarRef triangle(TraceContext& ctx, const std::string& name, const VarRef& self, const Args& args) {
+  const int64_t r = (int64_t)meta_of(ctx, self).sizes.size();
+  if (r < 2) fail(name, ": input tensor must have at least 2 dimensions, got ", r);
+  VarRef diagonal = args.get(0, "diagonal", false);
+  const int64_t k = diagonal ? int_of(ctx, diagonal, "diagonal") : 0;
+  Kwargs on_device{{"device", make_constant(PyUnicode_FromString(ctx.graph().device.str().c_str()))}};
+  auto index = [&](int64_t dim, int64_t unsqueeze_at) {
+    VarRef a = call_graph_function(ctx, "arange", {size_var(ctx, self, dim)}, on_device);
+    return call_tensor_method(ctx, "unsqueeze", a, {make_constant(PyLong_FromLongLong(unsqueeze_at))}, {});
+  };
+  VarRef i = index(r - 2, 1), j = index(r - 1, 0);
+  VarRef shifted = tensor_binary(ctx, OpKind::Add, i, make_constant(PyLong_FromLongLong(k)));
+  VarRef drop = tensor_binary(ctx, name == "tril" ? OpKind::Gt : OpKind::Lt, j, shifted);
+  return masked_fill(ctx, self, drop, make_constant(PyLong_FromLong(0)));
+}
+
 VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                           std::vector<VarRef> pos, const Kwargs& kwargs) {
   Args args{std::move(pos), kwargs, name};
@@ -664,6 +723,8 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     return node(ctx, OpKind::Gelu, {self->node}, a);
   }
   if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(ctx, args.pos, 0, "shape"));
+  if (name == "split" || name == "chunk") return split_views(ctx, name, self, args);
+  if (name == "tril" || name == "triu") return triangle(ctx, name, self, args);
   if (name == "flatten") {
     int64_t r = (int64_t)m.sizes.size();
     if (r == 0) return reshape(ctx, self, {1});

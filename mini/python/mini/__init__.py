@@ -16,7 +16,7 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
                       empty_like, randn, rand, randn_like, arange, manual_seed, from_numpy, tensor,
                       no_grad, enable_grad, set_grad_enabled, is_grad_enabled, where, layer_norm,
-                      mse_loss,
+                      mse_loss, split, chunk, tril, triu,
                       allclose, metrics, functions as _functions)
 
 globals().update(_functions)

@@ -469,6 +469,85 @@ def _flatten(self, start_dim=0, end_dim=-1):
 Tensor.flatten = _flatten
 
 
+def _dim_index(self, dim):
+    r = self.dim()
+    if not -r <= dim < r:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-r}, {r - 1}], but got {dim})")
+    return dim % r
+
+
+def _split(self, split_size_or_sections, dim=0):
+    """Views of self along dim: pieces of split_size_or_sections elements (the last may be
+    shorter), or of the sizes in a list (which must add up to the dim's length)."""
+    d = _dim_index(self, dim)
+    n = self.shape[d]
+    if isinstance(split_size_or_sections, builtins.int):
+        if split_size_or_sections <= 0:
+            raise ValueError(f"split expects split_size be positive, but got split_size={split_size_or_sections}")
+        sizes = [min(split_size_or_sections, n - start) for start in range(0, n, split_size_or_sections)] or [0]
+    else:
+        sizes = [builtins.int(k) for k in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                             f"dimension {dim}), but got split_sizes={sizes}")
+    pieces, start = [], 0
+    for k in sizes:
+        pieces.append(self[(slice(None),) * d + (slice(start, start + k),)])
+        start += k
+    return tuple(pieces)
+
+
+def _chunk(self, chunks, dim=0):
+    """At most `chunks` views of self along dim, of ceil(length / chunks) elements each."""
+    if chunks <= 0:
+        raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    n = self.shape[_dim_index(self, dim)]
+    return _split(self, max(1, -(-n // chunks)), dim)
+
+
+def _triangle(self, diagonal, lower):
+    if self.dim() < 2:
+        raise ValueError(f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions, got {self.dim()}")
+    rows, cols = self.shape[-2], self.shape[-1]
+    i = arange(rows, device=self.device).unsqueeze(1)
+    j = arange(cols, device=self.device).unsqueeze(0)
+    # tril keeps j <= i + diagonal, triu keeps j >= i + diagonal: the rest become 0
+    drop = j > i + diagonal if lower else j < i + diagonal
+    return self.masked_fill(drop, 0)
+
+
+def _tril(self, diagonal=0):
+    """The lower triangle of the last two dims (j <= i + diagonal), the rest 0."""
+    return _triangle(self, diagonal, True)
+
+
+def _triu(self, diagonal=0):
+    """The upper triangle of the last two dims (j >= i + diagonal), the rest 0."""
+    return _triangle(self, diagonal, False)
+
+
+Tensor.split = _split
+Tensor.chunk = _chunk
+Tensor.tril = _tril
+Tensor.triu = _triu
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    return _split(_as_tensor(tensor), split_size_or_sections, dim)
+
+
+def chunk(input, chunks, dim=0):
+    return _chunk(_as_tensor(input), chunks, dim)
+
+
+def tril(input, diagonal=0):
+    return _tril(_as_tensor(input), diagonal)
+
+
+def triu(input, diagonal=0):
+    return _triu(_as_tensor(input), diagonal)
+
+
 def where(condition, input, other):
     return _C.where(condition, input, other)
 

@@ -66,3 +66,34 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input * 0.0
     keep = mini.rand(*input.shape, device=input.device, dtype=input.dtype) >= p
     return input * keep * (1.0 / (1.0 - p))
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """The negative log-likelihood of each row's target class under log_softmax(input): input
+    [N, C] (or [C]) logits, target [N] (or []) int64 class indices. Rows whose target is
+    ignore_index count for nothing (and "mean" divides by the rows that count). Written as
+    log_softmax and a one-hot select (Inductor decomposes it the same way, with a gather), so
+    that fusion sees it. A target outside [0, C) that is not ignore_index gives a NaN loss for
+    its row (torch raises; a compiled graph cannot)."""
+    if weight is not None or label_smoothing:
+        raise NotImplementedError("F.cross_entropy: weight= and label_smoothing= are not supported by mini yet")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if target.dtype != mini.int64:
+        raise TypeError(f"F.cross_entropy: target must hold int64 class indices, got {target.dtype} "
+                        "(use target.long())")
+    if input.dim() not in (1, 2) or target.dim() != input.dim() - 1:
+        raise ValueError(f"F.cross_entropy takes input [N, C] with target [N] (or [C] with []), got input "
+                         f"{list(input.shape)} and target {list(target.shape)}; reshape to that first, "
+                         "e.g. logits.view(-1, logits.size(-1)) and targets.view(-1)")
+    logp = input.log_softmax(-1)
+    classes = mini.arange(input.shape[-1], device=input.device)
+    hit = target.unsqueeze(-1) == classes
+    picked = mini.where(hit, logp, 0.0).sum(-1)
+    ignored = target == ignore_index
+    nll = mini.where(hit.long().sum(-1) == 1, -picked, float("nan")).masked_fill(ignored, 0.0)
+    if reduction == "none":
+        return nll
+    if reduction == "sum":
+        return nll.sum()
+    return nll.sum() / (target != ignore_index).float().sum()

@@ -1,0 +1,153 @@
+"""Ops real model files use, written as compositions of mini's ops (issue 15, section 1):
+split and chunk (views), tril and triu (a mask from two aranges), F.cross_entropy (log_softmax
+and a one-hot select). Each against a numpy reference, with gradients, eager and compiled in
+one graph.
+
+    PYTHONPATH=build/python .venv/bin/python -m pytest tests/python/test_model_ops.py
+"""
+import numpy as np
+import pytest
+
+import mini
+import mini.nn.functional as F
+from conftest import to_np
+
+
+def data(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_split_and_chunk_are_views_of_the_right_pieces():
+    a = data(5, 7)
+    x = mini.from_numpy(a.copy())
+    pieces = x.split(3, dim=1)
+    assert [tuple(p.shape) for p in pieces] == [(5, 3), (5, 3), (5, 1)]
+    np.testing.assert_array_equal(to_np(pieces[2]), a[:, 6:7])
+    sized = mini.split(x, [1, 4], dim=0)
+    np.testing.assert_array_equal(to_np(sized[1]), a[1:5])
+    chunks = x.chunk(3, dim=-1)  # ceil(7 / 3) = 3 columns each: 3, 3, 1 (as torch)
+    assert [tuple(c.shape) for c in chunks] == [(5, 3), (5, 3), (5, 1)]
+    assert len(mini.chunk(mini.ones(10), 4)) == 4 and len(mini.ones(2).chunk(5)) == 2
+    pieces[0].fill_(0.0)  # a view: writing it writes x
+    assert np.all(to_np(x)[:, :3] == 0)
+    with pytest.raises(ValueError, match="sum exactly to 5"):
+        x.split([2, 2], dim=0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.split(2, dim=2)
+
+
+def test_split_gradients_reach_each_piece():
+    x = mini.from_numpy(data(4, 6)).requires_grad_()
+    q, k, v = x.split(2, dim=1)  # the attention habit: one projection split three ways
+    (q * 1.0 + k * 2.0 + v * 3.0).sum().backward()
+    np.testing.assert_array_equal(to_np(x.grad), np.repeat([[1, 1, 2, 2, 3, 3]], 4, axis=0).astype(np.float32))
+
+
+@pytest.mark.parametrize("diagonal", [-1, 0, 2])
+def test_tril_and_triu_match_numpy_on_batched_input(diagonal):
+    a = data(2, 4, 5, seed=1)
+    x = mini.from_numpy(a).requires_grad_()
+    np.testing.assert_array_equal(to_np(x.tril(diagonal).detach()), np.tril(a, diagonal))
+    np.testing.assert_array_equal(to_np(mini.triu(x, diagonal).detach()), np.triu(a, diagonal))
+    x.tril(diagonal).sum().backward()
+    np.testing.assert_array_equal(to_np(x.grad), np.tril(np.ones_like(a), diagonal))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        mini.ones(3).tril()
+
+
+def reference_cross_entropy(logits, target, ignore_index, reduction):
+    z = logits.astype(np.float64)
+    logp = z - z.max(-1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+    keep = target != ignore_index
+    nll = np.where(keep, -logp[np.arange(len(target)), np.where(keep, target, 0)], 0.0)
+    return {"none": nll, "sum": nll.sum(), "mean": nll.sum() / keep.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_matches_the_reference_with_ignored_rows(reduction):
+    logits = data(6, 5, seed=2) * 3
+    target = np.array([0, 4, -1, 2, 2, -1])
+    x = mini.from_numpy(logits).requires_grad_()
+    loss = F.cross_entropy(x, mini.tensor(target.tolist()), ignore_index=-1, reduction=reduction)
+    want = reference_cross_entropy(logits, target, -1, reduction)
+    np.testing.assert_allclose(to_np(loss.detach()), want, rtol=1e-5, atol=1e-6)
+    (loss if reduction != "none" else loss.sum()).backward()
+    # d loss / d logits = (softmax - onehot) per counted row, / rows counted for the mean
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    keep = target != -1
+    onehot = np.eye(5)[np.where(keep, target, 0)]
+    g = (p - onehot) * keep[:, None]
+    if reduction == "mean":
+        g /= keep.sum()
+    np.testing.assert_allclose(to_np(x.grad), g, rtol=1e-4, atol=1e-6)
+
+
+def test_cross_entropy_refuses_what_it_cannot_do_by_name():
+    x = mini.randn(3, 4)
+    assert np.isnan(to_np(F.cross_entropy(x, mini.tensor([0, 7, 1]), reduction="none"))[1])  # 7 >= 4 classes
+    with pytest.raises(TypeError, match="int64 class indices"):
+        F.cross_entropy(x, mini.tensor([0.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"logits.view\(-1, logits.size\(-1\)\)"):
+        F.cross_entropy(mini.randn(2, 3, 4), mini.tensor([[0, 1, 2], [0, 1, 2]]))
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        F.cross_entropy(x, mini.tensor([0, 1, 2]), reduction="avg")
+
+
+def gpt_style_loss(x, wq, targets):
+    # causal attention scores masked with tril, softmax, a projection, cross-entropy of the
+    # flattened logits: the pieces a GPT's forward puts together
+    q, k, v = (x @ wq).split(x.shape[-1], dim=-1)
+    t = x.shape[1]
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / x.shape[-1] ** 0.5)
+    mask = mini.ones(t, t).tril() == 0
+    att = scores.masked_fill(mask, float("-inf")).softmax(-1)
+    logits = att @ v
+    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+
+def test_a_gpt_style_loss_compiles_in_one_graph_and_matches_eager_with_gradients():
+    b, t, c = 2, 5, 8
+    x = mini.from_numpy(data(b, t, c, seed=3))
+    wq = mini.from_numpy(data(c, 3 * c, seed=4) * 0.3).requires_grad_()
+    targets = mini.tensor(np.random.default_rng(5).integers(0, c, size=(b, t)).tolist())
+    targets[0, 0] = -1
+    eager = gpt_style_loss(x, wq, targets)
+    eager.backward()
+    want_grad = to_np(wq.grad)
+    wq.grad = None
+    mini.reset()
+    compiled = mini.compile(gpt_style_loss, fullgraph=True)
+    got = compiled(x, wq, targets)
+    np.testing.assert_allclose(to_np(got.detach()), to_np(eager.detach()), rtol=1e-5)
+    got.backward()
+    np.testing.assert_allclose(to_np(wq.grad), want_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_split_chunk_tril_triu_capture_as_the_same_ops_eager_runs():
+    def f(x):
+        a, b = x.chunk(2, dim=-1)
+        c, d, e = x.split([1, 2, 3], dim=-1)
+        return a.triu(1) + b.tril(-1), c + d.sum(-1, keepdim=True) + e.mean(-1, keepdim=True)
+
+    x = mini.from_numpy(data(3, 4, 6, seed=6))
+    want = f(x)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    mini.reset()
+    got = mini.compile(f, backend=backend, fullgraph=True)(x)
+    assert len(graphs) == 1
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(to_np(g), to_np(w))
+    mini.reset()
+    got = mini.compile(f, backend="inductor", fullgraph=True)(x)  # and through generated code
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(to_np(g), to_np(w), rtol=1e-6)
+    with pytest.raises(Exception, match="sum exactly to 6"):
+        mini.reset()
+        mini.compile(lambda x: x.split([1, 2], dim=-1), fullgraph=True)(x)
