@@ -60,7 +60,15 @@ class Optimizer:
                     param.grad.zero_()
 
     def step(self):
-        raise NotImplementedError(f"{type(self).__name__} does not define step()")
+        """Updates every parameter that has a gradient, in place, outside autograd."""
+        with mini.no_grad():
+            for group in self.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        self._update(param, group)
+
+    def _update(self, param, group):
+        raise NotImplementedError(f"{type(self).__name__} does not define _update(param, group)")
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -96,13 +104,6 @@ class SGD(Optimizer):
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(params, defaults)
 
-    def step(self):
-        with mini.no_grad():
-            for group in self.param_groups:
-                for param in group["params"]:
-                    if param.grad is not None:
-                        self._update(param, group)
-
     def _update(self, param, group):
         lr = float(group["lr"])
         momentum = group["momentum"]
@@ -123,3 +124,68 @@ class SGD(Optimizer):
             else:
                 step_direction = buffer
         param.sub_(step_direction * lr)
+
+
+class Adam(Optimizer):
+    """Adam, as torch's (amsgrad not supported): with g = grad (+ weight_decay * p, coupled),
+
+        m = beta1 * m + (1 - beta1) * g          v = beta2 * v + (1 - beta2) * g * g
+        p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    `foreach` and `fused` are accepted and change nothing: mini updates one parameter at a
+    time with its eager kernels."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
+                 foreach=None, fused=None):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if amsgrad:
+            raise NotImplementedError(f"{type(self).__name__}(amsgrad=True) is not supported by mini")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    def _update(self, param, group):
+        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
+        beta1, beta2 = (float(b) for b in group["betas"])
+        state = self.state.setdefault(param, {})
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = mini.zeros_like(param)
+            state["exp_avg_sq"] = mini.zeros_like(param)
+        state["step"] += 1
+        t = state["step"]
+        grad = param.grad
+        if wd != 0:
+            if self._decoupled:
+                param.mul_(1.0 - lr * wd)
+            else:
+                grad = grad + param * wd
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.mul_(beta1).add_(grad * (1.0 - beta1))
+        v.mul_(beta2).add_(grad * grad * (1.0 - beta2))
+        denom = v.sqrt() * (1.0 / (1.0 - beta2 ** t) ** 0.5) + eps
+        param.sub_(m / denom * (lr / (1.0 - beta1 ** t)))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov and Hutter), as torch's AdamW: each step
+    first scales p by (1 - lr * weight_decay), then applies Adam without weight decay in g.
+    GPT training puts weight-decayed matrices and undecayed biases and norms in two groups:
+
+        AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+              lr=3e-4, betas=(0.9, 0.95))
+    """
+
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 foreach=None, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach, fused)

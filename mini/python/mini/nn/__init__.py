@@ -9,13 +9,14 @@ Modules and Parameter live in modules.py; the stateless functions in functional.
 in-place initialisers in init.py.
 """
 
-from . import functional, init
+from . import functional, init, utils
 from .modules import (GELU, Dropout, LayerNorm, Linear, Module, ModuleDict, ModuleList, Parameter, ReLU,
                       Sequential)
 
 __all__ = [
     "functional",
     "init",
+    "utils",
     "Module",
     "Parameter",
     "Linear",
