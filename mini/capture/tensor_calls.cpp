@@ -900,6 +900,12 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     }
     return node(ctx, OpKind::LayerNorm, in, a);
   }
+  if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index
+    Args args{std::move(pos), kwargs, name};
+    VarRef idx = args.get(0, "input"), w = args.get(1, "weight");
+    if (!is_tensor(idx) || !is_tensor(w)) unsupported("embedding() of " + idx->describe() + " and " + w->describe());
+    return node(ctx, OpKind::Embedding, {w->node, idx->node});
+  }
   if (name == "mse_loss") {
     Args args{std::move(pos), kwargs, name};
     VarRef a = args.get(0, "input"), b = args.get(1, "target"), r = args.get(2, "reduction", false);

@@ -178,6 +178,7 @@ static std::string attrs_str(OpKind op, const Attrs& a) {
     case OpKind::Cast: return std::string(", dtype=mini.") + dtype_name(a.dtype);
     case OpKind::Gelu: return a.mode == "tanh" ? ", approximate='tanh'" : "";
     case OpKind::MseLoss: return ", reduction='" + a.mode + "'";
+    case OpKind::SliceBackward: case OpKind::EmbeddingBackward: return ", " + sizes_str(a.shape);
     case OpKind::LayerNorm: return ", normalized_dims=" + std::to_string(a.dim) + ", eps=" + std::to_string(a.eps);
     case OpKind::Full:
       return ", " + sizes_str(a.shape) + ", " + number_str(a.value, a.dtype) + ", dtype=mini." +
@@ -445,6 +446,14 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       }
       return contiguous_meta(in[0].sizes, in[0].dtype);
     }
+    case OpKind::Embedding: {
+      if (in[1].dtype != DType::Int64) fail("embedding(): indices must be int64, got ", dtype_name(in[1].dtype));
+      if (in[0].sizes.size() != 2) fail("embedding(): weight must be 2-D, got ", shape_str(in[0].sizes));
+      Shape s = in[1].sizes;
+      s.push_back(in[0].sizes[1]);
+      return contiguous_meta(s, in[0].dtype);
+    }
+    case OpKind::EmbeddingBackward: return contiguous_meta(a.shape, in[0].dtype);
     case OpKind::Nonzero:  // data-dependent length: -1 marks a size only known at run time
       return contiguous_meta({-1, (int64_t)in[0].sizes.size()}, DType::Int64);
     case OpKind::Full: case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:

@@ -534,6 +534,8 @@ void bind_tensor(py::module_& m) {
     return mini::layer_norm(x, shape, w.value_or(nullptr), b.value_or(nullptr), eps);
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def("embedding", [](const Tensor& weight, const Tensor& indices) { return mini::embedding(weight, indices); },
+        py::arg("weight"), py::arg("indices"));
   m.def("mse_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return mini::mse_loss(a, b, r); },
         py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
   m.def("operand", [](py::handle v) { return operand_or_throw(v, "tensor", "data"); });

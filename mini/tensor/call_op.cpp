@@ -86,6 +86,8 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
                         in.size() > 2 ? in[2] : nullptr, a.eps);
     }
     case OpKind::MseLoss: expect_inputs(k, in, 2); return mse_loss(in[0], in[1], a.mode);
+    case OpKind::Embedding: expect_inputs(k, in, 2); return embedding(in[0], in[1]);
+    case OpKind::EmbeddingBackward: expect_inputs(k, in, 2); return embedding_backward(in[0], in[1], a.shape);
     case OpKind::SliceBackward: expect_inputs(k, in, 1); return slice_backward(in[0], a);
     case OpKind::SliceScatter:
       expect_inputs(k, in, 2);

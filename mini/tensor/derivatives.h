@@ -249,6 +249,14 @@ struct Rules {
         if (need[1]) gi[1] = sum_to(neg(ga), shp(1));
         break;
       }
+      case OpKind::Embedding: {  // out = weight[indices]: each picked row's gradient added back
+        Attrs at; at.shape = shp(0);
+        if (need[0]) gi[0] = op(OpKind::EmbeddingBackward, {g, in[1]}, at);
+        break;
+      }
+      case OpKind::EmbeddingBackward:  // a scatter-add by index: its adjoint is the gather
+        if (need[0]) gi[0] = op(OpKind::Embedding, {g, in[1]});
+        break;
       default:
         fail("derivative for ", op_name(k), " is not implemented");
     }

@@ -1,5 +1,6 @@
 // nn_kernels.cpp — the composite kernels torch also runs as one kernel each: softmax and
 // log_softmax along a dim, layer_norm over trailing dims, mse_loss.
+#include <cstring>
 #include <cmath>
 
 #include "autograd.h"
@@ -174,6 +175,74 @@ Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) 
   at.mode = reduction;
   record(OpKind::MseLoss, {a, b}, diff2, at);
   return diff2;
+}
+
+// ---- embedding: rows picked by index ------------------------------------------------------
+
+static void check_embedding(const Tensor& weight, const Tensor& indices, const char* what) {
+  if (!weight || !indices) fail_type(what, "(): arguments must be Tensors");
+  if (indices->dtype != DType::Int64)
+    fail_type(what, "(): indices must be int64 (a LongTensor), got ", dtype_name(indices->dtype), "; use .long()");
+  if (weight->is_cuda() || indices->is_cuda())
+    fail(what, "() on CUDA tensors is not implemented in mini yet: run it on CPU tensors (.cpu())");
+}
+
+// Each index checked against [0, rows): an IndexError naming it, as torch's "index out of range".
+static const int64_t* checked_indices(const Tensor& idx, int64_t rows) {
+  const int64_t* ix = idx->data<const int64_t>();
+  for (int64_t i = 0; i < idx->numel(); i++)
+    if (ix[i] < 0 || ix[i] >= rows)
+      fail_index("embedding: index ", ix[i], " is out of range for ", rows, " rows (indices must be in [0, ", rows, "))");
+  return ix;
+}
+
+Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
+  check_embedding(weight_in, indices_in, "embedding");
+  if (weight_in->sizes.size() != 2) fail("embedding(): weight must be 2-D [num_embeddings, dim], got ",
+                                         shape_str(weight_in->sizes));
+  Tensor weight = contiguous(detach(weight_in)), idx = contiguous(detach(indices_in));
+  const int64_t rows = weight->sizes[0], d = weight->sizes[1];
+  Shape out_shape = idx->sizes;
+  out_shape.push_back(d);
+  Tensor out = TensorImpl::empty(out_shape, weight->dtype, weight->device());
+  const int64_t* ix = checked_indices(idx, rows);
+  const size_t row_bytes = size_t(d) * itemsize(weight->dtype);
+  const char* w = static_cast<const char*>(weight->raw());
+  char* o = static_cast<char*>(out->raw());
+  for (int64_t i = 0; i < idx->numel(); i++) std::memcpy(o + i * row_bytes, w + ix[i] * row_bytes, row_bytes);
+  count_kernel(idx->nbytes() + 2 * out->nbytes());
+  record(OpKind::Embedding, {weight_in, indices_in}, out, Attrs{});
+  return out;
+}
+
+Tensor embedding_backward(const Tensor& grad_in, const Tensor& indices_in, const Shape& weight_shape) {
+  check_embedding(grad_in, indices_in, "embedding_backward");
+  if (weight_shape.size() != 2) fail("embedding_backward(): the weight's shape must be 2-D, got ", shape_str(weight_shape));
+  Tensor grad = contiguous(detach(grad_in)), idx = contiguous(detach(indices_in));
+  const int64_t rows = weight_shape[0], d = weight_shape[1];
+  if (grad->numel() != idx->numel() * d)
+    fail("embedding_backward(): grad ", shape_str(grad->sizes), " does not match indices ", shape_str(idx->sizes),
+         " and rows of ", d);
+  Tensor out = zeros(weight_shape, grad->dtype, grad->device());
+  const int64_t* ix = checked_indices(idx, rows);
+  MINI_DISPATCH(grad->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      const T* g = grad->data<const T>();
+      T* o = out->data<T>();
+      for (int64_t i = 0; i < idx->numel(); i++)  // in index order: a row's sum is deterministic
+        for (int64_t j = 0; j < d; j++) {
+          T& acc = o[ix[i] * d + j];  // added in double, rounded once to T
+          acc = static_cast<T>(static_cast<double>(acc) + static_cast<double>(g[i * d + j]));
+        }
+    } else {
+      fail("embedding_backward(): expected a floating point gradient, got ", dtype_name(grad->dtype));
+    }
+  });
+  count_kernel(grad->nbytes() + idx->nbytes() + out->nbytes());
+  Attrs at;
+  at.shape = weight_shape;
+  record(OpKind::EmbeddingBackward, {grad_in, indices_in}, out, at);
+  return out;
 }
 
 }  // namespace mini

@@ -47,6 +47,8 @@ namespace mini {
   X(SliceBackward, "slice_backward", Composite)                                \
   X(SliceScatter, "slice_scatter", Composite)                                  \
   X(Nonzero, "nonzero", Composite)                                             \
+  X(Embedding, "embedding", Composite)                                         \
+  X(EmbeddingBackward, "embedding_backward", Composite)                        \
   /* factories: a new tensor from attributes alone (no inputs) */             \
   X(Full, "full", Factory) X(Empty, "empty", Factory)                          \
   X(Arange, "arange", Factory) X(Rand, "rand", Factory) X(Randn, "randn", Factory)
@@ -78,6 +80,8 @@ bool is_random(OpKind k);
 //   Softmax/LogSoftmax: dim;  LayerNorm: dims = normalized trailing dim count in dim, eps
 //   Gelu/GeluBackward: approximate ("none"|"tanh");  MseLoss: reduction
 //   Cast: dtype
+//   Embedding (inputs weight [V, D], indices int64): none;  EmbeddingBackward (inputs grad,
+//   indices): shape (the weight's)
 //   Full: shape, value, dtype;  Empty/Rand/Randn: shape, dtype;  Arange: start, end, step, dtype
 struct Attrs {
   std::vector<int64_t> dims;

@@ -92,6 +92,12 @@ Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);
+// weight[indices]: rows of weight [V, D] picked by int64 indices of any shape -> [*indices, D].
+// An index outside [0, V) raises IndexError.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The gradient of embedding for the weight: zeros of weight_shape, each row i the sum of the
+// rows of grad [*indices, D] whose index is i.
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, const Shape& weight_shape);
 Tensor nonzero(const Tensor& a);
 Tensor sum_to(const Tensor& a, const Shape& shape);  // reduces broadcast dims away
 

@@ -227,6 +227,13 @@ std::vector<GradcheckCase> differentiable_cases() {
     cs.push_back({std::string("mse_loss broadcast ") + r, OpKind::MseLoss,
                   {spread(m), spread({3}, 0.07)}, with_mode(r)});
   }
+  // ---- embedding: the weight's rows by index (indices repeat: their gradients add up), and
+  // its backward (a scatter-add, whose gradient is the gather again)
+  Tensor idx = make({0, 2, 2, 1, 0, 2}, {2, 3}, DType::Int64);
+  cs.push_back({"embedding", OpKind::Embedding, {spread({3, 4}), idx}, {}});
+  Attrs eb;
+  eb.shape = {3, 4};
+  cs.push_back({"embedding_backward", OpKind::EmbeddingBackward, {spread({2, 3, 4}), idx}, eb});
   return cs;
 }
 

@@ -151,3 +151,70 @@ def test_split_chunk_tril_triu_capture_as_the_same_ops_eager_runs():
     with pytest.raises(Exception, match="sum exactly to 6"):
         mini.reset()
         mini.compile(lambda x: x.split([1, 2], dim=-1), fullgraph=True)(x)
+
+
+def test_embedding_picks_rows_and_adds_gradients_back_for_repeated_indices():
+    w0 = data(6, 4, seed=7)
+    idx = np.array([[0, 5, 5], [2, 0, 5]])
+    w = mini.from_numpy(w0.copy()).requires_grad_()
+    y = F.embedding(mini.tensor(idx.tolist()), w)
+    np.testing.assert_array_equal(to_np(y.detach()), w0[idx])
+    g = data(2, 3, 4, seed=8)
+    y.backward(mini.from_numpy(g))
+    want = np.zeros_like(w0)
+    np.add.at(want, idx.ravel(), g.reshape(-1, 4))
+    np.testing.assert_allclose(to_np(w.grad), want, rtol=1e-6)
+    layer = mini.nn.Embedding(10, 3)
+    assert tuple(layer(mini.tensor([1, 2])).shape) == (2, 3) and repr(layer) == "Embedding(10, 3)"
+
+
+def test_embedding_refuses_bad_indices_by_name():
+    w = mini.randn(4, 2)
+    with pytest.raises(IndexError, match="index 4 is out of range for 4 rows"):
+        F.embedding(mini.tensor([0, 4]), w)
+    with pytest.raises(IndexError, match="index -1 is out of range"):
+        F.embedding(mini.tensor([-1]), w)
+    with pytest.raises(TypeError, match="indices must be int64"):
+        F.embedding(mini.tensor([0.0, 1.0]), w)
+    with pytest.raises(NotImplementedError, match="padding_idx"):
+        F.embedding(mini.tensor([0]), w, padding_idx=0)
+
+
+class TinyGPTLoss(mini.nn.Module):
+    """Token and position embeddings, one causal attention head, a tied output head,
+    cross-entropy of the next token: what a GPT's training step computes, at toy width."""
+
+    def __init__(self, vocab=11, width=8, block=6):
+        super().__init__()
+        self.wte, self.wpe = mini.nn.Embedding(vocab, width), mini.nn.Embedding(block, width)
+        self.qkv = mini.nn.Linear(width, 3 * width)
+        self.ln = mini.nn.LayerNorm(width)
+        self.register_buffer("mask", mini.ones(block, block).tril() == 0)
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        x = self.wte(idx) + self.wpe(mini.arange(t))
+        q, k, v = self.qkv(self.ln(x)).split(x.shape[-1], dim=-1)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / x.shape[-1] ** 0.5)
+        att = att.masked_fill(self.mask[:t, :t], float("-inf")).softmax(-1)
+        logits = (x + att @ v) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+
+def test_a_tiny_gpt_step_compiles_in_one_graph_with_eager_gradients():
+    mini.manual_seed(3)
+    model = TinyGPTLoss()
+    rng = np.random.default_rng(9)
+    idx = mini.tensor(rng.integers(0, 11, size=(2, 6)).tolist())
+    targets = mini.tensor(rng.integers(0, 11, size=(2, 6)).tolist())
+    losses, grads = [], []
+    for fn in (model, mini.compile(model, fullgraph=True)):
+        model.zero_grad()
+        loss = fn(idx, targets)
+        loss.backward()
+        losses.append(float(loss.item()))
+        grads.append({n: to_np(p.grad) for n, p in model.named_parameters()})
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    assert np.isfinite(losses[0]) and losses[0] > 0
+    for n in grads[0]:
+        np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-6, err_msg=n)

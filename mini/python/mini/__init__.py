@@ -33,7 +33,7 @@ def _register_capture():
     import os
     graph_functions = {fn: name for name, fn in _tensor.functions.items()}
     graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
-                            _tensor.mse_loss: "mse_loss"})
+                            _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding"})
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
     graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})

@@ -558,6 +558,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _C.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
 
+def embedding(input, weight):
+    """weight[input]: the rows of weight [num_embeddings, dim] picked by the int64 indices in
+    input, shaped [*input.shape, dim]; the weight's gradient adds each picked row's gradient
+    back (rows picked twice get both). An index outside [0, num_embeddings) raises IndexError."""
+    return _C.embedding(weight, input)
+
+
 def mse_loss(input, target, reduction="mean"):
     return _C.mse_loss(input, target, reduction)
 

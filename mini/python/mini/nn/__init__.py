@@ -10,7 +10,7 @@ in-place initialisers in init.py.
 """
 
 from . import functional, init, utils
-from .modules import (GELU, Dropout, LayerNorm, Linear, Module, ModuleDict, ModuleList, Parameter, ReLU,
+from .modules import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleDict, ModuleList, Parameter, ReLU,
                       Sequential)
 
 __all__ = [
@@ -27,4 +27,5 @@ __all__ = [
     "ModuleList",
     "ModuleDict",
     "Dropout",
+    "Embedding",
 ]

@@ -97,3 +97,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if reduction == "sum":
         return nll.sum()
     return nll.sum() / (target != ignore_index).float().sum()
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False, sparse=False):
+    """weight[input] (mini._tensor.embedding): a token's vector by its index. padding_idx,
+    max_norm, scale_grad_by_freq and sparse are not supported (they raise)."""
+    if padding_idx is not None or max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("F.embedding: padding_idx, max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported by mini yet")
+    return mini._tensor.embedding(input, weight)

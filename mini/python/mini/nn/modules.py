@@ -583,6 +583,25 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
+class Embedding(Module):
+    """A lookup table: row i of weight [num_embeddings, embedding_dim] is token i's vector,
+    initialised N(0, 1) as torch's."""
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+        super().__init__()
+        if padding_idx is not None:
+            raise NotImplementedError("nn.Embedding(padding_idx=...) is not supported by mini yet")
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.weight = Parameter(mini.randn(num_embeddings, embedding_dim))
+
+    def forward(self, input):
+        return F.embedding(input, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
 class Dropout(Module):
     """Zeroes each element with probability p while training, scaling the rest by 1/(1-p);
     the identity in eval mode (module.eval())."""
