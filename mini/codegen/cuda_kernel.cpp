@@ -349,29 +349,30 @@ class CudaKernelWriter {
   // Whether rows of this kernel can be persistent (static, within the layout's registers).
   bool persistent_rows() { return cuda_kernel_shape(k_, layout_) == "per"; }
 
-  PersistentRow plan_persistent_row(const RowPlan& plan) {
-    PersistentRow row;
-    const int64_t R = L_.static_extent(L_.red_dims());
-    row.threads = cuda_reduction_threads(R, layout_);
-    const int T = row.threads;
-    if (!persistent_rows()) return row;
-    row.per_thread = (int)((R + T - 1) / T);
-    std::map<std::string, std::vector<IndexTerm>> terms;
-    std::map<std::string, std::set<int>> passes;  // a load along the row -> the passes that read it
-    std::vector<std::string> order;                // ... in the order first read
+  // A load that runs along the row (an index term over a reduced dim), as a dry run of every
+  // pass's definitions finds it: its spelling, index terms, element type, the passes reading it.
+  struct RowLoad {
+    std::string spelled;
+    std::vector<IndexTerm> terms;
+    DType dtype = DType::Float32;
+    std::set<int> passes;
+  };
+
+  std::vector<RowLoad> row_loads(const RowPlan& plan) {  // in the order first read
     std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
+    std::vector<RowLoad> loads;
+    std::map<std::string, size_t> at;
     int pass = 0;
     cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
       bool along_row = false;
       for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
       if (!along_row) return std::string();
-      if (!passes.count(spelled)) order.push_back(spelled);
-      passes[spelled].insert(pass);
-      terms[spelled] = e.index.terms;
-      row.types[spelled] = e.dtype;
+      auto [it, fresh] = at.emplace(spelled, loads.size());
+      if (fresh) loads.push_back({spelled, e.index.terms, e.dtype, {}});
+      loads[it->second].passes.insert(pass);
       return std::string();
     };
-    for (pass = 0; pass <= L_.phases(); pass++) {  // a dry run: which loads run along the row
+    for (pass = 0; pass <= L_.phases(); pass++) {
       std::vector<int> reds, stores;
       L_.phase_targets(pass, &reds, &stores);
       for (int id : k_.nodes)
@@ -379,21 +380,40 @@ class CudaKernelWriter {
       for (int id : reds) cs_.expr(L_.reduction_input(id));
     }
     cs_.load_hook = nullptr;
+    return loads;
+  }
+
+  // Whether each load runs with unit stride along the row and static strides elsewhere, each
+  // a multiple of V: every row's run then starts V-aligned where the pointer is.
+  bool runs_in_vectors(const std::vector<const RowLoad*>& loads, int V) const {
+    std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
+    for (const RowLoad* l : loads)
+      for (const IndexTerm& t : l->terms)
+        if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : t.stride % V != 0)) return false;
+    return true;
+  }
+
+  PersistentRow plan_persistent_row(const RowPlan& plan) {
+    PersistentRow row;
+    const int64_t R = L_.static_extent(L_.red_dims());
+    row.threads = cuda_reduction_threads(R, layout_);
+    const int T = row.threads;
+    if (!persistent_rows()) return row;
+    row.per_thread = (int)((R + T - 1) / T);
     // lean rows keep in registers only what two passes read; the others read memory in their pass
-    for (const std::string& spelled : order)
-      if (!layout_.lean_rows || passes[spelled].size() > 1) row.kept[spelled] = "k" + std::to_string(row.kept.size());
-    bool contiguous = layout_.vector_rows && L_.red_dims().size() == 1;
+    std::vector<RowLoad> loads = row_loads(plan);
+    std::vector<const RowLoad*> kept;
     size_t widest = 1;
-    for (auto& [spelled, name] : row.kept) {
-      widest = std::max(widest, (size_t)itemsize(row.types.at(spelled)));
-      for (const IndexTerm& t : terms.at(spelled))  // unit stride along the row, static elsewhere
-        if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : false)) contiguous = false;
+    for (const RowLoad& l : loads) {
+      if (layout_.lean_rows && l.passes.size() < 2) continue;
+      row.kept[l.spelled] = "k" + std::to_string(row.kept.size());
+      row.types[l.spelled] = l.dtype;
+      kept.push_back(&l);
+      widest = std::max(widest, (size_t)itemsize(l.dtype));
     }
-    const int RV = contiguous && !row.kept.empty() ? (int)(16 / widest) : 1;
-    for (auto& [spelled, name] : row.kept)  // the other strides keep every run's start a multiple of RV
-      for (const IndexTerm& t : terms.at(spelled))
-        if (!red.count(t.dim) && t.stride % RV) contiguous = false;
-    row.vector = RV > 1 && contiguous && R % RV == 0 ? RV : 1;
+    const int RV = (int)(16 / widest);
+    bool vectors = layout_.vector_rows && L_.red_dims().size() == 1 && !kept.empty() && RV > 1 && R % RV == 0;
+    row.vector = vectors && runs_in_vectors(kept, RV) ? RV : 1;
     row.per_thread = (row.per_thread + row.vector - 1) / row.vector * row.vector;
     return row;
   }
@@ -463,51 +483,29 @@ class CudaKernelWriter {
   // it) and writes nothing.
   bool write_vector_loop_reduction(std::ostringstream& o) {
     if (!layout_.vector_loop_rows || L_.red_dims().size() != 1 || L_.red_dims()[0] != rank_ - 1) return false;
-    const int64_t R = L_.static_extent(L_.red_dims()), red = L_.red_dims()[0];
+    const int64_t R = L_.static_extent(L_.red_dims());
     if (R <= 0) return false;
     RowPlan plan = L_.plan_rows(0);
-    std::vector<std::set<std::string>> reads(L_.phases() + 1);  // per pass: loads along the row
-    std::map<std::string, std::string> names;
-    std::map<std::string, DType> types;
+    std::vector<RowLoad> loads = row_loads(plan);
+    std::vector<const RowLoad*> all;
+    std::map<std::string, std::string> names;  // a load's spelling -> its Vec variable
     size_t widest = 1;
-    bool contiguous = true;
-    std::vector<int64_t> other_strides;  // of the loads along the row, over the other dims
-    int pass = 0;
-    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-      bool along_row = false;
-      for (const IndexTerm& t : e.index.terms) along_row = along_row || t.dim == red;
-      if (!along_row) return std::string();
-      for (const IndexTerm& t : e.index.terms)  // unit stride along the row, static elsewhere
-        if (t.axis >= 0 || (t.dim == red && t.stride != 1)) contiguous = false;
-      for (const IndexTerm& t : e.index.terms)
-        if (t.dim != red) other_strides.push_back(t.stride);
-      reads[pass].insert(spelled);
-      if (!names.count(spelled)) names[spelled] = "k" + std::to_string(names.size());
-      types[spelled] = e.dtype;
-      widest = std::max(widest, (size_t)itemsize(e.dtype));
-      return std::string();
-    };
-    for (pass = 0; pass <= L_.phases(); pass++) {  // a dry run: what each pass reads along the row
-      std::vector<int> reds, stores;
-      L_.phase_targets(pass, &reds, &stores);
-      for (int id : k_.nodes)
-        if (plan.compute[pass].count(id)) define("", 't', id, false);
-      for (int id : reds) cs_.expr(L_.reduction_input(id));
+    for (const RowLoad& l : loads) {
+      all.push_back(&l);
+      names[l.spelled] = "k" + std::to_string(names.size());
+      widest = std::max(widest, (size_t)itemsize(l.dtype));
     }
-    cs_.load_hook = nullptr;
     for (int id : k_.stores)
       if (L_.is_full(id)) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
     const int V = (int)(16 / widest);
-    for (int64_t stride : other_strides)  // each row's start a multiple of V
-      if (stride % V) contiguous = false;
-    if (!contiguous || V < 2 || R % V) return false;
+    if (V < 2 || R % V || !runs_in_vectors(all, V)) return false;
 
     const std::string I = fits_int32() ? "int" : "int64_t";
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
     o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
     o << "  const bool vec = true";  // every pointer along the row aligned to its Vec
-    for (auto& [spelled, name] : names)
-      o << " && mini::aligned<" << cuda_type(types.at(spelled)) << ", " << V << ">(&" << spelled.substr(0, spelled.find('['))
+    for (const RowLoad& l : loads)
+      o << " && mini::aligned<" << cuda_type(l.dtype) << ", " << V << ">(&" << l.spelled.substr(0, l.spelled.find('['))
         << "[0])";
     for (int id : k_.stores)
       if (L_.is_full(id)) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">(" << out(id) << ")";
@@ -551,8 +549,10 @@ class CudaKernelWriter {
       o << "    if (vec) {\n";
       o << "      for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
       o << "        const " << I << " j0 = jv * " << V << ";\n";
-      for (const std::string& spelled : reads[p]) {
-        std::string vec = "mini::Vec<" + cuda_type(types.at(spelled)) + ", " + std::to_string(V) + ">";
+      for (const RowLoad& l : loads) {
+        if (!l.passes.count(p)) continue;
+        const std::string& spelled = l.spelled;
+        std::string vec = "mini::Vec<" + cuda_type(l.dtype) + ", " + std::to_string(V) + ">";
         o << "        " << vec << " " << names.at(spelled) << ";\n";
         o << "        {\n" << unflatten(k_.space, "j0", L_.red_dims(), "          ", I);
         o << "          " << names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
@@ -563,8 +563,9 @@ class CudaKernelWriter {
       o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
       o << "          const " << I << " j = j0 + l;\n";
       o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
-      cs_.load_hook = [&](const Expr&, const std::string& spelled) {
-        return reads[p].count(spelled) ? names.at(spelled) + ".v[l]" : std::string();
+      cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // every load along the row is in `names`
+        auto it = names.find(spelled);
+        return it == names.end() ? std::string() : it->second + ".v[l]";
       };
       body("          ", true);
       cs_.load_hook = nullptr;
@@ -768,19 +769,23 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   return threads;
 }
 
-std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
-  if (k.reduced.empty()) return "poi";
+// The elements of one row of kernel k (its reduced dims), or -1 where a size is symbolic.
+static int64_t static_rnumel(const FusionGroup& k) {
   int64_t R = 1;
   for (int64_t d : k.reduced) R = graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
+  return R;
+}
+
+std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
+  if (k.reduced.empty()) return "poi";
+  const int64_t R = static_rnumel(k);
   bool held = R > 0 && layout.row_registers && R <= int64_t(cuda_reduction_threads(R, layout)) * layout.row_registers;
   return held ? "per" : "red";
 }
 
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return kCudaThreads;
-  int64_t rnumel = 1;
-  for (int64_t d : k.reduced) rnumel = graph::is_symbol(k.space[d]) || rnumel < 0 ? -1 : rnumel * k.space[d];
-  return cuda_reduction_threads(rnumel, layout);
+  return cuda_reduction_threads(static_rnumel(k), layout);
 }
 
 int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

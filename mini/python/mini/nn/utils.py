@@ -22,7 +22,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             for n in norms[1:]:
                 total = mini.maximum(total, n)
         elif norm_type == 2.0:
-            total = sum((g.to(device=grads[0].device) * g).sum() for g in grads) ** 0.5
+            total = sum((g * g).sum().to(device=grads[0].device) for g in grads) ** 0.5
         else:
             raise NotImplementedError(f"clip_grad_norm_: norm_type={norm_type} is not supported by mini (2.0 or inf)")
         if error_if_nonfinite and not math.isfinite(float(total.item())):
