@@ -12,6 +12,9 @@
 #   bench_cuda_inductor      labs/bench/bench_cuda_inductor.py: mini compiled (CUDA codegen) against
 #                            torch.compile; its table in bench_labs.txt, its files in labs.tar.gz
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
+#   ncu reductions           Nsight Compute over mini's and torch.compile's fused softmax and
+#                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS),
+#                            only where MINI_GPU_STAGES names it
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
@@ -170,7 +173,7 @@ print("mini.cuda.is_available():", mini.cuda.is_available(), "device_count:", mi
 assert mini.cuda.is_available(), "mini sees no GPU here"
 x = mini.randn(1000, device="cuda")
 print("sum of 1000 normals on cuda:", (x * 2).sum().item())'
-stage "pytest -m cuda" 180 "$out/tests.log" "${pytest[@]}" -m cuda tests/python \
+stage "pytest -m cuda" "${MINI_GPU_PYTEST_CAP:-180}" "$out/tests.log" "${pytest[@]}" -m cuda tests/python \
   --ignore=tests/python/test_cuda_vs_torch.py
 
 # ---- the benchmark and the labs -------------------------------------------------------------
@@ -179,9 +182,22 @@ stage bench_cuda_eager 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda
   --out "$work/bench"
 cp "$work"/bench/bench_cuda_eager.json "$work"/bench/bench_cuda_eager.md "$out/" 2>/dev/null
 # compiled CUDA against torch.compile; its .json/.md travel in labs.tar.gz (8 files at most in $OUT)
+# MINI_BENCH_ARGS: more of its options (--nvrtc-variants=-lineinfo,-,-Ofc=min: the = sign, as the
+# value starts with a dash)
 stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_inductor.py --layouts \
-  --out "$work/labs"
+  --out "$work/labs" ${MINI_BENCH_ARGS:-}
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py
+# Nsight Compute over the fused softmax and layer norm, mini's (layouts MINI_NCU_LAYOUTS, default
+# the default one) beside torch.compile's, with torch's Triton source (in labs.tar.gz,
+# torch_code/); only where MINI_GPU_STAGES names it (ncu replays each kernel many times)
+run_ncu() {
+  [ -n "${MINI_GPU_STAGES:-}" ] || { echo "ncu runs only where MINI_GPU_STAGES names it"; return 77; }
+  command -v ncu >/dev/null || { echo "no ncu on this machine"; return 77; }
+  ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis -k regex:fused "$python" labs/bench/ncu_reductions.py \
+    --layouts "${MINI_NCU_LAYOUTS:-}" --torch-code "$work/labs/torch_code"
+}
+stage "ncu reductions" 150 "$out/bench_labs.txt" run_ncu
 
 # ---- the C++ CUDA tests -----------------------------------------------------------------------
 cuda_tests=$build/mini_cuda_tests

@@ -187,6 +187,8 @@ def measure(name, spec, torch, args):
         row["graph_run_ms"] = timing(lambda: info["run"](*cuda_inputs))  # the graph alone, no guards
         if args.layouts:
             row["layout_ms"] = layout_times(gm, cuda_inputs, timing)
+        if args.nvrtc_variants:
+            row["nvrtc_variants"] = nvrtc_variant_times(gm, cuda_inputs, timing, args.nvrtc_variants)
     if torch is not None:
         tfn = torch_twin(torch, fn)
         targs = [torch.from_numpy(a.float().numpy()).to("cuda", getattr(torch, dtype)) for a in cpu_args]
@@ -202,6 +204,30 @@ def measure(name, spec, torch, args):
         row["torch_compile_ms"] = tt(lambda: compiled(*targs))
         row["torch_compile_kernels"] = torch_kernels(torch, lambda: compiled(*targs))
     return row
+
+
+def nvrtc_variant_times(gm, cuda_inputs, timing, variants):
+    """{options: (NVRTC seconds, ms)} of the graph compiled with each set of NVRTC options
+    (MINI_NVRTC_OPTIONS; '-' the empty set), each into an empty cache folder."""
+    times = {}
+    saved, saved_dir = os.environ.get("MINI_NVRTC_OPTIONS"), mini.config.cache_dir
+    try:
+        for options in variants.split(","):
+            os.environ["MINI_NVRTC_OPTIONS"] = "" if options == "-" else options
+            mini.config.cache_dir = tempfile.mkdtemp(prefix="mini_nvrtc_")
+            try:
+                info = mini.inductor.compile_graph_cuda(gm)
+                times[options] = (info["nvrtc_seconds"], timing(lambda: info["run"](*cuda_inputs)))
+            except RuntimeError as e:  # an option this NVRTC refuses: say so, measure the rest
+                times[options] = str(e).split("\n")[0][:120]
+            shutil.rmtree(mini.config.cache_dir, ignore_errors=True)
+    finally:
+        mini.config.cache_dir = saved_dir
+        if saved is None:
+            os.environ.pop("MINI_NVRTC_OPTIONS", None)
+        else:
+            os.environ["MINI_NVRTC_OPTIONS"] = saved
+    return times
 
 
 def layout_times(gm, cuda_inputs, timing):
@@ -345,6 +371,9 @@ def main(argv=None):
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--layouts", action="store_true",
                         help="also time each numbered kernel layout (MINI_CODEGEN_LAYOUT=1..N) per program")
+    parser.add_argument("--nvrtc-variants", default="",
+                        help="also compile and time each program with each of these comma-separated NVRTC "
+                             "option sets (MINI_NVRTC_OPTIONS; '-' for none), e.g. '-lineinfo,-,-Ofc=min'")
     parser.add_argument("--warm-probe", help=argparse.SUPPRESS)  # compile_times' new process
     args = parser.parse_args(argv)
     if args.warm_probe:
@@ -381,6 +410,12 @@ def main(argv=None):
         text += "\n\nToyModel (Linear 1024 -> ReLU -> Linear 1024, batch 32, no grad):\n\n" + toy_table(toy)
     if layout_table(rows):
         text += "\n\nKernel layouts (the graph alone; codegen/cuda_kernel.h numbers them):\n\n" + layout_table(rows)
+    variants = [r for r in rows if r.get("nvrtc_variants")]
+    if variants:
+        text += "\n\nNVRTC options (NVRTC seconds of one compile / ms of the graph alone):\n\n"
+        def cell(o, v):
+            return f"'{o}' {v[0]:.3f} s / {v[1]:.3f} ms" if isinstance(v, (tuple, list)) else f"'{o}' refused: {v}"
+        text += "\n".join(f"{r['name']}: " + ", ".join(cell(o, v) for o, v in r["nvrtc_variants"].items()) for r in variants)
     if not args.null_device:
         results = bars(rows + ([toy] if toy else []), ceiling)
         report["bars"] = [{"bar": b, "pass": ok} for b, ok in results]

@@ -181,7 +181,10 @@ std::string CStyle::expr(const ExprPtr& e) const {
       std::string hooked = load_hook ? load_hook(*e, spelled) : std::string();
       return hooked.empty() ? spelled : hooked;
     }
-    case Expr::Kind::Temp: return (e->row ? "r" : "t") + std::to_string(e->node);
+    case Expr::Kind::Temp: {
+      std::string hooked = temp_hook ? temp_hook(*e) : std::string();
+      return hooked.empty() ? (e->row ? "r" : "t") + std::to_string(e->node) : hooked;
+    }
     case Expr::Kind::Cast: return type(e->dtype) + "(" + expr(e->args[0]) + ")";
     case Expr::Kind::Op: {
       std::vector<std::string> a;

@@ -42,6 +42,9 @@ class CStyle {
   // Consulted first for each Load with its usual spelling (in0[x1 * 4]): a non-empty result
   // replaces it (the CUDA renderer's vector lanes and the rows it keeps in registers).
   std::function<std::string(const Expr& load, const std::string& spelled)> load_hook;
+  // Consulted first for each Temp: a non-empty result replaces r<id> / t<id> (the CUDA
+  // renderer's running max in an online softmax's pass).
+  std::function<std::string(const Expr& temp)> temp_hook;
 
  private:
   std::string constant(const Expr& c) const;

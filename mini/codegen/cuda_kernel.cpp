@@ -77,16 +77,35 @@ template <> __device__ __forceinline__ int highest<int>() { return 0x7fffffff; }
 template <class T> __device__ __forceinline__ T lowest() { return -highest<T>(); }
 template <> __device__ __forceinline__ int64_t lowest<int64_t>() { return -0x7fffffffffffffffLL - 1; }
 template <> __device__ __forceinline__ int lowest<int>() { return -0x7fffffff - 1; }
+// The online softmax's rescale: a running sum of exp(x - m) becomes one of exp(x - m2) when the
+// running max rises from m to m2 (1 where it did not, also where both are -inf; 0 from -inf).
+template <class T> __device__ __forceinline__ T online_scale(T m, T m2) { return m == m2 ? T(1) : T(::exp(m - m2)); }
+// The running max as the pair's exp reads it: 0 while it is -inf (every element so far -inf,
+// whose exp(-inf - 0) is the 0 it is after any finite max); the row's sum where its max is
+// -inf is NaN, as eager's exp(-inf - -inf).
+template <class T> __device__ __forceinline__ T online_shift(T m) { return m == -highest<T>() ? T(0) : m; }
+template <class T> __device__ __forceinline__ T online_finish(T sum, T m) { return m == -highest<T>() ? T(m - m) : sum; }
 
 // v combined over the block's threads (every thread gets the result): shuffles within each
-// warp, then the warps' values through `smem` (one per warp). Every thread must call it.
+// warp, then the warps' values through `smem` (one per warp), which each warp reads back one a
+// lane and combines with shuffles again (a loop over the warps' values in every thread read
+// shared memory four times as often as the kernel read global memory: Nsight Compute, H200,
+// 2026-12-02). Every thread must call it. The block's warps a power of two (every block mini
+// launches): each aligned group of that many lanes holds every warp's value once.
 template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v, T* smem) {
   for (int offset = 16; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warps = int(blockDim.x >> 5), lane = int(threadIdx.x & 31);
+  if (warps <= 1) return v;
   __syncthreads();  // the previous call's readers are done with smem
-  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+  if (lane == 0) smem[threadIdx.x >> 5] = v;
   __syncthreads();
-  T r = smem[0];
-  for (int w = 1; w < int((blockDim.x + 31) >> 5); w++) r = Op(r, smem[w]);
+  if (warps & (warps - 1)) {  // not a power of two: one warp's value after another
+    T r = smem[0];
+    for (int w = 1; w < warps; w++) r = Op(r, smem[w]);
+    return r;
+  }
+  T r = smem[lane & (warps - 1)];
+  for (int offset = warps >> 1; offset > 0; offset >>= 1) r = Op(r, __shfl_xor_sync(0xffffffffu, r, offset));
   return r;
 }
 
@@ -101,9 +120,16 @@ std::string cuda_type(DType d) { return kCudaTarget.type(d); }
 class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
-      : L_(s, k), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()), layout_(layout) {}
+      : L_(s, k, layout.online_softmax), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()),
+        layout_(layout) {}
 
   std::string write() {
+    VectorRows rows;
+    if (L_.has_online_pairs() && (cuda_split_reductions(s_, k_, layout_) || !vector_loop_shape(&rows))) {
+      CudaLayout plain = layout_;  // only the looped vector rows fold an online pair
+      plain.online_softmax = false;
+      return CudaKernelWriter(s_, k_, plain).write();
+    }
     std::ostringstream o;
     o << "// " << k_.name << ": graph nodes";
     for (int id : k_.nodes) o << " " << g_.nodes[id].name;
@@ -131,7 +157,8 @@ class CudaKernelWriter {
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
     else if (cuda_split_reductions(s_, k_, layout_)) write_split_reduction(o);
-    else if (!write_vector_loop_reduction(o)) write_reduction(o);
+    else if (vector_loop_shape(&rows)) write_vector_loop_reduction(o, rows);
+    else write_reduction(o);
     o << "}\n";
     return o.str();
   }
@@ -460,10 +487,21 @@ class CudaKernelWriter {
 
   // Each reduction's accumulators combined over the block, and its row value r<id> (a mean
   // divided by the row's length).
+  // An online pair's max is reduced first (it comes first in program order), its thread's
+  // value kept as m<id>; the pair's sum is rescaled from it to the block's max before its own
+  // block reduction.
   void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done) {
+    std::set<int> running;
+    for (int id : reds)
+      if (L_.online_max(id) >= 0) running.insert(L_.online_max(id));
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string A = acc_type(n), N = std::to_string(id);
+      if (running.count(id)) o << "    const " << A << " m" << N << " = acc" << N << ";  // this thread's max\n";
+      if (int m = L_.online_max(id); m >= 0)
+        o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << m << "), " << A << "(acc" << m << "));\n";
+      if (int m = L_.online_max(id); m >= 0)  // as eager's exp(x - max) where the max is -inf: NaN
+        o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << m << "));\n";
       o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
         << ", reinterpret_cast<" << A << "*>(smem));\n";
       std::string fin = "acc" + N;
@@ -481,24 +519,56 @@ class CudaKernelWriter {
   // its Vec, the pass runs element by element. Returns false (the kernel is not of this shape:
   // the row not the innermost dim, not static, not whole vectors, a load not contiguous along
   // it) and writes nothing.
-  bool write_vector_loop_reduction(std::ostringstream& o) {
+  // The looped vector rows' plan: the loads along the row (each read as Vec k<n>), V lanes.
+  struct VectorRows {
+    RowPlan plan;
+    std::vector<RowLoad> loads;
+    std::map<std::string, std::string> names;  // a load's spelling -> its Vec variable
+    int V = 0;
+  };
+
+  // Whether the kernel is of the looped vector rows' shape (the layout's, the row the
+  // innermost dim, static, whole vectors, every load along it contiguous); its plan in *rows.
+  bool vector_loop_shape(VectorRows* rows) {
+    *rows = VectorRows();
     if (!layout_.vector_loop_rows || L_.red_dims().size() != 1 || L_.red_dims()[0] != rank_ - 1) return false;
     const int64_t R = L_.static_extent(L_.red_dims());
     if (R <= 0) return false;
-    RowPlan plan = L_.plan_rows(0);
-    std::vector<RowLoad> loads = row_loads(plan);
+    rows->plan = L_.plan_rows(0);
+    rows->loads = row_loads(rows->plan);
     std::vector<const RowLoad*> all;
-    std::map<std::string, std::string> names;  // a load's spelling -> its Vec variable
     size_t widest = 1;
-    for (const RowLoad& l : loads) {
+    for (const RowLoad& l : rows->loads) {
       all.push_back(&l);
-      names[l.spelled] = "k" + std::to_string(names.size());
+      rows->names[l.spelled] = "k" + std::to_string(rows->names.size());
       widest = std::max(widest, (size_t)itemsize(l.dtype));
     }
     for (int id : k_.stores)
       if (L_.is_full(id)) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
-    const int V = (int)(16 / widest);
-    if (V < 2 || R % V || !runs_in_vectors(all, V)) return false;
+    rows->V = (int)(16 / widest);
+    return rows->V >= 2 && R % rows->V == 0 && runs_in_vectors(all, rows->V);
+  }
+
+  // Looped rows in vectors (layout 7 on: the shape of Inductor's looped `triton_red_` kernels).
+  // Each pass strides the block's threads over the row V elements at a time: one Vec load per
+  // load along the row, the lanes unrolled, one Vec store per stored value; every pass reads
+  // the row from memory again (L2 holds a block's row between its passes), and registers stay
+  // few, so that a full SM of threads keeps loads in flight. Where a pointer is not aligned to
+  // its Vec, the pass runs element by element. With unrolled passes (layout 9) the block is
+  // the one compiled for, and a pass whose vectors divide evenly among its threads is a loop of
+  // constant trip count, unrolled, so that a thread's loads of several vectors are in flight at
+  // once. An online softmax pair (LoopKernel::online_max; layout 8 on) folds in one pass: the
+  // max's running value m<id>, the sum rescaled by mini::online_scale when it rises, and the
+  // threads' sums rescaled to the block's max before their block reduction.
+  void write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows) {
+    const RowPlan& plan = rows.plan;
+    const std::vector<RowLoad>& loads = rows.loads;
+    const std::map<std::string, std::string>& names = rows.names;
+    const int V = rows.V;
+    const int64_t R = L_.static_extent(L_.red_dims());
+    const int T = cuda_block(k_, layout_);
+    const int64_t vectors = R / V, trips = (vectors + T - 1) / T;
+    const bool unrolled = layout_.unroll_rows >= 0 && vectors % T == 0;
 
     const std::string I = fits_int32() ? "int" : "int64_t";
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
@@ -528,15 +598,39 @@ class CudaKernelWriter {
       std::vector<int> reds, stores;
       L_.phase_targets(p, &reds, &stores);
       if (reds.empty() && stores.empty()) continue;
+      std::set<int> running;  // the maxes of this pass's online pairs
+      for (int id : reds)
+        if (L_.online_max(id) >= 0) running.insert(L_.online_max(id));
       for (int id : reds) {
         const Node& n = g_.nodes[id];
         std::string A = acc_type(n);
         o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
       }
+      // An online pair's running max m<id> (its sum's exp reads it): in the vector loop, the max
+      // over the vector's lanes first, the sum rescaled once a vector; element by element, once
+      // an element.
+      auto rescale = [&](const std::string& pad) {
+        for (int id : reds)
+          if (int m = L_.online_max(id); m >= 0) {
+            std::string A = acc_type(g_.nodes[id]), M = std::to_string(m);
+            o << pad << "acc" << id << " *= mini::online_scale<" << A << ">(" << A << "(acc" << M << "), " << A << "(m" << M << "));\n";
+          }
+        for (int id : running) o << pad << "acc" << id << " = m" << id << ";\n";
+      };
+      auto running_max = [&](const std::string& pad, int id, const std::string& from) {
+        std::string A = acc_type(g_.nodes[id]);
+        o << pad << from << combine(g_.nodes[id]) << "<" << A << ">(" << (from.find("const") == 0 ? "acc" : "m") << id
+          << ", " << A << "(" << cs_.expr(L_.reduction_input(id)) << "));\n";
+      };
       auto body = [&](const std::string& pad, bool vector) {  // one element's values, folded, stored
-        for (int id : k_.nodes)
+        for (int id : k_.nodes) {
+          if (running.count(id) && !vector)
+            running_max(pad, id, "const " + acc_type(g_.nodes[id]) + " m" + std::to_string(id) + " = ");
           if (plan.compute[p].count(id)) o << define(pad, 't', id, false);
+        }
+        if (!vector) rescale(pad);
         for (int id : reds) {
+          if (running.count(id)) continue;
           const Node& n = g_.nodes[id];
           std::string A = acc_type(n);
           o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
@@ -546,8 +640,18 @@ class CudaKernelWriter {
           if (vector) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
           else o << pad << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
       };
+      cs_.temp_hook = [&](const Expr& e) {  // -inf, while every element so far is -inf, reads as 0
+        return e.row && running.count(e.node) ? "mini::online_shift(m" + std::to_string(e.node) + ")" : std::string();
+      };
       o << "    if (vec) {\n";
-      o << "      for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
+      if (unrolled) {
+        const int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
+        o << "      #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
+        o << "      for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
+        o << "        const " << I << " jv = threadIdx.x + it * " << T << ";\n";
+      } else {
+        o << "      for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
+      }
       o << "        const " << I << " j0 = jv * " << V << ";\n";
       for (const RowLoad& l : loads) {
         if (!l.passes.count(p)) continue;
@@ -560,13 +664,23 @@ class CudaKernelWriter {
       }
       for (int id : stores)
         o << "        mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
-      o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
-      o << "          const " << I << " j = j0 + l;\n";
-      o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
       cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // every load along the row is in `names`
         auto it = names.find(spelled);
         return it == names.end() ? std::string() : it->second + ".v[l]";
       };
+      for (int id : running) {
+        o << "        " << acc_type(g_.nodes[id]) << " m" << id << " = acc" << id << ";\n";
+        o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
+        o << "          const " << I << " j = j0 + l;\n";
+        o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
+        for (int v : L_.full_values_for({id})) o << define("          ", 't', v, false);  // what the max reads
+        running_max("          ", id, "m" + std::to_string(id) + " = ");
+        o << "        }\n";
+      }
+      rescale("        ");
+      o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
+      o << "          const " << I << " j = j0 + l;\n";
+      o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
       body("          ", true);
       cs_.load_hook = nullptr;
       o << "        }\n";
@@ -582,6 +696,7 @@ class CudaKernelWriter {
       o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
       body("        ", false);
       o << "      }\n    }\n";
+      cs_.temp_hook = nullptr;
       write_block_reductions(o, reds, &done);
       ready_row_values("    ");
     }
@@ -594,7 +709,6 @@ class CudaKernelWriter {
       o << "    }\n";
     }
     o << "  }\n";
-    return true;
   }
 
   void write_reduction(std::ostringstream& o) {
@@ -743,8 +857,10 @@ CudaLayout cuda_layout(int number) {
   l.vector_rows = number >= 3;
   l.lean_rows = number >= 5;
   l.row_max_registers = number >= 6 ? 32 : 64;
-  l.vector_loop_rows = number == 7;
-  if (number == 7) l.row_registers = 0;
+  l.vector_loop_rows = number >= 7;
+  if (number >= 7) l.row_registers = 0;
+  l.online_softmax = number >= 8;
+  l.unroll_rows = number >= 9 ? (number == 9 ? 0 : 2) : -1;
   return l;
 }
 

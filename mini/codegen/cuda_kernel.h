@@ -39,6 +39,11 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   7  looped rows in vectors, Inductor's `triton_red_` shape: no row held in registers, each
 //      pass reads the row again (from L2) in 16-byte vectors, up to 512 threads a row, at most
 //      32 registers; rows that are not whole aligned vectors loop element by element
+//   8  as 7, with the online softmax (Inductor's prepare_softmax_online): a sum of exp(x - m),
+//      m = amax(x) of the row, folds in the max's pass (LoopKernel::online_max), one pass fewer
+//   9  as 8, each pass a loop of constant trip count (the block the kernel is compiled for),
+//      unrolled where the row's vectors divide among the threads: several loads in flight
+//  10  as 9, unrolled by 2: half the code for NVRTC to compile, two loads in flight a thread
 // Measured on the H200 (2026-12-02 02:36 UTC, bench_cuda_inductor.py --layouts, the graph alone,
 // 8192 x 8192 float32, ms): softmax / layer norm 1: 0.342 / 0.325, 2: 0.312 / 0.262,
 // 3: 0.217 / 0.221, 4: 0.251 / 0.213, 5: 0.183 / 0.164, 6: 0.236 / 0.201, 7: 0.165 / 0.152;
@@ -50,10 +55,13 @@ struct CudaLayout {
   bool vector_rows = true;
   bool lean_rows = false;
   bool vector_loop_rows = false;  // rows looped over in vectors, read again each pass (layout 7)
+  bool online_softmax = false;    // looped rows: a softmax's max and sum in one pass (layout 8)
+  int unroll_rows = -1;  // looped rows: a pass of constant trip count, unrolled by this (0: all
+                         // of it, 4 at most past 8 trips; layouts 9, 10), -1: a plain loop
   int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
                                // threads, 32 blocks and 65536 registers an SM)
 };
-constexpr int kCudaLayouts = 7, kCudaDefaultLayout = 7;
+constexpr int kCudaLayouts = 10, kCudaDefaultLayout = 9;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();

@@ -70,7 +70,9 @@ struct RowPlan {
 
 class LoopKernel {
  public:
-  LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k);
+  // online_softmax: a sum of exp(x - m), m the row's max of the same x, runs in m's pass over
+  // the row (online_max below) instead of the pass after it.
+  LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k, bool online_softmax = false);
 
   const graph::Graph& graph() const { return g_; }
   const fusion::FusionGroup& group() const { return k_; }
@@ -91,6 +93,15 @@ class LoopKernel {
   // In-kernel reductions value `id` depends on.
   const std::set<int>& reductions_below(int id) const { return below_.at(id); }
   int phases() const { return phases_; }
+  // The online softmax (Milakov and Gimelshein 2018; Inductor's prepare_softmax_online): for a
+  // reduction sum(exp(x - m)) (or mean) with m = amax(x) over the same row, m when the kernel
+  // was lowered with online_softmax (the sum then folds in m's pass, rescaling its running
+  // value whenever the running max rises), else -1.
+  int online_max(int sum) const;
+  bool has_online_pairs() const { return !online_.empty(); }
+  // Whether full value `id`, computed in pass p, reads the running max of an online pair of
+  // that pass (it is then not the value later passes see, and never kept for them).
+  bool reads_running_max(int id, int p) const;
   int phase(int reduction) const { return phase_.at(reduction); }
   // The pass over the row after which a stored full value can be written.
   int store_phase(int id) const;
@@ -123,6 +134,7 @@ class LoopKernel {
  private:
   ExprPtr value(int id, bool flat_ok, bool row_context) const;
   ExprPtr load(int id, bool flat_ok, bool row_context) const;
+  int find_online_max(int sum) const;
 
   const graph::Graph& g_;
   const fusion::FusionGroup& k_;
@@ -130,6 +142,7 @@ class LoopKernel {
   std::map<int, int> load_index_, store_index_;
   std::map<int, int> phase_;
   std::map<int, std::set<int>> below_;  // node -> reductions_below(node)
+  std::map<int, int> online_;           // online sum -> its max
   int phases_ = 0;
   int rank_ = 0;
   bool flat_uses_index_ = false;

@@ -41,7 +41,8 @@ DType compute_type(const graph::Graph& g, const Node& n) {
   }
 }
 
-LoopKernel::LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k) : g_(s.graph), k_(k) {
+LoopKernel::LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k, bool online_softmax)
+    : g_(s.graph), k_(k) {
   for (int id : k.nodes) in_kernel_.insert(id);
   for (size_t i = 0; i < k.loads.size(); i++) load_index_[k.loads[i]] = (int)i;
   for (size_t i = 0; i < k.stores.size(); i++) store_index_[k.stores[i]] = (int)(k.loads.size() + i);
@@ -61,6 +62,11 @@ LoopKernel::LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k) 
     int p = 0;
     for (int dep : below) p = std::max(p, phase_[dep] + 1);
     if (op_class(n.op) == OpClass::Reduction) {
+      int m = online_softmax ? find_online_max(id) : -1;
+      if (m >= 0) {  // folds in its max's pass: every other reduction below it is below the max
+        online_[id] = m;
+        p = phase_[m];
+      }
       phase_[id] = p;
       phases_ = std::max(phases_, p + 1);
     }
@@ -77,6 +83,32 @@ LoopKernel::LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k) 
         if (!load(i, true, false)->index.flat && !scalar) flat_uses_index_ = true;
       }
   }
+}
+
+int LoopKernel::find_online_max(int sum) const {
+  auto node_in_kernel = [&](int id, OpKind op) { return id >= 0 && in_kernel_.count(id) && g_.nodes[id].op == op; };
+  const Node& s = g_.nodes[sum];
+  if (s.op != OpKind::Sum && s.op != OpKind::Mean) return -1;
+  const int e = s.inputs[0];
+  if (!node_in_kernel(e, OpKind::Exp) || !is_full(e) || !is_floating(g_.nodes[e].meta.dtype)) return -1;
+  const int d = g_.nodes[e].inputs[0];
+  if (!node_in_kernel(d, OpKind::Sub) || !is_full(d)) return -1;
+  const int m = g_.nodes[d].inputs[1];
+  // the same x on both sides keeps every exp(x - running max) <= 1: no overflow on the way
+  if (!node_in_kernel(m, OpKind::Amax) || g_.nodes[m].inputs[0] != g_.nodes[d].inputs[0]) return -1;
+  if (g_.nodes[m].meta.sizes.size() != k_.space.size()) return -1;  // keepdim: broadcast along the row
+  return m;
+}
+
+int LoopKernel::online_max(int sum) const {
+  auto it = online_.find(sum);
+  return it == online_.end() ? -1 : it->second;
+}
+
+bool LoopKernel::reads_running_max(int id, int p) const {
+  for (auto& [sum, m] : online_)
+    if (phase_.at(m) == p && below_.at(id).count(m)) return true;
+  return false;
 }
 
 bool LoopKernel::is_reduction(int id) const { return op_class(g_.nodes[id].op) == OpClass::Reduction; }
@@ -247,6 +279,7 @@ RowPlan LoopKernel::plan_rows(int64_t scratch_budget) const {
       auto prior = plan.computed_in.find(v);
       int64_t bytes = rnumel * (int64_t)itemsize(g_.nodes[v].meta.dtype);
       bool keep = prior != plan.computed_in.end() && prior->second < p && is_transcendental(g_.nodes[v].op) &&
+                  !reads_running_max(v, prior->second) &&
                   rnumel > 0 && (plan.scratch.count(v) || scratch_bytes + bytes <= scratch_budget);
       if (keep) {
         if (plan.scratch.insert(v).second) scratch_bytes += bytes;

@@ -1,6 +1,9 @@
 // cuda_program.cpp — see cuda_program.h.
 #include "runtime/cuda_program.h"
 
+#include <cstdlib>
+#include <sstream>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -21,7 +24,16 @@ std::atomic<int> g_counter{0};  // names used once
 std::string default_cuda_arch() { return cuda::is_available() ? cuda::device_arch(0) : "sm_90"; }
 
 // -lineinfo: ncu and compute-sanitizer then point at lines of the generated source.
-std::vector<std::string> cuda_compile_options() { return {"-lineinfo"}; }
+// MINI_NVRTC_OPTIONS, where set (even empty), replaces them: NVRTC options separated by spaces,
+// for measuring what an option costs or saves (bench_cuda_inductor.py --nvrtc-variants).
+std::vector<std::string> cuda_compile_options() {
+  const char* env = std::getenv("MINI_NVRTC_OPTIONS");
+  if (!env) return {"-lineinfo"};
+  std::vector<std::string> options;
+  std::istringstream words(env);
+  for (std::string w; words >> w;) options.push_back(w);
+  return options;
+}
 
 std::shared_ptr<CudaProgram> compile_cuda(const std::string& source, const std::string& arch_in,
                                           const std::string& cache_dir) {
@@ -40,7 +52,13 @@ std::shared_ptr<CudaProgram> compile_cuda(const std::string& source, const std::
     p->from_disk_cache = true;
     p->cubin = bytes.substr(0, bytes.size() - trailer_bytes());
   } else {
-    p->cubin = nvrtc::compile(source, "generated_" + p->key + ".cu", p->arch, options, &p->log);
+    try {
+      p->cubin = nvrtc::compile(source, "generated_" + p->key + ".cu", p->arch, options, &p->log);
+    } catch (const Error& e) {  // the source NVRTC refused, kept for reading beside the message
+      std::string kept = dir + "/" + p->key + ".refused.cu";
+      std::ofstream(kept) << source;
+      fail(e.what(), "\n(the generated source: ", kept, ")");
+    }
     std::string tmp = cat(dir, "/", p->key, ".", getpid(), ".", g_counter++, ".cubin");
     std::ofstream out(tmp, std::ios::binary);
     out.write(p->cubin.data(), std::streamsize(p->cubin.size()));

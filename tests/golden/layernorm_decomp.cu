@@ -15,7 +15,9 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     const int x0 = rest_r;
     float acc1 = float(0);
     if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+      #pragma unroll
+      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+        const int jv = threadIdx.x + it * 128;
         const int j0 = jv * 4;
         mini::Vec<float, 4> k0;
         {
@@ -42,7 +44,9 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
     if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+      #pragma unroll
+      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+        const int jv = threadIdx.x + it * 128;
         const int j0 = jv * 4;
         mini::Vec<float, 4> k0;
         {
@@ -74,7 +78,9 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
     if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+      #pragma unroll
+      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+        const int jv = threadIdx.x + it * 128;
         const int j0 = jv * 4;
         mini::Vec<float, 4> k0;
         {

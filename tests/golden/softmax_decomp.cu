@@ -14,32 +14,6 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
     int rest_r = r;
     const int x0 = rest_r;
     float acc1 = mini::lowest<float>();
-    if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
-        }
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          acc1 = mini::max_of<float>(acc1, float(k0.v[l]));
-        }
-      }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
-        int rest_j = j;
-        const int x1 = rest_j;
-        acc1 = mini::max_of<float>(acc1, float(in0[x0 * 1000 + x1 * 1]));
-      }
-    }
-    acc1 = mini::block_reduce<float, mini::max_of<float>>(acc1, reinterpret_cast<float*>(smem));
-    const float r1 = float(acc1);
     float acc4 = float(0);
     if (vec) {
       for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
@@ -50,12 +24,22 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
           const int x1 = rest_j0;
           k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
         }
+        float m1 = acc1;
         #pragma unroll
         for (int l = 0; l < 4; l++) {
           const int j = j0 + l;
           int rest_j = j;
           const int x1 = rest_j;
-          const float t2 = (float(k0.v[l]) - float(r1));
+          m1 = mini::max_of<float>(m1, float(k0.v[l]));
+        }
+        acc4 *= mini::online_scale<float>(float(acc1), float(m1));
+        acc1 = m1;
+        #pragma unroll
+        for (int l = 0; l < 4; l++) {
+          const int j = j0 + l;
+          int rest_j = j;
+          const int x1 = rest_j;
+          const float t2 = (float(k0.v[l]) - float(mini::online_shift(m1)));
           const float t3 = ::exp(float(t2));
           acc4 = mini::sum_of<float>(acc4, float(t3));
         }
@@ -64,11 +48,19 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
       for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
         int rest_j = j;
         const int x1 = rest_j;
-        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+        const float m1 = mini::max_of<float>(acc1, float(in0[x0 * 1000 + x1 * 1]));
+        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(mini::online_shift(m1)));
         const float t3 = ::exp(float(t2));
+        acc4 *= mini::online_scale<float>(float(acc1), float(m1));
+        acc1 = m1;
         acc4 = mini::sum_of<float>(acc4, float(t3));
       }
     }
+    const float m1 = acc1;  // this thread's max
+    acc1 = mini::block_reduce<float, mini::max_of<float>>(acc1, reinterpret_cast<float*>(smem));
+    const float r1 = float(acc1);
+    acc4 *= mini::online_scale<float>(float(m1), float(acc1));
+    acc4 = mini::online_finish<float>(acc4, float(acc1));
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
     if (vec) {

@@ -258,7 +258,7 @@ def test_every_layout_runs_as_eager(layout):
 
 
 def test_an_unknown_layout_is_refused_by_name(monkeypatch):
-    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "9")
+    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(inductor.cuda_layouts() + 1))
     with pytest.raises(RuntimeError, match="layouts are 1 .naive. to %d" % inductor.cuda_layouts()):
         inductor.compile_graph_cuda(graph_of(transform, mini.randn(8, 8), mini.randn(8)), arch="sm_90")
 
@@ -393,3 +393,72 @@ def test_a_kernels_name_says_what_its_layout_makes_of_the_row(monkeypatch):
         assert any(names[number] in d for d in info["decisions"])
     assert names[3] == "cuda_per_fused_amax_div_exp_sub_sum_0"
     assert names[7] == "cuda_red_fused_amax_div_exp_sub_sum_0"
+
+
+# ---- the online softmax (layout 8 on: LoopKernel::online_max) --------------------------------
+
+def log_softmax_decomp(x):
+    m = x.amax(-1, keepdim=True)
+    return (x - m) - (x - m).exp().sum(-1, keepdim=True).log()
+
+
+def logsumexp_decomp(x):
+    m = x.amax(-1, keepdim=True)
+    return (x - m).exp().sum(-1, keepdim=True).log() + m
+
+
+def test_the_online_softmax_folds_the_max_and_the_sum_in_one_pass(monkeypatch):
+    # layout 7 reads softmax's row three times (max, sum, store), layout 8 twice: the sum of
+    # exp(x - running max) is rescaled by online_scale as the max rises, and each thread's sum
+    # is rescaled to the block's max before the block reduction
+    reads = {}
+    for number in (7, 8):
+        monkeypatch.setenv("MINI_CODEGEN_LAYOUT", str(number))
+        src = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1024)), arch="sm_90")["source"])
+        reads[number] = src.count("*reinterpret_cast<const mini::Vec<float, 4>*>(&in0[")
+        assert ("mini::online_scale" in src) == (number == 8)
+    assert reads == {7: 3, 8: 2}
+    # a sum of exp(x - m) where m is not the max of the same x stays in the pass after the max
+    src = kernel_of(inductor.compile_graph_cuda(
+        graph_of(lambda x, y: (x - y.amax(-1, keepdim=True)).exp().sum(-1), mini.randn(64, 1024), mini.randn(64, 1024)),
+        arch="sm_90")["source"])
+    assert "online_scale" not in src
+    # where the row does not loop in vectors (13 columns), the kernel is layout 7's
+    odd = inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(7, 13)), arch="sm_90")["source"]
+    assert "online_scale" not in kernel_of(odd)
+
+
+def softmax_edge_rows(columns):
+    """Rows that test the rescaling: random, ascending (the max rises at every element), -inf
+    entries, all -inf (NaN, as eager), a NaN, values near the float limit."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, columns)).astype(np.float32) * 4
+    x[1] = np.linspace(-50, 50, columns)
+    x[2, ::3] = -np.inf
+    x[3] = -np.inf
+    x[4, columns // 2] = np.nan
+    x[5] = rng.uniform(-3e38, 3e38, columns)
+    x[6, 0] = np.inf
+    x[7, -1] = 80.0
+    return mini.tensor(x)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+@pytest.mark.parametrize("fn", [softmax_decomp, log_softmax_decomp, logsumexp_decomp])
+def test_softmax_edge_rows_run_as_eager_aligned_or_not(layout, fn):
+    # offset 1: the row's pointer is not 16-byte aligned, and the kernel's element loop runs
+    x = softmax_edge_rows(1024)
+    gm, inputs = captured(fn, x)
+    want = gm.forward(*inputs)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    run = inductor.compile_graph_cuda(gm)["run"]
+    for offset in (0, 1):
+        y = mini.empty(x.numel() + offset, device="cuda").as_strided(tuple(x.shape), x.stride(), offset)
+        y.copy_(x.cuda())
+        got = run(y)
+        for g, w in zip(got, want):
+            g, w = to_np(g.cpu()), to_np(w)
+            assert np.array_equal(np.isnan(g), np.isnan(w)), f"layout {layout}, offset {offset}: NaN rows differ"
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=f"layout {layout}, offset {offset}")
