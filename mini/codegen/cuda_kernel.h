@@ -44,10 +44,11 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   9  as 8, each pass a loop of constant trip count (the block the kernel is compiled for),
 //      unrolled where the row's vectors divide among the threads: several loads in flight
 //  10  as 9, unrolled by 2: half the code for NVRTC to compile, two loads in flight a thread
-// Measured on the H200 (2026-12-02 02:36 UTC, bench_cuda_inductor.py --layouts, the graph alone,
-// 8192 x 8192 float32, ms): softmax / layer norm 1: 0.342 / 0.325, 2: 0.312 / 0.262,
-// 3: 0.217 / 0.221, 4: 0.251 / 0.213, 5: 0.183 / 0.164, 6: 0.236 / 0.201, 7: 0.165 / 0.152;
-// pointwise kernels the same from layout 2 on (notes/perf.md has the tables).
+// Measured on the H200 (2026-12-02 06:01 UTC, commit 0b0fe3f, bench_cuda_inductor.py --layouts,
+// the graph alone, 8192 x 8192 float32, ms): softmax / layer norm 1: 0.347 / 0.330,
+// 2: 0.257 / 0.218, 3: 0.193 / 0.209, 4: 0.243 / 0.211, 5: 0.168 / 0.161, 6: 0.183 / 0.168,
+// 7: 0.160 / 0.150, 8: 0.158 / 0.150, 9: 0.147 / 0.136, 10: 0.147 / 0.152 (torch.compile:
+// 0.151 / 0.133); pointwise kernels the same from layout 2 on (notes/perf.md has the tables).
 struct CudaLayout {
   int number = 3;
   bool vector_pointwise = true;
