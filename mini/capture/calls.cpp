@@ -157,8 +157,13 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
                                "tuple", "list", "divmod", "pow", "sum", "len", "isinstance", "slice"};
-  for (const char* p : pure) {
-    if (name != p) continue;
+  // the math module's functions are pure too: math.sqrt(head_dim) of a model's attention scale
+  PyObject* owner = PyCFunction_Check(callee->obj) ? PyCFunction_GET_SELF(callee->obj) : nullptr;
+  const char* module = owner && PyModule_Check(owner) ? PyModule_GetName(owner) : nullptr;
+  if (!module) PyErr_Clear();
+  bool is_pure = module && std::string(module) == "math";
+  for (const char* p : pure) is_pure = is_pure || name == p;
+  if (is_pure) {
     std::vector<VarRef> constants;  // tuples of numbers too: max(x.shape)
     for (auto& a : args) {
       // range() of a Python number made dynamic (automatic dynamic) takes its value and guards

@@ -858,6 +858,19 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   if (name == "item" || name == "tolist" || name == "numpy")
     unsupported("Unsupported Tensor." + name + "() call with capture_scalar_outputs=False: the value "
                 "is only known at run time; keep it a tensor (e.g. mini.where) instead of a Python number");
+  // a Tensor method mini writes in Python (mini/_tensor.py: argmax, tril, ...) over ops capture
+  // records: inlined with self bound, as a user's function would be
+  if (PyObject* fn = PyObject_GetAttrString(python_bridge().tensor_type, name.c_str())) {
+    bool python = PyFunction_Check(fn);
+    Py_DECREF(fn);  // the class keeps it alive
+    if (python) {
+      std::vector<VarRef> pos = args.pos;
+      pos.insert(pos.begin(), self);
+      return inline_function(ctx, fn, nullptr, std::move(pos), kwargs);
+    }
+  } else {
+    PyErr_Clear();
+  }
   if (name.back() == '_' || name == "copy_" || name == "zero_")
     unsupported("in-place Tensor." + name + "() inside a compiled function is not supported by mini's "
                 "capture; use the out-of-place form");
@@ -905,6 +918,32 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     VarRef idx = args.get(0, "input"), w = args.get(1, "weight");
     if (!is_tensor(idx) || !is_tensor(w)) unsupported("embedding() of " + idx->describe() + " and " + w->describe());
     return node(ctx, OpKind::Embedding, {w->node, idx->node});
+  }
+  if (name == "slice_scatter") {  // mini.slice_scatter(input, src, dim, start, end, step): input, src in a slice
+    Args args{std::move(pos), kwargs, name};
+    VarRef base = args.get(0, "input"), src = args.get(1, "src");
+    if (!is_tensor(base) || !is_tensor(src))
+      unsupported("slice_scatter() of " + base->describe() + " and " + src->describe());
+    const auto& m = meta_of(ctx, base);
+    const int64_t rank = (int64_t)m.sizes.size();
+    auto given = [&](size_t i, const char* what) {
+      VarRef v = args.get(i, what, false);
+      return v && v->obj != Py_None ? v : VarRef();
+    };
+    Attrs a;
+    VarRef dim = given(2, "dim"), start = given(3, "start"), end = given(4, "end"), step = given(5, "step");
+    a.dim = dim ? int_of(ctx, dim, "dim") : 0;
+    if (a.dim < -rank || a.dim >= rank) fail("slice_scatter(): dim ", a.dim, " is out of range for ", rank, " dims");
+    if (a.dim < 0) a.dim += rank;
+    const int64_t n = m.sizes[a.dim];
+    if (n < 0 && (!end || !start)) unsupported("slice_scatter() along a dynamic dim without start and end");
+    a.start = start ? int_of(ctx, start, "start") : 0;
+    a.end = end ? int_of(ctx, end, "end") : n;
+    if (a.start < 0) a.start += n;
+    if (a.end < 0) a.end += n;
+    if (n >= 0) a.end = std::min(a.end, n);
+    a.step = step ? int_of(ctx, step, "step") : 1;
+    return node(ctx, OpKind::SliceScatter, {base->node, src->node}, a);
   }
   if (name == "mse_loss") {
     Args args{std::move(pos), kwargs, name};

@@ -399,6 +399,16 @@ void FrameInterpreter::set_line(const Instruction& in) {
   ctx_.current_code = "File: " + ctx_.current_location + ", code: " + text;
 }
 
+// Globals of mini's own Python modules (mini, mini.nn, ...): the library a Tensor method or
+// a function reached without a source comes from. Its names are read as they are, unguarded,
+// as Dynamo reads torch's own modules: they are not the user's to rebind between calls.
+static bool is_mini_library(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  if (!name || !PyUnicode_Check(name)) return false;
+  std::string n = PyUnicode_AsUTF8(name);
+  return n == "mini" || n.rfind("mini.", 0) == 0;
+}
+
 VarRef FrameInterpreter::load_global(const std::string& name) {
   if (VarRef stored = find_store(ctx_, SideEffect::Kind::Global, globals_, name)) return stored;
   PyObject* key = PyUnicode_FromString(name.c_str());
@@ -411,6 +421,7 @@ VarRef FrameInterpreter::load_global(const std::string& name) {
   Py_DECREF(key);
   PyErr_Clear();
   if (!v) unsupported("name '" + name + "' is not defined");
+  if (!globals_source_ && globals_ != ctx_.root_globals) return wrap_untracked(ctx_, v);  // mini's library
   SourceRef src;
   if (!globals_source_ || globals_ == ctx_.root_globals) src = guards::Source::global(name);
   else if (builtin) src = guards::Source::global_in(globals_source_, name);  // shadowed there later: a miss
@@ -1092,6 +1103,20 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         else unsupported("-" + a->describe());
         break;
       }
+      case Opcode::UNARY_INVERT: {  // ~t: Tensor.__invert__ (mini/_tensor.py), the same ops
+        VarRef a = pop();
+        if (a->is(Var::Kind::Tensor)) {
+          DType d = meta_of(ctx_, a).dtype;
+          if (is_floating(d)) unsupported("~ on a " + std::string(dtype_name(d)) + " tensor (torch refuses it too: ~ is for bool and integer tensors)");
+          if (d == DType::Bool) push(tensor_binary(ctx_, OpKind::Eq, a, make_constant(PyBool_FromLong(0))));
+          else push(tensor_binary(ctx_, OpKind::Sub, tensor_unary(ctx_, OpKind::Neg, a), make_constant(PyLong_FromLong(1))));
+        } else if (is_constant(a)) {
+          push(make_constant(checked(PyNumber_Invert(a->obj), "~x")));
+        } else {
+          unsupported("~" + a->describe());
+        }
+        break;
+      }
       case Opcode::UNARY_NOT: {
         VarRef a = pop();
         push(make_constant(PyBool_FromLong(!truth(a))));
@@ -1345,7 +1370,8 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   PyObject* globals = PyFunction_GET_GLOBALS(function);
   SourceRef gsrc = made ? made->globals_source
                         : globals == ctx.root_globals || !fsrc ? nullptr : guards::Source::attr(fsrc, "__globals__");
-  if (globals != ctx.root_globals && !gsrc) unsupported("a function from another module without a source");
+  if (globals != ctx.root_globals && !gsrc && !is_mini_library(globals))
+    unsupported("a function from another module without a source");
   ctx.depth++;
   std::string saved_code = ctx.current_code;
   FrameInterpreter inner(ctx, code, globals, gsrc, std::move(locals));

@@ -334,7 +334,9 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
     var->graph_function = is_graph_function(v);
     return var;
   }
-  if (PyCFunction_Check(v)) return object_var(Var::Kind::Builtin, v, nullptr);
+  if (PyCFunction_Check(v) || (PyType_Check(v) && PyDict_GetItemString(PyEval_GetBuiltins(),
+                                                                        ((PyTypeObject*)v)->tp_name) == v))
+    return object_var(Var::Kind::Builtin, v, nullptr);  // len, range, int: as wrap() makes them
   return object_var(Var::Kind::Object, v, nullptr);
 }
 

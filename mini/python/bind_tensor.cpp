@@ -529,6 +529,9 @@ void bind_tensor(py::module_& m) {
     return mini::where(operand_or_throw(c, "where", "condition"), operand_or_throw(a, "where", "input"),
                        operand_or_throw(b, "where", "other"));
   });
+  m.def("slice_scatter", [](const Tensor& base, const Tensor& src, int64_t dim, int64_t start, int64_t end,
+                            int64_t step) { return mini::slice_scatter(base, src, dim, start, end, step); },
+        py::arg("input"), py::arg("src"), py::arg("dim"), py::arg("start"), py::arg("end"), py::arg("step"));
   m.def("layer_norm", [](const Tensor& x, const mini::Shape& shape, std::optional<Tensor> w,
                          std::optional<Tensor> b, double eps) {
     return mini::layer_norm(x, shape, w.value_or(nullptr), b.value_or(nullptr), eps);

@@ -218,3 +218,194 @@ def test_a_tiny_gpt_step_compiles_in_one_graph_with_eager_gradients():
     assert np.isfinite(losses[0]) and losses[0] > 0
     for n in grads[0]:
         np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-6, err_msg=n)
+
+
+# ---- ~, argmax / argmin, cat / stack, slice_scatter, scaled_dot_product_attention ---------------
+
+def test_invert_is_logical_not_for_bool_and_bitwise_not_for_integers():
+    m = mini.tensor([[True, False], [False, True]])
+    np.testing.assert_array_equal(to_np(~m), [[False, True], [True, False]])
+    np.testing.assert_array_equal(to_np(~mini.tensor([0, 5, -3])), ~np.array([0, 5, -3]))
+    with pytest.raises(TypeError, match="only for bool and integer"):
+        ~mini.ones(2)
+    f = mini.compile(lambda m, i: ((~m).long().sum(), ~i), fullgraph=True)
+    got = f(m, mini.tensor([1, -2]))
+    assert got[0].item() == 2 and to_np(got[1]).tolist() == [-2, 1]
+
+
+def test_argmax_and_argmin_pick_the_first_extreme_and_a_nan_as_numpy():
+    a = np.array([[1, 3, 3, 0], [np.nan, 1, 2, np.nan], [-1, -5, -5, 2]], dtype=np.float32)
+    x = mini.from_numpy(a.copy())
+    np.testing.assert_array_equal(to_np(x.argmax(1)), np.argmax(a, 1))  # ties: the first; NaN wins
+    np.testing.assert_array_equal(to_np(x.argmin(-1)), np.argmin(a, -1))
+    np.testing.assert_array_equal(to_np(mini.argmax(x, 0, keepdim=True)), np.argmax(a, 0)[None])
+    assert x.argmax().item() == np.argmax(a) and mini.argmin(x).item() == np.argmin(a)
+    b = data(3, 4, 5, seed=4)
+    np.testing.assert_array_equal(to_np(mini.from_numpy(b).argmax(1)), np.argmax(b, 1))
+    # compiled: the reductions and a where, in one graph, as eager
+    f = mini.compile(lambda x: (x.argmax(-1), x.argmin(0), x.argmax()), fullgraph=True)
+    for g, w in zip(f(x), (np.argmax(a, -1), np.argmin(a, 0), np.argmax(a))):
+        np.testing.assert_array_equal(to_np(g), w)
+
+
+def test_cat_and_stack_match_numpy_and_send_each_input_its_slice_of_the_gradient():
+    a, b, c = data(2, 3, seed=1), data(2, 1, seed=2), data(2, 2, seed=3)
+    xs = [mini.from_numpy(v.copy()).requires_grad_() for v in (a, b, c)]
+    out = mini.cat(xs, dim=1)
+    np.testing.assert_array_equal(to_np(out.detach()), np.concatenate([a, b, c], 1))
+    weight = mini.from_numpy(data(2, 6, seed=5))
+    (out * weight).sum().backward()
+    w = to_np(weight)
+    for x, (lo, hi) in zip(xs, ((0, 3), (3, 4), (4, 6))):
+        np.testing.assert_array_equal(to_np(x.grad), w[:, lo:hi])
+    s = mini.stack([xs[0], xs[0] * 2], dim=-1)
+    np.testing.assert_array_equal(to_np(s.detach()), np.stack([a, a * 2], -1))
+    assert tuple(mini.stack((xs[1], xs[1]), 0).shape) == (2, 2, 1) and mini.concat is mini.cat
+    with pytest.raises(TypeError, match="non-empty list"):
+        mini.cat([])
+    with pytest.raises(RuntimeError, match="same number of dimensions and dtype"):
+        mini.cat([xs[0], mini.ones(2, 3, dtype=mini.int64)], 1)
+    with pytest.raises(RuntimeError, match="equal size"):
+        mini.stack([xs[0], xs[1]])
+
+
+def test_cat_and_stack_compile_in_one_graph_with_eager_gradients():
+    def f(a, b):
+        return (mini.cat((a.relu(), b * 2), dim=-1).sum(0) + mini.stack([a, a], 0).mean()).sum()
+
+    def run(fn):
+        a = mini.from_numpy(data(3, 4, seed=6)).requires_grad_()
+        b = mini.from_numpy(data(3, 2, seed=7)).requires_grad_()
+        loss = fn(a, b)
+        loss.backward()
+        return to_np(loss.detach()), to_np(a.grad), to_np(b.grad)
+
+    for g, w in zip(run(mini.compile(f, fullgraph=True)), run(f)):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_slice_scatter_writes_src_into_a_copy():
+    base, src = data(4, 6, seed=8), data(4, 2, seed=9)
+    got = mini.slice_scatter(mini.from_numpy(base.copy()), mini.from_numpy(src), dim=1, start=-4, end=-2)
+    want = base.copy()
+    want[:, 2:4] = src
+    np.testing.assert_array_equal(to_np(got), want)
+
+
+def sdpa_reference(q, k, v, mask=None, causal=False, scale=None):
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.triu(np.ones((q.shape[-2], k.shape[-2]), bool), 1), -np.inf, s)
+    elif mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "causal_L_ne_S", "bool_mask", "float_mask", "scale"])
+def test_scaled_dot_product_attention_matches_the_reference(case):
+    L, S = (3, 5) if case == "causal_L_ne_S" else (4, 4)
+    q, k, v = data(2, 2, L, 8, seed=10), data(2, 2, S, 8, seed=11), data(2, 2, S, 6, seed=12)
+    kwargs, ref = {}, {}
+    if case.startswith("causal"):
+        kwargs, ref = {"is_causal": True}, {"causal": True}
+    if case == "bool_mask":
+        m = np.random.default_rng(13).random((L, S)) > 0.3
+        m[:, 0] = True  # every query attends somewhere
+        kwargs, ref = {"attn_mask": mini.from_numpy(m)}, {"mask": m}
+    if case == "float_mask":
+        m = data(L, S, seed=14)
+        kwargs, ref = {"attn_mask": mini.from_numpy(m)}, {"mask": m}
+    if case == "scale":
+        kwargs, ref = {"scale": 0.3}, {"scale": 0.3}
+    got = F.scaled_dot_product_attention(mini.from_numpy(q), mini.from_numpy(k), mini.from_numpy(v), **kwargs)
+    np.testing.assert_allclose(to_np(got), sdpa_reference(q, k, v, **ref), rtol=1e-5, atol=1e-5)
+
+
+def test_scaled_dot_product_attention_compiles_in_one_graph_with_eager_gradients():
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).pow(2).sum()
+
+    def run(fn):
+        qkv = [mini.from_numpy(data(2, 3, 5, 4, seed=s)).requires_grad_() for s in (15, 16, 17)]
+        loss = fn(*qkv)
+        loss.backward()
+        return [to_np(loss.detach())] + [to_np(t.grad) for t in qkv]
+
+    counter = mini.CompileCounter()
+    compiled = mini.compile(attend, backend=counter, fullgraph=True)
+    for g, w in zip(run(compiled), run(attend)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    assert counter.frame_count == 1
+    with pytest.raises(RuntimeError, match="must not be set when is_causal"):
+        F.scaled_dot_product_attention(mini.ones(1, 2, 2), mini.ones(1, 2, 2), mini.ones(1, 2, 2),
+                                       attn_mask=mini.ones(2, 2, dtype=mini.bool), is_causal=True)
+
+
+def test_gather_index_select_and_list_indices_match_numpy_with_gradients():
+    a = data(3, 4, 5, seed=20)
+    x = mini.from_numpy(a.copy()).requires_grad_()
+    idx = np.random.default_rng(21).integers(0, 4, size=(3, 2, 5))
+    got = x.gather(1, mini.from_numpy(idx))
+    np.testing.assert_array_equal(to_np(got.detach()), np.take_along_axis(a, idx, 1))
+    got.sum().backward()
+    want = np.zeros_like(a)
+    np.add.at(want, (np.arange(3)[:, None, None], idx, np.arange(5)[None, None, :]), 1.0)
+    np.testing.assert_array_equal(to_np(x.grad), want)  # a row picked twice gets both gradients
+    sel = mini.index_select(x, 2, mini.tensor([4, 0, -1]))
+    np.testing.assert_array_equal(to_np(sel.detach()), np.take(a, [4, 0, -1], axis=2))
+    np.testing.assert_array_equal(to_np(x[:, [-1], :].detach()), a[:, [-1], :])  # nanoGPT's last position
+    np.testing.assert_array_equal(to_np(x[:, 1:, mini.tensor([3, 1])].detach()), a[:, 1:, [3, 1]])
+    with pytest.raises(IndexError, match="boolean mask gives a shape"):
+        x[x > 0]
+    with pytest.raises(IndexError, match="one list or tensor index"):
+        x[[0], [1]]
+
+
+def test_boolean_mask_assignment_fills_in_place():
+    a = data(2, 6, seed=22)
+    x = mini.from_numpy(a.copy())
+    v = x.topk(3).values[:, [-1]]
+    x[x < v] = -float("inf")  # nanoGPT's top-k sampling filter
+    want = a.copy()
+    want[a < np.sort(a, -1)[:, -3:-2]] = -np.inf
+    np.testing.assert_array_equal(to_np(x), want)
+    with pytest.raises(IndexError, match="boolean mask"):
+        x[[0, 1]] = 0.0
+
+
+def test_topk_matches_numpy_and_carries_a_gradient():
+    a = data(3, 7, seed=23)
+    a[0, 2] = a[0, 5]  # a tie: the earlier position first, as a stable sort
+    x = mini.from_numpy(a.copy()).requires_grad_()
+    values, indices = mini.topk(x, 3, dim=1)
+    order = np.argsort(-a, axis=1, kind="stable")[:, :3]
+    np.testing.assert_array_equal(to_np(indices), order)
+    np.testing.assert_array_equal(to_np(values.detach()), np.take_along_axis(a, order, 1))
+    values.sum().backward()
+    want = np.zeros_like(a)
+    np.put_along_axis(want, order, 1.0, 1)
+    np.testing.assert_array_equal(to_np(x.grad), want)
+    low = x.topk(2, dim=0, largest=False).indices
+    np.testing.assert_array_equal(to_np(low), np.argsort(a, axis=0, kind="stable")[:2])
+    with pytest.raises(RuntimeError, match="must be between 0"):
+        x.topk(8)
+
+
+def test_multinomial_draws_by_weight_repeatably_and_refuses_bad_weights():
+    p = mini.tensor([[0.0, 1.0, 3.0, 0.0], [5.0, 0.0, 0.0, 5.0]])
+    mini.manual_seed(3)
+    draws = to_np(mini.multinomial(p, 4000, replacement=True))
+    mini.manual_seed(3)
+    np.testing.assert_array_equal(to_np(p.multinomial(4000, replacement=True)), draws)  # the same seed
+    counts = np.stack([np.bincount(r, minlength=4) for r in draws])
+    assert counts[0, 0] == counts[0, 3] == counts[1, 1] == counts[1, 2] == 0  # weight 0: never drawn
+    assert abs(counts[0, 2] / 4000 - 0.75) < 0.03 and abs(counts[1, 0] / 4000 - 0.5) < 0.03
+    once = to_np(mini.multinomial(mini.ones(5, 6), 6))  # without replacement: each class once a row
+    assert all(sorted(r) == list(range(6)) for r in once)
+    assert tuple(mini.multinomial(mini.ones(6), 2).shape) == (2,)
+    with pytest.raises(RuntimeError, match="element < 0"):
+        mini.multinomial(mini.tensor([1.0, -1.0]), 1)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        mini.multinomial(mini.ones(3), 4)

@@ -16,7 +16,8 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
                       empty_like, randn, rand, randn_like, arange, manual_seed, from_numpy, tensor,
                       no_grad, enable_grad, set_grad_enabled, is_grad_enabled, where, layer_norm,
-                      mse_loss, split, chunk, tril, triu,
+                      mse_loss, split, chunk, tril, triu, argmax, argmin, slice_scatter, cat, concat, stack,
+                      gather, index_select, topk, multinomial,
                       allclose, metrics, functions as _functions)
 
 globals().update(_functions)
@@ -33,7 +34,8 @@ def _register_capture():
     import os
     graph_functions = {fn: name for name, fn in _tensor.functions.items()}
     graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
-                            _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding"})
+                            _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding",
+                            _tensor.slice_scatter: "slice_scatter"})
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
     graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})

@@ -526,6 +526,171 @@ def _triu(self, diagonal=0):
     return _triangle(self, diagonal, False)
 
 
+def _invert(self):
+    """~t: logical not of a bool tensor, bitwise not (-t - 1) of an integer one."""
+    if self.dtype.is_floating_point:
+        raise TypeError(f"~ (bitwise not) is only for bool and integer tensors, not {self.dtype}")
+    if self.dtype == bool:
+        return self == False  # noqa: E712
+    return -self - 1
+
+
+def _argmax_argmin(self, dim, keepdim, largest):
+    """The first index of the max (min) along dim (a NaN counts as the max, as torch's): the
+    reduction, then the smallest index where the input equals it, so that capture records
+    ops fusion knows."""
+    if dim is None:
+        return _argmax_argmin(self.reshape(-1), 0, False, largest)
+    d = _dim_index(self, dim)
+    best = self.amax(d, keepdim=True) if largest else self.amin(d, keepdim=True)
+    index = arange(self.shape[d], device=self.device)
+    for _ in range(self.dim() - d - 1):  # along dim d, broadcast over the dims after it
+        index = index.unsqueeze(-1)
+    hit = where(self != self, True, self == best)
+    return where(hit, index, self.shape[d]).amin(d, keepdim=keepdim)
+
+
+return_types_topk = collections.namedtuple("topk", ["values", "indices"])
+
+
+def _gather(self, dim, index):
+    """out[..., j, ...] = self[..., index[..., j, ...], ...] along dim (torch.gather): a one-hot
+    select and a sum, so that it has a gradient and runs on every device and in a graph (memory
+    of index.numel() x self.size(dim) booleans: for the small selections models make)."""
+    d = _dim_index(self, dim)
+    if index.dtype != int64 or index.dim() != self.dim():
+        raise RuntimeError(f"gather(): index must be an int64 tensor with as many dims as input, got "
+                           f"{index.dtype}{list(index.shape)} for input {list(self.shape)}")
+    n = self.shape[d]
+    source = self
+    for e in range(self.dim()):  # torch reads only the first index.size(e) entries of other dims
+        if e != d and index.shape[e] < self.shape[e]:
+            source = source.narrow(e, 0, index.shape[e])
+    classes = arange(n, device=self.device)
+    for _ in range(self.dim() - d - 1):
+        classes = classes.unsqueeze(-1)
+    hit = index.unsqueeze(d + 1) == classes  # [..., k, n, ...]
+    return where(hit, source.unsqueeze(d), 0).sum(d + 1)
+
+
+def _index_select(self, dim, index):
+    """The slices of self along dim at the int64 indices of the 1-d `index` (negative ones
+    count from the end), in their order: gather of index laid along dim."""
+    d = _dim_index(self, dim)
+    if index.dim() != 1:
+        raise IndexError(f"index_select(): index must be 1-d, got {list(index.shape)}")
+    index = where(index < 0, index + self.shape[d], index)
+    shape = list(self.shape)
+    shape[d] = index.shape[0]
+    view = [1] * self.dim()
+    view[d] = index.shape[0]
+    return _gather(self, d, index.reshape(view).expand(shape))
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (smallest) entries along dim, largest first; ties by
+    position. The order is found on the host (numpy's stable argsort of a copy), the values
+    are gathered on the tensor's device, so they carry a gradient."""
+    d = _dim_index(self, dim)
+    if not 0 <= k <= self.shape[d]:
+        raise RuntimeError(f"topk(): k ({k}) must be between 0 and the size of dim {dim} ({self.shape[d]})")
+    host = _values(self.detach())
+    order = np.argsort(-host if largest else host, axis=d, kind="stable")
+    order = np.take(order, np.arange(k), axis=d)
+    indices = from_numpy(np.ascontiguousarray(order.astype(np.int64))).to(self.device)
+    return return_types_topk(_gather(self, d, indices), indices)
+
+
+def _narrow(self, dim, start, length):
+    d = _dim_index(self, dim)
+    return self[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def _advanced_position(idx):
+    """Where a list or an int64 tensor sits in a basic index tuple (one of them at most), with
+    the tuple; None where the index is basic (C++ handles it)."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    found = None
+    for p, i in enumerate(items):
+        if isinstance(i, list) or (isinstance(i, Tensor) and i.dtype in (int64, bool)):
+            if found is not None:
+                raise IndexError("mini supports one list or tensor index per indexing, with slices around it")
+            found = p
+    return None if found is None else (found, items)
+
+
+def _getitem(self, idx):
+    adv = _advanced_position(idx) if isinstance(idx, (tuple, list, Tensor)) else None
+    if adv is None:
+        return _basic_getitem(self, idx)
+    p, items = adv
+    sel = items[p]
+    if isinstance(sel, Tensor) and sel.dtype == bool:
+        raise IndexError("indexing with a boolean mask gives a shape known only from the mask's values; "
+                         "mini supports it in assignment (x[mask] = v) and mini.where(mask, x, other)")
+    if any(i is Ellipsis or i is None or isinstance(i, builtins.int) for i in items[:p]):
+        raise IndexError("mini supports a list or tensor index after slices only (x[:, [1, 2]], not after "
+                         "an int, None or ...)")
+    if isinstance(sel, list):
+        sel = tensor(sel, dtype=int64, device=self.device)
+    rest = _basic_getitem(self, items[:p] + (slice(None),) + items[p + 1:]) if len(items) > 1 else self
+    if sel.dim() != 1:
+        raise IndexError(f"mini supports a 1-d list or tensor index, got {list(sel.shape)}")
+    return _index_select(rest, p, sel)
+
+
+def _setitem(self, idx, value):
+    if isinstance(idx, Tensor) and idx.dtype == bool:  # x[mask] = v: masked_fill_, in place
+        return self.masked_fill_(idx, value)
+    if _advanced_position(idx) is not None if isinstance(idx, (tuple, list, Tensor)) else False:
+        raise IndexError("mini supports assignment through a boolean mask (x[mask] = v) and basic indices, "
+                         "not through a list or an int64 tensor")
+    return _basic_setitem(self, idx, value)
+
+
+def _multinomial(self, num_samples, replacement=False, generator=None):
+    """num_samples class indices a row, each drawn with probability proportional to its weight
+    in the row (torch.multinomial); without replacement a class is drawn at most once. The
+    draws are uniforms from mini's generator (mini.manual_seed repeats them), turned into
+    classes on the host."""
+    if generator is not None:
+        raise NotImplementedError("multinomial(generator=...) is not supported by mini: use mini.manual_seed")
+    if self.dim() not in (1, 2):
+        raise RuntimeError(f"multinomial(): prob_dist must be 1 or 2 dim, got {self.dim()}")
+    p = _values(self.detach()).astype(np.float64).reshape(-1, self.shape[-1])
+    if (p < 0).any() or not np.isfinite(p).all():
+        raise RuntimeError("multinomial(): probability tensor contains either inf, nan or element < 0")
+    if (p.sum(-1) <= 0).any():
+        raise RuntimeError("multinomial(): invalid multinomial distribution (sum of probabilities <= 0)")
+    if not replacement and num_samples > p.shape[-1]:
+        raise RuntimeError("multinomial(): cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    u = _values(rand(p.shape[0], num_samples, dtype=float64))
+    out = np.empty((p.shape[0], num_samples), dtype=np.int64)
+    for r in range(p.shape[0]):
+        w = p[r].copy()
+        for s in range(num_samples):
+            c = np.cumsum(w)
+            out[r, s] = min(int(np.searchsorted(c, u[r, s] * c[-1], side="right")), len(w) - 1)
+            while w[out[r, s]] == 0:  # a zero-weight class is never drawn
+                out[r, s] -= 1
+            if not replacement:
+                w[out[r, s]] = 0.0
+    out = out.reshape(tuple(self.shape[:-1]) + (num_samples,))
+    return from_numpy(out).to(self.device)
+
+
+_basic_getitem = Tensor.__getitem__
+_basic_setitem = Tensor.__setitem__
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
+Tensor.gather = _gather
+Tensor.index_select = _index_select
+Tensor.topk = _topk
+Tensor.narrow = _narrow
+Tensor.multinomial = _multinomial
+Tensor.__invert__ = _invert
+Tensor.argmax = lambda self, dim=None, keepdim=False: _argmax_argmin(self, dim, keepdim, True)
+Tensor.argmin = lambda self, dim=None, keepdim=False: _argmax_argmin(self, dim, keepdim, False)
 Tensor.split = _split
 Tensor.chunk = _chunk
 Tensor.tril = _tril
@@ -546,6 +711,78 @@ def tril(input, diagonal=0):
 
 def triu(input, diagonal=0):
     return _triu(_as_tensor(input), diagonal)
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _argmax_argmin(_as_tensor(input), dim, keepdim, True)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _argmax_argmin(_as_tensor(input), dim, keepdim, False)
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """A copy of input with src written into input[start:end:step] along dim (torch's)."""
+    d = _dim_index(input, dim)
+    n = input.shape[d]
+    start = 0 if start is None else start + n if start < 0 else start
+    end = n if end is None else end + n if end < 0 else min(end, n)
+    return _C.slice_scatter(input, src, d, start, end, step)
+
+
+def cat(tensors, dim=0):
+    """The tensors joined along dim (each of the same shape but along dim, and one dtype): each
+    written into its slice of a zero tensor by slice_scatter, so that autograd and capture see
+    ops they know (the gradient of each input is its slice of the output's)."""
+    if isinstance(tensors, Tensor) or len(tensors) == 0:
+        raise TypeError("cat() expects a non-empty list or tuple of tensors")
+    first = tensors[0]
+    d = _dim_index(first, dim)
+    total = 0
+    for t in tensors:
+        if t.dim() != first.dim() or t.dtype != first.dtype:
+            raise RuntimeError(f"cat(): tensors must have the same number of dimensions and dtype, got "
+                               f"{first.dtype}{list(first.shape)} and {t.dtype}{list(t.shape)} (cast with .to() first)")
+        total = total + t.shape[d]
+    out = zeros(first.shape[:d] + (total,) + first.shape[d + 1:], dtype=first.dtype, device=first.device)
+    start = 0
+    for t in tensors:
+        out = slice_scatter(out, t, d, start, start + t.shape[d])
+        start = start + t.shape[d]
+    return out
+
+
+concat = cat
+
+
+def stack(tensors, dim=0):
+    """The tensors (all of one shape) joined along a new dim."""
+    if isinstance(tensors, Tensor) or len(tensors) == 0:
+        raise TypeError("stack() expects a non-empty list or tuple of tensors")
+    d = dim if dim >= 0 else dim + tensors[0].dim() + 1
+    pieces = []
+    for t in tensors:
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} "
+                               f"and {list(t.shape)}")
+        pieces.append(t.unsqueeze(d))
+    return cat(pieces, d)
+
+
+def gather(input, dim, index):
+    return _gather(_as_tensor(input), dim, index)
+
+
+def index_select(input, dim, index):
+    return _index_select(_as_tensor(input), dim, index)
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    return _topk(_as_tensor(input), k, dim, largest, sorted)
+
+
+def multinomial(input, num_samples, replacement=False, generator=None):
+    return _multinomial(_as_tensor(input), num_samples, replacement, generator)
 
 
 def where(condition, input, other):

@@ -99,6 +99,34 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return nll.sum() / (target != ignore_index).float().sum()
 
 
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value over the last two dims (torch's): query
+    [..., L, E], key [..., S, E], value [..., S, Ev]; scale 1/sqrt(E) unless given; is_causal
+    masks key j > query i (the top-left triangle, as torch's, for L != S too); attn_mask a bool
+    mask (True: attend) or a float one added to the scores; dropout_p drops attention weights
+    (always, as torch's function does: pass 0.0 in eval). Written as those ops, so that capture
+    records them and fusion sees the softmax (torch's eager runs a fused kernel instead)."""
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention(enable_gqa=True) is not supported by mini yet")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: an explicit attn_mask must not be set when is_causal=True")
+    scale = query.size(-1) ** -0.5 if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        future = mini.ones(query.size(-2), key.size(-2), dtype=mini.bool, device=query.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    elif attn_mask is not None:
+        if attn_mask.dtype == mini.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False, sparse=False):
     """weight[input] (mini._tensor.embedding): a token's vector by its index. padding_idx,
     max_norm, scale_grad_by_freq and sparse are not supported (they raise)."""
