@@ -20,6 +20,7 @@ LABS = [
     "cache_storm.py",
     "regional_compile.py",
     "fusion_wins.py",
+    "train_gpt.py",
 ]
 
 LABS_DIR = Path(__file__).resolve().parent

@@ -1,14 +1,18 @@
-"""A GPT model file written for torch's API (tests/python/models/gpt_torch_style.py, only its
+"""A GPT model file written for torch's API (labs/gpt.py, only its
 imports naming mini) trained eager and compiled, and sampled (issue 15).
 
     PYTHONPATH=build/python .venv/bin/python -m pytest tests/python/test_gpt_torch_style.py
 """
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import mini
 from conftest import to_np
-from models.gpt_torch_style import GPT, Config
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "labs"))
+from gpt import GPT, Config  # noqa: E402
 
 
 def batch(seed, config, b=4):

@@ -1,0 +1,180 @@
+"""Lab -- a small GPT, trained for real: eager, compiled whole, compiled by region.
+
+A character-level GPT (labs/gpt.py: token and position embeddings, causal self-attention
+through F.scaled_dot_product_attention, GELU MLP, LayerNorm, output head tied to the token
+embedding), written for torch's API with only its imports naming mini, learns the text of
+the project's own notes (notes/*.md). Three ways to train it, each from the same seed on the
+same batches:
+
+    eager       the model as written
+    compiled    mini.compile(model): one graph for the forward, its joint backward
+    regional    each block compiled in place (Module.compile): one graph for every block
+
+For each: the loss at every step (the three curves agree: compilation changes no math), the
+training speed in tokens a second (median step after the first), the first step's extra time
+(capture and compile, into an empty kernel cache), the graphs and graph breaks of the training
+step (mini.explain), and the kernels launched per step (mini.metrics). Then a few lines
+sampled from the eager model.
+
+    PYTHONPATH=build/python .venv/bin/python labs/train_gpt.py [--quick] [--out DIR]
+        [--device cpu|cuda] [--steps N]
+
+Writes train_gpt.png/.svg (loss against step per mode) and train_gpt.json into --out
+(default: figures/).
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import mini
+
+from gpt import GPT, Config
+from measure import REPO_ROOT, cold_kernel_cache, cuda_unavailable_reason, pyplot, save_figure, write_json
+
+MODES = ("eager", "compiled", "regional")
+
+
+def corpus():
+    """The notes' text and its characters: the vocabulary."""
+    text = "\n".join(p.read_text() for p in sorted((REPO_ROOT / "notes").glob("*.md")))
+    chars = sorted(set(text))
+    return np.array([chars.index(c) for c in text], dtype=np.int64), chars
+
+
+def batches(data, config, batch, steps, seed):
+    """`steps` (inputs, next characters) pairs of random windows, the same for every mode."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        start = rng.integers(0, len(data) - config.block_size - 1, size=batch)
+        x = np.stack([data[s:s + config.block_size] for s in start])
+        y = np.stack([data[s + 1:s + 1 + config.block_size] for s in start])
+        out.append((x, y))
+    return out
+
+
+def train(mode, config, data, args):
+    mini.manual_seed(0)
+    model = GPT(config).to(args.device)
+    if mode == "compiled":
+        step_fn = mini.compile(model)
+    else:
+        if mode == "regional":
+            for block in model.transformer.h:
+                block.compile()
+        step_fn = model
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
+    losses, seconds, kernels = [], [], []
+    explained = None
+    for i, (x, y) in enumerate(batches(data, config, args.batch, args.steps, seed=1)):
+        x, y = mini.from_numpy(x).to(args.device), mini.from_numpy(y).to(args.device)
+        before = mini.metrics.kernel_launches
+        t0 = time.perf_counter()
+        with cold_kernel_cache("inductor" if i == 0 else None):  # the first step compiles for real
+            _, loss = step_fn(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            value = float(loss.item())  # waits for the step
+        seconds.append(time.perf_counter() - t0)
+        if i == 0 and mode != "eager":  # the graphs one training step makes
+            explained = mini.explain(model if mode == "compiled" else model.transformer.h[0])(
+                *((x, y) if mode == "compiled" else (model.transformer.wte(x),)))
+        kernels.append(mini.metrics.kernel_launches - before)
+        losses.append(value)
+    steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
+    return model, {
+        "losses": losses,
+        "step_ms": steady * 1e3,
+        "tokens_per_s": args.batch * config.block_size / steady,
+        "first_step_extra_s": seconds[0] - steady,
+        "graphs": explained.graph_count if explained else 0,
+        "graph_breaks": explained.graph_break_count if explained else 0,
+        "kernels_per_step": statistics.median(kernels[1:]) if len(kernels) > 1 else kernels[0],
+    }
+
+
+def sample(model, chars, device, lines=3, length=120):
+    model.eval()
+    mini.manual_seed(7)
+    start = mini.tensor([[chars.index("\n")]], device=device)
+    out = model.generate(start, length, temperature=0.8, top_k=20)
+    model.train()
+    text = "".join(chars[i] for i in out[0].tolist())
+    return [line for line in text.split("\n") if line.strip()][:lines]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures")
+    parser.add_argument("--quick", action="store_true", help="a smaller model and 25 steps")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="AdamW's learning rate (default 3e-3 under --quick, 1e-3 at full size: at 3e-3 the "
+                             "full-size model's loss spikes near step 10, and the modes' rounding differences "
+                             "grow from there)")
+    args = parser.parse_args(argv)
+    if args.device == "cuda":
+        why = cuda_unavailable_reason()
+        if not why:
+            try:  # the model's first op
+                mini.nn.functional.embedding(mini.zeros(1, dtype=mini.int64, device="cuda"), mini.ones(2, 2, device="cuda"))
+            except (RuntimeError, NotImplementedError) as e:
+                why = str(e).split("\n")[0]
+        if why:
+            print(f"train_gpt: skipped on cuda: {why}")
+            return 0
+    data, chars = corpus()
+    if args.quick:
+        config = Config(block_size=32, vocab_size=len(chars), n_layer=2, n_head=2, n_embd=32)
+        args.steps, args.batch, args.lr = args.steps or 25, args.batch or 8, args.lr or 3e-3
+    else:
+        config = Config(block_size=64, vocab_size=len(chars), n_layer=4, n_head=4, n_embd=128)
+        args.steps, args.batch, args.lr = args.steps or 200, args.batch or 16, args.lr or 1e-3
+    print(f"train_gpt: {len(data)} characters of notes/*.md, vocabulary {len(chars)}; {config.n_layer} layers, "
+          f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}")
+    results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device, "modes": {}}
+    model = None
+    for mode in MODES:
+        trained, r = train(mode, config, data, args)
+        model = model or trained
+        results["modes"][mode] = r
+        print(f"  {mode:9s} loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, {r['tokens_per_s']:8.0f} tokens/s "
+              f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, graphs {r['graphs']}, "
+              f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}", flush=True)
+    eager = np.array(results["modes"]["eager"]["losses"])
+    for mode in MODES[1:]:
+        gap = float(np.max(np.abs(np.array(results["modes"][mode]["losses"]) - eager)))
+        results["modes"][mode]["max_loss_gap_to_eager"] = gap
+        print(f"  {mode} against eager: largest loss difference over the run {gap:.2e}")
+    results["samples"] = sample(model, chars, args.device)
+    print("  sampled from the eager model:")
+    for line in results["samples"]:
+        print("    " + line)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for mode, style in zip(MODES, ("-", "--", ":")):
+        r = results["modes"][mode]
+        ax.plot(range(1, len(r["losses"]) + 1), r["losses"], style,
+                label=f"{mode} ({r['tokens_per_s']:.0f} tokens/s)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (cross-entropy, nats)")
+    ax.set_title(f"A {config.n_layer}-layer character GPT on mini's notes ({args.device})")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    save_figure(fig, args.out, "train_gpt")
+    write_json(args.out, "train_gpt", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

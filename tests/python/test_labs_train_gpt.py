@@ -1,0 +1,53 @@
+"""labs/train_gpt.py run with --quick, in a subprocess with this interpreter, into a temporary
+folder. The tests check what the lab reports in its JSON -- the loss falls in every mode, the
+compiled and regional runs follow eager's losses, the compiled training step is one graph
+without breaks -- and that it wrote its figure and sampled text. Speeds are reported, not
+checked (they move on a busy machine)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = REPO / "labs" / "train_gpt.py"
+PYTHON_DIR = os.environ.get("MINI_PYTHON_DIR", str(REPO / "build" / "python"))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("train_gpt")
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MPLBACKEND="Agg")
+    env.pop("MINI_LOGS", None)
+    done = subprocess.run([sys.executable, str(LAB), "--quick", "--out", str(out_dir)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"train_gpt.py --quick failed\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
+    return out_dir, done.stdout, json.loads((out_dir / "train_gpt.json").read_text())
+
+
+def test_every_mode_learns_and_follows_eager(lab):
+    _, _, results = lab
+    modes = results["modes"]
+    assert set(modes) == {"eager", "compiled", "regional"}
+    for mode, r in modes.items():
+        assert len(r["losses"]) == results["steps"]
+        assert r["losses"][-1] < r["losses"][0] - 0.5, (mode, r["losses"])
+        assert r["tokens_per_s"] > 0 and r["kernels_per_step"] > 0
+    for mode in ("compiled", "regional"):
+        assert modes[mode]["max_loss_gap_to_eager"] < 1e-3, mode
+
+
+def test_the_compiled_step_is_one_graph_without_breaks(lab):
+    _, stdout, results = lab
+    for mode in ("compiled", "regional"):
+        assert results["modes"][mode]["graphs"] == 1 and results["modes"][mode]["graph_breaks"] == 0, mode
+    assert "compiled against eager: largest loss difference" in stdout
+
+
+def test_it_writes_its_figure_and_samples_text(lab):
+    out_dir, _, results = lab
+    for name in ("train_gpt.png", "train_gpt.svg", "train_gpt.json"):
+        assert (out_dir / name).stat().st_size > 0, name
+    assert results["samples"] and all(isinstance(line, str) and line for line in results["samples"])
