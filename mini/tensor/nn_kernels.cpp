@@ -1,6 +1,8 @@
 // nn_kernels.cpp — the composite kernels torch also runs as one kernel each: softmax and
 // log_softmax along a dim, layer_norm over trailing dims, mse_loss.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <cmath>
 
 #include "autograd.h"
@@ -183,9 +185,14 @@ static void check_embedding(const Tensor& weight, const Tensor& indices, const c
   if (!weight || !indices) fail_type(what, "(): arguments must be Tensors");
   if (indices->dtype != DType::Int64)
     fail_type(what, "(): indices must be int64 (a LongTensor), got ", dtype_name(indices->dtype), "; use .long()");
-  if (weight->is_cuda() || indices->is_cuda())
-    fail(what, "() on CUDA tensors is not implemented in mini yet: run it on CPU tensors (.cpu())");
+  if (weight->device() != indices->device())
+    fail(what, "(): the weight is on ", weight->device().str(), " and the indices on ", indices->device().str(),
+         ": move both to one device (.to(device))");
 }
+
+// The indices on the host (a copy where they live on the GPU: each one is checked before any
+// is used, as the CPU path does, and the backward sorts them there).
+static Tensor host_indices(const Tensor& idx) { return idx->is_cuda() ? to_device(idx, Device::cpu()) : idx; }
 
 // Each index checked against [0, rows): an IndexError naming it, as torch's "index out of range".
 static const int64_t* checked_indices(const Tensor& idx, int64_t rows) {
@@ -205,7 +212,13 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   Shape out_shape = idx->sizes;
   out_shape.push_back(d);
   Tensor out = TensorImpl::empty(out_shape, weight->dtype, weight->device());
-  const int64_t* ix = checked_indices(idx, rows);
+  const int64_t* ix = checked_indices(host_indices(idx), rows);
+  if (weight->is_cuda()) {
+    cuda::embedding(out, weight, idx);
+    count_kernel(idx->nbytes() + 2 * out->nbytes());
+    record(OpKind::Embedding, {weight_in, indices_in}, out, Attrs{});
+    return out;
+  }
   const size_t row_bytes = size_t(d) * itemsize(weight->dtype);
   const char* w = static_cast<const char*>(weight->raw());
   char* o = static_cast<char*>(out->raw());
@@ -224,20 +237,43 @@ Tensor embedding_backward(const Tensor& grad_in, const Tensor& indices_in, const
     fail("embedding_backward(): grad ", shape_str(grad->sizes), " does not match indices ", shape_str(idx->sizes),
          " and rows of ", d);
   Tensor out = zeros(weight_shape, grad->dtype, grad->device());
-  const int64_t* ix = checked_indices(idx, rows);
-  MINI_DISPATCH(grad->dtype, T, [&] {
-    if constexpr (is_floating_v<T>) {
-      const T* g = grad->data<const T>();
-      T* o = out->data<T>();
-      for (int64_t i = 0; i < idx->numel(); i++)  // in index order: a row's sum is deterministic
-        for (int64_t j = 0; j < d; j++) {
-          T& acc = o[ix[i] * d + j];  // added in double, rounded once to T
-          acc = static_cast<T>(static_cast<double>(acc) + static_cast<double>(g[i * d + j]));
-        }
-    } else {
-      fail("embedding_backward(): expected a floating point gradient, got ", dtype_name(grad->dtype));
-    }
-  });
+  Tensor host = host_indices(idx);
+  const int64_t* ix = checked_indices(host, rows);
+  if (grad->is_cuda()) {
+    // the positions sorted by row (stably: each row's gradients are added in position order,
+    // as the CPU loop adds them), the runs of one row, and the row of each run
+    const int64_t n = idx->numel();
+    std::vector<int64_t> order(n), starts, seg_rows;
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ix[a] < ix[b]; });
+    for (int64_t k = 0; k < n; k++)
+      if (k == 0 || ix[order[k]] != ix[order[k - 1]]) {
+        starts.push_back(k);
+        seg_rows.push_back(ix[order[k]]);
+      }
+    starts.push_back(n);
+    auto on_gpu = [&](const std::vector<int64_t>& v) {
+      Tensor t = TensorImpl::empty({(int64_t)v.size()}, DType::Int64, Device::cpu());
+      if (!v.empty()) std::memcpy(t->raw(), v.data(), v.size() * sizeof(int64_t));
+      return to_device(t, grad->device());
+    };
+    NoGradGuard no_grad;
+    cuda::embedding_backward(out, grad, on_gpu(order), on_gpu(starts), on_gpu(seg_rows));
+  } else {
+    MINI_DISPATCH(grad->dtype, T, [&] {
+      if constexpr (is_floating_v<T>) {
+        const T* g = grad->data<const T>();
+        T* o = out->data<T>();
+        for (int64_t i = 0; i < idx->numel(); i++)  // in index order: a row's sum is deterministic
+          for (int64_t j = 0; j < d; j++) {
+            T& acc = o[ix[i] * d + j];  // added in double, rounded once to T
+            acc = static_cast<T>(static_cast<double>(acc) + static_cast<double>(g[i * d + j]));
+          }
+      } else {
+        fail("embedding_backward(): expected a floating point gradient, got ", dtype_name(grad->dtype));
+      }
+    });
+  }
   count_kernel(grad->nbytes() + idx->nbytes() + out->nbytes());
   Attrs at;
   at.shape = weight_shape;

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mini
-from conftest import to_np
+from conftest import CUDA_SKIP_REASON, HAS_CUDA, to_np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "labs"))
 from gpt import GPT, Config  # noqa: E402
 
@@ -71,3 +71,25 @@ def test_compiled_training_lowers_the_loss_as_eager_does_and_samples():
     assert tuple(out.shape) == (1, 13) and out.dtype == mini.int64
     np.testing.assert_array_equal(to_np(out[:, :5]), to_np(idx[:1, :5]))
     assert ((out >= 0) & (out < config.vocab_size)).all().item() if hasattr(out, "all") else True
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_the_model_trains_on_cuda_eager_and_compiled_as_on_the_cpu():
+    config = Config()
+    losses = {}
+    for device, mode in (("cpu", "eager"), ("cuda", "eager"), ("cuda", "compiled")):
+        mini.manual_seed(0)
+        model = GPT(config).to(device)
+        opt = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3, betas=(0.9, 0.95))
+        step = model if mode == "eager" else mini.compile(model)
+        idx, targets = (t.to(device) for t in batch(3, config))
+        losses[device, mode] = []
+        for _ in range(4):
+            _, loss = step(idx, targets)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses[device, mode].append(float(loss.item()))
+    np.testing.assert_allclose(losses["cuda", "eager"], losses["cpu", "eager"], rtol=1e-4)
+    np.testing.assert_allclose(losses["cuda", "compiled"], losses["cpu", "eager"], rtol=1e-4)

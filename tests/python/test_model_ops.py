@@ -10,7 +10,7 @@ import pytest
 
 import mini
 import mini.nn.functional as F
-from conftest import to_np
+from conftest import CUDA_SKIP_REASON, HAS_CUDA, to_np
 
 
 def data(*shape, seed=0):
@@ -409,3 +409,42 @@ def test_multinomial_draws_by_weight_repeatably_and_refuses_bad_weights():
         mini.multinomial(mini.tensor([1.0, -1.0]), 1)
     with pytest.raises(RuntimeError, match="without replacement"):
         mini.multinomial(mini.ones(3), 4)
+
+
+# ---- on the GPU: the embedding kernels, and the compositions above ---------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_embedding_on_cuda_matches_the_cpu_with_repeated_indices(dtype):
+    w_cpu = mini.from_numpy(data(7, 5, seed=30)).to(getattr(mini, dtype))
+    idx_cpu = mini.tensor([[3, 0, 3], [6, 3, 1]])
+    grads = []
+    for device in ("cpu", "cuda"):
+        w = w_cpu.to(device).requires_grad_()
+        out = F.embedding(idx_cpu.to(device), w)
+        assert out.device.type == device and out.dtype == w.dtype
+        (out.float() * mini.arange(5, device=device).float()).sum().backward()
+        grads.append((to_np(out.detach().cpu().float()), to_np(w.grad.cpu().float())))
+    np.testing.assert_array_equal(grads[1][0], grads[0][0])  # rows copied exactly
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-2 if dtype == "bfloat16" else 1e-6)
+    with pytest.raises(IndexError, match="index 7 is out of range for 7 rows"):
+        F.embedding(mini.tensor([7], device="cuda"), w_cpu.cuda())
+    with pytest.raises(RuntimeError, match="move both to one device"):
+        F.embedding(mini.tensor([0]), w_cpu.cuda())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_the_model_ops_run_on_cuda_as_on_the_cpu():
+    a = data(3, 6, seed=31)
+    results = []
+    for device in ("cpu", "cuda"):
+        x = mini.from_numpy(a.copy()).to(device).requires_grad_()
+        parts = (mini.cat([x, x * 2], 1), mini.stack([x, x], 0), x.argmax(1), x.topk(2).values,
+                 x.gather(1, mini.tensor([[0], [5], [2]], device=device)), x[:, [-1]],
+                 F.scaled_dot_product_attention(x[None], x[None], x[None], is_causal=True))
+        sum(p.float().sum() for p in parts if p.dtype != mini.int64).backward()
+        results.append([to_np(p.detach().cpu()) for p in parts] + [to_np(x.grad.cpu())])
+    for g, w in zip(results[1], results[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

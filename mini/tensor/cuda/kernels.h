@@ -97,6 +97,15 @@ void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64
 void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
                 int64_t cols, double eps);
 
+// Embedding: out [n, d] = weight [rows, d] at the n int64 indices `index` (device, checked in
+// range by the caller). Its backward, deterministic: `order` (device int64 [n]) lists the
+// positions of `index` sorted by row, stably, and `starts` (device int64 [segments + 1]) where
+// each row's run begins in it, `seg_rows` (device int64 [segments]) that row: each run's
+// gradient rows added in position order into grad_weight (zeros, [rows, d]).
+void embedding(const Tensor& out, const Tensor& weight, const Tensor& index);
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
+                        const Tensor& seg_rows);
+
 // ---- matmul (matmul.cu, cuBLAS) ---------------------------------------------------------------
 // out [batch, n, m] (contiguous) = a [batch, n, k] @ b [batch, k, m], where a and b are device
 // tensors of out's dtype (float32, float64 or bfloat16) whose strides may be anything

@@ -385,6 +385,26 @@ __global__ void layer_norm_registers_kernel(const T* in, const T* w, const T* b,
   }
 }
 
+// One thread an element of the output: row index[i / d], column i % d.
+template <class T>
+__global__ void embedding_kernel(const T* w, const int64_t* index, T* out, int64_t n, int64_t d) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * d; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = w[index[i / d] * d + i % d];
+}
+
+// A block a row that some index picks, its threads over the columns: the gradient rows of the
+// positions that picked it, in position order (deterministic), summed in opmath.
+template <class T>
+__global__ void embedding_backward_kernel(const T* grad, const int64_t* order, const int64_t* starts,
+                                          const int64_t* seg_rows, T* out, int64_t d) {
+  const int64_t seg = blockIdx.x, row = seg_rows[seg];
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    opmath_t<T> acc = 0;
+    for (int64_t k = starts[seg]; k < starts[seg + 1]; k++) acc += load_op(&grad[order[k] * d + j]);
+    out[row * d + j] = T(acc);
+  }
+}
+
 [[noreturn]] void fail_dtype(const char* op, DType d) {
   fail(op, "(): expected a floating point tensor, got ", dtype_name(d));
 }
@@ -462,6 +482,39 @@ void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
     }
   });
   check_launch("layer_norm");
+}
+
+void embedding(const Tensor& out, const Tensor& weight, const Tensor& index) {
+  const int64_t n = index->numel(), d = weight->sizes[1];
+  if (n * d == 0) return;
+  MINI_DISPATCH(weight->dtype, T, [&] {
+    const int threads = 256;
+    const int64_t blocks = std::min<int64_t>((n * d + threads - 1) / threads, 65535);
+    embedding_kernel<T><<<(unsigned)blocks, threads, 0, ::mini::cuda::current_stream()>>>(
+        static_cast<const T*>(weight->device_raw()), static_cast<const int64_t*>(index->device_raw()),
+        static_cast<T*>(out->device_raw()), n, d);
+  });
+  check_launch("embedding");
+}
+
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
+                        const Tensor& seg_rows) {
+  const int64_t segments = seg_rows->numel(), d = grad_weight->sizes[1];
+  if (segments == 0 || d == 0) return;
+  if (segments > INT32_MAX) fail("embedding_backward(): too many rows for one CUDA launch: ", segments);
+  MINI_DISPATCH(grad->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      int threads = kWarp;
+      while (threads < 256 && threads < d) threads *= 2;
+      embedding_backward_kernel<T><<<(unsigned)segments, threads, 0, ::mini::cuda::current_stream()>>>(
+          static_cast<const T*>(grad->device_raw()), static_cast<const int64_t*>(order->device_raw()),
+          static_cast<const int64_t*>(starts->device_raw()), static_cast<const int64_t*>(seg_rows->device_raw()),
+          static_cast<T*>(grad_weight->device_raw()), d);
+    } else {
+      fail_dtype("embedding_backward", grad->dtype);
+    }
+  });
+  check_launch("embedding_backward");
 }
 
 }  // namespace mini::cuda

@@ -80,6 +80,10 @@ void sweep_reduce_rows(OpKind, const Tensor&, const Tensor&, int, int, bool) {
 void max_min_dim(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { no_cuda("a CUDA kernel"); }
 Tensor nonzero_flat(const Tensor&) { no_cuda("a CUDA kernel"); }
 void softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) { no_cuda("a CUDA kernel"); }
+void embedding(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_cuda("a CUDA kernel");
+}
 void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double) {
   no_cuda("a CUDA kernel");
 }
