@@ -158,12 +158,15 @@ std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) co
 
 std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept) const {
   const graph::Graph& g = schedule.graph;
-  std::vector<Tensor> moved;  // a Python number's 0-d input (made on the CPU) goes to the GPU
+  // a Python number's 0-d input (made on the CPU), and any 0-d CPU tensor (torch lets one meet
+  // CUDA tensors as a scalar: the seed 1.0 that loss.backward() hands the compiled backward),
+  // goes to the GPU
+  std::vector<Tensor> moved;
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
-    if (inputs[i] && !inputs[i]->is_cuda() && g.nodes[g.inputs[i]].wrapped_number) {
+    if (inputs[i] && !inputs[i]->is_cuda() && (g.nodes[g.inputs[i]].wrapped_number || inputs[i]->sizes.empty())) {
       if (moved.empty()) moved = inputs;
       moved[i] = to_device(inputs[i], Device::cuda(0));
-      moved[i]->wrapped_number = true;
+      moved[i]->wrapped_number = g.nodes[g.inputs[i]].wrapped_number || inputs[i]->wrapped_number;
     }
   if (!moved.empty()) return run_keeping(moved, kept);
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
