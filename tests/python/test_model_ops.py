@@ -361,6 +361,8 @@ def test_gather_index_select_and_list_indices_match_numpy_with_gradients():
         x[x > 0]
     with pytest.raises(IndexError, match="one list or tensor index"):
         x[[0], [1]]
+    with pytest.raises(IndexError, match="list of bools is a boolean mask"):
+        x[:, [True, False, True, False]]  # not rows 1, 0, 1, 0
 
 
 def test_boolean_mask_assignment_fills_in_place():

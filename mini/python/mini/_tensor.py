@@ -632,6 +632,9 @@ def _getitem(self, idx):
         raise IndexError("mini supports a list or tensor index after slices only (x[:, [1, 2]], not after "
                          "an int, None or ...)")
     if isinstance(sel, list):
+        if any(isinstance(i, builtins.bool) for i in sel):  # torch reads a list of bools as a mask
+            raise IndexError("indexing with a list of bools is a boolean mask, whose shape is known only from its "
+                             "values; use mini.where(mask, x, other), or a list of int positions")
         sel = tensor(sel, dtype=int64, device=self.device)
     rest = _basic_getitem(self, items[:p] + (slice(None),) + items[p + 1:]) if len(items) > 1 else self
     if sel.dim() != 1:
