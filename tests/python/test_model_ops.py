@@ -359,6 +359,10 @@ def test_gather_index_select_and_list_indices_match_numpy_with_gradients():
     np.testing.assert_array_equal(to_np(x[:, 1:, mini.tensor([3, 1])].detach()), a[:, 1:, [3, 1]])
     with pytest.raises(IndexError, match="boolean mask gives a shape"):
         x[x > 0]
+    with pytest.raises(IndexError, match="index 4 is out of range for dim 1 of size 4"):
+        x.gather(1, mini.tensor([[[4]]] * 3))  # never a silent 0
+    with pytest.raises(IndexError, match=r"index_select\(\): index -6 is out of range for dim 2 of size 5"):
+        mini.index_select(x, 2, mini.tensor([-6]))
     with pytest.raises(IndexError, match="one list or tensor index"):
         x[[0], [1]]
     with pytest.raises(IndexError, match="list of bools is a boolean mask"):

@@ -562,6 +562,13 @@ def _gather(self, dim, index):
         raise RuntimeError(f"gather(): index must be an int64 tensor with as many dims as input, got "
                            f"{index.dtype}{list(index.shape)} for input {list(self.shape)}")
     n = self.shape[d]
+    # an index outside [0, n) would select nothing and read as 0: refuse it, as torch does (the
+    # values are read on the host: inside a compiled function this is a graph break, and the
+    # check runs eagerly)
+    outside = ((index < 0).long() + (index >= n).long()).sum()
+    if outside.item() > 0:
+        bad = _values(index)[(_values(index) < 0) | (_values(index) >= n)].flat[0]
+        raise IndexError(f"gather(): index {bad} is out of range for dim {d} of size {n}")
     source = self
     for e in range(self.dim()):  # torch reads only the first index.size(e) entries of other dims
         if e != d and index.shape[e] < self.shape[e]:
@@ -579,7 +586,11 @@ def _index_select(self, dim, index):
     d = _dim_index(self, dim)
     if index.dim() != 1:
         raise IndexError(f"index_select(): index must be 1-d, got {list(index.shape)}")
-    index = where(index < 0, index + self.shape[d], index)
+    n = self.shape[d]
+    if ((index < -n).long() + (index >= n).long()).sum().item() > 0:  # as gather's check
+        bad = _values(index)[(_values(index) < -n) | (_values(index) >= n)].flat[0]
+        raise IndexError(f"index_select(): index {bad} is out of range for dim {d} of size {n}")
+    index = where(index < 0, index + n, index)
     shape = list(self.shape)
     shape[d] = index.shape[0]
     view = [1] * self.dim()
