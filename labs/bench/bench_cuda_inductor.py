@@ -29,6 +29,7 @@ Writes bench_cuda_inductor.json and .md into --out (default figures/).
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -206,44 +207,48 @@ def measure(name, spec, torch, args):
     return row
 
 
+@contextlib.contextmanager
+def environment(name):
+    """Lets the block set os.environ[name] as it goes; puts the variable back as it was."""
+    saved = os.environ.get(name)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 def nvrtc_variant_times(gm, cuda_inputs, timing, variants):
     """{options: (NVRTC seconds, ms)} of the graph compiled with each set of NVRTC options
     (MINI_NVRTC_OPTIONS; '-' the empty set), each into an empty cache folder."""
     times = {}
-    saved, saved_dir = os.environ.get("MINI_NVRTC_OPTIONS"), mini.config.cache_dir
-    try:
-        for options in variants.split(","):
-            os.environ["MINI_NVRTC_OPTIONS"] = "" if options == "-" else options
-            mini.config.cache_dir = tempfile.mkdtemp(prefix="mini_nvrtc_")
-            try:
-                info = mini.inductor.compile_graph_cuda(gm)
-                times[options] = (info["nvrtc_seconds"], timing(lambda: info["run"](*cuda_inputs)))
-            except RuntimeError as e:  # an option this NVRTC refuses: say so, measure the rest
-                times[options] = str(e).split("\n")[0][:120]
-            shutil.rmtree(mini.config.cache_dir, ignore_errors=True)
-    finally:
-        mini.config.cache_dir = saved_dir
-        if saved is None:
-            os.environ.pop("MINI_NVRTC_OPTIONS", None)
-        else:
-            os.environ["MINI_NVRTC_OPTIONS"] = saved
+    saved_dir = mini.config.cache_dir
+    with environment("MINI_NVRTC_OPTIONS"):
+        try:
+            for options in variants.split(","):
+                os.environ["MINI_NVRTC_OPTIONS"] = "" if options == "-" else options
+                mini.config.cache_dir = tempfile.mkdtemp(prefix="mini_nvrtc_")
+                try:
+                    info = mini.inductor.compile_graph_cuda(gm)
+                    times[options] = (info["nvrtc_seconds"], timing(lambda: info["run"](*cuda_inputs)))
+                except RuntimeError as e:  # an option this NVRTC refuses: say so, measure the rest
+                    times[options] = str(e).split("\n")[0][:120]
+                shutil.rmtree(mini.config.cache_dir, ignore_errors=True)
+        finally:
+            mini.config.cache_dir = saved_dir
     return times
 
 
 def layout_times(gm, cuda_inputs, timing):
     """{layout: ms} of the graph rendered with each numbered kernel layout (MINI_CODEGEN_LAYOUT)."""
     times = {}
-    saved = os.environ.get("MINI_CODEGEN_LAYOUT")
-    try:
+    with environment("MINI_CODEGEN_LAYOUT"):
         for layout in range(1, mini.inductor.cuda_layouts() + 1):
             os.environ["MINI_CODEGEN_LAYOUT"] = str(layout)
             info = mini.inductor.compile_graph_cuda(gm)
             times[layout] = timing(lambda: info["run"](*cuda_inputs))
-    finally:
-        if saved is None:
-            os.environ.pop("MINI_CODEGEN_LAYOUT", None)
-        else:
-            os.environ["MINI_CODEGEN_LAYOUT"] = saved
     return times
 
 

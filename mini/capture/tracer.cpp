@@ -1103,18 +1103,11 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         else unsupported("-" + a->describe());
         break;
       }
-      case Opcode::UNARY_INVERT: {  // ~t: Tensor.__invert__ (mini/_tensor.py), the same ops
+      case Opcode::UNARY_INVERT: {  // ~t: Tensor.__invert__, mini's Python, inlined (one definition)
         VarRef a = pop();
-        if (a->is(Var::Kind::Tensor)) {
-          DType d = meta_of(ctx_, a).dtype;
-          if (is_floating(d)) unsupported("~ on a " + std::string(dtype_name(d)) + " tensor (torch refuses it too: ~ is for bool and integer tensors)");
-          if (d == DType::Bool) push(tensor_binary(ctx_, OpKind::Eq, a, make_constant(PyBool_FromLong(0))));
-          else push(tensor_binary(ctx_, OpKind::Sub, tensor_unary(ctx_, OpKind::Neg, a), make_constant(PyLong_FromLong(1))));
-        } else if (is_constant(a)) {
-          push(make_constant(checked(PyNumber_Invert(a->obj), "~x")));
-        } else {
-          unsupported("~" + a->describe());
-        }
+        if (a->is(Var::Kind::Tensor)) push(call_tensor_method(ctx_, "__invert__", a, {}, {}));
+        else if (is_constant(a)) push(make_constant(checked(PyNumber_Invert(a->obj), "~x")));
+        else unsupported("~" + a->describe());
         break;
       }
       case Opcode::UNARY_NOT: {

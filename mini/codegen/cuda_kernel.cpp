@@ -124,8 +124,12 @@ class CudaKernelWriter {
         layout_(layout) {}
 
   std::string write() {
+    // the kernel's shape, decided once: a full reduction in two stages, looped vector rows, or
+    // the other row layouts
+    const bool split = cuda_split_reductions(s_, k_, layout_) > 0;
     VectorRows rows;
-    if (L_.has_online_pairs() && (cuda_split_reductions(s_, k_, layout_) || !vector_loop_shape(&rows))) {
+    const bool looped = !k_.reduced.empty() && !split && vector_loop_shape(&rows);
+    if (L_.has_online_pairs() && !looped) {
       CudaLayout plain = layout_;  // only the looped vector rows fold an online pair
       plain.online_softmax = false;
       return CudaKernelWriter(s_, k_, plain).write();
@@ -149,15 +153,14 @@ class CudaKernelWriter {
     for (auto& [id, i] : L_.store_index())
       o << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ out" << i << ", ";
     o << "mini::Sizes sizes";
-    if (cuda_split_reductions(s_, k_, layout_))
-      o << ", unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived";
+    if (split) o << ", unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived";
     o << ") {\n";
     o << "  const int64_t* symbols = sizes.symbols;\n";
     o << "  const int64_t (*strides)[8] = sizes.strides;\n";
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
-    else if (cuda_split_reductions(s_, k_, layout_)) write_split_reduction(o);
-    else if (vector_loop_shape(&rows)) write_vector_loop_reduction(o, rows);
+    else if (split) write_split_reduction(o);
+    else if (looped) write_vector_loop_reduction(o, rows);
     else write_reduction(o);
     o << "}\n";
     return o.str();
@@ -485,23 +488,30 @@ class CudaKernelWriter {
     o << "    }\n";
   }
 
+  // The maxes of the online pairs among `reds` (LoopKernel::online_max).
+  std::set<int> running_maxes(const std::vector<int>& reds) const {
+    std::set<int> maxes;
+    for (int id : reds)
+      if (int m = L_.online_max(id); m >= 0) maxes.insert(m);
+    return maxes;
+  }
+
   // Each reduction's accumulators combined over the block, and its row value r<id> (a mean
   // divided by the row's length).
   // An online pair's max is reduced first (it comes first in program order), its thread's
   // value kept as m<id>; the pair's sum is rescaled from it to the block's max before its own
   // block reduction.
   void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done) {
-    std::set<int> running;
-    for (int id : reds)
-      if (L_.online_max(id) >= 0) running.insert(L_.online_max(id));
+    const std::set<int> running = running_maxes(reds);
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string A = acc_type(n), N = std::to_string(id);
       if (running.count(id)) o << "    const " << A << " m" << N << " = acc" << N << ";  // this thread's max\n";
-      if (int m = L_.online_max(id); m >= 0)
-        o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << m << "), " << A << "(acc" << m << "));\n";
-      if (int m = L_.online_max(id); m >= 0)  // as eager's exp(x - max) where the max is -inf: NaN
-        o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << m << "));\n";
+      if (int m = L_.online_max(id); m >= 0) {  // then NaN where the max is -inf, as eager's exp(x - max)
+        const std::string M = std::to_string(m);
+        o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << M << "), " << A << "(acc" << M << "));\n";
+        o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << M << "));\n";
+      }
       o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
         << ", reinterpret_cast<" << A << "*>(smem));\n";
       std::string fin = "acc" + N;
@@ -511,14 +521,6 @@ class CudaKernelWriter {
     }
   }
 
-  // Looped rows in vectors (layout 7: the shape of Inductor's looped `triton_red_` kernels).
-  // Each pass strides the block's threads over the row V elements at a time: one Vec load per
-  // load along the row, the lanes unrolled, one Vec store per stored value; every pass reads
-  // the row from memory again (L2 holds a block's row between its passes), and registers stay
-  // few, so that a full SM of threads keeps loads in flight. Where a pointer is not aligned to
-  // its Vec, the pass runs element by element. Returns false (the kernel is not of this shape:
-  // the row not the innermost dim, not static, not whole vectors, a load not contiguous along
-  // it) and writes nothing.
   // The looped vector rows' plan: the loads along the row (each read as Vec k<n>), V lanes.
   struct VectorRows {
     RowPlan plan;
@@ -598,9 +600,7 @@ class CudaKernelWriter {
       std::vector<int> reds, stores;
       L_.phase_targets(p, &reds, &stores);
       if (reds.empty() && stores.empty()) continue;
-      std::set<int> running;  // the maxes of this pass's online pairs
-      for (int id : reds)
-        if (L_.online_max(id) >= 0) running.insert(L_.online_max(id));
+      const std::set<int> running = running_maxes(reds);
       for (int id : reds) {
         const Node& n = g_.nodes[id];
         std::string A = acc_type(n);
@@ -617,15 +617,16 @@ class CudaKernelWriter {
           }
         for (int id : running) o << pad << "acc" << id << " = m" << id << ";\n";
       };
-      auto running_max = [&](const std::string& pad, int id, const std::string& from) {
+      // `target` = the max of `base` and this element's input to max `id`
+      auto running_max = [&](const std::string& pad, int id, const std::string& target, const std::string& base) {
         std::string A = acc_type(g_.nodes[id]);
-        o << pad << from << combine(g_.nodes[id]) << "<" << A << ">(" << (from.find("const") == 0 ? "acc" : "m") << id
-          << ", " << A << "(" << cs_.expr(L_.reduction_input(id)) << "));\n";
+        o << pad << target << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << base << ", " << A << "("
+          << cs_.expr(L_.reduction_input(id)) << "));\n";
       };
       auto body = [&](const std::string& pad, bool vector) {  // one element's values, folded, stored
         for (int id : k_.nodes) {
           if (running.count(id) && !vector)
-            running_max(pad, id, "const " + acc_type(g_.nodes[id]) + " m" + std::to_string(id) + " = ");
+            running_max(pad, id, "const " + acc_type(g_.nodes[id]) + " m" + std::to_string(id), "acc" + std::to_string(id));
           if (plan.compute[p].count(id)) o << define(pad, 't', id, false);
         }
         if (!vector) rescale(pad);
@@ -674,7 +675,7 @@ class CudaKernelWriter {
         o << "          const " << I << " j = j0 + l;\n";
         o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
         for (int v : L_.full_values_for({id})) o << define("          ", 't', v, false);  // what the max reads
-        running_max("          ", id, "m" + std::to_string(id) + " = ");
+        running_max("          ", id, "m" + std::to_string(id), "m" + std::to_string(id));
         o << "        }\n";
       }
       rescale("        ");

@@ -212,17 +212,16 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices_in) {
   Shape out_shape = idx->sizes;
   out_shape.push_back(d);
   Tensor out = TensorImpl::empty(out_shape, weight->dtype, weight->device());
-  const int64_t* ix = checked_indices(host_indices(idx), rows);
+  const Tensor host = host_indices(idx);  // keeps the checked values alive while `ix` reads them
+  const int64_t* ix = checked_indices(host, rows);
   if (weight->is_cuda()) {
     cuda::embedding(out, weight, idx);
-    count_kernel(idx->nbytes() + 2 * out->nbytes());
-    record(OpKind::Embedding, {weight_in, indices_in}, out, Attrs{});
-    return out;
+  } else {
+    const size_t row_bytes = size_t(d) * itemsize(weight->dtype);
+    const char* w = static_cast<const char*>(weight->raw());
+    char* o = static_cast<char*>(out->raw());
+    for (int64_t i = 0; i < idx->numel(); i++) std::memcpy(o + i * row_bytes, w + ix[i] * row_bytes, row_bytes);
   }
-  const size_t row_bytes = size_t(d) * itemsize(weight->dtype);
-  const char* w = static_cast<const char*>(weight->raw());
-  char* o = static_cast<char*>(out->raw());
-  for (int64_t i = 0; i < idx->numel(); i++) std::memcpy(o + i * row_bytes, w + ix[i] * row_bytes, row_bytes);
   count_kernel(idx->nbytes() + 2 * out->nbytes());
   record(OpKind::Embedding, {weight_in, indices_in}, out, Attrs{});
   return out;
@@ -237,7 +236,7 @@ Tensor embedding_backward(const Tensor& grad_in, const Tensor& indices_in, const
     fail("embedding_backward(): grad ", shape_str(grad->sizes), " does not match indices ", shape_str(idx->sizes),
          " and rows of ", d);
   Tensor out = zeros(weight_shape, grad->dtype, grad->device());
-  Tensor host = host_indices(idx);
+  const Tensor host = host_indices(idx);
   const int64_t* ix = checked_indices(host, rows);
   if (grad->is_cuda()) {
     // the positions sorted by row (stably: each row's gradients are added in position order,

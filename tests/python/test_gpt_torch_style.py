@@ -55,8 +55,8 @@ def test_compiled_training_lowers_the_loss_as_eager_does_and_samples():
         model = GPT(config)
         opt = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3, betas=(0.9, 0.95))
         step = model if mode == "eager" else mini.compile(model)
-        idx, targets = batch(2, config)
-        targets = idx.roll(-1, 1) if hasattr(idx, "roll") else idx  # learnable: copy the input
+        idx, _ = batch(2, config)
+        targets = idx  # learnable: each position's own token, which causal attention sees
         losses[mode] = []
         for _ in range(12):
             _, loss = step(idx, targets)
@@ -70,7 +70,7 @@ def test_compiled_training_lowers_the_loss_as_eager_does_and_samples():
     out = model.generate(idx[:1, :5], 8, temperature=0.8, top_k=10)
     assert tuple(out.shape) == (1, 13) and out.dtype == mini.int64
     np.testing.assert_array_equal(to_np(out[:, :5]), to_np(idx[:1, :5]))
-    assert ((out >= 0) & (out < config.vocab_size)).all().item() if hasattr(out, "all") else True
+    assert ((to_np(out) >= 0) & (to_np(out) < config.vocab_size)).all()
 
 
 @pytest.mark.cuda

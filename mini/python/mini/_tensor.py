@@ -553,31 +553,39 @@ def _argmax_argmin(self, dim, keepdim, largest):
 return_types_topk = collections.namedtuple("topk", ["values", "indices"])
 
 
-def _gather(self, dim, index):
-    """out[..., j, ...] = self[..., index[..., j, ...], ...] along dim (torch.gather): a one-hot
-    select and a sum, so that it has a gradient and runs on every device and in a graph (memory
-    of index.numel() x self.size(dim) booleans: for the small selections models make)."""
-    d = _dim_index(self, dim)
-    if index.dtype != int64 or index.dim() != self.dim():
-        raise RuntimeError(f"gather(): index must be an int64 tensor with as many dims as input, got "
-                           f"{index.dtype}{list(index.shape)} for input {list(self.shape)}")
-    n = self.shape[d]
-    # an index outside [0, n) would select nothing and read as 0: refuse it, as torch does (the
-    # values are read on the host: inside a compiled function this is a graph break, and the
-    # check runs eagerly)
-    outside = ((index < 0).long() + (index >= n).long()).sum()
-    if outside.item() > 0:
-        bad = _values(index)[(_values(index) < 0) | (_values(index) >= n)].flat[0]
-        raise IndexError(f"gather(): index {bad} is out of range for dim {d} of size {n}")
+def _check_index_range(index, low, n, what, d):
+    """IndexError naming the first index outside [low, n), as torch raises: a one-hot select
+    would read such an index as 0. The values are read on the host (inside a compiled function
+    this is a graph break, and the op runs eagerly)."""
+    if ((index < low).long() + (index >= n).long()).sum().item() > 0:
+        host = _values(index)
+        bad = host[(host < low) | (host >= n)].flat[0]
+        raise IndexError(f"{what}(): index {bad} is out of range for dim {d} of size {n}")
+
+
+def _one_hot_gather(self, d, index):
+    """gather along dim d of indices known to be in [0, size): a one-hot select and a sum, so
+    that it has a gradient and runs on every device and in a graph (memory of index.numel() x
+    self.size(d) booleans: for the small selections models make)."""
     source = self
     for e in range(self.dim()):  # torch reads only the first index.size(e) entries of other dims
         if e != d and index.shape[e] < self.shape[e]:
             source = source.narrow(e, 0, index.shape[e])
-    classes = arange(n, device=self.device)
+    classes = arange(self.shape[d], device=self.device)
     for _ in range(self.dim() - d - 1):
         classes = classes.unsqueeze(-1)
     hit = index.unsqueeze(d + 1) == classes  # [..., k, n, ...]
     return where(hit, source.unsqueeze(d), 0).sum(d + 1)
+
+
+def _gather(self, dim, index):
+    """out[..., j, ...] = self[..., index[..., j, ...], ...] along dim (torch.gather)."""
+    d = _dim_index(self, dim)
+    if index.dtype != int64 or index.dim() != self.dim():
+        raise RuntimeError(f"gather(): index must be an int64 tensor with as many dims as input, got "
+                           f"{index.dtype}{list(index.shape)} for input {list(self.shape)}")
+    _check_index_range(index, 0, self.shape[d], "gather", d)
+    return _one_hot_gather(self, d, index)
 
 
 def _index_select(self, dim, index):
@@ -587,15 +595,13 @@ def _index_select(self, dim, index):
     if index.dim() != 1:
         raise IndexError(f"index_select(): index must be 1-d, got {list(index.shape)}")
     n = self.shape[d]
-    if ((index < -n).long() + (index >= n).long()).sum().item() > 0:  # as gather's check
-        bad = _values(index)[(_values(index) < -n) | (_values(index) >= n)].flat[0]
-        raise IndexError(f"index_select(): index {bad} is out of range for dim {d} of size {n}")
+    _check_index_range(index, -n, n, "index_select", d)
     index = where(index < 0, index + n, index)
     shape = list(self.shape)
     shape[d] = index.shape[0]
     view = [1] * self.dim()
     view[d] = index.shape[0]
-    return _gather(self, d, index.reshape(view).expand(shape))
+    return _one_hot_gather(self, d, index.reshape(view).expand(shape))
 
 
 def _topk(self, k, dim=-1, largest=True, sorted=True):
@@ -609,7 +615,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):
     order = np.argsort(-host if largest else host, axis=d, kind="stable")
     order = np.take(order, np.arange(k), axis=d)
     indices = from_numpy(np.ascontiguousarray(order.astype(np.int64))).to(self.device)
-    return return_types_topk(_gather(self, d, indices), indices)
+    return return_types_topk(_one_hot_gather(self, d, indices), indices)  # in range by construction
 
 
 def _narrow(self, dim, start, length):
