@@ -13,7 +13,8 @@
 #                            torch.compile; its table in bench_labs.txt, its files in labs.tar.gz
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
 #   ncu reductions           Nsight Compute over mini's and torch.compile's fused softmax and
-#                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS),
+#                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS, programs
+#                            MINI_NCU_PROGRAMS: chain8 too where it names it),
 #                            only where MINI_GPU_STAGES names it
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
@@ -196,7 +197,8 @@ run_ncu() {
   command -v ncu >/dev/null || { echo "no ncu on this machine"; return 77; }
   ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis -k regex:fused "$python" labs/bench/ncu_reductions.py \
-    --layouts "${MINI_NCU_LAYOUTS:-}" --torch-code "$work/labs/torch_code"
+    --layouts "${MINI_NCU_LAYOUTS:-}" --torch-code "$work/labs/torch_code" \
+    --programs "${MINI_NCU_PROGRAMS:-softmax_decomp,layernorm_decomp}"
 }
 stage "ncu reductions" 150 "$out/bench_labs.txt" run_ncu
 
@@ -241,7 +243,7 @@ stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]
 # vector read or an out-of-bounds lane shows here, not only as a wrong number
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
   tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py \
-  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel"
+  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets"
 
 # ---- the rest of the suite, with what time is left -------------------------------------------
 # In 8 processes at once, the test files dealt out largest first (one process took 390 s for

@@ -1,7 +1,9 @@
-"""The decomposed softmax and layer norm kernels, mini's and torch.compile's, for Nsight Compute.
+"""The decomposed softmax and layer norm kernels (and, asked for, chain8's), mini's and
+torch.compile's, for Nsight Compute.
 
     ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-        -k regex:fused python labs/bench/ncu_reductions.py [--layouts 7,8] [--torch-code DIR]
+        -k regex:fused python labs/bench/ncu_reductions.py [--layouts 7,8] [--torch-code DIR] \
+        [--programs softmax_decomp,layernorm_decomp,chain8]
 
 Runs each program compiled by mini (mini.compile on CUDA tensors, 8192 x 8192 float32) under
 each kernel layout asked for (MINI_CODEGEN_LAYOUT, codegen/cuda_kernel.h; the default layout
@@ -18,7 +20,7 @@ from pathlib import Path
 import mini
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/
-from programs import layernorm_decomp, softmax_decomp  # noqa: E402
+from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
 from bench_cuda_inductor import torch_twin  # noqa: E402
 
 
@@ -26,14 +28,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layouts", default="", help="comma-separated kernel layouts to run (default: the default)")
     parser.add_argument("--torch-code", default="", help="a folder for torch.compile's generated source")
+    parser.add_argument("--programs", default="softmax_decomp,layernorm_decomp",
+                        help="comma-separated, of softmax_decomp, layernorm_decomp, chain8")
     args = parser.parse_args()
     r = c = 8192
-    x, w, b = mini.randn(r, c, device="cuda"), mini.randn(c, device="cuda"), mini.randn(c, device="cuda")
+    shapes = {"softmax_decomp": ((r, c),), "layernorm_decomp": ((r, c), (c,), (c,)), "chain8": ((r, c), (r, c))}
+    fns = {"softmax_decomp": softmax_decomp, "layernorm_decomp": layernorm_decomp, "chain8": chain8}
+    names = [n for n in args.programs.split(",") if n]
+    for n in names:
+        if n not in fns:
+            parser.error(f"unknown program {n!r}: choose from {', '.join(fns)}")
+    made = {n: tuple(mini.randn(*s, device="cuda") for s in shapes[n]) for n in names}
     for layout in [int(v) for v in args.layouts.split(",") if v] or [None]:
         if layout is not None:
             os.environ["MINI_CODEGEN_LAYOUT"] = str(layout)  # read when a graph is rendered
         mini.reset()
-        for fn, fargs in ((softmax_decomp, (x,)), (layernorm_decomp, (x, w, b))):
+        for n in names:
+            fn, fargs = fns[n], made[n]
             f = mini.compile(fn, fullgraph=True, dynamic=False)
             for _ in range(2):
                 f(*fargs)
@@ -43,8 +54,8 @@ def main():
         from torch._inductor.utils import run_and_get_code
     except ImportError:
         return 0
-    tx, tw, tb = (torch.randn(*s, device="cuda") for s in ((r, c), (c,), (c,)))
-    for fn, fargs in ((softmax_decomp, (tx,)), (layernorm_decomp, (tx, tw, tb))):
+    for n in names:
+        fn, fargs = fns[n], tuple(torch.randn(*s, device="cuda") for s in shapes[n])
         torch._dynamo.reset()
         f = torch.compile(torch_twin(torch, fn))
         _, code = run_and_get_code(f, *fargs)

@@ -249,7 +249,7 @@ struct CompiledBackward : CustomBackward {
       const TensorMeta& m = tg->tangents[t];
       Tensor g = t < grad_outputs.size() ? grad_outputs[t] : nullptr;
       if (!g) {
-        g = zeros(m.sizes, m.dtype);  // an output that got no gradient
+        g = zeros(m.sizes, m.dtype, tg->backward->device);  // an output that got no gradient (logits beside a loss)
       } else {
         if (g->dtype != m.dtype) g = cast(g, m.dtype);
         // The backward graph was compiled for contiguous tangents; an incoming gradient can be

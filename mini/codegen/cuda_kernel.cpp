@@ -175,12 +175,15 @@ class CudaKernelWriter {
 
   // Pointwise: a grid-stride loop over vectors of V elements (V: 16 bytes of the widest
   // contiguous load or store), each contiguous load and each store one Vec instruction and
-  // the rest per lane, the lanes unrolled; then the elements past the last whole vector (all
-  // of them, where a pointer is not aligned to its Vec) one at a time. (One loop with
-  // lane-by-lane edges wrote the expressions once, compiled 15% faster, and ran chain8 11%
-  // slower on the H200: the predicates cost the fast path.) The index is split into x0, x1, ... only
-  // where a load needs it (a load contiguous over the whole space reads in[i]); 32-bit index
-  // arithmetic where every offset fits.
+  // the rest per lane, the lanes unrolled; then, where the element count is not a static
+  // multiple of V, the last few elements one at a time. Every pointer is aligned
+  // (cuda_assumes_aligned: the runtime copies a misaligned input first), so there is no
+  // element-by-element path for another address: a second copy of the expressions cost chain8
+  // 26% of its NVRTC time (sin, cos and exp inlined again). (One loop with lane-by-lane edges
+  // wrote the expressions once, compiled 15% faster, and ran chain8 11% slower on the H200: the
+  // predicates cost the fast path.) The index is split into x0, x1, ... only where a load needs
+  // it (a load contiguous over the whole space reads in[i]); 32-bit index arithmetic where
+  // every offset fits.
   void write_pointwise(std::ostringstream& o) {
     std::set<int> targets(k_.stores.begin(), k_.stores.end());
     std::vector<int> full = L_.full_values_for(targets);
@@ -204,11 +207,7 @@ class CudaKernelWriter {
 
     o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
     o << "  constexpr int V = " << V << ";\n";
-    o << "  const bool whole = true";
-    for (auto& [b, T] : flat) o << " && mini::aligned<" << T << ", V>(in" << b << ")";
-    for (int id : k_.stores) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>(" << out(id) << ")";
-    o << ";\n";
-    o << "  const int64_t nvec = whole ? numel / V : 0;\n";
+    o << "  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)\n";
     o << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {\n";
     o << "    const int64_t i = v * V;\n";
     for (auto& [b, T] : flat)
@@ -232,7 +231,9 @@ class CudaKernelWriter {
       o << "    *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>*>(" << out(id) << " + i) = s" << id
         << ";\n";
     o << "  }\n";
-    write_elements(o, "nvec * V + ", full);
+    int64_t numel = 1;
+    for (int64_t d : L_.kept_dims()) numel = graph::is_symbol(k_.space[d]) || numel < 0 ? -1 : numel * k_.space[d];
+    if (numel < 0 || numel % V) write_elements(o, "nvec * V + ", full);
   }
 
   // One element a thread, grid-strided from `first` (the vector loop's tail, or every element).
@@ -861,7 +862,8 @@ CudaLayout cuda_layout(int number) {
   l.vector_loop_rows = number >= 7;
   if (number >= 7) l.row_registers = 0;
   l.online_softmax = number >= 8;
-  l.unroll_rows = number >= 9 ? (number == 9 ? 0 : 2) : -1;
+  l.unroll_rows = number >= 9 ? (number == 10 ? 2 : 0) : -1;
+  l.pointwise_one_pass = number == 11;
   return l;
 }
 
@@ -918,7 +920,12 @@ int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLay
   return (int)reds.size();
 }
 
-int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int sms) {
+bool cuda_assumes_aligned(const FusionGroup& k, const CudaLayout& layout) {
+  return k.reduced.empty() && layout.vector_pointwise;
+}
+
+int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& layout, const std::vector<int64_t>& symbols,
+                  int sms) {
   auto extent = [&](const std::vector<int64_t>& dims) {
     int64_t n = 1;
     for (int64_t d : dims) n *= graph::is_symbol(k.space[d]) ? symbols[graph::symbol_index(k.space[d])] : k.space[d];
@@ -928,6 +935,15 @@ int64_t cuda_grid(const FusionGroup& k, const std::vector<int64_t>& symbols, int
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
     if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
   int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads : extent(kept);
+  if (k.reduced.empty() && layout.pointwise_one_pass && layout.vector_pointwise) {
+    // a thread a vector: V from the widest of every load and store (the writer's V counts only
+    // contiguous loads, so it is at least this one: never fewer threads than vectors)
+    size_t widest = 1;
+    for (int id : k.loads) widest = std::max(widest, itemsize(s.graph.nodes[id].meta.dtype));
+    for (int id : k.stores) widest = std::max(widest, itemsize(s.graph.nodes[id].meta.dtype));
+    int64_t threads = kCudaThreads * int64_t(16 / widest);
+    return std::max<int64_t>(1, std::min<int64_t>((extent(kept) + threads - 1) / threads, 0x7fffffff));
+  }
   // enough blocks to fill the GPU many times over; grid-stride loops take the rest
   return std::max<int64_t>(1, std::min<int64_t>(work, int64_t(sms) * 64));
 }

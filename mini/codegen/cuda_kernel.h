@@ -44,6 +44,8 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 //   9  as 8, each pass a loop of constant trip count (the block the kernel is compiled for),
 //      unrolled where the row's vectors divide among the threads: several loads in flight
 //  10  as 9, unrolled by 2: half the code for NVRTC to compile, two loads in flight a thread
+//  11  as 9, a pointwise kernel's grid covers it once (Triton's shape: a vector a thread, no
+//      grid-stride iterations), not 64 blocks an SM
 // Measured on the H200 (2026-12-02 06:01 UTC, commit 0b0fe3f, bench_cuda_inductor.py --layouts,
 // the graph alone, 8192 x 8192 float32, ms): softmax / layer norm 1: 0.347 / 0.330,
 // 2: 0.257 / 0.218, 3: 0.193 / 0.209, 4: 0.243 / 0.211, 5: 0.168 / 0.161, 6: 0.183 / 0.168,
@@ -61,8 +63,9 @@ struct CudaLayout {
                          // of it, 4 at most past 8 trips; layouts 9, 10), -1: a plain loop
   int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
                                // threads, 32 blocks and 65536 registers an SM)
+  bool pointwise_one_pass = false;  // a pointwise grid of a thread a vector (layout 11)
 };
-constexpr int kCudaLayouts = 10, kCudaDefaultLayout = 9;
+constexpr int kCudaLayouts = 11, kCudaDefaultLayout = 9;
 CudaLayout cuda_layout(int number);
 // MINI_CODEGEN_LAYOUT's layout (a value out of 1..kCudaLayouts raises, naming them), else the default.
 CudaLayout cuda_layout_from_env();
@@ -87,7 +90,16 @@ int cuda_split_reductions(const fusion::Schedule& s, const fusion::FusionGroup& 
 // cuda_split_max_grid: the partials hold that many per reduction).
 int64_t cuda_split_grid(int64_t rnumel, int threads, int sms);
 int64_t cuda_split_max_grid(int sms);
-// The grid of kernel `k` for the sizes of this call (symbols resolved): blocks in x.
-int64_t cuda_grid(const fusion::FusionGroup& k, const std::vector<int64_t>& symbols, int sms);
+// Whether kernel `k` under `layout` takes every pointer aligned to kCudaAlignment bytes (its
+// Vec loads and stores, without a run-time check or an element-by-element path for another
+// address): the pointwise kernels in vectors. The runtime copies a tensor such a kernel would
+// read from elsewhere (a view at an odd offset) before the launch, as Inductor's
+// copy_misaligned_inputs does; what the kernels store is mini's own allocation, always aligned.
+constexpr int kCudaAlignment = 16;
+bool cuda_assumes_aligned(const fusion::FusionGroup& k, const CudaLayout& layout);
+// The grid of kernel `k` of `s` under `layout` for the sizes of this call (symbols resolved):
+// blocks in x.
+int64_t cuda_grid(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout,
+                  const std::vector<int64_t>& symbols, int sms);
 
 }  // namespace mini::codegen

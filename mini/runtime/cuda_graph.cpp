@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <set>
 
@@ -27,6 +28,18 @@ struct Sizes {
   int64_t strides[codegen::kCudaMaxLoads][codegen::kCudaMaxRank];
 };
 static_assert(sizeof(Sizes) == 8 * (64 + 16 * 8), "mini::Sizes of the CUDA prelude");
+
+// A fresh CUDA tensor of t's sizes and strides from offset 0 of its own allocation (which
+// mini's allocator aligns), holding what t holds where `copy` is set.
+Tensor same_layout(const Tensor& t, bool copy) {
+  int64_t span = t->numel() == 0 ? 0 : 1;  // the elements t's layout reaches, from offset 0
+  for (size_t d = 0; d < t->sizes.size(); d++)
+    if (t->numel()) span += (t->sizes[d] - 1) * t->strides[d];
+  Tensor own = TensorImpl::view_of(TensorImpl::empty({span}, t->dtype, Device::cuda(0)), t->sizes, t->strides, 0);
+  own->wrapped_number = t->wrapped_number;
+  if (copy) copy_(own, t);
+  return own;
+}
 
 }  // namespace
 
@@ -184,14 +197,23 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
   int sms = cuda::sm_count();
   std::vector<void*> pointers;
   std::vector<void*> args;
+  std::deque<Tensor> misaligned;  // aligned copies of inputs at odd offsets (stable addresses)
   for (size_t si = 0; si < schedule.steps.size(); si++) {
     const fusion::Step& st = schedule.steps[si];
     if (st.kind == fusion::StepKind::Kernel) {
       const fusion::FusionGroup& k = schedule.groups[st.group];
       pointers.clear();
       int64_t bytes = 0;
+      const bool aligned = codegen::cuda_assumes_aligned(k, layout);
       for (size_t b = 0; b < k.loads.size(); b++) {
-        const Tensor& t = value(k.loads[b]);
+        const Tensor* read = &value(k.loads[b]);
+        if (aligned && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {
+          // a view at an odd offset: the kernel reads an aligned copy (kept until the launch is
+          // done: the allocator reuses its memory only for work queued after it)
+          misaligned.push_back(same_layout(*read, true));
+          read = &misaligned.back();
+        }
+        const Tensor& t = *read;
         pointers.push_back(t->device_raw());
         for (size_t d = 0; d < t->strides.size() && d < (size_t)codegen::kCudaMaxRank; d++)
           sizes.strides[b][d] = t->strides[d];
@@ -207,7 +229,7 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
       unsigned block[3] = {(unsigned)codegen::cuda_block(k, this->layout), 1, 1};
-      unsigned grid[3] = {(unsigned)codegen::cuda_grid(k, symbols, sms), 1, 1};
+      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, this->layout, symbols, sms), 1, 1};
       void* partials = nullptr;
       void* arrived = nullptr;
       if (split[st.group]) {
@@ -232,6 +254,7 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
       values[id].reset();
     }
   }
+  if (kept) kept->insert(kept->end(), misaligned.begin(), misaligned.end());
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(value(o));
   return out;
@@ -286,12 +309,7 @@ std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
         r.inputs.push_back(t);  // read where it is
         continue;
       }
-      int64_t span = t->numel() == 0 ? 0 : 1;  // the elements t's layout reaches, from offset 0
-      for (size_t d = 0; d < t->sizes.size(); d++)
-        if (t->numel()) span += (t->sizes[d] - 1) * t->strides[d];
-      Tensor own = TensorImpl::view_of(TensorImpl::empty({span}, t->dtype, Device::cuda(0)), t->sizes, t->strides, 0);
-      own->wrapped_number = t->wrapped_number;
-      r.inputs.push_back(own);
+      r.inputs.push_back(same_layout(t, false));
     }
     for (size_t i = 0; i < inputs.size(); i++)
       if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);

@@ -154,6 +154,27 @@ def test_training_on_cuda_gives_eagers_gradients():
     assert mini.allclose(w.grad.cpu(), gw, atol=1e-6) and mini.allclose(b.grad.cpu(), gb, atol=1e-6)
 
 
+@cuda_test
+def test_an_output_without_a_gradient_gets_zeros_on_the_graphs_device():
+    # a model returns (logits, loss) and only the loss is backpropagated: the compiled
+    # backward's tangent for the logits is zeros, made on the GPU (a CPU one was refused)
+    mini.manual_seed(0)
+    w = mini.randn(16, 8, device="cuda", requires_grad=True)
+    x = mini.randn(32, 16, device="cuda")
+
+    def model(x, w):
+        logits = x @ w
+        return logits, logits.relu().sum()
+
+    _, want = model(x, w)
+    want.backward()
+    gw, w.grad = w.grad.cpu(), None
+    logits, got = mini.compile(model)(x, w)
+    got.backward()
+    assert logits.is_cuda and close(got.detach(), want.detach())
+    assert mini.allclose(w.grad.cpu(), gw, atol=1e-5)
+
+
 @requires_no_cuda
 def test_moving_to_cuda_inside_compiled_code_is_never_silently_skipped():
     # a CPU graph meets .to("cuda") / .cuda(): the graph ends there, and eager raises that

@@ -267,6 +267,47 @@ def kernel_of(source):
     return source[source.index('extern "C"'):]
 
 
+ELEMENT_LOOP = "i < numel;\n"  # the pointwise kernel's loop of one element a thread
+
+
+def test_pointwise_kernels_loop_element_by_element_only_over_a_remainder():
+    # every pointer is aligned (the runtime copies a misaligned input), so a kernel whose
+    # element count is a static multiple of its vector has no element loop: no second copy of
+    # the expressions for NVRTC to compile; 7 x 5 = 35 floats leave 3, and a dynamic size may
+    def source(*shape, dynamic=None):
+        gm = graph_of(chain8, mini.randn(*shape), mini.randn(*shape), dynamic=dynamic)
+        return kernel_of(inductor.compile_graph_cuda(gm, arch="sm_90")["source"])
+
+    whole = source(256, 256)
+    assert "constexpr int V = 4;" in whole and ELEMENT_LOOP not in whole and "mini::aligned" not in whole
+    assert whole.count("::sin(") == 1  # the lanes' loop is the only copy of the expressions
+    assert ELEMENT_LOOP in source(7, 5) and source(7, 5).count("::sin(") == 2
+    assert ELEMENT_LOOP in source(8, 64, dynamic=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("layout", LAYOUTS, indirect=True)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_pointwise_kernels_read_views_at_odd_offsets_as_eager(layout, dtype):
+    # a view that starts 1, 2 or 3 elements into its storage is not 16-byte aligned: the
+    # runtime hands the kernel an aligned copy, and the view itself is left as it was
+    dt = getattr(mini, dtype)
+    x, y = mini.randn(64, 96).to(dt), mini.randn(64, 96).to(dt)
+    gm, inputs = captured(chain8, x, y)
+    want = gm.forward(*inputs)[0]
+    run = inductor.compile_graph_cuda(gm)["run"]
+    for offset in (0, 1, 2, 3):
+        views = []
+        for t in (x, y):
+            v = mini.empty(t.numel() + offset, dtype=dt, device="cuda").as_strided(tuple(t.shape), t.stride(), offset)
+            v.copy_(t.cuda())
+            views.append(v)
+        got = run(*views)[0]
+        assert_same(got, want, f"layout {layout}, {dtype}, offset {offset}")
+        assert np.array_equal(to_np(views[0].cpu()), to_np(x)) and np.array_equal(to_np(views[1].cpu()), to_np(y))
+
+
 def test_lean_rows_compute_exp_once_and_hold_only_what_two_passes_read(monkeypatch):
     # layouts 5 and 6 against layout 3 on the same graphs: softmax's exp is computed in one pass and
     # kept in registers (layout 3 computes it in two); layer norm's weight and bias, read by the
