@@ -19,7 +19,7 @@
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
-#   eager_anatomy, fusion_wins   the labs with --device cuda, full size
+#   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py, and over the generated kernels
 #                            (every layout) and the CUDA graph replays ("memcheck codegen")
@@ -218,6 +218,8 @@ stage "kernel sweep" 60 "$out/bench_labs.txt" run_cuda_tests "[.sweep]"
 stage "eager_anatomy cuda" 90 "$out/bench_labs.txt" "$python" labs/eager_anatomy.py \
   --device cuda --out "$work/labs"
 stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py \
+  --device cuda --out "$work/labs"
+stage "train_gpt cuda" 150 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
