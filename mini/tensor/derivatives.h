@@ -227,7 +227,20 @@ struct Rules {
       }
       case OpKind::Matmul:  // both inputs at least 2-D here (ops.cpp reshapes 1-D cases)
         if (need[0]) gi[0] = sum_to(op(OpKind::Matmul, {g, transpose_last(in[1])}), shp(0));
-        if (need[1]) gi[1] = sum_to(op(OpKind::Matmul, {transpose_last(in[0]), g}), shp(1));
+        if (need[1]) {
+          Shape x = shp(0), w = shp(1);
+          bool fold = w.size() == 2 && x.size() > 2;  // a weight shared by every batch entry
+          for (int64_t d : x) fold = fold && d >= 0;  // static sizes (a symbol's product is unknown here)
+          if (fold) {  // one matmul over every row of every batch (K x rows @ rows x N), not a batch
+                       // of them and a sum over the batch: that made (batch, K, N) first
+            int64_t rows = 1;
+            for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
+            V x2 = reshape(in[0], {rows, x.back()}), g2 = reshape(g, {rows, w.back()});
+            gi[1] = op(OpKind::Matmul, {transpose_last(x2), g2});
+          } else {
+            gi[1] = sum_to(op(OpKind::Matmul, {transpose_last(in[0]), g}), shp(1));
+          }
+        }
         break;
       case OpKind::Softmax: {
         Attrs at; at.dims = {a.dim}; at.keepdim = true;

@@ -322,3 +322,22 @@ def test_layer_norm_training_step_uses_outer_reductions_for_weight_and_bias_grad
     mini.compile(lambda x, w, b: layernorm_decomp(x, w, b).sum(), backend="inductor")(x, w, b)
     backward_source = capsys.readouterr().err.split("_backward")[1]
     assert backward_source.count("// an outer reduction") >= 2  # dw and db: sums over rows
+
+
+def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_matmul(capsys):
+    # x [4, 8, 16] @ w [16, 32]: w's gradient is x's rows (32 of them) against g's in one
+    # matmul, [16, 32], not a batch of four [16, 32] products summed over the batch
+    mini.set_logs("aot_graphs")
+    x = mini.randn(4, 8, 16, requires_grad=True)
+    w = mini.randn(16, 32, requires_grad=True)
+    mini.compile(lambda x, w: (x @ w).relu().sum(), backend="aot_eager")(x, w).backward()
+    backward = capsys.readouterr().err.split("===== Backward graph 1 =====")[1]
+    products = re.findall(r'"f32\[([\d, ]+)\]\[[\d, ]+\]cpu" = mini\.matmul', backward)
+    assert sorted(products) == ["16, 32", "4, 8, 16"], backward
+    assert "mini.sum(" not in backward.split("matmul")[-1], backward
+    gw = w.grad.clone()
+    w.grad = None
+    (x @ w).relu().sum().backward()  # eager takes the same path
+    np.testing.assert_allclose(to_np(gw), to_np(w.grad), rtol=1e-5)
+    xs, gs = to_np(x).reshape(32, 16), (to_np(x).reshape(32, 16) @ to_np(w) > 0).astype(np.float32)
+    np.testing.assert_allclose(to_np(w.grad), xs.T @ gs, rtol=1e-4, atol=1e-4)
