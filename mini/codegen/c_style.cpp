@@ -42,22 +42,25 @@ std::string cuda_type(DType d) {
   return d == DType::BFloat16 ? "mini::bf16" : cpp_type(d);  // the prelude's (cuda_kernel.cpp)
 }
 
-// CUDA: the device math library's overloads (float and double; bfloat16 computes in float, by
-// the float name: a bf16 argument converts to float but not to double), and the prelude's
-// mini::*_of for what it lacks (cuda_kernel.cpp).
+// CUDA: scalar_math.h's float32 sin, cos and sigmoid, as the C++ kernels and eager mini compute
+// them (the device library's sinf and cosf carry a Payne-Hanek reduction for |x| > 105615
+// that NVRTC inlined into every lane: a third of chain8's compile time), and gelu; the device
+// library's overloads for the rest (its expf is a few instructions) and for double. bfloat16
+// computes in float, by the float name (a bf16 argument converts to float, not to double).
 std::string cuda_math(OpKind op, const std::string& T) {
   std::string f = T == "mini::bf16" ? "f" : "";
+  std::string C = T == "mini::bf16" ? "float" : T;
   switch (op) {
     case OpKind::Exp: return "::exp" + f;
-    case OpKind::Sin: return "::sin" + f;
-    case OpKind::Cos: return "::cos" + f;
+    case OpKind::Sin: return "mini::sin_of<" + C + ">";
+    case OpKind::Cos: return "mini::cos_of<" + C + ">";
     case OpKind::Log: return "::log" + f;
     case OpKind::Tanh: return "::tanh" + f;
     case OpKind::Sqrt: return "::sqrt" + f;
     case OpKind::Pow: return "::pow" + f;
-    case OpKind::Sigmoid: return "mini::sigmoid_of<" + T + ">";
-    case OpKind::Gelu: return "mini::gelu_of<" + T + ">";
-    case OpKind::GeluBackward: return "mini::gelu_grad_of<" + T + ">";
+    case OpKind::Sigmoid: return "mini::sigmoid_of<" + C + ">";
+    case OpKind::Gelu: return "mini::gelu_of<" + C + ">";
+    case OpKind::GeluBackward: return "mini::gelu_grad_of<" + C + ">";
     default: fail("codegen: ", op_name(op), " calls no library function");
   }
 }

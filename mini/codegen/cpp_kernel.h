@@ -20,6 +20,9 @@
 namespace mini::codegen {
 
 std::string render_cpp(const fusion::Schedule& schedule);
+// mini/tensor/scalar_math.h's text, embedded at configure time (its include guard taken out):
+// the prelude of the C++ renderer's sources, and of the CUDA renderer's (it compiles as CUDA).
+std::string scalar_math_prelude();
 
 // The prelude sits between these two lines of every rendered source.
 constexpr const char* kPreludeBegin = "// ---- prelude: mini/tensor/scalar_math.h ----";

@@ -105,7 +105,7 @@ bool is_extern(OpKind op) {
 
 }  // namespace
 
-Schedule schedule(const graph::Graph& input) {
+Schedule schedule(const graph::Graph& input, int max_loads) {
   Schedule s;
   s.graph = decompose(input);
   graph::Graph& g = s.graph;
@@ -115,6 +115,13 @@ Schedule schedule(const graph::Graph& input) {
   std::vector<int> passes(n, 0);     // node -> reductions of its kernel it waits for, in sequence
   std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
   int open = -1;
+  std::set<int> open_loads;  // what the open kernel reads from memory so far
+  auto reads = [&](const Node& node, int group) {  // node's inputs made outside kernel `group`
+    std::set<int> r;
+    for (int i : node.inputs)
+      if (i >= 0 && (group < 0 || group_of[i] != group) && g.nodes[i].kind != NodeKind::Constant) r.insert(i);
+    return r;
+  };
   auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
 
   for (size_t id = 0; id < n; id++) {
@@ -174,6 +181,17 @@ Schedule schedule(const graph::Graph& input) {
           std::to_string(kMaxReductionPasses) + ")");
       open = -1;
     }
+    std::set<int> more = reads(node, open);
+    if (open >= 0 && max_loads > 0) {
+      std::set<int> all = open_loads;
+      all.insert(more.begin(), more.end());
+      if ((int)all.size() > max_loads) {
+        log("cannot fuse " + what + " into " + s.groups[open].name + ": the kernel would read " +
+            std::to_string(all.size()) + " tensors (the target passes at most " + std::to_string(max_loads) + ")");
+        open = -1;
+        more = reads(node, -1);
+      }
+    }
     if (open >= 0) {
       FusionGroup& k = s.groups[open];
       std::string why;
@@ -191,6 +209,7 @@ Schedule schedule(const graph::Graph& input) {
         k.nodes.push_back((int)id);
         group_of[id] = open;
         passes[id] = waits;
+        open_loads.insert(more.begin(), more.end());
         fused = true;
         log("fuse " + what + " into " + k.name + ": " + why);
       } else {
@@ -209,6 +228,7 @@ Schedule schedule(const graph::Graph& input) {
       s.groups.push_back(k);
       first_decision.push_back(s.decisions.size());
       open = (int)s.groups.size() - 1;
+      open_loads = reads(node, -1);
       group_of[id] = open;
       s.steps.push_back({StepKind::Kernel, -1, open});
     }

@@ -60,7 +60,9 @@ struct Schedule {
   int buffers = 0, reused = 0;
 };
 
-Schedule schedule(const graph::Graph& g);
+// max_loads: the most tensors one kernel may read (0: no limit), for a target that passes them
+// in a fixed table (CUDA: codegen::kCudaMaxLoads); a node that would read more starts a kernel.
+Schedule schedule(const graph::Graph& g, int max_loads = 0);
 
 // Bytes of a tensor of this meta (symbols at the hints of `g`).
 int64_t meta_bytes(const graph::Graph& g, const graph::TensorMeta& m);

@@ -123,7 +123,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();
-  cg->schedule = fusion::schedule(g);
+  cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads);
   cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
   codegen::name_kernels(cg->schedule, codegen::kCudaTarget,
                         [&](const fusion::FusionGroup& k) { return codegen::cuda_kernel_shape(k, cg->layout); });

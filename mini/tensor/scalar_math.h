@@ -1,13 +1,55 @@
 // scalar_math.h — the per-element math of the pointwise kernels, shared by eager mini and
 // the generated kernels (codegen embeds this file), written so that loops over it vectorize:
 // float32 exp, sigmoid, sin and cos are mini's own polynomials, the rest is libm.
+// The same text compiles as CUDA (the CUDA renderer's prelude embeds it too, for NVRTC, which
+// has no standard headers): functions are __host__ __device__ there, the bit casts, rounding
+// and fused multiply-adds the device's intrinsics, libm the device library's overloads.
 #pragma once
+#if defined(__CUDACC__)
+#define MINI_MATH_FN __host__ __device__ inline
+#define MINI_LIBM(f) ::f
+#else
+#define MINI_MATH_FN inline
+#define MINI_LIBM(f) std::f
+#endif
+#if !defined(__CUDACC_RTC__)
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#endif
 
 namespace mini {
+
+// A float's bits and back, round to nearest even, a*b + c rounded once: one instruction each.
+MINI_MATH_FN uint32_t bits_of(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  return __builtin_bit_cast(uint32_t, x);
+#endif
+}
+MINI_MATH_FN float float_of(uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  return __builtin_bit_cast(float, b);
+#endif
+}
+MINI_MATH_FN float round_even(float x) {
+#if defined(__CUDA_ARCH__)
+  return rintf(x);
+#else
+  return __builtin_rintf(x);
+#endif
+}
+MINI_MATH_FN float fused_mul_add(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return fmaf(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
 
 // The float32 transcendental functions below are written for loops that vectorize: no calls
 // into libm, no branches, no float-to-int conversions (an integer is read from a float's
@@ -19,19 +61,19 @@ namespace mini {
 // unsigned min is one instruction where a float compare-and-select is several (GCC also
 // duplicates the code after a select for the clamped lanes). A NaN would be clamped too, so
 // *nan is set to all ones for a NaN input, for the caller to OR into its result.
-inline float clamp_magnitude(float x, uint32_t lim_pos, uint32_t lim_neg, uint32_t* nan) {
-  uint32_t bits = __builtin_bit_cast(uint32_t, x);
+MINI_MATH_FN float clamp_magnitude(float x, uint32_t lim_pos, uint32_t lim_neg, uint32_t* nan) {
+  uint32_t bits = bits_of(x);
   uint32_t sign = bits & 0x80000000u, mag = bits & 0x7FFFFFFFu;
   *nan = mag > 0x7F800000u ? 0xFFFFFFFFu : 0u;
   uint32_t lim = sign ? lim_neg : lim_pos;
-  return __builtin_bit_cast(float, (mag < lim ? mag : lim) | sign);
+  return float_of((mag < lim ? mag : lim) | sign);
 }
-inline float or_bits(float v, uint32_t bits) {
-  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, v) | bits);
+MINI_MATH_FN float or_bits(float v, uint32_t bits) {
+  return float_of(bits_of(v) | bits);
 }
 
 // e^r for |r| <= ln2/2: Cephes' degree-7 polynomial, ~1 ulp.
-inline float exp_poly(float r) {
+MINI_MATH_FN float exp_poly(float r) {
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -44,18 +86,18 @@ inline float exp_poly(float r) {
 // exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n*ln2. 2^n is applied as two factors
 // 2^(n/2), so results down to the denormals are right, and limiting x to [-104, 89] gives 0
 // and +inf at the ends (2^-150 underflows, 2^128 overflows) with no select.
-inline float exp_f32(float x) {
+MINI_MATH_FN float exp_f32(float x) {
   uint32_t nan;
   float xc = clamp_magnitude(x, 0x42B20000u /* 89 */, 0x42D00000u /* 104 */, &nan);
   // adding 1.5 * 2^23 rounds to an integer held in the float's low mantissa bits
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
-  int32_t ni = static_cast<int32_t>(__builtin_bit_cast(uint32_t, t) - 0x4B400000u);
+  int32_t ni = static_cast<int32_t>(bits_of(t) - 0x4B400000u);
   float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 in two parts
   int32_t half = ni >> 1;
   // 2^k for k in [-126, 127], in unsigned arithmetic (no signed-overflow UB for NaN)
-  float s1 = __builtin_bit_cast(float, (static_cast<uint32_t>(half) + 127u) << 23);
-  float s2 = __builtin_bit_cast(float, (static_cast<uint32_t>(ni - half) + 127u) << 23);
+  float s1 = float_of((static_cast<uint32_t>(half) + 127u) << 23);
+  float s2 = float_of((static_cast<uint32_t>(ni - half) + 127u) << 23);
   return or_bits(exp_poly(r) * s1 * s2, nan);
 }
 
@@ -63,20 +105,20 @@ inline float exp_f32(float x) {
 // where below -89 e overflows to inf (result 0) and above 87 e is under 2^-126 and 1 + e
 // rounds to 1. Results under 2^-126 (x < -87.3) flush to zero, as 1 / (1 + exp(-x)) does
 // with any float32 exp.
-inline float sigmoid_f32(float x) {
+MINI_MATH_FN float sigmoid_f32(float x) {
   uint32_t nan;
   float xc = clamp_magnitude(x, 0x42AE0000u /* 87 */, 0x42B20000u /* 89 */, &nan);
   float t = xc * -1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
-  uint32_t ni = __builtin_bit_cast(uint32_t, t) - 0x4B400000u;
+  uint32_t ni = bits_of(t) - 0x4B400000u;
   float r = (-xc - n * 0.693359375f) + n * 2.12194440e-4f;
-  float e = exp_poly(r) * __builtin_bit_cast(float, (ni + 127u) << 23);  // n = 128 gives inf
+  float e = exp_poly(r) * float_of((ni + 127u) << 23);  // n = 128 gives inf
   return or_bits(1.0f / (1.0f + e), nan);
 }
 
 // sin(d) for |d| <= pi/2: one odd polynomial of degree 9, fitted (scripts/fit_sin_poly.py)
 // for relative error 6e-9.
-inline float sin_poly(float d) {
+MINI_MATH_FN float sin_poly(float d) {
   float s = d * d;
   float u = 2.605780537123792e-06f;
   u = u * s + -1.9809602235909551e-04f;
@@ -85,68 +127,68 @@ inline float sin_poly(float d) {
   return s * (u * d) + d;
 }
 // (-1)^q as a sign bit, from the low bit of q + 1.5 * 2^23 (exact for |q| < 2^22)
-inline uint32_t parity_sign(float q) { return __builtin_bit_cast(uint32_t, q + 12582912.0f) << 31; }
+MINI_MATH_FN uint32_t parity_sign(float q) { return bits_of(q + 12582912.0f) << 31; }
 
 // sin for float32: |x| = q*pi + d with |d| <= pi/2, sin|x| = (-1)^q sin(d), and the sign of
 // x put back (sin is odd, which also keeps sin(-0) = -0). pi is subtracted in three float
 // parts with fused multiply-adds: as exact as a reduction in double for |x| up to ~1e6 (abs
 // error ~1.2e-7 there, 1.7 ulp for |x| <= 1e3; two parts would give 25 ulp near the zeros); beyond ~1e7 the error grows (libm is exact
 // everywhere, and slow). NaN and +-inf give NaN through the arithmetic (inf - inf).
-inline float sin_f32(float x) {
-  uint32_t bits = __builtin_bit_cast(uint32_t, x);
-  float ax = __builtin_bit_cast(float, bits & 0x7FFFFFFFu);
-  float q = __builtin_rintf(ax * 0.318309873342514038f);
-  float d = __builtin_fmaf(-q, 3.1415927410125732f, ax);
-  d = __builtin_fmaf(-q, -8.742277657347586e-08f, d);
-  d = __builtin_fmaf(-q, -3.552713678800501e-15f, d);
+MINI_MATH_FN float sin_f32(float x) {
+  uint32_t bits = bits_of(x);
+  float ax = float_of(bits & 0x7FFFFFFFu);
+  float q = round_even(ax * 0.318309873342514038f);
+  float d = fused_mul_add(-q, 3.1415927410125732f, ax);
+  d = fused_mul_add(-q, -8.742277657347586e-08f, d);
+  d = fused_mul_add(-q, -3.552713678800501e-15f, d);
   uint32_t sign = parity_sign(q) ^ (bits & 0x80000000u);
-  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, sin_poly(d)) ^ sign);
+  return float_of(bits_of(sin_poly(d)) ^ sign);
 }
 
 // cos for float32: x = (2q + 1)*pi/2 + d with |d| <= pi/2, cos(x) = (-1)^(q+1) sin(d).
-inline float cos_f32(float x) {
-  float q = __builtin_rintf(x * 0.318309873342514038f - 0.5f);
+MINI_MATH_FN float cos_f32(float x) {
+  float q = round_even(x * 0.318309873342514038f - 0.5f);
   float k = q + q + 1.0f;
-  float d = __builtin_fmaf(-k, 1.5707963705062866f, x);
-  d = __builtin_fmaf(-k, -4.371138828673793e-08f, d);
-  d = __builtin_fmaf(-k, -1.7763568394002505e-15f, d);
+  float d = fused_mul_add(-k, 1.5707963705062866f, x);
+  d = fused_mul_add(-k, -4.371138828673793e-08f, d);
+  d = fused_mul_add(-k, -1.7763568394002505e-15f, d);
   uint32_t sign = parity_sign(q) ^ 0x80000000u;
-  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, sin_poly(d)) ^ sign);
+  return float_of(bits_of(sin_poly(d)) ^ sign);
 }
 
-template <class T> inline T sin_of(T x) { return std::sin(x); }
-template <> inline float sin_of<float>(float x) { return sin_f32(x); }
-template <class T> inline T cos_of(T x) { return std::cos(x); }
-template <> inline float cos_of<float>(float x) { return cos_f32(x); }
+template <class T> MINI_MATH_FN T sin_of(T x) { return MINI_LIBM(sin)(x); }
+template <> MINI_MATH_FN float sin_of<float>(float x) { return sin_f32(x); }
+template <class T> MINI_MATH_FN T cos_of(T x) { return MINI_LIBM(cos)(x); }
+template <> MINI_MATH_FN float cos_of<float>(float x) { return cos_f32(x); }
 
-template <class T> inline T exp_of(T x) { return std::exp(x); }
-template <> inline float exp_of<float>(float x) { return exp_f32(x); }
+template <class T> MINI_MATH_FN T exp_of(T x) { return MINI_LIBM(exp)(x); }
+template <> MINI_MATH_FN float exp_of<float>(float x) { return exp_f32(x); }
 
-template <class T> inline T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
-template <> inline float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
+template <class T> MINI_MATH_FN T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
+template <> MINI_MATH_FN float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
-template <class T> inline T gelu_of(T x, bool tanh_approx) {
+template <class T> MINI_MATH_FN T gelu_of(T x, bool tanh_approx) {
   if (tanh_approx) {
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return T(0.5) * x * (T(1) + MINI_LIBM(tanh)(inner));
   }
-  return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
+  return T(0.5) * x * (T(1) + MINI_LIBM(erf)(x * T(kSqrt1_2)));
 }
 
-template <class T> inline T gelu_grad_of(T x, bool tanh_approx) {
+template <class T> MINI_MATH_FN T gelu_grad_of(T x, bool tanh_approx) {
   if (tanh_approx) {
     T x3 = x * x * x;
     T inner = T(kSqrt2OverPi) * (x + T(0.044715) * x3);
-    T th = std::tanh(inner);
+    T th = MINI_LIBM(tanh)(inner);
     T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * 0.044715) * x * x);
     return T(0.5) * (T(1) + th) + T(0.5) * x * (T(1) - th * th) * dinner;
   }
-  T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
-  T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
+  T cdf = T(0.5) * (T(1) + MINI_LIBM(erf)(x * T(kSqrt1_2)));
+  T pdf = T(kInvSqrt2Pi) * MINI_LIBM(exp)(T(-0.5) * x * x);
   return cdf + x * pdf;
 }
 

@@ -17,9 +17,9 @@ extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_cos_mul_sig
     mini::Vec<float, V> s10;
     #pragma unroll
     for (int lane = 0; lane < V; lane++) {
-      const float t1 = ::sin(float(l0.v[lane]));
+      const float t1 = mini::sin_of<float>(float(l0.v[lane]));
       const float t3 = (float(t1) * float(l1.v[lane]));
-      const float t4 = ::cos(float(t3));
+      const float t4 = mini::cos_of<float>(float(t3));
       const float t5 = (float(t4) + float(l0.v[lane]));
       const float t7 = (float(t5) * float(double(0.5)));
       const float t8 = (float(t7) - float(l1.v[lane]));

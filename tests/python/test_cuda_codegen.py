@@ -280,8 +280,8 @@ def test_pointwise_kernels_loop_element_by_element_only_over_a_remainder():
 
     whole = source(256, 256)
     assert "constexpr int V = 4;" in whole and ELEMENT_LOOP not in whole and "mini::aligned" not in whole
-    assert whole.count("::sin(") == 1  # the lanes' loop is the only copy of the expressions
-    assert ELEMENT_LOOP in source(7, 5) and source(7, 5).count("::sin(") == 2
+    assert whole.count("mini::sin_of<float>(") == 1  # the lanes' loop is the only copy of the expressions
+    assert ELEMENT_LOOP in source(7, 5) and source(7, 5).count("mini::sin_of<float>(") == 2
     assert ELEMENT_LOOP in source(8, 64, dynamic=True)
 
 
@@ -503,3 +503,27 @@ def test_softmax_edge_rows_run_as_eager_aligned_or_not(layout, fn):
             g, w = to_np(g.cpu()), to_np(w)
             assert np.array_equal(np.isnan(g), np.isnan(w)), f"layout {layout}, offset {offset}: NaN rows differ"
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6, err_msg=f"layout {layout}, offset {offset}")
+
+
+def test_a_kernel_reads_at_most_what_the_cuda_calling_convention_passes():
+    # mini::Sizes carries strides for kCudaMaxLoads (16) tensors: fusion starts a new kernel
+    # where one would read more (a GPT step's bias-and-residual adds read 18), says so in its
+    # log, and the CPU schedule, which has no such table, keeps one kernel
+    def many(*xs):
+        t = xs[0]
+        for x in xs[1:]:
+            t = t * 0.5 + x
+        return t
+
+    xs = [mini.randn(8, 16) for _ in range(20)]
+    gm = graph_of(many, *xs)
+    info = inductor.compile_graph_cuda(gm, arch="sm_90")
+    assert len(info["kernels"]) == 2, info["kernels"]
+    assert any("would read 17 tensors (the target passes at most 16)" in d for d in info["decisions"]), info["decisions"]
+    signatures = [line for line in info["source"].splitlines() if line.startswith('extern "C"')]
+    assert [len(re.findall(r"const float\* __restrict__ in\d+", s)) for s in signatures] == [16, 5]
+    mini.reset()
+    before = mini.metrics.generated_kernel_count
+    cpu = mini.compile(many, backend="inductor")
+    np.testing.assert_allclose(to_np(cpu(*xs)), to_np(many(*xs)), rtol=1e-5)
+    assert mini.metrics.generated_kernel_count - before == 1
