@@ -20,6 +20,7 @@
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
+#   bench_training cpu       labs/bench/bench_training.py on the host's CPU cores
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py, and over the generated kernels
 #                            (every layout) and the CUDA graph replays ("memcheck codegen")
@@ -221,6 +222,9 @@ stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py
   --device cuda --out "$work/labs"
 stage "train_gpt cuda" 150 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
+# training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
+stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
+  --json "$work/labs/bench_training_cpu.json"
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
 sanitize() {   # sanitize TOOL COMMAND...
