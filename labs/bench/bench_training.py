@@ -24,7 +24,7 @@ import numpy as np
 
 import mini
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py and gpt.py
 from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
 from bench_inductor import describe_machine, median_ms  # noqa: E402
 
@@ -47,6 +47,31 @@ def mlp_loss(x, w1, b1, w2, b2):
     return (mini.relu(x @ w1 + b1) @ w2 + b2).sum()
 
 
+def mlp2_loss(x, y, w1, b1, w2, b2):
+    """Issue 15's 2-layer MLP: 1024-wide layers, ReLU, a mean squared error."""
+    return ((mini.relu(x @ w1 + b1) @ w2 + b2 - y) ** 2).mean()
+
+
+def gpt_workload(quick):
+    """labs/train_gpt.py's model (labs/gpt.py, written for torch) on a batch of tokens: a step is
+    its forward (logits and the cross-entropy loss) and the loss's backward."""
+    from gpt import GPT, Config
+    if quick:
+        config, batch = Config(block_size=16, vocab_size=64, n_layer=1, n_head=2, n_embd=32), 4
+    else:
+        config, batch = Config(block_size=64, vocab_size=106, n_layer=4, n_head=4, n_embd=128), 16
+    mini.manual_seed(0)
+    model = GPT(config)
+    rng = np.random.default_rng(13)
+    idx, targets = (mini.from_numpy(rng.integers(0, config.vocab_size, size=(batch, config.block_size)))
+                    for _ in range(2))
+
+    def loss(idx, targets, *params):  # the parameters are arguments: step_fn clears their grads
+        return model(idx, targets)[1]
+    shape = f"[{batch}, {config.block_size}] {config.n_layer}x{config.n_embd}"
+    return ("gpt (labs/gpt.py)", shape, loss, lambda: (idx, targets, *model.parameters()))
+
+
 def workloads(quick):
     rows, cols = (256, 256) if quick else (2048, 2048)
     batch, width = (64, 128) if quick else (512, 1024)
@@ -65,13 +90,24 @@ def workloads(quick):
         ("mlp relu(x@w1+b1)@w2+b2", f"[{batch}, {width}] x 2 layers", mlp_loss,
          lambda: (t(batch, width, seed=8, grad=False), t(width, width, seed=9), t(width, seed=10),
                   t(width, 1, seed=11), t(1, seed=12))),
+        ("mlp 2 layers, MSE", f"[{batch // 2}, {width}] x {width} x {width}", mlp2_loss,
+         lambda: (t(batch // 2, width, seed=13, grad=False), t(batch // 2, width, seed=14, grad=False),
+                  scaled(t(width, width, seed=15, grad=False), width), t(width, seed=16),
+                  scaled(t(width, width, seed=17, grad=False), width), t(width, seed=18))),
+        gpt_workload(quick),
     ]
+
+
+def scaled(w, fan_in):
+    """w / sqrt(fan_in), a leaf that requires grad (an initialised layer's weight)."""
+    return (w * fan_in ** -0.5).requires_grad_()
 
 
 def step_fn(fn, inputs):
     def step():
         for a in inputs:
-            a.grad = None
+            if a.requires_grad:
+                a.grad = None
         fn(*inputs).backward()
     return step
 
@@ -121,6 +157,20 @@ def measure(name, shape, fn, make, samples):
     return row
 
 
+GPT_BAR = 1.3  # the GPT step compiled against eager, on the CPU
+
+
+def check_bars(rows):
+    """(description, holds) for each bar: the inductor training step at least as fast as eager on
+    every workload, and the GPT's at least GPT_BAR times as fast."""
+    bars = []
+    for row in rows:
+        speedup = row["backends"]["inductor"]["speedup"]
+        need = GPT_BAR if row["workload"].startswith("gpt") else 1.0
+        bars.append((f"{row['workload']}: compiled step >= {need:.1f}x eager (measured {speedup:.2f}x)", speedup >= need))
+    return bars
+
+
 def mib(n):
     return f"{n / 2**20:.1f} MiB"
 
@@ -148,9 +198,15 @@ def main(argv=None):
                   f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}   {saved}")
     print("\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
           "\nsaved: intermediates the forward keeps for the backward (inputs excluded: they are alive anyway).")
+    print(f"\nbars (issue 15, this run, {machine['cpu_count']} CPUs):")
+    bars = check_bars(rows)
+    for what, ok in bars:
+        print(f"  {'PASS' if ok else 'FAIL'}  {what}")
+    print(f"{sum(ok for _, ok in bars)} of {len(bars)} bars hold")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine, "quick": args.quick, "rows": rows}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"machine": machine, "quick": args.quick, "rows": rows,
+                                         "bars": [{"bar": w, "pass": ok} for w, ok in bars]}, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 

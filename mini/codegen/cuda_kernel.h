@@ -50,7 +50,8 @@ constexpr int kCudaThreads = 256;  // a pointwise kernel's block; a looped row's
 // the graph alone, 8192 x 8192 float32, ms): softmax / layer norm 1: 0.347 / 0.330,
 // 2: 0.257 / 0.218, 3: 0.193 / 0.209, 4: 0.243 / 0.211, 5: 0.168 / 0.161, 6: 0.183 / 0.168,
 // 7: 0.160 / 0.150, 8: 0.158 / 0.150, 9: 0.147 / 0.136, 10: 0.147 / 0.152 (torch.compile:
-// 0.151 / 0.133); pointwise kernels the same from layout 2 on (notes/perf.md has the tables).
+// 0.151 / 0.133); pointwise kernels the same from layout 2 on; layout 11 chain8 0.207 against
+// 0.194 (09:27 UTC, commit 6d8d8c0; notes/perf.md has the tables).
 struct CudaLayout {
   int number = 3;
   bool vector_pointwise = true;
@@ -72,6 +73,8 @@ CudaLayout cuda_layout_from_env();
 constexpr int kCudaMaxSymbols = 64, kCudaMaxLoads = 16, kCudaMaxRank = 8;  // mini::Sizes
 
 std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layout = cuda_layout_from_env());
+// Each kernel in its own layout (layouts[i] for schedule.groups[i]: max-autotune's choice).
+std::string render_cuda(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
 
 // A reduction kernel's block for rows of `rnumel` elements (-1: symbolic): a power of two
 // from 32 to 1024, about kCudaRowRegisters elements a thread.

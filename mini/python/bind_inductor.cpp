@@ -73,11 +73,16 @@ cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::s
       auto out = tuner->run(inputs);
       if (!*logged && cap::log_channels().fusion) {
         *logged = true;
-        std::string times;
-        auto ms = tuner->times_ms();
-        for (size_t i = 0; i < ms.size(); i++) times += mini::cat(i ? ", " : "", "layout ", i + 1, " ", ms[i], " ms");
-        cap::log_write(mini::cat(title, ": mode='max-autotune' chose kernel layout ", tuner->layout(), " (",
-                                 times.empty() ? "read from " + tuner->path() : times, ")\n"));
+        std::string chosen, times;
+        for (int n : tuner->layouts()) chosen += mini::cat(chosen.empty() ? "" : " ", n);
+        auto ms = tuner->kernel_times_ms();
+        for (size_t i = 0; i < ms.size(); i++) {
+          times += mini::cat("\n  layout ", i + 1, ":");
+          for (double t : ms[i]) times += mini::cat(" ", t, " ms");
+        }
+        cap::log_write(mini::cat(title, ": mode='max-autotune' chose kernel layouts ", chosen, ", a kernel's each (",
+                                 times.empty() ? "read from " + tuner->path() + ")" : "each kernel's time:" + times + "\n)",
+                                 "\n"));
       }
       return out;
     };
@@ -185,12 +190,13 @@ void bind_inductor(py::module_& m) {
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
   // The same graph compiled for CUDA (mini.inductor.compile_graph_cuda): rendering and NVRTC
   // need no GPU; run() does.
-  m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch) {
+  m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch, std::vector<int> layouts) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     std::shared_ptr<mini::runtime::CompiledCudaGraph> cg;
     {
       py::gil_scoped_release release;
-      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir);
+      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir, nullptr,
+                                             layouts.empty() ? nullptr : &layouts);
     }
     py::dict info;
     info["source"] = cg->source;
@@ -202,17 +208,20 @@ void bind_inductor(py::module_& m) {
     info["nvrtc_seconds"] = cg->program ? cg->program->compile_seconds : 0.0;
     info["codegen_seconds"] = cg->codegen_seconds;
     info["run"] = tensor_function(g, [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
+    info["layouts"] = cg->layout_numbers();
     return info;
-  }, py::arg("gm"), py::arg("arch") = "");
-  // mode="max-autotune" on a captured graph, directly: run() tunes at its first call; layout()
-  // and times_ms() say what it chose (times_ms is empty when the choice came from the cache).
+  }, py::arg("gm"), py::arg("arch") = "", py::arg("layouts") = std::vector<int>{});
+  // mode="max-autotune" on a captured graph, directly: run() tunes at its first call; layouts()
+  // (a kernel's each), times_ms() (per layout) and kernel_times_ms() (per layout, per kernel)
+  // say what it chose and why (the times are empty when the choice came from the cache).
   m.def("_inductor_autotune_cuda", [](py::object gm) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     auto tuner = std::make_shared<mini::runtime::CudaAutotune>(*g, "", cap::compile_config().cache_dir);
     py::dict info;
     info["run"] = tensor_function(g, [tuner](const std::vector<mini::Tensor>& in) { return tuner->run(in); });
-    info["layout"] = py::cpp_function([tuner] { return tuner->layout(); });
+    info["layouts"] = py::cpp_function([tuner] { return tuner->layouts(); });
     info["times_ms"] = py::cpp_function([tuner] { return tuner->times_ms(); });
+    info["kernel_times_ms"] = py::cpp_function([tuner] { return tuner->kernel_times_ms(); });
     info["path"] = tuner->path();
     return info;
   });

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <numeric>
 #include <set>
+#include <sstream>
 
 #include "codegen/c_style.h"
 #include "codegen/cuda_kernel.h"
@@ -118,15 +120,25 @@ void require_known_sizes(const graph::Graph& g) {
 }
 
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
-                                                      const std::string& cache_dir, const codegen::CudaLayout* layout) {
+                                                      const std::string& cache_dir, const codegen::CudaLayout* layout,
+                                                      const std::vector<int>* per_kernel) {
   require_known_sizes(g);
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();
   cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads);
   cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
-  codegen::name_kernels(cg->schedule, codegen::kCudaTarget,
-                        [&](const fusion::FusionGroup& k) { return codegen::cuda_kernel_shape(k, cg->layout); });
+  cg->layouts.assign(cg->schedule.groups.size(), cg->layout);
+  if (per_kernel) {
+    if (per_kernel->size() != cg->layouts.size())
+      fail("compile_cuda_graph: ", per_kernel->size(), " layouts for ", cg->layouts.size(), " kernels");
+    for (size_t i = 0; i < cg->layouts.size(); i++) cg->layouts[i] = codegen::cuda_layout((*per_kernel)[i]);
+    if (!cg->layouts.empty()) cg->layout = cg->layouts[0];
+  }
+  const fusion::FusionGroup* first = cg->schedule.groups.data();
+  codegen::name_kernels(cg->schedule, codegen::kCudaTarget, [&](const fusion::FusionGroup& k) {
+    return codegen::cuda_kernel_shape(k, cg->layouts[&k - first]);
+  });
   if ((int)g.symbols.size() > codegen::kCudaMaxSymbols)
     fail("this graph has ", g.symbols.size(), " size symbols; CUDA code generation passes at most ",
          codegen::kCudaMaxSymbols, " (mark fewer dims dynamic)");
@@ -135,12 +147,13 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
       fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
            " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
   cg->schedule_seconds = since();
-  cg->source = codegen::render_cuda(cg->schedule, cg->layout);
+  cg->source = codegen::render_cuda(cg->schedule, cg->layouts);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
   cg->frees = plan_frees(cg->schedule);
-  for (const auto& k : cg->schedule.groups) cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, k, cg->layout));
+  for (size_t i = 0; i < cg->schedule.groups.size(); i++)
+    cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
   return cg;
 }
 
@@ -170,6 +183,23 @@ void CompiledCudaGraph::load() const {
 std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const { return run_keeping(inputs, nullptr); }
 
 std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept) const {
+  return run_timed(inputs, kept, nullptr);
+}
+
+std::vector<int> CompiledCudaGraph::layout_numbers() const {
+  std::vector<int> n;
+  for (const auto& l : layouts) n.push_back(l.number);
+  return n;
+}
+
+std::vector<double> CompiledCudaGraph::kernel_ms(const std::vector<Tensor>& inputs) const {
+  std::vector<double> ms;
+  run_timed(inputs, nullptr, &ms);
+  return ms;
+}
+
+std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept,
+                                                 std::vector<double>* kernel_ms) const {
   const graph::Graph& g = schedule.graph;
   // a Python number's 0-d input (made on the CPU), and any 0-d CPU tensor (torch lets one meet
   // CUDA tensors as a scalar: the seed 1.0 that loss.backward() hands the compiled backward),
@@ -181,7 +211,7 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
       moved[i] = to_device(inputs[i], Device::cuda(0));
       moved[i]->wrapped_number = g.nodes[g.inputs[i]].wrapped_number || inputs[i]->wrapped_number;
     }
-  if (!moved.empty()) return run_keeping(moved, kept);
+  if (!moved.empty()) return run_timed(moved, kept, kernel_ms);
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
     if (inputs[i] && !inputs[i]->is_cuda())
       fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
@@ -198,12 +228,24 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
   std::vector<void*> pointers;
   std::vector<void*> args;
   std::deque<Tensor> misaligned;  // aligned copies of inputs at odd offsets (stable addresses)
+  struct Timed {
+    int group;
+    uintptr_t start, stop;
+  };
+  std::vector<Timed> events;  // kernel_ms: each launch's start and stop
+  struct Events {             // destroyed however the run ends
+    std::vector<Timed>& e;
+    ~Events() {
+      for (auto& t : e) cuda::event_destroy(t.start), cuda::event_destroy(t.stop);
+    }
+  } destroy_events{events};
   for (size_t si = 0; si < schedule.steps.size(); si++) {
     const fusion::Step& st = schedule.steps[si];
     if (st.kind == fusion::StepKind::Kernel) {
       const fusion::FusionGroup& k = schedule.groups[st.group];
       pointers.clear();
       int64_t bytes = 0;
+      const codegen::CudaLayout& layout = layouts[st.group];
       const bool aligned = codegen::cuda_assumes_aligned(k, layout);
       for (size_t b = 0; b < k.loads.size(); b++) {
         const Tensor* read = &value(k.loads[b]);
@@ -228,8 +270,8 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
       args.clear();
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
-      unsigned block[3] = {(unsigned)codegen::cuda_block(k, this->layout), 1, 1};
-      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, this->layout, symbols, sms), 1, 1};
+      unsigned block[3] = {(unsigned)codegen::cuda_block(k, layout), 1, 1};
+      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, layout, symbols, sms), 1, 1};
       void* partials = nullptr;
       void* arrived = nullptr;
       if (split[st.group]) {
@@ -241,7 +283,13 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
         args.push_back(&partials);
         args.push_back(&arrived);
       }
+      if (kernel_ms) {
+        events.push_back({st.group, cuda::event_create(true), 0});
+        events.back().stop = cuda::event_create(true);
+        cuda::event_record(events.back().start);
+      }
       cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
+      if (kernel_ms) cuda::event_record(events.back().stop);
       count_kernel(bytes);
     } else {
       const graph::Node& n = g.nodes[st.node];
@@ -255,6 +303,13 @@ std::vector<Tensor> CompiledCudaGraph::run_keeping(const std::vector<Tensor>& in
     }
   }
   if (kept) kept->insert(kept->end(), misaligned.begin(), misaligned.end());
+  if (kernel_ms) {
+    kernel_ms->assign(schedule.groups.size(), 0.0);
+    for (auto& t : events) {
+      cuda::event_synchronize(t.stop);
+      (*kernel_ms)[t.group] += cuda::event_elapsed_ms(t.start, t.stop);
+    }
+  }
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(value(o));
   return out;
@@ -339,27 +394,33 @@ CudaAutotune::CudaAutotune(const graph::Graph& g, const std::string& arch, const
   best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt);
   std::vector<std::string> ignored;
   path_ = usable_cache_dir(cache_dir_, &ignored) + "/" + hex_hash(best_->source + "|" + arch_) + ".autotune";
-  std::string saved = read_file(path_);  // "layout N\n", written by an earlier tuning
-  if (saved.rfind("layout ", 0) == 0) {
-    int n = std::atoi(saved.c_str() + 7);
-    if (n >= 1 && n <= codegen::kCudaLayouts) {
-      tuned_ = true;
-      if (n != dflt.number) {
-        codegen::CudaLayout l = codegen::cuda_layout(n);
-        best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &l);
-      }
-    }
+  // "layouts N N ...\n", a number per kernel, written by an earlier tuning
+  std::istringstream saved(read_file(path_));
+  std::string word;
+  std::vector<int> chosen;
+  if (saved >> word && word == "layouts")
+    for (int n; saved >> n;) chosen.push_back(n);
+  bool valid = chosen.size() == best_->schedule.groups.size();
+  for (int n : chosen) valid = valid && n >= 1 && n <= codegen::kCudaLayouts;
+  if (valid) {
+    tuned_ = true;
+    if (chosen != best_->layout_numbers()) best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt, &chosen);
   }
 }
 
-int CudaAutotune::layout() const {
+std::vector<int> CudaAutotune::layouts() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return best_->layout.number;
+  return best_->layout_numbers();
 }
 
 std::vector<double> CudaAutotune::times_ms() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return times_;
+}
+
+std::vector<std::vector<double>> CudaAutotune::kernel_times_ms() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return kernel_times_;
 }
 
 std::vector<Tensor> CudaAutotune::run(const std::vector<Tensor>& inputs) {
@@ -370,39 +431,49 @@ std::vector<Tensor> CudaAutotune::run(const std::vector<Tensor>& inputs) {
 
 void CudaAutotune::tune(const std::vector<Tensor>& inputs) {
   tuned_ = true;  // once, even if timing fails below: the default layout then stays
-  double best_ms = 1e300;
-  std::shared_ptr<CompiledCudaGraph> best = best_;
-  uintptr_t start = cuda::event_create(true), stop = cuda::event_create(true);
-  try {
-    for (int n = 1; n <= codegen::kCudaLayouts; n++) {
-      codegen::CudaLayout l = codegen::cuda_layout(n);
-      auto cg = n == best_->layout.number ? best_ : compile_cuda_graph(graph_, arch_, cache_dir_, &l);
-      cg->run(inputs);  // loads it, warms the caches
+  const size_t kernels = best_->schedule.groups.size();
+  std::vector<std::shared_ptr<CompiledCudaGraph>> compiled;
+  for (int n = 1; n <= codegen::kCudaLayouts; n++) {
+    codegen::CudaLayout l = codegen::cuda_layout(n);
+    auto cg = n == best_->layout.number ? best_ : compile_cuda_graph(graph_, arch_, cache_dir_, &l);
+    if (cg->schedule.groups.size() != kernels) fail("max-autotune: layout ", n, " fused the graph differently");
+    cg->run(inputs);  // loads it, warms the caches
+    std::vector<std::vector<double>> reps;
+    for (int rep = 0; rep < 5; rep++) reps.push_back(cg->kernel_ms(inputs));
+    std::vector<double> medians;
+    for (size_t k = 0; k < kernels; k++) {
       std::vector<double> ms;
-      for (int rep = 0; rep < 5; rep++) {
-        cuda::event_record(start);
-        cg->run(inputs);
-        cuda::event_record(stop);
-        cuda::event_synchronize(stop);
-        ms.push_back(cuda::event_elapsed_ms(start, stop));
-      }
+      for (const auto& r : reps) ms.push_back(r[k]);
       std::sort(ms.begin(), ms.end());
-      times_.push_back(ms[ms.size() / 2]);
-      if (times_.back() < best_ms) {
-        best_ms = times_.back();
-        best = cg;
-      }
+      medians.push_back(ms[ms.size() / 2]);
     }
-  } catch (...) {
-    cuda::event_destroy(start);
-    cuda::event_destroy(stop);
-    throw;
+    kernel_times_.push_back(medians);
+    times_.push_back(std::accumulate(medians.begin(), medians.end(), 0.0));
+    compiled.push_back(cg);
   }
-  cuda::event_destroy(start);
-  cuda::event_destroy(stop);
-  best_ = best;
+  std::vector<int> chosen;  // per kernel, its fastest layout (the lowest number on a tie)
+  for (size_t k = 0; k < kernels; k++) {
+    int best = 0;
+    for (int n = 1; n < codegen::kCudaLayouts; n++)
+      if (kernel_times_[n][k] < kernel_times_[best][k]) best = n;
+    chosen.push_back(best + 1);
+  }
+  bool uniform = std::all_of(chosen.begin(), chosen.end(), [&](int n) { return n == chosen.front(); });
+  if (kernels == 0) {
+    best_ = compiled[best_->layout.number - 1];
+  } else if (uniform) {
+    best_ = compiled[chosen.front() - 1];
+  } else {
+    codegen::CudaLayout dflt = codegen::cuda_layout(codegen::kCudaDefaultLayout);
+    best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt, &chosen);
+  }
   std::string tmp = cat(path_, ".", getpid(), ".tmp");
-  std::ofstream(tmp) << "layout " << best_->layout.number << "\n";
+  {
+    std::ofstream out(tmp);
+    out << "layouts";
+    for (int n : best_->layout_numbers()) out << " " << n;
+    out << "\n";
+  }
   std::rename(tmp.c_str(), path_.c_str());  // a reader sees the old file or the new one, whole
 }
 

@@ -25,7 +25,8 @@ namespace mini::runtime {
 
 struct CompiledCudaGraph {
   fusion::Schedule schedule;
-  codegen::CudaLayout layout;  // MINI_CODEGEN_LAYOUT's when it was rendered: its launch blocks too
+  codegen::CudaLayout layout;  // MINI_CODEGEN_LAYOUT's when it was rendered (the first kernel's)
+  std::vector<codegen::CudaLayout> layouts;  // per kernel: how it was rendered and is launched
   std::string source;
   std::shared_ptr<CudaProgram> program;  // null when the graph has no generated kernel
   double schedule_seconds = 0, codegen_seconds = 0;
@@ -36,11 +37,16 @@ struct CompiledCudaGraph {
   // run() that keeps every value it makes in `kept` instead of freeing it (a CUDA graph's
   // recording: the graph replays writes into them).
   std::vector<Tensor> run_keeping(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept) const;
+  // run() with each kernel timed (CUDA events around its launch): milliseconds per kernel.
+  std::vector<double> kernel_ms(const std::vector<Tensor>& inputs) const;
+  std::vector<int> layout_numbers() const;  // layouts' numbers, a kernel's each
 
  private:
   // Made once, at the first run (compiling needs no GPU, loading does): the kernel of each
   // group, and a device copy of each captured constant tensor.
   void load() const;
+  std::vector<Tensor> run_timed(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept,
+                                std::vector<double>* kernel_ms) const;
   mutable std::once_flag loaded_;
   mutable std::vector<uintptr_t> kernels_;
   mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
@@ -82,22 +88,27 @@ class CudaGraphReplay {
 };
 
 // Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
-// `layout`: the kernel layout (null: MINI_CODEGEN_LAYOUT's, else the default).
+// `layout`: the kernel layout (null: MINI_CODEGEN_LAYOUT's, else the default); `per_kernel`,
+// where given, one layout number per kernel instead (fusion's kernels do not depend on it).
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
                                                       const std::string& cache_dir,
-                                                      const codegen::CudaLayout* layout = nullptr);
+                                                      const codegen::CudaLayout* layout = nullptr,
+                                                      const std::vector<int>* per_kernel = nullptr);
 
-// mode="max-autotune": the graph compiled in every kernel layout (codegen/cuda_kernel.h), each
-// timed on the first call's inputs (the median of 5 runs, CUDA events), the fastest kept. The
-// winner is written beside the CUBINs (<cache>/<key of the default layout's source>.autotune),
-// so that a later process compiles only it. Graphs are functional (a run writes only new
-// tensors), so timing runs change nothing the caller sees.
+// mode="max-autotune": the graph compiled in every kernel layout (codegen/cuda_kernel.h), and
+// each kernel timed in each on the first call's inputs (the median of 5 runs, CUDA events
+// around its launch); every kernel keeps its fastest layout, and a graph whose kernels chose
+// differently is compiled once more with each kernel in its own. The choice is written beside
+// the CUBINs (<cache>/<key of the default layout's source>.autotune: "layouts 9 7 ...", a
+// kernel's number each), so that a later process compiles only it. Graphs are functional (a
+// run writes only new tensors), so timing runs change nothing the caller sees.
 class CudaAutotune {
  public:
   CudaAutotune(const graph::Graph& g, const std::string& arch, const std::string& cache_dir);
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
-  int layout() const;                 // the layout chosen (the default until the first run tunes)
-  std::vector<double> times_ms() const;  // per layout 1.. once tuned here; empty if read from the cache
+  std::vector<int> layouts() const;   // per kernel, the layout chosen (the default until the first run tunes)
+  std::vector<double> times_ms() const;  // per layout 1..: its kernels' times added; empty if read from the cache
+  std::vector<std::vector<double>> kernel_times_ms() const;  // per layout 1.., per kernel
   std::string path() const { return path_; }
 
  private:
@@ -106,6 +117,7 @@ class CudaAutotune {
   std::string arch_, cache_dir_, path_;
   std::shared_ptr<CompiledCudaGraph> best_;
   std::vector<double> times_;
+  std::vector<std::vector<double>> kernel_times_;
   bool tuned_ = false;
   mutable std::mutex mutex_;
 };

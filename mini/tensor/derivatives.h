@@ -212,7 +212,13 @@ struct Rules {
       case OpKind::Squeeze: gi[0] = reshape(g, shp(0)); break;
       case OpKind::Expand: gi[0] = sum_to(g, shp(0)); break;
       case OpKind::Slice: {
-        Attrs at = a; at.shape = shp(0);
+        Shape in_s = shp(0);
+        int64_t d = a.dim < 0 ? a.dim + (int64_t)in_s.size() : a.dim;
+        if (a.start == 0 && a.step == 1 && a.end >= in_s[d] && in_s[d] >= 0) {
+          gi[0] = g;  // the whole dim (x[:, :, a:b] slices dims 0 and 1 whole): no zeros to fill
+          break;
+        }
+        Attrs at = a; at.shape = in_s;
         gi[0] = op(OpKind::SliceBackward, {g}, at);
         break;
       }

@@ -341,3 +341,19 @@ def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_matmul(capsys):
     np.testing.assert_allclose(to_np(gw), to_np(w.grad), rtol=1e-5)
     xs, gs = to_np(x).reshape(32, 16), (to_np(x).reshape(32, 16) @ to_np(w) > 0).astype(np.float32)
     np.testing.assert_allclose(to_np(w.grad), xs.T @ gs, rtol=1e-4, atol=1e-4)
+
+
+def test_a_slice_over_a_whole_dim_passes_its_gradient_through(capsys):
+    # x[:, :, 2:5] slices dims 0 and 1 whole and dim 2 in part: one slice_backward (zeros with
+    # the part filled in), not three, each a full-size copy
+    mini.set_logs("aot_graphs")
+    x = mini.randn(4, 6, 8, requires_grad=True)
+    mini.compile(lambda x: (x[:, :, 2:5] * 2).sum(), backend="aot_eager")(x).backward()
+    backward = capsys.readouterr().err.split("===== Backward graph 1 =====")[1]
+    assert backward.count("= mini.slice_backward(") == 1, backward
+    want = np.zeros((4, 6, 8), np.float32)
+    want[:, :, 2:5] = 2
+    np.testing.assert_array_equal(to_np(x.grad), want)
+    x.grad = None
+    (x[:, :, 2:5] * 2).sum().backward()  # eager's gradient, by the same rule
+    np.testing.assert_array_equal(to_np(x.grad), want)

@@ -286,13 +286,45 @@ def test_max_autotune_times_every_layout_keeps_the_fastest_and_remembers_it(tmp_
         assert close(got, softmax_decomp(x))
         times = tuned["times_ms"]()
         assert len(times) == mini.inductor.cuda_layouts() and all(t > 0 for t in times)
-        assert tuned["layout"]() == 1 + times.index(min(times))
+        assert tuned["layouts"]() == [1 + times.index(min(times))]  # one kernel: the graph's fastest
         again = mini.inductor.autotune_graph_cuda(graphs[0])  # a later process: the choice read back
-        assert again["layout"]() == tuned["layout"]() and again["times_ms"]() == []
-        assert open(tuned["path"]).read() == f"layout {tuned['layout']()}\n"
+        assert again["layouts"]() == tuned["layouts"]() and again["times_ms"]() == []
+        assert open(tuned["path"]).read() == f"layouts {tuned['layouts']()[0]}\n"
         f = mini.compile(softmax_decomp, mode="max-autotune")
         for _ in range(3):
             assert close(f(x), softmax_decomp(x))
+    finally:
+        mini.config.cache_dir = saved
+
+
+@cuda_test
+def test_max_autotune_chooses_a_layout_for_each_kernel(tmp_path):
+    # two kernels (a softmax, then a matmul's epilogue after cuBLAS): each is timed in every
+    # layout and keeps its own fastest; the graph then runs with both choices, as eager
+    def two_kernels(x, w):
+        p = (x - x.amax(-1, keepdim=True)).exp()
+        p = p / p.sum(-1, keepdim=True)
+        return (p @ w).relu() * 2
+
+    saved = mini.config.cache_dir
+    mini.config.cache_dir = str(tmp_path)
+    try:
+        x, w = mini.randn(128, 512, device="cuda"), mini.randn(512, 256, device="cuda")
+        graphs, backend = recording()
+        mini.compile(two_kernels, backend=backend)(x.cpu(), w.cpu())
+        tuned = mini.inductor.autotune_graph_cuda(graphs[0])
+        (got,) = tuned["run"](x, w)
+        assert close(got, two_kernels(x, w), atol=1e-3)
+        per = tuned["kernel_times_ms"]()
+        assert len(per) == mini.inductor.cuda_layouts() and all(len(p) == 2 for p in per)
+        fastest = [1 + min(range(len(per)), key=lambda n: per[n][k]) for k in range(2)]
+        assert tuned["layouts"]() == fastest
+        assert tuned["times_ms"]() == pytest.approx([sum(p) for p in per])
+        assert open(tuned["path"]).read() == "layouts " + " ".join(map(str, fastest)) + "\n"
+        again = mini.inductor.autotune_graph_cuda(graphs[0])
+        assert again["layouts"]() == fastest
+        (got,) = again["run"](x, w)
+        assert close(got, two_kernels(x, w), atol=1e-3)
     finally:
         mini.config.cache_dir = saved
 

@@ -527,3 +527,23 @@ def test_a_kernel_reads_at_most_what_the_cuda_calling_convention_passes():
     cpu = mini.compile(many, backend="inductor")
     np.testing.assert_allclose(to_np(cpu(*xs)), to_np(many(*xs)), rtol=1e-5)
     assert mini.metrics.generated_kernel_count - before == 1
+
+
+def test_each_kernel_can_be_rendered_in_its_own_layout():
+    # max-autotune's final graph: the softmax kernel in layout 9, the epilogue after the matmul
+    # in layout 1 (one element a thread: no Vec); a count that does not match is refused
+    def two_kernels(x, w):
+        p = (x - x.amax(-1, keepdim=True)).exp()
+        p = p / p.sum(-1, keepdim=True)
+        return (p @ w).relu() * 2
+
+    gm = graph_of(two_kernels, mini.randn(128, 512), mini.randn(512, 256))
+    info = inductor.compile_graph_cuda(gm, arch="sm_90", layouts=[9, 1])
+    assert info["layouts"] == [9, 1] and len(info["kernels"]) == 2
+    assert "// Kernel layouts (max-autotune's choice, kernel by kernel): 9 1" in info["source"]
+    softmax, epilogue = kernel_of(info["source"]).split('extern "C"')[1:]
+    assert "mini::Vec<float, 4>" in softmax and "mini::Vec" not in epilogue
+    uniform = inductor.compile_graph_cuda(gm, arch="sm_90", layouts=[9, 9])["source"]
+    assert "kernel by kernel" not in uniform and "mini::Vec<float, V>" in kernel_of(uniform).split('extern "C"')[2]
+    with pytest.raises(RuntimeError, match="3 layouts for 2 kernels"):
+        inductor.compile_graph_cuda(gm, arch="sm_90", layouts=[9, 9, 9])

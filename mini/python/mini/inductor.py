@@ -63,19 +63,24 @@ def compile_cuda(source, arch=None):
     return CudaProgram(**info, _launch=launch)
 
 
-def compile_graph_cuda(gm, arch=None):
+def compile_graph_cuda(gm, arch=None, layouts=None):
     """Fuses a captured graph, renders its kernels for CUDA (mini/codegen/cuda_kernel.cpp) and
-    compiles them with NVRTC for `arch` (default_cuda_arch() if None). Returns a dict: source,
-    kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch, cubin_bytes,
-    from_disk_cache, nvrtc_seconds, codegen_seconds, and run(*inputs) taking CUDA tensors."""
-    return _C._inductor_compile_cuda(gm, arch or "")
+    compiles them with NVRTC for `arch` (default_cuda_arch() if None); `layouts`, where given,
+    a layout number per kernel (else MINI_CODEGEN_LAYOUT's, or the default, for all). Returns a
+    dict: source, kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch,
+    cubin_bytes, from_disk_cache, nvrtc_seconds, codegen_seconds, layouts, and run(*inputs)
+    taking CUDA tensors."""
+    return _C._inductor_compile_cuda(gm, arch or "", list(layouts or []))
 
 
 def autotune_graph_cuda(gm):
     """mode="max-autotune" on a captured graph: compiled in every kernel layout
-    (cuda_layouts()), each timed at the first run(*cuda_inputs), the fastest kept and its number
-    written beside the CUBINs for later processes. Returns a dict: run, layout() (the layout
-    chosen), times_ms() (per layout; empty when the choice was read from the cache), path."""
+    (cuda_layouts()), each kernel timed in each at the first run(*cuda_inputs), every kernel's
+    fastest layout kept (the graph compiled once more where its kernels chose differently) and
+    the numbers written beside the CUBINs for later processes. Returns a dict: run, layouts()
+    (the layout chosen, a kernel's each), times_ms() (per layout, its kernels' times added),
+    kernel_times_ms() (per layout, per kernel; both empty when the choice was read from the
+    cache), path."""
     return _C._inductor_autotune_cuda(gm)
 
 
