@@ -3,6 +3,7 @@
 // partitioner: recompute_in_backward), and the runner that calls them as one autograd node.
 #include "autograd/training.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -84,6 +85,101 @@ bool recompute_in_backward(const Node& n) {
 
 int64_t meta_bytes(const TensorMeta& m) {
   return numel_of(m.sizes) * (int64_t)itemsize(m.dtype);
+}
+
+// Maximum flow by Dinic's algorithm (BFS levels, then blocking flows along them), for the
+// min-cut partitioner: a few thousand vertices at most (two per forward node).
+class MaxFlow {
+ public:
+  static constexpr int64_t kInf = int64_t(1) << 60;
+  explicit MaxFlow(int n) : first_(n, -1), level_(n), next_(n) {}
+  void add_edge(int from, int to, int64_t capacity) {
+    edges_.push_back({to, first_[from], capacity});
+    first_[from] = (int)edges_.size() - 1;
+    edges_.push_back({from, first_[to], 0});
+    first_[to] = (int)edges_.size() - 1;
+  }
+  int64_t run(int s, int t) {
+    int64_t flow = 0;
+    while (levels(s, t)) {
+      next_ = first_;
+      while (int64_t f = push(s, t, kInf)) flow += f;
+    }
+    return flow;
+  }
+  // After run(): whether v is reachable from s through edges with capacity left (the source
+  // side of a minimum cut).
+  std::vector<bool> source_side(int s) {
+    levels(s, -1);
+    std::vector<bool> side(level_.size());
+    for (size_t v = 0; v < level_.size(); v++) side[v] = level_[v] >= 0;
+    return side;
+  }
+
+ private:
+  struct Edge {
+    int to, next;
+    int64_t capacity;
+  };
+  bool levels(int s, int t) {
+    std::fill(level_.begin(), level_.end(), -1);
+    std::vector<int> queue{s};
+    level_[s] = 0;
+    for (size_t q = 0; q < queue.size(); q++)
+      for (int e = first_[queue[q]]; e >= 0; e = edges_[e].next)
+        if (edges_[e].capacity > 0 && level_[edges_[e].to] < 0) {
+          level_[edges_[e].to] = level_[queue[q]] + 1;
+          queue.push_back(edges_[e].to);
+        }
+    return t >= 0 && level_[t] >= 0;
+  }
+  int64_t push(int v, int t, int64_t limit) {
+    if (v == t) return limit;
+    for (int& e = next_[v]; e >= 0; e = edges_[e].next) {
+      Edge& edge = edges_[e];
+      if (edge.capacity <= 0 || level_[edge.to] != level_[v] + 1) continue;
+      if (int64_t f = push(edge.to, t, std::min(limit, edge.capacity))) {
+        edge.capacity -= f;
+        edges_[e ^ 1].capacity += f;
+        return f;
+      }
+    }
+    return 0;
+  }
+  std::vector<Edge> edges_;
+  std::vector<int> first_, level_, next_;
+};
+
+// Whether the min-cut partitioner may run forward op `n` again in the backward.
+bool recomputable(const Node& n) {
+  OpClass c = op_class(n.op);
+  return n.kind == NodeKind::Op && (c == OpClass::Pointwise || c == OpClass::View) && !n.symbolic_attrs;
+}
+
+// The forward values the min-cut partitioner saves (true at their ids) for a backward that
+// reads `needed`. Each forward node v is two vertices, v_in -> v_out, whose edge costs v's
+// bytes (0 for an input: it is alive anyway); a node that may not be recomputed hangs from the
+// source (it runs in the forward), every value the backward reads drains into the sink, and
+// each use is an edge of infinite capacity. A minimum cut then separates what the forward
+// computes from what the backward recomputes, and the nodes whose own edge it cuts are the
+// cheapest set of values to save.
+std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<bool>& needed) {
+  const int source = 2 * n_fwd, sink = 2 * n_fwd + 1;
+  MaxFlow flow(2 * n_fwd + 2);
+  for (int v = 0; v < n_fwd; v++) {
+    const Node& n = J.nodes[v];
+    if (n.kind == NodeKind::Constant) continue;  // copied into the backward, never saved
+    bool input = n.kind == NodeKind::Input;
+    if (input || !recomputable(n)) flow.add_edge(source, 2 * v, MaxFlow::kInf);
+    flow.add_edge(2 * v, 2 * v + 1, input ? 0 : std::max<int64_t>(1, meta_bytes(n.meta)));
+    if (needed[v]) flow.add_edge(2 * v + 1, sink, MaxFlow::kInf);
+    for (int i : n.inputs)
+      if (i >= 0 && J.nodes[i].kind != NodeKind::Constant) flow.add_edge(2 * i + 1, 2 * v, MaxFlow::kInf);
+  }
+  flow.run(source, sink);
+  std::vector<bool> side = flow.source_side(source), saved(n_fwd, false);
+  for (int v = 0; v < n_fwd; v++) saved[v] = side[2 * v] && !side[2 * v + 1];
+  return saved;
 }
 
 }  // namespace
@@ -172,6 +268,17 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
   }
 
   // Partition. The backward graph starts with the values it reads from the forward side.
+  std::vector<bool> cut_saved;  // the min-cut partitioner's choice
+  if (partitioner == Partitioner::MinCut) {
+    std::vector<bool> needed(first_backward, false);
+    for (int id = first_backward; id < (int)J.nodes.size(); id++)
+      if (J.nodes[id].kind == NodeKind::Op)
+        for (int i : J.nodes[id].inputs)
+          if (i >= 0 && i < first_backward) needed[i] = true;
+    for (int out : J.outputs)  // a gradient that is a forward value itself
+      if (out < first_backward) needed[out] = true;
+    cut_saved = min_cut_saved(J, first_backward, needed);
+  }
   auto bwd = std::make_shared<Graph>();
   bwd->device = fwd.device;
   std::map<int, int> to_bwd;  // joint id -> backward id
@@ -183,7 +290,8 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
     int b;
     if (n.kind == NodeKind::Constant) {
       b = bwd->add_constant(n.value, n.meta.dtype);
-    } else if (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) {
+    } else if ((partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) ||
+               (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id])) {
       std::vector<int> ins;
       for (int i : n.inputs) ins.push_back(i < 0 ? -1 : from_forward(i));
       b = bwd->add_op(n.op, ins, n.attrs, n.code);

@@ -29,7 +29,13 @@
 
 namespace mini::autograd {
 
-enum class Partitioner { SaveAll, Recompute };
+// SaveAll: every forward value the backward reads is saved ("aot_eager"). Recompute: a greedy
+// rule per value (recompute_in_backward: cheap pointwise and view ops are recomputed, the rest
+// saved; "inductor"'s default). MinCut: torch's min-cut rematerialization: a max-flow over the
+// forward graph whose cut saves the fewest bytes, given that matmuls, reductions, composites,
+// factories (random numbers) and ops with symbolic attributes are never recomputed
+// (mini.config.partitioner = "min-cut").
+enum class Partitioner { SaveAll, Recompute, MinCut };
 
 struct TrainingGraphs {
   std::shared_ptr<graph::Graph> joint;     // forward nodes, tangents, backward nodes

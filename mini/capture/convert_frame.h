@@ -41,6 +41,7 @@ struct CompileConfig {
   bool automatic_dynamic_shapes = true;
   bool capture_scalar_outputs = false;
   bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning
+  std::string partitioner = "recompute";  // inductor's training graphs: "recompute" or "min-cut"
 };
 CompileConfig& compile_config();
 

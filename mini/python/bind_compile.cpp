@@ -215,8 +215,9 @@ void bind_compile(py::module_& m) {
   });
   py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
   m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
-                          std::string cache_dir, bool suppress_errors) {
+                          std::string cache_dir, bool suppress_errors, std::string partitioner) {
     auto& c = cap::compile_config();
+    c.partitioner = partitioner;
     c.suppress_errors = suppress_errors;
     c.cache_dir = cache_dir;
     c.cache_size_limit = cache_size_limit;

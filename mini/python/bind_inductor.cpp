@@ -135,8 +135,10 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
   namespace ag = mini::autograd;
   std::shared_ptr<ag::TrainingGraphs> tg;
   try {
-    tg = std::make_shared<ag::TrainingGraphs>(
-        ag::make_training_graphs(g, inductor ? ag::Partitioner::Recompute : ag::Partitioner::SaveAll));
+    ag::Partitioner p = !inductor ? ag::Partitioner::SaveAll
+                        : cap::compile_config().partitioner == "min-cut" ? ag::Partitioner::MinCut
+                                                                         : ag::Partitioner::Recompute;
+    tg = std::make_shared<ag::TrainingGraphs>(ag::make_training_graphs(g, p));
   } catch (const mini::Error& e) {
     if (cap::log_channels().aot_graphs || cap::log_channels().fusion)
       cap::log_write("aot: " + title + " runs with eager kernels (which record autograd): " + e.what());
@@ -145,7 +147,10 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
   std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
   if (cap::log_channels().aot_graphs || cap::compile_debug()) {
     std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);
-    std::string saved = std::string("partitioner: ") + (inductor ? "recompute" : "save-all") + ", " +
+    const char* name = tg->partitioner == ag::Partitioner::SaveAll ? "save-all"
+                       : tg->partitioner == ag::Partitioner::MinCut  ? "min-cut"
+                                                                     : "recompute";
+    std::string saved = std::string("partitioner: ") + name + ", " +
                         std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
                         std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
     if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);

@@ -357,3 +357,60 @@ def test_a_slice_over_a_whole_dim_passes_its_gradient_through(capsys):
     x.grad = None
     (x[:, :, 2:5] * 2).sum().backward()  # eager's gradient, by the same rule
     np.testing.assert_array_equal(to_np(x.grad), want)
+
+
+def test_min_cut_partitioner_saves_fewer_bytes_where_the_greedy_rule_saves_a_transcendental(capsys):
+    # (x * w).exp(): the greedy rule never recomputes exp (a transcendental), so it saves the
+    # [64, 64] result; the min-cut finds that recomputing x * w and exp from the inputs (alive
+    # anyway) saves nothing at all. Both give eager's gradients.
+    def f(x, w):
+        return (x * w).exp().sum()
+
+    x, w = mini.randn(64, 64, requires_grad=True), mini.randn(64, 64)
+    f(x, w).backward()
+    want = to_np(x.grad).copy()
+    results = {}
+    for partitioner in ("recompute", "min-cut"):
+        with mini.config.patch(partitioner=partitioner):
+            name, n, nbytes = saved_bytes(f, (x, w), "inductor", capsys)
+            mini.set_logs()
+            mini.reset()
+            x.grad = None
+            mini.compile(f, backend="inductor")(x, w).backward()
+            capsys.readouterr()
+        np.testing.assert_allclose(to_np(x.grad), want, rtol=1e-5, atol=1e-6)
+        results[partitioner] = (name, nbytes)
+    assert results == {"recompute": ("recompute", 64 * 64 * 4), "min-cut": ("min-cut", 0)}
+
+
+def test_min_cut_partitioner_trains_a_gpt_with_eagers_gradients(capsys):
+    # the torch-style GPT (labs/gpt.py): the min-cut never saves more bytes than the greedy
+    # rule, and the gradients agree with eager's
+    from gpt import GPT, Config
+    config = Config(block_size=16, vocab_size=32, n_layer=1, n_head=2, n_embd=32)
+    rng = np.random.default_rng(2)
+    idx, targets = (mini.from_numpy(rng.integers(0, 32, size=(2, 16))) for _ in range(2))
+    mini.manual_seed(0)
+    model = GPT(config)
+    model(idx, targets)[1].backward()
+    want = {k: to_np(p.grad).copy() for k, p in model.named_parameters()}
+    saved = {}
+    for partitioner in ("recompute", "min-cut"):
+        model.zero_grad(set_to_none=True)
+        mini.reset()
+        with mini.config.patch(partitioner=partitioner):
+            mini.set_logs("aot_graphs")
+            mini.compile(model)(idx, targets)[1].backward()
+            mini.set_logs()
+        err = capsys.readouterr().err
+        saved[partitioner] = sum(int(b) for b in re.findall(r"values saved for backward \((\d+) bytes", err))
+        assert f"partitioner: {partitioner}," in err
+        for k, p in model.named_parameters():
+            np.testing.assert_allclose(to_np(p.grad), want[k], rtol=2e-4, atol=2e-5, err_msg=f"{partitioner} {k}")
+    assert saved["min-cut"] <= saved["recompute"], saved
+
+
+def test_an_unknown_partitioner_is_refused_by_name():
+    with pytest.raises(ValueError, match="mini.config.partitioner must be one of 'recompute', 'min-cut'"):
+        mini.config.partitioner = "greedy"
+    assert mini.config.partitioner == "recompute"

@@ -15,8 +15,11 @@ class _Config:
 
     # suppress_errors: a graph the backend fails to compile (no compiler, a failing one, a
     # code generation bug) runs eagerly with a warning instead of raising, as torch's
+    # partitioner: how "inductor" splits a training graph: "recompute" (mini's greedy rule:
+    # cheap pointwise ops recomputed in the backward) or "min-cut" (torch's max-flow over bytes)
     _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
-                   suppress_errors=False)
+                   suppress_errors=False, partitioner="recompute")
+    _choices = dict(partitioner=("recompute", "min-cut"))
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
@@ -46,6 +49,9 @@ class _Config:
         expected = type(self._fields[name])
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise TypeError(f"mini.config.{name} must be {expected.__name__}, got {type(value).__name__}")
+        if name in self._choices and value not in self._choices[name]:
+            raise ValueError(f"mini.config.{name} must be one of {', '.join(map(repr, self._choices[name]))}, "
+                             f"got {value!r}")
         if name == "cache_size_limit" and value < 0:
             raise ValueError(f"mini.config.cache_size_limit must be >= 0 (the compiles kept per function; "
                              f"0 runs every function eagerly), got {value}")
@@ -55,7 +61,7 @@ class _Config:
     def _push(self):
         v = self._values
         _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
-                       self.cache_dir, v["suppress_errors"])
+                       self.cache_dir, v["suppress_errors"], v["partitioner"])
 
     @contextlib.contextmanager
     def patch(self, **changes):
