@@ -11,7 +11,8 @@ torch.compile (default mode), each timed with CUDA events (median of --repeats c
 --warmup), with GB/s of the least a program must move (each input read once, each output
 written once), kernels launched per call (mini: mini.metrics; torch: the profiler's kernel
 count), and mini's cold compile (an empty cache folder: fusion, rendering, NVRTC; the slowest
-of three, each into a new folder) and warm compile (a new process, its GPU context made,
+of three, each into a new folder, after one warm-up compile that pays NVRTC's once-a-process
+costs, printed on their own line) and warm compile (a new process, its GPU context made,
 compiling the same graph: a checked read of the disk cache). --layouts also times each
 numbered kernel layout (MINI_CODEGEN_LAYOUT) per program. Then the issue's ToyModel (Linear
 1024 -> ReLU -> Linear 1024, batch 32, no grad) in eager, default and reduce-overhead mode,
@@ -88,6 +89,32 @@ def capture(fn, args):
     mini.reset()
     mini.compile(fn, backend=backend, fullgraph=True, dynamic=False)(*args)
     return graphs[0]
+
+
+# NVRTC's costs that come once a process, not once a graph: loading the library and, at the
+# first kernel that calls one of its functions, the device math library (libdevice). Paid by a
+# warm-up compile before any graph is timed, and reported on their own line: otherwise the
+# first program to call expf or sinf carries them (measured 0.05-0.09 s on the H200's host,
+# moving from program to program as the kernels' math changed).
+FIRST_USE_SOURCE = """extern "C" __global__ void mini_first_use(float* x) {
+  x[threadIdx.x] = expf(x[threadIdx.x]) + sinf(x[threadIdx.x]) + logf(x[threadIdx.x]) + tanhf(x[threadIdx.x]);
+}
+"""
+
+
+def nvrtc_first_use():
+    """Seconds of the process's first NVRTC compile (a small kernel calling libdevice), into an
+    empty cache folder."""
+    saved = mini.config.cache_dir
+    folder = tempfile.mkdtemp(prefix="mini_first_")
+    try:
+        mini.config.cache_dir = folder
+        t0 = time.perf_counter()
+        mini.inductor.compile_cuda(FIRST_USE_SOURCE)
+        return time.perf_counter() - t0
+    finally:
+        mini.config.cache_dir = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def compile_times(gm, spec):
@@ -397,6 +424,8 @@ def main(argv=None):
             import torch  # noqa: F811
         except ImportError:
             print("note: torch does not import here: mini alone")
+    first_use = nvrtc_first_use()
+    print(f"NVRTC's first use in this process (library and libdevice loaded; not counted below): {first_use:.3f} s")
     rows = []
     for name, spec in workloads(args.quick).items():
         rows.append(measure(name, spec, torch, args))
@@ -407,10 +436,13 @@ def main(argv=None):
     ceiling = None if args.null_device else copy_ceiling(args)
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
               "device": "null (NVRTC only)" if args.null_device else mini.cuda.get_device_name(0),
-              "nvrtc": mini.inductor.nvrtc_version(), "copy_ceiling_GBps": ceiling, "rows": rows, "toy_model": toy,
+              "nvrtc": mini.inductor.nvrtc_version(), "nvrtc_first_use_s": first_use,
+              "copy_ceiling_GBps": ceiling, "rows": rows, "toy_model": toy,
               "torch": getattr(torch, "__version__", None)}
     args.out.mkdir(parents=True, exist_ok=True)
     text = table(rows, ceiling)
+    text += (f"\n\nNVRTC's first use in the process (library and libdevice loaded, before the cold compiles above): "
+             f"{first_use:.3f} s")
     if toy:
         text += "\n\nToyModel (Linear 1024 -> ReLU -> Linear 1024, batch 32, no grad):\n\n" + toy_table(toy)
     if layout_table(rows):

@@ -17,6 +17,10 @@ using graph::Node;
 
 namespace {
 
+// The most inlined copies of transcendental functions one unrolled row pass may hold (layouts
+// 9 and 10): NVRTC's compile time, not the kernel's speed, is what more copies cost.
+constexpr int kUnrolledTranscendentals = 8;
+
 // What every generated CUDA source starts with. NVRTC compiles it without the C++ library:
 // the types, then mini/tensor/scalar_math.h (sin, cos, sigmoid and gelu as eager mini and the
 // C++ kernels compute them; render_cuda puts it between these two parts), then what only CUDA
@@ -228,6 +232,15 @@ class CudaKernelWriter {
     for (int id : full) o << define("    ", 't', id, true);
     for (int id : k_.stores) o << "    " << out(id) << "[i] = t" << id << ";\n";
     o << "  }\n";
+  }
+
+  // Whether node `id` is spelled as a call of a math function (not pow(x, 2): x * x).
+  bool calls_math(int id) const {
+    const Node& n = g_.nodes[id];
+    if (!is_transcendental(n.op)) return false;
+    if (n.op != OpKind::Pow || n.inputs.size() < 2 || n.inputs[1] < 0) return true;
+    const Node& e = g_.nodes[n.inputs[1]];
+    return !(e.kind == graph::NodeKind::Constant && (e.value == 1 || e.value == 2 || e.value == 3));
   }
 
   int load_node(int buffer) const {
@@ -631,7 +644,18 @@ class CudaKernelWriter {
       };
       o << "    if (vec) {\n";
       if (unrolled) {
-        const int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
+        int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
+        // NVRTC's time grows with the inlined copies of the math: each unrolled iteration holds
+        // V lanes of every transcendental of the pass. At most kUnrolledTranscendentals copies:
+        // softmax's passes (an exp a lane) unroll by 2, layer norm's (none) fully; the full unroll
+        // took softmax's compile to 0.2 s, by 2 0.12 s, at the same speed (notes/perf.md).
+        int heavy = 0;
+        for (int id : k_.nodes) heavy += plan.compute[p].count(id) && calls_math(id);
+        if (heavy) {
+          int most = std::max(1, kUnrolledTranscendentals / (V * heavy)), eff = by ? by : trips;
+          while (eff > most) eff /= 2;
+          by = std::max(1, eff) == trips ? 0 : std::max(1, eff);
+        }
         o << "      #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
         o << "      for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
         o << "        const " << I << " jv = threadIdx.x + it * " << T << ";\n";
