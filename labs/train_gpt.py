@@ -13,8 +13,9 @@ same batches:
 For each: the loss at every step (the three curves agree: compilation changes no math), the
 training speed in tokens a second (median step after the first), the first step's extra time
 (capture and compile, into an empty kernel cache), the graphs and graph breaks of the training
-step (mini.explain), and the kernels launched per step (mini.metrics). Then a few lines
-sampled from the eager model.
+step (mini.explain), the kernels launched per step (mini.metrics), and the peak tensor memory
+of a step (mini.metrics.max_memory_allocated; on CUDA mini.cuda.max_memory_allocated). Then a
+few lines sampled from the eager model.
 
     PYTHONPATH=build/python .venv/bin/python labs/train_gpt.py [--quick] [--out DIR]
         [--device cpu|cuda] [--steps N]
@@ -71,9 +72,14 @@ def train(mode, config, data, args):
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
     losses, seconds, kernels = [], [], []
     explained = None
+    cuda = args.device == "cuda"
     for i, (x, y) in enumerate(batches(data, config, args.batch, args.steps, seed=1)):
         x, y = mini.from_numpy(x).to(args.device), mini.from_numpy(y).to(args.device)
         before = mini.metrics.kernel_launches
+        if i == 1 and cuda:  # the first step compiles: the peak is the steady steps'
+            mini.cuda.reset_peak_memory_stats()
+        elif i == 1:
+            mini.metrics.reset_peak_memory()
         t0 = time.perf_counter()
         with cold_kernel_cache("inductor" if i == 0 else None):  # the first step compiles for real
             _, loss = step_fn(x, y)
@@ -87,6 +93,9 @@ def train(mode, config, data, args):
                 *((x, y) if mode == "compiled" else (model.transformer.wte(x),)))
         kernels.append(mini.metrics.kernel_launches - before)
         losses.append(value)
+    # the most tensor memory alive at once in a step after the first (model, optimizer state,
+    # activations saved for the backward, gradients)
+    peak = mini.cuda.max_memory_allocated() if cuda else mini.metrics.max_memory_allocated
     steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
     return model, {
         "losses": losses,
@@ -96,6 +105,7 @@ def train(mode, config, data, args):
         "graphs": explained.graph_count if explained else 0,
         "graph_breaks": explained.graph_break_count if explained else 0,
         "kernels_per_step": statistics.median(kernels[1:]) if len(kernels) > 1 else kernels[0],
+        "peak_memory_bytes": peak,
     }
 
 
@@ -148,12 +158,14 @@ def main(argv=None):
         results["modes"][mode] = r
         print(f"  {mode:9s} loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, {r['tokens_per_s']:8.0f} tokens/s "
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, graphs {r['graphs']}, "
-              f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}", flush=True)
+              f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}, "
+              f"peak memory {r['peak_memory_bytes'] / 2**20:.1f} MiB", flush=True)
     eager = np.array(results["modes"]["eager"]["losses"])
     for mode in MODES[1:]:
         gap = float(np.max(np.abs(np.array(results["modes"][mode]["losses"]) - eager)))
         results["modes"][mode]["max_loss_gap_to_eager"] = gap
         print(f"  {mode} against eager: largest loss difference over the run {gap:.2e}")
+    results["parameters"] = sum(p.numel() for p in model.parameters())
     results["samples"] = sample(model, chars, args.device)
     print("  sampled from the eager model:")
     for line in results["samples"]:

@@ -2,6 +2,7 @@
 // The tensor bindings live in bind_tensor.cpp; this file holds the module entry point, the
 // translation of mini::Error to the Python exception torch would raise, and the counters.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "tensor/errors.h"
 #include "tensor/metrics.h"
@@ -42,6 +43,8 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(s.kernel_launches, s.bytes_moved, s.generated_kernel_count);
   }, "(kernel_launches, bytes_moved, generated_kernel_count)");
   m.def("metrics_reset", [] { mini::metrics().reset(); });
+  m.def("cpu_memory", [] { return std::make_pair(mini::cpu_memory_allocated(), mini::cpu_memory_peak()); });
+  m.def("reset_cpu_memory_peak", [] { mini::reset_cpu_memory_peak(); });
 
   bind_tensor(m);
   bind_compile(m);

@@ -24,4 +24,11 @@ inline void count_kernel(int64_t bytes) {
   metrics().bytes_moved += bytes;
 }
 
+// Bytes of CPU tensor storage alive now, and the most alive at once since the last
+// reset_cpu_memory_peak(): what mini's tensors hold (not the block cache's idle buffers), the
+// CPU's answer to torch.cuda.max_memory_allocated. Atomic: storages die on any thread.
+int64_t cpu_memory_allocated();
+int64_t cpu_memory_peak();
+void reset_cpu_memory_peak();
+
 }  // namespace mini

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,22 @@ Metrics& metrics() {
   static Metrics m;
   return m;
 }
+
+namespace {
+
+std::atomic<int64_t> g_cpu_allocated{0}, g_cpu_peak{0};
+
+void count_cpu_allocation(int64_t bytes) {
+  int64_t now = g_cpu_allocated.fetch_add(bytes) + bytes;
+  for (int64_t peak = g_cpu_peak.load(); now > peak && !g_cpu_peak.compare_exchange_weak(peak, now);) {
+  }
+}
+
+}  // namespace
+
+int64_t cpu_memory_allocated() { return g_cpu_allocated.load(); }
+int64_t cpu_memory_peak() { return g_cpu_peak.load(); }
+void reset_cpu_memory_peak() { g_cpu_peak.store(g_cpu_allocated.load()); }
 
 namespace {
 
@@ -101,12 +118,17 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
     if (!s->data) fail("out of memory allocating ", nbytes, " bytes");
     if (align == kHuge) madvise(s->data, rounded, MADV_HUGEPAGE);
   }
+  count_cpu_allocation((int64_t)nbytes);
   if (cacheable) {
-    s->release = [rounded](void* p) {
+    s->release = [rounded, nbytes](void* p) {
+      count_cpu_allocation(-(int64_t)nbytes);
       if (!block_cache().give(p, rounded)) std::free(p);
     };
   } else {
-    s->release = [](void* p) { std::free(p); };
+    s->release = [nbytes](void* p) {
+      count_cpu_allocation(-(int64_t)nbytes);
+      std::free(p);
+    };
   }
   return s;
 }

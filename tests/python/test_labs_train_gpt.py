@@ -35,6 +35,8 @@ def test_every_mode_learns_and_follows_eager(lab):
         assert len(r["losses"]) == results["steps"]
         assert r["losses"][-1] < r["losses"][0] - 0.5, (mode, r["losses"])
         assert r["tokens_per_s"] > 0 and r["kernels_per_step"] > 0
+        # a step holds at least the model's parameters and their gradients (float32)
+        assert r["peak_memory_bytes"] >= 8 * results["parameters"], (mode, r["peak_memory_bytes"])
     for mode in ("compiled", "regional"):
         assert modes[mode]["max_loss_gap_to_eager"] < 1e-3, mode
 

@@ -183,3 +183,46 @@ def test_python_object_count_flat(body):
     after = len(gc.get_objects())
     assert after - before < 100, f"{after - before} Python objects accumulated"
     assert sys.getrefcount(x) == refcount, "the input's refcount changed: references leak"
+
+
+def test_cpu_memory_counts_live_storage_and_its_peak():
+    # mini.metrics.memory_allocated: the bytes of CPU tensor storage alive; its peak since
+    # reset_peak_memory(). A view shares its base's storage (no bytes of its own)
+    gc.collect()
+    base = mini.metrics.memory_allocated
+    mini.metrics.reset_peak_memory()
+    a = mini.zeros(256, 1024)  # 1 MiB
+    b = a[:, :512]
+    assert mini.metrics.memory_allocated - base == MB
+    c = a * 2 + 1  # a temporary (a * 2) and c alive at once: 3 MiB at the peak
+    scalars = 64   # the Python numbers 2 and 1, as 0-d tensors
+    assert mini.metrics.memory_allocated - base == 2 * MB
+    assert 3 * MB <= mini.metrics.max_memory_allocated - base <= 3 * MB + scalars
+    del a, b, c
+    gc.collect()
+    assert mini.metrics.memory_allocated == base
+    assert 3 * MB <= mini.metrics.max_memory_allocated - base <= 3 * MB + scalars
+    mini.metrics.reset_peak_memory()
+    assert mini.metrics.max_memory_allocated == base
+
+
+def test_a_compiled_training_step_peaks_below_eagers_where_it_fuses():
+    # layer norm written as ops: eager keeps four full-size results for the backward (x - m,
+    # its square's base, the normalized x, the scaled one); the compiled step (recompute
+    # partitioner) keeps two per-row values, and its backward makes x's gradient in one kernel
+    def layer_norm(x, w, b):
+        m = x.mean(-1, keepdim=True)
+        v = ((x - m) ** 2).mean(-1, keepdim=True)
+        return ((x - m) / (v + 1e-5).sqrt() * w + b).sum()
+
+    x = mini.randn(512, 512, requires_grad=True)
+    w, b = mini.randn(512, requires_grad=True), mini.randn(512, requires_grad=True)
+    peaks = {}
+    for mode, fn in (("eager", layer_norm), ("compiled", mini.compile(layer_norm))):
+        fn(x, w, b).backward()  # compiles
+        gc.collect()
+        mini.metrics.reset_peak_memory()
+        before = mini.metrics.memory_allocated
+        fn(x, w, b).backward()
+        peaks[mode] = mini.metrics.max_memory_allocated - before
+    assert peaks["compiled"] < 0.75 * peaks["eager"], peaks

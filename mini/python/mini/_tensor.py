@@ -844,7 +844,21 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 class _Metrics:
     """Counters of the kernels mini ran: kernel_launches, bytes_moved (bytes read and
-    written by those kernels) and generated_kernel_count (kernels emitted by codegen)."""
+    written by those kernels) and generated_kernel_count (kernels emitted by codegen); and the
+    CPU tensors' memory: memory_allocated (bytes of storage alive now) and
+    max_memory_allocated (the most alive at once since reset_peak_memory(); CUDA tensors:
+    mini.cuda.max_memory_allocated)."""
+
+    @property
+    def memory_allocated(self):
+        return _C.cpu_memory()[0]
+
+    @property
+    def max_memory_allocated(self):
+        return _C.cpu_memory()[1]
+
+    def reset_peak_memory(self):
+        _C.reset_cpu_memory_peak()
 
     @property
     def kernel_launches(self):
