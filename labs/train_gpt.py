@@ -15,7 +15,10 @@ training speed in tokens a second (median step after the first), the first step'
 (capture and compile, into an empty kernel cache), the graphs and graph breaks of the training
 step (mini.explain), the kernels launched per step (mini.metrics), and the peak tensor memory
 of a step (mini.metrics.max_memory_allocated; on CUDA mini.cuda.max_memory_allocated). Then a
-few lines sampled from the eager model.
+few lines sampled from the eager model. Where torch imports (the GPU machine), the same file
+runs under torch beside them (its three imports naming torch instead), from mini's initial
+weights on the same batches: torch eager and torch.compile, their losses, tokens a second and
+peak memory, and mini's compiled step against torch.compile's (--no-torch skips them).
 
     PYTHONPATH=build/python .venv/bin/python labs/train_gpt.py [--quick] [--out DIR]
         [--device cpu|cuda] [--steps N]
@@ -119,6 +122,66 @@ def sample(model, chars, device, lines=3, length=120):
     return [line for line in text.split("\n") if line.strip()][:lines]
 
 
+TORCH_MODES = ("torch eager", "torch.compile")
+GPT_FILE = Path(__file__).resolve().parent / "gpt.py"
+MINI_IMPORTS = {"import mini as torch\n": "import torch\n", "import mini.nn as nn\n": "import torch.nn as nn\n",
+                "from mini.nn import functional as F\n": "from torch.nn import functional as F\n"}
+
+
+def torch_gpt_source():
+    """labs/gpt.py's text with its three imports naming torch (nothing else in it names mini)."""
+    source = GPT_FILE.read_text()
+    for mini_line, torch_line in MINI_IMPORTS.items():
+        if mini_line not in source:
+            raise RuntimeError(f"labs/gpt.py no longer imports {mini_line.strip()!r}: update MINI_IMPORTS")
+        source = source.replace(mini_line, torch_line)
+    return source
+
+
+def torch_gpt(torch):
+    """labs/gpt.py run by torch itself (torch_gpt_source), loaded as a module of its own."""
+    import types
+    module = types.ModuleType("gpt_torch")
+    module.__file__ = str(GPT_FILE)
+    exec(compile(torch_gpt_source(), str(GPT_FILE), "exec"), module.__dict__)
+    return module
+
+
+def train_torch(mode, torch, config, data, args, weights):
+    """The same model, batches and optimizer in torch (eager, or torch.compile), from mini's
+    initial weights, timed as train() times mini's modes (kernels a step not counted)."""
+    gpt = torch_gpt(torch)
+    model = gpt.GPT(gpt.Config(**vars(config))).to(args.device)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    if mode == "torch.compile":
+        torch._dynamo.reset()
+    step_fn = torch.compile(model) if mode == "torch.compile" else model
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
+    cuda = args.device == "cuda"
+    losses, seconds = [], []
+    for i, (x, y) in enumerate(batches(data, config, args.batch, args.steps, seed=1)):
+        x, y = torch.from_numpy(x).to(args.device), torch.from_numpy(y).to(args.device)
+        if i == 1 and cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        _, loss = step_fn(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        value = float(loss.item())
+        seconds.append(time.perf_counter() - t0)
+        losses.append(value)
+    steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
+    return {
+        "losses": losses,
+        "step_ms": steady * 1e3,
+        "tokens_per_s": args.batch * config.block_size / steady,
+        "first_step_extra_s": seconds[0] - steady,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "torch": torch.__version__,
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures")
@@ -130,6 +193,8 @@ def main(argv=None):
                         help="AdamW's learning rate (default 3e-3 under --quick, 1e-3 at full size: at 3e-3 the "
                              "full-size model's loss spikes near step 10, and the modes' rounding differences "
                              "grow from there)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="skip torch's eager and torch.compile runs of the same file (run where torch imports)")
     args = parser.parse_args(argv)
     if args.device == "cuda":
         why = cuda_unavailable_reason()
@@ -153,6 +218,9 @@ def main(argv=None):
     results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device, "modes": {}}
     model = None
     for mode in MODES:
+        if mode == "eager":  # mini's initial weights, for torch's runs of the same file
+            mini.manual_seed(0)
+            weights = {k: v.detach().cpu().numpy().copy() for k, v in GPT(config).state_dict().items()}
         trained, r = train(mode, config, data, args)
         model = model or trained
         results["modes"][mode] = r
@@ -160,8 +228,25 @@ def main(argv=None):
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, graphs {r['graphs']}, "
               f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}, "
               f"peak memory {r['peak_memory_bytes'] / 2**20:.1f} MiB", flush=True)
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+        except ImportError:
+            print("  (torch does not import here: mini's modes only)")
+    for mode in TORCH_MODES if torch is not None else ():
+        r = train_torch(mode, torch, config, data, args, weights)
+        results["modes"][mode] = r
+        peak = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2**20:.1f} MiB"
+        print(f"  {mode:13s} loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, {r['tokens_per_s']:8.0f} tokens/s "
+              f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, peak memory {peak} "
+              f"(torch {r['torch']})", flush=True)
+    if torch is not None:
+        mini_c, torch_c = results["modes"]["compiled"]["step_ms"], results["modes"]["torch.compile"]["step_ms"]
+        print(f"  mini compiled against torch.compile: {mini_c / torch_c:.2f}x its step time; "
+              f"against mini eager: {results['modes']['eager']['step_ms'] / mini_c:.2f}x faster")
     eager = np.array(results["modes"]["eager"]["losses"])
-    for mode in MODES[1:]:
+    for mode in [m for m in results["modes"] if m != "eager"]:
         gap = float(np.max(np.abs(np.array(results["modes"][mode]["losses"]) - eager)))
         results["modes"][mode]["max_loss_gap_to_eager"] = gap
         print(f"  {mode} against eager: largest loss difference over the run {gap:.2e}")
@@ -174,7 +259,7 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for mode, style in zip(MODES, ("-", "--", ":")):
+    for mode, style in zip(results["modes"], ("-", "--", ":", "-.", (0, (1, 3)))):
         r = results["modes"][mode]
         ax.plot(range(1, len(r["losses"]) + 1), r["losses"], style,
                 label=f"{mode} ({r['tokens_per_s']:.0f} tokens/s)")

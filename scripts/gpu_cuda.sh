@@ -220,7 +220,7 @@ stage "eager_anatomy cuda" 90 "$out/bench_labs.txt" "$python" labs/eager_anatomy
   --device cuda --out "$work/labs"
 stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py \
   --device cuda --out "$work/labs"
-stage "train_gpt cuda" 150 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
+stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \

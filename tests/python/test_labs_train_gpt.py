@@ -53,3 +53,20 @@ def test_it_writes_its_figure_and_samples_text(lab):
     for name in ("train_gpt.png", "train_gpt.svg", "train_gpt.json"):
         assert (out_dir / name).stat().st_size > 0, name
     assert results["samples"] and all(isinstance(line, str) and line for line in results["samples"])
+
+
+def test_the_torch_twin_is_the_same_file_with_only_its_imports_changed():
+    # train_gpt.py runs labs/gpt.py under torch beside mini (where torch imports): the three
+    # import lines are the only places the file names mini
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "labs"))
+    import ast
+
+    import train_gpt
+    source = train_gpt.torch_gpt_source()
+    tree = ast.parse(source)
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert not any(m.split(".")[0] == "mini" for m in imported) and "mini" not in names, imported
+    assert {"torch", "torch.nn"} <= imported
+    assert source.count("\n") == train_gpt.GPT_FILE.read_text().count("\n")
