@@ -235,7 +235,12 @@ def main(argv=None):
         except ImportError:
             print("  (torch does not import here: mini's modes only)")
     for mode in TORCH_MODES if torch is not None else ():
-        r = train_torch(mode, torch, config, data, args, weights)
+        try:
+            r = train_torch(mode, torch, config, data, args, weights)
+        except Exception as e:  # torch's side must not lose mini's results: say what failed
+            print(f"  {mode}: failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            torch = None
+            break
         results["modes"][mode] = r
         peak = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2**20:.1f} MiB"
         print(f"  {mode:13s} loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, {r['tokens_per_s']:8.0f} tokens/s "
