@@ -211,66 +211,123 @@ class KernelWriter {
   // kernel takes blocks of kOuterBlock outputs, walks the reduced dims in the outer loop and
   // the block in the inner one, contiguous and vectorized, with one accumulator per output
   // (eager mini's reduce does the same). LoopKernel::is_outer_reduction says when it applies.
+  // Few blocks (a bias of 128 or 512 features: 1 or 2) would leave most threads idle while the
+  // whole reduction, often a fused gelu backward, runs on one or two: where every reduction is
+  // a sum, the reduced dims are then cut into chunks of kOuterSplit too, each (block, chunk)
+  // summed by one thread into a partial, and the partials added in order. Whether a kernel
+  // splits depends on the shape only, so its result does not depend on the thread count.
   static constexpr int kOuterBlock = 256;
+  static constexpr int kOuterSplit = 128;     // rows of the reduced dims a split task sums
+  static constexpr int kOuterSplitBlocks = 16;  // at most this many blocks of outputs to split
 
   void write_outer_reduction(std::ostringstream& o) {
     const std::string block = std::to_string(kOuterBlock), chunk = std::to_string(kSumChunk);
-    o << "  const int64_t rows = " << product(L_.kept_dims()) << ", rnumel = " << product(L_.red_dims()) << ";\n";
-    o << "  // an outer reduction: blocks of " << block << " outputs, the reduced dims in the outer loop,\n"
-      << "  // the block's outputs in the inner (contiguous, vectorized) one\n";
-    o << "  #pragma omp parallel for if (rows * rnumel >= 131072)\n";
-    o << "  for (int64_t r0 = 0; r0 < rows; r0 += " << block << ") {\n";
-    o << "    const int64_t r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
     std::vector<int> reds;
     for (int id : k_.nodes)
       if (is_reduction(id)) reds.push_back(id);
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = accumulator_type(n), I = std::to_string(id);
-      o << "    " << A << " acc" << I << "[" << block << "];\n";
-      if (!is_sum(n)) o << "    int nan" << I << "[" << block << "];\n";
-      o << "    for (int64_t r = 0; r < r1 - r0; r++) acc" << I << "[r] = " << initial(n, A)
-        << (is_sum(n) ? "" : ", nan" + I + "[r] = 0") << ";\n";
-    }
-    o << "    for (int64_t j0 = 0; j0 < rnumel; j0 += " << chunk << ") {\n";
-    o << "      const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
-    for (int id : reds)
-      if (is_sum(g_.nodes[id]))
-        o << "      " << part_type(g_.nodes[id]) << " part" << id << "[" << block << "] = {};\n";
-    o << "      for (int64_t j = j0; j < j1; j++) {\n";
-    o << unflatten("j", L_.red_dims(), "        ");
-    o << "        #pragma omp simd\n";
-    o << "        for (int64_t r = r0; r < r1; r++) {\n";
-    o << unflatten("r", L_.kept_dims(), "          ");
+    bool all_sums = true;
+    for (int id : reds) all_sums = all_sums && is_sum(g_.nodes[id]);
     std::set<int> targets(reds.begin(), reds.end());
     for (int id : k_.stores)
       if (is_full(id)) targets.insert(id);
-    emit_full(o, targets, false, "          ");
-    for (int id : reds) o << "          " << update(g_.nodes[id], id, "[r - r0]") << "\n";
-    for (int id : k_.stores)  // full-space values this kernel also stores (read by a later one)
-      if (is_full(id)) o << "          " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-    o << "        }\n      }\n";
+    // the block's elements of reduced index j: full values, reduction updates, full stores
+    auto block_body = [&](const std::string& pad) {
+      o << pad << "for (int64_t j = j0; j < j1; j++) {\n";
+      o << unflatten("j", L_.red_dims(), pad + "  ");
+      o << pad << "  #pragma omp simd\n";
+      o << pad << "  for (int64_t r = r0; r < r1; r++) {\n";
+      o << unflatten("r", L_.kept_dims(), pad + "    ");
+      emit_full(o, targets, false, pad + "    ");
+      for (int id : reds) o << pad << "    " << update(g_.nodes[id], id, "[r - r0]") << "\n";
+      for (int id : k_.stores)  // full-space values this kernel also stores (read by a later one)
+        if (is_full(id)) o << pad << "    " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+      o << pad << "  }\n" << pad << "}\n";
+    };
+    auto accumulators = [&](const std::string& pad) {
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = accumulator_type(n), I = std::to_string(id);
+        o << pad << A << " acc" << I << "[" << block << "];\n";
+        if (!is_sum(n)) o << pad << "int nan" << I << "[" << block << "];\n";
+        o << pad << "for (int64_t r = 0; r < r1 - r0; r++) acc" << I << "[r] = " << initial(n, A)
+          << (is_sum(n) ? "" : ", nan" + I + "[r] = 0") << ";\n";
+      }
+    };
+    // the block's results, from acc<id>[r - r0]: row values and row stores
+    auto epilogue = [&](const std::string& pad) {
+      o << pad << "for (int64_t r = r0; r < r1; r++) {\n";
+      o << unflatten("r", L_.kept_dims(), pad + "  ");
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string I = std::to_string(id), fin = "acc" + I + "[r - r0]";
+        if (!is_sum(n))
+          fin = "(nan" + I + "[r - r0] ? std::numeric_limits<" + accumulator_type(n) + ">::quiet_NaN() : " + fin + ")";
+        if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+        o << pad << "  const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
+      }
+      for (int id : k_.nodes) {  // row values after the reductions
+        if (is_full(id) || is_reduction(id)) continue;
+        o << define(pad + "  ", 'r', id, false);
+      }
+      for (int id : k_.stores)
+        if (!is_full(id)) o << pad << "  " << out(id) << "[" << linear_row() << "] = r" << id << ";\n";
+      o << pad << "}\n";
+    };
+
+    o << "  const int64_t rows = " << product(L_.kept_dims()) << ", rnumel = " << product(L_.red_dims()) << ";\n";
+    o << "  // an outer reduction: blocks of " << block << " outputs, the reduced dims in the outer loop,\n"
+      << "  // the block's outputs in the inner (contiguous, vectorized) one\n";
+    std::string pad = "  ";
+    if (all_sums) {
+      const std::string split = std::to_string(kOuterSplit);
+      o << "  const int64_t blocks = (rows + " << block << " - 1) / " << block << ", chunks = (rnumel + " << split
+        << " - 1) / " << split << ";\n";
+      o << "  if (blocks <= " << kOuterSplitBlocks << " && chunks >= 2 && rows * rnumel >= 131072) {\n";
+      o << "    // few blocks of outputs: (block, chunk of " << split << " reduced rows) pairs over the threads,\n"
+        << "    // each into its partial; then each block adds its partials in order\n";
+      for (int id : reds)
+        o << "    " << part_type(g_.nodes[id]) << "* partial" << id << " = static_cast<" << part_type(g_.nodes[id])
+          << "*>(std::malloc(sizeof(" << part_type(g_.nodes[id]) << ") * blocks * chunks * " << block << "));\n";
+      o << "    #pragma omp parallel for collapse(2)\n";
+      o << "    for (int64_t b = 0; b < blocks; b++) {\n";
+      o << "      for (int64_t c = 0; c < chunks; c++) {\n";
+      o << "        const int64_t r0 = b * " << block << ", r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
+      o << "        const int64_t j0 = c * " << split << ", j1 = rnumel - j0 < " << split << " ? rnumel : j0 + " << split << ";\n";
+      for (int id : reds) o << "        " << part_type(g_.nodes[id]) << " part" << id << "[" << block << "] = {};\n";
+      block_body("        ");
+      for (int id : reds)
+        o << "        for (int64_t r = 0; r < r1 - r0; r++) partial" << id << "[(b * chunks + c) * " << block
+          << " + r] = part" << id << "[r];\n";
+      o << "      }\n    }\n";
+      o << "    #pragma omp parallel for\n";
+      o << "    for (int64_t b = 0; b < blocks; b++) {\n";
+      o << "      const int64_t r0 = b * " << block << ", r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
+      accumulators("      ");
+      for (int id : reds)
+        o << "      for (int64_t c = 0; c < chunks; c++)\n"
+          << "        for (int64_t r = 0; r < r1 - r0; r++) acc" << id << "[r] += partial" << id << "[(b * chunks + c) * "
+          << block << " + r];\n";
+      epilogue("      ");
+      o << "    }\n";
+      for (int id : reds) o << "    std::free(partial" << id << ");\n";
+      o << "    return;\n  }\n";
+    }
+    o << pad << "#pragma omp parallel for if (rows * rnumel >= 131072)\n";
+    o << pad << "for (int64_t r0 = 0; r0 < rows; r0 += " << block << ") {\n";
+    o << pad << "  const int64_t r1 = rows - r0 < " << block << " ? rows : r0 + " << block << ";\n";
+    accumulators(pad + "  ");
+    o << pad << "  for (int64_t j0 = 0; j0 < rnumel; j0 += " << chunk << ") {\n";
+    o << pad << "    const int64_t j1 = rnumel - j0 < " << chunk << " ? rnumel : j0 + " << chunk << ";\n";
     for (int id : reds)
       if (is_sum(g_.nodes[id]))
-        o << "      for (int64_t r = 0; r < r1 - r0; r++) acc" << id << "[r] += part" << id << "[r];\n";
-    o << "    }\n";
-    o << "    for (int64_t r = r0; r < r1; r++) {\n";
-    o << unflatten("r", L_.kept_dims(), "      ");
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string I = std::to_string(id), fin = "acc" + I + "[r - r0]";
-      if (!is_sum(n))
-        fin = "(nan" + I + "[r - r0] ? std::numeric_limits<" + accumulator_type(n) + ">::quiet_NaN() : " + fin + ")";
-      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-      o << "      const " << ctype(n.meta.dtype) << " r" << id << " = " << ctype(n.meta.dtype) << "(" << fin << ");\n";
-    }
-    for (int id : k_.nodes) {  // row values after the reductions
-      if (is_full(id) || is_reduction(id)) continue;
-      o << define("      ", 'r', id, false);
-    }
-    for (int id : k_.stores)
-      if (!is_full(id)) o << "      " << out(id) << "[" << linear_row() << "] = r" << id << ";\n";
-    o << "    }\n  }\n";
+        o << pad << "    " << part_type(g_.nodes[id]) << " part" << id << "[" << block << "] = {};\n";
+    block_body(pad + "    ");
+    for (int id : reds)
+      if (is_sum(g_.nodes[id]))
+        o << pad << "    for (int64_t r = 0; r < r1 - r0; r++) acc" << id << "[r] += part" << id << "[r];\n";
+    o << pad << "  }\n";
+    epilogue(pad + "  ");
+    o << pad << "}\n";
   }
 
   // How a reduction kernel's row loop is laid out (LoopKernel::plan_rows): for each phase (one
@@ -473,7 +530,7 @@ std::string scalar_math_prelude() {
 std::string render_cpp(const Schedule& s) {
   std::ostringstream o;
   o << "// Generated by mini's inductor (mini/codegen/cpp_kernel.cpp). Do not edit.\n";
-  o << "#include <omp.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstring>\n#include <limits>\n\n";
+  o << "#include <omp.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n#include <cstring>\n#include <limits>\n\n";
   o << kPreludeBegin << "\n" << scalar_math_prelude() << kPreludeEnd << "\n";
   int transcendentals = 0;
   for (const auto& k : s.groups)

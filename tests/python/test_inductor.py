@@ -595,6 +595,27 @@ def test_outer_reduction_over_two_leading_dims_and_nan():
     np.testing.assert_allclose(got_sum[keep], (2 * data.astype(np.float64)).sum((0, 1))[keep], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("features", [128, 512, 700])
+def test_an_outer_reduction_of_few_outputs_splits_the_reduced_dims_over_threads(features):
+    # a bias gradient of a GPT's layer: gelu's backward fused with the sum over 1024 rows of
+    # [1024, features]. 128 or 512 features are 1 or 2 blocks of 256 outputs: the 1024 rows
+    # are cut into 8 chunks of 128, each (block, chunk) summed by one thread, the partials
+    # added in order. Eager's values, the full-size store too, for every thread count (the
+    # split is decided by the shape alone, so the results are the same bits)
+    def f(g, x):
+        t = g * mini.nn.functional.gelu(x)
+        return t, t.sum(0), (t * 2).mean(0)
+
+    g, x = T(1024, features, seed=50), T(1024, features, seed=51)
+    info = inductor(f, g, x)
+    assert len(info["kernels"]) == 1
+    assert "(block, chunk of 128 reduced rows) pairs over the threads" in info["source"]
+    got = info["run"](g, x)
+    check_same(got, f(g, x), atol=1e-4)  # sums of 1024 terms of size ~1, added in another order
+    full, total = to_np(got[0]).astype(np.float64), to_np(got[1])
+    np.testing.assert_allclose(total, full.sum(0), rtol=1e-5, atol=1e-4)
+
+
 def test_small_integer_powers_are_multiplications():
     x = T(8, 8, seed=43)
     info = inductor(lambda x: x ** 2 + x ** 3 + x ** 1, x)
