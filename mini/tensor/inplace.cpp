@@ -1,6 +1,7 @@
 // inplace.cpp — writes into existing storage: copy_, add_/sub_/mul_/div_, fill_, relu_,
 // clamp_, masked_fill_. Each bumps the storage version (see SavedTensor) and refuses leaves
 // that require grad while grad mode is on, as torch does.
+#include <cstring>
 #include <functional>
 
 #include "autograd.h"
@@ -40,6 +41,11 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     return copy_into(dst, from);  // now both on the CPU
   }
   Strides ss = broadcast_strides(src->sizes, src->strides, dst->sizes);
+  if (src->dtype == dst->dtype &&
+      copy_rows((char*)dst->raw(), dst->sizes, dst->strides, (const char*)src->raw(), ss, (int64_t)itemsize(dst->dtype))) {
+    dst->storage->version++;
+    return;
+  }
   MINI_DISPATCH(src->dtype, S, [&] {
     MINI_DISPATCH(dst->dtype, D, [&] {
       std::array<char*, 2> base{(char*)dst->raw(), (char*)src->raw()};

@@ -72,4 +72,27 @@ void strided_loop(const Shape& shape, std::array<char*, N> base,
   }
 }
 
+// A copy between two layouts of `sizes` whose last dim is contiguous on both sides (a
+// slice's gradient, a transpose of heads back into rows of features): one memcpy a row, not
+// an element loop with run-time strides. False, copying nothing, where rows are not
+// contiguous or are too short to gain.
+inline bool copy_rows(char* dst, const Shape& sizes, const Strides& dst_strides, const char* src,
+                      const Strides& src_strides, int64_t item) {
+  const int64_t rank = (int64_t)sizes.size();
+  if (rank < 1 || sizes.back() < 8 || dst_strides.back() != 1 || src_strides.back() != 1) return false;
+  const int64_t inner = sizes.back(), total = numel_of(sizes), rows = total / inner;
+#pragma omp parallel for if (rows > 1 && total >= kParallelGrain)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t rem = r, d_off = 0, s_off = 0;
+    for (int64_t d = rank - 2; d >= 0; d--) {
+      int64_t idx = rem % sizes[d];
+      rem /= sizes[d];
+      d_off += idx * dst_strides[d];
+      s_off += idx * src_strides[d];
+    }
+    std::memcpy(dst + d_off * item, src + s_off * item, (size_t)(inner * item));
+  }
+  return true;
+}
+
 }  // namespace mini

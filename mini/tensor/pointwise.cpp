@@ -334,7 +334,9 @@ Tensor clone(const Tensor& a) {
   check_tensor(a, "clone", "input");
   Tensor out = TensorImpl::empty(a->sizes, a->dtype, a->device());
   if (out->is_cuda()) cuda::copy(out, a);
-  else MINI_DISPATCH(a->dtype, T, [&] { unary_loop<T, T>(out, a, [](T x) { return x; }); });
+  else if (a->is_contiguous() || !copy_rows((char*)out->raw(), a->sizes, out->strides, (const char*)a->raw(), a->strides,
+                                            (int64_t)itemsize(a->dtype)))
+    MINI_DISPATCH(a->dtype, T, [&] { unary_loop<T, T>(out, a, [](T x) { return x; }); });
   count_kernel(MINI_OPERAND_BYTES(a) + out->nbytes());
   record(OpKind::Clone, {a}, out);
   return out;

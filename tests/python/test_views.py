@@ -172,3 +172,27 @@ def test_to_np_of_views_matches_numpy_method(rng):
     a, t = _base(rng)
     v = t.permute(2, 0, 1)[1:, :, ::2]
     np.testing.assert_array_equal(np.asarray(v.cpu()), to_np(v))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_copies_between_layouts_with_contiguous_rows_match_numpy(dtype):
+    # clone / reshape / copy_ where the last dim is contiguous on both sides take one memcpy a
+    # row (loops.h copy_rows); a broadcast or strided last dim, or short rows, the element loop
+    rng = np.random.default_rng(7)
+    data = (rng.standard_normal((6, 4, 10, 16)) * 5).astype(dtype)
+    x = mini.from_numpy(data)
+    heads = x.transpose(1, 2)  # [6, 10, 4, 16]: rows of 16 contiguous, the rest strided
+    np.testing.assert_array_equal(heads.reshape(6, 10, 64).numpy(), data.transpose(0, 2, 1, 3).reshape(6, 10, 64))
+    np.testing.assert_array_equal(heads.clone().numpy(), data.transpose(0, 2, 1, 3))
+    z = mini.zeros(6, 10, 4, 48, dtype=getattr(mini, dtype))
+    z[:, :, :, 16:32].copy_(heads)  # into a slice: rows of 16 in rows of 48
+    want = np.zeros((6, 10, 4, 48), dtype)
+    want[:, :, :, 16:32] = data.transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(z.numpy(), want)
+    z[:, :, :, 32:48].copy_(x[:, 0:1, 0:1, :])  # a broadcast source: strides 0 on dims 1 and 2
+    want[:, :, :, 32:48] = data[:, 0:1, 0:1, :]
+    np.testing.assert_array_equal(z.numpy(), want)
+    short = x[:, :, :, :4].transpose(0, 1)  # rows of 4: the element loop
+    np.testing.assert_array_equal(short.clone().numpy(), data[:, :, :, :4].transpose(1, 0, 2, 3))
+    cols = x.transpose(2, 3)  # the last dim strided
+    np.testing.assert_array_equal(cols.clone().numpy(), data.transpose(0, 1, 3, 2))
