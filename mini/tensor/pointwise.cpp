@@ -140,8 +140,8 @@ void run_binary(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, c
     case OpKind::Ge: return binary_loop<T, bool>(out, a, b, [](T x, T y) { return x >= y; });
     case OpKind::GeluBackward:  // (grad, x) -> grad * gelu'(x)
       if constexpr (is_floating_v<T>) {
-        bool approx = mode == "tanh";
-        return binary_loop<T, T>(out, a, b, [approx](A g, A x) { return T(g * gelu_grad_of(x, approx)); });
+        if (mode == "tanh") return binary_loop<T, T>(out, a, b, [](A g, A x) { return T(g * gelu_grad_of(x, true)); });
+        return binary_loop<T, T>(out, a, b, [](A g, A x) { return T(g * gelu_grad_of(x, false)); });
       }
       break;
     default: fail(op_name(k), " is not a binary pointwise op");
@@ -281,10 +281,9 @@ void run_unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& at) {
       case OpKind::Sigmoid: return unary_loop<T, T>(out, a, [](A x) { return sigmoid_of<A>(x); });
       case OpKind::Sqrt: return unary_loop<T, T>(out, a, [](A x) { return A(std::sqrt(x)); });
       case OpKind::Rsqrt: return unary_loop<T, T>(out, a, [](A x) { return A(1) / A(std::sqrt(x)); });
-      case OpKind::Gelu: {
-        bool approx = at.mode == "tanh";
-        return unary_loop<T, T>(out, a, [approx](A x) { return gelu_of<A>(x, approx); });
-      }
+      case OpKind::Gelu:  // the mode a constant in each loop: the exact one then vectorizes
+        if (at.mode == "tanh") return unary_loop<T, T>(out, a, [](A x) { return gelu_of<A>(x, true); });
+        return unary_loop<T, T>(out, a, [](A x) { return gelu_of<A>(x, false); });
       default: break;
     }
   }
