@@ -209,7 +209,7 @@ def test_output_code_log_prints_the_source(capsys):
     assert 'extern "C" void cpp_poi_fused_add_mul_relu_0(' in err
     # the 150-line math prelude is one line in the log (the compiled source has all of it)
     assert "mini/tensor/scalar_math.h: " in err and "lines, omitted here" in err
-    assert "inline float exp_f32" not in err
+    assert "float exp_f32(float x)" not in err
     assert "// cpp_poi_fused_add_mul_relu_0: graph nodes add mul relu" in err
     assert "#pragma omp" in err
 
