@@ -82,9 +82,10 @@ class KernelWriter {
     o << "extern \"C\" void " << k_.name
       << "(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {\n";
     o << "  (void)strides; (void)symbols;\n";
-    for (auto& [id, i] : L_.load_index())
-      o << "  const " << ctype(g_.nodes[id].meta.dtype) << "* in" << i << " = (const "
-        << ctype(g_.nodes[id].meta.dtype) << "*)buffers[" << i << "];\n";
+    for (auto& [id, i] : L_.load_index()) {  // bool buffers as bytes: a load reads `in[j] != 0` (c_style.cpp)
+      std::string T = g_.nodes[id].meta.dtype == DType::Bool ? "unsigned char" : ctype(g_.nodes[id].meta.dtype);
+      o << "  const " << T << "* in" << i << " = (const " << T << "*)buffers[" << i << "];\n";
+    }
     for (auto& [id, i] : L_.store_index())
       o << "  " << ctype(g_.nodes[id].meta.dtype) << "* out" << i << " = (" << ctype(g_.nodes[id].meta.dtype)
         << "*)buffers[" << i << "];\n";

@@ -650,3 +650,16 @@ def test_a_reduction_over_a_chain_of_transcendentals_runs_its_pass_in_stages():
     assert len(set(re.findall(r"float c\d+\[1024\];", src))) == 2
     assert re.search(r"#pragma omp simd reduction\(\+ : part\d+\)", src)
     check_same(info["run"](x, y), f(x, y), rtol=1e-5, atol=1e-5)
+
+
+def test_a_bool_buffer_is_read_as_bytes_and_selects_as_eager():
+    # GCC vectorizes a byte compare where a bool load kept the loop slow (a causal mask's
+    # softmax): the kernel reads the mask through unsigned char, `in[j] != 0`
+    rng = np.random.default_rng(60)
+    mask = mini.from_numpy(rng.random((64, 64)) < 0.5)
+    x = T(8, 64, 64, seed=61)
+    f = lambda x, m: x.masked_fill(m, float("-inf")).softmax(-1) + mini.where(m, x, 2.0)  # noqa: E731
+    info = inductor(f, x, mask)
+    assert re.search(r"const unsigned char\* in\d+ = \(const unsigned char\*\)buffers", info["source"])
+    assert re.search(r"\(in\d+\[[^\]]*\] != 0\)", info["source"])
+    check_same(info["run"](x, mask), f(x, mask))
