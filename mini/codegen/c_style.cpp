@@ -205,6 +205,17 @@ std::string CStyle::expr(const ExprPtr& e) const {
   return "";
 }
 
+// pow's exponent where it is the constant 1, 2 or 3 (spelled as products), else 0.
+static int small_power(const Expr& e) {
+  for (int n = 1; n <= 3; n++)
+    if (is_constant(e.args[1], n)) return n;
+  return 0;
+}
+
+bool CStyle::calls_math(const Expr& e) {
+  return e.kind == Expr::Kind::Op && is_transcendental(e.op) && !(e.op == OpKind::Pow && small_power(e));
+}
+
 // How each op is spelled, over its (already converted) operands a and compute type T.
 std::string CStyle::op(const Expr& e, const std::vector<std::string>& a) const {
   // A4 BEGIN: how each op is spelled in C++
@@ -217,9 +228,11 @@ std::string CStyle::op(const Expr& e, const std::vector<std::string>& a) const {
     case OpKind::Mul: return "(" + a[0] + " * " + a[1] + ")";
     case OpKind::Div: return "(" + a[0] + " / " + a[1] + ")";
     case OpKind::Pow:  // small integer exponents as multiplications (pow is a library call)
-      if (is_constant(e.args[1], 1)) return a[0];
-      if (is_constant(e.args[1], 2)) return "(" + a[0] + " * " + a[0] + ")";
-      if (is_constant(e.args[1], 3)) return "(" + a[0] + " * " + a[0] + " * " + a[0] + ")";
+      switch (small_power(e)) {
+        case 1: return a[0];
+        case 2: return "(" + a[0] + " * " + a[0] + ")";
+        case 3: return "(" + a[0] + " * " + a[0] + " * " + a[0] + ")";
+      }
       return T + "(" + t_.math(OpKind::Pow, T) + "(" + a[0] + ", " + a[1] + "))";
     case OpKind::Maximum: return "((" + a[0] + " > " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";
     case OpKind::Minimum: return "((" + a[0] + " < " + a[1] + " || " + a[0] + " != " + a[0] + ") ? " + a[0] + " : " + a[1] + ")";

@@ -36,6 +36,9 @@ class CStyle {
   // `<pad>const T <prefix><id> = <node id's expression>;` (prefix t: a full value, r: a row value)
   std::string define(const LoopKernel& k, const std::string& pad, char prefix, int id, bool flat_ok) const;
   std::string index(const Expr& load) const;
+  // Whether op() spells `e` as a call of a math function (exp, sin, pow(x, 2.5), ...; not
+  // pow(x, 2), a product): what an unrolled loop inlines again in every copy.
+  static bool calls_math(const Expr& e);
   // Consulted first for each Op: a non-empty spelling replaces the table's (the C++ renderer's
   // out-of-line vector math).
   std::function<std::string(const Expr& op, const std::vector<std::string>& args)> special;

@@ -234,15 +234,6 @@ class CudaKernelWriter {
     o << "  }\n";
   }
 
-  // Whether node `id` is spelled as a call of a math function (not pow(x, 2): x * x).
-  bool calls_math(int id) const {
-    const Node& n = g_.nodes[id];
-    if (!is_transcendental(n.op)) return false;
-    if (n.op != OpKind::Pow || n.inputs.size() < 2 || n.inputs[1] < 0) return true;
-    const Node& e = g_.nodes[n.inputs[1]];
-    return !(e.kind == graph::NodeKind::Constant && (e.value == 1 || e.value == 2 || e.value == 3));
-  }
-
   int load_node(int buffer) const {
     for (auto& [id, b] : L_.load_index())
       if (b == buffer) return id;
@@ -650,7 +641,7 @@ class CudaKernelWriter {
         // softmax's passes (an exp a lane) unroll by 2, layer norm's (none) fully; the full unroll
         // took softmax's compile to 0.2 s, by 2 0.12 s, at the same speed (notes/perf.md).
         int heavy = 0;
-        for (int id : k_.nodes) heavy += plan.compute[p].count(id) && calls_math(id);
+        for (int id : k_.nodes) heavy += plan.compute[p].count(id) && CStyle::calls_math(*L_.expr(id, false));
         if (heavy) {
           int most = std::max(1, kUnrolledTranscendentals / (V * heavy)), eff = by ? by : trips;
           while (eff > most) eff /= 2;
