@@ -266,7 +266,7 @@ def main(argv=None):
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for mode, style in zip(results["modes"], ("-", "--", ":", "-.", (0, (1, 3)))):
         r = results["modes"][mode]
-        ax.plot(range(1, len(r["losses"]) + 1), r["losses"], style,
+        ax.plot(range(1, len(r["losses"]) + 1), r["losses"], linestyle=style,
                 label=f"{mode} ({r['tokens_per_s']:.0f} tokens/s)")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (cross-entropy, nats)")

@@ -111,17 +111,23 @@ class CudaKernelWriter {
       : L_(s, k, layout.online_softmax), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()),
         layout_(layout) {}
 
+  // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
+  // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
+  bool assumes_aligned() {
+    if (k_.reduced.empty()) return layout_.vector_pointwise;
+    VectorRows rows;
+    const bool looped = cuda_split_reductions(s_, k_, layout_) == 0 && vector_loop_shape(&rows);
+    if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).assumes_aligned();
+    return looped;
+  }
+
   std::string write() {
     // the kernel's shape, decided once: a full reduction in two stages, looped vector rows, or
     // the other row layouts
     const bool split = cuda_split_reductions(s_, k_, layout_) > 0;
     VectorRows rows;
     const bool looped = !k_.reduced.empty() && !split && vector_loop_shape(&rows);
-    if (L_.has_online_pairs() && !looped) {
-      CudaLayout plain = layout_;  // only the looped vector rows fold an online pair
-      plain.online_softmax = false;
-      return CudaKernelWriter(s_, k_, plain).write();
-    }
+    if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).write();
     std::ostringstream o;
     o << "// " << k_.name << ": graph nodes";
     for (int id : k_.nodes) o << " " << g_.nodes[id].name;
@@ -155,6 +161,11 @@ class CudaKernelWriter {
   }
 
  private:
+  CudaLayout without_online() const {  // only the looped vector rows fold an online pair
+    CudaLayout plain = layout_;
+    plain.online_softmax = false;
+    return plain;
+  }
   std::string define(const std::string& pad, char prefix, int id, bool flat_ok) {
     return cs_.define(L_, pad, prefix, id, flat_ok);
   }
@@ -544,13 +555,16 @@ class CudaKernelWriter {
   // Each pass strides the block's threads over the row V elements at a time: one Vec load per
   // load along the row, the lanes unrolled, one Vec store per stored value; every pass reads
   // the row from memory again (L2 holds a block's row between its passes), and registers stay
-  // few, so that a full SM of threads keeps loads in flight. Where a pointer is not aligned to
-  // its Vec, the pass runs element by element. With unrolled passes (layout 9) the block is
+  // few, so that a full SM of threads keeps loads in flight. Every pointer is aligned to its Vec
+  // (cuda_assumes_aligned: the runtime copies a misaligned input first), so there is no
+  // element-by-element path: its second copy of the pass's expressions cost softmax a quarter of
+  // its NVRTC time (notes/perf.md). With unrolled passes (layout 9) the block is
   // the one compiled for, and a pass whose vectors divide evenly among its threads is a loop of
   // constant trip count, unrolled, so that a thread's loads of several vectors are in flight at
   // once. An online softmax pair (LoopKernel::online_max; layout 8 on) folds in one pass: the
-  // max's running value m<id>, the sum rescaled by mini::online_scale when it rises, and the
-  // threads' sums rescaled to the block's max before their block reduction.
+  // max's running value m<id> over a vector's lanes, the sum rescaled once a vector by
+  // mini::online_scale when it rises, and the threads' sums rescaled to the block's max before
+  // their block reduction.
   void write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows) {
     const RowPlan& plan = rows.plan;
     const std::vector<RowLoad>& loads = rows.loads;
@@ -564,13 +578,6 @@ class CudaKernelWriter {
     const std::string I = fits_int32() ? "int" : "int64_t";
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
     o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-    o << "  const bool vec = true";  // every pointer along the row aligned to its Vec
-    for (const RowLoad& l : loads)
-      o << " && mini::aligned<" << cuda_type(l.dtype) << ", " << V << ">(&" << l.spelled.substr(0, l.spelled.find('['))
-        << "[0])";
-    for (int id : k_.stores)
-      if (L_.is_full(id)) o << " && mini::aligned<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">(" << out(id) << ")";
-    o << ";\n";
     o << "  for (" << I << " r = blockIdx.x; r < rows; r += gridDim.x) {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
     std::set<int> done;
@@ -595,9 +602,8 @@ class CudaKernelWriter {
         std::string A = acc_type(n);
         o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
       }
-      // An online pair's running max m<id> (its sum's exp reads it): in the vector loop, the max
-      // over the vector's lanes first, the sum rescaled once a vector; element by element, once
-      // an element.
+      // An online pair's running max m<id> (its sum's exp reads it): the max over the vector's
+      // lanes first, then the sum rescaled once a vector.
       auto rescale = [&](const std::string& pad) {
         for (int id : reds)
           if (int m = L_.online_max(id); m >= 0) {
@@ -612,13 +618,9 @@ class CudaKernelWriter {
         o << pad << target << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << base << ", " << A << "("
           << cs_.expr(L_.reduction_input(id)) << "));\n";
       };
-      auto body = [&](const std::string& pad, bool vector) {  // one element's values, folded, stored
-        for (int id : k_.nodes) {
-          if (running.count(id) && !vector)
-            running_max(pad, id, "const " + acc_type(g_.nodes[id]) + " m" + std::to_string(id), "acc" + std::to_string(id));
+      auto body = [&](const std::string& pad) {  // one lane's values, folded, stored
+        for (int id : k_.nodes)
           if (plan.compute[p].count(id)) o << define(pad, 't', id, false);
-        }
-        if (!vector) rescale(pad);
         for (int id : reds) {
           if (running.count(id)) continue;
           const Node& n = g_.nodes[id];
@@ -626,14 +628,11 @@ class CudaKernelWriter {
           o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
             << cs_.expr(L_.reduction_input(id)) << "));\n";
         }
-        for (int id : stores)
-          if (vector) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
-          else o << pad << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+        for (int id : stores) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
       };
       cs_.temp_hook = [&](const Expr& e) {  // -inf, while every element so far is -inf, reads as 0
         return e.row && running.count(e.node) ? "mini::online_shift(m" + std::to_string(e.node) + ")" : std::string();
       };
-      o << "    if (vec) {\n";
       if (unrolled) {
         int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
         // NVRTC's time grows with the inlined copies of the math: each unrolled iteration holds
@@ -647,56 +646,52 @@ class CudaKernelWriter {
           while (eff > most) eff /= 2;
           by = std::max(1, eff) == trips ? 0 : std::max(1, eff);
         }
-        o << "      #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
-        o << "      for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
-        o << "        const " << I << " jv = threadIdx.x + it * " << T << ";\n";
+        o << "    #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
+        o << "    for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
+        o << "      const " << I << " jv = threadIdx.x + it * " << T << ";\n";
       } else {
-        o << "      for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
+        o << "    for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
       }
-      o << "        const " << I << " j0 = jv * " << V << ";\n";
+      o << "      const " << I << " j0 = jv * " << V << ";\n";
       for (const RowLoad& l : loads) {
         if (!l.passes.count(p)) continue;
         const std::string& spelled = l.spelled;
         std::string vec = "mini::Vec<" + cuda_type(l.dtype) + ", " + std::to_string(V) + ">";
-        o << "        " << vec << " " << names.at(spelled) << ";\n";
-        o << "        {\n" << unflatten(k_.space, "j0", L_.red_dims(), "          ", I);
-        o << "          " << names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
-        o << "        }\n";
+        o << "      " << vec << " " << names.at(spelled) << ";\n";
+        o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
+        o << "        " << names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
+        o << "      }\n";
       }
       for (int id : stores)
-        o << "        mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
+        o << "      mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
       cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // every load along the row is in `names`
         auto it = names.find(spelled);
         return it == names.end() ? std::string() : it->second + ".v[l]";
       };
       for (int id : running) {
-        o << "        " << acc_type(g_.nodes[id]) << " m" << id << " = acc" << id << ";\n";
-        o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
-        o << "          const " << I << " j = j0 + l;\n";
-        o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
-        for (int v : L_.full_values_for({id})) o << define("          ", 't', v, false);  // what the max reads
-        running_max("          ", id, "m" + std::to_string(id), "m" + std::to_string(id));
-        o << "        }\n";
+        o << "      " << acc_type(g_.nodes[id]) << " m" << id << " = acc" << id << ";\n";
+        o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
+        o << "        const " << I << " j = j0 + l;\n";
+        o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
+        for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false);  // what the max reads
+        running_max("        ", id, "m" + std::to_string(id), "m" + std::to_string(id));
+        o << "      }\n";
       }
-      rescale("        ");
-      o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) {\n";
-      o << "          const " << I << " j = j0 + l;\n";
-      o << unflatten(k_.space, "j", L_.red_dims(), "          ", I);
-      body("          ", true);
-      cs_.load_hook = nullptr;
-      o << "        }\n";
-      if (!stores.empty()) {
-        o << "        {\n" << unflatten(k_.space, "j0", L_.red_dims(), "          ", I);
-        for (int id : stores)
-          o << "          *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">*>(&" << out(id)
-            << "[" << linear_full() << "]) = w" << id << ";\n";
-        o << "        }\n";
-      }
-      o << "      }\n    } else {\n";
-      o << "      for (" << I << " j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+      rescale("      ");
+      o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
+      o << "        const " << I << " j = j0 + l;\n";
       o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-      body("        ", false);
-      o << "      }\n    }\n";
+      body("        ");
+      cs_.load_hook = nullptr;
+      o << "      }\n";
+      if (!stores.empty()) {
+        o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
+        for (int id : stores)
+          o << "        *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">*>(&" << out(id)
+            << "[" << linear_full() << "]) = w" << id << ";\n";
+        o << "      }\n";
+      }
+      o << "    }\n";
       cs_.temp_hook = nullptr;
       write_block_reductions(o, reds, &done);
       ready_row_values("    ");
@@ -931,8 +926,8 @@ int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLay
   return (int)reds.size();
 }
 
-bool cuda_assumes_aligned(const FusionGroup& k, const CudaLayout& layout) {
-  return k.reduced.empty() && layout.vector_pointwise;
+bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  return CudaKernelWriter(s, k, layout).assumes_aligned();
 }
 
 int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& layout, const std::vector<int64_t>& symbols,

@@ -93,13 +93,14 @@ int cuda_split_reductions(const fusion::Schedule& s, const fusion::FusionGroup& 
 // cuda_split_max_grid: the partials hold that many per reduction).
 int64_t cuda_split_grid(int64_t rnumel, int threads, int sms);
 int64_t cuda_split_max_grid(int sms);
-// Whether kernel `k` under `layout` takes every pointer aligned to kCudaAlignment bytes (its
-// Vec loads and stores, without a run-time check or an element-by-element path for another
-// address): the pointwise kernels in vectors. The runtime copies a tensor such a kernel would
-// read from elsewhere (a view at an odd offset) before the launch, as Inductor's
-// copy_misaligned_inputs does; what the kernels store is mini's own allocation, always aligned.
+// Whether kernel `k` of `s` under `layout` takes every pointer aligned to kCudaAlignment bytes
+// (its Vec loads and stores, without a run-time check or an element-by-element path for another
+// address): the pointwise kernels in vectors and the reductions in looped vector rows. The
+// runtime copies a tensor such a kernel would read from elsewhere (a view at an odd offset)
+// before the launch, as Inductor's copy_misaligned_inputs does; what the kernels store is mini's
+// own allocation, always aligned.
 constexpr int kCudaAlignment = 16;
-bool cuda_assumes_aligned(const fusion::FusionGroup& k, const CudaLayout& layout);
+bool cuda_assumes_aligned(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 // The grid of kernel `k` of `s` under `layout` for the sizes of this call (symbols resolved):
 // blocks in x.
 int64_t cuda_grid(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout,

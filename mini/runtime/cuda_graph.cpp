@@ -246,7 +246,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
       pointers.clear();
       int64_t bytes = 0;
       const codegen::CudaLayout& layout = layouts[st.group];
-      const bool aligned = codegen::cuda_assumes_aligned(k, layout);
+      const bool aligned = codegen::cuda_assumes_aligned(schedule, k, layout);
       for (size_t b = 0; b < k.loads.size(); b++) {
         const Tensor* read = &value(k.loads[b]);
         if (aligned && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {

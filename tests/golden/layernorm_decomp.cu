@@ -9,66 +9,47 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
   (void)symbols; (void)strides;
   const int64_t rows = 64LL, rnumel = 512;
   __shared__ double smem[32];  // block reductions: one value per warp
-  const bool vec = true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(&in1[0]) && mini::aligned<float, 4>(&in2[0]) && mini::aligned<float, 4>(out3);
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
     float acc1 = float(0);
-    if (vec) {
-      #pragma unroll
-      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
-        const int jv = threadIdx.x + it * 128;
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
-        }
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          acc1 = mini::sum_of<float>(acc1, float(k0.v[l]));
-        }
+    #pragma unroll
+    for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+      const int jv = threadIdx.x + it * 128;
+      const int j0 = jv * 4;
+      mini::Vec<float, 4> k0;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
       }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
         int rest_j = j;
         const int x1 = rest_j;
-        acc1 = mini::sum_of<float>(acc1, float(in0[x0 * 512 + x1 * 1]));
+        acc1 = mini::sum_of<float>(acc1, float(k0.v[l]));
       }
     }
     acc1 = mini::block_reduce<float, mini::sum_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
-    if (vec) {
-      #pragma unroll
-      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
-        const int jv = threadIdx.x + it * 128;
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
-        }
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          const float t2 = (float(k0.v[l]) - float(r1));
-          const float t4 = (float(t2) * float(t2));
-          acc5 = mini::sum_of<float>(acc5, float(t4));
-        }
+    #pragma unroll
+    for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+      const int jv = threadIdx.x + it * 128;
+      const int j0 = jv * 4;
+      mini::Vec<float, 4> k0;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
       }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
         int rest_j = j;
         const int x1 = rest_j;
-        const float t2 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t2 = (float(k0.v[l]) - float(r1));
         const float t4 = (float(t2) * float(t2));
         acc5 = mini::sum_of<float>(acc5, float(t4));
       }
@@ -77,56 +58,44 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
-    if (vec) {
-      #pragma unroll
-      for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
-        const int jv = threadIdx.x + it * 128;
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
-        }
-        mini::Vec<float, 4> k1;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k1 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in1[x1 * 1]);
-        }
-        mini::Vec<float, 4> k2;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k2 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in2[x1 * 1]);
-        }
-        mini::Vec<float, 4> w14;
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          const float t6 = (float(k0.v[l]) - float(r1));
-          const float t10 = (float(t6) * float(r9));
-          const float t12 = (float(t10) * float(k1.v[l]));
-          const float t14 = (float(t12) + float(k2.v[l]));
-          w14.v[l] = t14;
-        }
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          *reinterpret_cast<mini::Vec<float, 4>*>(&out3[x0 * 512LL + x1]) = w14;
-        }
+    #pragma unroll
+    for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
+      const int jv = threadIdx.x + it * 128;
+      const int j0 = jv * 4;
+      mini::Vec<float, 4> k0;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 512 + x1 * 1]);
       }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+      mini::Vec<float, 4> k1;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k1 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in1[x1 * 1]);
+      }
+      mini::Vec<float, 4> k2;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k2 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in2[x1 * 1]);
+      }
+      mini::Vec<float, 4> w14;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
         int rest_j = j;
         const int x1 = rest_j;
-        const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t6 = (float(k0.v[l]) - float(r1));
         const float t10 = (float(t6) * float(r9));
-        const float t12 = (float(t10) * float(in1[x1 * 1]));
-        const float t14 = (float(t12) + float(in2[x1 * 1]));
-        out3[x0 * 512LL + x1] = t14;
+        const float t12 = (float(t10) * float(k1.v[l]));
+        const float t14 = (float(t12) + float(k2.v[l]));
+        w14.v[l] = t14;
+      }
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        *reinterpret_cast<mini::Vec<float, 4>*>(&out3[x0 * 512LL + x1]) = w14;
       }
     }
   }

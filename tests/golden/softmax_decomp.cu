@@ -9,50 +9,36 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
   (void)symbols; (void)strides;
   const int64_t rows = 64LL, rnumel = 1000;
   __shared__ double smem[32];  // block reductions: one value per warp
-  const bool vec = true && mini::aligned<float, 4>(&in0[0]) && mini::aligned<float, 4>(out1);
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     int rest_r = r;
     const int x0 = rest_r;
     float acc1 = mini::lowest<float>();
     float acc4 = float(0);
-    if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
-        }
-        float m1 = acc1;
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          m1 = mini::max_of<float>(m1, float(k0.v[l]));
-        }
-        acc4 *= mini::online_scale<float>(float(acc1), float(m1));
-        acc1 = m1;
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          const float t2 = (float(k0.v[l]) - float(mini::online_shift(m1)));
-          const float t3 = ::exp(float(t2));
-          acc4 = mini::sum_of<float>(acc4, float(t3));
-        }
+    for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+      const int j0 = jv * 4;
+      mini::Vec<float, 4> k0;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
       }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+      float m1 = acc1;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
         int rest_j = j;
         const int x1 = rest_j;
-        const float m1 = mini::max_of<float>(acc1, float(in0[x0 * 1000 + x1 * 1]));
-        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(mini::online_shift(m1)));
+        m1 = mini::max_of<float>(m1, float(k0.v[l]));
+      }
+      acc4 *= mini::online_scale<float>(float(acc1), float(m1));
+      acc1 = m1;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
+        int rest_j = j;
+        const int x1 = rest_j;
+        const float t2 = (float(k0.v[l]) - float(mini::online_shift(m1)));
         const float t3 = ::exp(float(t2));
-        acc4 *= mini::online_scale<float>(float(acc1), float(m1));
-        acc1 = m1;
         acc4 = mini::sum_of<float>(acc4, float(t3));
       }
     }
@@ -63,40 +49,29 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
     acc4 = mini::online_finish<float>(acc4, float(acc1));
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
-    if (vec) {
-      for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
-        const int j0 = jv * 4;
-        mini::Vec<float, 4> k0;
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
-        }
-        mini::Vec<float, 4> w5;
-        #pragma unroll
-        for (int l = 0; l < 4; l++) {
-          const int j = j0 + l;
-          int rest_j = j;
-          const int x1 = rest_j;
-          const float t2 = (float(k0.v[l]) - float(r1));
-          const float t3 = ::exp(float(t2));
-          const float t5 = (float(t3) / float(r4));
-          w5.v[l] = t5;
-        }
-        {
-          int rest_j0 = j0;
-          const int x1 = rest_j0;
-          *reinterpret_cast<mini::Vec<float, 4>*>(&out1[x0 * 1000LL + x1]) = w5;
-        }
+    for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
+      const int j0 = jv * 4;
+      mini::Vec<float, 4> k0;
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        k0 = *reinterpret_cast<const mini::Vec<float, 4>*>(&in0[x0 * 1000 + x1 * 1]);
       }
-    } else {
-      for (int j = threadIdx.x; j < rnumel; j += blockDim.x) {
+      mini::Vec<float, 4> w5;
+      #pragma unroll
+      for (int l = 0; l < 4; l++) {
+        const int j = j0 + l;
         int rest_j = j;
         const int x1 = rest_j;
-        const float t2 = (float(in0[x0 * 1000 + x1 * 1]) - float(r1));
+        const float t2 = (float(k0.v[l]) - float(r1));
         const float t3 = ::exp(float(t2));
         const float t5 = (float(t3) / float(r4));
-        out1[x0 * 1000LL + x1] = t5;
+        w5.v[l] = t5;
+      }
+      {
+        int rest_j0 = j0;
+        const int x1 = rest_j0;
+        *reinterpret_cast<mini::Vec<float, 4>*>(&out1[x0 * 1000LL + x1]) = w5;
       }
     }
   }
