@@ -105,11 +105,12 @@ class GPT(nn.Module):
             return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return self.lm_head(x[:, [-1], :]), None
 
-    def configure_optimizers(self, weight_decay, learning_rate, betas):
+    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type="cpu"):
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-        extra = dict(fused=False) if "fused" in inspect.signature(torch.optim.AdamW).parameters else dict()
+        use_fused = "fused" in inspect.signature(torch.optim.AdamW).parameters and device_type == "cuda"
+        extra = dict(fused=True) if use_fused else dict()
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
 
     @torch.no_grad()

@@ -72,7 +72,8 @@ def train(mode, config, data, args):
             for block in model.transformer.h:
                 block.compile()
         step_fn = model
-    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95),
+                                     device_type=args.device)
     losses, seconds, kernels = [], [], []
     explained = None
     cuda = args.device == "cuda"
@@ -100,6 +101,7 @@ def train(mode, config, data, args):
     # activations saved for the backward, gradients)
     peak = mini.cuda.max_memory_allocated() if cuda else mini.metrics.max_memory_allocated
     steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
+    phases = phases_ms(step_fn, opt, x, y, mini.cuda.synchronize if cuda else (lambda: None))
     return model, {
         "losses": losses,
         "step_ms": steady * 1e3,
@@ -109,7 +111,37 @@ def train(mode, config, data, args):
         "graph_breaks": explained.graph_break_count if explained else 0,
         "kernels_per_step": statistics.median(kernels[1:]) if len(kernels) > 1 else kernels[0],
         "peak_memory_bytes": peak,
+        "phases_ms": phases,
     }
+
+
+def phases_ms(step_fn, opt, x, y, sync, repeats=10):
+    """Where a step's time goes: the forward (logits and loss), the backward (zero_grad and
+    loss.backward()) and the optimizer's step, each timed to the device's finish (`sync` after
+    each), the median of `repeats` steps on one batch. Synchronizing serializes what a normal
+    step overlaps (the host queueing the next phase while the GPU runs this one), so the three
+    add up to more than the step."""
+    times = {"forward": [], "backward": [], "optimizer": []}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _, loss = step_fn(x, y)
+        sync()
+        t1 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        sync()
+        t2 = time.perf_counter()
+        opt.step()
+        sync()
+        t3 = time.perf_counter()
+        for name, seconds in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
+            times[name].append(seconds * 1e3)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def phases_line(r):
+    p = r["phases_ms"]
+    return f"forward {p['forward']:.1f} ms, backward {p['backward']:.1f}, optimizer {p['optimizer']:.1f}"
 
 
 def sample(model, chars, device, lines=3, length=120):
@@ -156,7 +188,8 @@ def train_torch(mode, torch, config, data, args, weights):
     if mode == "torch.compile":
         torch._dynamo.reset()
     step_fn = torch.compile(model) if mode == "torch.compile" else model
-    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95))
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95),
+                                     device_type=args.device)
     cuda = args.device == "cuda"
     losses, seconds = [], []
     for i, (x, y) in enumerate(batches(data, config, args.batch, args.steps, seed=1)):
@@ -172,7 +205,9 @@ def train_torch(mode, torch, config, data, args, weights):
         seconds.append(time.perf_counter() - t0)
         losses.append(value)
     steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
+    phases = phases_ms(step_fn, opt, x, y, torch.cuda.synchronize if cuda else (lambda: None))
     return {
+        "phases_ms": phases,
         "losses": losses,
         "step_ms": steady * 1e3,
         "tokens_per_s": args.batch * config.block_size / steady,
@@ -228,6 +263,7 @@ def main(argv=None):
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, graphs {r['graphs']}, "
               f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}, "
               f"peak memory {r['peak_memory_bytes'] / 2**20:.1f} MiB", flush=True)
+        print(f"            synchronized: {phases_line(r)}", flush=True)
     torch = None
     if not args.no_torch:
         try:
@@ -246,6 +282,7 @@ def main(argv=None):
         print(f"  {mode:13s} loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}, {r['tokens_per_s']:8.0f} tokens/s "
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, peak memory {peak} "
               f"(torch {r['torch']})", flush=True)
+        print(f"                synchronized: {phases_line(r)}", flush=True)
     if torch is not None:
         mini_c, torch_c = results["modes"]["compiled"]["step_ms"], results["modes"]["torch.compile"]["step_ms"]
         print(f"  mini compiled against torch.compile: {mini_c / torch_c:.2f}x its step time; "

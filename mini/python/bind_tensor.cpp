@@ -539,6 +539,14 @@ void bind_tensor(py::module_& m) {
      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   m.def("embedding", [](const Tensor& weight, const Tensor& indices) { return mini::embedding(weight, indices); },
         py::arg("weight"), py::arg("indices"));
+  m.def("adam_step_", [](const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                         double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+                         int64_t step) {
+    mini::adam_step_(param, grad, exp_avg, exp_avg_sq, {lr, beta1, beta2, eps, weight_decay, decoupled, step});
+  }, py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("lr"), py::arg("beta1"),
+     py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"), py::arg("step"),
+     "One Adam (decoupled=False) or AdamW step of one parameter, in place, in one kernel: "
+     "mini.optim.Adam/AdamW's fused step (mini/tensor/optim_math.h).");
   m.def("mse_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return mini::mse_loss(a, b, r); },
         py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
   m.def("operand", [](py::handle v) { return operand_or_throw(v, "tensor", "data"); });

@@ -98,6 +98,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // The gradient of embedding for the weight: zeros of weight_shape, each row i the sum of the
 // rows of grad [*indices, D] whose index is i.
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, const Shape& weight_shape);
+
+// ---- optimizers ---------------------------------------------------------------------------
+// One Adam (decoupled false) or AdamW (decoupled true) step of one parameter, in place, in one
+// pass over its elements (one kernel on CUDA; optim_math.h says what each element computes):
+// `step` is the step's number t >= 1 (the bias corrections' exponent). param, grad, exp_avg
+// and exp_avg_sq: one device, one floating dtype (float32 or float64), one shape, contiguous.
+// Bumps the versions of param, exp_avg and exp_avg_sq; records no autograd.
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  int64_t step;
+};
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const AdamHyper& h);
 Tensor nonzero(const Tensor& a);
 Tensor sum_to(const Tensor& a, const Shape& shape);  // reduces broadcast dims away
 

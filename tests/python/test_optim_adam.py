@@ -10,7 +10,7 @@ import pytest
 
 import mini
 import mini.nn as nn
-from conftest import to_np
+from conftest import CUDA_SKIP_REASON, HAS_CUDA, to_np
 
 
 def reference_adam(p, grads, lr, betas, eps, wd, decoupled):
@@ -47,6 +47,83 @@ def test_adam_and_adamw_follow_the_reference_per_parameter_group(cls, decoupled)
     np.testing.assert_allclose(to_np(b.detach()), reference_adam(b0, grads_b, 0.05, (0.9, 0.95), 1e-8, 0.0, decoupled),
                                rtol=2e-5, atol=2e-6)
     assert opt.state[a]["step"] == 5 and a.is_leaf
+
+
+def fused_and_op_by_op(cls, device, dtype, wd, steps=4, **kw):
+    """The same parameters (a matrix, a vector, a non-contiguous one, a bfloat16 one when
+    dtype is float32) stepped by the default optimizer and by fused=False, from the same grads;
+    the launches of each's last step."""
+    rng = np.random.default_rng(1)
+    shapes = [(33, 17), (5,), (6, 4)]
+    starts = [rng.standard_normal(s) for s in shapes]
+    runs = []
+    for fused in (None, False):
+        params = [mini.tensor(x, dtype=dtype, device=device).requires_grad_() for x in starts]
+        opt = cls([{"params": params[:2], "weight_decay": wd}, {"params": params[2:], "weight_decay": 0.0}],
+                  lr=0.01, betas=(0.9, 0.95), eps=1e-8, fused=fused, **kw)
+        g = np.random.default_rng(2)
+        for _ in range(steps):
+            for p, shape in zip(params, shapes):
+                grad = mini.tensor(g.standard_normal(shape), dtype=dtype, device=device)
+                p.grad = grad.t().contiguous().t() if p.dim() == 2 and shape == (6, 4) else grad  # [6, 4]: transposed strides
+            launches = []
+            with mini.no_grad():  # opt.step(), a parameter at a time, counting each one's kernels
+                for group in opt.param_groups:
+                    for p in group["params"]:
+                        mini.metrics.reset()
+                        opt._update(p, group)
+                        launches.append(mini.metrics.kernel_launches)
+        runs.append(([to_np(p.detach().cpu()) for p in params], launches))
+    return runs
+
+
+def check_fused_equals_op_by_op(device):
+    for cls in (mini.optim.Adam, mini.optim.AdamW):
+        for dtype in (mini.float32, mini.float64):
+            for wd in (0.0, 0.1):
+                (fused, fused_launches), (plain, plain_launches) = fused_and_op_by_op(cls, device, dtype, wd)
+                for i, (a, b) in enumerate(zip(fused, plain)):
+                    assert np.array_equal(a, b), (
+                        f"{cls.__name__} {dtype} wd={wd} on {device}: parameter {i} differs from the op-by-op "
+                        f"step by up to {np.max(np.abs(a - b)):.3g}")
+                # the contiguous [33, 17] and [5]: one kernel each; [6, 4] with a transposed grad
+                # is not fusable and takes the op-by-op kernels, as fused=False does for all three
+                assert fused_launches[:2] == [1, 1] and fused_launches[2] == plain_launches[2], fused_launches
+                assert min(plain_launches) >= 13, plain_launches
+
+
+def test_the_fused_adam_step_is_one_kernel_and_the_op_by_op_steps_bits():
+    # the default (fused) step computes what fused=False's 14 eager kernels compute, bit for
+    # bit (optim_math.h: the same roundings in the same order, no fused multiply-adds), for
+    # Adam and AdamW, float32 and float64, with and without weight decay, over 4 steps
+    check_fused_equals_op_by_op("cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_the_fused_adam_step_is_one_kernel_and_the_op_by_op_steps_bits_on_cuda():
+    check_fused_equals_op_by_op("cuda")
+
+
+def test_the_fused_adam_step_names_what_it_cannot_take():
+    p = mini.zeros(4, 3)
+    ok = [mini.zeros(4, 3) for _ in range(3)]
+
+    def step(*operands):
+        mini._C.adam_step_(*operands, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, decoupled=True,
+                           step=1)
+
+    with pytest.raises(RuntimeError, match="grad has shape \\[3, 4\\] but param has shape \\[4, 3\\]"):
+        step(p, mini.zeros(3, 4), *ok[1:])
+    with pytest.raises(RuntimeError, match="exp_avg is float64 but param is float32"):
+        step(p, ok[0], mini.zeros(4, 3, dtype=mini.float64), ok[2])
+    with pytest.raises(RuntimeError, match="takes float32 or float64 \\(pass fused=False"):
+        step(mini.zeros(4, 3, dtype=mini.int64), *ok)
+    with pytest.raises(RuntimeError, match="exp_avg_sq is not contiguous"):
+        step(p, ok[0], ok[1], mini.zeros(3, 4).t())
+    with pytest.raises(ValueError, match="step must be at least 1"):
+        mini._C.adam_step_(p, *ok, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.0, decoupled=True, step=0)
+    assert np.array_equal(to_np(p), np.zeros((4, 3)))  # nothing written by a refused step
 
 
 def test_adam_refuses_bad_hyperparameters_by_name():

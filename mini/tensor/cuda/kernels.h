@@ -106,6 +106,13 @@ void embedding(const Tensor& out, const Tensor& weight, const Tensor& index);
 void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
                         const Tensor& seg_rows);
 
+// ---- optimizers (optim.cu) --------------------------------------------------------------------
+// One Adam/AdamW step over the n elements of contiguous param, grad, exp_avg and exp_avg_sq
+// (float32 or float64, one dtype): optim_math.h's adam_element, with the step's scalars
+// (mini::adam_step_ computes them) in float64, rounded to the dtype on the host.
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const double scalars[9], bool decoupled, bool coupled);
+
 // ---- matmul (matmul.cu, cuBLAS) ---------------------------------------------------------------
 // out [batch, n, m] (contiguous) = a [batch, n, k] @ b [batch, k, m], where a and b are device
 // tensors of out's dtype (float32, float64 or bfloat16) whose strides may be anything
