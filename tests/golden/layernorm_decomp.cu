@@ -37,7 +37,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     #pragma unroll
     for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
       const int jv = threadIdx.x + it * 128;
-      const int j0 = jv * 4;
+      int j0 = jv * 4;
+      asm volatile("" : "+r"(j0));  // read again, not kept
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;
@@ -61,7 +62,8 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     #pragma unroll
     for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
       const int jv = threadIdx.x + it * 128;
-      const int j0 = jv * 4;
+      int j0 = jv * 4;
+      asm volatile("" : "+r"(j0));  // read again, not kept
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;

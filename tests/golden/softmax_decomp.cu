@@ -50,7 +50,8 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
     for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
-      const int j0 = jv * 4;
+      int j0 = jv * 4;
+      asm volatile("" : "+r"(j0));  // read again, not kept
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;

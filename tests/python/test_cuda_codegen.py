@@ -422,6 +422,19 @@ def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fi
     assert "mini::Vec" not in odd and "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x)" in odd
 
 
+def test_unrolled_passes_read_the_row_again_instead_of_keeping_it(monkeypatch):
+    # layout 9 unrolls each pass of a row of 8192 floats (vectors of 4, a few a thread): the first pass
+    # loads plainly, each later pass makes its index opaque (an empty asm), or the compiler
+    # keeps the first pass's values for it and spills (layer norm ran 3x slower on the H200)
+    monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "9")
+    gm = graph_of(layernorm_decomp, mini.randn(16, 8192), mini.randn(8192), mini.randn(8192))
+    ln = kernel_of(inductor.compile_graph_cuda(gm, arch="sm_90")["source"])
+    passes = re.split(r"for \(int it = 0; it < \d+; it\+\+\)", ln)
+    assert len(passes) == 4, ln  # mean, variance, normalize
+    assert 'asm volatile("" : "+r"(j0))' not in passes[1]
+    assert all(p.count('asm volatile("" : "+r"(j0))') == 1 for p in passes[2:]), ln
+
+
 def test_a_kernels_name_says_what_its_layout_makes_of_the_row(monkeypatch):
     # fusion calls a 1000-column row reduction "per" (short enough to hold); the CUDA name is
     # the layout's: held in registers under layout 3, looped over under layout 7, in the kernel,
