@@ -3,6 +3,7 @@
 #include "guards.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "tensor/autograd.h"
@@ -204,8 +205,29 @@ GuardSet::~GuardSet() {
 int GuardSet::source_index(const SourceRef& source) {
   // a map, not a scan: a model of N blocks has guards on thousands of sources
   auto [it, added] = source_ids_.emplace(source->str(), (int)sources_.size());
-  if (added) sources_.push_back(source);
+  if (added) {
+    sources_.push_back(source);
+    node_of_.push_back(node_index(source));
+  }
   return it->second;
+}
+
+int GuardSet::node_index(const SourceRef& source) {
+  std::string key = source->str();
+  if (auto it = node_ids_.find(key); it != node_ids_.end()) return it->second;
+  int base = source->base ? node_index(source->base) : -1;
+  nodes_.push_back({source, base});
+  return node_ids_[key] = (int)nodes_.size() - 1;
+}
+
+PyObject* GuardSet::node_value(int node, PyObject** values, char* done, const FrameValues& frame) const {
+  if (!done[node]) {
+    const FetchNode& n = nodes_[node];
+    PyObject* base = n.base >= 0 ? node_value(n.base, values, done, frame) : nullptr;
+    values[node] = fetch_from(*n.source, base, frame);
+    done[node] = 1;
+  }
+  return values[node];
 }
 
 template <class Kind>
@@ -323,20 +345,18 @@ void GuardSet::add_size_compare(const SizeExpr& holds) {
 }
 
 int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const {
-  // Sources are fetched on first use and released at the end. Local sources are a slot
-  // read; nothing here allocates for them.
-  PyObject* fetched[64];
-  std::vector<PyObject*> spill;
-  PyObject** values = sources_.size() <= 64 ? fetched : (spill.resize(sources_.size()), spill.data());
-  uint64_t done = 0;
-  auto value_at = [&](int s) {
-    bool have = s < 64 ? (done >> s) & 1 : false;
-    if (!have) {
-      values[s] = fetch(*sources_[s], frame);
-      if (s < 64) done |= uint64_t(1) << s;
-    }
-    return values[s];
-  };
+  // Sources are fetched on first use, each once (node_value), and released at the end. Local
+  // sources are a slot read; nothing here allocates for a set of up to 512 sources.
+  constexpr size_t kOnStack = 512;
+  PyObject* on_stack[kOnStack];
+  char done_on_stack[kOnStack];
+  std::vector<PyObject*> heap;
+  std::vector<char> done_heap;
+  const size_t n = nodes_.size();
+  PyObject** values = n <= kOnStack ? on_stack : (heap.resize(n), heap.data());
+  char* done = n <= kOnStack ? done_on_stack : (done_heap.resize(n), done_heap.data());
+  std::memset(done, 0, n);
+  auto value_at = [&](int s) { return node_value(node_of_[s], values, done, frame); };
   int failed = -1;
   for (size_t i = 0; i < guards_.size() && failed < 0; i++) {
     const Guard& g = guards_[i];
@@ -348,11 +368,9 @@ int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const
     Checked checked{v, other, src, frame, g.code, reason};
     bool held = std::visit([&](const auto& check) { return holds(check, checked); }, g.check);
     if (!held) failed = (int)i;
-    if (g.source >= 64) Py_XDECREF(v);
-    if (other_source >= 64) Py_XDECREF(other);
   }
-  for (size_t s = 0; s < sources_.size() && s < 64; s++)
-    if ((done >> s) & 1) Py_XDECREF(values[s]);
+  for (size_t i = 0; i < n; i++)
+    if (done[i]) Py_XDECREF(values[i]);
   return failed;
 }
 

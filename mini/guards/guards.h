@@ -143,14 +143,28 @@ class GuardSet {
 
  private:
   int source_index(const SourceRef& source);
+  int node_index(const SourceRef& source);
   template <class Kind>
   bool has(int source) const;
   // First failing guard index, or -1. `reason` (optional) gets its message.
   int first_failure(const FrameValues& frame, std::string* reason) const;
+  // The value at node `node` (New reference owned by `values`, or NULL), fetched once a check:
+  // its base's value first, then one step from it.
+  PyObject* node_value(int node, PyObject** values, char* done, const FrameValues& frame) const;
 
   std::vector<SourceRef> sources_;
   std::unordered_map<std::string, int> source_ids_;  // printed source -> index in sources_
   std::vector<Guard> guards_;
+  // Every source a check reads and every base on their chains, each once, with its base's
+  // index: a check fetches L['self']._modules['h'] once for all the guards below it, not
+  // once per guard (a GPT's 573 guarded sources are chains of up to 10 steps).
+  struct FetchNode {
+    SourceRef source;
+    int base;  // index in nodes_, or -1
+  };
+  std::vector<FetchNode> nodes_;
+  std::unordered_map<std::string, int> node_ids_;  // printed source -> index in nodes_
+  std::vector<int> node_of_;                       // sources_[i]'s node
 };
 
 }  // namespace mini::guards

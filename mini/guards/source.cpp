@@ -51,7 +51,21 @@ SourceRef Source::cell_contents(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
 }
 
+PyObject* Source::key() const {
+  if (!key_) key_ = PyUnicode_InternFromString(name.c_str());  // a new reference, never released
+  return key_;
+}
+
 PyObject* fetch(const Source& s, const FrameValues& f) {
+  if (!s.base) return fetch_from(s, nullptr, f);
+  PyObject* base = fetch(*s.base, f);
+  PyObject* v = base ? fetch_from(s, base, f) : nullptr;
+  Py_XDECREF(base);
+  return v;
+}
+
+PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
+  if (s.base && !base) return nullptr;
   switch (s.kind) {
     case Source::Kind::Local: {
       if (s.index >= f.nlocals) return nullptr;
@@ -60,53 +74,41 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       return v;
     }
     case Source::Kind::Global: {
-      PyObject* key = PyUnicode_FromString(s.name.c_str());
-      PyObject* v = PyDict_GetItemWithError(f.globals, key);
-      if (!v && !PyErr_Occurred()) v = PyDict_GetItemWithError(f.builtins, key);
-      Py_DECREF(key);
+      PyObject* v = PyDict_GetItemWithError(f.globals, s.key());
+      if (!v && !PyErr_Occurred()) v = PyDict_GetItemWithError(f.builtins, s.key());
       PyErr_Clear();
       Py_XINCREF(v);
       return v;
     }
     case Source::Kind::GlobalIn: {  // as LOAD_GLOBAL in a function of that module
-      PyObject* globals = fetch(*s.base, f);
-      if (!globals) return nullptr;
       PyObject* v = nullptr;
-      if (PyDict_Check(globals)) {
-        v = PyDict_GetItemString(globals, s.name.c_str());
-        PyObject* b = v ? nullptr : PyDict_GetItemString(globals, "__builtins__");
+      if (PyDict_Check(base)) {
+        v = PyDict_GetItemWithError(base, s.key());
+        PyObject* b = v ? nullptr : PyDict_GetItemString(base, "__builtins__");
         if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
         if (!v && !b) b = PyEval_GetBuiltins();
-        if (!v && b && PyDict_Check(b)) v = PyDict_GetItemString(b, s.name.c_str());
+        if (!v && b && PyDict_Check(b)) v = PyDict_GetItemWithError(b, s.key());
+        PyErr_Clear();
       }
       Py_XINCREF(v);
-      Py_DECREF(globals);
       return v;
     }
     case Source::Kind::Attr: {
-      PyObject* base = fetch(*s.base, f);
-      if (!base) return nullptr;
-      PyObject* v = PyObject_GetAttrString(base, s.name.c_str());
-      Py_DECREF(base);
+      PyObject* v = PyObject_GetAttr(base, s.key());
       if (!v) PyErr_Clear();
       return v;
     }
     case Source::Kind::Item: {
-      PyObject* base = fetch(*s.base, f);
-      if (!base) return nullptr;
       PyObject* v = nullptr;
       if (PyTuple_Check(base) && s.index < PyTuple_GET_SIZE(base)) v = PyTuple_GET_ITEM(base, s.index);
       else if (PyList_Check(base) && s.index < PyList_GET_SIZE(base)) v = PyList_GET_ITEM(base, s.index);
       Py_XINCREF(v);
-      Py_DECREF(base);
       return v;
     }
     case Source::Kind::DictItem: {
-      PyObject* base = fetch(*s.base, f);
-      if (!base) return nullptr;
-      PyObject* v = PyDict_Check(base) ? PyDict_GetItemString(base, s.name.c_str()) : nullptr;
+      PyObject* v = PyDict_Check(base) ? PyDict_GetItemWithError(base, s.key()) : nullptr;
+      if (!v) PyErr_Clear();
       Py_XINCREF(v);
-      Py_DECREF(base);
       return v;
     }
     case Source::Kind::Stack: {
@@ -116,10 +118,7 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       return v;
     }
     case Source::Kind::IterItems: {  // tuple_iterator.__reduce__() == (iter, (tuple,), position)
-      PyObject* base = fetch(*s.base, f);
-      if (!base) return nullptr;
       PyObject* r = PyObject_CallMethod(base, "__reduce__", nullptr);
-      Py_DECREF(base);
       PyObject* out = nullptr;
       if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 2) {
         PyObject* args = PyTuple_GET_ITEM(r, 1);
@@ -139,11 +138,8 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
       return v;
     }
     case Source::Kind::CellContents: {
-      PyObject* base = fetch(*s.base, f);
-      if (!base) return nullptr;
       PyObject* v = PyCell_Check(base) ? PyCell_GET(base) : nullptr;
       Py_XINCREF(v);
-      Py_DECREF(base);
       return v;
     }
   }

@@ -33,8 +33,13 @@ struct Source {
   int index = 0;
   std::string name;
   SourceRef base;
+  // `name` as an interned Python str, made on first use (key()) and kept for the process:
+  // guards and input fetches look the same names up on every call, and making the str each
+  // time (decode, allocate, hash) was a third of a guard check's time.
+  mutable PyObject* key_ = nullptr;
 
   std::string str() const;
+  PyObject* key() const;  // Borrowed; needs the GIL
   static SourceRef local(int index, const std::string& name);
   static SourceRef global(const std::string& name);
   static SourceRef attr(SourceRef base, const std::string& name);
@@ -62,5 +67,8 @@ struct FrameValues {
 // (an unbound local, a missing attribute). Never runs user code for Local/Global/Item/
 // DictItem/CellContents; Attr calls getattr (the same call the traced code made).
 PyObject* fetch(const Source& source, const FrameValues& frame);
+// One step of fetch: the value at `source` given the value at its base (Borrowed; ignored for
+// the sources without a base, NULL where the base is missing). New reference or NULL.
+PyObject* fetch_from(const Source& source, PyObject* base, const FrameValues& frame);
 
 }  // namespace mini::guards
