@@ -112,6 +112,8 @@ struct AdamHyper {
 };
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamHyper& h);
+// Whether adam_step_ takes these operands (the conditions above), without raising.
+bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq);
 Tensor nonzero(const Tensor& a);
 Tensor sum_to(const Tensor& a, const Shape& shape);  // reduces broadcast dims away
 

@@ -57,6 +57,17 @@ void adam_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, co
 
 }  // namespace
 
+bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+  if (!param || !grad || !exp_avg || !exp_avg_sq) return false;
+  if (param->dtype != DType::Float32 && param->dtype != DType::Float64) return false;
+  for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
+    const Tensor& x = *t;
+    if (x->dtype != param->dtype || x->device() != param->device() || x->sizes != param->sizes || !x->is_contiguous())
+      return false;
+  }
+  return true;
+}
+
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamHyper& h) {
   check_adam_operands(param, grad, exp_avg, exp_avg_sq);

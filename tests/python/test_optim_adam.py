@@ -105,6 +105,30 @@ def test_the_fused_adam_step_is_one_kernel_and_the_op_by_op_steps_bits_on_cuda()
     check_fused_equals_op_by_op("cuda")
 
 
+def test_a_groups_fused_step_is_one_call_one_kernel_a_parameter_and_the_same_bits():
+    # opt.step() hands each group's parameters to adam_steps_ at once: the contiguous ones are
+    # one kernel each, a parameter whose grad is a transposed view goes op by op
+    rng = np.random.default_rng(3)
+    starts = [rng.standard_normal(s).astype(np.float32) for s in [(8, 8), (8,), (4, 6)]]
+    grads = [[rng.standard_normal(x.shape).astype(np.float32) for x in starts] for _ in range(3)]
+    results = []
+    for fused in (None, False):
+        params = [mini.from_numpy(x.copy()).requires_grad_() for x in starts]
+        opt = mini.optim.AdamW([{"params": params[:2]}, {"params": params[2:], "weight_decay": 0.0}], lr=0.01,
+                               fused=fused)
+        for step in grads:
+            for p, g in zip(params, step):
+                p.grad = mini.from_numpy(g.T.copy()).t() if g.shape == (4, 6) else mini.from_numpy(g)
+            mini.metrics.reset()
+            opt.step()
+        results.append(([to_np(p.detach()) for p in params], mini.metrics.kernel_launches))
+    (fused_params, fused_launches), (plain_params, plain_launches) = results
+    for a, b in zip(fused_params, plain_params):
+        assert np.array_equal(a, b)
+    per_param = (plain_launches - 1) // 3  # the (4, 6) group has no weight decay: one kernel fewer
+    assert fused_launches == 2 + per_param and per_param >= 13, (fused_launches, plain_launches)
+
+
 def test_the_fused_adam_step_names_what_it_cannot_take():
     p = mini.zeros(4, 3)
     ok = [mini.zeros(4, 3) for _ in range(3)]

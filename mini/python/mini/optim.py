@@ -135,9 +135,10 @@ class Adam(Optimizer):
 
     A parameter's step is one kernel (`mini._C.adam_step_`: one pass over its elements, on the
     CPU or on CUDA) where the parameter, its gradient and its state are contiguous float32 or
-    float64; `fused=False` asks for the op-by-op step instead, 14 eager kernels a parameter
-    (what the formula above costs without fusion: `mini.metrics.kernel_launches` counts both).
-    The two compute the same bits. `foreach` is accepted and changes nothing."""
+    float64, and a group's parameters are stepped in one call from Python (`adam_steps_`);
+    `fused=False` asks for the op-by-op step instead, 14 eager kernels a parameter (what the
+    formula above costs without fusion: `mini.metrics.kernel_launches` counts both). The two
+    compute the same bits. `foreach` is accepted and changes nothing."""
 
     _decoupled = False
 
@@ -157,21 +158,48 @@ class Adam(Optimizer):
         self.fused = fused is not False
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
-    def _update(self, param, group):
-        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
-        beta1, beta2 = (float(b) for b in group["betas"])
+    def step(self):
+        """Updates every parameter that has a gradient, in place, outside autograd: a group's
+        fusable parameters in one call (`adam_steps_`), the rest op by op."""
+        if not self.fused:
+            return super().step()
+        with mini.no_grad():
+            for group in self.param_groups:
+                params = [p for p in group["params"] if p.grad is not None]
+                states = [self._next_state(p) for p in params]
+                lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
+                beta1, beta2 = (float(b) for b in group["betas"])
+                done = _C.adam_steps_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+                                      [s["exp_avg_sq"] for s in states], [s["step"] for s in states],
+                                      lr, beta1, beta2, eps, wd, self._decoupled)
+                for param, state, fused in zip(params, states, done):
+                    if not fused:
+                        self._op_by_op(param, group, state)
+
+    def _next_state(self, param):
+        """The parameter's state, made on its first step, with its step count advanced."""
         state = self.state.setdefault(param, {})
         if not state:
             state["step"] = 0
             state["exp_avg"] = mini.zeros_like(param)
             state["exp_avg_sq"] = mini.zeros_like(param)
         state["step"] += 1
+        return state
+
+    def _update(self, param, group):
+        state = self._next_state(param)
+        if self.fused and _C.adam_steps_([param], [param.grad], [state["exp_avg"]], [state["exp_avg_sq"]],
+                                         [state["step"]], float(group["lr"]), *(float(b) for b in group["betas"]),
+                                         float(group["eps"]), float(group["weight_decay"]), self._decoupled)[0]:
+            return
+        self._op_by_op(param, group, state)
+
+    def _op_by_op(self, param, group, state):
+        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
+        beta1, beta2 = (float(b) for b in group["betas"])
         t = state["step"]
         grad = param.grad
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        if self.fused and _fusable(param, grad, m, v):
-            _C.adam_step_(param, grad, m, v, lr, beta1, beta2, eps, wd, self._decoupled, t)
-            return
         if wd != 0:
             if self._decoupled:
                 param.mul_(1.0 - lr * wd)
@@ -181,15 +209,6 @@ class Adam(Optimizer):
         v.mul_(beta2).add_(grad * grad * (1.0 - beta2))
         denom = v.sqrt() * (1.0 / (1.0 - beta2 ** t) ** 0.5) + eps
         param.sub_(m / denom * (lr / (1.0 - beta1 ** t)))
-
-
-def _fusable(param, grad, *state):
-    """Whether the fused step takes these operands: one floating dtype it computes in (float32
-    or float64), one device, one shape, every operand contiguous."""
-    operands = (param, grad, *state)
-    return (param.dtype in (mini.float32, mini.float64)
-            and all(t.dtype == param.dtype and t.device == param.device and t.shape == param.shape
-                    and t.is_contiguous() for t in operands))
 
 
 class AdamW(Adam):
