@@ -5,7 +5,8 @@
 #   .gpu_carry/site/pybind11       pybind11 at requirements-test.txt's pin (header-only)
 #   .gpu_carry/include/python3.12  CPython 3.12's headers, used there only if its python3
 #                                  has no Python.h
-#   .gpu_carry/openblas/           OpenBLAS (cblas.h, libopenblas.so, libgfortran, libquadmath)
+#   .gpu_carry/openblas/           OpenBLAS (cblas.h, libopenblas.so: the OpenMP build where
+#                                  installed, libgfortran, libquadmath)
 #                                  from this Debian machine, used there only if CMake finds
 #                                  no BLAS with cblas.h of the machine's own
 #   .gpu_carry/COMMIT             the commit staged (and whether the tree had uncommitted changes)
@@ -38,7 +39,11 @@ else
   echo "gpu_prepare: no Python 3.12 here: no fallback headers staged"
 fi
 
-blas_lib=$(readlink -f /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0)
+# the OpenMP build where installed (what CMakeLists.txt links here: one thread pool with mini's
+# kernels); the GPU machine uses it with MINI_GPU_BLAS=carried (gpu_build.sh), else its own BLAS
+blas_lib=$(readlink -f /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 2>/dev/null ||
+           readlink -f /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0)
+[ -f "$blas_lib" ] || blas_lib=$(readlink -f /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0)
 blas_inc=/usr/include/x86_64-linux-gnu/openblas-pthread
 rm -rf "$carry/openblas" && mkdir -p "$carry/openblas/include" "$carry/openblas/lib" \
                                      "$carry/openblas/extra"
