@@ -634,6 +634,22 @@ class CudaKernelWriter {
       cs_.temp_hook = [&](const Expr& e) {  // -inf, while every element so far is -inf, reads as 0
         return e.row && running.count(e.node) ? "mini::online_shift(m" + std::to_string(e.node) + ")" : std::string();
       };
+      bool reads = false;
+      for (const RowLoad& l : loads) reads = reads || l.passes.count(p);
+      const bool again = reread && reads;
+      if (again) {
+        // A pass that reads the row again. Unrolled, every pass is straight-line code, and the
+        // compiler keeps the first pass's loads in registers for this one (the input is const
+        // __restrict__): layer norm's three passes of 8 vectors spilled 168 bytes a thread
+        // under __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An
+        // offset of 0 that an empty asm hides from the optimizer makes this pass's addresses
+        // unknown to it, so the pass loads again (from L2); once a pass, so that the unrolled
+        // iterations still address from one base (576 SASS instructions for layer norm, 600
+        // with the asm on each iteration's index).
+        o << "    int z" << p << " = 0;\n";
+        o << "    asm volatile(\"\" : \"+r\"(z" << p << "));  // read the row again, not kept\n";
+      }
+      reread = reread || reads;
       if (unrolled) {
         int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
         // NVRTC's time grows with the inlined copies of the math: each unrolled iteration holds
@@ -653,20 +669,7 @@ class CudaKernelWriter {
       } else {
         o << "    for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
       }
-      bool reads = false;
-      for (const RowLoad& l : loads) reads = reads || l.passes.count(p);
-      if (reread && reads) {
-        // A pass that reads the row again. Unrolled, every pass is straight-line code, and the
-        // compiler keeps the first pass's loads in registers for this one (the input is const
-        // __restrict__): layer norm's three passes of 8 vectors spilled 168 bytes a thread
-        // under __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An
-        // empty asm makes the index opaque, so the pass loads again, from L2.
-        o << "      " << I << " j0 = jv * " << V << ";\n";
-        o << "      asm volatile(\"\" : \"+" << (I == "int" ? "r" : "l") << "\"(j0));  // read again, not kept\n";
-      } else {
-        o << "      const " << I << " j0 = jv * " << V << ";\n";
-      }
-      reread = reread || reads;
+      o << "      const " << I << " j0 = jv * " << V << (again ? " + z" + std::to_string(p) : std::string()) << ";\n";
       for (const RowLoad& l : loads) {
         if (!l.passes.count(p)) continue;
         const std::string& spelled = l.spelled;

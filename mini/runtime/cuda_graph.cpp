@@ -152,8 +152,10 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
   cg->frees = plan_frees(cg->schedule);
-  for (size_t i = 0; i < cg->schedule.groups.size(); i++)
+  for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
     cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
+    cg->aligned.push_back(codegen::cuda_assumes_aligned(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
+  }
   return cg;
 }
 
@@ -246,7 +248,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
       pointers.clear();
       int64_t bytes = 0;
       const codegen::CudaLayout& layout = layouts[st.group];
-      const bool aligned = codegen::cuda_assumes_aligned(schedule, k, layout);
+      const bool aligned = this->aligned[st.group];
       for (size_t b = 0; b < k.loads.size(); b++) {
         const Tensor* read = &value(k.loads[b]);
         if (aligned && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {

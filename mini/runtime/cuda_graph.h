@@ -32,6 +32,9 @@ struct CompiledCudaGraph {
   double schedule_seconds = 0, codegen_seconds = 0;
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
   std::vector<int> split;                // per kernel: reductions in two stages (0: not split)
+  // per kernel: it takes its pointers aligned (codegen::cuda_assumes_aligned, which lowers the
+  // kernel to decide: once here, not at every launch)
+  std::vector<char> aligned;
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
   // run() that keeps every value it makes in `kept` instead of freeing it (a CUDA graph's

@@ -86,13 +86,16 @@ MINI_MATH_FN float exp_poly(float r) {
 // exp(x) = 2^n * e^r with n = round(x / ln2), r = x - n*ln2. 2^n is applied as two factors
 // 2^(n/2), so results down to the denormals are right, and limiting x to [-104, 89] gives 0
 // and +inf at the ends (2^-150 underflows, 2^128 overflows) with no select.
-// Below -103.98 the result is 0: those lanes compute exp(0) instead and select 0, because
+// Below -103.98 the result is 0: those lanes compute exp(0) instead and mask it to 0, because
 // reaching 2^-150 through a denormal product costs a microcode assist of a hundred cycles or
 // more on x86 (a masked softmax's -inf entries, half of every causal row, ran 13x slower).
 MINI_MATH_FN float exp_f32(float x) {
   uint32_t nan;
-  const bool zero = x < -103.98f;  // exp(x) < 2^-150: rounds to 0 (false for NaN)
-  float xc = clamp_magnitude(zero ? 0.0f : x, 0x42B20000u /* 89 */, 0x42D00000u /* 104 */, &nan);
+  // all ones, or 0 where exp(x) < 2^-150 rounds to 0 (never for NaN): a mask, not a select,
+  // because `zero ? 0.0f : x` made GCC 12 give up vectorizing every loop that calls exp_f32
+  // (tests/python/test_scalar_math_vectorizes.py)
+  const uint32_t keep = 0u - static_cast<uint32_t>(!(x < -103.98f));
+  float xc = clamp_magnitude(float_of(bits_of(x) & keep), 0x42B20000u /* 89 */, 0x42D00000u /* 104 */, &nan);
   // adding 1.5 * 2^23 rounds to an integer held in the float's low mantissa bits
   float t = xc * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
@@ -102,7 +105,7 @@ MINI_MATH_FN float exp_f32(float x) {
   // 2^k for k in [-126, 127], in unsigned arithmetic (no signed-overflow UB for NaN)
   float s1 = float_of((static_cast<uint32_t>(half) + 127u) << 23);
   float s2 = float_of((static_cast<uint32_t>(ni - half) + 127u) << 23);
-  return zero ? 0.0f : or_bits(exp_poly(r) * s1 * s2, nan);
+  return float_of(bits_of(or_bits(exp_poly(r) * s1 * s2, nan)) & keep);
 }
 
 // sigmoid(x) = 1 / (1 + e), e = exp(-x), with one factor 2^n: x is limited to [-89, 87],
@@ -187,7 +190,9 @@ MINI_MATH_FN float erf_f32(float x) {
   q = fused_mul_add(q, t, -0.284496736f);
   q = fused_mul_add(q, t, 0.254829592f);
   float large = 1.0f - q * t * exp_f32(-s);
-  float r = ax <= 1.0f ? small : large;  // NaN: the large branch, NaN through exp
+  // small where |x| <= 1, else large (NaN: large, NaN through exp), as a bit mask (vectorizes)
+  const uint32_t use_small = 0u - static_cast<uint32_t>(ax <= 1.0f);
+  float r = float_of((bits_of(small) & use_small) | (bits_of(large) & ~use_small));
   return float_of(bits_of(r) | sign);
 }
 
