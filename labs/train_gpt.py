@@ -28,6 +28,7 @@ Writes train_gpt.png/.svg (loss against step per mode) and train_gpt.json into -
 """
 
 import argparse
+import platform
 import statistics
 import sys
 import time
@@ -250,7 +251,12 @@ def main(argv=None):
         args.steps, args.batch, args.lr = args.steps or 200, args.batch or 16, args.lr or 1e-3
     print(f"train_gpt: {len(data)} characters of notes/*.md, vocabulary {len(chars)}; {config.n_layer} layers, "
           f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}")
-    results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device, "modes": {}}
+    results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device,
+               "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                            "on": mini.cuda.get_device_name(0) if args.device == "cuda" else platform.processor()
+                            or platform.machine(),
+                            "command": "python labs/train_gpt.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+               "modes": {}}
     model = None
     for mode in MODES:
         if mode == "eager":  # mini's initial weights, for torch's runs of the same file
