@@ -326,3 +326,41 @@ def test_grad_mode_miss_and_hit():
     assert c.frames == 2
     c(x)  # grad enabled again: the first entry
     assert c.frames == 2
+
+
+# ---- how a check reads its sources --------------------------------------------------------------
+
+class _Sub:
+    def __init__(self):
+        self.a, self.b, self.c = 2, 3, 4
+
+
+class _Holder:
+    reads = 0
+
+    def __init__(self):
+        self._sub = _Sub()
+
+    @property
+    def sub(self):
+        _Holder.reads += 1
+        return self._sub
+
+
+def _reads_through_a_property(x, h):
+    return x * h.sub.a + h.sub.b + h.sub.c
+
+
+def test_a_check_reads_each_source_once_however_many_guards_sit_below_it():
+    # guards on L['h'].sub, .sub.a, .sub.b and .sub.c: a cache hit fetches L['h'].sub once
+    # (GuardSet::node_value), as Dynamo's guard tree does, not once per guard below it (four
+    # property calls a hit before), and a changed value below it still misses
+    h, x = _Holder(), mini.ones(3)
+    f = mini.compile(_reads_through_a_property, backend="eager")
+    f(x, h)
+    _Holder.reads = 0
+    for _ in range(5):
+        f(x, h)
+    assert _Holder.reads == 5
+    h._sub.c = 40
+    assert f(x, h).tolist() == _reads_through_a_property(x, h).tolist() == [45.0, 45.0, 45.0]
