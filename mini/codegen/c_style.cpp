@@ -212,6 +212,16 @@ static int small_power(const Expr& e) {
   return 0;
 }
 
+// Whether evaluating e can do no harm when its value is not used: every load of a fused kernel
+// is in bounds for every element, and float arithmetic does not trap; an integer division
+// could (by zero), so a branch holding one stays behind its condition.
+static bool speculatable(const Expr& e) {
+  if (e.kind == Expr::Kind::Op && e.op == OpKind::Div && !is_floating(e.compute)) return false;
+  for (const ExprPtr& arg : e.args)
+    if (!speculatable(*arg)) return false;
+  return true;
+}
+
 bool CStyle::calls_math(const Expr& e) {
   return e.kind == Expr::Kind::Op && is_transcendental(e.op) && !(e.op == OpKind::Pow && small_power(e));
 }
@@ -260,7 +270,10 @@ std::string CStyle::op(const Expr& e, const std::vector<std::string>& a) const {
     case OpKind::Cast:
       return e.dtype == DType::Bool ? "(" + a[0] + " != 0)" : type(e.dtype) + "(" + a[0] + ")";
     case OpKind::Clone: return a[0];
-    case OpKind::Where: return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+    case OpKind::Where:  // both operands evaluated first where that is safe (scalar_math.h select)
+      if (speculatable(*e.args[1]) && speculatable(*e.args[2]))
+        return "mini::select<" + T + ">(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
+      return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
     default: fail("codegen: no ", t_.name, " spelling for ", op_name(e.op));
   }
   // A4 END

@@ -210,6 +210,13 @@ template <> MINI_MATH_FN float erf_of<float>(float x) { return erf_f32(x); }
 template <class T> MINI_MATH_FN T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
 template <> MINI_MATH_FN float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
 
+// where(c, a, b) with both operands evaluated before the choice (codegen's spelling of where,
+// c_style.cpp, where both are safe to evaluate). Spelled `c ? a : b` with a load in a branch,
+// the load is a masked load once GCC vectorizes the loop, and GCC 12 (-O3 -march=native, AVX2)
+// got one wrong: a masked softmax plus `where(mask, x, 2.0)` read x at the wrong lanes in 6% of
+// its elements once the loop before it vectorized (tests/python/test_inductor.py).
+template <class T> MINI_MATH_FN T select(bool c, T a, T b) { return c ? a : b; }
+
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
