@@ -7,6 +7,7 @@
 // -ffp-contract=off (CMakeLists.txt): every product is rounded before its sum, as it is between
 // two eager kernels.
 #include <cmath>
+#include <string>
 
 #include "cuda/kernels.h"
 #include "loops.h"
@@ -18,28 +19,31 @@ namespace mini {
 
 namespace {
 
-void check_adam_operands(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
+// Why the fused step cannot take these operands, or "" where it can: adam_fusable asks, and
+// adam_step_ raises it.
+std::string adam_refusal(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
   const Tensor* all[4] = {&param, &grad, &exp_avg, &exp_avg_sq};
   const char* names[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
   for (int i = 0; i < 4; i++) {
     const Tensor& t = *all[i];
-    if (!t) fail("adam_step_(): ", names[i], " is None");
+    if (!t) return cat("adam_step_(): ", names[i], " is None");
     if (t->dtype != DType::Float32 && t->dtype != DType::Float64)
-      fail("adam_step_(): ", names[i], " is ", dtype_name(t->dtype),
-           "; the fused step takes float32 or float64 (pass fused=False for other dtypes)");
+      return cat("adam_step_(): ", names[i], " is ", dtype_name(t->dtype),
+                 "; the fused step takes float32 or float64 (pass fused=False for other dtypes)");
     if (t->dtype != param->dtype)
-      fail("adam_step_(): ", names[i], " is ", dtype_name(t->dtype), " but param is ", dtype_name(param->dtype),
-           "; every operand must share the parameter's dtype");
+      return cat("adam_step_(): ", names[i], " is ", dtype_name(t->dtype), " but param is ", dtype_name(param->dtype),
+                 "; every operand must share the parameter's dtype");
     if (t->device() != param->device())
-      fail("adam_step_(): ", names[i], " is on ", t->device().str(), " but param is on ", param->device().str(),
-           "; move the optimizer's state with the parameter");
+      return cat("adam_step_(): ", names[i], " is on ", t->device().str(), " but param is on ", param->device().str(),
+                 "; move the optimizer's state with the parameter");
     if (t->sizes != param->sizes)
-      fail("adam_step_(): ", names[i], " has shape ", shape_str(t->sizes), " but param has shape ",
-           shape_str(param->sizes));
+      return cat("adam_step_(): ", names[i], " has shape ", shape_str(t->sizes), " but param has shape ",
+                 shape_str(param->sizes));
     if (!t->is_contiguous())
-      fail("adam_step_(): ", names[i], " is not contiguous; the fused step reads every operand as one "
-           "flat array (pass fused=False, or make it contiguous)");
+      return cat("adam_step_(): ", names[i], " is not contiguous; the fused step reads every operand as one "
+                 "flat array (pass fused=False, or make it contiguous)");
   }
+  return "";
 }
 
 template <class T>
@@ -58,19 +62,12 @@ void adam_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, co
 }  // namespace
 
 bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq) {
-  if (!param || !grad || !exp_avg || !exp_avg_sq) return false;
-  if (param->dtype != DType::Float32 && param->dtype != DType::Float64) return false;
-  for (const Tensor* t : {&param, &grad, &exp_avg, &exp_avg_sq}) {
-    const Tensor& x = *t;
-    if (x->dtype != param->dtype || x->device() != param->device() || x->sizes != param->sizes || !x->is_contiguous())
-      return false;
-  }
-  return true;
+  return adam_refusal(param, grad, exp_avg, exp_avg_sq).empty();
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamHyper& h) {
-  check_adam_operands(param, grad, exp_avg, exp_avg_sq);
+  if (std::string why = adam_refusal(param, grad, exp_avg, exp_avg_sq); !why.empty()) fail(why);
   if (h.step < 1) fail_value("adam_step_(): step must be at least 1 (the step's number), got ", h.step);
   const bool decoupled = h.decoupled && h.weight_decay != 0, coupled = !h.decoupled && h.weight_decay != 0;
   // the scalars as the op-by-op step forms them in Python (float64), before an op rounds them
