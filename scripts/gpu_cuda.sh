@@ -21,6 +21,8 @@
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
 #   bench_training cpu       labs/bench/bench_training.py on the host's CPU cores
+#   threads cpu              the same script's issue-15 MLP and GPT steps at 1, 2, 4, 8 and 16 threads
+#                            (--threads), only where MINI_GPU_STAGES names it
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py, and over the generated kernels
 #                            (every layout) and the CUDA graph replays ("memcheck codegen")
@@ -225,6 +227,12 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
   --json "$work/labs/bench_training_cpu.json"
+run_threads() {   # only where MINI_GPU_STAGES names it (minutes of device time)
+  [ -n "${MINI_GPU_STAGES:-}" ] || { echo "the thread sweep runs only where MINI_GPU_STAGES names it"; return 77; }
+  "$python" labs/bench/bench_training.py --only 'gpt|MSE' --threads 1,2,4,8,16 \
+    --json "$work/labs/bench_training_threads.json"
+}
+stage "threads cpu" 200 "$out/bench_labs.txt" run_threads
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
 sanitize() {   # sanitize TOOL COMMAND...

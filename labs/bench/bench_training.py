@@ -1,6 +1,7 @@
 """Training steps: eager mini against the training graphs of "aot_eager" and "inductor".
 
     PYTHONPATH=build/python .venv/bin/python labs/bench/bench_training.py [--quick] [--json PATH]
+        [--only REGEX] [--threads 1,2,4,8,16]
 
 One step is a forward call that returns the loss and loss.backward(); gradients are checked
 against eager's before anything is timed. For each workload it prints the time of a step
@@ -131,12 +132,12 @@ def saved_bytes(fn, inputs, backend):
     return (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
 
 
-def measure(name, shape, fn, make, samples):
+def measure(name, shape, fn, make, samples, backends=BACKENDS):
     inputs = make()
     step_fn(fn, inputs)()
     expected = grads_of(inputs)
     row = {"workload": name, "shape": shape, "backends": {}}
-    for backend in BACKENDS:
+    for backend in backends:
         run = fn if backend == "eager" else mini.compile(fn, backend=backend)
         step = step_fn(run, inputs)
         step()
@@ -148,7 +149,7 @@ def measure(name, shape, fn, make, samples):
         mini.metrics.reset()
         step()
         entry = {"ms": ms, "launches": mini.metrics.kernel_launches, "bytes": mini.metrics.bytes_moved}
-        if backend != "eager":
+        if backend != "eager" and backends == BACKENDS:
             entry["partitioner"], entry["saved_values"], entry["saved_bytes"] = saved_bytes(fn, inputs, backend)
         row["backends"][backend] = entry
     eager = row["backends"]["eager"]["ms"]
@@ -171,6 +172,26 @@ def check_bars(rows):
     return bars
 
 
+def thread_sweep(selected, counts, samples):
+    """Each selected workload's eager and inductor step at each thread count (mini.set_num_threads:
+    mini's kernels, the generated ones and OpenBLAS share libgomp's pool), in this process."""
+    print(f"{'workload':26s}{'threads':>8s}{'eager ms':>10s}{'compiled ms':>13s}{'speedup':>9s}")
+    sweep = []
+    start = mini.get_num_threads()
+    try:
+        for name, shape, fn, make in selected:
+            for n in counts:
+                mini.set_num_threads(n)
+                mini.reset()
+                row = measure(name, shape, fn, make, samples, backends=("eager", "inductor"))
+                e, c = row["backends"]["eager"]["ms"], row["backends"]["inductor"]["ms"]
+                print(f"{name:26s}{n:8d}{e:10.2f}{c:13.2f}{e / c:8.2f}x", flush=True)
+                sweep.append({"workload": name, "shape": shape, "threads": n, "eager_ms": e, "inductor_ms": c})
+    finally:
+        mini.set_num_threads(start)
+    return sweep
+
+
 def mib(n):
     return f"{n / 2**20:.1f} MiB"
 
@@ -179,13 +200,32 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="training steps: eager vs aot_eager vs inductor")
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--only", metavar="REGEX", help="only the workloads whose name matches (re.search)")
+    parser.add_argument("--threads", metavar="N,N,...",
+                        help="instead of the table: eager and inductor at each of these thread counts")
     args = parser.parse_args(argv)
     samples = 3 if args.quick else 9
+    selected = [w for w in workloads(args.quick) if args.only is None or re.search(args.only, w[0])]
+    if not selected:
+        parser.error(f"--only {args.only!r} matches no workload (they are: "
+                     f"{', '.join(w[0] for w in workloads(True))})")
     machine = describe_machine()
     print(f"{machine['cpu']}, {machine['cpu_count']} CPUs, Python {machine['python']}, "
           f"load average {machine['loadavg_start'][0]:.2f}")
     print(f"one step = forward (returns the loss) + loss.backward(); float32; median of {samples} samples\n")
-    rows = [measure(name, shape, fn, make, samples) for name, shape, fn, make in workloads(args.quick)]
+    if args.threads:
+        try:
+            counts = [int(n) for n in args.threads.split(",")]
+        except ValueError:
+            parser.error(f"--threads expects comma-separated counts such as 1,2,4, got {args.threads!r}")
+        sweep = thread_sweep(selected, counts, samples)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"machine": machine, "quick": args.quick, "thread_sweep": sweep},
+                                            indent=2) + "\n")
+            print(f"wrote {args.json}")
+        return 0
+    rows = [measure(name, shape, fn, make, samples) for name, shape, fn, make in selected]
 
     header = f"{'workload':26s}{'shape':24s}{'backend':11s}{'step ms':>9s}{'speedup':>9s}{'kernels':>9s}" \
              f"{'bytes moved':>13s}   saved for backward"

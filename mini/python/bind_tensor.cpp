@@ -4,6 +4,7 @@
 // stages use. Python numbers that meet tensors become 0-d "wrapped number" tensors (they
 // promote like torch's). Argument parsing that is easier in Python (factories' varargs,
 // dtype objects, repr) lives in mini/__init__.py; what runs per op lives here.
+#include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -490,6 +491,10 @@ void bind_tensor(py::module_& m) {
     return mini::rand(s, dtype_from_code(code), parse_device(d));
   }, py::arg("size"), py::arg("dtype"), py::arg("device") = "cpu");
   m.def("manual_seed", &mini::manual_seed);
+  // One thread count for everything parallel on the CPU: mini's kernels, the generated kernels and
+  // OpenBLAS (the OpenMP build asks omp_get_max_threads() at every call) share libgomp's pool.
+  m.def("set_num_threads", [](int n) { omp_set_num_threads(n); });
+  m.def("get_num_threads", [] { return omp_get_max_threads(); });
   m.def("_parse_device", [](const std::string& d) { return parse_device(d).str(); });
 
   // mini.cuda's C++ side (cuda/cuda.h); the Python module mini/cuda.py wraps it

@@ -39,3 +39,23 @@ def test_bench_compile_quick(tmp_path):
         assert mine[-1]["kernels"] >= 2  # 100 ops are more than one kernel holds
         assert mine[-1]["source_bytes"] > mine[0]["source_bytes"]
     assert "cold compile time by stage" in done.stdout and "capture" in done.stdout
+
+
+TRAINING = BENCH.parent / "bench_training.py"
+
+
+def test_bench_training_thread_sweep_quick(tmp_path):
+    """--threads times the selected workloads (eager and inductor, gradients checked first) at
+    each thread count; --only selects by name and refuses a pattern that matches nothing."""
+    env = dict(os.environ, PYTHONPATH=str(MINI_DIR), MINI_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("MINI_LOGS", None)
+    out = tmp_path / "threads.json"
+    done = subprocess.run([sys.executable, str(TRAINING), "--quick", "--only", "MSE", "--threads", "1,2",
+                           "--json", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"bench_training failed:\n{done.stdout}\n{done.stderr}"
+    sweep = json.loads(out.read_text())["thread_sweep"]
+    assert [(r["workload"], r["threads"]) for r in sweep] == [("mlp 2 layers, MSE", 1), ("mlp 2 layers, MSE", 2)]
+    assert all(r["eager_ms"] > 0 and r["inductor_ms"] > 0 for r in sweep)
+    bad = subprocess.run([sys.executable, str(TRAINING), "--quick", "--only", "no such workload"], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "matches no workload" in bad.stderr

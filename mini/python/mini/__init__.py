@@ -14,7 +14,8 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 from . import _C  # noqa: E402
 from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
-                      empty_like, randn, rand, randn_like, arange, manual_seed, from_numpy, tensor,
+                      empty_like, randn, rand, randn_like, arange, manual_seed, set_num_threads,
+                      get_num_threads, from_numpy, tensor,
                       no_grad, enable_grad, set_grad_enabled, is_grad_enabled, where, layer_norm,
                       mse_loss, split, chunk, tril, triu, argmax, argmin, slice_scatter, cat, concat, stack,
                       gather, index_select, topk, multinomial,

@@ -201,6 +201,20 @@ def manual_seed(seed):
     _C.manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
 
 
+def set_num_threads(n):
+    """The threads the CPU's parallel work uses, as torch.set_num_threads: mini's kernels, the
+    generated kernels and the matmuls (OpenBLAS on OpenMP) share one pool (OMP_NUM_THREADS
+    sets the starting value)."""
+    if isinstance(n, builtins.bool) or not isinstance(n, builtins.int) or n < 1:
+        raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
+    _C.set_num_threads(n)
+
+
+def get_num_threads():
+    """The threads the CPU's next parallel kernel will use (torch.get_num_threads)."""
+    return _C.get_num_threads()
+
+
 def from_numpy(array):
     """A tensor sharing `array`'s memory (like torch.from_numpy)."""
     if not isinstance(array, np.ndarray):
