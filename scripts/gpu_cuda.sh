@@ -16,6 +16,10 @@
 #                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS, programs
 #                            MINI_NCU_PROGRAMS: chain8 too where it names it),
 #                            only where MINI_GPU_STAGES names it
+#   nvrtc probe              scripts/nvrtc_probe.py: first and repeated NVRTC compiles against the
+#                            page cache, only where MINI_GPU_STAGES names it
+#   kernel variants          labs/bench/cuda_kernel_variants.py: hand edits of the fused layer norm and
+#                            softmax kernels timed side by side, only where MINI_GPU_STAGES names it
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
@@ -170,6 +174,17 @@ pytest=("$python" -c 'import signal, sys, pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.exit(pytest.main(sys.argv[1:]))' -q -rfE -p no:cacheprovider)
 
+# ---- experiments, only where MINI_GPU_STAGES names them ---------------------------------------
+only_when_named() {   # only_when_named COMMAND...: runs it only where MINI_GPU_STAGES is set
+  [ -n "${MINI_GPU_STAGES:-}" ] || { echo "runs only where MINI_GPU_STAGES names it"; return 77; }
+  "$@"
+}
+# first: before anything else here has run NVRTC (scripts/nvrtc_probe.py says why)
+stage "nvrtc probe" 120 "$out/bench_labs.txt" only_when_named "$python" scripts/nvrtc_probe.py
+stage "kernel variants" 120 "$out/bench_labs.txt" only_when_named bash -c \
+  "'$python' labs/bench/cuda_kernel_variants.py --program layernorm_decomp &&
+   '$python' labs/bench/cuda_kernel_variants.py --program softmax_decomp"
+
 # ---- CUDA tests -----------------------------------------------------------------------------
 stage "cuda available" 60 "$out/tests.log" "$python" -c '
 import mini
@@ -227,12 +242,8 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
   --json "$work/labs/bench_training_cpu.json"
-run_threads() {   # only where MINI_GPU_STAGES names it (minutes of device time)
-  [ -n "${MINI_GPU_STAGES:-}" ] || { echo "the thread sweep runs only where MINI_GPU_STAGES names it"; return 77; }
-  "$python" labs/bench/bench_training.py --only 'gpt|MSE' --threads 1,2,4,8,16 \
-    --json "$work/labs/bench_training_threads.json"
-}
-stage "threads cpu" 200 "$out/bench_labs.txt" run_threads
+stage "threads cpu" 200 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_training.py \
+  --only 'gpt|MSE' --threads 1,2,4,8,16 --json "$work/labs/bench_training_threads.json"
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
 sanitize() {   # sanitize TOOL COMMAND...
