@@ -174,16 +174,10 @@ pytest=("$python" -c 'import signal, sys, pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.exit(pytest.main(sys.argv[1:]))' -q -rfE -p no:cacheprovider)
 
-# ---- experiments, only where MINI_GPU_STAGES names them ---------------------------------------
 only_when_named() {   # only_when_named COMMAND...: runs it only where MINI_GPU_STAGES is set
   [ -n "${MINI_GPU_STAGES:-}" ] || { echo "runs only where MINI_GPU_STAGES names it"; return 77; }
   "$@"
 }
-# first: before anything else here has run NVRTC (scripts/nvrtc_probe.py says why)
-stage "nvrtc probe" 120 "$out/bench_labs.txt" only_when_named "$python" scripts/nvrtc_probe.py
-stage "kernel variants" 120 "$out/bench_labs.txt" only_when_named bash -c \
-  "'$python' labs/bench/cuda_kernel_variants.py --program layernorm_decomp &&
-   '$python' labs/bench/cuda_kernel_variants.py --program softmax_decomp"
 
 # ---- CUDA tests -----------------------------------------------------------------------------
 stage "cuda available" 60 "$out/tests.log" "$python" -c '
@@ -243,7 +237,15 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
   --json "$work/labs/bench_training_cpu.json"
 stage "threads cpu" 200 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_training.py \
-  --only 'gpt|MSE' --threads 1,2,4,8,16 --json "$work/labs/bench_training_threads.json"
+  --only 'gpt|MSE' --threads 1,2,4,8,16 --profile --json "$work/labs/bench_training_threads.json"
+
+# ---- experiments, only where MINI_GPU_STAGES names them ---------------------------------------
+# after the benchmark, whose cold compiles must be the machine's first of those sources
+# (scripts/nvrtc_probe.py says why)
+stage "nvrtc probe" 120 "$out/bench_labs.txt" only_when_named "$python" scripts/nvrtc_probe.py
+stage "kernel variants" 120 "$out/bench_labs.txt" only_when_named bash -c \
+  "'$python' labs/bench/cuda_kernel_variants.py --program layernorm_decomp &&
+   '$python' labs/bench/cuda_kernel_variants.py --program softmax_decomp"
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
 sanitize() {   # sanitize TOOL COMMAND...

@@ -1,17 +1,20 @@
-"""Why is a program's first NVRTC compile in a process slower than its second?
+"""Why is a program's first NVRTC compile slower than its second?
 
-    PYTHONPATH=build/python python scripts/nvrtc_probe.py            # the experiment (4 processes)
-    PYTHONPATH=build/python python scripts/nvrtc_probe.py --child [--prefetch]   # one of them
+    PYTHONPATH=build/python python scripts/nvrtc_probe.py            # the experiment (5 processes)
+    PYTHONPATH=build/python python scripts/nvrtc_probe.py --child [--nonce] [--prefetch]   # one of them
 
-On the lent H200 host a program's first compile in a process took 0.1-0.2 s and the same
-source compiled again 0.02-0.03 s, each into an empty kernel cache (notes/perf.md). The guess:
-NVRTC's library (~110 MB) is read from disk page by page as each new kind of kernel reaches code
-of it not yet run, and a fresh machine's page cache holds none of it. The experiment, each step
-a new process compiling the anchor programs three times each:
-  A. as found;  B. again (the library now in the page cache);
-  C. after evicting the library's files from the page cache (posix_fadvise DONTNEED);
-  D. after evicting them again, with the files read into the page cache at NVRTC's first use.
-If the guess is right, A and C are slow at each program's first compile, B and D are not.
+On the lent H200 host a program's first compile took 0.07-0.22 s and the same source compiled
+again 0.015-0.03 s, each into an empty kernel cache, in the same process or a later one
+(notes/perf.md); on a machine without a GPU every compile takes the full time. Each step below
+is a new process compiling the anchor programs (8192 columns) three times each:
+  A. the same source three times, as found;
+  B. the source made new each time (a comment with a counter appended);
+  C. as B, with CUDA_CACHE_DISABLE=1 (the driver's JIT cache off);
+  D. as A (sources the earlier steps compiled), with CUDA_CACHE_DISABLE=1;
+  E. as A, after evicting NVRTC's library files from the page cache (posix_fadvise DONTNEED)
+     and reading them back in at NVRTC's first use.
+A cache keyed by the source text shows as B slow and A fast after its first; one of the driver
+as C and D slow; the page cache as E faster than a first compile of A.
 """
 
 import json
@@ -53,7 +56,7 @@ def read_through(paths):
                 pass
 
 
-def child(prefetch):
+def child(prefetch, nonce):
     import mini
     import mini.inductor
     import programs
@@ -70,21 +73,29 @@ def child(prefetch):
         t0 = time.perf_counter()
         read_through(nvrtc_files())
         result["prefetch_s"] = time.perf_counter() - t0
+    counter = 0
     for prog, gm in graphs.items():
         times = []
+        if nonce:  # the program's source, then new text each time
+            mini.config.cache_dir = tempfile.mkdtemp()
+            source = mini.inductor.compile_graph_cuda(gm)["source"]
         for _ in range(3):
             mini.config.cache_dir = tempfile.mkdtemp()
             t0 = time.perf_counter()
-            mini.inductor.compile_graph_cuda(gm)
+            if nonce:
+                counter += 1
+                mini.inductor.compile_cuda(f"{source}\n// {os.getpid()} {counter}\n")
+            else:
+                mini.inductor.compile_graph_cuda(gm)
             times.append(round(time.perf_counter() - t0, 4))
         result[prog] = times
     result["nvrtc_files"] = nvrtc_files()
     print(json.dumps(result))
 
 
-def run_child(prefetch=False):
-    cmd = [sys.executable, __file__, "--child"] + (["--prefetch"] if prefetch else [])
-    done = subprocess.run(cmd, capture_output=True, text=True)
+def run_child(prefetch=False, nonce=False, env=None):
+    cmd = [sys.executable, __file__, "--child"] + (["--prefetch"] if prefetch else []) + (["--nonce"] if nonce else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if done.returncode:
         raise SystemExit(f"nvrtc_probe child failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -92,21 +103,22 @@ def run_child(prefetch=False):
 
 def main():
     if "--child" in sys.argv:
-        return child("--prefetch" in sys.argv)
+        return child("--prefetch" in sys.argv, "--nonce" in sys.argv)
+    off = {"CUDA_CACHE_DISABLE": "1"}
     steps = {}
     steps["A as found"] = run_child()
     files = steps["A as found"]["nvrtc_files"]
-    steps["B again"] = run_child()
+    steps["B new text"] = run_child(nonce=True)
+    steps["C new text, no JIT cache"] = run_child(nonce=True, env=off)
+    steps["D as A, no JIT cache"] = run_child(env=off)
     advise(files, os.POSIX_FADV_DONTNEED)
-    steps["C evicted"] = run_child()
-    advise(files, os.POSIX_FADV_DONTNEED)
-    steps["D evicted, prefetched"] = run_child(prefetch=True)
+    steps["E evicted, read back"] = run_child(prefetch=True)
     print("NVRTC libraries:", ", ".join(f"{f} ({os.path.getsize(f) / 2**20:.0f} MiB)" for f in files))
-    print(f"{'step':24s}{'first use':>10s}{'prefetch':>9s}  " + "  ".join(f"{p:>22s}" for p in steps["A as found"]
+    print(f"{'step':28s}{'first use':>10s}{'prefetch':>9s}  " + "  ".join(f"{p:>22s}" for p in steps["A as found"]
                                                                         if p not in ("first_use_s", "nvrtc_files")))
     for name, r in steps.items():
         progs = [k for k in r if k not in ("first_use_s", "nvrtc_files", "prefetch_s")]
-        print(f"{name:24s}{r['first_use_s']:10.3f}{r.get('prefetch_s', 0):9.3f}  "
+        print(f"{name:28s}{r['first_use_s']:10.3f}{r.get('prefetch_s', 0):9.3f}  "
               + "  ".join(f"{'/'.join(f'{t:.3f}' for t in r[p]):>22s}" for p in progs))
     return 0
 

@@ -1,7 +1,7 @@
 """Training steps: eager mini against the training graphs of "aot_eager" and "inductor".
 
     PYTHONPATH=build/python .venv/bin/python labs/bench/bench_training.py [--quick] [--json PATH]
-        [--only REGEX] [--threads 1,2,4,8,16]
+        [--only REGEX] [--threads 1,2,4,8,16] [--profile]
 
 One step is a forward call that returns the loss and loss.backward(); gradients are checked
 against eager's before anything is timed. For each workload it prints the time of a step
@@ -192,6 +192,20 @@ def thread_sweep(selected, counts, samples):
     return sweep
 
 
+def profile_compiled(selected, steps=3):
+    """mini.profiler's table of each selected workload's inductor step (after a warm-up step)."""
+    for name, shape, fn, make in selected:
+        inputs = make()
+        mini.reset()
+        step = step_fn(mini.compile(fn, backend="inductor"), inputs)
+        step()
+        with mini.profiler.profile() as prof:
+            for _ in range(steps):
+                step()
+        print(f"\n{name} {shape}, inductor, {steps} steps, {mini.get_num_threads()} threads:")
+        print(prof.table(limit=12))
+
+
 def mib(n):
     return f"{n / 2**20:.1f} MiB"
 
@@ -201,6 +215,8 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--only", metavar="REGEX", help="only the workloads whose name matches (re.search)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where the compiled step's time goes (mini.profiler), step by step")
     parser.add_argument("--threads", metavar="N,N,...",
                         help="instead of the table: eager and inductor at each of these thread counts")
     args = parser.parse_args(argv)
@@ -219,6 +235,8 @@ def main(argv=None):
         except ValueError:
             parser.error(f"--threads expects comma-separated counts such as 1,2,4, got {args.threads!r}")
         sweep = thread_sweep(selected, counts, samples)
+        if args.profile:
+            profile_compiled(selected)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({"machine": machine, "quick": args.quick, "thread_sweep": sweep},
@@ -238,6 +256,8 @@ def main(argv=None):
                   f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}   {saved}")
     print("\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
           "\nsaved: intermediates the forward keeps for the backward (inputs excluded: they are alive anyway).")
+    if args.profile:
+        profile_compiled(selected)
     print(f"\nbars (issue 15, this run, {machine['cpu_count']} CPUs):")
     bars = check_bars(rows)
     for what, ok in bars:

@@ -63,25 +63,13 @@ def nth_unroll(source, n, pragma):
     return source[:start] + pragma + source[end:]
 
 
-def no_hidden_offset(source):
-    source = re.sub(r"\n\s*int z\d+ = 0;\n\s*asm volatile\(\"\" : \"\+r\"\(z\d+\)\);[^\n]*", "", source)
-    return re.sub(r" \+ z\d+;", ";", source)
+def no_hidden_pointers(source):
+    """Without the empty asm that hides a re-read row's pointer from the optimizer."""
+    return re.sub(r"\n\s*asm volatile\(\"\" : \"\+l\"\(in\d+\)\);[^\n]*", "", source)
 
 
-def hide_pointers(source):
-    """The row re-read hidden behind the input pointers instead of a zero added to the index."""
-    names = re.findall(r"const float\* __restrict__ (in\d+)", source)
-    out = []
-    for line in source.split("\n"):
-        m = re.match(r"(\s*)asm volatile\(\"\" : \"\+r\"\((z\d+)\)\);", line)
-        out.append(line)
-        if m:
-            for name in names:
-                out.append(f'{m.group(1)}asm volatile("" : "+l"({name}));')
-    source = "\n".join(out)
-    source = re.sub(r" \+ z\d+;", ";", source)
-    source = re.sub(r"\n\s*int z\d+ = 0;\n\s*asm volatile\(\"\" : \"\+r\"\(z\d+\)\);[^\n]*", "", source)
-    return source.replace("const float* __restrict__ in", "const float* in")
+def no_restrict(source):
+    return source.replace("* __restrict__ ", "* ")
 
 
 # name -> (what it tries, edit(source, threads) -> (source, threads))
@@ -96,9 +84,9 @@ VARIANTS = {
     "u2last": ("the last pass unrolled by 2, not fully", lambda s, t: (nth_unroll(s, -1, "#pragma unroll 2"), t)),
     "u1": ("no pass unrolled", lambda s, t: (re.sub(r"#pragma unroll( \d+)?\n(\s*)for \(int it",
                                                     r"#pragma unroll 1\n\2for (int it", s), t)),
-    "nohide": ("no hidden zero: the compiler may keep the first pass's loads",
-               lambda s, t: (no_hidden_offset(s), t)),
-    "hideptr": ("the pointers hidden once a pass instead of the index", lambda s, t: (hide_pointers(s), t)),
+    "nohide": ("no hidden pointers: the compiler may keep the first pass's loads",
+               lambda s, t: (no_hidden_pointers(s), t)),
+    "norestrict": ("the pointers not __restrict__", lambda s, t: (no_restrict(s), t)),
 }
 
 

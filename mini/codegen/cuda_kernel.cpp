@@ -382,7 +382,8 @@ class CudaKernelWriter {
   // A load that runs along the row (an index term over a reduced dim), as a dry run of every
   // pass's definitions finds it: its spelling, index terms, element type, the passes reading it.
   struct RowLoad {
-    std::string spelled;
+    std::string spelled;  // in0[x0 * 8192 + x1 * 1]
+    std::string pointer;  // in0
     std::vector<IndexTerm> terms;
     DType dtype = DType::Float32;
     std::set<int> passes;
@@ -398,7 +399,7 @@ class CudaKernelWriter {
       for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
       if (!along_row) return std::string();
       auto [it, fresh] = at.emplace(spelled, loads.size());
-      if (fresh) loads.push_back({spelled, e.index.terms, e.dtype, {}});
+      if (fresh) loads.push_back({spelled, spelled.substr(0, spelled.find('[')), e.index.terms, e.dtype, {}});
       loads[it->second].passes.insert(pass);
       return std::string();
     };
@@ -641,13 +642,16 @@ class CudaKernelWriter {
         // A pass that reads the row again. Unrolled, every pass is straight-line code, and the
         // compiler keeps the first pass's loads in registers for this one (the input is const
         // __restrict__): layer norm's three passes of 8 vectors spilled 168 bytes a thread
-        // under __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An
-        // offset of 0 that an empty asm hides from the optimizer makes this pass's addresses
-        // unknown to it, so the pass loads again (from L2); once a pass, so that the unrolled
-        // iterations still address from one base (576 SASS instructions for layer norm, 600
-        // with the asm on each iteration's index).
-        o << "    int z" << p << " = 0;\n";
-        o << "    asm volatile(\"\" : \"+r\"(z" << p << "));  // read the row again, not kept\n";
+        // under __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An empty
+        // asm that "changes" each pointer the pass reads hides from the optimizer that its
+        // addresses are the earlier pass's, so the pass loads again (from L1/L2). The pointers,
+        // not the index: a zero added to the index cost layer norm address registers (12 bytes
+        // of spill a thread, 0.144 ms against 0.136 with the pointers hidden; H200, 2026-12-02,
+        // labs/bench/cuda_kernel_variants.py).
+        std::set<std::string> hidden;
+        for (const RowLoad& l : loads)
+          if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.pointer).second)
+            o << "    asm volatile(\"\" : \"+l\"(" << l.pointer << "));  // read the row again, not kept\n";
       }
       reread = reread || reads;
       if (unrolled) {
@@ -669,7 +673,7 @@ class CudaKernelWriter {
       } else {
         o << "    for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
       }
-      o << "      const " << I << " j0 = jv * " << V << (again ? " + z" + std::to_string(p) : std::string()) << ";\n";
+      o << "      const " << I << " j0 = jv * " << V << ";\n";
       for (const RowLoad& l : loads) {
         if (!l.passes.count(p)) continue;
         const std::string& spelled = l.spelled;

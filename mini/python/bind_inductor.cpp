@@ -193,6 +193,15 @@ void bind_inductor(py::module_& m) {
     return info;
   });
   m.def("_inject_codegen_error", &mini::runtime::inject_codegen_error);
+  // mini.profiler's C++ side (runtime/compiled_graph.h)
+  m.def("_profiler_set", &mini::runtime::set_profiling);
+  m.def("_profiler_reset", &mini::runtime::reset_profile);
+  m.def("_profiler_entries", [] {
+    py::list out;
+    for (const auto& p : mini::runtime::profile_entries())
+      out.append(py::make_tuple(p.name, p.graph, p.calls, p.seconds, p.bytes));
+    return out;
+  });
   // The same graph compiled for CUDA (mini.inductor.compile_graph_cuda): rendering and NVRTC
   // need no GPU; run() does.
   m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch, std::vector<int> layouts) {

@@ -228,6 +228,40 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
 
 void inject_codegen_error() { g_inject_codegen_error = true; }
 
+namespace {
+bool g_profiling = false;
+std::vector<StepProfile> g_profile;           // in the order first seen
+std::map<std::string, size_t> g_profile_index;  // graph + name -> g_profile's index
+
+void record_step(const std::string& name, const std::string& graph, double seconds, int64_t bytes) {
+  auto [it, fresh] = g_profile_index.try_emplace(graph + "|" + name, g_profile.size());
+  if (fresh) g_profile.push_back(StepProfile{name, graph});
+  StepProfile& p = g_profile[it->second];
+  p.calls += 1;
+  p.seconds += seconds;
+  p.bytes += bytes;
+}
+
+std::string extern_label(const graph::Node& n, const std::vector<Tensor>& args) {
+  std::string label = cat("extern ", op_name(n.op));
+  const char* sep = " ";
+  for (const Tensor& a : args) {
+    if (!a) continue;
+    label += sep + shape_str(a->sizes);
+    sep = " x ";
+  }
+  return label;
+}
+}  // namespace
+
+void set_profiling(bool on) { g_profiling = on; }
+bool profiling() { return g_profiling; }
+std::vector<StepProfile> profile_entries() { return g_profile; }
+void reset_profile() {
+  g_profile.clear();
+  g_profile_index.clear();
+}
+
 std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const {
   const graph::Graph& g = schedule.graph;
   if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
@@ -236,8 +270,13 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
   std::vector<int64_t> symbols = symbol_values(g, inputs);
   std::vector<char*> buffers;
   std::vector<const int64_t*> strides;
+  const bool timed = g_profiling;
   for (size_t si = 0; si < schedule.steps.size(); si++) {
     const fusion::Step& st = schedule.steps[si];
+    auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    auto seconds = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     if (st.kind == fusion::StepKind::Kernel) {
       const fusion::FusionGroup& k = schedule.groups[st.group];
       buffers.clear();
@@ -256,11 +295,14 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
       }
       kernels[st.group](buffers.data(), strides.data(), symbols.data());
       count_kernel(bytes);
+      if (timed) record_step(k.name, library_path, seconds(), bytes);
     } else {
       const graph::Node& n = g.nodes[st.node];
       std::vector<Tensor> args;
       for (int i : n.inputs) args.push_back(i < 0 ? nullptr : values[i] ? values[i] : g.nodes[i].constant);
+      int64_t before = metrics().bytes_moved;
       values[st.node] = run_extern(n, args, symbols);
+      if (timed) record_step(extern_label(n, args), "", seconds(), metrics().bytes_moved - before);
     }
     for (int id : frees[si]) values[id].reset();  // what no later step reads
   }

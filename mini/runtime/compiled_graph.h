@@ -51,6 +51,21 @@ struct CompiledGraph {
 // Lowers, fuses, generates, compiles (or loads from the disk cache) and links `g`.
 std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir);
 
+// The step profiler (mini.profiler): while on, every CPU compiled graph's run times each of its
+// steps, a generated kernel by its name, an extern op (a matmul) by its op and operand shapes,
+// and adds them up across calls. Off by default: one branch a step when off.
+struct StepProfile {
+  std::string name;   // cpp_poi_fused_add_relu_0, or "extern mm [256, 1024] x [1024, 1024]"
+  std::string graph;  // the library the kernel is in (its cache key), "" for an extern op
+  int64_t calls = 0;
+  double seconds = 0;
+  int64_t bytes = 0;  // operands read + outputs written, as mini.metrics counts them
+};
+void set_profiling(bool on);
+bool profiling();
+std::vector<StepProfile> profile_entries();  // in the order first seen
+void reset_profile();
+
 // Test hook: the next generated source gets a line that is not C++ in its first kernel, so
 // tests reach the report of a code generation bug (mini._C._inject_codegen_error()).
 void inject_codegen_error();

@@ -34,12 +34,11 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     acc1 = mini::block_reduce<float, mini::sum_of<float>>(acc1, reinterpret_cast<float*>(smem));
     const float r1 = float((acc1 / double(rnumel)));
     float acc5 = float(0);
-    int z1 = 0;
-    asm volatile("" : "+r"(z1));  // read the row again, not kept
+    asm volatile("" : "+l"(in0));  // read the row again, not kept
     #pragma unroll
     for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
       const int jv = threadIdx.x + it * 128;
-      const int j0 = jv * 4 + z1;
+      const int j0 = jv * 4;
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;
@@ -60,12 +59,11 @@ extern "C" __global__ void __launch_bounds__(128, 16) cuda_red_fused_add_mean_mu
     const float r5 = float((acc5 / double(rnumel)));
     const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
     const float r9 = (float(1) / ::sqrt(float(r8)));
-    int z2 = 0;
-    asm volatile("" : "+r"(z2));  // read the row again, not kept
+    asm volatile("" : "+l"(in0));  // read the row again, not kept
     #pragma unroll
     for (int it = 0; it < 1; it++) {  // 128 vectors, 128 threads
       const int jv = threadIdx.x + it * 128;
-      const int j0 = jv * 4 + z2;
+      const int j0 = jv * 4;
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;

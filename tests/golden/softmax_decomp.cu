@@ -49,10 +49,9 @@ extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_amax_div_exp
     acc4 = mini::online_finish<float>(acc4, float(acc1));
     acc4 = mini::block_reduce<float, mini::sum_of<float>>(acc4, reinterpret_cast<float*>(smem));
     const float r4 = float(acc4);
-    int z1 = 0;
-    asm volatile("" : "+r"(z1));  // read the row again, not kept
+    asm volatile("" : "+l"(in0));  // read the row again, not kept
     for (int jv = threadIdx.x; jv < rnumel / 4; jv += blockDim.x) {
-      const int j0 = jv * 4 + z1;
+      const int j0 = jv * 4;
       mini::Vec<float, 4> k0;
       {
         int rest_j0 = j0;

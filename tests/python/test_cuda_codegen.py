@@ -424,18 +424,35 @@ def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fi
 
 def test_unrolled_passes_read_the_row_again_instead_of_keeping_it(monkeypatch):
     # layout 9 unrolls each pass of a row of 8192 floats (vectors of 4, a few a thread): the first pass
-    # loads plainly, each later pass offsets its index by a 0 the optimizer cannot see (an empty
-    # asm, once a pass), or the compiler keeps the first pass's values for it and spills (layer
-    # norm ran 3x slower on the H200)
+    # loads plainly; before each later pass an empty asm "changes" every pointer that an earlier
+    # pass read, or the compiler keeps the first pass's values for it and spills (layer norm ran
+    # 3x slower on the H200). The weights, first read in the last pass, are not hidden.
     monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "9")
     gm = graph_of(layernorm_decomp, mini.randn(16, 8192), mini.randn(8192), mini.randn(8192))
     ln = kernel_of(inductor.compile_graph_cuda(gm, arch="sm_90")["source"])
     passes = re.split(r"for \(int it = 0; it < \d+; it\+\+\)", ln)
     assert len(passes) == 4, ln  # mean, variance, normalize
-    assert "const int j0 = jv * 4;" in passes[1] and "asm volatile" not in passes[0]
+    assert "asm volatile" not in passes[0]
     for p in (2, 3):
-        assert passes[p - 1].count('asm volatile("" : "+r"(z') == 1, ln  # just before the pass's loop
-        assert re.search(r"const int j0 = jv \* 4 \+ z\d+;", passes[p]), ln
+        hidden = re.findall(r'asm volatile\(\"\" : \"\+l\"\((in\d+)\)\);', passes[p - 1])
+        assert hidden == ["in0"], ln  # the row's input, just before the pass's loop
+        assert "const int j0 = jv * 4;" in passes[p], ln  # the index as the first pass's
+
+
+@pytest.mark.parametrize("program", ["layernorm_decomp", "softmax_decomp"])
+@pytest.mark.parametrize("columns", [8192, 4096, 1024])
+def test_row_reductions_do_not_spill_registers(monkeypatch, program, columns):
+    # ptxas -v on the default layout's kernel: a spill is a trap this renderer fell into twice
+    # (168 bytes a thread with the row kept between passes, 12 with a hidden zero in the index;
+    # 0.42 and 0.144 ms against 0.136 for layer norm on the H200)
+    fn = {"layernorm_decomp": layernorm_decomp, "softmax_decomp": softmax_decomp}[program]
+    args = [mini.randn(64, columns)] + ([mini.randn(columns), mini.randn(columns)]
+                                        if program == "layernorm_decomp" else [])
+    source = inductor.compile_graph_cuda(graph_of(fn, *args), arch="sm_90")["source"]
+    monkeypatch.setenv("MINI_NVRTC_OPTIONS", "-lineinfo -Xptxas -v")
+    log = inductor.compile_cuda(source, arch="sm_90").log
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", log)]
+    assert spills and max(spills) == 0, log
 
 
 def test_a_kernels_name_says_what_its_layout_makes_of_the_row(monkeypatch):

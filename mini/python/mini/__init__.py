@@ -24,7 +24,7 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
 globals().update(_functions)
 del _functions
 
-from . import nn, optim, cuda, backends  # noqa: E402,F401
+from . import nn, optim, cuda, backends, profiler  # noqa: E402,F401
 OutOfMemoryError = _C.OutOfMemoryError
 from ._compile import (compile, explain, CompileCounter, reset, config, set_logs,  # noqa: E402,A004
                        mark_dynamic)
