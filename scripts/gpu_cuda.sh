@@ -265,7 +265,8 @@ memcheck_cuda_tests() {
 stage "memcheck C++" 120 "$out/sanitizers.log" memcheck_cuda_tests
 stage "racecheck C++" 120 "$out/sanitizers.log" sanitize_cuda_tests racecheck
 stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
-  tests/python/test_cuda.py -k "(round_trips and float32) or each_op or softmax_rows or autograd_of"
+  tests/python/test_cuda.py tests/python/test_optim_adam.py tests/python/test_model_ops.py \
+  -k "(round_trips and float32) or each_op or softmax_rows or autograd_of or (fused_adam and cuda) or (model_ops and cuda) or (embedding and cuda)"
 # the generated kernels (every layout) and the CUDA graph replays under memcheck: a misaligned
 # vector read or an out-of-bounds lane shows here, not only as a wrong number
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
