@@ -8,6 +8,7 @@
 
 #include "capture/convert_frame.h"
 #include "capture/trace_context.h"
+#include "tensor/autograd.h"
 
 namespace mini::capture {
 
@@ -115,11 +116,27 @@ int operand(TraceContext& ctx, const VarRef& v_in) {
   unsupported("a tensor op on " + v->describe() + ", which is neither a tensor nor a number");
 }
 
-VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs, const Attrs& attrs = {}) {
-  int id = add_tensor_op(ctx, op, inputs, attrs);
+int mark_grad_mode(TraceContext& ctx, int id) {
   if (ctx.grad_enabled != ctx.entry_grad_enabled)  // inside a with mini.no_grad() block, say
     ctx.graph().nodes[id].grad_mode = ctx.grad_enabled ? graph::GradMode::On : graph::GradMode::Off;
-  return tensor_var(ctx, id);
+  return id;
+}
+
+VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs_in, const Attrs& attrs = {}) {
+  std::vector<int> inputs = inputs_in;
+  DType to;
+  if (autocast_target(op, ctx.graph().device, &to)) {  // the casts eager's op makes (autograd.h)
+    graph::Graph& g = ctx.graph();
+    for (int& in : inputs) {
+      if (in < 0) continue;  // an absent operand (layer_norm without a bias)
+      const graph::Node& n = g.nodes[in];  // Python numbers keep their type, as in eager
+      if (n.kind == graph::NodeKind::Constant || n.wrapped_number || !autocast_casts(n.meta.dtype, to)) continue;
+      Attrs a;
+      a.dtype = to;
+      in = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Cast, {in}, a));
+    }
+  }
+  return tensor_var(ctx, mark_grad_mode(ctx, add_tensor_op(ctx, op, inputs, attrs)));
 }
 
 VarRef dtype_object(DType d) {

@@ -1594,7 +1594,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   ctx.options = options;
   ctx.dynamic = dynamic;
   ctx.entry_grad_enabled = ctx.grad_enabled = grad_enabled();
-  ctx.guards().add_grad_mode(grad_enabled());
+  ctx.guards().add_grad_mode(grad_enabled(), autocast_state());
   FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
   interp.root_ = true;
   interp.stop_step = stop_step;

@@ -61,9 +61,12 @@ struct Checked {
 // One `holds` per guard kind: true when the guard holds, else false with c.fail(message).
 
 bool holds(const GradMode& g, const Checked& c) {
-  if (grad_enabled() == g.enabled) return true;
-  return c.fail(std::string("grad mode changed: compiled with grad ") +
-                (g.enabled ? "enabled" : "disabled"));
+  if (grad_enabled() != g.enabled)
+    return c.fail(std::string("grad mode changed: compiled with grad ") + (g.enabled ? "enabled" : "disabled"));
+  if (!(autocast_state() == g.autocast))
+    return c.fail("autocast changed: compiled with autocast " + g.autocast.str() + ", now " +
+                  autocast_state().str());
+  return true;
 }
 
 bool holds(const NoneMatch&, const Checked& c) { return c.value == Py_None || c.fail(c.code); }
@@ -329,11 +332,11 @@ void GuardSet::add_duplicate_input(SourceRef source, SourceRef other, bool same)
   guards_.push_back({s, DuplicateInput{o, same}, code});
 }
 
-void GuardSet::add_grad_mode(bool enabled) {
+void GuardSet::add_grad_mode(bool enabled, const AutocastState& autocast) {
   if (has<GradMode>(-1)) return;
-  std::string code =
-      std::string("___check_global_state() (grad_mode=") + (enabled ? "True" : "False") + ")";
-  guards_.insert(guards_.begin(), Guard{-1, GradMode{enabled}, code});
+  std::string code = std::string("___check_global_state() (grad_mode=") + (enabled ? "True" : "False") +
+                     (autocast == AutocastState{} ? "" : ", autocast=" + autocast.str()) + ")";
+  guards_.insert(guards_.begin(), Guard{-1, GradMode{enabled, autocast}, code});
 }
 
 void GuardSet::add_size_compare(const SizeExpr& holds) {

@@ -25,6 +25,7 @@
 
 #include "guards/size_expr.h"
 #include "guards/source.h"
+#include "tensor/autograd.h"
 #include "tensor/tensor.h"
 
 namespace mini::guards {
@@ -67,9 +68,10 @@ struct LengthCheck {  // a tuple or list of this length
   static constexpr const char* kind = "LENGTH_CHECK";
   int64_t length = 0;
 };
-struct GradMode {  // mini.is_grad_enabled() has this value (global state: no source)
+struct GradMode {  // mini.is_grad_enabled() and the autocast state have these values (global state: no source)
   static constexpr const char* kind = "GLOBAL_STATE";
   bool enabled = true;
+  AutocastState autocast;  // the graph holds the casts autocast made (tensor/autograd.h)
 };
 struct SizeCompare {  // a comparison of dynamic sizes that holds: L['x'].size()[0]*2 > 64
   static constexpr const char* kind = "SHAPE_ENV";
@@ -126,7 +128,7 @@ class GuardSet {
   void add_dict_keys_match(SourceRef source, PyObject* value);
   // The objects at `source` and `other` are the same object (same = true) or two (false).
   void add_duplicate_input(SourceRef source, SourceRef other, bool same);
-  void add_grad_mode(bool enabled);
+  void add_grad_mode(bool enabled, const AutocastState& autocast = {});
   // A comparison of dynamic sizes that held while tracing (a shape guard: a branch on a
   // dynamic size, or a size used as a plain int, `== value`). `holds` ends in a comparison.
   void add_size_compare(const SizeExpr& holds);

@@ -495,6 +495,24 @@ void bind_tensor(py::module_& m) {
   // OpenBLAS (the OpenMP build asks omp_get_max_threads() at every call) share libgomp's pool.
   m.def("set_num_threads", [](int n) { omp_set_num_threads(n); });
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  // mini.autocast's state (tensor/autograd.h): per device type, enabled and the dtype's code
+  auto device_type = [](const std::string& t) {
+    if (t != "cpu" && t != "cuda")
+      mini::fail_value("autocast: device_type must be 'cuda' or 'cpu', got '", t, "'");
+    return t == "cuda" ? 1 : 0;
+  };
+  m.def("_autocast_get", [device_type](const std::string& t) {
+    const mini::AutocastState& s = mini::autocast_state();
+    int i = device_type(t);
+    return py::make_tuple(s.enabled[i], int(s.dtype[i]));
+  });
+  m.def("_autocast_set", [device_type](const std::string& t, bool enabled, int code) {
+    mini::AutocastState s = mini::autocast_state();
+    int i = device_type(t);
+    s.enabled[i] = enabled;
+    s.dtype[i] = dtype_from_code(code);
+    mini::set_autocast_state(s);
+  });
   m.def("_parse_device", [](const std::string& d) { return parse_device(d).str(); });
 
   // mini.cuda's C++ side (cuda/cuda.h); the Python module mini/cuda.py wraps it

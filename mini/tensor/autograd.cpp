@@ -26,6 +26,43 @@ struct EagerBuilder {
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 
+namespace {
+thread_local AutocastState g_autocast;
+}  // namespace
+
+const AutocastState& autocast_state() { return g_autocast; }
+void set_autocast_state(const AutocastState& s) { g_autocast = s; }
+
+std::string AutocastState::str() const {
+  std::string out;
+  for (int t = 0; t < 2; t++)
+    if (enabled[t]) out += cat(out.empty() ? "" : ",", t ? "cuda:" : "cpu:", dtype_name(dtype[t]));
+  return out.empty() ? "off" : out;
+}
+
+bool autocast_target(OpKind k, Device device, DType* to) {
+  if (!g_autocast.on(device)) return false;
+  switch (k) {
+    case OpKind::Matmul: *to = g_autocast.dtype[int(device.type)]; return true;
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MseLoss:
+      *to = DType::Float32;
+      return true;
+    default: return false;
+  }
+}
+
+std::vector<Tensor> autocast_inputs(OpKind k, std::vector<Tensor> inputs) {
+  Device device;
+  bool found = false;
+  for (const Tensor& t : inputs)
+    if (t && !t->wrapped_number) { device = t->device(); found = true; break; }
+  DType to;
+  if (!found || !autocast_target(k, device, &to)) return inputs;
+  for (Tensor& t : inputs)
+    if (t && !t->wrapped_number && autocast_casts(t->dtype, to)) t = cast(t, to);
+  return inputs;
+}
+
 void SavedTensor::save(const Tensor& t) {
   value = t;
   version = t ? t->storage->version : 0;
@@ -148,6 +185,7 @@ void accumulate_into_leaf(GradNode* acc, const Tensor& g) {
 }  // namespace
 
 void backward(const Tensor& root, Tensor grad, bool retain_graph) {
+  AutocastOffGuard autocast_off;  // backward ops take their dtypes from the forward's
   if (!root->needs_grad())
     fail("element 0 of tensors does not require grad and does not have a grad_fn");
   if (!grad) {

@@ -71,6 +71,41 @@ struct NoGradGuard {
   ~NoGradGuard() { set_grad_enabled(prev); }
 };
 
+// ---- autocast ---------------------------------------------------------------------------
+// torch.autocast's state for each device type (mini.autocast): off, or the lower precision
+// (bfloat16: mini has no float16) that matmuls compute in. Thread-local, as grad mode. The
+// policy, applied alike by the eager ops and by capture (which records the casts in the graph):
+// a matmul's float32 inputs are cast to the lower precision; softmax, log_softmax, layer_norm
+// and mse_loss take their bfloat16 inputs in float32 (the part of torch's float32 list that
+// mini's ops have, less exp, log, pow, rsqrt and sum: those keep their input's dtype). float64
+// inputs are never cast. Backward runs with autocast off, as torch's does.
+struct AutocastState {
+  bool enabled[2] = {false, false};  // indexed by Device::Type: CPU, CUDA
+  DType dtype[2] = {DType::BFloat16, DType::BFloat16};
+  bool on(Device d) const { return enabled[int(d.type)]; }
+  bool operator==(const AutocastState& o) const {
+    return enabled[0] == o.enabled[0] && enabled[1] == o.enabled[1] && dtype[0] == o.dtype[0] &&
+           dtype[1] == o.dtype[1];
+  }
+  std::string str() const;  // "off", "cuda:bfloat16", "cpu:bfloat16,cuda:bfloat16"
+};
+const AutocastState& autocast_state();
+void set_autocast_state(const AutocastState& s);
+struct AutocastOffGuard {
+  AutocastState prev;
+  AutocastOffGuard() : prev(autocast_state()) { set_autocast_state(AutocastState{}); }
+  ~AutocastOffGuard() { set_autocast_state(prev); }
+};
+// The dtype op `k` computes in on `device` under the current autocast state, if autocast
+// casts its inputs (false otherwise).
+bool autocast_target(OpKind k, Device device, DType* to);
+// Whether autocast casts an input of dtype `from` to `to`.
+inline bool autocast_casts(DType from, DType to) {
+  return is_floating(from) && from != DType::Float64 && from != to;
+}
+// `inputs` as op `k` takes them under autocast now (null and 0-d Python numbers untouched).
+std::vector<Tensor> autocast_inputs(OpKind k, std::vector<Tensor> inputs);
+
 // True when an op on these inputs must be recorded.
 bool should_record(const std::vector<Tensor>& inputs);
 

@@ -192,6 +192,10 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!a || !b) fail_type("matmul(): arguments must be Tensors, not None");
+  if (autocast_state().on(a->device())) {  // in the lower precision (autograd.h)
+    std::vector<Tensor> in = autocast_inputs(OpKind::Matmul, {a, b});
+    if (in[0] != a || in[1] != b) return matmul(in[0], in[1]);
+  }
   if (a->dim() == 0 || b->dim() == 0)
     fail("both arguments to matmul need to be at least 1D, but they are ", a->dim(), "D and ",
          b->dim(), "D");

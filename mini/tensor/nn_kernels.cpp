@@ -98,6 +98,9 @@ void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
 
 Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   if (!a_in) fail_type("softmax(): argument 'input' must be a Tensor, not None");
+  if (autocast_state().on(a_in->device()))  // bfloat16 in, float32 out (autograd.h)
+    if (Tensor a = autocast_inputs(log ? OpKind::LogSoftmax : OpKind::Softmax, {a_in})[0]; a != a_in)
+      return softmax(a, dim_in, log);
   const char* name = log ? "log_softmax" : "softmax";
   require_floating(a_in, name);
   int64_t dim = wrap_dim(dim_in, a_in->dim());
@@ -122,6 +125,11 @@ Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   if (!x_in) fail_type("layer_norm(): argument 'input' must be a Tensor, not None");
+  if (autocast_state().on(x_in->device())) {  // in float32 (autograd.h)
+    std::vector<Tensor> in = autocast_inputs(OpKind::LayerNorm, {x_in, weight, bias});
+    if (in[0] != x_in || in[1] != weight || in[2] != bias)
+      return layer_norm(in[0], normalized_shape, in[1], in[2], eps);
+  }
   require_floating(x_in, "layer_norm");
   int64_t k = normalized_shape.size(), r = x_in->dim();
   bool ok = k <= r && k > 0;
@@ -159,6 +167,10 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
   if (!a || !b) fail_type("mse_loss(): arguments must be Tensors, not None");
+  if (autocast_state().on(a->device())) {  // in float32 (autograd.h)
+    std::vector<Tensor> in = autocast_inputs(OpKind::MseLoss, {a, b});
+    if (in[0] != a || in[1] != b) return mse_loss(in[0], in[1], reduction);
+  }
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");
   DType dt = result_type({a, b});

@@ -16,7 +16,8 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
                       empty_like, randn, rand, randn_like, arange, manual_seed, set_num_threads,
                       get_num_threads, from_numpy, tensor,
-                      no_grad, enable_grad, set_grad_enabled, is_grad_enabled, where, layer_norm,
+                      no_grad, enable_grad, set_grad_enabled, is_grad_enabled, autocast,
+                      is_autocast_enabled, get_autocast_dtype, where, layer_norm,
                       mse_loss, split, chunk, tril, triu, argmax, argmin, slice_scatter, cat, concat, stack,
                       gather, index_select, topk, multinomial,
                       allclose, metrics, functions as _functions)
@@ -24,7 +25,7 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
 globals().update(_functions)
 del _functions
 
-from . import nn, optim, cuda, backends, profiler  # noqa: E402,F401
+from . import nn, optim, cuda, backends, profiler, amp  # noqa: E402,F401
 OutOfMemoryError = _C.OutOfMemoryError
 from ._compile import (compile, explain, CompileCounter, reset, config, set_logs,  # noqa: E402,A004
                        mark_dynamic)

@@ -8,9 +8,12 @@ import mini
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.t() + bias, with weight [out_features, in_features]."""
+    """input @ weight.t() + bias, with weight [out_features, in_features]. Where autocast ran
+    the matmul in bfloat16, the bias is added in bfloat16 too, as torch's linear does."""
     output = mini.matmul(input, weight.t())
     if bias is not None:
+        if output.dtype != input.dtype and output.dtype != bias.dtype:  # autocast's lower precision
+            bias = bias.to(output.dtype)
         output = output + bias
     return output
 
