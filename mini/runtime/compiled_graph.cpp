@@ -229,11 +229,13 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
 void inject_codegen_error() { g_inject_codegen_error = true; }
 
 namespace {
-bool g_profiling = false;
+std::atomic<bool> g_profiling{false};
+std::mutex g_profile_mutex;  // compiled graphs may run on several Python threads at once
 std::vector<StepProfile> g_profile;           // in the order first seen
 std::map<std::string, size_t> g_profile_index;  // graph + name -> g_profile's index
 
 void record_step(const std::string& name, const std::string& graph, double seconds, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_profile_mutex);
   auto [it, fresh] = g_profile_index.try_emplace(graph + "|" + name, g_profile.size());
   if (fresh) g_profile.push_back(StepProfile{name, graph});
   StepProfile& p = g_profile[it->second];
@@ -256,8 +258,12 @@ std::string extern_label(const graph::Node& n, const std::vector<Tensor>& args) 
 
 void set_profiling(bool on) { g_profiling = on; }
 bool profiling() { return g_profiling; }
-std::vector<StepProfile> profile_entries() { return g_profile; }
+std::vector<StepProfile> profile_entries() {
+  std::lock_guard<std::mutex> lock(g_profile_mutex);
+  return g_profile;
+}
 void reset_profile() {
+  std::lock_guard<std::mutex> lock(g_profile_mutex);
   g_profile.clear();
   g_profile_index.clear();
 }
