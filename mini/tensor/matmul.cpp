@@ -174,7 +174,8 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   // Small matrices of a true batch (attention's [B, heads, T, T] x [B, heads, T, d]) run one
   // GEMM a thread, the batch split over the threads (OpenBLAS on OpenMP runs one thread inside a
   // parallel region); a large GEMM is split by OpenBLAS itself.
-  const bool by_batch = nbatch > 1 && n * k * m <= (int64_t(1) << 18) && omp_get_max_threads() > 1;
+  const bool by_batch = nbatch > 1 && n * k * m <= (int64_t(1) << 18) &&
+                        nbatch * n * k * m >= (int64_t(1) << 16) && omp_get_max_threads() > 1;
   MINI_DISPATCH(a->dtype, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
       fail("matmul is not implemented for bool tensors; convert first, e.g. a.float() @ b.float()");

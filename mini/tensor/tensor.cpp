@@ -3,6 +3,8 @@
 // (is_contiguous, scalar_value).
 #include "tensor.h"
 
+#include <omp.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
@@ -18,6 +20,16 @@
 #include "metrics.h"
 
 namespace mini {
+
+namespace {
+// A forked child runs its parallel loops on one thread. libgomp's thread pool does not survive
+// fork (its workers are gone from the child), and the child's first parallel region of more
+// than one thread waits for them forever: a fork-isolated fuzz test hung so in a small batched
+// matmul. With one thread, mini's loops and OpenBLAS (on OpenMP) run serially and a generated
+// kernel's parallel loop is a team of one; torch's DataLoader workers run with one thread too.
+const int g_fork_handler = pthread_atfork(nullptr, nullptr, [] { omp_set_num_threads(1); });
+}  // namespace
+
 
 Metrics& metrics() {
   static Metrics m;

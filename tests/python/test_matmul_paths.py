@@ -83,3 +83,28 @@ def test_a_compiled_linear_layer_on_a_batch_of_rows_agrees_with_numpy(threads):
         return mini.relu(x @ w) * 2.0
     got = mini.compile(f)(mini.from_numpy(a), mini.from_numpy(b)).numpy()
     np.testing.assert_allclose(got, np.maximum(a @ b, 0) * 2.0, rtol=1e-4, atol=1e-4)
+
+
+def test_a_forked_child_runs_parallel_work_after_the_parent_did():
+    """libgomp's thread pool does not survive fork: a child entering a parallel region of two
+    threads waited forever (a fork-isolated fuzz test hung so). The child runs on one thread."""
+    import os
+    import time
+    a, b = mini.randn(64, 32, 32), mini.randn(64, 32, 32)
+    x = mini.randn(1 << 20)
+    want_mm, want_sum = (a @ b).numpy(), float((x * 2).sum())  # the parent's pool is up now
+    pid = os.fork()
+    if pid == 0:
+        ok = np.allclose((a @ b).numpy(), want_mm, rtol=1e-5, atol=1e-5) and \
+            abs(float((x * 2).sum()) - want_sum) <= 1e-3 * abs(want_sum) + 1e-3 and mini.get_num_threads() == 1
+        os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in a parallel region")
