@@ -21,13 +21,17 @@ weights on the same batches: torch eager and torch.compile, their losses, tokens
 peak memory, and mini's compiled step against torch.compile's (--no-torch skips them).
 
     PYTHONPATH=build/python .venv/bin/python labs/train_gpt.py [--quick] [--out DIR]
-        [--device cpu|cuda] [--steps N]
+        [--device cpu|cuda] [--steps N] [--autocast]
+
+--autocast runs every mode's forward under autocast(device, dtype=bfloat16) (mini.autocast,
+and torch.autocast for torch's modes): matmuls in bfloat16, the rest as autocast decides.
 
 Writes train_gpt.png/.svg (loss against step per mode) and train_gpt.json into --out
-(default: figures/).
+(default: figures/); under --autocast train_gpt_autocast.*.
 """
 
 import argparse
+import contextlib
 import platform
 import statistics
 import sys
@@ -87,7 +91,8 @@ def train(mode, config, data, args):
             mini.metrics.reset_peak_memory()
         t0 = time.perf_counter()
         with cold_kernel_cache("inductor" if i == 0 else None):  # the first step compiles for real
-            _, loss = step_fn(x, y)
+            with mixed_precision(mini, args):
+                _, loss = step_fn(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -102,7 +107,8 @@ def train(mode, config, data, args):
     # activations saved for the backward, gradients)
     peak = mini.cuda.max_memory_allocated() if cuda else mini.metrics.max_memory_allocated
     steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
-    phases = phases_ms(step_fn, opt, x, y, mini.cuda.synchronize if cuda else (lambda: None))
+    phases = phases_ms(step_fn, opt, x, y, mini.cuda.synchronize if cuda else (lambda: None),
+                       lambda: mixed_precision(mini, args))
     return model, {
         "losses": losses,
         "step_ms": steady * 1e3,
@@ -116,7 +122,15 @@ def train(mode, config, data, args):
     }
 
 
-def phases_ms(step_fn, opt, x, y, sync, repeats=10):
+def mixed_precision(lib, args):
+    """The forward's context: `lib.autocast(device, dtype=bfloat16)` under --autocast (lib is
+    mini or torch: the same call in both), else nothing."""
+    if not args.autocast:
+        return contextlib.nullcontext()
+    return lib.autocast(args.device, dtype=lib.bfloat16)
+
+
+def phases_ms(step_fn, opt, x, y, sync, forward_context, repeats=10):
     """Where a step's time goes: the forward (logits and loss), the backward (zero_grad and
     loss.backward()) and the optimizer's step, each timed to the device's finish (`sync` after
     each), the median of `repeats` steps on one batch. Synchronizing serializes what a normal
@@ -125,7 +139,8 @@ def phases_ms(step_fn, opt, x, y, sync, repeats=10):
     times = {"forward": [], "backward": [], "optimizer": []}
     for _ in range(repeats):
         t0 = time.perf_counter()
-        _, loss = step_fn(x, y)
+        with forward_context():
+            _, loss = step_fn(x, y)
         sync()
         t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -198,7 +213,8 @@ def train_torch(mode, torch, config, data, args, weights):
         if i == 1 and cuda:
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        _, loss = step_fn(x, y)
+        with mixed_precision(torch, args):
+            _, loss = step_fn(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -206,7 +222,8 @@ def train_torch(mode, torch, config, data, args, weights):
         seconds.append(time.perf_counter() - t0)
         losses.append(value)
     steady = statistics.median(seconds[1:]) if len(seconds) > 1 else seconds[0]
-    phases = phases_ms(step_fn, opt, x, y, torch.cuda.synchronize if cuda else (lambda: None))
+    phases = phases_ms(step_fn, opt, x, y, torch.cuda.synchronize if cuda else (lambda: None),
+                       lambda: mixed_precision(torch, args))
     return {
         "phases_ms": phases,
         "losses": losses,
@@ -229,6 +246,10 @@ def main(argv=None):
                         help="AdamW's learning rate (default 3e-3 under --quick, 1e-3 at full size: at 3e-3 the "
                              "full-size model's loss spikes near step 10, and the modes' rounding differences "
                              "grow from there)")
+    parser.add_argument("--autocast", action="store_true",
+                        help="run each forward (and loss) under autocast(device, dtype=bfloat16): matmuls in "
+                             "bfloat16, softmax, layer_norm and the loss in float32; weights, gradients and the "
+                             "optimizer stay float32 (torch's runs do the same with torch.autocast)")
     parser.add_argument("--no-torch", action="store_true",
                         help="skip torch's eager and torch.compile runs of the same file (run where torch imports)")
     args = parser.parse_args(argv)
@@ -250,8 +271,13 @@ def main(argv=None):
         config = Config(block_size=64, vocab_size=len(chars), n_layer=4, n_head=4, n_embd=128)
         args.steps, args.batch, args.lr = args.steps or 200, args.batch or 16, args.lr or 1e-3
     print(f"train_gpt: {len(data)} characters of notes/*.md, vocabulary {len(chars)}; {config.n_layer} layers, "
-          f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}")
+          f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}"
+          + (", the forward under autocast(bfloat16)" if args.autocast else ""))
+    if args.autocast and args.device == "cpu":
+        print("  (on the CPU mini's inductor generates no bfloat16 C++: its compiled modes run the bfloat16 "
+              "graph's ops eagerly; CUDA code generation has bfloat16)")
     results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device,
+               "autocast": "bfloat16" if args.autocast else None,
                "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "on": mini.cuda.get_device_name(0) if args.device == "cuda" else platform.processor()
                             or platform.machine(),
@@ -313,11 +339,13 @@ def main(argv=None):
                 label=f"{mode} ({r['tokens_per_s']:.0f} tokens/s)")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (cross-entropy, nats)")
-    ax.set_title(f"A {config.n_layer}-layer character GPT on mini's notes ({args.device})")
+    ax.set_title(f"A {config.n_layer}-layer character GPT on mini's notes ({args.device}"
+                 + (", bfloat16 autocast)" if args.autocast else ")"))
     ax.legend()
     ax.grid(alpha=0.3)
-    save_figure(fig, args.out, "train_gpt")
-    write_json(args.out, "train_gpt", results)
+    stem = "train_gpt_autocast" if args.autocast else "train_gpt"
+    save_figure(fig, args.out, stem)
+    write_json(args.out, stem, results)
     return 0
 
 

@@ -24,6 +24,8 @@
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
+#   train_gpt cuda autocast  train_gpt.py --autocast: the forward in bfloat16 autocast, mini and torch,
+#                            only where MINI_GPU_STAGES names it
 #   bench_training cpu       labs/bench/bench_training.py on the host's CPU cores
 #   threads cpu              the same script's issue-15 MLP and GPT steps at 1, 2, 4, 8 and 16 threads
 #                            (--threads), only where MINI_GPU_STAGES names it
@@ -233,6 +235,8 @@ stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py
   --device cuda --out "$work/labs"
 stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
+stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
+  --device cuda --autocast --out "$work/labs"
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
   --json "$work/labs/bench_training_cpu.json"
@@ -266,7 +270,8 @@ stage "memcheck C++" 120 "$out/sanitizers.log" memcheck_cuda_tests
 stage "racecheck C++" 120 "$out/sanitizers.log" sanitize_cuda_tests racecheck
 stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
   tests/python/test_cuda.py tests/python/test_optim_adam.py tests/python/test_model_ops.py \
-  -k "(round_trips and float32) or each_op or softmax_rows or autograd_of or (fused_adam and cuda) or (model_ops and cuda) or (embedding and cuda)"
+  tests/python/test_fused_attention.py \
+  -k "(round_trips and float32) or each_op or softmax_rows or autograd_of or (fused_adam and cuda) or (model_ops and cuda) or (embedding and cuda) or (float64_forward and cuda and float32)"
 # the generated kernels (every layout) and the CUDA graph replays under memcheck: a misaligned
 # vector read or an out-of-bounds lane shows here, not only as a wrong number
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \

@@ -562,6 +562,13 @@ void bind_tensor(py::module_& m) {
      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   m.def("embedding", [](const Tensor& weight, const Tensor& indices) { return mini::embedding(weight, indices); },
         py::arg("weight"), py::arg("indices"));
+  m.def("fused_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+    return mini::scaled_dot_product_attention(q, k, v, causal, scale);
+  }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("is_causal"), py::arg("scale"));
+  m.def("fused_attention_supports", [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    std::string why;
+    return mini::fused_attention_supports(q, k, v, &why) ? std::string() : why;
+  }, py::arg("query"), py::arg("key"), py::arg("value"));
   m.def("adam_step_", [](const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                          double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
                          int64_t step) {

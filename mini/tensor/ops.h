@@ -98,6 +98,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // The gradient of embedding for the weight: zeros of weight_shape, each row i the sum of the
 // rows of grad [*indices, D] whose index is i.
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, const Shape& weight_shape);
+// softmax(q k^T * scale [masked j > i when causal]) v as one kernel (attention.cpp): q [..., L, E],
+// k [..., S, E], v [..., S, Ev] of one dtype, batch dims equal (no broadcasting). Under autocast
+// q, k and v compute in its lower precision. Gradients for all three (a custom autograd node).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+// Whether the fused kernel takes these operands; if not, *why says what it lacks.
+bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, std::string* why);
 
 // ---- optimizers ---------------------------------------------------------------------------
 // One Adam (decoupled false) or AdamW (decoupled true) step of one parameter, in place, in one

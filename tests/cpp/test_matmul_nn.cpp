@@ -1,5 +1,5 @@
 // test_matmul_nn.cpp — matmul.cpp (2-D, batched, broadcast, transposed operands, 1-D,
-// int64) and nn_kernels.cpp (softmax, log_softmax, layer_norm, mse_loss).
+// int64), nn_kernels.cpp (softmax, log_softmax, layer_norm, mse_loss) and attention.cpp.
 #include <limits>
 #include <numeric>
 
@@ -255,4 +255,46 @@ TEST_CASE("mse_loss with each reduction", "[tensor][nn]") {
   CHECK_MINI_ERROR(
       mini::mse_loss(make({1}, {1}, DType::Int64), make({1}, {1}, DType::Int64), "sum"),
       Error::Kind::Runtime, "floating");
+}
+
+TEST_CASE("fused attention equals its ops, forward and gradients; it refuses what it cannot take",
+          "[tensor][nn][attention]") {
+  mini::manual_seed(11);
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    // L != S, a non-contiguous query (a transposed view), float64
+    Tensor q = mini::transpose(mini::randn({2, 5, 3, 4}, DType::Float64), 1, 2);  // [2, 3, 5, 4]
+    Tensor k = mini::randn({2, 3, 7, 4}, DType::Float64), v = mini::randn({2, 3, 7, 6}, DType::Float64);
+    for (Tensor* t : {&q, &k, &v}) (*t)->requires_grad = true;
+    const double scale = 0.4;
+    Tensor fused = mini::scaled_dot_product_attention(q, k, v, causal, scale);
+    CHECK(fused->sizes == Shape{2, 3, 5, 6});
+    // the same through matmul, masked_fill and softmax
+    Tensor s = mini::binary(OpKind::Mul, mini::matmul(q, mini::transpose(k, 2, 3)), number(scale, DType::Float64));
+    if (causal) {
+      Tensor i = mini::unsqueeze(mini::arange(0, 5, 1, DType::Int64), 1);
+      Tensor j = mini::unsqueeze(mini::arange(0, 7, 1, DType::Int64), 0);
+      s = mini::masked_fill(s, mini::binary(OpKind::Gt, j, i),
+                            number(-std::numeric_limits<double>::infinity(), DType::Float64));
+    }
+    Tensor ops = mini::matmul(mini::softmax(s, -1, false), v);
+    check_values(fused, values(ops), 1e-12, 1e-12);
+    Tensor g = mini::randn({2, 3, 5, 6}, DType::Float64);
+    std::vector<std::vector<double>> want;
+    for (const Tensor& t : {ops, fused}) {
+      for (Tensor* p : {&q, &k, &v}) (*p)->grad = nullptr;
+      mini::backward(t, g, false);
+      if (want.empty()) for (Tensor* p : {&q, &k, &v}) want.push_back(values((*p)->grad));
+      else for (int n = 0; n < 3; n++) check_values(n == 0 ? q->grad : n == 1 ? k->grad : v->grad, want[n], 1e-10, 1e-12);
+    }
+  }
+  std::string why;
+  CHECK_FALSE(mini::fused_attention_supports(mini::ones({2, 3, 4}), mini::ones({1, 3, 4}), mini::ones({2, 3, 4}), &why));
+  CHECK(why.find("broadcast") != std::string::npos);
+  CHECK_FALSE(mini::fused_attention_supports(mini::ones({3, 4}), mini::ones({3, 5}), mini::ones({3, 4}), &why));
+  CHECK_MINI_ERROR(mini::scaled_dot_product_attention(mini::ones({3, 4}), mini::ones({3, 4}, DType::Float64),
+                                                      mini::ones({3, 4}), false, 1.0),
+                   Error::Kind::Runtime, "different dtypes");
+  CHECK_MINI_ERROR(mini::scaled_dot_product_attention(mini::ones({3, 4}), mini::ones({0, 4}), mini::ones({0, 4}), false, 1.0),
+                   Error::Kind::Runtime, "no keys");
 }

@@ -37,8 +37,17 @@ def test_every_mode_learns_and_follows_eager(lab):
         assert r["tokens_per_s"] > 0 and r["kernels_per_step"] > 0
         # a step holds at least the model's parameters and their gradients (float32)
         assert r["peak_memory_bytes"] >= 8 * results["parameters"], (mode, r["peak_memory_bytes"])
+    # The modes differ by rounding only (eager runs attention as one fused kernel, compiled as
+    # matmuls and a softmax; fusion reorders sums): for 20 steps the losses agree to 1e-4. Later
+    # AdamW amplifies it: a parameter whose gradient is near 0 moves by about lr * sign(gradient),
+    # so a rounding-sized difference becomes a step-sized one (measured: at step 22 of this run
+    # every pair of modes, compiled against regional too, jumps from 1e-6 to 2e-4-1e-3, with or
+    # without the fused kernel). Over the run they stay within 1e-2 of eager's loss.
+    eager = modes["eager"]["losses"]
     for mode in ("compiled", "regional"):
-        assert modes[mode]["max_loss_gap_to_eager"] < 1e-3, mode
+        early = max(abs(a - b) for a, b in zip(modes[mode]["losses"][:20], eager[:20]))
+        assert early < 1e-4, (mode, early)
+        assert modes[mode]["max_loss_gap_to_eager"] < 1e-2, mode
 
 
 def test_the_compiled_step_is_one_graph_without_breaks(lab):
@@ -70,3 +79,20 @@ def test_the_torch_twin_is_the_same_file_with_only_its_imports_changed():
     assert not any(m.split(".")[0] == "mini" for m in imported) and "mini" not in names, imported
     assert {"torch", "torch.nn"} <= imported
     assert source.count("\n") == train_gpt.GPT_FILE.read_text().count("\n")
+
+
+def test_under_autocast_the_forward_runs_in_bfloat16_and_every_mode_learns(tmp_path):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MPLBACKEND="Agg")
+    env.pop("MINI_LOGS", None)
+    done = subprocess.run([sys.executable, str(LAB), "--quick", "--autocast", "--steps", "8", "--no-torch",
+                           "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = json.loads((tmp_path / "train_gpt_autocast.json").read_text())
+    assert results["autocast"] == "bfloat16" and "autocast(bfloat16)" in done.stdout
+    assert (tmp_path / "train_gpt_autocast.png").stat().st_size > 0
+    losses = {mode: r["losses"] for mode, r in results["modes"].items()}
+    for mode, curve in losses.items():
+        assert curve[-1] < curve[0] - 0.3, (mode, curve)
+    # bfloat16 matmuls round to 3 significant digits: the modes agree to that, not to float32's
+    for mode in ("compiled", "regional"):
+        assert max(abs(a - b) for a, b in zip(losses[mode], losses["eager"])) < 2e-2, mode

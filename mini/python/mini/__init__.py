@@ -25,7 +25,7 @@ from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool
 globals().update(_functions)
 del _functions
 
-from . import nn, optim, cuda, backends, profiler, amp  # noqa: E402,F401
+from . import nn, optim, cuda, backends, profiler, amp, compiler  # noqa: E402,F401
 OutOfMemoryError = _C.OutOfMemoryError
 from ._compile import (compile, explain, CompileCounter, reset, config, set_logs,  # noqa: E402,A004
                        mark_dynamic)
@@ -37,7 +37,7 @@ def _register_capture():
     graph_functions = {fn: name for name, fn in _tensor.functions.items()}
     graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
                             _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding",
-                            _tensor.slice_scatter: "slice_scatter"})
+                            _tensor.slice_scatter: "slice_scatter", compiler.is_compiling: "is_compiling"})
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
     graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})

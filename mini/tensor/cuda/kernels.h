@@ -103,6 +103,14 @@ void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tenso
 // each row's run begins in it, `seg_rows` (device int64 [segments]) that row: each run's
 // gradient rows added in position order into grad_weight (zeros, [rows, d]).
 void embedding(const Tensor& out, const Tensor& weight, const Tensor& index);
+// ---- attention (attention.cu) ---------------------------------------------------------------
+// out [..., L, Ev] = softmax(q k^T * scale, keys j > i masked when causal) v, and lse [..., L]
+// (float64 for float64 operands, else float32) each row's log-sum-exp of its scaled scores; q [..., L, E], k [..., S, E],
+// v [..., S, Ev] contiguous, of out's dtype, S > 0. A warp per query row (attention.cu).
+void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+               bool causal, double scale);
+// Whether the kernel holds head dims E and Ev (it keeps a row of each in registers).
+bool attention_supports(int64_t E, int64_t Ev);
 void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
                         const Tensor& seg_rows);
 

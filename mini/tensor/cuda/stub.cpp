@@ -81,6 +81,10 @@ void max_min_dim(const Tensor&, const Tensor&, const Tensor&, int64_t, bool) { n
 Tensor nonzero_flat(const Tensor&) { no_cuda("a CUDA kernel"); }
 void softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) { no_cuda("a CUDA kernel"); }
 void embedding(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double) {
+  no_cuda("a CUDA kernel");
+}
+bool attention_supports(int64_t, int64_t) { return false; }
 void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("a CUDA kernel");
 }

@@ -5,6 +5,7 @@ runs, and what the kernel counters in `mini.metrics` count, is exactly that op.
 """
 
 import mini
+from mini import _C
 
 
 def linear(input, weight, bias=None):
@@ -108,13 +109,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     [..., L, E], key [..., S, E], value [..., S, Ev]; scale 1/sqrt(E) unless given; is_causal
     masks key j > query i (the top-left triangle, as torch's, for L != S too); attn_mask a bool
     mask (True: attend) or a float one added to the scores; dropout_p drops attention weights
-    (always, as torch's function does: pass 0.0 in eval). Written as those ops, so that capture
-    records them and fusion sees the softmax (torch's eager runs a fused kernel instead)."""
+    (always, as torch's function does: pass 0.0 in eval).
+
+    Eagerly, without a mask or dropout, it runs one fused kernel (mini/tensor/attention.cpp: the
+    [L, S] scores never reach memory), as torch's eager does. Inside mini.compile
+    (mini.compiler.is_compiling()) and with a mask, dropout or operands the kernel does not take
+    (broadcast batch dims, mixed dtypes), it is written as the ops below, so that capture records
+    them and fusion sees the softmax."""
     if enable_gqa:
         raise NotImplementedError("scaled_dot_product_attention(enable_gqa=True) is not supported by mini yet")
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: an explicit attn_mask must not be set when is_causal=True")
     scale = query.size(-1) ** -0.5 if scale is None else scale
+    if (not mini.compiler.is_compiling() and dropout_p == 0.0 and attn_mask is None
+            and not _C.fused_attention_supports(query, key, value)):  # '' where the kernel takes them
+        return _C.fused_attention(query, key, value, bool(is_causal), float(scale))
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
         future = mini.ones(query.size(-2), key.size(-2), dtype=mini.bool, device=query.device).triu(1)

@@ -1,0 +1,182 @@
+// attention.cpp — eager scaled dot-product attention as one kernel: what
+// F.scaled_dot_product_attention runs outside a compiled function (torch's eager runs a fused
+// kernel too; inside mini.compile the function is captured as its matmuls and softmax instead,
+// so that fusion sees them).
+//
+// Forward, for each row i of query (per batch and head): the scores s_j = scale * q_i . k_j over
+// the keys it may see (all, or j <= i under is_causal: torch's top-left triangle), then
+// out_i = sum_j softmax(s)_j v_j. The [L, S] matrix of scores is never written to memory: a CPU
+// thread keeps one row of it, a CUDA warp a running max and sum ("online softmax",
+// cuda/attention.cu). It also writes each row's log-sum-exp, lse_i = log sum_j exp(s_j) (float32,
+// float64 for float64 operands), which is all the backward needs to rebuild the softmax.
+//
+// Backward (a custom autograd node, run as eager ops on either device):
+//   P  = exp(scale * Q K^T - lse)       the softmax, rebuilt (masked entries 0)
+//   dV = P^T dO          dP = dO V^T     D = rowsum(dO * O)
+//   dS = P * (dP - D)    dQ = scale * dS K      dK = scale * dS^T Q
+// bfloat16 inputs compute it in float32 and round the gradients once.
+#include <cmath>
+#include <vector>
+
+#include "autograd.h"
+#include "cuda/kernels.h"
+#include "loops.h"
+#include "metrics.h"
+#include "ops.h"
+#include "shape.h"
+
+namespace mini {
+
+namespace {
+
+// One query row against its keys, in A (float for float32 and bfloat16, double for float64).
+// `scores` is the calling thread's scratch of S entries.
+template <class T>
+void attention_kernel(const T* q, const T* k, const T* v, T* out, opmath_t<T>* lse, int64_t heads, int64_t L,
+                      int64_t S, int64_t E, int64_t Ev, bool causal, double scale) {
+  using A = opmath_t<T>;
+#pragma omp parallel if (heads * L * S * (E + Ev) >= kParallelGrain)
+  {
+    std::vector<A> scores(S), acc(Ev);
+#pragma omp for
+    for (int64_t row = 0; row < heads * L; row++) {
+      const int64_t h = row / L, i = row % L;
+      const T* qi = q + row * E;
+      const T* kh = k + h * S * E;
+      const T* vh = v + h * S * Ev;
+      const int64_t seen = causal ? std::min(S, i + 1) : S;  // keys j < seen
+      A max = -INFINITY;
+      for (int64_t j = 0; j < seen; j++) {
+        const T* kj = kh + j * E;
+        A dot = 0;
+        for (int64_t e = 0; e < E; e++) dot += A(qi[e]) * A(kj[e]);
+        scores[j] = dot * A(scale);
+        max = scores[j] > max ? scores[j] : max;
+      }
+      std::fill(acc.begin(), acc.end(), A(0));
+      A sum = 0;
+      for (int64_t j = 0; j < seen; j++) {
+        A p = std::exp(scores[j] - max);
+        sum += p;
+        const T* vj = vh + j * Ev;
+        for (int64_t e = 0; e < Ev; e++) acc[e] += p * A(vj[e]);
+      }
+      T* o = out + row * Ev;
+      for (int64_t e = 0; e < Ev; e++) o[e] = T(acc[e] / sum);
+      lse[row] = max + std::log(sum);
+    }
+  }
+}
+
+// The backward of one fused attention call, from its saved inputs, output and lse.
+struct AttentionBackward : CustomBackward {
+  SavedTensor q, k, v, out, lse;
+  bool causal = false;
+  double scale = 1;
+
+  const char* name() const override { return "ScaledDotProductAttention"; }
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    const char* op = name();
+    const DType dtype = q.unpack(op)->dtype;
+    const DType compute = dtype == DType::BFloat16 ? DType::Float32 : dtype;
+    auto in = [&](const SavedTensor& s) { return cast(s.unpack(op), compute); };
+    Tensor Q = in(q), K = in(k), V = in(v), O = in(out);
+    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(O->sizes, compute, O->device())
+                                                         : cast(grad_outputs[0], compute);
+    const int64_t r = Q->dim();
+    auto scalar = [&](double x) { return scalar_tensor(x, compute, true); };
+    Tensor s = binary(OpKind::Mul, matmul(Q, transpose(K, r - 2, r - 1)), scalar(scale));
+    if (causal) {  // entries j > i: -inf, so that P is 0 there
+      const int64_t L = Q->sizes[r - 2], S = K->sizes[r - 2];
+      Tensor i = unsqueeze(arange(0, double(L), 1, DType::Int64, Q->device()), 1);
+      Tensor j = unsqueeze(arange(0, double(S), 1, DType::Int64, Q->device()), 0);
+      s = masked_fill(s, binary(OpKind::Gt, j, i), scalar_tensor(-INFINITY, compute));
+    }
+    Tensor P = unary(OpKind::Exp, binary(OpKind::Sub, s, unsqueeze(cast(lse.unpack(op), compute), r - 1)));
+    Tensor dV = matmul(transpose(P, r - 2, r - 1), dO);
+    Tensor dP = matmul(dO, transpose(V, r - 2, r - 1));
+    Tensor D = reduce(OpKind::Sum, binary(OpKind::Mul, dO, O), {r - 1}, true);
+    Tensor dS = binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D));
+    Tensor dQ = binary(OpKind::Mul, matmul(dS, K), scalar(scale));
+    Tensor dK = binary(OpKind::Mul, matmul(transpose(dS, r - 2, r - 1), Q), scalar(scale));
+    return {cast(dQ, dtype), cast(dK, dtype), cast(dV, dtype)};
+  }
+
+  void release() override { q = k = v = out = lse = SavedTensor{}; }
+};
+
+}  // namespace
+
+bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, std::string* why) {
+  auto no = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  if (!q || !k || !v) return no("query, key and value must be tensors");
+  const int64_t r = q->dim();
+  if (r < 2 || k->dim() != r || v->dim() != r) return no("query, key and value must have the same number of dims (at least 2)");
+  for (int64_t d = 0; d < r - 2; d++)
+    if (k->sizes[d] != q->sizes[d] || v->sizes[d] != q->sizes[d])
+      return no("the batch dims of query, key and value differ (broadcast)");
+  if (k->sizes[r - 1] != q->sizes[r - 1]) return no("query and key have different last dims");
+  if (v->sizes[r - 2] != k->sizes[r - 2]) return no("key and value have different lengths");
+  if (k->sizes[r - 2] == 0 || q->sizes[r - 1] == 0) return no("no keys, or empty vectors");
+  if (k->dtype != q->dtype || v->dtype != q->dtype) return no("query, key and value have different dtypes");
+  if (!is_floating(q->dtype)) return no("query is not floating point");
+  if (k->device() != q->device() || v->device() != q->device()) return no("the tensors are on different devices");
+  if (q->is_cuda() && !cuda::attention_supports(q->sizes[r - 1], v->sizes[r - 1]))
+    return no("the head dim is larger than the CUDA kernel holds");
+  return true;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
+                                    double scale) {
+  Tensor q = q_in, k = k_in, v = v_in;
+  if (autocast_state().on(q->device())) {  // torch's lower-precision list has attention
+    DType to;
+    if (autocast_target(OpKind::Matmul, q->device(), &to))
+      for (Tensor* t : {&q, &k, &v})
+        if (autocast_casts((*t)->dtype, to)) *t = cast(*t, to);
+  }
+  std::string why;
+  if (!fused_attention_supports(q, k, v, &why)) fail("scaled_dot_product_attention (fused): ", why);
+  const int64_t r = q->dim(), L = q->sizes[r - 2], S = k->sizes[r - 2], E = q->sizes[r - 1],
+                Ev = v->sizes[r - 1];
+  const int64_t heads = L ? q->numel() / (L * E) : 0;
+  Tensor qc = contiguous(detach(q)), kc = contiguous(detach(k)), vc = contiguous(detach(v));
+  Shape out_shape = q->sizes;
+  out_shape[r - 1] = Ev;
+  Tensor out = TensorImpl::empty(out_shape, q->dtype, q->device());
+  // float64 for float64 operands (the backward rebuilds the softmax from it), float32 otherwise
+  const DType lse_dtype = q->dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor lse = TensorImpl::empty(Shape(q->sizes.begin(), q->sizes.end() - 1), lse_dtype, q->device());
+  if (out->is_cuda()) {
+    cuda::attention(out, lse, qc, kc, vc, causal, scale);
+  } else {
+    MINI_DISPATCH(q->dtype, T, [&] {
+      if constexpr (is_floating_v<T>)
+        attention_kernel<T>(qc->data<T>(), kc->data<T>(), vc->data<T>(), out->data<T>(), lse->data<opmath_t<T>>(), heads,
+                            L, S, E, Ev, causal, scale);
+    });
+  }
+  count_kernel(q->nbytes() + k->nbytes() + v->nbytes() + out->nbytes() + lse->nbytes());
+  if (should_record({q, k, v})) {
+    auto bw = std::make_shared<AttentionBackward>();
+    bw->q.save(detach(q));
+    bw->k.save(detach(k));
+    bw->v.save(detach(v));
+    bw->out.save(detach(out));
+    bw->lse.save(lse);
+    bw->causal = causal;
+    bw->scale = scale;
+    auto node = std::make_shared<GradNode>();
+    node->custom = bw;
+    for (const Tensor* t : {&q, &k, &v}) node->next.push_back(edge_of(*t));
+    out->grad_fn = node;
+    out->output_nr = 0;
+  }
+  return out;
+}
+
+}  // namespace mini
