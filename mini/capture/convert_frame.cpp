@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "capture/frame_hook.h"
 #include "tensor/autograd.h"
@@ -693,6 +694,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   // torch 2.11 captures Tensor.item() under fullgraph=True, where a break is no way out
   options.capture_scalar_outputs = compile_config().capture_scalar_outputs || req->fullgraph;
   Trace trace;
+  StageTimer capture_time(Stage::Capture);
   try {
     trace = trace_frame(code, fv, offset, policy, options);
   } catch (const Unsupported& u) {
@@ -704,6 +706,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     set_python_error(e);
     return nullptr;
   }
+  capture_time.stop();
   if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
     std::string why = trace.break_reason + (trace.skip_unit ? "" : " (inside a loop: the rest of the function runs as plain Python)");
@@ -867,6 +870,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     return UnitPlan::Error;
   }
   if (hit) {
+    compile_stats().cache_hits++;
     *art = std::static_pointer_cast<Artifact>(hit->artifact);
     return UnitPlan::Run;
   }
@@ -900,6 +904,8 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
                 "\n    triggered by the following guard failure(s):\n    - " + reason);
   }
   std::unique_ptr<guards::GuardSet> guard_set;
+  compile_stats().compiles++;
+  if (!reason.empty()) compile_stats().recompiles++;
   std::shared_ptr<Artifact> compiled = compile_unit(code, unit, offset, fv, req, &guard_set);
   if (!compiled) return UnitPlan::Error;
   if (compiled->exit == Trace::Exit::Skip) {
@@ -952,7 +958,10 @@ bool run_unit(const Artifact& art, const guards::FrameValues& fv, std::vector<Py
   std::vector<PyObject*> new_locals, new_stack, effects, made;
   {
     HookDisabled no_hook;
+    std::optional<StageTimer> first_run;
+    if (!art.ran) first_run.emplace(Stage::FirstRun), art.ran = true;
     if (!run_graph_of(art, fv, &outs)) return release_all(outs), false;
+    first_run.reset();
     if (!write_back_inputs(art, fv, outs)) return release_all(outs), false;
     if (art.exit == Trace::Exit::Return) {
       returned = build(art.output, outs, fv, &failed, made);
@@ -1000,18 +1009,20 @@ int resume_after_break(const Artifact& art, std::vector<PyObject*>& stack) {
 }
 
 // Frames the hook never captures (Dynamo's skip rules): code that is not a function's,
-// mini's own files, and code that uses zero-argument super().
-bool skipped_frame(const FrameView& view) {
+// mini's own files, and code that uses zero-argument super(). Returns why, or null.
+const char* skip_reason(const FrameView& view) {
   PyCodeObject* code = view.code;
-  if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return true;
+  if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return "not a function's code (a module or class body)";
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   // mini's own frames run as they are, except mini.nn's modules, which user code calls and
   // capture inlines (as Dynamo traces torch.nn)
   if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
       strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
-    return true;
+    return "mini's own code";
   // zero-argument super() needs CPython's own frame
-  return code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1;
+  if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)
+    return "it calls zero-argument super()";
+  return nullptr;
 }
 
 // CPython counts a frame against the recursion limit when its own loop runs it; a frame mini
@@ -1054,14 +1065,24 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   CompileRequest* req = t_requests.back();
   FrameView view(frame);
   PyCodeObject* code = view.code;
-  if (skipped_frame(view)) return run_default(ts, frame, throwflag);
+  CompileStats& stats = compile_stats();
+  stats.frames_seen++;
+  if (const char* why = skip_reason(view)) {
+    stats.frames_skipped[why]++;
+    return run_default(ts, frame, throwflag);
+  }
   guards::CodeCache* cache = guards::code_cache(code, false);
   std::vector<PyObject*> entry_locals = view.locals();
   if (!cache) {
-    if (!frame_has_tensors(view, entry_locals)) return run_default(ts, frame, throwflag);
-    cache = guards::code_cache(code, true);
-    if (!cache) return run_default(ts, frame, throwflag);
+    const char* why = !frame_has_tensors(view, entry_locals) ? "no tensor among its arguments"
+                      : !(cache = guards::code_cache(code, true)) ? "its code cannot hold a cache"
+                                                                   : nullptr;
+    if (why) {
+      stats.frames_skipped[why]++;
+      return run_default(ts, frame, throwflag);
+    }
   }
+  stats.frames_captured++;
   // The frame's state as units run: locals and stack, owned references.
   std::vector<PyObject*> locals(entry_locals), stack;
   for (PyObject* o : locals) Py_XINCREF(o);
@@ -1087,7 +1108,10 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   int offset = 0;
   for (;;) {
     guards::UnitCache& unit = cache->unit(offset);
-    if (!unit.skip_reason.empty()) return run_natively(offset);
+    if (!unit.skip_reason.empty()) {
+      stats.units_run_natively[unit.skip_reason]++;
+      return run_natively(offset);
+    }
     guards::FrameValues fv{locals.data(), (int)locals.size(), view.globals, view.builtins,
                            stack.data(), (int)stack.size()};
     fv.closure = ((PyFunctionObject*)view.function)->func_closure;
@@ -1096,12 +1120,16 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
       case UnitPlan::Run: break;
       case UnitPlan::RunNatively: return run_natively(offset);
       case UnitPlan::RunOnly: {
+        stats.units_run_natively["the cache size limit was reached"]++;
         HookDisabled no_hook;
         return run_natively(offset);
       }
       case UnitPlan::Error: return finish(nullptr);
     }
-    if (inputs_alias_differently(*art, fv, code)) return run_natively(offset);
+    if (inputs_alias_differently(*art, fv, code)) {
+      stats.units_run_natively["its inputs alias differently than when it was traced"]++;
+      return run_natively(offset);
+    }
     PyObject* result = nullptr;
     if (!run_unit(*art, fv, locals, stack, &result)) return finish(nullptr);
     if (art->exit == Trace::Exit::Return) return finish(result);
@@ -1124,6 +1152,7 @@ void exit_compiled_region() {
 }
 
 void reset_all() {
+  reset_compile_stats();
   guards::clear_all_code_caches();
   clear_events();
   g_graph_counter = 0;

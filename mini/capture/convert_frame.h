@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/compile_stats.h"
 #include "capture/tracer.h"
 #include "guards/cache.h"
 
@@ -120,6 +121,7 @@ struct Artifact : guards::CompiledArtifact {
   bool grad_enabled_after = true;     // see Trace
   int grad_enabled_on_raise = -1;
   std::string break_reason;           // Skip: why CPython runs the unit
+  mutable bool ran = false;           // called once already (compile_stats' first run)
   ~Artifact() override { Py_XDECREF(compiled_fn); }
 };
 

@@ -240,6 +240,29 @@ void bind_compile(py::module_& m) {
     }
   });
   m.def("_reset", &cap::reset_all);
+  m.def("_compile_stats", [] {
+    const cap::CompileStats& s = cap::compile_stats();
+    py::dict frames, units, stages;
+    frames["seen"] = s.frames_seen;
+    frames["captured"] = s.frames_captured;
+    frames["skipped"] = py::cast(s.frames_skipped);
+    units["cache_hits"] = s.cache_hits;
+    units["compiles"] = s.compiles;
+    units["recompiles"] = s.recompiles;
+    units["run_natively"] = py::cast(s.units_run_natively);
+    for (int i = 0; i < int(cap::Stage::kCount); i++) {
+      py::dict t;
+      t["seconds"] = s.stages[i].seconds;
+      t["count"] = s.stages[i].count;
+      stages[cap::stage_name(cap::Stage(i))] = t;
+    }
+    py::dict out;
+    out["frames"] = frames;
+    out["units"] = units;
+    out["stages"] = stages;
+    return out;
+  });
+  m.def("_reset_compile_stats", &cap::reset_compile_stats);
   m.def("_compile_events", [] {
     py::list out;
     for (auto& e : cap::compile_events())

@@ -63,6 +63,15 @@ void report(const std::string& title, const std::string& debug_dir, const mini::
     cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(source));
 }
 
+// A compile's stages into mini.compiler.stats() (capture/compile_stats.h): fusion, codegen, then
+// the compiler or a disk-cache hit (the C++ compile includes its dlopen).
+void count_stages(double schedule, double codegen, double compile, bool from_disk_cache) {
+  auto& stats = cap::compile_stats();
+  stats.add(cap::Stage::Fusion, schedule);
+  stats.add(cap::Stage::Codegen, codegen);
+  stats.add(from_disk_cache ? cap::Stage::DiskCache : cap::Stage::Compile, compile);
+}
+
 // A graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
 cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
                                        const std::string& mode) {
@@ -88,6 +97,8 @@ cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::s
     };
   }
   auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
+  if (cg->program) count_stages(cg->schedule_seconds, cg->codegen_seconds, cg->program->compile_seconds,
+                                cg->program->from_disk_cache);
   report(title, debug_dir, cg->schedule, cg->source, "cu",
          cg->program ? cg->program->path + (cg->program->from_disk_cache ? ", from the disk cache" : "")
                      : std::string("no generated kernel"));
@@ -114,6 +125,8 @@ cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string
       return interpret(std::make_shared<mini::graph::Graph>(g));
     }
   auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
+  if (!cg->schedule.groups.empty())
+    count_stages(cg->schedule_seconds, cg->codegen_seconds, cg->cxx_seconds, cg->from_disk_cache);
   warn(*cg);
   report(title, debug_dir, cg->schedule, cg->source, "cpp",
          cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : ""));
@@ -134,6 +147,7 @@ cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {
 cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string& title, bool inductor) {
   namespace ag = mini::autograd;
   std::shared_ptr<ag::TrainingGraphs> tg;
+  cap::StageTimer joint_time(cap::Stage::JointGraph);
   try {
     ag::Partitioner p = !inductor ? ag::Partitioner::SaveAll
                         : cap::compile_config().partitioner == "min-cut" ? ag::Partitioner::MinCut
@@ -144,6 +158,7 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
       cap::log_write("aot: " + title + " runs with eager kernels (which record autograd): " + e.what());
     return {};
   }
+  joint_time.stop();
   std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
   if (cap::log_channels().aot_graphs || cap::compile_debug()) {
     std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);

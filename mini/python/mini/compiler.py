@@ -11,3 +11,49 @@ def is_compiling():
 
 
 is_dynamo_compiling = is_compiling
+
+
+def stats():
+    """What the frame hook did and where compile time went since the last reset_stats() or
+    mini.reset() (torch's torch._dynamo.utils.counters and compile_times()), as a dict:
+
+      frames  seen: frames that started while a compiled function ran; captured: those run
+              unit by unit; skipped: {reason: frames} run by CPython untouched (mini's own
+              code, no tensor among the arguments, ...)
+      units   cache_hits, compiles, recompiles (compiles after a guard failed), and
+              run_natively: {reason: unit runs} CPython ran instead (capture cannot trace it,
+              the cache size limit, inputs that alias differently)
+      stages  {stage: {"seconds", "count"}} in the order a compile runs them: capture (symbolic
+              bytecode evaluation, with its guards), joint graph (AOT: the joint graph and its
+              partition), fusion, codegen, compile (the C++ compiler or NVRTC) or disk cache (a
+              compile the on-disk kernel cache served), first run (an artifact's first call)
+
+    print_stats() prints it as a table."""
+    from . import _C
+    return _C._compile_stats()
+
+
+def reset_stats():
+    """Zeroes stats() (mini.reset() does too)."""
+    from . import _C
+    _C._reset_compile_stats()
+
+
+def format_stats(s=None):
+    """stats() as the lines print_stats() prints."""
+    s = stats() if s is None else s
+    f, u = s["frames"], s["units"]
+    lines = [f"frames: {f['seen']} seen, {f['captured']} captured, {sum(f['skipped'].values())} skipped"]
+    lines += [f"  skipped ({n}): {why}" for why, n in sorted(f["skipped"].items(), key=lambda kv: -kv[1])]
+    lines.append(f"units: {u['cache_hits']} cache hits, {u['compiles']} compiles ({u['recompiles']} recompiles), "
+                 f"{sum(u['run_natively'].values())} run natively")
+    lines += [f"  run natively ({n}): {why}" for why, n in sorted(u["run_natively"].items(), key=lambda kv: -kv[1])]
+    lines.append("compile time by stage:")
+    for name, t in s["stages"].items():
+        if t["count"]:
+            lines.append(f"  {name:<12} {t['seconds'] * 1e3:9.2f} ms  over {t['count']}")
+    return "\n".join(lines)
+
+
+def print_stats():
+    print(format_stats())
