@@ -263,6 +263,20 @@ void bind_compile(py::module_& m) {
     return out;
   });
   m.def("_reset_compile_stats", &cap::reset_compile_stats);
+  // A code object's cache: per resume unit (by start offset), its entries in lookup order (most
+  // recently hit first), each its compile id and its guards, printed.
+  m.def("_cache_entries", [](py::object code) {
+    if (!PyCode_Check(code.ptr())) throw py::type_error("_cache_entries takes a code object (fn.__code__)");
+    py::list out;
+    mini::guards::CodeCache* cache = mini::guards::code_cache((PyCodeObject*)code.ptr(), false);
+    if (!cache) return out;
+    for (auto& [offset, unit] : cache->units) {
+      py::list entries;
+      for (const auto& e : unit.entries) entries.append(py::make_tuple(e.compile_id, e.guards ? e.guards->print() : ""));
+      out.append(py::make_tuple(offset, unit.frame_id, entries));
+    }
+    return out;
+  });
   m.def("_compile_events", [] {
     py::list out;
     for (auto& e : cap::compile_events())

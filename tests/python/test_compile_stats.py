@@ -117,3 +117,29 @@ def test_the_printed_table_names_every_count():
     assert text.startswith("frames: 1 seen, 1 captured, 0 skipped")
     assert "units: 0 cache hits, 1 compiles (0 recompiles), 0 run natively" in text
     assert "capture" in text and "first run" in text
+
+
+def test_cache_entries_are_listed_most_recently_hit_first():
+    def f(x):
+        return x * 2
+
+    compiled = mini.compile(f, backend="eager", dynamic=False)
+    sizes = [2, 3, 4, 2, 3, 3, 4]
+    order, ids = [], {}  # the rule: a new compile goes in front, a hit moves to the front
+    for n in sizes:
+        compiled(mini.ones(n))
+        if n not in ids:
+            ids[n] = len(ids)
+        else:
+            order.remove(ids[n])
+        order.insert(0, ids[n])
+    (unit,) = mini.compiler.cache_entries(compiled)
+    assert unit["offset"] == 0
+    assert [e["compile_id"] for e in unit["entries"]] == order
+    assert f"size=[{sizes[-1]}]" in unit["entries"][0]["guards"]
+    assert mini.compiler.cache_entries(f) == mini.compiler.cache_entries(compiled)
+    module = mini.nn.Linear(3, 2)
+    mini.compile(module, backend="eager")(mini.ones(1, 3))
+    assert len(mini.compiler.cache_entries(module)) == 1
+    with pytest.raises(TypeError, match="takes a function"):
+        mini.compiler.cache_entries(3)

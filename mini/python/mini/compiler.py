@@ -57,3 +57,20 @@ def format_stats(s=None):
 
 def print_stats():
     print(format_stats())
+
+
+def cache_entries(fn):
+    """The guard cache of `fn` (a function, a mini.compile wrapper or a module's forward):
+    one dict per resume unit (offset 0 is the function from its start; a graph break starts a
+    unit after the breaking instruction), each {"offset", "frame", "entries"} with the entries
+    in the order a lookup checks them (most recently hit first) as {"compile_id", "guards"}
+    (the guard set, printed). Empty before the first compile and after mini.reset()."""
+    from . import _C
+    # mini.compile(module) holds the module, mini.compile(function) the function
+    target = fn.__dict__["_orig_mod"] if "_orig_mod" in getattr(fn, "__dict__", {}) else getattr(fn, "_fn", fn)
+    code = getattr(target, "__code__", None) or getattr(getattr(target, "forward", None), "__code__", None)
+    if code is None:
+        raise TypeError(f"cache_entries takes a function or a mini.compile wrapper, got {type(fn).__name__}")
+    return [{"offset": offset, "frame": frame,
+             "entries": [{"compile_id": k, "guards": g} for k, g in entries]}
+            for offset, frame, entries in _C._cache_entries(code)]
