@@ -3,6 +3,7 @@ guards check it, and the inductor backend compiles a CUDA graph with the CUDA re
 NVRTC. Moving between devices inside a compiled function, or mixing devices, ends the graph
 there (eager runs the rest, raising what eager raises). The tests marked cuda need a GPU; the
 others check what a machine without one must do."""
+import numpy as np
 import pytest
 
 import mini
@@ -257,6 +258,40 @@ def test_reduce_overhead_records_again_for_a_new_shape_and_leaves_random_ops_unr
     x = mini.zeros(1000, device="cuda")
     draws = [g(x).cpu() for _ in range(4)]
     assert not mini.allclose(draws[2], draws[3])  # a replay would have drawn the same numbers
+
+
+@cuda_test
+def test_reduce_overhead_trains_with_default_modes_losses_and_fewer_launches():
+    # a training graph: its forward and its backward each replayed as a CUDA graph; the
+    # values saved for backward are copies, so a step's replay does not overwrite the last's
+    def run(mode):
+        mini.reset()
+        model = toy_model()
+        opt = mini.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        step_fn = mini.compile(model, mode=mode)
+        mini.manual_seed(1)
+        batches = [(mini.randn(8, 64, device="cuda"), mini.randn(8, 64, device="cuda")) for _ in range(6)]
+        losses, kernels = [], []
+        for x, y in batches:
+            def step():
+                loss = ((step_fn(x) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                return loss
+            loss, k = launches(step)
+            losses.append(loss.item())
+            kernels.append(k)
+        return losses, kernels, [p.detach().cpu() for p in model.parameters()]
+
+    base_losses, base_kernels, base_params = run("default")
+    losses, kernels, params = run("reduce-overhead")
+    np.testing.assert_allclose(losses, base_losses, rtol=1e-5, atol=1e-6)
+    for p, q in zip(params, base_params):
+        assert close(p, q, atol=1e-5)
+    assert losses[-1] < losses[0]
+    # after the warm-up and recording steps, each half is one replay plus its copies
+    assert kernels[-1] < base_kernels[-1], (kernels, base_kernels)
 
 
 def test_reduce_overhead_on_the_cpu_runs_as_default_mode():
