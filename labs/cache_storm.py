@@ -21,6 +21,11 @@ This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
    per-call overhead shows) and a large one (where the lost fusion shows).
 
     PYTHONPATH=build/python .venv/bin/python labs/cache_storm.py [--quick] [--out DIR]
+        [--device cpu|cuda]
+
+--device cuda runs the storm on GPU tensors: "inductor" generates one CUDA kernel per compile
+(NVRTC, or a CUBIN from mini's disk cache) and the times per call are read after a
+synchronize. Without a usable GPU it says why in one line and exits 0.
 
 Writes cache_storm.png / .svg (compiles against call index; time per call by regime) and
 cache_storm.json into --out (default: figures/ at the repository root).
@@ -32,14 +37,13 @@ import io
 import json
 import os
 import re
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import mini
 
-from measure import save_figure
+from measure import device_fields, device_title, save_figure, skip_without_cuda, synchronizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE_FILE = REPO_ROOT / "tests" / "conformance" / "expected_torch_2.11.jsonl"
@@ -73,24 +77,28 @@ def fn(x):
 # ---- the storm ------------------------------------------------------------------------------
 
 
-def run_storm(compiled, sizes, before_call=None, after_call=None):
-    """Calls compiled(randn(n)) for each n, with recompiles logged and warnings caught.
+def run_storm(compiled, sizes, device, before_call=None, after_call=None):
+    """Calls compiled(randn(n)) for each n (on `device`), with recompiles logged and warnings
+    caught.
 
     Returns one record per call: the size, the warnings it raised, what it logged, plus
     whatever after_call(record) adds. Logging is on only inside this function."""
+    sync = synchronizer(device)
     calls = []
     mini.set_logs("recompiles")
     try:
         for index, n in enumerate(sizes, 1):
-            x = mini.randn(n)
+            x = mini.randn(n, device=device)
             if before_call:
                 before_call()
             log = io.StringIO()
             with warnings.catch_warnings(record=True) as caught, \
                     contextlib.redirect_stderr(log):
                 warnings.simplefilter("always")
+                sync()
                 start = time.perf_counter()
                 compiled(x)
+                sync()
                 seconds = time.perf_counter() - start
             record = {
                 "call": index,
@@ -109,7 +117,7 @@ def run_storm(compiled, sizes, before_call=None, after_call=None):
     return calls
 
 
-def counting_storm(limit):
+def counting_storm(limit, device):
     """The storm under mini.CompileCounter, on the conformance case's sizes (2, 3, ...)."""
     mini.reset()
     counter = mini.CompileCounter()
@@ -119,13 +127,14 @@ def counting_storm(limit):
     def after_call(record):
         record["compiles"] = counter.frame_count
 
-    calls = run_storm(compiled, sizes, after_call=after_call)
+    calls = run_storm(compiled, sizes, device, after_call=after_call)
     return sizes, calls
 
 
-def inductor_storm(base, limit):
-    """The same storm with backend="inductor", sizes base, base+1, ...: per call, the C++
-    kernels generated (one per compile) and the kernels launched (1 fused, or the eager ops)."""
+def inductor_storm(base, limit, device):
+    """The same storm with backend="inductor", sizes base, base+1, ...: per call, the kernels
+    generated (C++, or CUDA on the GPU: one per compile) and the kernels launched (1 fused, or
+    the eager ops)."""
     mini.reset()
     compiled = mini.compile(fn, backend="inductor")
     sizes = [base + i for i in range(limit + EXTRA_SHAPES)]
@@ -140,21 +149,24 @@ def inductor_storm(base, limit):
         record["compiles"] = generated["total"]
         record["kernel_launches"] = counts["kernel_launches"]
 
-    calls = run_storm(compiled, sizes, before_call=before_call, after_call=after_call)
+    calls = run_storm(compiled, sizes, device, before_call=before_call, after_call=after_call)
     return compiled, sizes, calls
 
 
 # ---- time per call, by regime ---------------------------------------------------------------
 
 
-def per_call_us(run, calls, repeats):
-    """The fastest over `repeats` of the mean time of `calls` back-to-back calls, in us."""
+def per_call_us(run, calls, repeats, sync):
+    """The fastest over `repeats` of the mean time of `calls` back-to-back calls, in us;
+    `sync` runs before the clock is read (measure.synchronizer)."""
     run()
     samples = []
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         for _ in range(calls):
             run()
+        sync()
         samples.append((time.perf_counter() - start) / calls * 1e6)
     return min(samples)
 
@@ -165,11 +177,12 @@ def kernels_of_one_call(run):
     return mini.metrics.kernel_launches, mini.metrics.bytes_moved
 
 
-def time_regimes(compiled, sizes, limit, calls, repeats):
+def time_regimes(compiled, sizes, limit, calls, repeats, device):
     """Times the three regimes on the storm's function: a size compiled during the storm,
     a size past the limit, and the plain function on that size."""
-    cached_x = mini.randn(sizes[0])
-    past_x = mini.randn(sizes[limit + 1])
+    sync = synchronizer(device)
+    cached_x = mini.randn(sizes[0], device=device)
+    past_x = mini.randn(sizes[limit + 1], device=device)
     runs = {
         "cached compiled": (sizes[0], lambda: compiled(cached_x)),
         "past the limit (eager)": (sizes[limit + 1], lambda: compiled(past_x)),
@@ -181,12 +194,14 @@ def time_regimes(compiled, sizes, limit, calls, repeats):
         for regime, (n, run) in runs.items():
             kernels, moved = kernels_of_one_call(run)
             results[regime] = {"n": n, "kernel_launches": kernels, "bytes_moved": moved,
-                               "us_per_call": per_call_us(run, calls, repeats)}
+                               "us_per_call": per_call_us(run, calls, repeats, sync)}
     return results
 
 
 def machine_state():
-    """What the timings depend on: CPUs, the OpenMP thread setting, the load average."""
+    """What the timings depend on: CPUs, the OpenMP thread setting, the load average (on the
+    GPU too: every call is launched by the host, and a call past the limit walks the guards
+    there)."""
     return {"cpus": os.cpu_count(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
             "load_average_1min": round(os.getloadavg()[0], 2)}
 
@@ -212,8 +227,8 @@ def torch_record():
 # ---- reporting ------------------------------------------------------------------------------
 
 
-def print_storm(limit, count_calls, inductor_calls, torch_compiles):
-    print(f"\nfn(x) = {EXPRESSION}, automatic_dynamic_shapes=False, "
+def print_storm(limit, count_calls, inductor_calls, torch_compiles, device):
+    print(f"\nfn(x) = {EXPRESSION} on {device}, automatic_dynamic_shapes=False, "
           f"cache_size_limit={limit}: {len(count_calls)} sizes\n")
     header = (f"{'call':>4} {'n':>4} {'compiles':>9} {'torch':>6}  {'inductor':>9} "
               f"{'kernels':>8} {'call ms':>9}  what happened")
@@ -232,18 +247,21 @@ def print_storm(limit, count_calls, inductor_calls, torch_compiles):
         print(f"{counted['call']:>4} {counted['n']:>4} {counted['compiles']:>9} {torch_text:>6}  "
               f"{timed['compiles']:>9} {timed['kernel_launches']:>8} "
               f"{timed['seconds'] * 1e3:>9.2f}  {what}")
+    language, compiler = ("CUDA", "NVRTC") if device == "cuda" else ("C++", "a C++ compile")
     print("\ncompiles: mini.CompileCounter().frame_count after the call (sizes n); torch: "
-          "torch 2.11's record.\ninductor: C++ kernels generated so far in the same storm "
-          "with backend='inductor';\nkernels: kernels that call launched "
+          f"torch 2.11's record.\ninductor: {language} kernels generated so far in the same "
+          "storm with backend='inductor';\nkernels: kernels that call launched "
           "(1 = the fused kernel, 2 = the eager mul and add);\ncall ms: the whole call, "
-          "with its compile (a C++ compile, or a load from mini's disk cache).")
+          f"with its compile ({compiler}, or a load from mini's disk cache).")
     for record in count_calls:
         for message in record["limit_warnings"]:
             print("\nthe warning, in full:\n  " + message.replace("\n", "\n  "))
 
 
-def print_regimes(limit, regimes_by_size):
-    print(f"\ntime per call of fn(x) = {EXPRESSION}, by regime (backend='inductor')\n")
+def print_regimes(limit, regimes_by_size, device):
+    synchronized = ", the clock read after a synchronize" if device == "cuda" else ""
+    print(f"\ntime per call of fn(x) = {EXPRESSION} on {device}, by regime "
+          f"(backend='inductor'{synchronized})\n")
     header = (f"{'size':<7}{'regime':<26}{'n':>10}{'kernels':>9}{'moved (KB)':>12}"
               f"{'us/call':>11}{'vs plain':>10}")
     print(header)
@@ -270,7 +288,7 @@ def format_us(us):
     return f"{us:.1f}" if us >= 10 else f"{us:.2f}"
 
 
-def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
+def plot(limit, count_calls, torch_compiles, regimes_by_size, device, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -303,7 +321,7 @@ def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
     ax.set_xticks(calls)
     ax.set_ylim(0, limit + 3.6)
     ax.set_xlim(0.5, calls[-1] + 0.5)
-    ax.set_title(f"fn(x) = {EXPRESSION}, automatic dynamic off")
+    ax.set_title(f"fn(x) = {EXPRESSION}, automatic dynamic off{device_title(device)}")
     ax.legend(loc="upper left", fontsize=8)
 
     for ax, (size_label, regimes) in zip(axes[1:], regimes_by_size.items()):
@@ -323,7 +341,8 @@ def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
         ax.set_ylabel("time per call (us)")
         cached_n = regimes["cached compiled"]["n"]
         past_n = regimes["past the limit (eager)"]["n"]
-        ax.set_title(f"{size_label} x, float32, backend='inductor'\n"
+        on_gpu = ", on cuda" if device == "cuda" else ""  # the GPU's name: the left title
+        ax.set_title(f"{size_label} x, float32{on_gpu}, backend='inductor'\n"
                      f"n = {cached_n:,} (cached), {past_n:,} (the other two)", fontsize=10)
 
     fig.tight_layout()
@@ -335,8 +354,7 @@ def plot(limit, count_calls, torch_compiles, regimes_by_size, out_dir):
 def main(argv=None):
     args = parse_args(argv)
     if args.device == "cuda":
-        sys.exit("cache_storm: --device cuda: CUDA is not built in this mini yet; "
-                 "run with --device cpu")
+        skip_without_cuda("cache_storm")
     large_base = QUICK_LARGE_BASE if args.quick else FULL_LARGE_BASE
     timing = {"small": (2000, 5), "large": (20, 5)} if args.quick else \
         {"small": (20000, 7), "large": (20, 7)}
@@ -345,20 +363,20 @@ def main(argv=None):
     mini.manual_seed(0)
 
     with mini.config.patch(automatic_dynamic_shapes=False):
-        count_sizes, count_calls = counting_storm(limit)
+        count_sizes, count_calls = counting_storm(limit, args.device)
         storms, regimes_by_size = {}, {}
         for size_label, base in (("small", SMALL_BASE), ("large", large_base)):
-            compiled, sizes, calls = inductor_storm(base, limit)
+            compiled, sizes, calls = inductor_storm(base, limit, args.device)
             storms[size_label] = {"sizes": sizes, "calls": calls}
             calls_per_sample, repeats = timing[size_label]
             regimes_by_size[size_label] = time_regimes(compiled, sizes, limit,
-                                                       calls_per_sample, repeats)
+                                                       calls_per_sample, repeats, args.device)
     mini.reset()
 
     record = torch_record()
     torch_compiles = record["compiles_after_each_call"] if record else None
-    print_storm(limit, count_calls, storms["small"]["calls"], torch_compiles)
-    print_regimes(limit, regimes_by_size)
+    print_storm(limit, count_calls, storms["small"]["calls"], torch_compiles, args.device)
+    print_regimes(limit, regimes_by_size, args.device)
     mini_compiles = [c["compiles"] for c in count_calls]
     if torch_compiles is not None:
         verdict = "the same" if mini_compiles == torch_compiles else "DIFFERENT"
@@ -370,11 +388,12 @@ def main(argv=None):
           f"{state['load_average_1min']} at the start (timings are noisy on a busy machine)")
 
     args.out.mkdir(parents=True, exist_ok=True)
-    figure_paths = plot(limit, count_calls, torch_compiles, regimes_by_size, args.out)
+    figure_paths = plot(limit, count_calls, torch_compiles, regimes_by_size, args.device,
+                        args.out)
     warned_calls = [c["call"] for c in count_calls if c["limit_warnings"]]
     results = {
         "expression": EXPRESSION,
-        "device": args.device,
+        **device_fields(args.device),
         "quick": args.quick,
         "cache_size_limit": limit,
         "automatic_dynamic_shapes": False,
@@ -385,7 +404,8 @@ def main(argv=None):
         "recompile_reasons": [reason for c in count_calls for reason in c["recompile_reasons"]],
         "inductor_storms": storms,
         "regimes": regimes_by_size,
-        "timing": "us per call: fastest of several runs of many back-to-back calls",
+        "timing": "us per call: fastest of several runs of many back-to-back calls"
+                  + (", each read after mini.cuda.synchronize()" if args.device == "cuda" else ""),
         "machine": state,
         "torch_2_11": ({"source": str(CONFORMANCE_FILE), **record} if record else None),
     }

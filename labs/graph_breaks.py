@@ -16,7 +16,12 @@ It then builds chains of nine `x = relu(x * 0.9 + 0.1)` segments with 0..8 print
 them, and plots the time per call against the number of breaks.
 
     PYTHONPATH=build/python .venv/bin/python labs/graph_breaks.py [--quick] [--out DIR]
-        [--backend inductor|eager]
+        [--backend inductor|eager] [--device cpu|cuda]
+
+--device cuda runs the same programs on GPU tensors (compiled graphs become generated CUDA
+kernels under inductor); the times per call are then the host's clock around a loop of calls,
+read after a synchronize, so they hold the launches and the GPU's work both. Without a usable
+GPU it says why in one line and exits 0.
 
 Writes graph_breaks_regions.png/.svg (each program as its sequence of compiled regions and
 eager islands, drawn from what explain() recorded), graph_breaks_cost.png/.svg (time per
@@ -35,8 +40,8 @@ import textwrap
 import mini
 
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
-                     finish_arguments, load_torch_expectations, per_call_us, pyplot, quietly,
-                     save_figure, write_json)
+                     device_fields, device_title, finish_arguments, load_torch_expectations,
+                     per_call_us, pyplot, quietly, save_figure, synchronizer, write_json)
 
 CHAIN_SEGMENTS = 9  # a chain has 9 segments, so 0..8 prints can sit between them
 CHAIN_SEGMENT = "x = mini.relu(x * 0.9 + 0.1)"
@@ -78,17 +83,20 @@ def several_breaks(x, w):
     return out.sum() + loss
 
 
-def program_list():
-    """(name, function, arguments, conformance case or None, what it shows)."""
+def program_list(device):
+    """(name, function, arguments on `device`, conformance case or None, what it shows)."""
     mini.manual_seed(0)
+
+    def randn(*shape):
+        return mini.randn(*shape, device=device)
     return [
-        ("dd_if_item", dd_if_item, (mini.randn(8, 8),), "dd_if_item",
+        ("dd_if_item", dd_if_item, (randn(8, 8),), "dd_if_item",
          "a Python branch on x.sum().item()"),
-        ("where_no_break", where_no_break, (mini.randn(8, 8),), "where_no_break",
+        ("where_no_break", where_no_break, (randn(8, 8),), "where_no_break",
          "the same branch as mini.where"),
-        ("print_mid", print_mid, (mini.randn(8),), "print_mid",
+        ("print_mid", print_mid, (randn(8),), "print_mid",
          "a print between two ops"),
-        ("several_breaks", several_breaks, (mini.randn(32, 64), mini.randn(64, 64)), None,
+        ("several_breaks", several_breaks, (randn(32, 64), randn(64, 64)), None,
          "log.info, print and an item() check"),
     ]
 
@@ -225,8 +233,10 @@ def compiles_on_first_call(fn, args):
     return counter.frame_count
 
 
-def time_per_call(fn, args, backend, calls, repeats):
-    """(eager us, compiled us, kernel launches per compiled call)."""
+def time_per_call(fn, args, backend, timing, sync):
+    """(eager us, compiled us, kernel launches per compiled call); `timing` is (seconds per
+    sample, samples), `sync` what runs before the clock is read (measure.synchronizer)."""
+    calls, repeats = timing
     mini.reset()
     compiled = mini.compile(fn, backend=backend)
     with quietly():
@@ -234,32 +244,33 @@ def time_per_call(fn, args, backend, calls, repeats):
         mini.metrics.reset()
         compiled(*args)
         kernels = mini.metrics.kernel_launches
-        eager_us = per_call_us(lambda: fn(*args), calls, repeats)
-        compiled_us = per_call_us(lambda: compiled(*args), calls, repeats)
+        eager_us = per_call_us(lambda: fn(*args), calls, repeats, sync)
+        compiled_us = per_call_us(lambda: compiled(*args), calls, repeats, sync)
     return eager_us, compiled_us, kernels
 
 
-def measure_program(name, fn, args, backend, timing):
+def measure_program(name, fn, args, backend, timing, sync):
     explanation, sequence = explain_in_order(fn, args)
     result = {"name": name, **describe(explanation, sequence)}
     result["compiles_after_first_call"] = compiles_on_first_call(fn, args)
     result["fullgraph"] = fullgraph_outcome(fn, args)
-    eager_us, compiled_us, kernels = time_per_call(fn, args, backend, *timing)
+    eager_us, compiled_us, kernels = time_per_call(fn, args, backend, timing, sync)
     result.update(eager_us=eager_us, compiled_us=compiled_us,
                   kernel_launches_per_compiled_call=kernels)
     return result
 
 
-def measure_chains(sizes, backend, timing, progress):
+def measure_chains(sizes, backend, timing, device, progress):
     chains = []
     for n in sizes:
         mini.manual_seed(0)
-        x = mini.randn(n)
+        x = mini.randn(n, device=device)
         points = []
         for breaks in range(CHAIN_SEGMENTS):
             fn = make_chain(breaks)
             explanation, _ = explain_in_order(fn, (x,))
-            eager_us, compiled_us, kernels = time_per_call(fn, (x,), backend, *timing)
+            eager_us, compiled_us, kernels = time_per_call(fn, (x,), backend, timing,
+                                                           synchronizer(device))
             points.append({
                 "breaks": breaks,
                 "graph_count": explanation.graph_count,
@@ -277,8 +288,9 @@ def measure_chains(sizes, backend, timing, progress):
 # ---- reporting ------------------------------------------------------------------------------
 
 
-def print_programs(programs, backend):
-    print(f"\nprograms (compiled with backend={backend!r}; times are the median per call)\n")
+def print_programs(programs, backend, device):
+    print(f"\nprograms on {device} (compiled with backend={backend!r}; times are the median "
+          "per call)\n")
     header = (f"{'program':<16}{'graphs':>7}{'breaks':>7}{'reasons':>8}{'compiles':>9}"
               f"{'fullgraph':>11}{'eager us':>10}{'compiled us':>12}{'ratio':>7}")
     print(header)
@@ -326,11 +338,11 @@ def print_torch_comparison(programs, torch):
               f"{short_reason(mine[0]['reason']) if mine else '-'}")
 
 
-def print_chains(chains, backend):
+def print_chains(chains, backend, device):
     print(f"\nchains of {CHAIN_SEGMENTS} `{CHAIN_SEGMENT}` segments with a print after the "
           f"first k (backend={backend!r})\n")
     for chain in chains:
-        print(f"x: float32 [{chain['n']:,}]")
+        print(f"x: float32 [{chain['n']:,}] on {device}")
         header = (f"{'breaks':>7}{'graphs':>8}{'kernels/call':>14}{'eager us':>11}"
                   f"{'compiled us':>13}{'compiled - eager':>18}")
         print(header)
@@ -349,7 +361,7 @@ GRAPH_COLOR = "#4C72B0"
 EAGER_COLOR = "#DD8452"
 
 
-def plot_regions(programs, out_dir):
+def plot_regions(programs, device, out_dir):
     plt = pyplot()
     from matplotlib.patches import FancyBboxPatch, Patch
 
@@ -391,14 +403,15 @@ def plot_regions(programs, out_dir):
                                                       "(reason below it)")],
               loc="upper left", fontsize=8, frameon=False, bbox_to_anchor=(0.0, 1.06), ncol=2)
     ax.set_title("Each program as it ran: compiled regions and eager islands, in order "
-                 "(drawn from mini.explain)", fontsize=11, loc="left", pad=26)
+                 f"(drawn from mini.explain){device_title(device)}", fontsize=11, loc="left",
+                 pad=26)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, "graph_breaks_regions")
     plt.close(fig)
     return paths
 
 
-def plot_cost(chains, backend, out_dir):
+def plot_cost(chains, backend, device, out_dir):
     plt = pyplot()
     fig, axes = plt.subplots(1, len(chains), figsize=(max(8.0, 6.2 * len(chains)), 4.8),
                              squeeze=False)
@@ -416,9 +429,9 @@ def plot_cost(chains, backend, out_dir):
         ax.set_ylim(0, top * 1.3)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", ncol=2)
-    fig.suptitle(f"Time per call against graph breaks\n{CHAIN_SEGMENTS} segments "
-                 f"`{CHAIN_SEGMENT}` with a print after the first k (k breaks, k + 1 graphs)",
-                 fontsize=10.5)
+    fig.suptitle(f"Time per call against graph breaks{device_title(device)}\n"
+                 f"{CHAIN_SEGMENTS} segments `{CHAIN_SEGMENT}` with a print after the first k "
+                 "(k breaks, k + 1 graphs)", fontsize=10.5)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, "graph_breaks_cost")
     plt.close(fig)
@@ -438,28 +451,31 @@ def main(argv=None):
     args = parse_args(argv)
     progress = Progress("graph_breaks")
     timing = (0.002, 3) if args.quick else (0.03, 7)  # (seconds per sample, samples)
+    sync = synchronizer(args.device)
     torch = load_torch_expectations()
     with cold_kernel_cache(args.backend):
         programs = []
-        for name, fn, fn_args, case, what in program_list():
-            result = measure_program(name, fn, fn_args, args.backend, timing)
+        for name, fn, fn_args, case, what in program_list(args.device):
+            result = measure_program(name, fn, fn_args, args.backend, timing, sync)
             result.update(case=case, what=what)
             programs.append(result)
             progress.say(f"{name} measured")
         chains = measure_chains(QUICK_CHAIN_SIZES if args.quick else FULL_CHAIN_SIZES,
-                                args.backend, timing, progress)
+                                args.backend, timing, args.device, progress)
 
-    print_programs(programs, args.backend)
+    print_programs(programs, args.backend, args.device)
     print_torch_comparison(programs, torch)
-    print_chains(chains, args.backend)
+    print_chains(chains, args.backend, args.device)
 
-    paths = plot_regions(programs, args.out) + plot_cost(chains, args.backend, args.out)
+    paths = (plot_regions(programs, args.device, args.out)
+             + plot_cost(chains, args.backend, args.device, args.out))
+    synchronized = ", read after mini.cuda.synchronize()" if args.device == "cuda" else ""
     results = {
         "backend": args.backend,
-        "device": args.device,
+        **device_fields(args.device),
         "quick": args.quick,
         "timing": f"microseconds per call: median over {timing[1]} samples, each a loop of "
-                  f"calls taking about {timing[0]} s",
+                  f"calls taking about {timing[0]} s{synchronized}",
         "programs": programs,
         "chains": {"segments": CHAIN_SEGMENTS, "segment": CHAIN_SEGMENT, "sizes": chains},
         "torch_2_11": {p["case"]: torch[p["case"]] for p in programs if p.get("case") in torch},

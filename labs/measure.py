@@ -1,4 +1,5 @@
-"""What the capture labs (graph_breaks, shape_thrash, scalar_guards) share.
+"""What the labs share (the capture labs graph_breaks, shape_thrash, scalar_guards,
+cache_storm and regional_compile most of it).
 
 - the command line every lab takes (--out, --quick, --device, --backend);
 - torch 2.11's recorded numbers (tests/conformance/expected_torch_2.11.jsonl), to print
@@ -6,8 +7,11 @@
 - CountingBackend: a backend that counts the graphs it is given and times each compile, so
   a lab can count compiles under "inductor" as mini.CompileCounter does under "eager";
 - per-call timing, figure saving (save_figure, used by every lab) and progress lines;
-- for --device cuda (eager_anatomy, fusion_wins, bench_cuda_eager): why there is no GPU here
-  (require_cuda), and GPU timing with CUDA events (cuda_ms).
+- for --device cuda: why there is no GPU here (cuda_unavailable_reason; skip_without_cuda, the
+  one line and exit status 0 of the capture labs; require_cuda, the exit status 1 of
+  eager_anatomy and bench_cuda_eager), what to call before reading the clock (synchronizer),
+  the device in titles and JSON (device_title, device_fields), and GPU timing with CUDA events
+  (cuda_ms).
 
 This file is not a lab: labs/run_all.py does not run it.
 """
@@ -42,10 +46,11 @@ def add_common_arguments(parser, quick_help):
 
 
 def finish_arguments(args, lab_name):
-    """Fills the --backend default and refuses --device cuda (not built yet)."""
+    """Fills the --backend default (inductor; eager under --quick) and makes the --out folder.
+    With --device cuda where no GPU is usable, it prints why in one line and exits with
+    status 0 before making anything (skip_without_cuda): it returns only when the lab can run."""
     if args.device == "cuda":
-        sys.exit(f"{lab_name}: --device cuda: CUDA is not built in this mini yet; "
-                 "run with --device cpu")
+        skip_without_cuda(lab_name)
     if args.backend is None:
         args.backend = "eager" if args.quick else "inductor"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -72,6 +77,39 @@ def require_cuda(lab_name):
     reason = cuda_unavailable_reason()
     if reason:
         sys.exit(f"{lab_name}: --device cuda: no CUDA device ({reason}); run with --device cpu")
+
+
+def skip_without_cuda(lab_name):
+    """Where no GPU is usable, prints one line saying why and exits with status 0: the lab's
+    --device cuda run is skipped, not failed (as fusion_wins and train_gpt do), so that
+    labs/run_all.py --device cuda passes on a machine without a GPU. Returns when one is."""
+    reason = cuda_unavailable_reason()
+    if reason:
+        print(f"{lab_name}: --device cuda: skipped: no CUDA device ({reason})", flush=True)
+        raise SystemExit(0)
+
+
+def synchronizer(device):
+    """What to call before reading the clock: mini.cuda.synchronize on "cuda" (a call returns
+    once its kernels are queued, not run), nothing on the CPU."""
+    if device == "cuda":
+        return mini.cuda.synchronize
+    return lambda: None
+
+
+def device_title(device):
+    """What a figure's title adds for the device: nothing on the CPU (the labs' default),
+    " (cuda: <GPU name>)" on the GPU."""
+    if device != "cuda":
+        return ""
+    return f" (cuda: {mini.cuda.get_device_name(0)})"
+
+
+def device_fields(device):
+    """The JSON's "device", and on the GPU its name ("device_name", as fusion_wins writes)."""
+    if device != "cuda":
+        return {"device": device}
+    return {"device": device, "device_name": mini.cuda.get_device_name(0)}
 
 
 def cuda_ms(cuda, run, repeats, warmup=1, reduce=min):
@@ -118,10 +156,11 @@ class CountingBackend:
     """A backend that counts the graphs capture gives it and times each compile.
 
     kind "eager" runs each graph with eager ops (as mini.CompileCounter does); kind
-    "inductor" compiles it to C++ with mini's inductor, the same code path as
-    backend="inductor". `frame_count` has CompileCounter's meaning; `compile_seconds[i]`
-    is how long the backend took on graph i (lowering, code generation and the C++
-    compiler for inductor; almost nothing for eager)."""
+    "inductor" compiles it with mini's inductor, the same code path as backend="inductor":
+    to C++ for a graph of CPU tensors, to CUDA (NVRTC) for one of CUDA tensors.
+    `frame_count` has CompileCounter's meaning; `compile_seconds[i]` is how long the backend
+    took on graph i (lowering, code generation and the C++ compiler or NVRTC for inductor;
+    almost nothing for eager)."""
 
     def __init__(self, kind):
         if kind not in ("eager", "inductor"):
@@ -135,7 +174,9 @@ class CountingBackend:
 
     def __call__(self, graph_module, example_inputs):
         start = time.perf_counter()
-        if self.kind == "inductor":
+        if self.kind == "inductor" and any(getattr(t, "is_cuda", False) for t in example_inputs):
+            run = mini._C._inductor_compile_cuda(graph_module)["run"]
+        elif self.kind == "inductor":
             run = mini._C._inductor_compile(graph_module)["run"]
         else:
             run = graph_module.forward
@@ -163,13 +204,17 @@ def cold_kernel_cache(backend_name):
 # ---- timing ---------------------------------------------------------------------------------
 
 
-def per_call_us(run, sample_seconds, samples):
+def per_call_us(run, sample_seconds, samples, sync=lambda: None):
     """Median over `samples` of the mean time per run() call, in microseconds.
 
     Each sample is a loop of back-to-back calls sized, from a warm-up, to take about
-    `sample_seconds`, so fast and slow functions are both timed over many clock ticks."""
+    `sample_seconds`, so fast and slow functions are both timed over many clock ticks.
+    `sync` runs before each reading of the clock (synchronizer(device): on the GPU a sample
+    ends when its kernels have run, not when the last one was queued)."""
+    sync()
     start = time.perf_counter()
     run()
+    sync()
     one_call = max(time.perf_counter() - start, 1e-7)
     calls = max(1, min(100_000, int(sample_seconds / one_call)))
     times = []
@@ -177,6 +222,7 @@ def per_call_us(run, sample_seconds, samples):
         start = time.perf_counter()
         for _ in range(calls):
             run()
+        sync()
         times.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(times)
 

@@ -25,7 +25,11 @@ issue 10 -- `def f(m, x): return m(x)` called with three Linear(8, 8) -- whose c
 after each call torch 2.11 measured as [1, 1, 1].
 
     PYTHONPATH=build/python .venv/bin/python labs/regional_compile.py [--quick] [--out DIR]
-        [--backend inductor|eager]
+        [--backend inductor|eager] [--device cpu|cuda]
+
+--device cuda moves every model to the GPU (module.to) and feeds it GPU tensors; under
+inductor the cold compile is then code generation and NVRTC, and every call's time is read
+after a synchronize. Without a usable GPU it says why in one line and exits 0.
 
 Writes regional_compile.png/.svg (compiles and cold compile time against N) and
 regional_compile.json into --out (default: figures/).
@@ -39,7 +43,8 @@ import time
 import mini
 
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
-                     finish_arguments, pyplot, save_figure, write_json)
+                     device_fields, device_title, finish_arguments, pyplot, save_figure,
+                     synchronizer, write_json)
 
 nn = mini.nn
 
@@ -66,10 +71,10 @@ class Block(nn.Module):
         return self.norm(x + self.act(self.fc(x)))
 
 
-def make_model(layers, seed=0):
+def make_model(layers, device, seed=0):
     mini.manual_seed(seed)
     model = nn.Sequential(*[Block(WIDTH) for _ in range(layers)])
-    return model.requires_grad_(False)
+    return model.requires_grad_(False).to(device)
 
 
 # ---- the strategies: each returns run(x) for a fresh model and its backend --------------------
@@ -118,23 +123,27 @@ class OpCountingBackend(CountingBackend):
 
 
 
-def timed(run, x):
+def timed(run, x, sync):
+    """(output, seconds); `sync` runs before the clock is read (measure.synchronizer)."""
+    sync()
     start = time.perf_counter()
     out = run(x)
+    sync()
     return out, time.perf_counter() - start
 
 
-def measure_one(strategy, layers, backend_name):
+def measure_one(strategy, layers, backend_name, device):
     """Compiles and times one strategy on a fresh model of `layers` blocks, once."""
     mini.reset()
-    model = make_model(layers)
-    x = mini.randn(BATCH, WIDTH)
+    sync = synchronizer(device)
+    model = make_model(layers, device)
+    x = mini.randn(BATCH, WIDTH, device=device)
     expected = model(x)
     backend = OpCountingBackend(backend_name)
     with cold_kernel_cache(backend_name):
         run = STRATEGIES[strategy](model, backend)
-        out, first_seconds = timed(run, x)
-        cached = [timed(run, x)[1] for _ in range(CACHED_CALLS)]
+        out, first_seconds = timed(run, x, sync)
+        cached = [timed(run, x, sync)[1] for _ in range(CACHED_CALLS)]
     cached_seconds = statistics.median(cached)
     return {
         "layers": layers,
@@ -148,41 +157,43 @@ def measure_one(strategy, layers, backend_name):
     }
 
 
-def measure(strategy, layers, backend_name, repeats):
+def measure(strategy, layers, backend_name, device, repeats):
     """The fastest of `repeats` cold compiles: the compile under the eager backend takes
     milliseconds, which another process on a busy machine can double."""
-    return min((measure_one(strategy, layers, backend_name) for _ in range(repeats)),
+    return min((measure_one(strategy, layers, backend_name, device) for _ in range(repeats)),
                key=lambda point: point["compile_seconds"])
 
 
-def three_linears():
+def three_linears(device):
     """Compiles after each call of f(m, x) = m(x) with three Linear(8, 8) instances."""
     mini.reset()
     counter = CountingBackend("eager")
     f = mini.compile(lambda m, x: m(x), backend=counter)
-    x = mini.randn(2, 8)
+    x = mini.randn(2, 8, device=device)
     after = []
     for seed in range(3):
         mini.manual_seed(seed)
-        f(nn.Linear(8, 8), x)
+        f(nn.Linear(8, 8).to(device), x)
         after.append(counter.frame_count)
     return after
 
 
-def warm_up(backend_name):
+def warm_up(backend_name, device):
     """One compile before measuring, so the first measurement does not also pay for what
     happens once per process (and, for inductor, the compiler's start-up)."""
     with cold_kernel_cache(backend_name):
-        mini.compile(make_model(1), backend=CountingBackend(backend_name))(mini.randn(BATCH, WIDTH))
+        model = mini.compile(make_model(1, device), backend=CountingBackend(backend_name))
+        model(mini.randn(BATCH, WIDTH, device=device))
     mini.reset()
 
 
 # ---- reporting ------------------------------------------------------------------------------
 
 
-def print_table(results, backend):
-    print(f"\ncompiles and cold compile time against the number of blocks (backend={backend!r};"
-          f" compile ms: the first call\nminus a cached one, on a fresh kernel cache; backend "
+def print_table(results, backend, device):
+    print(f"\ncompiles and cold compile time against the number of blocks on {device} "
+          f"(backend={backend!r}; compile ms: the first call\nminus a cached one, on a fresh "
+          "kernel cache; backend "
           f"ms: the backend's part of it; cached us: the median of {CACHED_CALLS} cached calls)\n")
     header = (f"{'strategy':<18}{'blocks':>7}{'compiles':>10}{'graph ops':>11}{'compile ms':>12}"
               f"{'backend ms':>12}{'cached us':>11}  {'equals eager':<12}")
@@ -213,7 +224,7 @@ STYLES = {
 }
 
 
-def plot(results, backend, out_dir):
+def plot(results, backend, device, out_dir):
     plt = pyplot()
     from matplotlib.ticker import ScalarFormatter
 
@@ -245,7 +256,8 @@ def plot(results, backend, out_dir):
         ax.legend(fontsize=8, loc="upper left")
     axes[0][0].set_ylim(0, max(p["compiles"] for points in results.values() for p in points) + 1)
     fig.suptitle(f"Regional compilation: N blocks LayerNorm(x + GELU(Linear(x))) on "
-                 f"[{BATCH}, {WIDTH}], backend={backend!r}\nwhole model: one graph of N blocks; "
+                 f"[{BATCH}, {WIDTH}], backend={backend!r}{device_title(device)}\n"
+                 "whole model: one graph of N blocks; "
                  "regional: one graph of one block, which every other block hits", fontsize=10.5)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, "regional_compile")
@@ -267,24 +279,24 @@ def main(argv=None):
     progress = Progress("regional_compile")
     layer_counts = QUICK_LAYERS if args.quick else FULL_LAYERS
     repeats = 3 if args.backend == "eager" else 1  # an inductor compile takes seconds
-    warm_up(args.backend)
+    warm_up(args.backend, args.device)
     results = {}
     for name in STRATEGIES:
         results[name] = []
         for layers in layer_counts:
-            point = measure(name, layers, args.backend, repeats)
+            point = measure(name, layers, args.backend, args.device, repeats)
             results[name].append(point)
             progress.say(f"{name}, {layers} blocks: {point['compiles']} compile(s), "
                          f"{point['compile_seconds'] * 1e3:.0f} ms")
-    mini_three = three_linears()
+    mini_three = three_linears(args.device)
 
-    print_table(results, args.backend)
+    print_table(results, args.backend, args.device)
     print_torch_comparison(mini_three)
 
-    paths = plot(results, args.backend, args.out)
+    paths = plot(results, args.backend, args.device, args.out)
     output = {
         "backend": args.backend,
-        "device": args.device,
+        **device_fields(args.device),
         "quick": args.quick,
         "model": f"nn.Sequential of N Block(width={WIDTH}): LayerNorm(x + GELU(Linear(x))); "
                  f"input [{BATCH}, {WIDTH}]; weights without requires_grad",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 LABS = [
     "eager_anatomy.py",
+    "anatomy.py",
     "graph_breaks.py",
     "shape_thrash.py",
     "scalar_guards.py",

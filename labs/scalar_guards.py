@@ -20,7 +20,11 @@ values that are copied into the parameters). Four variants:
     tensor lr, auto off the same, automatic dynamic off
 
     PYTHONPATH=build/python .venv/bin/python labs/scalar_guards.py [--quick] [--out DIR]
-        [--backend inductor|eager]
+        [--backend inductor|eager] [--device cpu|cuda]
+
+--device cuda trains the same model on the same data (made on the CPU from the same seed,
+then moved) on the GPU, the tensor learning rate a 0-d GPU tensor; each step's time is read
+after a synchronize. Without a usable GPU it says why in one line and exits 0.
 
 Writes scalar_guards.png/.svg (cumulative compiles and step time per step) and
 scalar_guards.json into --out (default: figures/).
@@ -38,8 +42,8 @@ import mini
 
 import measure  # noqa: E402
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
-                     finish_arguments, load_torch_expectations, pyplot, save_figure,
-                     write_json)
+                     device_fields, device_title, finish_arguments, load_torch_expectations,
+                     pyplot, save_figure, synchronizer, write_json)
 
 FEATURES, HIDDEN, BATCH = 16, 32, 64
 BASE_LR = 0.05
@@ -70,13 +74,17 @@ def conformance_program(x, lr):
     return x - lr * x
 
 
-def make_problem():
-    """The same model, data and optimizer for every variant (seeded)."""
+def make_problem(device):
+    """The same model, data and optimizer for every variant (seeded), on `device`. Made on
+    the CPU and moved, so that both devices train on the same numbers (the CPU's and the
+    GPU's random generators differ)."""
     mini.manual_seed(0)
     model = mini.nn.Sequential(mini.nn.Linear(FEATURES, HIDDEN), mini.nn.ReLU(),
                                mini.nn.Linear(HIDDEN, 1))
     x = mini.randn(BATCH, FEATURES)
     y = (x @ mini.randn(FEATURES, 1)) * 0.5 + mini.randn(BATCH, 1) * 0.1
+    if device != "cpu":
+        model, x, y = model.to(device), x.to(device), y.to(device)
     optimizer = mini.optim.SGD(model.parameters(), lr=BASE_LR)
     return model, x, y, optimizer
 
@@ -95,14 +103,15 @@ VARIANTS = [
 ]
 
 
-def train(variant, steps, warmup, backend_name, compiled=True):
-    """Runs the loop; one record per step. compiled=False runs everything eagerly (the
-    reference the compiled variants' losses are checked against)."""
+def train(variant, steps, warmup, backend_name, device, compiled=True):
+    """Runs the loop on `device`; one record per step. compiled=False runs everything eagerly
+    (the reference the compiled variants' losses are checked against)."""
     mini.reset()
-    model, x, y, optimizer = make_problem()
+    sync = synchronizer(device)
+    model, x, y, optimizer = make_problem(device)
     group = optimizer.param_groups[0]
     if variant.lr_kind == "tensor":
-        group["lr"] = mini.tensor(float(group["lr"]))
+        group["lr"] = mini.tensor(float(group["lr"]), device=device)
 
     def loss_of(inputs, targets):
         return mini.mse_loss(model(inputs), targets)
@@ -117,9 +126,10 @@ def train(variant, steps, warmup, backend_name, compiled=True):
         for step in range(steps):
             lr = learning_rate(step, steps, warmup)
             warnings_before = len(caught)
+            sync()
             start = time.perf_counter()
             if variant.lr_kind == "tensor":
-                group["lr"].copy_(mini.tensor(lr))  # the schedule writes into the tensor
+                group["lr"].copy_(mini.tensor(lr, device=device))  # the schedule writes into it
             else:
                 group["lr"] = lr
             loss = forward(x, y)
@@ -130,6 +140,7 @@ def train(variant, steps, warmup, backend_name, compiled=True):
                 for param, value in zip(params, new_values):
                     param.copy_(value)
             optimizer.zero_grad()
+            sync()
             seconds = time.perf_counter() - start
             records.append({
                 "step": step,
@@ -142,24 +153,24 @@ def train(variant, steps, warmup, backend_name, compiled=True):
     return records
 
 
-def warm_up(backend_name):
+def warm_up(backend_name, device):
     """One compile of the update before measuring, so the first variant does not also pay
     for what happens once per process."""
     with cold_kernel_cache(backend_name):
-        train(VARIANTS[2], 2, 1, backend_name)
+        train(VARIANTS[2], 2, 1, backend_name, device)
     mini.reset()
 
 
-def run_conformance_program(lr_kind):
+def run_conformance_program(lr_kind, device):
     """Compiles after each of four calls, lr 0.01 .. 0.04, as the conformance case runs."""
     mini.reset()
     counter = CountingBackend("eager")
     compiled = mini.compile(conformance_program, backend=counter)
     mini.manual_seed(0)
-    x = mini.randn(16)
+    x = mini.randn(16, device=device)
     after = []
     for lr in (0.01, 0.02, 0.03, 0.04):
-        compiled(x, mini.tensor(lr) if lr_kind == "tensor" else lr)
+        compiled(x, mini.tensor(lr, device=device) if lr_kind == "tensor" else lr)
         after.append(counter.frame_count)
     return after
 
@@ -195,9 +206,9 @@ def runs(values):
     return text + (", ..." if len(groups) > 9 else "")
 
 
-def print_table(results, steps, backend, cache_limit):
-    print(f"\n{steps} SGD steps, lr from a warm-up + cosine schedule, a new value every step "
-          f"(backend={backend!r}, cache_size_limit {cache_limit})")
+def print_table(results, steps, backend, device, cache_limit):
+    print(f"\n{steps} SGD steps on {device}, lr from a warm-up + cosine schedule, a new value "
+          f"every step (backend={backend!r}, cache_size_limit {cache_limit})")
     print("compiles of the update p - lr * g after each step ('v xN' = N steps in a row with "
           "v compiles so far);\nstep times in milliseconds: forward, backward and update\n")
     header = (f"{'variant':<21}{'compiles':>9}  {'after each step':<50}{'limit hit':>10}"
@@ -233,7 +244,7 @@ STYLES = {
 }
 
 
-def plot(results, backend, cache_limit, out_dir):
+def plot(results, backend, device, cache_limit, out_dir):
     plt = pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
@@ -269,7 +280,8 @@ def plot(results, backend, cache_limit, out_dir):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8, loc="center right")
     fig.suptitle(f"A learning rate that changes every step: Python float or 0-d tensor, "
-                 f"automatic dynamic on or off (backend={backend!r})", fontsize=11)
+                 f"automatic dynamic on or off (backend={backend!r}){device_title(device)}",
+                 fontsize=11)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, "scalar_guards")
     plt.close(fig)
@@ -292,13 +304,13 @@ def main(argv=None):
     cache_limit = mini.config.cache_size_limit
     steps, warmup = (12, 3) if args.quick else (40, 5)
 
-    warm_up(args.backend)
-    reference = train(VARIANTS[0], steps, warmup, args.backend, compiled=False)
+    warm_up(args.backend, args.device)
+    reference = train(VARIANTS[0], steps, warmup, args.backend, args.device, compiled=False)
     progress.say("eager reference trained")
     results = {}
     for variant in VARIANTS:
         with cold_kernel_cache(args.backend):
-            records = train(variant, steps, warmup, args.backend)
+            records = train(variant, steps, warmup, args.backend, args.device)
         results[variant.name] = {"steps": records, "summary": summarize(records, reference)}
         progress.say(f"{variant.name}: {records[-1]['update_compiles']} compiles of the update")
 
@@ -307,17 +319,17 @@ def main(argv=None):
         if variant.case:
             conformance[variant.name] = {
                 "case": variant.case,
-                "mini": run_conformance_program(variant.lr_kind),
+                "mini": run_conformance_program(variant.lr_kind, args.device),
                 "mini_update": results[variant.name]["summary"]["compiles_after_each_step"][:4],
             }
 
-    print_table(results, steps, args.backend, cache_limit)
+    print_table(results, steps, args.backend, args.device, cache_limit)
     print_torch_comparison(conformance, torch)
 
-    paths = plot(results, args.backend, cache_limit, args.out)
+    paths = plot(results, args.backend, args.device, cache_limit, args.out)
     output = {
         "backend": args.backend,
-        "device": args.device,
+        **device_fields(args.device),
         "quick": args.quick,
         "cache_size_limit": cache_limit,
         "steps": steps,

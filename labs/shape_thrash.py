@@ -20,7 +20,11 @@ under six strategies, and counts the compiles after every call and the time they
                        compiled with dynamic=False: one compile per bucket
 
     PYTHONPATH=build/python .venv/bin/python labs/shape_thrash.py [--quick] [--out DIR]
-        [--backend inductor|eager]
+        [--backend inductor|eager] [--device cpu|cuda]
+
+--device cuda feeds the same batches as GPU tensors (made and padded in numpy, as a collate
+function does, then moved) and compiles CUDA kernels under inductor; each call's time is read
+after a synchronize. Without a usable GPU it says why in one line and exits 0.
 
 Writes shape_thrash_compiles.png/.svg (compiles after each call), shape_thrash_time.png/.svg
 (cumulative compile time) and shape_thrash.json into --out (default: figures/).
@@ -37,8 +41,8 @@ import mini
 
 import measure  # noqa: E402
 from measure import (CountingBackend, Progress, add_common_arguments, cold_kernel_cache,
-                     finish_arguments, load_torch_expectations, pyplot, save_figure,
-                     write_json)
+                     device_fields, device_title, finish_arguments, load_torch_expectations,
+                     pyplot, save_figure, synchronizer, write_json)
 
 FEATURES, HIDDEN, OUTPUTS = 16, 32, 4
 SMALLEST_BUCKET = 16
@@ -103,16 +107,17 @@ class Strategy:
         self.name, self.dynamic, self.config = name, dynamic, config or {}
         self.mark, self.pad, self.case = mark, pad, case
 
-    def batch(self, x, target):
-        """The arguments for one call: (x, target, mask), padded or marked as the strategy
-        says. Padding is done in numpy, as a collate function would."""
+    def batch(self, x, target, device):
+        """The arguments for one call: (x, target, mask) on `device`, padded or marked as the
+        strategy says. Padding is done in numpy, as a collate function would."""
         rows = x.shape[0]
         size = next_power_of_two(rows) if self.pad else rows
         x_np = np.zeros((size, FEATURES), np.float32)
         target_np = np.zeros((size, OUTPUTS), np.float32)
         mask_np = np.zeros((size, 1), np.float32)
         x_np[:rows], target_np[:rows], mask_np[:rows] = x, target, 1.0
-        tensors = [mini.from_numpy(x_np), mini.from_numpy(target_np), mini.from_numpy(mask_np)]
+        tensors = [from_numpy(x_np, device), from_numpy(target_np, device),
+                   from_numpy(mask_np, device)]
         if self.mark:
             for tensor in tensors:
                 mini.mark_dynamic(tensor, 0)
@@ -129,18 +134,28 @@ STRATEGIES = [
 ]
 
 
+def from_numpy(array, device):
+    """A tensor of the array's values on `device` (mini.from_numpy makes a CPU tensor)."""
+    tensor = mini.from_numpy(array)
+    return tensor if device == "cpu" else tensor.to(device)
+
+
 # ---- measuring ------------------------------------------------------------------------------
 
 
-def timed_call(compiled, arguments):
+def timed_call(compiled, arguments, sync):
+    """(result, seconds); `sync` runs before the clock is read (measure.synchronizer)."""
+    sync()
     start = time.perf_counter()
     result = compiled(*arguments)
+    sync()
     return result, time.perf_counter() - start
 
 
-def run_stream(strategy, rows_per_call, weights, backend_name):
+def run_stream(strategy, rows_per_call, weights, backend_name, device):
     """Feeds every size of the stream to a freshly compiled function; one record per call."""
     mini.reset()
+    sync = synchronizer(device)
     backend = CountingBackend(backend_name)
     rng = np.random.default_rng(1)
     calls = []
@@ -151,16 +166,16 @@ def run_stream(strategy, rows_per_call, weights, backend_name):
         for rows in rows_per_call:
             x = rng.standard_normal((rows, FEATURES), dtype=np.float32)
             target = rng.standard_normal((rows, OUTPUTS), dtype=np.float32)
-            arguments = strategy.batch(x, target) + list(weights)
+            arguments = strategy.batch(x, target, device) + list(weights)
             compiles_before, warnings_before = backend.frame_count, len(caught)
-            result, seconds = timed_call(compiled, arguments)
+            result, seconds = timed_call(compiled, arguments, sync)
             compiled_now = backend.frame_count - compiles_before
             compile_seconds = 0.0
             if compiled_now:  # what compiling cost: this call against a cached one
-                _, cached_seconds = timed_call(compiled, arguments)
+                _, cached_seconds = timed_call(compiled, arguments, sync)
                 compile_seconds = max(seconds - cached_seconds, 0.0)
-            expected = masked_mlp_loss(mini.from_numpy(x), mini.from_numpy(target),
-                                       mini.ones(rows, 1), *weights)
+            expected = masked_mlp_loss(from_numpy(x, device), from_numpy(target, device),
+                                       mini.ones(rows, 1, device=device), *weights)
             calls.append({
                 "rows": rows,
                 "rows_fed": arguments[0].shape[0],
@@ -175,16 +190,17 @@ def run_stream(strategy, rows_per_call, weights, backend_name):
     return calls
 
 
-def warm_up(weights, backend_name):
+def warm_up(weights, backend_name, device):
     """One compile before measuring, so the first strategy's first compile does not also
     pay for what happens once per process (and, for inductor, per compiler start-up)."""
     with cold_kernel_cache(backend_name):
         compiled = mini.compile(masked_mlp_loss, backend=CountingBackend(backend_name))
-        compiled(mini.randn(3, FEATURES), mini.randn(3, OUTPUTS), mini.ones(3, 1), *weights)
+        compiled(mini.randn(3, FEATURES, device=device), mini.randn(3, OUTPUTS, device=device),
+                 mini.ones(3, 1, device=device), *weights)
     mini.reset()
 
 
-def run_conformance_program(strategy, rows_per_call):
+def run_conformance_program(strategy, rows_per_call, device):
     """Compiles after each call of times_two_plus_one, the program torch was measured on."""
     mini.reset()
     counter = CountingBackend("eager")
@@ -192,7 +208,7 @@ def run_conformance_program(strategy, rows_per_call):
         compiled = mini.compile(times_two_plus_one, backend=counter, dynamic=strategy.dynamic)
         after = []
         for rows in rows_per_call:
-            compiled(mini.randn(rows))
+            compiled(mini.randn(rows, device=device))
             after.append(counter.frame_count)
     return after
 
@@ -232,10 +248,11 @@ def runs(values):
     return text + (", ..." if len(groups) > 8 else "")
 
 
-def print_tables(streams, backend, cache_limit):
-    print(f"\ncompiles and compile time per strategy (backend={backend!r}, cache_size_limit "
-          f"{cache_limit})\ncompiles after each call: 'v xN' = N calls in a row with v compiles "
-          "so far; compile ms: each compiling call\nminus the same call cached; cached call us: "
+def print_tables(streams, backend, device, cache_limit):
+    print(f"\ncompiles and compile time per strategy on {device} (backend={backend!r}, "
+          f"cache_size_limit {cache_limit})\ncompiles after each call: 'v xN' = N calls in a "
+          "row with v compiles so far; compile ms: each compiling call\nminus the same call "
+          "cached; cached call us: "
           "median of the calls that compiled nothing (past the\nlimit, those run eagerly); "
           "padding: fraction of the rows fed that were padding")
     for stream in streams:
@@ -276,7 +293,7 @@ STYLES = {
 }
 
 
-def plot_compiles(streams, backend, cache_limit, out_dir):
+def plot_compiles(streams, backend, device, cache_limit, out_dir):
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
@@ -313,16 +330,16 @@ def plot_compiles(streams, backend, cache_limit, out_dir):
     handles, labels = axes[1][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9,
                frameon=False)
-    fig.suptitle(f"Shape thrash: compiles after each call, per strategy (masked MLP loss, "
-                 f"backend={backend!r}; lines nudged up or down so equal ones stay visible)",
-                 fontsize=11)
+    fig.suptitle(f"Shape thrash{device_title(device)}: compiles after each call, per strategy "
+                 f"(masked MLP loss, backend={backend!r}; lines nudged up or down so equal ones "
+                 "stay visible)", fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     paths = save_figure(fig, out_dir, "shape_thrash_compiles")
     plt.close(fig)
     return paths
 
 
-def plot_compile_time(streams, backend, out_dir):
+def plot_compile_time(streams, backend, device, out_dir):
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
@@ -343,8 +360,9 @@ def plot_compile_time(streams, backend, out_dir):
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9,
                frameon=False)
-    fig.suptitle(f"Shape thrash: time spent compiling, per strategy (backend={backend!r}; "
-                 "a call that compiled minus the same call cached)", fontsize=11)
+    fig.suptitle(f"Shape thrash{device_title(device)}: time spent compiling, per strategy "
+                 f"(backend={backend!r}; a call that compiled minus the same call cached)",
+                 fontsize=11)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     paths = save_figure(fig, out_dir, "shape_thrash_time")
     plt.close(fig)
@@ -366,14 +384,15 @@ def main(argv=None):
     torch = load_torch_expectations()
     cache_limit = mini.config.cache_size_limit
     mini.manual_seed(0)
-    weights = (mini.randn(FEATURES, HIDDEN) * 0.3, mini.randn(HIDDEN, OUTPUTS) * 0.3)
+    weights = (mini.randn(FEATURES, HIDDEN, device=args.device) * 0.3,
+               mini.randn(HIDDEN, OUTPUTS, device=args.device) * 0.3)
 
-    warm_up(weights, args.backend)
+    warm_up(weights, args.backend, args.device)
     streams = size_streams(args.quick)
     for stream in streams:
         stream["strategies"] = {}
         for strategy in STRATEGIES:
-            calls = run_stream(strategy, stream["rows"], weights, args.backend)
+            calls = run_stream(strategy, stream["rows"], weights, args.backend, args.device)
             stream["strategies"][strategy.name] = {"calls": calls, "summary": summarize(calls)}
             progress.say(f"{stream['name']}: {strategy.name}: "
                          f"{calls[-1]['compiles']} compiles")
@@ -383,19 +402,19 @@ def main(argv=None):
         if strategy.case:
             conformance[strategy.name] = {
                 "case": strategy.case,
-                "mini": run_conformance_program(strategy, [32, 64, 128]),
+                "mini": run_conformance_program(strategy, [32, 64, 128], args.device),
                 "mini_mlp": streams[0]["strategies"][strategy.name]["summary"][
                     "compiles_after_each_call"],
             }
 
-    print_tables(streams, args.backend, cache_limit)
+    print_tables(streams, args.backend, args.device, cache_limit)
     print_torch_comparison(conformance, torch)
 
-    paths = (plot_compiles(streams, args.backend, cache_limit, args.out)
-             + plot_compile_time(streams, args.backend, args.out))
+    paths = (plot_compiles(streams, args.backend, args.device, cache_limit, args.out)
+             + plot_compile_time(streams, args.backend, args.device, args.out))
     results = {
         "backend": args.backend,
-        "device": args.device,
+        **device_fields(args.device),
         "quick": args.quick,
         "cache_size_limit": cache_limit,
         "program": "masked_mlp_loss: relu(x @ w1) @ w2, squared error, mean over masked rows; "
