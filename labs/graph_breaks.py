@@ -87,8 +87,8 @@ def program_list(device):
     """(name, function, arguments on `device`, conformance case or None, what it shows)."""
     mini.manual_seed(0)
 
-    def randn(*shape):
-        return mini.randn(*shape, device=device)
+    def randn(*shape):  # drawn on the CPU, then moved: CUDA's generator draws other numbers, and
+        return mini.randn(*shape).to(device)  # a branch on their values would change the facts
     return [
         ("dd_if_item", dd_if_item, (randn(8, 8),), "dd_if_item",
          "a Python branch on x.sum().item()"),
@@ -264,7 +264,7 @@ def measure_chains(sizes, backend, timing, device, progress):
     chains = []
     for n in sizes:
         mini.manual_seed(0)
-        x = mini.randn(n, device=device)
+        x = mini.randn(n).to(device)
         points = []
         for breaks in range(CHAIN_SEGMENTS):
             fn = make_chain(breaks)

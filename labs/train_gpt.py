@@ -46,9 +46,6 @@ from gpt import GPT, Config
 from measure import REPO_ROOT, cold_kernel_cache, cuda_unavailable_reason, pyplot, save_figure, write_json
 
 MODES = ("eager", "compiled", "regional")
-# on CUDA also mode="reduce-overhead": the compiled step's forward and backward graphs each
-# replayed as a CUDA graph (one launch where the compiled step issues hundreds)
-CUDA_MODES = ("reduce-overhead",)
 
 
 def corpus():
@@ -73,8 +70,8 @@ def batches(data, config, batch, steps, seed):
 def train(mode, config, data, args):
     mini.manual_seed(0)
     model = GPT(config).to(args.device)
-    if mode in ("compiled", "reduce-overhead"):
-        step_fn = mini.compile(model, mode="reduce-overhead" if mode == "reduce-overhead" else "default")
+    if mode == "compiled":
+        step_fn = mini.compile(model)
     else:
         if mode == "regional":
             for block in model.transformer.h:
@@ -102,9 +99,8 @@ def train(mode, config, data, args):
             value = float(loss.item())  # waits for the step
         seconds.append(time.perf_counter() - t0)
         if i == 0 and mode != "eager":  # the graphs one training step makes
-            whole = mode != "regional"
-            explained = mini.explain(model if whole else model.transformer.h[0])(
-                *((x, y) if whole else (model.transformer.wte(x),)))
+            explained = mini.explain(model if mode == "compiled" else model.transformer.h[0])(
+                *((x, y) if mode == "compiled" else (model.transformer.wte(x),)))
         kernels.append(mini.metrics.kernel_launches - before)
         losses.append(value)
     # the most tensor memory alive at once in a step after the first (model, optimizer state,
@@ -175,7 +171,6 @@ def sample(model, chars, device, lines=3, length=120):
 
 
 TORCH_MODES = ("torch eager", "torch.compile")
-TORCH_CUDA_MODES = ("torch.compile reduce-overhead",)
 GPT_FILE = Path(__file__).resolve().parent / "gpt.py"
 MINI_IMPORTS = {"import mini as torch\n": "import torch\n", "import mini.nn as nn\n": "import torch.nn as nn\n",
                 "from mini.nn import functional as F\n": "from torch.nn import functional as F\n"}
@@ -206,13 +201,9 @@ def train_torch(mode, torch, config, data, args, weights):
     gpt = torch_gpt(torch)
     model = gpt.GPT(gpt.Config(**vars(config))).to(args.device)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-    if mode.startswith("torch.compile"):
-        torch._dynamo.reset()
-    step_fn = model
     if mode == "torch.compile":
-        step_fn = torch.compile(model)
-    elif mode == "torch.compile reduce-overhead":
-        step_fn = torch.compile(model, mode="reduce-overhead")
+        torch._dynamo.reset()
+    step_fn = torch.compile(model) if mode == "torch.compile" else model
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=args.lr, betas=(0.9, 0.95),
                                      device_type=args.device)
     cuda = args.device == "cuda"
@@ -293,7 +284,7 @@ def main(argv=None):
                             "command": "python labs/train_gpt.py " + " ".join(sys.argv[1:] if argv is None else argv)},
                "modes": {}}
     model = None
-    for mode in MODES + (CUDA_MODES if args.device == "cuda" else ()):
+    for mode in MODES:
         if mode == "eager":  # mini's initial weights, for torch's runs of the same file
             mini.manual_seed(0)
             weights = {k: v.detach().cpu().numpy().copy() for k, v in GPT(config).state_dict().items()}
@@ -311,7 +302,7 @@ def main(argv=None):
             import torch
         except ImportError:
             print("  (torch does not import here: mini's modes only)")
-    for mode in (TORCH_MODES + (TORCH_CUDA_MODES if args.device == "cuda" else ())) if torch is not None else ():
+    for mode in TORCH_MODES if torch is not None else ():
         try:
             r = train_torch(mode, torch, config, data, args, weights)
         except Exception as e:  # torch's side must not lose mini's results: say what failed
@@ -323,11 +314,10 @@ def main(argv=None):
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, peak memory {peak} "
               f"(torch {r['torch']})", flush=True)
         print(f"                synchronized: {phases_line(r)}", flush=True)
-    step_ms = {mode: r["step_ms"] for mode, r in results["modes"].items()}
-    for ours, theirs in (("compiled", "torch.compile"), ("reduce-overhead", "torch.compile reduce-overhead")):
-        if ours in step_ms and theirs in step_ms:
-            print(f"  mini {ours} against {theirs}: {step_ms[ours] / step_ms[theirs]:.2f}x its step time; "
-                  f"against mini eager: {step_ms['eager'] / step_ms[ours]:.2f}x faster")
+    if "torch.compile" in results["modes"]:
+        mini_c, torch_c = results["modes"]["compiled"]["step_ms"], results["modes"]["torch.compile"]["step_ms"]
+        print(f"  mini compiled against torch.compile: {mini_c / torch_c:.2f}x its step time; "
+              f"against mini eager: {results['modes']['eager']['step_ms'] / mini_c:.2f}x faster")
     eager = np.array(results["modes"]["eager"]["losses"])
     for mode in [m for m in results["modes"] if m != "eager"]:
         gap = float(np.max(np.abs(np.array(results["modes"][mode]["losses"]) - eager)))

@@ -792,7 +792,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   try {
     bool eager_kernels = unbacked || eager_autograd;
     if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !eager_kernels)
-      art->compiled = g_training(*art->graph, title, req->inductor, req->mode);
+      art->compiled = g_training(*art->graph, title, req->inductor);
     else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
       art->compiled = g_inductor(*art->graph, title, req->mode);
   } catch (const std::exception& e) {

@@ -32,10 +32,8 @@ extern GraphCompiler g_inductor;
 // A graph whose inputs require grad, for "aot_eager" (inductor = false) or "inductor": the
 // joint forward/backward graph, partitioned, each half run by the interpreter or compiled
 // (mini/autograd). Returns an empty runner (after logging why) when the graph cannot be
-// differentiated as a graph; it then runs with eager kernels, which record autograd. `mode` as
-// for GraphCompiler: "reduce-overhead" replays each half as a CUDA graph.
-using TrainingCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, bool inductor,
-                                         const std::string& mode);
+// differentiated as a graph; it then runs with eager kernels, which record autograd.
+using TrainingCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, bool inductor);
 extern TrainingCompiler g_training;
 
 struct CompileConfig {

@@ -143,11 +143,8 @@ cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {
 
 // "aot_eager" and "inductor" on a graph whose inputs require grad: the joint graph,
 // partitioned (save-all for aot_eager, recompute for inductor, as torch's defaults), each half
-// interpreted or compiled in `mode` (reduce-overhead: each half a CUDA graph; its outputs, the
-// values saved for backward among them, are copied out of the graph's buffers at each replay,
-// and the backward's inputs copied in).
-cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string& title, bool inductor,
-                                  const std::string& mode) {
+// interpreted or compiled.
+cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string& title, bool inductor) {
   namespace ag = mini::autograd;
   std::shared_ptr<ag::TrainingGraphs> tg;
   cap::StageTimer joint_time(cap::Stage::JointGraph);
@@ -178,8 +175,8 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
       cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
     }
   }
-  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title, mode) : interpret(tg->forward);
-  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title, mode) : interpret(tg->backward);
+  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);
+  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title) : interpret(tg->backward);
   return ag::make_training_runner(tg, fwd, bwd);
 }
 

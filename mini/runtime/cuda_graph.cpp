@@ -356,7 +356,7 @@ std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Recording& r = recordings_[key];
-  if (!r.warmed) {  // the warm-up call
+  if (!r.warmed || !r.why_not.empty()) {  // the warm-up call, or a graph that cannot be recorded
     r.warmed = true;
     return cg_->run(inputs);
   }
@@ -372,6 +372,16 @@ std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
       if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);
     try {
       r.exec = cuda::capture_graph([&] { r.outputs = cg_->run_keeping(r.inputs, &r.values); }, &r.freed);
+    } catch (const Error& e) {
+      // work a graph cannot replay (a copy from the host): these inputs run in default mode from
+      // now on, as the error says; the recording's buffers go back
+      for (void* p : r.freed) cuda::release(p);
+      r.freed.clear();
+      r.inputs.clear();
+      r.outputs.clear();
+      r.values.clear();
+      r.why_not = e.what();
+      return cg_->run(inputs);
     } catch (...) {
       for (void* p : r.freed) cuda::release(p);
       recordings_.erase(key);

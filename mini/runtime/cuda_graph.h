@@ -66,7 +66,8 @@ struct CompiledCudaGraph {
 // where they are, and a new address records again; the others are copied into the recording's
 // own buffers before each replay. Outputs are copies (a replay overwrites the recording's own):
 // a later call never changes a tensor an earlier one returned. Graphs with random ops (a
-// replay would repeat their numbers) are refused by can_replay.
+// replay would repeat their numbers) are refused by why_not; a recording that meets work a
+// graph cannot replay (a copy from the host) is dropped, and those inputs run in default mode.
 class CudaGraphReplay {
  public:
   explicit CudaGraphReplay(std::shared_ptr<CompiledCudaGraph> cg) : cg_(std::move(cg)) {}
@@ -84,6 +85,7 @@ class CudaGraphReplay {
     std::vector<void*> freed;                     // blocks freed while recording (capture_graph)
     uintptr_t exec = 0;
     bool warmed = false;
+    std::string why_not;  // why these inputs cannot be recorded (they run in default mode)
   };
   std::shared_ptr<CompiledCudaGraph> cg_;
   std::map<std::string, Recording> recordings_;  // by the inputs' layouts and static addresses
