@@ -297,3 +297,20 @@ def write_json(out_dir, stem, results):
     path = out_dir / f"{stem}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
     return path
+
+
+@contextlib.contextmanager
+def cpu_threads(device, count):
+    """mini.set_num_threads(count) for the block on the CPU (nothing on the GPU); yields the
+    count (None on the GPU). On the project's 2-core VM a 2-thread matmul of a small program
+    swings tenfold between calls (a thread waits for a busy core); one thread is steady, and a
+    small program is too small for a second thread to help its kernels."""
+    if device != "cpu":
+        yield None
+        return
+    saved = mini.get_num_threads()
+    mini.set_num_threads(count)
+    try:
+        yield count
+    finally:
+        mini.set_num_threads(saved)

@@ -22,6 +22,7 @@ LABS = [
     "regional_compile.py",
     "fusion_wins.py",
     "train_gpt.py",
+    "article_figures.py",
 ]
 
 LABS_DIR = Path(__file__).resolve().parent

@@ -26,7 +26,8 @@ def stats():
       stages  {stage: {"seconds", "count"}} in the order a compile runs them: capture (symbolic
               bytecode evaluation, with its guards), joint graph (AOT: the joint graph and its
               partition), fusion, codegen, compile (the C++ compiler or NVRTC) or disk cache (a
-              compile the on-disk kernel cache served), first run (an artifact's first call)
+              compile the on-disk kernel cache served), first run (an artifact's first call;
+              of a training graph the forward's: its backward first runs inside backward())
 
     print_stats() prints it as a table."""
     from . import _C
