@@ -1,8 +1,9 @@
 """Runs every lab, one subprocess each, and says which passed.
 
     PYTHONPATH=build/python .venv/bin/python labs/run_all.py [--quick] [--out DIR] [--device cpu]
+        [--skip LAB[,LAB...]]
 
-The flags are passed through to every lab. Exits non-zero if any lab failed.
+The flags but --skip are passed through to every lab. Exits non-zero if any lab failed.
 A new lab is one more line in LABS.
 """
 
@@ -35,7 +36,12 @@ def parse_args(argv):
                         help="folder for the figures and JSON files (default: figures/)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    return parser.parse_args(argv)
+    parser.add_argument("--skip", default="", help="comma-separated labs not to run (e.g. train_gpt.py)")
+    args = parser.parse_args(argv)
+    unknown = [lab for lab in args.skip.split(",") if lab and lab not in LABS]
+    if unknown:
+        parser.error(f"--skip: unknown lab(s) {', '.join(unknown)}; the labs are {', '.join(LABS)}")
+    return args
 
 
 def run_lab(lab, args, index, count):
@@ -65,7 +71,8 @@ def main(argv=None):
     args = parse_args(argv)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = [run_lab(lab, args, index, len(LABS)) for index, lab in enumerate(LABS, 1)]
+    labs = [lab for lab in LABS if lab not in args.skip.split(",")]
+    results = [run_lab(lab, args, index, len(labs)) for index, lab in enumerate(labs, 1)]
     print_summary(results, args.out)
     return 0 if all(result["ok"] for result in results) else 1
 

@@ -26,6 +26,9 @@
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
 #   train_gpt cuda autocast  train_gpt.py --autocast: the forward in bfloat16 autocast, mini and torch,
 #                            only where MINI_GPU_STAGES names it
+#   figures cuda             labs/run_all.py --device cuda: the GPU figure set (figures/cuda/), in
+#                            labs.tar.gz under labs/figures_cuda (MINI_GPU_FIGURES_SKIP: labs to skip),
+#                            only where MINI_GPU_STAGES names it
 #   bench_training cpu       labs/bench/bench_training.py on the host's CPU cores
 #   threads cpu              the same script's issue-15 MLP and GPT steps at 1, 2, 4, 8 and 16 threads
 #                            (--threads), only where MINI_GPU_STAGES names it
@@ -237,6 +240,9 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
 stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
   --device cuda --autocast --out "$work/labs"
+# the GPU figure set (issue 14): every lab with --device cuda, torch beside mini where a lab runs it
+stage "figures cuda" 330 "$out/bench_labs.txt" only_when_named "$python" labs/run_all.py --device cuda \
+  --out "$work/labs/figures_cuda" ${MINI_GPU_FIGURES_SKIP:+--skip "$MINI_GPU_FIGURES_SKIP"}
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
   --json "$work/labs/bench_training_cpu.json"
