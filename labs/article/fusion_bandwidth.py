@@ -31,6 +31,7 @@ import textwrap
 import time
 
 import mini
+import mini.inductor  # compile_graph_cuda: the fused kernel of a graph of CUDA tensors
 
 from measure import cuda_ms, synchronizer
 from programs import transform
