@@ -23,6 +23,7 @@ LABS = [
     "regional_compile.py",
     "fusion_wins.py",
     "train_gpt.py",
+    "reduce_overhead.py",
     "article_figures.py",
 ]
 
