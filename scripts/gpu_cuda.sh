@@ -241,7 +241,7 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
 stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
   --device cuda --autocast --out "$work/labs"
 # the GPU figure set (issue 14): every lab with --device cuda, torch beside mini where a lab runs it
-stage "figures cuda" 330 "$out/bench_labs.txt" only_when_named "$python" labs/run_all.py --device cuda \
+stage "figures cuda" "${MINI_GPU_FIGURES_CAP:-420}" "$out/bench_labs.txt" only_when_named "$python" labs/run_all.py --device cuda \
   --out "$work/labs/figures_cuda" ${MINI_GPU_FIGURES_SKIP:+--skip "$MINI_GPU_FIGURES_SKIP"}
 # training steps on this host's CPU (16 cores): issue 15's bars, compiled against eager
 stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_training.py \
