@@ -454,3 +454,16 @@ def test_the_model_ops_run_on_cuda_as_on_the_cpu():
         results.append([to_np(p.detach().cpu()) for p in parts] + [to_np(x.grad.cpu())])
     for g, w in zip(results[1], results[0]):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_the_function_forms_of_split_chunk_tril_and_triu_compile_without_a_break():
+    def f(x):
+        a, b = mini.split(x, 2, dim=0)
+        c, d = mini.chunk(x, 2, dim=1)
+        return a + b, c * d, mini.tril(x, -1) + mini.triu(x, 1)
+
+    x = mini.from_numpy(data(4, 4, seed=21))
+    explained = mini.explain(f)(x)
+    assert explained.graph_count == 1 and not explained.break_reasons, explained.break_reasons
+    for got, want in zip(mini.compile(f, fullgraph=True)(x), f(x)):
+        np.testing.assert_array_equal(to_np(got), to_np(want))

@@ -38,6 +38,8 @@ def _register_capture():
     graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
                             _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding",
                             _tensor.slice_scatter: "slice_scatter", compiler.is_compiling: "is_compiling"})
+    # function forms of methods capture handles itself (mini.split(x, 2) as x.split(2))
+    graph_functions.update({getattr(_tensor, name): name for name in ("split", "chunk", "tril", "triu")})
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
     graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})
