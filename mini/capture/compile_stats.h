@@ -14,8 +14,8 @@
 //   codegen     rendering C++ or CUDA source
 //   compile     the C++ compiler (and dlopen), or NVRTC
 //   disk cache  a compile served by the on-disk kernel cache instead (reading, checking, loading)
-//   first run   an artifact's first call (allocations, first-touch, lazy CUDA module loads); of
-//               a training graph, the forward's (its backward's first run is inside backward())
+//   first run   an artifact's first call (allocations, first-touch, lazy CUDA module loads); a
+//               training graph's forward and, inside backward(), its backward: two
 // Guard checks are not a compile stage: a lookup that hits costs guards, nothing else
 // (labs/bench/bench_cache_hit.py measures it).
 #pragma once

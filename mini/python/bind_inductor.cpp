@@ -177,7 +177,16 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
   }
   cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);
   cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title) : interpret(tg->backward);
-  return ag::make_training_runner(tg, fwd, bwd);
+  // the backward's first call is mini.compiler.stats()' "first run" too (it runs inside
+  // backward(), after the unit's forward was counted); under the GIL, as backward() is
+  auto first = std::make_shared<bool>(true);
+  cap::GraphRunner counted_bwd = [bwd, first](const std::vector<mini::Tensor>& inputs) {
+    if (!*first) return bwd(inputs);
+    *first = false;
+    cap::StageTimer timer(cap::Stage::FirstRun);
+    return bwd(inputs);
+  };
+  return ag::make_training_runner(tg, fwd, counted_bwd);
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ def test_a_training_graph_adds_the_joint_graph_and_two_compiles(tmp_path):
     stages = mini.compiler.stats()["stages"]
     assert stages["joint graph"]["count"] == 1
     assert stages["compile"]["count"] + stages["disk cache"]["count"] == 2  # the forward and the backward
+    assert stages["first run"]["count"] == 2  # the forward's first call, then the backward's
 
 
 def test_the_printed_table_names_every_count():

@@ -27,7 +27,7 @@ def stats():
               bytecode evaluation, with its guards), joint graph (AOT: the joint graph and its
               partition), fusion, codegen, compile (the C++ compiler or NVRTC) or disk cache (a
               compile the on-disk kernel cache served), first run (an artifact's first call;
-              of a training graph the forward's: its backward first runs inside backward())
+              a training graph's forward and, inside backward(), its backward count apart)
 
     print_stats() prints it as a table."""
     from . import _C
