@@ -268,10 +268,15 @@ Schedule schedule(const graph::Graph& input, int max_loads) {
     int64_t saved = 0;
     for (int id : k.nodes)
       if (!s.realized[id]) saved += 2 * meta_bytes(g, g.nodes[id].meta);
-    log(k.name + ": " + std::to_string(k.nodes.size()) + " ops over " + space_str(k.space) +
+    auto count = [](size_t n, const char* one, const char* many) {
+      return std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    size_t kept = k.nodes.size() - k.stores.size();
+    log(k.name + ": " + count(k.nodes.size(), "op", "ops") + " over " + space_str(k.space) +
         (k.reduced.empty() ? "" : " reducing dims " + space_str(k.reduced)) + "; " +
-        std::to_string(k.nodes.size() - k.stores.size()) + " intermediates stay in registers, saving " +
-        std::to_string(saved) + " bytes of memory traffic");
+        (kept == 0 ? std::string("no intermediate stays in registers")
+                   : count(kept, "intermediate stays", "intermediates stay") + " in registers, saving " +
+                         std::to_string(saved) + " bytes of memory traffic"));
   }
 
   // Buffer plan: when each buffer is last read; a dead buffer's memory is reused by the

@@ -23,7 +23,7 @@ from conftest import to_np
 pytestmark = pytest.mark.usefixtures("own_cache_dir")
 
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
-KERNEL_SIZE = re.compile(r"^(cpp_\w+): (\d+) ops over")
+KERNEL_SIZE = re.compile(r"^(cpp_\w+): (\d+) ops? over")
 
 
 def compile_info(fn, *args):
