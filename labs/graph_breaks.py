@@ -87,8 +87,10 @@ def program_list(device):
     """(name, function, arguments on `device`, conformance case or None, what it shows)."""
     mini.manual_seed(0)
 
-    def randn(*shape):  # drawn on the CPU, then moved: CUDA's generator draws other numbers, and
-        return mini.randn(*shape).to(device)  # a branch on their values would change the facts
+    # drawn on the CPU, then moved: CUDA's generator draws other numbers, and a branch on their
+    # values would change the facts
+    def randn(*shape):
+        return mini.randn(*shape).to(device)
     return [
         ("dd_if_item", dd_if_item, (randn(8, 8),), "dd_if_item",
          "a Python branch on x.sum().item()"),

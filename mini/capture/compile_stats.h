@@ -22,6 +22,8 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mini::capture {
 
@@ -35,7 +37,14 @@ struct StageTotal {
 
 struct CompileStats {
   long frames_seen = 0, frames_captured = 0;
-  std::map<std::string, long> frames_skipped;  // reason -> frames
+  // reason -> frames; the reasons are string literals, counted by address: a skipped frame (most
+  // frames a compiled call starts are mini's own) costs no string and no map lookup
+  std::vector<std::pair<const char*, long>> frames_skipped;
+  void skipped(const char* why) {
+    for (auto& [reason, n] : frames_skipped)
+      if (reason == why) return void(n++);
+    frames_skipped.emplace_back(why, 1);
+  }
   long cache_hits = 0, compiles = 0, recompiles = 0;
   std::map<std::string, long> units_run_natively;  // reason -> unit runs
   StageTotal stages[int(Stage::kCount)];

@@ -1068,7 +1068,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   CompileStats& stats = compile_stats();
   stats.frames_seen++;
   if (const char* why = skip_reason(view)) {
-    stats.frames_skipped[why]++;
+    stats.skipped(why);
     return run_default(ts, frame, throwflag);
   }
   guards::CodeCache* cache = guards::code_cache(code, false);
@@ -1078,7 +1078,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
                       : !(cache = guards::code_cache(code, true)) ? "its code cannot hold a cache"
                                                                    : nullptr;
     if (why) {
-      stats.frames_skipped[why]++;
+      stats.skipped(why);
       return run_default(ts, frame, throwflag);
     }
   }

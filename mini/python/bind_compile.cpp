@@ -245,7 +245,9 @@ void bind_compile(py::module_& m) {
     py::dict frames, units, stages;
     frames["seen"] = s.frames_seen;
     frames["captured"] = s.frames_captured;
-    frames["skipped"] = py::cast(s.frames_skipped);
+    py::dict skipped;
+    for (const auto& [reason, n] : s.frames_skipped) skipped[reason] = n;
+    frames["skipped"] = skipped;
     units["cache_hits"] = s.cache_hits;
     units["compiles"] = s.compiles;
     units["recompiles"] = s.recompiles;

@@ -67,8 +67,9 @@ def cache_entries(fn):
     in the order a lookup checks them (most recently hit first) as {"compile_id", "guards"}
     (the guard set, printed). Empty before the first compile and after mini.reset()."""
     from . import _C
+    from ._compile import _CompiledModule
     # mini.compile(module) holds the module, mini.compile(function) the function
-    target = fn.__dict__["_orig_mod"] if "_orig_mod" in getattr(fn, "__dict__", {}) else getattr(fn, "_fn", fn)
+    target = fn._orig_mod if isinstance(fn, _CompiledModule) else getattr(fn, "_fn", fn)
     code = getattr(target, "__code__", None) or getattr(getattr(target, "forward", None), "__code__", None)
     if code is None:
         raise TypeError(f"cache_entries takes a function or a mini.compile wrapper, got {type(fn).__name__}")
