@@ -37,6 +37,7 @@ figures/). --device cuda without a usable GPU prints why in one line and exits 0
 
 import argparse
 import itertools
+import json
 import platform
 import statistics
 import sys
@@ -73,6 +74,9 @@ def parse_args(argv):
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--no-torch", action="store_true",
                         help="with --device cuda: mini alone, even where torch imports")
+    parser.add_argument("--redraw", type=Path, metavar="JSON",
+                        help="measure nothing: print the tables and draw the figures again from "
+                        "a saved reduce_overhead.json (e.g. figures/cuda/reduce_overhead.json)")
     return parser.parse_args(argv)
 
 
@@ -550,7 +554,7 @@ def draw_stream(ax, results, stream):
             calls = s["calls"]
             xs = range(1, len(calls) + 1)
             ax.plot(xs, [c["us"] for c in calls], style, color=COLORS[mode], marker=".",
-                    label=f"{name} {mode} ({s['compiles']} compiles, {s['recordings']} recorded)")
+                    label=f"{name} {mode}: {s['compiles']} / {s['recordings']}")
             compiled = [(i + 1, c["us"]) for i, c in enumerate(calls) if c["compiled"]]
             recorded = [(i + 1, c["us"]) for i, c in enumerate(calls)
                         if c.get("kind") == "recorded"]
@@ -565,11 +569,14 @@ def draw_stream(ax, results, stream):
     ax.set_xlabel("call (x: compiled, o: CUDA graph recorded)")
     ax.set_ylabel("time of the call (us, synchronized)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=6, loc="best")
+    # ten lines cross each other on the log scale: the legend goes under the panel
+    ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
+              handlelength=2.5, columnspacing=1.0, title="mode: compiles / recordings",
+              title_fontsize=7)
 
 
 def draw_losses(plt, results, device):
-    fig, (sweep_ax, alt_ax, grow_ax) = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, (sweep_ax, alt_ax, grow_ax) = plt.subplots(1, 3, figsize=(16, 6.8))
     sizes = results["config"]["sweep"]
     for name, style in zip(LIBRARIES, ("-", "--")):
         sweep = results.get(name, {}).get("sweep")
@@ -605,7 +612,8 @@ def draw_losses(plt, results, device):
                      f"{cell(ro['new_input']['launches'], 'g')} launches.")
     fig.suptitle(title, fontsize=10.5)
     caption(fig, results, text)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
+    # placed by hand: tight_layout would shrink the stream panels to make room for their legends
+    fig.subplots_adjust(left=0.045, right=0.99, top=0.89, bottom=0.36, wspace=0.22)
     return fig
 
 
@@ -631,8 +639,24 @@ def import_torch(device, no_torch):
     return torch
 
 
+def draw_all(results, out):
+    plt = pyplot()
+    out.mkdir(parents=True, exist_ok=True)
+    device = results["device"]
+    save_figure(draw_modes(plt, results, device), out, "reduce_overhead")
+    save_figure(draw_losses(plt, results, device), out, "reduce_overhead_loses")
+    write_json(out, "reduce_overhead", results)
+    print(f"\nwrote reduce_overhead.png/.svg, reduce_overhead_loses.png/.svg and "
+          f"reduce_overhead.json into {out}")
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.redraw:  # a saved run (say the GPU's, on a machine without one): tables and figures
+        results = json.loads(args.redraw.read_text())
+        print_report(results, results["config"], results["device"])
+        draw_all(results, args.out)
+        return 0
     if args.device == "cuda":
         why = cuda_unavailable_reason()
         if why:
@@ -680,13 +704,7 @@ def main(argv=None):
                 text = str(error).strip().splitlines()
                 print(f"  torch failed: {type(error).__name__}: {text[0] if text else ''}")
     print_report(results, config, device)
-    args.out.mkdir(parents=True, exist_ok=True)
-    plt = pyplot()
-    save_figure(draw_modes(plt, results, device), args.out, "reduce_overhead")
-    save_figure(draw_losses(plt, results, device), args.out, "reduce_overhead_loses")
-    write_json(args.out, "reduce_overhead", results)
-    print(f"\nwrote reduce_overhead.png/.svg, reduce_overhead_loses.png/.svg and "
-          f"reduce_overhead.json into {args.out}")
+    draw_all(results, args.out)
     return 0
 
 

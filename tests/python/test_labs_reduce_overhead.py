@@ -240,3 +240,40 @@ def test_on_a_gpu_each_layout_warms_up_records_and_replays(cuda_lab, stream):
         assert compiled == expected_compiled_calls(sizes, mode), (mode, compiled)
         replays = [call["launches"] for call in runs[mode]["calls"] if call["kind"] == "replayed"]
         assert set(replays) <= {3}, (mode, replays)
+
+
+# ---- the committed GPU set, read on any machine --------------------------------------------
+
+COMMITTED_GPU_RUN = REPO / "figures" / "cuda" / "reduce_overhead.json"
+
+
+@pytest.mark.parametrize("stream", ["alternating", "growing"])
+def test_the_committed_gpu_run_follows_the_warm_up_record_replay_rule(stream):
+    # figures/cuda/ comes from an H200 run: its stream panels must read as the rule says (an
+    # earlier run compared dynamic=False calls with the automatic-dynamic baseline, and counted
+    # compiles as recordings)
+    results = json.loads(COMMITTED_GPU_RUN.read_text())
+    assert results["device"] == "cuda" and results["cuda_graphs"] is True
+    assert results["mini"]["modes"]["reduce-overhead"]["launches"] == 3
+    sizes = results["config"][stream]
+    runs = results["mini"]["streams"][stream]["modes"]
+    for mode in ("reduce-overhead", "reduce-overhead dynamic=False"):
+        kinds = [call["kind"] for call in runs[mode]["calls"]]
+        assert kinds == expected_cuda_kinds(sizes, mode), (mode, kinds)
+        assert runs[mode]["recordings"] == kinds.count("recorded"), mode
+
+
+def test_redraw_draws_a_saved_run_again_without_measuring(tmp_path):
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, str(LAB), "--redraw", str(COMMITTED_GPU_RUN),
+                           "--out", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    saved = json.loads(COMMITTED_GPU_RUN.read_text())
+    assert json.loads((tmp_path / "reduce_overhead.json").read_text()) == saved
+    for name in ("reduce_overhead.png", "reduce_overhead_loses.svg"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    # the table printed is the saved run's: its reduce-overhead row with its launches
+    row = next(line for line in done.stdout.splitlines() if line.startswith("mini reduce-overhead"))
+    assert row.split()[2] == str(saved["mini"]["modes"]["reduce-overhead"]["launches"])
+    assert "launches a call" not in done.stdout  # the measuring's progress lines: none ran
