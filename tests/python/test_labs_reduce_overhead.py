@@ -230,8 +230,14 @@ def test_on_a_gpu_the_copies_come_with_every_replay_at_every_size(cuda_lab):
 @gpu
 @pytest.mark.parametrize("stream", ["alternating", "growing"])
 def test_on_a_gpu_each_layout_warms_up_records_and_replays(cuda_lab, stream):
-    sizes = cuda_lab["config"][stream]
-    runs = cuda_lab["mini"]["streams"][stream]["modes"]
+    check_recordings(cuda_lab, stream)
+
+
+def check_recordings(results, stream):
+    """Each reduce-overhead call of a GPU run's stream warmed up, recorded or replayed as the
+    rule says, and compiled where the sizes say."""
+    sizes = results["config"][stream]
+    runs = results["mini"]["streams"][stream]["modes"]
     for mode in ("reduce-overhead", "reduce-overhead dynamic=False"):
         kinds = [call["kind"] for call in runs[mode]["calls"]]
         assert kinds == expected_cuda_kinds(sizes, mode), (mode, kinds)
@@ -255,12 +261,7 @@ def test_the_committed_gpu_run_follows_the_warm_up_record_replay_rule(stream):
     results = json.loads(COMMITTED_GPU_RUN.read_text())
     assert results["device"] == "cuda" and results["cuda_graphs"] is True
     assert results["mini"]["modes"]["reduce-overhead"]["launches"] == 3
-    sizes = results["config"][stream]
-    runs = results["mini"]["streams"][stream]["modes"]
-    for mode in ("reduce-overhead", "reduce-overhead dynamic=False"):
-        kinds = [call["kind"] for call in runs[mode]["calls"]]
-        assert kinds == expected_cuda_kinds(sizes, mode), (mode, kinds)
-        assert runs[mode]["recordings"] == kinds.count("recorded"), mode
+    check_recordings(results, stream)
 
 
 def test_redraw_draws_a_saved_run_again_without_measuring(tmp_path):
