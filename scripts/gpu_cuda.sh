@@ -24,6 +24,8 @@
 #   kernel sweep             mini_cuda_tests "[.sweep]": the eager kernels' variants timed
 #                            side by side with a copy ceiling (tests/cuda/bench_cuda_sweep.cpp)
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
+#   profile gpt step         labs/bench/profile_gpt_step.py: the GPT training step under torch's profiler
+#                            (GPU busy and idle, host time in CUDA calls by kind), only where named
 #   train_gpt cuda autocast  train_gpt.py --autocast: the forward in bfloat16 autocast, mini and torch,
 #                            only where MINI_GPU_STAGES names it
 #   figures cuda             labs/run_all.py --device cuda: the GPU figure set (figures/cuda/), in
@@ -238,6 +240,8 @@ stage "fusion_wins cuda" 120 "$out/bench_labs.txt" "$python" labs/fusion_wins.py
   --device cuda --out "$work/labs"
 stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
+stage "profile gpt step" 180 "$out/bench_labs.txt" only_when_named "$python" labs/bench/profile_gpt_step.py \
+  --json "$work/labs/profile_gpt_step.json"
 stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
   --device cuda --autocast --out "$work/labs"
 # the GPU figure set (issue 14): every lab with --device cuda, torch beside mini where a lab runs it
