@@ -1,8 +1,11 @@
 // decompose.cpp — composite ops rewritten into the ops fusion understands (Inductor's
 // decompositions): softmax = amax, sub, exp, sum, div; log_softmax; layer_norm = mean,
 // sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum;
-// a reduction of a 0-d tensor, and a softmax of an empty one = a cast.
+// a reduction of a 0-d tensor, and a softmax of an empty one = a cast; for cuBLAS, a copy of a
+// matmul operand it cannot read as it is, as a clone fusion sees.
 #include "fusion/schedule.h"
+
+#include <algorithm>
 
 namespace mini::fusion {
 
@@ -19,18 +22,75 @@ struct Builder {
   }
   int number(double v) { return g.add_constant(v, DType::Float64); }
 };
+
+// How BLAS reads a matmul operand of this meta without a copy, as the extern call decides at
+// run time (matmul.cpp, cuda/matmul.cu): its last two dims row-major ("N") or column-major
+// ("T"), and its batch dims one run at one stride. Unknown sizes or strides (symbols), and
+// batches that broadcast, are left to the run time.
+enum class BlasRead { AsIs, CopyRowMajor, CopyColumnMajor };
+
+BlasRead blas_read(const graph::TensorMeta& m, const graph::TensorMeta& other) {
+  const Shape& size = m.sizes;
+  const Strides& stride = m.strides;
+  const size_t r = size.size();
+  if (r < 3 || stride.size() != r || other.sizes.size() != r) return BlasRead::AsIs;
+  for (size_t d = 0; d < r; d++)
+    if (graph::is_symbol(size[d]) || graph::is_symbol(stride[d]) || stride[d] < 0 ||
+        (d + 2 < r && size[d] != other.sizes[d]))
+      return BlasRead::AsIs;
+  const int64_t rows = size[r - 2], cols = size[r - 1], rs = stride[r - 2], cs = stride[r - 1];
+  const bool row_major = (cs == 1 || cols == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1));
+  const bool col_major = (rs == 1 || rows == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1));
+  bool one_stride = true;  // the batch dims of size > 1, each at its inner neighbour's span
+  int64_t inner = -1;      // the last batch dim of size > 1 seen, walking outwards
+  for (size_t d = r - 2; d-- > 0;) {
+    if (size[d] == 1) continue;
+    if (stride[d] == 0) return BlasRead::AsIs;  // a broadcast batch: the run time decides
+    if (inner >= 0 && stride[d] != stride[inner] * size[inner]) one_stride = false;
+    inner = (int64_t)d;
+  }
+  if ((row_major || col_major) && one_stride) return BlasRead::AsIs;
+  return col_major && !row_major ? BlasRead::CopyColumnMajor : BlasRead::CopyRowMajor;
+}
 }  // namespace
 
-graph::Graph decompose(const graph::Graph& src) {
+graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
   graph::Graph g;
   g.symbols = src.symbols;
   g.device = src.device;
   std::vector<int> map(src.nodes.size(), -1);
+  // matmul operands BLAS cannot read as they are: the layout of their copy, made where the
+  // operand is made (beside its siblings, for fusion to merge), and then the copy's node
+  std::vector<BlasRead> copy(src.nodes.size(), BlasRead::AsIs);
+  std::vector<int> copied(src.nodes.size(), -1);
+  for (const graph::Node& n : src.nodes)
+    if (one_batch_stride && n.kind == graph::NodeKind::Op && n.op == OpKind::Matmul && n.inputs.size() == 2)
+      for (int side = 0; side < 2; side++) {
+        int i = n.inputs[side], j = n.inputs[1 - side];
+        BlasRead how = blas_read(src.nodes[i].meta, src.nodes[j].meta);
+        if (how != BlasRead::AsIs) copy[i] = how;
+      }
+  auto make_copy = [&](size_t id) {
+    if (copy[id] == BlasRead::AsIs) return;
+    Builder b{g, src.nodes[id].code};
+    int x = map[id];
+    if (copy[id] == BlasRead::CopyRowMajor) {
+      copied[id] = b.op(OpKind::Clone, {x});
+      return;
+    }
+    // column-major in its last two dims (a transposed view, k^T): copied as the transpose of a
+    // row-major copy, which BLAS reads with "T"; the copy then has q's and v's layout
+    Attrs t;
+    t.dim = (int64_t)src.nodes[id].meta.sizes.size() - 2;
+    t.dim2 = t.dim + 1;
+    copied[id] = b.op(OpKind::Transpose, {b.op(OpKind::Clone, {b.op(OpKind::Transpose, {x}, t)})}, t);
+  };
   for (size_t id = 0; id < src.nodes.size(); id++) {
     const graph::Node& n = src.nodes[id];
     if (n.kind == graph::NodeKind::Input) {
       map[id] = g.add_input(n.meta, n.source);
       g.nodes[map[id]].wrapped_number = n.wrapped_number;
+      make_copy(id);
       continue;
     }
     if (n.kind == graph::NodeKind::Constant) {
@@ -38,7 +98,8 @@ graph::Graph decompose(const graph::Graph& src) {
       continue;
     }
     std::vector<int> in;
-    for (int i : n.inputs) in.push_back(i >= 0 ? map[i] : -1);
+    for (int i : n.inputs)
+      in.push_back(i < 0 ? -1 : n.op == OpKind::Matmul && copied[i] >= 0 ? copied[i] : map[i]);
     Builder b{g, n.code};
     const Attrs& a = n.attrs;
     switch (n.op) {
@@ -100,6 +161,7 @@ graph::Graph decompose(const graph::Graph& src) {
         map[id] = g.add_op(n.op, in, a, n.code);
         g.nodes[map[id]].wrapped_number = n.wrapped_number;  // item()'s number, marked by capture
     }
+    if (n.kind == graph::NodeKind::Op) make_copy(id);
   }
   for (int o : src.outputs) g.outputs.push_back(map[o]);
   return g;

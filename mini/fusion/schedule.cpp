@@ -105,9 +105,9 @@ bool is_extern(OpKind op) {
 
 }  // namespace
 
-Schedule schedule(const graph::Graph& input, int max_loads) {
+Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
   Schedule s;
-  s.graph = decompose(input);
+  s.graph = decompose(input, one_batch_stride);
   graph::Graph& g = s.graph;
   size_t n = g.nodes.size();
   s.realized.assign(n, false);
@@ -116,6 +116,7 @@ Schedule schedule(const graph::Graph& input, int max_loads) {
   std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
   int open = -1;
   std::set<int> open_loads;  // what the open kernel reads from memory so far
+  std::set<int> pending;     // views of values the open kernel computes: read after it runs
   auto reads = [&](const Node& node, int group) {  // node's inputs made outside kernel `group`
     std::set<int> r;
     for (int i : node.inputs)
@@ -132,14 +133,19 @@ Schedule schedule(const graph::Graph& input, int max_loads) {
     std::string what = node.name + " (" + op_name(node.op) + ")";
     if (cls == OpClass::View) {
       int src = node.inputs[0];
-      if (group_of[src] >= 0 && group_of[src] == open) {
-        // a view of a value computed in the open kernel: end the kernel there; the view
-        // then reads the stored value (an index rewrite of its buffer, no copy)
-        log("close " + s.groups[open].name + ": " + what + " views a value the kernel computes; "
-            "the value is stored and the view reads its buffer");
-        open = -1;
-      }
       if (group_of[src] >= 0) s.realized[src] = true;
+      if (open >= 0 && (group_of[src] == open || pending.count(src))) {
+        // a view of a value the open kernel computes: the value is stored and the view reads
+        // its buffer once the kernel has run (an index rewrite, no copy), so the view's step
+        // goes after the kernel's; the kernel stays open for what does not read the view
+        if (group_of[src] == open)
+          log("store " + g.nodes[src].name + " of " + s.groups[open].name + ": " + what +
+              " views it; the kernel goes on with what does not read the view");
+        pending.insert((int)id);
+        s.steps.push_back({StepKind::View, (int)id, -1});
+        s.realized[id] = true;
+        continue;
+      }
       // A view of a buffer made before the open kernel runs before that kernel: the kernel
       // may read it (it is metadata only, so moving it earlier changes nothing else).
       auto at = s.steps.end();
@@ -161,6 +167,13 @@ Schedule schedule(const graph::Graph& input, int max_loads) {
       s.realized[id] = true;
       continue;
     }
+    for (int i : node.inputs)
+      if (open >= 0 && i >= 0 && pending.count(i)) {
+        log("close " + s.groups[open].name + ": " + what + " reads " + g.nodes[i].name +
+            ", a view of a value the kernel computes; it waits for the kernel to store it");
+        open = -1;
+        break;
+      }
     bool reduction = cls == OpClass::Reduction;
     Shape shape = node.meta.sizes;
     Shape in_shape = reduction ? g.nodes[node.inputs[0]].meta.sizes : shape;
@@ -229,6 +242,7 @@ Schedule schedule(const graph::Graph& input, int max_loads) {
       first_decision.push_back(s.decisions.size());
       open = (int)s.groups.size() - 1;
       open_loads = reads(node, -1);
+      pending.clear();
       group_of[id] = open;
       s.steps.push_back({StepKind::Kernel, -1, open});
     }

@@ -21,8 +21,13 @@
 namespace mini::fusion {
 
 // Softmax, log_softmax, layer_norm and mse_loss rewritten into pointwise ops and
-// reductions (Inductor's decompositions), so that fusion sees their parts.
-graph::Graph decompose(const graph::Graph& g);
+// reductions (Inductor's decompositions), so that fusion sees their parts. With
+// `one_batch_stride` (cuBLAS, whose batched GEMM steps through a batch at one stride), a matmul
+// operand that BLAS cannot read as it is (a batch of views such as attention's heads, [B, T, H,
+// D] transposed to [B, H, T, D]) gets a clone made right where the operand is, a pointwise
+// node that fusion merges with its neighbours (the clones of q, k and v become one kernel),
+// instead of the extern call's eager copy, a launch each.
+graph::Graph decompose(const graph::Graph& g, bool one_batch_stride = false);
 
 enum class StepKind { Kernel, Extern, View };
 
@@ -62,7 +67,8 @@ struct Schedule {
 
 // max_loads: the most tensors one kernel may read (0: no limit), for a target that passes them
 // in a fixed table (CUDA: codegen::kCudaMaxLoads); a node that would read more starts a kernel.
-Schedule schedule(const graph::Graph& g, int max_loads = 0);
+// one_batch_stride: decompose's, for a target whose matmuls are cuBLAS's.
+Schedule schedule(const graph::Graph& g, int max_loads = 0, bool one_batch_stride = false);
 
 // Bytes of a tensor of this meta (symbols at the hints of `g`).
 int64_t meta_bytes(const graph::Graph& g, const graph::TensorMeta& m);

@@ -288,6 +288,13 @@ void bind_inductor(py::module_& m) {
     info["backward_source"] = bwd->source;
     info["forward_kernels"] = kernels(*fwd);
     info["backward_kernels"] = kernels(*bwd);
+    auto decisions = [](const mini::runtime::CompiledCudaGraph& cg) {
+      py::list l;
+      for (auto& d : cg.schedule.decisions) l.append(d.text);
+      return l;
+    };
+    info["forward_decisions"] = decisions(*fwd);
+    info["backward_decisions"] = decisions(*bwd);
     auto runner = ag::make_training_runner(
         tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
         [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); });

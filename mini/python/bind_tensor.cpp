@@ -581,21 +581,14 @@ void bind_tensor(py::module_& m) {
                           const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                           const std::vector<int64_t>& steps, double lr, double beta1, double beta2, double eps,
                           double weight_decay, bool decoupled) {
-    size_t n = params.size();
-    if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n)
-      throw py::value_error("adam_steps_(): params, grads, exp_avgs, exp_avg_sqs and steps must have one entry each");
-    std::vector<bool> done(n);
-    for (size_t i = 0; i < n; i++) {
-      done[i] = mini::adam_fusable(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]);
-      if (done[i])
-        mini::adam_step_(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i],
-                         {lr, beta1, beta2, eps, weight_decay, decoupled, steps[i]});
-    }
+    std::vector<bool> done = mini::adam_steps_(params, grads, exp_avgs, exp_avg_sqs, steps,
+                                               {lr, beta1, beta2, eps, weight_decay, decoupled, 1});
     return done;
   }, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"), py::arg("steps"),
      py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"),
-     "adam_step_ for every parameter of a group that it takes (adam_fusable), in one call from Python: "
-     "a list of which it stepped (the others are left for the op-by-op step).");
+     "adam_step_ for every parameter of a group that it takes (adam_fusable), in one call from Python, "
+     "the CUDA ones of one dtype and step in multi-tensor launches: a list of which it stepped (the others "
+     "are left for the op-by-op step).");
   m.def("mse_loss", [](const Tensor& a, const Tensor& b, const std::string& r) { return mini::mse_loss(a, b, r); },
         py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
   m.def("operand", [](py::handle v) { return operand_or_throw(v, "tensor", "data"); });

@@ -126,7 +126,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();
-  cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads);
+  cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads, /*one_batch_stride=*/true);
   cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
   cg->layouts.assign(cg->schedule.groups.size(), cg->layout);
   if (per_kernel) {

@@ -118,6 +118,13 @@ struct AdamHyper {
 };
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamHyper& h);
+// adam_step_ for each parameter i that adam_fusable takes, at step number steps[i] (h.step is
+// ignored), the others left alone: returns which it stepped. The CUDA parameters of one dtype
+// and step share launches (up to cuda::kAdamTensorsPerLaunch parameters each), each computing
+// what adam_step_ computes.
+std::vector<bool> adam_steps_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                              const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                              const std::vector<int64_t>& steps, const AdamHyper& h);
 // Whether adam_step_ takes these operands (the conditions above), without raising.
 bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq);
 Tensor nonzero(const Tensor& a);

@@ -3,11 +3,16 @@
 //
 // The op-by-op step (`fused=False`, mini/python/mini/optim.py) launches 14 kernels a
 // parameter: a 4-layer GPT's 52 parameters took 728 of the 1,224 kernels of its CUDA training
-// step. This one launches one, and computes the same bits (optim_math.h). Compiled with
+// step. This one launches one a parameter, and on CUDA one for up to 24 parameters (a
+// multi-tensor kernel: the GPT's step is 3 launches, not 52), and computes the same bits
+// (optim_math.h). Compiled with
 // -ffp-contract=off (CMakeLists.txt): every product is rounded before its sum, as it is between
 // two eager kernels.
 #include <cmath>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "cuda/kernels.h"
 #include "loops.h"
@@ -65,30 +70,61 @@ bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   return adam_refusal(param, grad, exp_avg, exp_avg_sq).empty();
 }
 
+std::vector<bool> adam_steps_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                              const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                              const std::vector<int64_t>& steps, const AdamHyper& h) {
+  const size_t n = params.size();
+  if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n)
+    fail_value("adam_steps_(): params, grads, exp_avgs, exp_avg_sqs and steps must have one entry each");
+  for (int64_t step : steps)
+    if (step < 1) fail_value("adam_steps_(): step must be at least 1 (the step's number), got ", step);
+  const bool decoupled = h.decoupled && h.weight_decay != 0, coupled = !h.decoupled && h.weight_decay != 0;
+  std::vector<bool> done(n);
+  // CUDA parameters of one dtype, device and step number share launches (cuda::adam_steps);
+  // CPU parameters are a parallel loop each
+  std::map<std::tuple<int, int, int64_t>, std::vector<size_t>> batches;
+  for (size_t i = 0; i < n; i++) {
+    done[i] = adam_fusable(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]);
+    if (done[i]) batches[{(int)params[i]->dtype, params[i]->is_cuda() ? params[i]->device().index : -1, steps[i]}].push_back(i);
+  }
+  for (const auto& [key, members] : batches) {
+    const int64_t step = std::get<2>(key);
+    // the scalars as the op-by-op step forms them in Python (float64), before an op rounds them
+    const double scalars[9] = {1.0 - h.lr * h.weight_decay,
+                               h.weight_decay,
+                               h.beta1,
+                               1.0 - h.beta1,
+                               h.beta2,
+                               1.0 - h.beta2,
+                               1.0 / std::pow(1.0 - std::pow(h.beta2, (double)step), 0.5),  // as Python spells it
+                               h.eps,
+                               h.lr / (1.0 - std::pow(h.beta1, (double)step))};
+    int64_t bytes = 0;
+    std::vector<cuda::AdamOperands> operands;
+    for (size_t i : members) {
+      const Tensor &param = params[i], &grad = grads[i], &m = exp_avgs[i], &v = exp_avg_sqs[i];
+      bytes += param->nbytes() * 2 + grad->nbytes() + m->nbytes() * 2 + v->nbytes() * 2;
+      if (param->is_cuda()) {
+        operands.push_back({param, grad, m, v});
+      } else {
+        if (param->dtype == DType::Float64) adam_cpu<double>(param, grad, m, v, scalars, decoupled, coupled);
+        else adam_cpu<float>(param, grad, m, v, scalars, decoupled, coupled);
+        count_kernel(param->nbytes() * 2 + grad->nbytes() + m->nbytes() * 2 + v->nbytes() * 2);
+      }
+      for (const Tensor* t : {&param, &m, &v}) (*t)->storage->version++;
+    }
+    if (!operands.empty()) {
+      int launches = cuda::adam_steps(operands, scalars, decoupled, coupled);
+      for (int l = 0; l < launches; l++) count_kernel(l == 0 ? bytes : 0);
+    }
+  }
+  return done;
+}
+
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamHyper& h) {
   if (std::string why = adam_refusal(param, grad, exp_avg, exp_avg_sq); !why.empty()) fail(why);
-  if (h.step < 1) fail_value("adam_step_(): step must be at least 1 (the step's number), got ", h.step);
-  const bool decoupled = h.decoupled && h.weight_decay != 0, coupled = !h.decoupled && h.weight_decay != 0;
-  // the scalars as the op-by-op step forms them in Python (float64), before an op rounds them
-  const double scalars[9] = {1.0 - h.lr * h.weight_decay,
-                             h.weight_decay,
-                             h.beta1,
-                             1.0 - h.beta1,
-                             h.beta2,
-                             1.0 - h.beta2,
-                             1.0 / std::pow(1.0 - std::pow(h.beta2, (double)h.step), 0.5),  // as Python spells it
-                             h.eps,
-                             h.lr / (1.0 - std::pow(h.beta1, (double)h.step))};
-  if (param->is_cuda()) {
-    cuda::adam_step(param, grad, exp_avg, exp_avg_sq, scalars, decoupled, coupled);
-  } else if (param->dtype == DType::Float64) {
-    adam_cpu<double>(param, grad, exp_avg, exp_avg_sq, scalars, decoupled, coupled);
-  } else {
-    adam_cpu<float>(param, grad, exp_avg, exp_avg_sq, scalars, decoupled, coupled);
-  }
-  for (const Tensor* t : {&param, &exp_avg, &exp_avg_sq}) (*t)->storage->version++;
-  count_kernel(param->nbytes() * 2 + grad->nbytes() + exp_avg->nbytes() * 2 + exp_avg_sq->nbytes() * 2);
+  adam_steps_({param}, {grad}, {exp_avg}, {exp_avg_sq}, {h.step}, h);
 }
 
 }  // namespace mini

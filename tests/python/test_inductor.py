@@ -239,6 +239,11 @@ def _view_of_computed(x):
     return (x.sin().t() + 1).cos()
 
 
+def _past_view(x):
+    a = x.sin()
+    return a.t(), (x * 2).exp()  # the view of a does not end the kernel: x * 2 joins it
+
+
 FUSION_REASONS = [
     ("chain8", chain8, lambda: ANCHORS["chain8"][1](), r"fuse cos \(cos\) into cpp_poi_\w+: same iteration space \[64, 64\]"),
     ("layernorm", layernorm_decomp, lambda: ANCHORS["layernorm_decomp"][1](),
@@ -252,7 +257,11 @@ FUSION_REASONS = [
     ("other_dims", _two_reductions, lambda: (T(R, 32, seed=1),),
      r"cannot fuse sum_1 \(sum\) into cpp_per_fused_sum_0: .*other dims"),
     ("view", _view_of_computed, lambda: (T(R, C, seed=1),),
-     r"close cpp_poi_fused_sin_0: \w+ \(transpose\) views a value the kernel computes"),
+     r"store sin of cpp_poi_fused_sin_0: \w+ \(transpose\) views it"),
+    ("reads_view", _view_of_computed, lambda: (T(R, C, seed=1),),
+     r"close cpp_poi_fused_sin_0: add \(add\) reads \w+, a view of a value the kernel computes"),
+    ("past_view", _past_view, lambda: (T(R, C, seed=1),),
+     r"store sin of cpp_poi_fused_\w+: \w+ \(transpose\) views it(.|\n)*fuse mul \(mul\) into cpp_poi_fused_\w+"),
 ]
 
 

@@ -202,3 +202,60 @@ def test_a_small_model_trains_with_adamw_and_clipping_eager_and_compiled():
             losses[mode].append(float(loss.item()))
     assert losses["eager"][-1] < 0.7 * losses["eager"][0]
     np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-3)
+
+
+def check_multi_tensor_step(device):
+    # 30 parameters in one group (more than one launch's 24 on CUDA), sizes from 1 element to a
+    # few chunks, two dtypes, and 3 parameters whose state starts a step later (another step
+    # number, so other bias corrections): every element as the op-by-op step computes it, and
+    # on CUDA one launch for each 24 parameters of one dtype and step number
+    rng = np.random.default_rng(5)
+    shapes = [(1,), (7,), (1024,), (1025,), (33, 97), (5000,)] * 5
+    dtypes = [np.float32] * 25 + [np.float64] * 5
+    starts = [rng.standard_normal(s).astype(d) for s, d in zip(shapes, dtypes)]
+    grads = [[rng.standard_normal(x.shape).astype(x.dtype) for x in starts] for _ in range(3)]
+    late = {3, 11, 20}  # stepped from the second step on
+    results = []
+    for fused in (None, False):
+        params = [mini.from_numpy(x.copy()).to(device).requires_grad_() for x in starts]
+        opt = mini.optim.AdamW(params, lr=0.01, weight_decay=0.1, fused=fused)
+        launches = []
+        for t, step in enumerate(grads):
+            for i, (p, g) in enumerate(zip(params, step)):
+                p.grad = None if (t == 0 and i in late) else mini.from_numpy(g).to(device)
+            mini.metrics.reset()
+            opt.step()
+            launches.append(mini.metrics.kernel_launches)
+        results.append(([to_np(p.detach()) for p in params], launches))
+    (fused_params, fused_launches), (plain_params, _) = results
+    for i, (a, b) in enumerate(zip(fused_params, plain_params)):
+        assert np.array_equal(a, b), i
+    # the third step (the first two also make the optimizer's state: zeros_like launches): on
+    # CUDA 22 float32 parameters at step 3 (one launch), the 3 late ones at step 2 (one), the 5
+    # float64 ones (one); on the CPU one kernel a parameter
+    assert fused_launches[2] == (3 if device == "cuda" else 30), fused_launches
+
+
+def test_the_fused_step_of_many_parameters_computes_the_op_by_op_bits():
+    check_multi_tensor_step("cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_the_fused_step_of_many_parameters_is_one_launch_per_24_on_cuda():
+    check_multi_tensor_step("cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_more_than_24_parameters_of_one_step_take_two_launches_on_cuda():
+    params = [mini.ones(3, device="cuda").requires_grad_() for _ in range(25)]
+    opt = mini.optim.Adam(params, lr=0.1)
+    for p in params:
+        p.grad = mini.ones(3, device="cuda")
+    mini.metrics.reset()
+    opt.step()
+    assert mini.metrics.kernel_launches == 2
+    # Adam's first step moves each element by lr (m / sqrt(v) = 1 at t = 1, up to eps)
+    for p in params:
+        assert np.allclose(to_np(p.detach()), 0.9, atol=1e-6)

@@ -115,11 +115,18 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Ten
                         const Tensor& seg_rows);
 
 // ---- optimizers (optim.cu) --------------------------------------------------------------------
-// One Adam/AdamW step over the n elements of contiguous param, grad, exp_avg and exp_avg_sq
-// (float32 or float64, one dtype): optim_math.h's adam_element, with the step's scalars
-// (mini::adam_step_ computes them) in float64, rounded to the dtype on the host.
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const double scalars[9], bool decoupled, bool coupled);
+// One Adam/AdamW step of several parameters: for each (param, grad, exp_avg, exp_avg_sq), all
+// contiguous, of one shape, optim_math.h's adam_element over its elements, with the step's
+// scalars (mini::adam_steps_ computes them) in float64, rounded to the dtype on the host. Every
+// operand of every parameter has one dtype (float32 or float64) and the parameters one step
+// number. Up to kAdamTensorsPerLaunch parameters share a launch (a multi-tensor kernel, as
+// torch's fused AdamW's multi_tensor_apply): a GPT's 50 parameters are 3 launches, not 50.
+// Returns the launches made.
+constexpr int kAdamTensorsPerLaunch = 24;
+struct AdamOperands {
+  Tensor param, grad, exp_avg, exp_avg_sq;
+};
+int adam_steps(const std::vector<AdamOperands>& operands, const double scalars[9], bool decoupled, bool coupled);
 
 // ---- matmul (matmul.cu, cuBLAS) ---------------------------------------------------------------
 // out [batch, n, m] (contiguous) = a [batch, n, k] @ b [batch, k, m], where a and b are device

@@ -92,8 +92,6 @@ void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int6
   no_cuda("a CUDA kernel");
 }
 void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
-void adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const double*, bool, bool) {
-  no_cuda("a CUDA kernel");
-}
+int adam_steps(const std::vector<AdamOperands>&, const double*, bool, bool) { no_cuda("a CUDA kernel"); }
 
 }  // namespace mini::cuda
