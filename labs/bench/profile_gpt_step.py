@@ -102,7 +102,9 @@ def profile_mode(step, sync, steps):
     per_step = []
     for start, end in ranges:
         inside = [e for e in events if start <= e.time_range.start <= end]
-        gpu = [e for e in inside if e.device_type.name == "CUDA"]
+        # the GPU's work, without the profiler's own range of the step (record_function's
+        # annotation also appears on the GPU's timeline)
+        gpu = [e for e in inside if e.device_type.name == "CUDA" and not e.name.startswith("gpt step")]
         api = collections.Counter()
         api_us = collections.Counter()
         for e in inside:
