@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "capture/frame_hook.h"
 #include "tensor/autograd.h"
@@ -797,18 +798,29 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
       art->compiled = g_inductor(*art->graph, title, req->mode);
   } catch (const std::exception& e) {
     std::string graph = title + " of " + function_label(code);
-    if (!compile_config().suppress_errors) {
+    if (is_assignment_stub(e)) {
+      // a student tree whose stage is not written yet: the graph runs with eager kernels, so
+      // that every other stage and lab keeps running; said once per assignment
+      static std::set<std::string> told;
+      art->compiled = nullptr;
+      std::string which = assignment_of(e);
+      if (told.insert(which).second &&
+          PyErr_WarnEx(PyExc_UserWarning, (which + " is not written yet (" + e.what() + "); graphs that need it "
+                                           "run with eager kernels until it is").c_str(), 1) < 0)
+        return nullptr;
+    } else if (!compile_config().suppress_errors) {
       auto* me = dynamic_cast<const Error*>(&e);
       set_python_error(Error(me ? me->kind : Error::Kind::Runtime,
                              e.what() + ("\nThe graph: " + graph + ", compiled by the inductor backend.")));
       return nullptr;
+    } else {
+      // torch's suppress_errors: the graph runs with eager kernels (the interpreter, which
+      // records autograd), and the user hears why once, here
+      art->compiled = nullptr;
+      std::string why = "inductor failed to compile " + graph + ": " + e.what();
+      if (PyErr_WarnEx(PyExc_UserWarning, (why + "\nIt runs eagerly (mini.config.suppress_errors is True).").c_str(), 1) < 0)
+        return nullptr;
     }
-    // torch's suppress_errors: the graph runs with eager kernels (the interpreter, which
-    // records autograd), and the user hears why once, here
-    art->compiled = nullptr;
-    std::string why = "inductor failed to compile " + graph + ": " + e.what();
-    if (PyErr_WarnEx(PyExc_UserWarning, (why + "\nIt runs eagerly (mini.config.suppress_errors is True).").c_str(), 1) < 0)
-      return nullptr;
   }
   if (has_graph && req->backend) {
     PyObject* gm = python_bridge().make_graph_module(art->graph, title);

@@ -59,7 +59,7 @@ Shape row_shape_squeezed(const FusionGroup& k) {
 // -- legality, one rule each ---------------------------------------------------------------
 
 bool same_space(const FusionGroup& k, const Shape& shape) {
-  // A3 BEGIN: fusion legality
+  // A3 BEGIN: fusion legality and the greedy scheduler
   return shape == k.space;
   // A3 END
 }
@@ -67,7 +67,7 @@ bool same_space(const FusionGroup& k, const Shape& shape) {
 // A pointwise node over the rows of a reduction kernel (keepdim or not): computed once the
 // reductions it reads are done, per row.
 bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
-  // A3 BEGIN: fusion legality
+  // A3 BEGIN: fusion legality and the greedy scheduler
   return !k.reduced.empty() && (shape == row_shape(k) || shape == row_shape_squeezed(k));
   // A3 END
 }
@@ -75,14 +75,14 @@ bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
 // A reduction whose input is the kernel's iteration space and whose kernel has no
 // reduction yet: the pointwise nodes before it become its prologue.
 bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape) {
-  // A3 BEGIN: fusion legality
+  // A3 BEGIN: fusion legality and the greedy scheduler
   return k.reduced.empty() && input_shape == k.space;
   // A3 END
 }
 
 // Another reduction over the same space and dims: one more pass over the same rows.
 bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector<int64_t>& dims) {
-  // A3 BEGIN: fusion legality
+  // A3 BEGIN: fusion legality and the greedy scheduler
   return !k.reduced.empty() && input_shape == k.space && dims == k.reduced;
   // A3 END
 }
@@ -105,15 +105,29 @@ bool is_extern(OpKind op) {
 
 }  // namespace
 
-Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
-  Schedule s;
-  s.graph = decompose(input, one_batch_stride);
+// The greedy scheduler (Inductor's scheduler, one pass): walks the decomposed graph in program
+// order with one kernel open, and puts each node in it or starts a new one.
+//
+// In:  s.graph (decomposed); s.realized[i] true for the graph's inputs only; max_loads as
+//      schedule()'s.
+// Out: s.groups (each node of a kernel in program order, its space and reduced dims; its
+//      loads, stores and final name are filled in after this, from group_of), s.steps (every
+//      op node's step in an order that runs: a kernel, an extern call or a view, each after
+//      what it reads), s.realized (every value read from memory by another step: stored),
+//      group_of[node] (its kernel, or -1), and s.decisions: one sentence for every node that
+//      joins a kernel ("fuse X into K: <rule>"), is refused ("cannot fuse X into K: <why>"),
+//      or ends one ("close K: X is an extern call ..."), the kernel named by its temporary
+//      name "kernel<i>"; first_decision[k] the index of kernel k's first decision.
+// Guarantees: a node joins the open kernel only where a legality rule above allows it, no
+//      kernel holds more than kMaxFusionSize nodes, waits for more than kMaxReductionPasses
+//      reductions in sequence, or reads more than max_loads tensors (0: no limit); a view of a
+//      value the open kernel computes stores that value and runs after the kernel, and a node
+//      that reads such a view starts a new kernel; extern calls (is_extern) end the open kernel.
+static void group_greedily(Schedule& s, int max_loads, std::vector<int>& group_of, std::vector<size_t>& first_decision) {
+  // A3 BEGIN: fusion legality and the greedy scheduler
   graph::Graph& g = s.graph;
   size_t n = g.nodes.size();
-  s.realized.assign(n, false);
-  std::vector<int> group_of(n, -1);  // kernel computing a node, or -1
-  std::vector<int> passes(n, 0);     // node -> reductions of its kernel it waits for, in sequence
-  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
+  std::vector<int> passes(n, 0);  // node -> reductions of its kernel it waits for, in sequence
   int open = -1;
   std::set<int> open_loads;  // what the open kernel reads from memory so far
   std::set<int> pending;     // views of values the open kernel computes: read after it runs
@@ -249,6 +263,19 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
     for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
       if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
   }
+  // A3 END
+}
+
+Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
+  Schedule s;
+  s.graph = decompose(input, one_batch_stride);
+  graph::Graph& g = s.graph;
+  size_t n = g.nodes.size();
+  s.realized.assign(n, false);
+  std::vector<int> group_of(n, -1);    // kernel computing a node, or -1
+  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
+  auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
+  group_greedily(s, max_loads, group_of, first_decision);
   for (int o : g.outputs) s.realized[o] = true;
 
   // Loads, stores and names of each kernel.

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "autograd/training.h"
 #include "capture/convert_frame.h"
@@ -159,6 +160,11 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
     return {};
   }
   joint_time.stop();
+  for (const std::string& w : tg->warnings) {  // the min-cut still a stub: the greedy rule stood in
+    if (cap::log_channels().aot_graphs) cap::log_write("aot: " + title + ": " + w);
+    static std::set<std::string> told;  // once per process
+    if (told.insert(w).second && PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
+  }
   std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
   if (cap::log_channels().aot_graphs || cap::compile_debug()) {
     std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);

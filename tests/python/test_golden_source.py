@@ -20,7 +20,7 @@ GOLDEN = REPO / "tests" / "golden"
 sys.path.insert(0, str(REPO / "labs"))
 from programs import chain8, layernorm_decomp, softmax_decomp, transform  # noqa: E402
 
-pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a3, pytest.mark.a4]
+pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a4]
 
 
 def source_of(fn, *args):

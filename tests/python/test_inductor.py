@@ -34,7 +34,7 @@ PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
 
 # ---- fixtures and helpers ---------------------------------------------------------------------------
 
-pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a3, pytest.mark.a4]
+pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a3]
 
 
 

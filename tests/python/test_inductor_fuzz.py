@@ -977,7 +977,7 @@ def replace(node, target, new):
 
 # ---- the tests --------------------------------------------------------------------------------------
 
-pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a3, pytest.mark.a4]
+pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a4]
 
 
 @pytest.fixture(autouse=True)
