@@ -1,16 +1,16 @@
 """Training steps: eager mini against the training graphs of "aot_eager" and "inductor".
 
     PYTHONPATH=build/python .venv/bin/python labs/bench/bench_training.py [--quick] [--json PATH]
-        [--only REGEX] [--threads 1,2,4,8,16] [--profile]
+        [--only REGEX] [--threads 1,2,4,8,16] [--profile] [--partitioner recompute|min-cut]
 
 One step is a forward call that returns the loss and loss.backward(); gradients are checked
 against eager's before anything is timed. For each workload it prints the time of a step
 (median of several samples after warm-up), the kernels launched and the bytes they moved in
 one step (mini.metrics), and the bytes the forward keeps alive for the backward (the
 partitioner's saved intermediates, from MINI_LOGS=aot_graphs): save-all for aot_eager,
-recompute for inductor. aot_eager runs the same eager kernels as eager, op for op, through
-the interpreter, so its row shows what the graphs cost; inductor's shows what fusion buys in
-the forward and the backward.
+recompute for inductor, or min-cut with --partitioner min-cut (mini.config.partitioner).
+aot_eager runs the same eager kernels as eager, op for op, through the interpreter, so its row
+shows what the graphs cost; inductor's shows what fusion buys in the forward and the backward.
 """
 
 import argparse
@@ -217,9 +217,12 @@ def main(argv=None):
     parser.add_argument("--only", metavar="REGEX", help="only the workloads whose name matches (re.search)")
     parser.add_argument("--profile", action="store_true",
                         help="also print where the compiled step's time goes (mini.profiler), step by step")
+    parser.add_argument("--partitioner", choices=("recompute", "min-cut"), default=mini.config.partitioner,
+                        help="how inductor splits the training graphs (mini.config.partitioner)")
     parser.add_argument("--threads", metavar="N,N,...",
                         help="instead of the table: eager and inductor at each of these thread counts")
     args = parser.parse_args(argv)
+    mini.config.partitioner = args.partitioner
     samples = 3 if args.quick else 9
     selected = [w for w in workloads(args.quick) if args.only is None or re.search(args.only, w[0])]
     if not selected:

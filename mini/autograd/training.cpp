@@ -1,6 +1,7 @@
 // training.cpp — the joint forward/backward graph, traced from derivatives.h's rules
 // (make_training_graphs), its partition into a forward and a backward graph (the recompute
-// partitioner: recompute_in_backward), and the runner that calls them as one autograd node.
+// partitioner: recompute_in_backward; the min-cut: MaxFlow and min_cut_saved), and the runner
+// that calls them as one autograd node.
 #include "autograd/training.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/derivatives.h"
+#include "tensor/errors.h"
 #include "tensor/ops.h"
 
 namespace mini::autograd {
@@ -89,31 +91,50 @@ int64_t meta_bytes(const TensorMeta& m) {
 
 // Maximum flow by Dinic's algorithm (BFS levels, then blocking flows along them), for the
 // min-cut partitioner: a few thousand vertices at most (two per forward node).
+//
+// The residual graph: every edge is stored next to its reverse, so that edge e's reverse is
+// e ^ 1 (add_edge appends the pair); first_[v] is v's most recent edge and Edge::next the one
+// before it (a linked list per vertex). An edge's `capacity` is what it can still carry: pushing
+// f along e takes f from e and gives f to e ^ 1, which lets a later path undo the push.
 class MaxFlow {
  public:
   static constexpr int64_t kInf = int64_t(1) << 60;
   explicit MaxFlow(int n) : first_(n, -1), level_(n), next_(n) {}
+
+  // A8: adds the edge from -> to with `capacity` (kInf: never cut) and its reverse, from <- to,
+  // with capacity 0, at indices e and e ^ 1. Vertices are 0 .. n - 1.
   void add_edge(int from, int to, int64_t capacity) {
+    // A8 BEGIN: the min-cut partitioner
     edges_.push_back({to, first_[from], capacity});
     first_[from] = (int)edges_.size() - 1;
     edges_.push_back({from, first_[to], 0});
     first_[to] = (int)edges_.size() - 1;
+    // A8 END
   }
+
+  // A8: the maximum flow from s to t, pushed into the residual graph (each edge's capacity is
+  // left at what it can still carry). Dinic: while levels() finds t, push blocking flows
+  // along level-increasing edges only, each vertex resuming at next_[v] (the edges it has not
+  // found saturated yet). Finite when some s -> t cut has finite capacity.
   int64_t run(int s, int t) {
+    // A8 BEGIN: the min-cut partitioner
     int64_t flow = 0;
     while (levels(s, t)) {
       next_ = first_;
       while (int64_t f = push(s, t, kInf)) flow += f;
     }
     return flow;
+    // A8 END
   }
-  // After run(): whether v is reachable from s through edges with capacity left (the source
-  // side of a minimum cut).
+  // A8: after run(): whether v is reachable from s through edges with capacity left (the source
+  // side of a minimum cut). One entry per vertex; s is always on it, t never.
   std::vector<bool> source_side(int s) {
+    // A8 BEGIN: the min-cut partitioner
     levels(s, -1);
     std::vector<bool> side(level_.size());
     for (size_t v = 0; v < level_.size(); v++) side[v] = level_[v] >= 0;
     return side;
+    // A8 END
   }
 
  private:
@@ -121,7 +142,10 @@ class MaxFlow {
     int to, next;
     int64_t capacity;
   };
+  // A8: BFS from s over edges with capacity left: level_[v] is v's distance from s, -1 where s
+  // does not reach v. True when t is reached (t = -1: levels only).
   bool levels(int s, int t) {
+    // A8 BEGIN: the min-cut partitioner
     std::fill(level_.begin(), level_.end(), -1);
     std::vector<int> queue{s};
     level_[s] = 0;
@@ -132,8 +156,13 @@ class MaxFlow {
           queue.push_back(edges_[e].to);
         }
     return t >= 0 && level_[t] >= 0;
+    // A8 END
   }
+  // A8: one augmenting path from v to t along edges one level up, carrying at most `limit`:
+  // the flow pushed (0 when none is left at this level), taken from each edge on the path and
+  // given to its reverse. Advances next_[v] past edges that can carry no more.
   int64_t push(int v, int t, int64_t limit) {
+    // A8 BEGIN: the min-cut partitioner
     if (v == t) return limit;
     for (int& e = next_[v]; e >= 0; e = edges_[e].next) {
       Edge& edge = edges_[e];
@@ -145,6 +174,7 @@ class MaxFlow {
       }
     }
     return 0;
+    // A8 END
   }
   std::vector<Edge> edges_;
   std::vector<int> first_, level_, next_;
@@ -163,7 +193,27 @@ bool recomputable(const Node& n) {
 // each use is an edge of infinite capacity. A minimum cut then separates what the forward
 // computes from what the backward recomputes, and the nodes whose own edge it cuts are the
 // cheapest set of values to save.
+//
+// A8, the contract.
+// In:  the joint graph J, whose nodes 0 .. n_fwd - 1 are the forward (inputs, constants, ops,
+//      in topological order: a node's inputs come before it; an input id of -1 is "none");
+//      needed[v]: the backward reads forward value v.
+// Out: n_fwd flags, saved[v] true for each value the forward returns for the backward.
+// Guarantees:
+//  - a valid cut: every needed value is saved, or recomputable (recomputable()) with each of
+//    its inputs saved or recomputable in turn, down to saved values: the backward can be
+//    built from what is saved, and no input of the forward is ever recomputed;
+//  - ops that may not be recomputed (!recomputable: matmuls, reductions, composites, random
+//    numbers, symbolic attributes) are never recomputed: each runs in the forward, and where
+//    the backward needs it, it is saved, or values computed from it are (a matmul's mask);
+//  - minimal: the saved bytes (meta_bytes of each saved op; inputs cost nothing, constants are
+//    copied into the backward and never saved) are no more than those of any other valid
+//    cut, save-all's (every needed value) and the recompute rule's among them.
+// How the flags are read (make_training_graphs): only a recomputable op's flag decides (true:
+// saved; false: copied into the backward, its inputs needed there in turn); inputs and ops
+// that may not be recomputed are saved whenever the backward reaches them, whatever their flag.
 std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<bool>& needed) {
+  // A8 BEGIN: the min-cut partitioner
   const int source = 2 * n_fwd, sink = 2 * n_fwd + 1;
   MaxFlow flow(2 * n_fwd + 2);
   for (int v = 0; v < n_fwd; v++) {
@@ -180,6 +230,7 @@ std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<boo
   std::vector<bool> side = flow.source_side(source), saved(n_fwd, false);
   for (int v = 0; v < n_fwd; v++) saved[v] = side[2 * v] && !side[2 * v + 1];
   return saved;
+  // A8 END
 }
 
 }  // namespace
@@ -277,7 +328,21 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
           if (i >= 0 && i < first_backward) needed[i] = true;
     for (int out : J.outputs)  // a gradient that is a forward value itself
       if (out < first_backward) needed[out] = true;
-    cut_saved = min_cut_saved(J, first_backward, needed);
+    try {
+      cut_saved = min_cut_saved(J, first_backward, needed);
+      MINI_CHECK(cut_saved.size() == needed.size(), "min_cut_saved returned ", cut_saved.size(),
+                 " flags for ", needed.size(), " forward nodes");
+    } catch (const Error& e) {
+      // A course kit's student tree where A8 is not written yet: the greedy rule stands in,
+      // so that min-cut training still runs and gives eager's gradients; the caller tells the
+      // user (a warning once per process, and MINI_LOGS=aot_graphs per graph). In A8's own
+      // tests is_assignment_stub is false and the stub's error goes on.
+      if (!is_assignment_stub(e)) throw;
+      partitioner = tg.partitioner = Partitioner::Recompute;
+      tg.warnings.push_back(cat("mini.config.partitioner is 'min-cut', but the min-cut is not ",
+                                "written yet (", e.what(), "); the recompute partitioner (the ",
+                                "greedy rule) partitions the training graphs instead"));
+    }
   }
   auto bwd = std::make_shared<Graph>();
   bwd->device = fwd.device;

@@ -47,14 +47,19 @@ struct TrainingGraphs {
   std::vector<graph::TensorMeta> tangents; // the meta of each tangent (contiguous)
   int64_t saved_bytes = 0;                 // bytes of saved intermediates (inputs excluded: the
                                            // caller keeps them alive anyway)
-  Partitioner partitioner = Partitioner::SaveAll;
+  Partitioner partitioner = Partitioner::SaveAll;  // the one that partitioned these graphs
+  std::vector<std::string> warnings;       // for the user, once per process: the partitioner
+                                           // asked for and why another stood in (a student
+                                           // tree whose min-cut, A8, is still the stub)
 };
 
 // True when some input of `g` requires grad, so training graphs are needed.
 bool needs_training_graphs(const graph::Graph& g);
 
 // Builds the joint graph and partitions it. Throws mini::Error when an op on the gradient
-// path has no derivative rule, or when the graph has symbolic sizes.
+// path has no derivative rule, or when the graph has symbolic sizes. MinCut whose max-flow is
+// still an assignment stub (is_assignment_stub) partitions with Recompute instead, saying so
+// in `warnings`.
 TrainingGraphs make_training_graphs(const graph::Graph& forward, Partitioner partitioner);
 
 using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;

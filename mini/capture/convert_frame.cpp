@@ -598,8 +598,31 @@ std::string repr_of(PyObject* o) {
   return s;
 }
 
-// After a compile: what this unit saw at each tensor and number source, for automatic dynamic.
+// ---- automatic dynamic shapes (A7) -----------------------------------------------------------
+// torch's automatic_dynamic_shapes (kept per code in pgo.py's CodeState): a unit is first
+// compiled with every size and number a constant; when a call misses because one of them
+// changed, the recompile makes exactly what changed symbolic (a size: a symbol s0 >= 2; an int
+// or float: a graph input), so that the next change is a cache hit (torch 2.11: one recompile,
+// then never again for that change). Two functions of the course kit's assignment A7
+// (notes/assignments/A7.md) keep the unit's record: record_seen after each compile,
+// automatic_dynamic_on_recompile before a recompile. compile_unit hands the unit's
+// dynamic_dims and dynamic_scalars to the tracer (DynamicPolicy), which makes those symbolic.
+
+// record_seen: after a compile, what it saw, for later calls to be compared with.
+//   in:  the unit; the frame's values of the call just compiled; the compile's guards. Each
+//        guard with a source (g.source >= 0; gs.sources()[g.source], keyed by its printed form
+//        src->str(), e.g. "L['x']") may be a TensorMatch (g.as<guards::TensorMatch>()) or an
+//        EqualsMatch on a constant (g.as<guards::EqualsMatch>()->constant).
+//   out: unit.seen[key] = {source, true, the tensor's sizes now, ""} for each tensor source
+//        (the value from guards::fetch(*src, fv), a New reference or null, unwrapped with
+//        guards::unwrap_tensor); {source, false, {}, repr_of(constant)} for each source
+//        guarded equal to an exact Python int or float (PyLong_CheckExact/PyFloat_CheckExact:
+//        a bool is neither, so bools stay specialized).
+//   guarantees: the first record of a source stays: a later compile does not overwrite a
+//        record of the same kind (tensor or number), so that changes are measured from the
+//        first call; no reference is leaked.
 void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs) {
+  // A7 BEGIN: automatic dynamic shapes
   for (const guards::Guard& g : gs.guards()) {
     if (g.source < 0) continue;
     const SourceRef& src = gs.sources()[g.source];
@@ -616,16 +639,32 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
       unit.seen[key] = {src, false, {}, repr_of(constant->constant)};
     }
   }
+  // A7 END
 }
 
-// Automatic dynamic (torch's automatic_dynamic_shapes, kept per code in pgo.py's
-// CodeState): before recompiling a unit after a guard failure, compare the new call's values
-// with what earlier compiles saw (record_seen); sizes that changed become symbolic, numbers
-// that changed become graph inputs (torch 2.11: one recompile, then never again for that
-// change). A change of rank makes every dim of that tensor symbolic.
-void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv,
-                                    CompileRequest* req) {
-  if (!compile_config().automatic_dynamic_shapes || req->dynamic == 0) return;
+// automatic_dynamic_on_recompile: before a recompile, what turns symbolic.
+//   when: a call missed every entry and recompiles (a non-empty recompile reason), with
+//        mini.config.automatic_dynamic_shapes on and mini.compile's dynamic not False (the
+//        caller checks both).
+//   in:  the unit, with unit.seen as record_seen left it; the frame's values of this call.
+//   out: for each seen source whose value now (guards::fetch: New reference or null; skip
+//        null) is
+//        - a tensor of another rank: every dim of it dynamic (unit.dynamic_dims[key] =
+//          new-rank trues), and seen.sizes becomes the new sizes;
+//        - a tensor of the same rank: dim d dynamic (unit.dynamic_dims[key][d] = true, the
+//          vector sized to the rank, false elsewhere) where its size differs from seen.sizes[d];
+//        - an exact int or float whose repr_of differs from seen.scalar:
+//          unit.dynamic_scalars[key] = true.
+//        Under MINI_LOGS=dynamic (log_channels().dynamic) each decision that is new is logged
+//        once, through log_write, in exactly these words:
+//          "automatic dynamic: L['x'] changed rank 1 -> 2, recompiling with every dim symbolic"
+//          "automatic dynamic: L['x'].size()[0] changed 32 -> 64, recompiling with that dim symbolic"
+//          "automatic dynamic: L['lr'] changed 0.1 -> 0.01, recompiling with it as a graph input"
+//   guarantees: only what changed turns dynamic (an unchanged dim stays static, a bool never
+//        turns); nothing turns back (a dim or number once dynamic stays dynamic); a dim
+//        already dynamic is not logged again; no reference is leaked.
+void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv) {
+  // A7 BEGIN: automatic dynamic shapes
   for (auto& [key, seen] : unit.seen) {
     PyObject* o = guards::fetch(*seen.source, fv);
     if (!o) continue;
@@ -661,6 +700,7 @@ void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::Frame
     }
     Py_DECREF(o);
   }
+  // A7 END
 }
 
 void release_all(std::vector<PyObject*>& v) {
@@ -863,9 +903,107 @@ enum class UnitPlan {
   Error,        // a Python error is set
 };
 
+// ---- the guard cache and automatic dynamic, as lookup_or_compile calls them ------------------
+// In a student tree (scripts/make_assignment.py) a stage not written yet raises "not
+// implemented: A<n> ..."; mini then runs something slower but right in its place and says so
+// once, as a UserWarning naming the assignment (guards::warn_stub_fallback). Any other error
+// propagates; so does the stub's, in the stage's own tests (is_assignment_stub).
+
+// Sets `e` as the Python error, unless one is set already (a warning turned into an error).
+UnitPlan python_error(const std::exception& e) {
+  if (!PyErr_Occurred()) set_python_error(e);
+  return UnitPlan::Error;
+}
+
+// While A6 (the guard cache) is a stub, a plain cache stands in for it: every entry is
+// checked in the order it was compiled and none moves (a shape that comes back walks past the
+// guards of every entry compiled before its own), a recompile's reason lists the failing guard
+// of every entry (evaluating them all) instead of the most recent entry's, and there is no size
+// limit (every new shape compiles). Runs the unit's own operation, or on a stub `plain`.
+template <class Written, class Plain>
+auto with_plain_cache(Written written, Plain plain) -> decltype(written()) {
+  try {
+    return written();
+  } catch (const std::exception& e) {
+    if (!is_assignment_stub(e)) throw;
+    const char* instead = "a plain cache stands in: entries checked oldest first, none moves, a "
+                          "recompile lists every entry's failing guard, and no cache size limit";
+    if (!guards::warn_stub_fallback(e, instead))
+      throw Error(Error::Kind::Runtime, "a warning raised");  // its Python error stays set
+    return plain();
+  }
+}
+
+guards::CacheEntry* cache_lookup(guards::UnitCache& unit, const guards::FrameValues& fv,
+                                 PyObject* backend) {
+  return with_plain_cache([&] { return unit.lookup(fv, backend); }, [&]() -> guards::CacheEntry* {
+    for (guards::CacheEntry& entry : unit.entries)
+      if (entry.backend_key == backend && guards::guards_hold(entry, fv)) return &entry;
+    return nullptr;
+  });
+}
+
+std::string cache_recompile_reason(const guards::UnitCache& unit, const guards::FrameValues& fv,
+                                   PyObject* backend) {
+  return with_plain_cache([&] { return unit.recompile_reason(fv, backend); }, [&] {
+    std::string every;  // not the most recent entry's reason: each entry's, oldest first
+    for (const guards::CacheEntry& entry : unit.entries) {
+      if (entry.backend_key != backend) continue;
+      std::string why = guards::failing_guard(entry, fv);
+      if (!why.empty())
+        every += (every.empty() ? "" : "; ") + std::to_string(unit.frame_id) + "/" +
+                 std::to_string(entry.compile_id) + ": " + why;
+    }
+    return every;
+  });
+}
+
+bool cache_may_compile(guards::UnitCache& unit, int limit) {
+  return with_plain_cache([&] { return unit.may_compile(limit); }, [] { return true; });
+}
+
+void cache_add(guards::UnitCache& unit, guards::CacheEntry&& entry) {
+  with_plain_cache([&] { unit.add(std::move(entry)); }, [&] {  // a stub has not moved `entry`
+    entry.compile_id = unit.compiles++;
+    unit.entries.push_back(std::move(entry));
+  });
+}
+
+// While A7 (automatic dynamic shapes) is a stub, recompiles stay static, as with
+// mini.config.automatic_dynamic_shapes = False. True to go on; false with a Python error set.
+bool static_instead(const std::exception& e) {
+  if (!is_assignment_stub(e)) {
+    python_error(e);
+    return false;
+  }
+  return guards::warn_stub_fallback(e, "recompiles stay static: no size or number becomes symbolic, "
+                                       "as with mini.config.automatic_dynamic_shapes = False");
+}
+
+bool decide_dynamic(guards::UnitCache& unit, const guards::FrameValues& fv,
+                    const CompileRequest* req) {
+  if (!compile_config().automatic_dynamic_shapes || req->dynamic == 0) return true;
+  try {
+    automatic_dynamic_on_recompile(unit, fv);
+    return true;
+  } catch (const std::exception& e) {
+    return static_instead(e);
+  }
+}
+
+bool remember_seen(guards::UnitCache& unit, const guards::FrameValues& fv,
+                   const guards::GuardSet& gs) {
+  try {
+    record_seen(unit, fv, gs);
+    return true;
+  } catch (const std::exception& e) {
+    return static_instead(e);
+  }
+}
+
 // The cache lookup and compile of Dynamo's convert_frame, for the unit at `offset`: the
 // first entry whose guards hold; on a miss, the recompile reason (the newest entry's first
-// failing guard), automatic dynamic, the cache size limit, then a compile whose entry goes
+// failing guard), the cache size limit, automatic dynamic, then a compile whose entry goes
 // in at the front. *art is what Run runs: held by the caller too, as code the unit runs
 // (the breaking call, a backend, a setter) may call mini.reset(), which empties the cache.
 UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offset,
@@ -874,12 +1012,10 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
   guards::UnitsInUse in_use;  // `unit` outlives a reset until this returns
   guards::CacheEntry* hit = nullptr;
-  // A guard check that throws (a stubbed assignment) is a Python error, not a crash.
-  try {
-    hit = unit.lookup(fv, req->backend_key);
+  try {  // a guard check that throws is a Python error, not a crash
+    hit = cache_lookup(unit, fv, req->backend_key);
   } catch (const std::exception& e) {
-    set_python_error(e);
-    return UnitPlan::Error;
+    return python_error(e);
   }
   if (hit) {
     compile_stats().cache_hits++;
@@ -889,14 +1025,14 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   if (unit.run_only) return UnitPlan::RunOnly;
   if (unit.frame_id < 0) unit.frame_id = guards::next_frame_id();
   std::string reason;
+  bool may_compile = true;
   try {
-    if (!unit.entries.empty()) reason = unit.recompile_reason(fv, req->backend_key);
+    if (!unit.entries.empty()) reason = cache_recompile_reason(unit, fv, req->backend_key);
+    may_compile = cache_may_compile(unit, compile_config().cache_size_limit);
   } catch (const std::exception& e) {
-    set_python_error(e);
-    return UnitPlan::Error;
+    return python_error(e);
   }
-  if (unit.compiles >= compile_config().cache_size_limit) {
-    unit.run_only = true;
+  if (!may_compile) {
     std::string msg = "mini hit config.cache_size_limit (" +
                       std::to_string(compile_config().cache_size_limit) + ")\n   function: " +
                       function_label(code) + "\n   last reason: " + reason +
@@ -909,7 +1045,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     return UnitPlan::RunOnly;
   }
   if (!reason.empty()) {
-    automatic_dynamic_on_recompile(unit, fv, req);
+    if (!decide_dynamic(unit, fv, req)) return UnitPlan::Error;
     if (log_channels().recompiles)
       log_write("Recompiling function " + std::string(PyUnicode_AsUTF8(code->co_name)) + " in " +
                 PyUnicode_AsUTF8(code->co_filename) + ":" + std::to_string(code->co_firstlineno) +
@@ -929,14 +1065,17 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
     return UnitPlan::RunNatively;
   }
-  record_seen(unit, fv, *guard_set);
+  if (!remember_seen(unit, fv, *guard_set)) return UnitPlan::Error;
   guards::CacheEntry entry;
   entry.guards = std::move(guard_set);
   entry.artifact = compiled;
-  entry.compile_id = unit.compiles++;
   entry.backend_key = req->backend_key;
   Py_INCREF(entry.backend_key);
-  unit.add(std::move(entry));
+  try {
+    cache_add(unit, std::move(entry));
+  } catch (const std::exception& e) {
+    return python_error(e);
+  }
   *art = std::move(compiled);
   return UnitPlan::Run;
 }

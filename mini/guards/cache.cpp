@@ -1,8 +1,12 @@
 // cache.cpp — the CodeCache in each code object's co_extra slot, and a unit's entries:
-// lookup (most recently hit first), the recompile reason, add, reset.
+// lookup (most recently hit first), the recompile reason, add, the cache size limit (the
+// guard cache, assignment A6: contracts in cache.h), reset.
 #include "cache.h"
 
+#include <set>
 #include <unordered_set>
+
+#include "tensor/errors.h"
 
 namespace mini::guards {
 
@@ -37,28 +41,79 @@ Py_ssize_t extra_index() {
 }
 }  // namespace
 
+bool warn_stub_fallback(const std::exception& stub, const std::string& instead) {
+  static auto* told = new std::set<std::string>();
+  if (!told->insert(instead).second) return true;
+  std::string message =
+      assignment_of(stub) + " is not written yet (" + stub.what() + "); until it is, " + instead;
+  return PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) == 0;
+}
+
+namespace {
+const char* kGuardStubFallback =
+    "a guard that raises counts as failing: every call recompiles, and past "
+    "mini.config.cache_size_limit runs eagerly";
+}  // namespace
+
+bool guards_hold(CacheEntry& entry, const FrameValues& frame) {
+  try {
+    return entry.guards->check(frame);
+  } catch (const std::exception& e) {
+    if (!is_assignment_stub(e)) throw;
+    if (!warn_stub_fallback(e, kGuardStubFallback))
+      throw Error(Error::Kind::Runtime, "a warning raised");  // its Python error stays set
+    return false;
+  }
+}
+
+std::string failing_guard(const CacheEntry& entry, const FrameValues& frame) {
+  try {
+    return entry.guards->check_verbose(frame);
+  } catch (const std::exception& e) {
+    if (!is_assignment_stub(e)) throw;
+    return assignment_of(e) + " is not written yet, so its guard counts as failing";
+  }
+}
+
+// ---- the guard cache (A6) ---------------------------------------------------------------------
+
 CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key) {
+  // A6 BEGIN: the guard cache
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     if (it->backend_key != backend_key) continue;
-    if (!it->guards->check(frame)) continue;
-    if (it != entries.begin()) entries.splice(entries.begin(), entries, it);
+    if (!guards_hold(*it, frame)) continue;
+    if (it != entries.begin()) entries.splice(entries.begin(), entries, it);  // relinks the node
     return &entries.front();
   }
   return nullptr;
+  // A6 END
 }
 
 std::string UnitCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
+  // A6 BEGIN: the guard cache
   for (const auto& e : entries) {
     if (e.backend_key != backend_key) continue;
-    std::string why = e.guards->check_verbose(frame);
+    std::string why = failing_guard(e, frame);
     if (!why.empty()) return std::to_string(frame_id) + "/" + std::to_string(e.compile_id) + ": " + why;
   }
   return "";
+  // A6 END
 }
 
-CacheEntry& UnitCache::add(CacheEntry entry) {
+CacheEntry& UnitCache::add(CacheEntry&& entry) {
+  // A6 BEGIN: the guard cache
+  entry.compile_id = compiles++;
   entries.push_front(std::move(entry));
   return entries.front();
+  // A6 END
+}
+
+bool UnitCache::may_compile(int limit) {
+  // A6 BEGIN: the guard cache
+  if (compiles < limit) return true;
+  run_only = true;  // every later miss runs eagerly without asking again
+  return false;
+  // A6 END
 }
 
 int next_frame_id() { return g_next_frame_id++; }

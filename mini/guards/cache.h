@@ -1,15 +1,24 @@
-// cache.h — per code object, the compiled entries and how they are looked up.
+// cache.h — per code object, the compiled entries and how they are looked up (Dynamo's
+// cache entries and ExtraState; the article's guard cache).
+//
+// In:  a unit's frame values on each call, the backend asking, and config.cache_size_limit.
+// Out: the entry to run (lookup), or why none holds (recompile_reason), whether one more
+//      compile is allowed (may_compile), and the new entry's place (add).
+// Guarantees: a hit never runs an entry of another backend or one whose guards fail; entries
+//      are checked most recently hit first (a hit moves to the front, a new compile goes in at
+//      the front); past the cache size limit the code runs eagerly on every miss ("run only"),
+//      still using the entries it has.
 //
 // Each code object that mini has seen carries a CodeCache in its co_extra slot (as Dynamo's
-// ExtraState). Its entries are checked most recently hit first; a hit moves to the front;
-// a new compile goes in at the front. Past the cache size limit the code runs eagerly on
-// every miss ("run only"), still using the entries it has.
+// ExtraState). lookup, recompile_reason, add and may_compile are assignment A6 of the course
+// kit (notes/assignments/A6.md): their contracts are below.
 //
 // Ownership: the CodeCache belongs to the code object (freed with it, or by clear_all());
 // an entry owns its GuardSet and its compiled artifact.
 #pragma once
 #include <Python.h>
 
+#include <exception>
 #include <list>
 #include <map>
 #include <vector>
@@ -63,13 +72,63 @@ struct UnitCache {
   std::map<std::string, std::vector<bool>> dynamic_dims;
   std::map<std::string, bool> dynamic_scalars;
 
-  // The first entry (for `backend_key`) whose guards hold, moved to the front; or null.
+  // ---- the guard cache (A6) -------------------------------------------------------------
+  // Check an entry's guards with guards_hold / failing_guard (below), never with its
+  // GuardSet directly: they make a guard that is still a course kit's stub count as failing.
+
+  // lookup: the entry to run for this call, or null on a miss.
+  //   in:  the frame's values; backend_key, the backend asking (Borrowed; compared by address).
+  //   out: the first entry, in `entries` order, whose backend_key is `backend_key` and whose
+  //        guards hold (guards_hold); it is moved to the front of `entries` (std::list::splice:
+  //        the other entries keep their order, no entry is copied or freed) and returned.
+  //        Null when none holds; `entries` is then unchanged.
+  //   guarantees: most recently hit first — a shape that comes back runs after one guard
+  //        check; an entry of another backend is never returned nor checked; guards run
+  //        only until the first entry that holds.
   CacheEntry* lookup(const FrameValues& frame, PyObject* backend_key);
-  // After a miss: the newest entry's first failing guard, "frame/k: reason" (torch's form).
+
+  // recompile_reason: after a miss, why this call recompiles, in torch's form
+  //   "<frame_id>/<compile_id>: <sentence>", e.g.
+  //   "0/1: tensor 'x' size mismatch at index 0. expected 16, actual 32".
+  //   in:  the frame's values and the backend, as lookup had them.
+  //   out: for the first entry in `entries` order of `backend_key` whose guards fail, its
+  //        frame and compile ids and the sentence of its first failing guard (failing_guard);
+  //        "" when the unit has no entry of that backend (a first compile).
+  //   guarantees: the entry named is the most recently hit or added one; nothing changes.
   std::string recompile_reason(const FrameValues& frame, PyObject* backend_key) const;
-  CacheEntry& add(CacheEntry entry);  // at the front
+
+  // add: stores a new compile.
+  //   in:  the entry (guards, artifact, backend_key set by the caller), moved from.
+  //   out: the stored entry, at the front of `entries`, its compile_id the number of
+  //        compiles this unit made before it (0, 1, 2, ...: the k of "frame/k"); `compiles`
+  //        counts it.
+  //   guarantees: the newest compile is checked first on the next call.
+  CacheEntry& add(CacheEntry&& entry);
+
+  // may_compile: the cache size limit (config.cache_size_limit; torch's recompile_limit).
+  //   in:  limit >= 0, asked after a miss, before compiling.
+  //   out: true while the unit has made fewer than `limit` compiles; otherwise false, and the
+  //        unit turns run-only (run_only = true): the caller warns once and runs the code
+  //        eagerly, and no later call compiles it again.
+  //   guarantees: at most `limit` compiles per unit; the entries it has keep hitting.
+  bool may_compile(int limit);
+
   void clear();
 };
+
+// An entry's guards, as the cache checks them: guards_hold is GuardSet::check (true when every
+// guard holds) and failing_guard is GuardSet::check_verbose (the first failing guard's
+// sentence, or ""). A guard that raises a course kit's stub (the tensor guard, A5, not written
+// yet) counts as failing, said once as a UserWarning: the call recompiles, and past the cache
+// size limit runs eagerly (mini/tensor/errors.h, is_assignment_stub). Other errors propagate;
+// so does a warning that raised (its Python error stays set).
+bool guards_hold(CacheEntry& entry, const FrameValues& frame);
+std::string failing_guard(const CacheEntry& entry, const FrameValues& frame);
+
+// A stage of the course kit is still a stub (`stub`, is_assignment_stub) and `instead` runs
+// in its place: says so once per `instead`, as a UserWarning naming the assignment. False
+// with the Python error set when the warning raised (warnings turned into errors).
+bool warn_stub_fallback(const std::exception& stub, const std::string& instead);
 
 struct CodeCache {
   std::map<int, UnitCache> units;  // by start offset

@@ -360,20 +360,28 @@ int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const
   char* done = n <= kOnStack ? done_on_stack : (done_heap.resize(n), done_heap.data());
   std::memset(done, 0, n);
   auto value_at = [&](int s) { return node_value(node_of_[s], values, done, frame); };
+  auto release = [&] {
+    for (size_t i = 0; i < n; i++)
+      if (done[i]) Py_XDECREF(values[i]);
+  };
   int failed = -1;
-  for (size_t i = 0; i < guards_.size() && failed < 0; i++) {
-    const Guard& g = guards_[i];
-    const DuplicateInput* duplicate = g.as<DuplicateInput>();
-    int other_source = duplicate ? duplicate->other_source : -1;
-    PyObject* v = g.source >= 0 ? value_at(g.source) : nullptr;
-    PyObject* other = other_source >= 0 ? value_at(other_source) : nullptr;
-    const Source* src = g.source >= 0 ? sources_[g.source].get() : nullptr;
-    Checked checked{v, other, src, frame, g.code, reason};
-    bool held = std::visit([&](const auto& check) { return holds(check, checked); }, g.check);
-    if (!held) failed = (int)i;
+  try {  // a guard may raise (a course kit's stub: cache.cpp, guards_hold): release what it fetched
+    for (size_t i = 0; i < guards_.size() && failed < 0; i++) {
+      const Guard& g = guards_[i];
+      const DuplicateInput* duplicate = g.as<DuplicateInput>();
+      int other_source = duplicate ? duplicate->other_source : -1;
+      PyObject* v = g.source >= 0 ? value_at(g.source) : nullptr;
+      PyObject* other = other_source >= 0 ? value_at(other_source) : nullptr;
+      const Source* src = g.source >= 0 ? sources_[g.source].get() : nullptr;
+      Checked checked{v, other, src, frame, g.code, reason};
+      bool held = std::visit([&](const auto& check) { return holds(check, checked); }, g.check);
+      if (!held) failed = (int)i;
+    }
+  } catch (...) {
+    release();
+    throw;
   }
-  for (size_t i = 0; i < n; i++)
-    if (done[i]) Py_XDECREF(values[i]);
+  release();
   return failed;
 }
 

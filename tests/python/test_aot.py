@@ -152,6 +152,7 @@ def test_outputs_and_gradients_match_eager(name, backend):
     check_training(fn, make(), backend)
 
 
+@pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_outputs_get_a_compiled_backward_node(backend):
     x, w, b = CASES["mlp"][1]()
@@ -211,6 +212,7 @@ def test_recompute_partitioner_saves_fewer_bytes_than_save_all(capsys):
     assert bytes_i <= 2 * 8 * 4  # the mean and the variance: one float per row each
 
 
+@pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
 def test_inductor_compiles_forward_and_backward_into_generated_kernels():
     x, y = CASES["chain8"][1]()
     before = mini.metrics.generated_kernel_count
@@ -316,6 +318,7 @@ def test_constant_arithmetic_in_a_rule_is_folded(capsys):
     assert re.search(r"mini\.pow\(l_x_, 1\)", backward), backward
 
 
+@pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
 def test_layer_norm_training_step_uses_outer_reductions_for_weight_and_bias_grads(capsys):
     mini.set_logs("output_code")
     x, w, b = CASES["layernorm_decomp"][1]()
@@ -363,55 +366,19 @@ def test_a_slice_over_a_whole_dim_passes_its_gradient_through(capsys):
     np.testing.assert_array_equal(to_np(x.grad), want)
 
 
-def test_min_cut_partitioner_saves_fewer_bytes_where_the_greedy_rule_saves_a_transcendental(capsys):
-    # (x * w).exp(): the greedy rule never recomputes exp (a transcendental), so it saves the
-    # [64, 64] result; the min-cut finds that recomputing x * w and exp from the inputs (alive
-    # anyway) saves nothing at all. Both give eager's gradients.
-    def f(x, w):
-        return (x * w).exp().sum()
-
-    x, w = mini.randn(64, 64, requires_grad=True), mini.randn(64, 64)
-    f(x, w).backward()
-    want = to_np(x.grad).copy()
-    results = {}
-    for partitioner in ("recompute", "min-cut"):
-        with mini.config.patch(partitioner=partitioner):
-            name, n, nbytes = saved_bytes(f, (x, w), "inductor", capsys)
-            mini.set_logs()
-            mini.reset()
-            x.grad = None
-            mini.compile(f, backend="inductor")(x, w).backward()
-            capsys.readouterr()
-        np.testing.assert_allclose(to_np(x.grad), want, rtol=1e-5, atol=1e-6)
-        results[partitioner] = (name, nbytes)
-    assert results == {"recompute": ("recompute", 64 * 64 * 4), "min-cut": ("min-cut", 0)}
-
-
-def test_min_cut_partitioner_trains_a_gpt_with_eagers_gradients(capsys):
-    # the torch-style GPT (labs/gpt.py): the min-cut never saves more bytes than the greedy
-    # rule, and the gradients agree with eager's
-    from gpt import GPT, Config
-    config = Config(block_size=16, vocab_size=32, n_layer=1, n_head=2, n_embd=32)
-    rng = np.random.default_rng(2)
-    idx, targets = (mini.from_numpy(rng.integers(0, 32, size=(2, 16))) for _ in range(2))
-    mini.manual_seed(0)
-    model = GPT(config)
-    model(idx, targets)[1].backward()
-    want = {k: to_np(p.grad).copy() for k, p in model.named_parameters()}
-    saved = {}
-    for partitioner in ("recompute", "min-cut"):
-        model.zero_grad(set_to_none=True)
-        mini.reset()
-        with mini.config.patch(partitioner=partitioner):
-            mini.set_logs("aot_graphs")
-            mini.compile(model)(idx, targets)[1].backward()
-            mini.set_logs()
-        err = capsys.readouterr().err
-        saved[partitioner] = sum(int(b) for b in re.findall(r"values saved for backward \((\d+) bytes", err))
-        assert f"partitioner: {partitioner}," in err
-        for k, p in model.named_parameters():
-            np.testing.assert_allclose(to_np(p.grad), want[k], rtol=2e-4, atol=2e-5, err_msg=f"{partitioner} {k}")
-    assert saved["min-cut"] <= saved["recompute"], saved
+def test_min_cut_partitioner_trains_like_eager_even_before_it_is_written(capsys):
+    # mini.config.partitioner = "min-cut" (its own tests: test_min_cut.py, assignment A8). In a
+    # student tree whose min-cut is still the stub, the greedy rule stands in, the log says so
+    # per graph (and a UserWarning once per process): training runs and gives eager's gradients
+    with mini.config.patch(partitioner="min-cut"):
+        mini.set_logs("aot_graphs")
+        check_training(layernorm_decomp, CASES["layernorm_decomp"][1](), "inductor")
+        mini.set_logs()
+    err = capsys.readouterr().err
+    names = set(re.findall(r"partitioner: (\S+),", err))
+    assert names in ({"min-cut"}, {"recompute"}), err
+    if names == {"recompute"}:
+        assert "the min-cut is not written yet (not implemented: A8 the min-cut partitioner" in err, err
 
 
 def test_an_unknown_partitioner_is_refused_by_name():

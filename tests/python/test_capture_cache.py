@@ -1,7 +1,8 @@
 """The guard cache (issue 3): entries per backend, most recently hit first, bounded by
 config.cache_size_limit (then eager, with one warning); recompile reasons, guards and graphs
 in the logs; entries keep no user tensor or module alive; memory stays flat over 10^5 cached
-calls.
+calls. The tests marked a6 are those of assignment A6 (notes/assignments/A6.md): lookup,
+move to front, add, the recompile reason and the size limit (mini/guards/cache.cpp).
 
 Expected values come from running the same function eagerly on the same inputs."""
 import ctypes
@@ -35,6 +36,7 @@ class _Neg(mini.nn.Module):
 
 # ---- backends share a code object's cache -----------------------------------------------------
 
+@pytest.mark.a6
 def test_each_backend_gets_its_own_entry():
     fn = lambda x: x + 1  # noqa: E731
     a, b = Checked(fn), Checked(fn)
@@ -44,6 +46,7 @@ def test_each_backend_gets_its_own_entry():
     assert (a.frames, b.frames) == (1, 1)
 
 
+@pytest.mark.a6
 def test_new_backend_at_a_reused_address_compiles():
     fn = lambda x: x + 1  # noqa: E731
     counts = []
@@ -57,6 +60,7 @@ def test_new_backend_at_a_reused_address_compiles():
 
 # ---- most recently hit first ------------------------------------------------------------------
 
+@pytest.mark.a6
 def test_two_entries_alternating_never_recompile():
     c = Checked(_affine)
     a, b = T(4), T(4, dtype=mini.float64)
@@ -78,30 +82,58 @@ class _CountingConfig:
         return 3
 
 
-def test_hit_moves_to_front():
-    # fn reads cfg.scale before x: each entry checks cfg.scale (counted), then x's dtype.
-    def fn(cfg, x):
-        return cfg.scale * x
+def _scale_times(cfg, x):
+    # reads cfg.scale before x: each entry checks cfg.scale (counted), then x's dtype
+    return cfg.scale * x
 
+
+def _entries_checked(cf, cfg, x):
+    """Calls cf(cfg, x) (checking the result); how many entries' guards it read cfg.scale in."""
+    before = cfg.reads
+    same(cf(cfg, x), _scale_times(_CountingConfig(), x))
+    return cfg.reads - before
+
+
+@pytest.mark.a6
+def test_hit_moves_to_front():
     cfg = _CountingConfig()
-    cf = mini.compile(fn, backend="eager")
+    cf = mini.compile(_scale_times, backend="eager")
     a, b = T(3), T(3, dtype=mini.float64)
     cf(cfg, a)  # entry A
     cf(cfg, b)  # entry B, now at the front
     cf(cfg, a)  # B fails, A hits: A moves to the front
+    assert _entries_checked(cf, cfg, a) == 1  # A is first
+    assert _entries_checked(cf, cfg, b) == 2  # A fails, B hits and moves to the front
+    assert _entries_checked(cf, cfg, b) == 1
 
-    def reads(x):
-        before = cfg.reads
-        same(cf(cfg, x), fn(_CountingConfig(), x))
-        return cfg.reads - before
 
-    assert reads(a) == 1  # A is first
-    assert reads(b) == 2  # A fails, B hits and moves to the front
-    assert reads(b) == 1
+@pytest.mark.a6
+def test_a_new_compile_goes_in_at_the_front():
+    cfg = _CountingConfig()
+    cf = mini.compile(_scale_times, backend="eager")
+    a, b, c = T(3), T(3, dtype=mini.float64), T(3, dtype=mini.int64)
+    for x in (a, b, c):  # three compiles: C, then B, then A behind it
+        cf(cfg, x)
+    assert _entries_checked(cf, cfg, c) == 1  # the newest is checked first
+    assert _entries_checked(cf, cfg, b) == 2
+    assert _entries_checked(cf, cfg, a) == 3  # the oldest, after both others failed
+
+
+@pytest.mark.a6
+def test_a_miss_leaves_the_order_as_it_was():
+    cfg = _CountingConfig()
+    cf = mini.compile(_scale_times, backend="eager")
+    cf(cfg, T(3))
+    cf(cfg, T(3, dtype=mini.float64))  # order: the float64 entry, then the float32 one
+    with mini.config.patch(cache_size_limit=2), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _entries_checked(cf, cfg, T(3, dtype=mini.int64))  # misses both: runs eagerly
+    assert _entries_checked(cf, cfg, T(3, dtype=mini.float64)) == 1  # still first
 
 
 # ---- cache size limit -------------------------------------------------------------------------
 
+@pytest.mark.a6
 def test_cache_size_limit_warns_once_and_runs_eagerly():
     compiled_calls = []
 
@@ -128,6 +160,7 @@ def test_cache_size_limit_warns_once_and_runs_eagerly():
         assert compiled_calls.count(1) == n + 1
 
 
+@pytest.mark.a6
 def test_default_cache_size_limit_is_8():
     cnt = mini.CompileCounter()
     cf = mini.compile(lambda x: x + 1, backend=cnt)
@@ -140,6 +173,7 @@ def test_default_cache_size_limit_is_8():
         "mini hit config.cache_size_limit (8)")
 
 
+@pytest.mark.a6
 def test_cache_size_limit_with_fullgraph_raises():
     cf = mini.compile(lambda x: x + 1, backend="eager", fullgraph=True)
     with mini.config.patch(cache_size_limit=1):
@@ -148,8 +182,21 @@ def test_cache_size_limit_with_fullgraph_raises():
             cf(T(3, dtype=mini.float64))
 
 
+@pytest.mark.a6
+def test_cache_size_limit_0_never_compiles():
+    cnt = mini.CompileCounter()
+    cf = mini.compile(lambda x: x + 1, backend=cnt)
+    with mini.config.patch(cache_size_limit=0), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            same(cf(T(3)), T(3) + 1)
+    assert cnt.frame_count == 0
+    assert len([m for m in w if "mini hit config.cache_size_limit (0)" in str(m.message)]) == 1
+
+
 # ---- logs ---------------------------------------------------------------------------------------
 
+@pytest.mark.a6
 def test_recompile_reason_is_logged(capsys):
     mini.set_logs("recompiles")
     cf = mini.compile(lambda x: x + 1, backend="eager")
@@ -162,6 +209,25 @@ def test_recompile_reason_is_logged(capsys):
     assert "tensor 'x' size mismatch at index 0. expected 32, actual 64" in err
 
 
+@pytest.mark.a6
+def test_recompile_reason_names_the_most_recent_entry(capsys):
+    mini.set_logs("recompiles")
+    cf = mini.compile(lambda x: x + 1, backend="eager")
+
+    def reasons(*sizes):
+        for n in sizes:
+            cf(T(n))
+        err = capsys.readouterr().err
+        return [line.strip()[2:] for line in err.splitlines() if line.strip().startswith("- ")]
+
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        assert reasons(2, 3) == ["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3"]
+        # the frame's compiles are numbered 0/0, 0/1, ...; the reason is the front entry's
+        assert reasons(4) == ["0/1: tensor 'x' size mismatch at index 0. expected 3, actual 4"]
+        assert reasons(2, 5) == ["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 5"]
+
+
+@pytest.mark.a6
 def test_recompile_reason_names_constant_and_dtype(capsys):
     mini.set_logs("recompiles")
     cf = mini.compile(_scaled, backend="eager")
@@ -199,6 +265,7 @@ def test_unknown_log_channel():
         mini.set_logs("bogus")
 
 
+@pytest.mark.a6
 def test_mini_logs_environment_variable():
     script = ("import mini\n"
               "f = mini.compile(lambda x: x * 2, backend='eager')\n"

@@ -409,8 +409,8 @@ def test_only_the_resume_unit_recompiles_when_a_later_input_changes(capsys):
     assert err.count("Recompiling function _break_then_use_y") == 1 and "dtype" in err, err
 
 
-@pytest.mark.parametrize("dynamic,frames", [(None, [2, 4, 4, 4, 4]), (True, [2, 2, 2, 2, 2]),
-                                            (False, [2, 4, 6, 8, 10])])
+@pytest.mark.parametrize("dynamic,frames", [pytest.param(None, [2, 4, 4, 4, 4], marks=pytest.mark.a7),
+                                            (True, [2, 2, 2, 2, 2]), (False, [2, 4, 6, 8, 10])])
 def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
     cf, cnt = counted(_break_then_use_y, dynamic=dynamic)
     for n, count in zip([3, 4, 5, 6, 7], frames):  # automatic dynamic: each unit recompiles once
@@ -419,6 +419,7 @@ def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
         assert cnt.frame_count == count
 
 
+@pytest.mark.a6
 def test_resume_unit_hits_its_own_cache_limit(capsys):
     cf, cnt = counted(_break_then_use_y)
     with mini.config.patch(cache_size_limit=2):

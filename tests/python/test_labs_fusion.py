@@ -108,6 +108,11 @@ def storm(tmp_path_factory):
     return run_quick("cache_storm.py", tmp_path_factory.mktemp("cache_storm"))
 
 
+# The storm's counting part (mini.CompileCounter) checks the guard cache alone (assignment A6);
+# its inductor part goes through the code generator too (A3, A4), so it is not marked.
+
+
+@pytest.mark.a6
 def test_storm_compiles_stop_at_the_limit(storm):
     data, _ = storm
     limit = data["cache_size_limit"]
@@ -115,10 +120,9 @@ def test_storm_compiles_stop_at_the_limit(storm):
     assert limit == 8
     assert len(compiles) > limit
     assert compiles == [min(call, limit) for call in range(1, len(compiles) + 1)]
-    for storm_run in data["inductor_storms"].values():  # the same with backend="inductor"
-        assert [c["compiles"] for c in storm_run["calls"]] == compiles
 
 
+@pytest.mark.a6
 def test_storm_recompile_reasons_name_the_size(storm):
     data, _ = storm
     reasons = data["recompile_reasons"]
@@ -128,6 +132,7 @@ def test_storm_recompile_reasons_name_the_size(storm):
         assert "size mismatch at index 0" in reason
 
 
+@pytest.mark.a6
 def test_storm_warning_once_at_the_first_call_past_the_limit(storm):
     data, _ = storm
     limit = data["cache_size_limit"]
@@ -143,6 +148,7 @@ def test_storm_calls_past_the_limit_run_eagerly(storm):
     limit = data["cache_size_limit"]
     for storm_run in data["inductor_storms"].values():
         calls = storm_run["calls"]
+        assert [c["compiles"] for c in calls] == data["compiles_after_each_call"]  # as counted
         assert all(c["kernel_launches"] == 1 for c in calls[:limit])  # x * 2 + 1 fused
         assert all(c["kernel_launches"] == 2 for c in calls[limit:])  # eager mul, eager add
     for regimes in data["regimes"].values():
@@ -153,6 +159,7 @@ def test_storm_calls_past_the_limit_run_eagerly(storm):
                 == regimes["plain eager"]["bytes_moved"])
 
 
+@pytest.mark.a6
 def test_storm_matches_torch_record_when_present(storm):
     data, _ = storm
     if data["torch_2_11"] is None:

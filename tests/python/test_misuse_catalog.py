@@ -23,11 +23,13 @@ import mini
 from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse)
 
 CASES = {}  # name -> (function, runs in a child process)
+MARKS = {}  # name -> pytest marks (an assignment's, where the case checks its stage)
 
 
-def case(child=False):
+def case(child=False, marks=()):
     def register(fn):
         CASES[fn.__name__] = (fn, child)
+        MARKS[fn.__name__] = marks
         return fn
     return register
 
@@ -329,7 +331,7 @@ def config_patch_with_a_bad_value_changes_nothing():
     assert mini.config.cache_size_limit == 8
 
 
-@case()
+@case(marks=[pytest.mark.a6])  # the cache size limit: assignment A6
 def cache_size_limit_zero_runs_eagerly_with_a_warning():
     with mini.config.patch(cache_size_limit=0):
         with pytest.warns(UserWarning, match="cache_size_limit"):
@@ -727,7 +729,7 @@ print("survived")
 """
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=MARKS[name]) for name in CASES])
 def test_misuse(name, tmp_path):
     fn, child = CASES[name]
     if not child:
