@@ -34,6 +34,8 @@
 #   bench_training cpu       labs/bench/bench_training.py on the host's CPU cores
 #   threads cpu              the same script's issue-15 MLP and GPT steps at 1, 2, 4, 8 and 16 threads
 #                            (--threads), only where MINI_GPU_STAGES names it
+#   blas cpu                 labs/bench/cpu_blas_probe.py and the MLP steps under OPENBLAS_CORETYPE and
+#                            OMP_WAIT_POLICY variants, only where MINI_GPU_STAGES names it
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
 #                            Python subset of test_cuda.py, and over the generated kernels
 #                            (every layout) and the CUDA graph replays ("memcheck codegen")
@@ -252,6 +254,25 @@ stage "bench_training cpu" 150 "$out/bench_labs.txt" "$python" labs/bench/bench_
   --json "$work/labs/bench_training_cpu.json"
 stage "threads cpu" 200 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_training.py \
   --only 'gpt|MSE' --threads 1,2,4,8,16 --profile --json "$work/labs/bench_training_threads.json"
+
+# the MLP rows' matmuls: which OpenBLAS core this CPU gets and how fast each matmul form runs,
+# then the MLP steps, each with mini's choice of core (mini/_cpu.py), OpenBLAS's own
+# (MINI_BLAS_CORE=openblas: Prescott's SSE3 kernels on the H200 host, 2026-12-03) and with
+# OMP_WAIT_POLICY=PASSIVE; only where MINI_GPU_STAGES names it
+blas_cpu() {
+  [ -n "${MINI_GPU_STAGES:-}" ] || { echo "runs only where MINI_GPU_STAGES names it"; return 77; }
+  local v rc=0
+  for v in "" "MINI_BLAS_CORE=openblas" "OMP_WAIT_POLICY=PASSIVE"; do
+    echo "---- blas probe, ${v:-default environment}"
+    env $v "$python" labs/bench/cpu_blas_probe.py --torch || rc=1
+  done
+  for v in "" "MINI_BLAS_CORE=openblas" "OMP_WAIT_POLICY=PASSIVE"; do
+    echo "---- bench_training MLPs, ${v:-default environment}"
+    env $v "$python" labs/bench/bench_training.py --only 'MSE|relu' $([ -z "$v" ] && echo --profile) || rc=1
+  done
+  return $rc
+}
+stage "blas cpu" 240 "$out/bench_labs.txt" blas_cpu
 
 # ---- experiments, only where MINI_GPU_STAGES names them ---------------------------------------
 # after the benchmark, whose cold compiles must be the machine's first of those sources

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 import mini
+from mini._cpu import openblas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py
 from programs import chain8, ffn_out, layernorm_decomp, softmax_decomp, transform  # noqa: E402
@@ -318,6 +319,7 @@ def describe_machine():
     return {"cpu": cpu, "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "unset"),
+            "openblas_core": (openblas() or {}).get("core", "not OpenBLAS"),
             "compiler": " ".join(compiler_command()), "loadavg_start": os.getloadavg()}
 
 

@@ -5,7 +5,7 @@
 
 One step is a forward call that returns the loss and loss.backward(); gradients are checked
 against eager's before anything is timed. For each workload it prints the time of a step
-(median of several samples after warm-up), the kernels launched and the bytes they moved in
+(the median of rounds that each time every backend once, after warm-up, and the spread), the kernels launched and the bytes they moved in
 one step (mini.metrics), and the bytes the forward keeps alive for the backward (the
 partitioner's saved intermediates, from MINI_LOGS=aot_graphs): save-all for aot_eager,
 recompute for inductor, or min-cut with --partitioner min-cut (mini.config.partitioner).
@@ -18,6 +18,7 @@ import io
 import json
 import re
 import sys
+import time
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import mini
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for programs.py and gpt.py
 from programs import chain8, layernorm_decomp, softmax_decomp  # noqa: E402
-from bench_inductor import describe_machine, median_ms  # noqa: E402
+from bench_inductor import describe_machine  # noqa: E402
 
 BACKENDS = ("eager", "aot_eager", "inductor")
 
@@ -132,26 +133,52 @@ def saved_bytes(fn, inputs, backend):
     return (m.group(1), int(m.group(2)), int(m.group(3))) if m else (None, 0, 0)
 
 
+def interleaved_ms(steps, rounds, warmup=2):
+    """{name: (median, 25th, 75th percentile)} of one call of each step, in ms, sampled in rounds:
+    each round times every step once, the order rotating from round to round. A machine that
+    slows down or speeds up while it measures (another process, the clock, the OS moving threads)
+    then weighs on every backend alike, not on whichever ran during that stretch: timed one
+    backend after the other, two runs of the same eager kernels (eager and aot_eager on a
+    matmul-bound MLP) differed by 13% on 2 cores and by 35% on 16."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    names = list(steps)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            start = time.perf_counter()
+            steps[name]()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: tuple(float(np.percentile(t, q)) for q in (50, 25, 75)) for name, t in times.items()}
+
+
 def measure(name, shape, fn, make, samples, backends=BACKENDS):
     inputs = make()
     step_fn(fn, inputs)()
     expected = grads_of(inputs)
     row = {"workload": name, "shape": shape, "backends": {}}
+    steps = {}
     for backend in backends:
         run = fn if backend == "eager" else mini.compile(fn, backend=backend)
-        step = step_fn(run, inputs)
+        step = steps[backend] = step_fn(run, inputs)
         step()
         for e, g in zip(expected, grads_of(inputs)):
             if e is not None and not np.allclose(g, e, rtol=1e-4, atol=1e-4):
                 raise SystemExit(f"{name}: {backend} gradient differs from eager (max |diff| "
                                  f"{np.max(np.abs(g - e)):.3g}); not timing a wrong result")
-        ms = median_ms(step, samples)
+    timed = interleaved_ms(steps, samples)
+    for backend in backends:
         mini.metrics.reset()
-        step()
-        entry = {"ms": ms, "launches": mini.metrics.kernel_launches, "bytes": mini.metrics.bytes_moved}
-        if backend != "eager" and backends == BACKENDS:
-            entry["partitioner"], entry["saved_values"], entry["saved_bytes"] = saved_bytes(fn, inputs, backend)
+        steps[backend]()
+        ms, p25, p75 = timed[backend]
+        entry = {"ms": ms, "ms_p25": p25, "ms_p75": p75, "launches": mini.metrics.kernel_launches,
+                 "bytes": mini.metrics.bytes_moved}
         row["backends"][backend] = entry
+    if backends == BACKENDS:
+        for backend in backends[1:]:
+            entry = row["backends"][backend]
+            entry["partitioner"], entry["saved_values"], entry["saved_bytes"] = saved_bytes(fn, inputs, backend)
     eager = row["backends"]["eager"]["ms"]
     for entry in row["backends"].values():
         entry["speedup"] = eager / entry["ms"]
@@ -206,6 +233,11 @@ def profile_compiled(selected, steps=3):
         print(prof.table(limit=12))
 
 
+def spread(entry):
+    """The interquartile range of a backend's step times, as a share of their median."""
+    return f"{(entry['ms_p75'] - entry['ms_p25']) / entry['ms']:.0%}"
+
+
 def mib(n):
     return f"{n / 2**20:.1f} MiB"
 
@@ -223,15 +255,16 @@ def main(argv=None):
                         help="instead of the table: eager and inductor at each of these thread counts")
     args = parser.parse_args(argv)
     mini.config.partitioner = args.partitioner
-    samples = 3 if args.quick else 9
+    samples = 3 if args.quick else 15
     selected = [w for w in workloads(args.quick) if args.only is None or re.search(args.only, w[0])]
     if not selected:
         parser.error(f"--only {args.only!r} matches no workload (they are: "
                      f"{', '.join(w[0] for w in workloads(True))})")
     machine = describe_machine()
     print(f"{machine['cpu']}, {machine['cpu_count']} CPUs, Python {machine['python']}, "
-          f"load average {machine['loadavg_start'][0]:.2f}")
-    print(f"one step = forward (returns the loss) + loss.backward(); float32; median of {samples} samples\n")
+          f"OpenBLAS core {machine['openblas_core']}, load average {machine['loadavg_start'][0]:.2f}")
+    print(f"one step = forward (returns the loss) + loss.backward(); float32; median of {samples} "
+          f"rounds, each timing every backend once (the order rotating)\n")
     if args.threads:
         try:
             counts = [int(n) for n in args.threads.split(",")]
@@ -248,16 +281,18 @@ def main(argv=None):
         return 0
     rows = [measure(name, shape, fn, make, samples) for name, shape, fn, make in selected]
 
-    header = f"{'workload':26s}{'shape':24s}{'backend':11s}{'step ms':>9s}{'speedup':>9s}{'kernels':>9s}" \
+    header = f"{'workload':26s}{'shape':27s}{'backend':11s}{'step ms':>9s}{'IQR':>7s}{'speedup':>9s}{'kernels':>9s}" \
              f"{'bytes moved':>13s}   saved for backward"
     print(header)
     print("-" * len(header))
     for row in rows:
         for i, (backend, e) in enumerate(row["backends"].items()):
             saved = "-" if backend == "eager" else f"{e['saved_values']} values, {mib(e['saved_bytes'])} ({e['partitioner']})"
-            print(f"{row['workload'] if i == 0 else '':26s}{row['shape'] if i == 0 else '':24s}{backend:11s}"
-                  f"{e['ms']:9.3f}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}   {saved}")
-    print("\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
+            print(f"{row['workload'] if i == 0 else '':26s}{row['shape'] if i == 0 else '':27s}{backend:11s}"
+                  f"{e['ms']:9.3f}{spread(e):>7s}{e['speedup']:8.2f}x{e['launches']:9d}{mib(e['bytes']):>13s}   {saved}")
+    print("\nIQR: the middle half of the rounds' times, as a share of the median (the noise to read a"
+          "\nspeedup against);"
+          "\nkernels and bytes: one step, as mini.metrics counts them (extern matmuls included);"
           "\nsaved: intermediates the forward keeps for the backward (inputs excluded: they are alive anyway).")
     if args.profile:
         profile_compiled(selected)

@@ -185,6 +185,8 @@ def _grads(fn, make_args, backend):
     return out
 
 
+# a1 too: it takes a gradient, which needs the derivative rules (A1)
+@pytest.mark.a1
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_detach_stops_the_gradient(backend):
     got, want = _grads(lambda x: x * 2 + x.detach(), lambda: (mini.tensor([1.0, 2.0], requires_grad=True),),
@@ -312,6 +314,8 @@ def test_t_of_a_3d_tensor_raises_as_in_eager():
         mini.compile(fn, backend="eager")(mini.ones(2, 3, 4))
 
 
+# a1 too: it takes a gradient, which needs the derivative rules (A1)
+@pytest.mark.a1
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_tuple_item_kept_across_a_break_gets_no_gradient(backend):
     def fn(x, xs):

@@ -59,3 +59,33 @@ def test_bench_training_thread_sweep_quick(tmp_path):
     bad = subprocess.run([sys.executable, str(TRAINING), "--quick", "--only", "no such workload"], env=env,
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "matches no workload" in bad.stderr
+
+
+def test_bench_training_times_backends_in_rotating_rounds(tmp_path):
+    """The training bench samples each backend once per round, the order rotating, so that a
+    machine that changes speed mid-run weighs on every backend alike; its JSON keeps the spread."""
+    sys.path.insert(0, str(TRAINING.parent))
+    try:
+        import bench_training
+    finally:
+        sys.path.remove(str(TRAINING.parent))
+    calls = []
+    steps = {name: (lambda name=name: calls.append(name)) for name in ("eager", "aot_eager", "inductor")}
+    timed = bench_training.interleaved_ms(steps, rounds=3, warmup=1)
+    assert calls[:3] == ["eager", "aot_eager", "inductor"]  # the warm-up, one each
+    assert calls[3:] == ["eager", "aot_eager", "inductor", "aot_eager", "inductor", "eager",
+                         "inductor", "eager", "aot_eager"]
+    assert set(timed) == set(steps) and all(p25 <= med <= p75 for med, p25, p75 in timed.values())
+
+    env = dict(os.environ, PYTHONPATH=str(MINI_DIR), MINI_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("MINI_LOGS", None)
+    out = tmp_path / "training.json"
+    done = subprocess.run([sys.executable, str(TRAINING), "--quick", "--only", "relu", "--json", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"bench_training failed:\n{done.stdout}\n{done.stderr}"
+    assert "IQR" in done.stdout and "rounds" in done.stdout
+    (row,) = json.loads(out.read_text())["rows"]
+    eager = row["backends"]["eager"]["ms"]
+    for entry in row["backends"].values():
+        assert entry["ms_p25"] <= entry["ms"] <= entry["ms_p75"]
+        assert abs(entry["speedup"] - eager / entry["ms"]) < 1e-9

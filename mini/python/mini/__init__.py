@@ -11,6 +11,13 @@ import os as _os
 # Read by libgomp when it loads (with _C, next line); the user's own setting wins.
 _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
+# OpenBLAS may not recognise a newer CPU and fall back to its SSE3 kernels, five times slower
+# than the CPU's own (the GPU host's AVX-512 Xeon did): name the kernels from the CPU's flags
+# before _C loads OpenBLAS, unless OPENBLAS_CORETYPE is set (mini/_cpu.py).
+from ._cpu import choose_openblas_core as _choose_openblas_core  # noqa: E402
+
+_choose_openblas_core()
+
 from . import _C  # noqa: E402
 from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
