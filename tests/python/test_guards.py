@@ -11,7 +11,7 @@ import gc
 import pytest
 
 import mini
-from capture_helpers import Checked, T, calls, fresh_mini  # noqa: F401  (fresh_mini: autouse)
+from capture_helpers import Checked, T, calls, frames_over, fresh_mini  # noqa: F401  (fresh_mini: autouse)
 
 pytestmark = pytest.mark.a5
 
@@ -52,6 +52,37 @@ def test_tensor_stride_miss_transposed_input():
 def test_tensor_type_miss_parameter_vs_tensor():
     p = mini.nn.Parameter(T(4, seed=1), requires_grad=False)
     calls(_affine, (T(4),), (p,), frames=2)
+
+
+def _printed_tensor_guards(capsys, fn, *args, **compile_kwargs):
+    mini.set_logs("guards")
+    try:
+        mini.compile(fn, backend="eager", **compile_kwargs)(*args)
+    finally:
+        mini.set_logs()
+    return [line.strip() for line in capsys.readouterr().err.splitlines() if "check_tensor(" in line]
+
+
+def test_tensor_guard_prints_every_field_it_checks(capsys):
+    """The guard's printed form (MINI_LOGS=guards) names the source and each field it checks."""
+    x = T(2, 3, requires_grad=True).t()  # sizes [3, 2], strides [1, 3]
+    (line,) = _printed_tensor_guards(capsys, lambda x: x * 2, x)
+    assert line.endswith("check_tensor(L['x'], mini._C.Tensor, mini.float32, device=cpu, "
+                         "requires_grad=True, size=[3, 2], stride=[1, 3])"), line
+    p = mini.nn.Parameter(T(4, dtype=mini.float64))
+    (line,) = _printed_tensor_guards(capsys, lambda p: p + 1, p)
+    assert "check_tensor(L['p'], Parameter, mini.float64, device=cpu, requires_grad=True, size=[4], " \
+           "stride=[1])" in line, line
+
+
+def test_a_dynamic_dim_unchecks_its_size_and_the_strides_before_it(capsys):
+    """dynamic=True: each size is -1 (any size >= 2); the stride of a dim before a dynamic one
+    grows with it and is not checked; the last dim's stride (1) still is."""
+    (line,) = _printed_tensor_guards(capsys, lambda x: x * 2, T(4, 3, 5), dynamic=True)
+    assert "size=[None, None, None], stride=[None, None, 1])" in line, line  # None: not checked
+    # it holds for other sizes; a layout whose last stride is not 1 misses
+    fn = lambda x: x * 2  # noqa: E731
+    assert frames_over(fn, [(T(4, 3, 5),), (T(6, 2, 7),), (T(7, 6, 2).transpose(0, 2),)], dynamic=True) == [1, 1, 2]
 
 
 def test_tensor_unrelated_changes_hit():
