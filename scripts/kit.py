@@ -44,6 +44,8 @@ ASSIGNMENTS = {a.id: a for a in [
                ("labs/bench/bench_training.py", "--quick", "--only", "chain8|softmax|layer norm",
                 "--partitioner", "min-cut"),
                requires=("A1", "A2"), lab_out=False),
+    Assignment("A9", "resume units", "a9", ("labs/graph_breaks.py", "--quick"),
+               requires=("A5",)),
 ]}
 
 

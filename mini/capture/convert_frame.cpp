@@ -515,10 +515,31 @@ bool write_back_inputs(const Artifact& a, const guards::FrameValues& fv,
   return true;
 }
 
-// Executes one instruction with real objects (the instruction a graph break stopped at).
-// `stack` holds owned references (NULL entries allowed). Returns the offset to continue at,
-// or -1 with a Python error set.
+// ---- resume units (A9) -----------------------------------------------------------------------
+// At a graph break the unit's graph has run and the frame's locals and value stack are rebuilt
+// as they were just before the breaking instruction (run_unit). run_instruction runs that one
+// instruction with real objects, and the next unit of the frame starts at the offset it
+// returns, with its own UnitCache (CodeCache::unit(offset)): torch's resume function
+// resume_in_f_at_N, without a new code object.
+
+// run_instruction: the breaking instruction, run for real (assignment A9, with the tracer's
+// exit_at; notes/assignments/A9.md).
+//   in:  `in`, the instruction a Break exit stopped at: CALL, CALL_KW (3.13), CALL_FUNCTION_EX,
+//        POP_JUMP_IF_FALSE / POP_JUMP_IF_TRUE, or TO_BOOL (3.13); `stack`, the frame's value
+//        stack before it, owned references, NULL entries allowed (a NULL pushed for a call);
+//        `kw_names`, the pending KW_NAMES tuple of 3.11/3.12 for a CALL (Borrowed), or null.
+//   out: the byte offset where the next unit starts — in.next_offset, or in.jump_target for a
+//        jump taken — with the instruction's operands popped (their references released) and
+//        its result pushed (a new reference); or -1 with the Python error set (the call
+//        raised: the error goes to the user as eager's would).
+//   guarantees: exactly CPython's stack effect for that instruction on this version
+//        (bytecode_dialect().call_null_position: where the NULL or self sits below the callable;
+//        CALL_KW's names tuple on top; CALL_FUNCTION_EX's flag bit 0 for a kwargs dict); the
+//        call goes through PyObject_Vectorcall / PyObject_Call, so a function it calls is
+//        captured on its own by the hook; no reference leaks on either path. Any other
+//        instruction: SystemError ("mini: cannot run <name> eagerly"), -1.
 int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObject* kw_names) {
+  // A9 BEGIN: resume units
   const BytecodeDialect& dialect = bytecode_dialect();
   auto pop = [&] {
     PyObject* v = stack.back();
@@ -588,6 +609,7 @@ int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObje
       PyErr_Format(PyExc_SystemError, "mini: cannot run %s eagerly", in.name);
       return -1;
   }
+  // A9 END
 }
 
 std::string repr_of(PyObject* o) {
@@ -780,6 +802,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   art->exit_stack = std::move(trace.exit_stack);
   art->exit_locals = std::move(trace.exit_locals);
   art->exit_kw_names = trace.exit_kw_names;
+  art->native_resume_offset = trace.native_resume_offset >= 0 ? trace.native_resume_offset
+                                                              : trace.exit_instruction.offset;
   art->side_effects = std::move(trace.side_effects);
   bool has_graph = art->graph->op_count() > 0;
   std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
@@ -1061,7 +1085,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
     return UnitPlan::RunNatively;
   }
   if (compiled->exit == Trace::Exit::Native && compiled->graph->op_count() == 0 &&
-      compiled->exit_instruction.offset == offset) {
+      compiled->native_resume_offset == offset) {
     unit.skip_reason = "capture cannot run this code";  // nothing to gain: CPython runs it
     return UnitPlan::RunNatively;
   }
@@ -1149,14 +1173,27 @@ bool run_unit(const Artifact& art, const guards::FrameValues& fv, std::vector<Py
 
 // The resume point after a graph break: the instruction the trace stopped at runs with real
 // objects on the rebuilt stack (the hook stays on: a function it calls is captured on its
-// own). Returns the offset of the next unit, the instruction after it; or -1 with a Python
-// error set. Torch's resume functions (resume_in_f_at_N) start at the same place.
-int resume_after_break(const Artifact& art, std::vector<PyObject*>& stack) {
+// own). Next: *offset is the next unit's start, the instruction after it. Torch's resume
+// functions (resume_in_f_at_N) start at the same place. While run_instruction is a course
+// kit's stub (A9), Native: CPython runs the rest of the frame from the breaking instruction,
+// uncompiled but right, said once. Error: a Python error is set.
+enum class ResumePlan { Next, Native, Error };
+ResumePlan resume_after_break(const Artifact& art, std::vector<PyObject*>& stack, int* offset) {
   int on_raise = art.grad_enabled_on_raise;
-  int offset = run_instruction(art.exit_instruction, stack, art.exit_kw_names);
+  try {
+    *offset = run_instruction(art.exit_instruction, stack, art.exit_kw_names);
+  } catch (const std::exception& e) {
+    if (!is_assignment_stub(e)) {
+      python_error(e);
+      return ResumePlan::Error;
+    }
+    bool told = guards::warn_stub_fallback(e, "CPython runs the rest of the frame from each graph break: "
+                                              "nothing after a break is compiled");
+    return told ? ResumePlan::Native : ResumePlan::Error;
+  }
   // the ends of the grad-mode with blocks around the call restore the mode and re-raise
-  if (offset < 0 && on_raise >= 0) set_grad_enabled(on_raise);
-  return offset;
+  if (*offset < 0 && on_raise >= 0) set_grad_enabled(on_raise);
+  return *offset < 0 ? ResumePlan::Error : ResumePlan::Next;
 }
 
 // Frames the hook never captures (Dynamo's skip rules): code that is not a function's,
@@ -1284,9 +1321,12 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
     PyObject* result = nullptr;
     if (!run_unit(*art, fv, locals, stack, &result)) return finish(nullptr);
     if (art->exit == Trace::Exit::Return) return finish(result);
-    if (art->exit == Trace::Exit::Native) return run_natively(art->exit_instruction.offset);
-    offset = resume_after_break(*art, stack);  // Trace::Exit::Break
-    if (offset < 0) return add_user_frame(code, art->exit_instruction.line), finish(nullptr);
+    if (art->exit == Trace::Exit::Native) return run_natively(art->native_resume_offset);
+    switch (resume_after_break(*art, stack, &offset)) {  // Trace::Exit::Break
+      case ResumePlan::Next: break;
+      case ResumePlan::Native: return run_natively(art->native_resume_offset);
+      case ResumePlan::Error: return add_user_frame(code, art->exit_instruction.line), finish(nullptr);
+    }
   }
 }
 

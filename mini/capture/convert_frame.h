@@ -117,6 +117,7 @@ struct Artifact : guards::CompiledArtifact {
   Instruction exit_instruction{};   // Break / Native
   std::vector<OutputSpec> exit_stack, exit_locals;
   PyObject* exit_kw_names = nullptr;  // Borrowed from the code's constants
+  int native_resume_offset = -1;      // Trace::native_resume_offset
   std::vector<SideEffect> side_effects;  // replayed after the graph runs
   bool grad_enabled_after = true;     // see Trace
   int grad_enabled_on_raise = -1;

@@ -121,6 +121,11 @@ struct Trace {
                                         // variables, cell and free slots hold the cells
   std::vector<SideEffect> side_effects;  // replayed after the graph, in this order
   PyObject* exit_kw_names = nullptr;    // a pending KW_NAMES tuple (Borrowed from co_consts)
+  // Where CPython resumes a Native exit (or a Break mini cannot run): exit_instruction's
+  // offset, except at a CALL with a pending KW_NAMES (3.11, 3.12), whose names live in
+  // CPython's eval loop, not on the stack: resuming at the CALL would pass the keyword
+  // arguments as positional ones, so CPython resumes at the KW_NAMES (which changes no stack).
+  int native_resume_offset = -1;
   std::string break_reason, break_location, break_code;
   bool skip_unit = false;  // Exit::Skip for the whole unit (Unsupported::skip_unit), not a loop
   // The Break is at an instruction whose trace raised this user error (eager's own error,

@@ -310,6 +310,7 @@ ASSIGNMENTS = {
     "a6": "A6 the guard cache (mini/guards/cache.cpp)",
     "a7": "A7 automatic dynamic shapes (mini/capture/convert_frame.cpp)",
     "a8": "A8 the min-cut partitioner (mini/autograd/training.cpp)",
+    "a9": "A9 resume units (mini/capture/convert_frame.cpp, mini/capture/tracer.cpp)",
 }
 
 

@@ -186,6 +186,7 @@ def test_moving_to_cuda_inside_compiled_code_is_never_silently_skipped():
             mini.compile(lambda t: move(t + 1) * 2, fullgraph=True)(mini.randn(3))
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @requires_no_cuda
 def test_factory_on_cuda_inside_a_cpu_graph_breaks_the_graph_not_the_program():
     def h(x):

@@ -171,6 +171,7 @@ def _print_in_nested(x):
     return d, c
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @pytest.mark.parametrize("fn", [_print_in_no_grad, _print_in_nested])
 def test_capture_graph_break_inside_a_grad_mode_block(fn, capsys):
     x = T(3)
@@ -313,6 +314,7 @@ def _random_then_break(x):
     return a * mini.rand(3)
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_capture_random_draws_keep_their_order_across_a_break(capsys):
     x = T(3)
     mini.manual_seed(3)
@@ -419,6 +421,7 @@ def test_capture_item_under_fullgraph_is_a_graph_number(backend):
     assert cnt.frame_count == 1
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_capture_item_breaks_in_the_default_mode():
     x = T(4)
     e = mini.explain(_item_arithmetic)(x)
@@ -480,6 +483,7 @@ def _if_in_for(x):
     return x * 2
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_capture_tensor_branch_inside_a_for_loop_leaves_the_frame_to_cpython(capsys):
     cf, cnt = counted(_if_in_for)
     for seed in range(2):
@@ -503,6 +507,7 @@ def _if_in_for_calls(x):
     return x * 2
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_functions_called_by_a_frame_left_to_cpython_are_captured_from_the_first_call():
     # the frame runs in CPython (a tensor branch in a loop); _minus_one, which it calls, is
     # a frame of its own and compiled on the first call already, as on every later one (the

@@ -302,6 +302,7 @@ def break_between_writes(x):
     return x
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_write_back_happens_before_a_graph_break(backend):
     SEEN.clear()

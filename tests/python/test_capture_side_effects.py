@@ -8,6 +8,8 @@ Each test builds two copies of the same closure, runs one eagerly and one compil
 compares every result and the state after every call."""
 import types
 
+import pytest
+
 import mini
 from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse)
 
@@ -122,6 +124,7 @@ def _store_then_print():
     return f, lambda: acc
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_cell_store_is_replayed_before_the_breaking_instruction(capsys):
     x = T(3)
     side_by_side(_store_then_print, [(x,)] * 3)

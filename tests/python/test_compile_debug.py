@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import mini
 
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
@@ -30,6 +32,7 @@ def run(tmp_path, **env):
                           text=True, timeout=120)
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_every_artifact_of_every_graph_is_written(tmp_path):
     r = run(tmp_path, MINI_COMPILE_DEBUG="1")
     assert r.returncode == 0, r.stderr

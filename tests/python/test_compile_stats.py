@@ -67,6 +67,7 @@ def test_recompiles_and_the_cache_limit_are_counted():
     assert u["run_natively"] == {"the cache size limit was reached": 2}
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_a_graph_break_makes_two_units_and_each_compiles_once():
     def f(x):
         y = x.sin()

@@ -140,6 +140,7 @@ CAUSES = {
 }
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @pytest.mark.parametrize("cause", sorted(CAUSES))
 def test_explain_counts_and_locates_the_breaks_of_each_cause(cause, capsys):
     fn, make_args, graphs, breaks, reason, text = CAUSES[cause]
@@ -159,6 +160,7 @@ def test_explain_counts_and_locates_the_breaks_of_each_cause(cause, capsys):
 
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @pytest.mark.parametrize("cause", sorted(CAUSES))
 def test_compiled_result_equals_eager_and_a_second_call_hits(cause, capsys):
     fn, make_args, graphs, _, _, _ = CAUSES[cause]
@@ -190,6 +192,7 @@ def test_unknown_call_side_effect_happens_once_per_call():
     assert list(_EVENTS) == ["called"] * 12
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_tensor_branch_compiles_each_direction_once():
     cf, cnt = counted(_if_compare)
     pos, neg = T(3), T(3, lo=-2.0, hi=-1.0)
@@ -217,6 +220,7 @@ def _print_first(x):
     return x + 1
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_print_first_gives_one_graph_and_no_break(capsys):
     x = T(3)
     e = mini.explain(_print_first)(x)
@@ -239,6 +243,7 @@ def _two_prints(x):
     return b - 1
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_resumed_unit_reaches_a_second_break(capsys):
     x = T(3)
     e = mini.explain(_two_prints)(x)
@@ -265,6 +270,7 @@ def _mixed_causes(x):
     return b.relu()
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_resume_chain_of_different_causes(capsys):
     x = T(3)
     e = mini.explain(_mixed_causes)(x)
@@ -283,6 +289,7 @@ def _stack_live_across_break(x):
     return x.sin() + _prints_and_returns(x) * 2
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_value_on_the_stack_survives_the_break(capsys):
     cf, cnt = counted(_stack_live_across_break)
     for seed in range(3):
@@ -304,6 +311,7 @@ def _calls_helper(x):
     return w - 2
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_break_inside_inlined_helper_breaks_the_caller_and_captures_the_helper(capsys):
     x = T(3)
     e = mini.explain(_calls_helper)(x)
@@ -330,6 +338,7 @@ class _NoisyBlock(mini.nn.Module):
         return h * 2
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_break_inside_module_forward(capsys):
     m = _NoisyBlock()
     cf, cnt = counted(m)
@@ -348,6 +357,7 @@ def _print_in_loop(x):
     return x
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_break_inside_a_for_loop(capsys):
     cf, cnt = counted(_print_in_loop)
     for seed in range(3):
@@ -396,6 +406,7 @@ def _break_then_use_y(x, y):
     return a * y
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_only_the_resume_unit_recompiles_when_a_later_input_changes(capsys):
     cf, cnt = counted(_break_then_use_y)
     for y, frames in [(T(3, seed=1), 2), (T(3, seed=2), 2), (T(3, dtype=mini.float64), 3),
@@ -411,6 +422,7 @@ def test_only_the_resume_unit_recompiles_when_a_later_input_changes(capsys):
 
 @pytest.mark.parametrize("dynamic,frames", [pytest.param(None, [2, 4, 4, 4, 4], marks=pytest.mark.a7),
                                             (True, [2, 2, 2, 2, 2]), (False, [2, 4, 6, 8, 10])])
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
     cf, cnt = counted(_break_then_use_y, dynamic=dynamic)
     for n, count in zip([3, 4, 5, 6, 7], frames):  # automatic dynamic: each unit recompiles once
@@ -419,6 +431,7 @@ def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
         assert cnt.frame_count == count
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 @pytest.mark.a6
 def test_resume_unit_hits_its_own_cache_limit(capsys):
     cf, cnt = counted(_break_then_use_y)
@@ -434,6 +447,7 @@ def test_resume_unit_hits_its_own_cache_limit(capsys):
 
 # ---- logs ----------------------------------------------------------------------------------
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_log_streams_each_break_to_stderr(capsys):
     counted(_two_prints)[0](T(3))
     assert capsys.readouterr().err == ""  # channel off
@@ -515,3 +529,25 @@ def test_reset_inside_the_call_a_break_runs_does_not_read_the_freed_artifact():
     cf = mini.compile(_calls_reset, backend="eager")
     for _ in range(2):
         same(cf(x), expected)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_keyword_call_left_to_cpython_keeps_its_keywords(backend, capsys):
+    """A break at a call inside a try block is left to CPython (a Native exit). On 3.11 and 3.12
+    the keyword names of KW_NAMES live in CPython's eval loop, not on the stack: resumed at the
+    CALL, print("y", 1, sep="-", end="|\\n") printed "y 1 - |\\n\\n" (the keywords as positional
+    arguments). CPython now resumes at the KW_NAMES."""
+    def fn(x):
+        try:
+            print("y", 1, sep="-", end="|\n")
+        except ValueError:
+            pass
+        return x + 1
+    x = mini.ones(3)
+    expected = fn(x)
+    assert capsys.readouterr().out == "y-1|\n"
+    cf = mini.compile(fn, backend=backend)
+    for _ in range(2):  # the compile, then the cache hit
+        got = cf(x)
+        assert capsys.readouterr().out == "y-1|\n"
+        assert got.tolist() == expected.tolist()

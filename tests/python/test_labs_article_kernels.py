@@ -31,6 +31,7 @@ def numel(shape):
 # ---- graph_breaks ---------------------------------------------------------------------------
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_regions_are_explains_graphs(figures):
     _, data = figures
     g = data["graph_breaks"]
@@ -45,6 +46,7 @@ def test_graph_breaks_regions_are_explains_graphs(figures):
     assert all(p["us"] > 0 for p in g["parts"])
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_islands_carry_explains_break_reasons(figures):
     _, data = figures
     g = data["graph_breaks"]
@@ -114,6 +116,8 @@ def test_fusion_bandwidth_one_fused_kernel_reads_inputs_once(figures):
 # ---- debug_order ----------------------------------------------------------------------------
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
+@pytest.mark.a6  # and the recompiles the guard cache counts: assignment A6
 def test_debug_order_each_command_printed_what_it_answers(figures):
     _, data = figures
     breaks, recompiles, launches, mode = data["debug_order"]["questions"]
@@ -132,6 +136,7 @@ def test_debug_order_each_command_printed_what_it_answers(figures):
     assert [o["option"] for o in mode["options"] if o["current"]] == ["backend='aot_eager'"]
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_debug_order_each_fix_reduces_what_it_targets(figures):
     _, data = figures
     slow, fix1, fix2, fix3, fix4 = data["debug_order"]["stages"]

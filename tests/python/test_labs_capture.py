@@ -104,6 +104,7 @@ def kinds(p):
     return [region["kind"] for region in p["regions"]]
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_data_dependent_if_breaks_once(labs):
     results = labs("graph_breaks").results
     p = program(results, "dd_if_item")
@@ -128,6 +129,7 @@ def test_graph_breaks_where_stays_one_graph(labs):
     assert p["fullgraph"] == "ok"
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_print_in_the_middle(labs):
     results = labs("graph_breaks").results
     p = program(results, "print_mid")
@@ -142,6 +144,7 @@ def test_graph_breaks_print_in_the_middle(labs):
     assert p["fullgraph"].startswith("error: Unsupported")
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_several_breaks_in_order(labs):
     results = labs("graph_breaks").results
     p = program(results, "several_breaks")
@@ -156,6 +159,7 @@ def test_graph_breaks_several_breaks_in_order(labs):
     assert p["fullgraph"].startswith("error: Unsupported")
 
 
+@pytest.mark.a9  # a graph break's resume units: assignment A9
 def test_graph_breaks_chain_has_one_more_graph_per_print(labs):
     results = labs("graph_breaks").results
     chains = results["chains"]
