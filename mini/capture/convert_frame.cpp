@@ -522,6 +522,10 @@ bool write_back_inputs(const Artifact& a, const guards::FrameValues& fv,
 // returns, with its own UnitCache (CodeCache::unit(offset)): torch's resume function
 // resume_in_f_at_N, without a new code object.
 
+// While A9 is a stub (exit_at or run_instruction), every break is left to CPython: said once.
+const char* kResumeStubFallback =
+    "CPython runs the rest of the frame from each graph break: nothing after a break is compiled";
+
 // run_instruction: the breaking instruction, run for real (assignment A9, with the tracer's
 // exit_at; notes/assignments/A9.md).
 //   in:  `in`, the instruction a Break exit stopped at: CALL, CALL_KW (3.13), CALL_FUNCTION_EX,
@@ -770,6 +774,9 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     return nullptr;
   }
   capture_time.stop();
+  if (!trace.stub_fallback.empty() &&
+      !guards::warn_stub_fallback(Error(Error::Kind::Runtime, trace.stub_fallback), kResumeStubFallback))
+    return nullptr;  // the warning raised: its error is set
   if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
     std::string why = trace.break_reason + (trace.skip_unit ? "" : " (inside a loop: the rest of the function runs as plain Python)");
@@ -1187,8 +1194,7 @@ ResumePlan resume_after_break(const Artifact& art, std::vector<PyObject*>& stack
       python_error(e);
       return ResumePlan::Error;
     }
-    bool told = guards::warn_stub_fallback(e, "CPython runs the rest of the frame from each graph break: "
-                                              "nothing after a break is compiled");
+    bool told = guards::warn_stub_fallback(e, kResumeStubFallback);
     return told ? ResumePlan::Native : ResumePlan::Error;
   }
   // the ends of the grad-mode with blocks around the call restore the mode and re-raise

@@ -909,6 +909,7 @@ VarRef FrameInterpreter::run() {
         // raises too); in A9's own tests the stub's error goes on
         if (!is_assignment_stub(e)) throw;
         t.exit = u.skip_unit ? Trace::Exit::Skip : Trace::Exit::Native;
+        t.stub_fallback = e.what();
       }
       t.skip_unit = u.skip_unit;
       undo_writes(ctx_, writes);  // the instruction runs again eagerly
