@@ -551,3 +551,25 @@ def test_a_keyword_call_left_to_cpython_keeps_its_keywords(backend, capsys):
         got = cf(x)
         assert capsys.readouterr().out == "y-1|\n"
         assert got.tolist() == expected.tolist()
+
+
+def _scaled(x, scale=1, *, shift=0):
+    print("in helper", scale, shift)
+    return x * scale + shift
+
+
+def test_a_keyword_call_whose_callee_breaks_inside_a_try_keeps_its_keywords(capsys):
+    """The same, with the break inside an inlined helper called with keywords: the caller's unit
+    ends at its call, in a try block, so CPython resumes at the caller's KW_NAMES."""
+    def fn(x):
+        try:
+            y = _scaled(x, scale=3, shift=5)
+        except ValueError:
+            y = x
+        return y + 1
+    x = mini.ones(2)
+    assert fn(x).tolist() == [9.0, 9.0]
+    assert capsys.readouterr().out == "in helper 3 5\n"
+    for backend in ("eager", "aot_eager", "inductor"):
+        assert mini.compile(fn, backend=backend)(x).tolist() == [9.0, 9.0], backend
+        assert capsys.readouterr().out == "in helper 3 5\n", backend
