@@ -84,10 +84,13 @@ def run_catch2(tree, tag):
         return None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "catch2.xml"
-        subprocess.run([str(binary), tag, "--reporter", f"junit::out={out}"], cwd=tree, capture_output=True,
-                       text=True, timeout=1800)
-        if not out.exists():
-            return [("mini_tests " + tag, False, "the C++ test binary did not run (crashed?)")]
+        # --reporter junit --out FILE: the spelling both Catch2 2.x (Debian 12's) and 3.x accept
+        done = subprocess.run([str(binary), tag, "--reporter", "junit", "--out", str(out)], cwd=tree,
+                              capture_output=True, text=True, timeout=1800)
+        if not out.exists() or not out.read_text().strip():
+            said = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return [("mini_tests " + tag, False, f"the C++ test binary wrote no report (exit {done.returncode}"
+                     + (f"; it said: {' / '.join(said)}" if said else "; crashed?") + ")")]
         results = []
         for case in ET.parse(out).getroot().iter("testcase"):
             failure = case.find("failure")

@@ -132,3 +132,14 @@ def test_the_grader_lists_the_assignments_and_refuses_an_unbuilt_tree(tmp_path):
     unknown = subprocess.run([sys.executable, str(REPO / "scripts" / "grade.py"), "A99"], capture_output=True,
                              text=True, timeout=60)
     assert unknown.returncode == 2 and "no assignment A99" in unknown.stderr
+
+
+def test_the_grader_reads_the_catch2_report_of_a_tag():
+    # the reference's C++ tests of A1, through the spelling of --reporter this Catch2 accepts
+    if not (REPO / "build" / "mini_tests").exists():
+        pytest.skip("no build/mini_tests: configured with MINI_CPP_TESTS=OFF")
+    results = grade.run_catch2(REPO, "[A1]")
+    assert results, "no test case read from the report"
+    assert all(ok for _, ok, _ in results), [r for r in results if not r[1]]
+    assert any("finite differences" in name for name, _, _ in results), [name for name, _, _ in results]
+    assert grade.run_catch2(REPO, "[no such tag]") == []  # no case: neither a point won nor lost
