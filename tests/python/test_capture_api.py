@@ -138,6 +138,28 @@ def test_explain_of_a_function_without_a_graph_counts_minus_one_break():
     assert tuple(e.out) == (3, 2)
 
 
+def test_explain_and_compile_see_through_a_compiled_function():
+    # torch's innermost_fn: compiling a compiled function compiles the original with the new
+    # settings; the inner wrapper's own backend would otherwise capture every frame first
+    fn = lambda x: (x + 1).relu()  # noqa: E731
+    x = T(4)
+    inner = mini.compile(fn)
+    inner(x)
+    e = mini.explain(inner)(x)
+    assert (e.graph_count, e.graph_break_count, e.op_count) == (1, 0, 2)
+    cnt = mini.CompileCounter()
+    outer = mini.compile(mini.compile(inner, backend="eager"), backend=cnt)
+    same(outer(x), fn(x))
+    assert (cnt.frame_count, cnt.op_count) == (1, 2)
+
+    class Net(mini.nn.Module):
+        def forward(self, x):
+            return x * 2 - 1
+    e = mini.explain(mini.compile(Net()))(x)
+    assert (e.graph_count, e.op_count) == (1, 2)
+    same(e.out, x * 2 - 1)
+
+
 def test_explain_twice_reports_the_same():
     fn = lambda x: x.sin()  # noqa: E731
     x = T(3)

@@ -128,7 +128,22 @@ def _compiled_function(fn, backend, fullgraph, dynamic, mode):
         functools.update_wrapper(compiled, fn)
     except AttributeError:  # a callable object without __name__ and friends
         pass
+    compiled._mini_orig_callable = fn  # what compile() unwraps (torch: _torchdynamo_orig_callable)
     return compiled
+
+
+def _innermost(model):
+    """The function or module under any number of mini.compile wrappers (torch's innermost_fn):
+    compiling a compiled function compiles the original with the new settings. Without this the
+    inner wrapper would turn the hook on with its own backend, and the outer one's (explain's
+    recorder, a CompileCounter) would never see a graph."""
+    while True:
+        if isinstance(model, _CompiledModule):
+            model = model._orig_mod
+        elif getattr(model, "_mini_orig_callable", None) is not None:
+            model = model._mini_orig_callable
+        else:
+            return model
 
 
 class _CompiledFunction:
@@ -171,6 +186,7 @@ def compile(model=None, *, backend="inductor", mode="default", dynamic=None, ful
         return lambda fn: compile(fn, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph)
     if not callable(model):
         raise TypeError(f"mini.compile expects a function or an nn.Module, got {type(model).__name__}")
+    model = _innermost(model)
     from .nn import Module
     if isinstance(model, Module):
         return _CompiledModule(model, backend, fullgraph, dynamic, mode)
