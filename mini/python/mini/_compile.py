@@ -137,13 +137,9 @@ def _innermost(model):
     compiling a compiled function compiles the original with the new settings. Without this the
     inner wrapper would turn the hook on with its own backend, and the outer one's (explain's
     recorder, a CompileCounter) would never see a graph."""
-    while True:
-        if isinstance(model, _CompiledModule):
-            model = model._orig_mod
-        elif getattr(model, "_mini_orig_callable", None) is not None:
-            model = model._mini_orig_callable
-        else:
-            return model
+    while getattr(model, "_mini_orig_callable", None) is not None:
+        model = model._mini_orig_callable
+    return model
 
 
 class _CompiledFunction:
@@ -170,7 +166,7 @@ class _CompiledModule(_CompiledFunction):
 
     def __init__(self, module, backend, fullgraph, dynamic, mode):
         super().__init__(functools.partial(_call_forward, module), backend, fullgraph, dynamic, mode)
-        self._orig_mod = module
+        self._orig_mod = self._mini_orig_callable = module
 
     def __getattr__(self, name):
         return getattr(self.__dict__["_orig_mod"], name)
