@@ -262,7 +262,9 @@ stage "threads cpu" 200 "$out/bench_labs.txt" only_when_named "$python" labs/ben
 blas_cpu() {
   [ -n "${MINI_GPU_STAGES:-}" ] || { echo "runs only where MINI_GPU_STAGES names it"; return 77; }
   local v rc=0
-  for v in "" "MINI_BLAS_CORE=openblas" "OMP_WAIT_POLICY=PASSIVE"; do
+  # at 1 and 4 threads too: is Debian's OpenBLAS slower than numpy's in its kernels or its threading?
+  for v in "" "MINI_BLAS_CORE=openblas" "OMP_WAIT_POLICY=PASSIVE" \
+           "OMP_NUM_THREADS=4 OPENBLAS_NUM_THREADS=4" "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"; do
     echo "---- blas probe, ${v:-default environment}"
     env $v "$python" labs/bench/cpu_blas_probe.py --torch || rc=1
   done
