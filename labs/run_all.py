@@ -22,6 +22,7 @@ LABS = [
     "cache_storm.py",
     "regional_compile.py",
     "fusion_wins.py",
+    "reduction_layouts.py",
     "train_gpt.py",
     "reduce_overhead.py",
     "article_figures.py",

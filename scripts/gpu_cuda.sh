@@ -28,6 +28,8 @@
 #                            (GPU busy and idle, host time in CUDA calls by kind), only where named
 #   train_gpt cuda autocast  train_gpt.py --autocast: the forward in bfloat16 autocast, mini and torch,
 #                            only where MINI_GPU_STAGES names it
+#   reduction layouts cuda   labs/reduction_layouts.py --device cuda: every reduction layout (A10) timed
+#                            by row length beside torch.compile, only where MINI_GPU_STAGES names it
 #   figures cuda             labs/run_all.py --device cuda: the GPU figure set (figures/cuda/), in
 #                            labs.tar.gz under labs/figures_cuda (MINI_GPU_FIGURES_SKIP: labs to skip),
 #                            only where MINI_GPU_STAGES names it
@@ -246,6 +248,9 @@ stage "profile gpt step" 180 "$out/bench_labs.txt" only_when_named "$python" lab
   --json "$work/labs/profile_gpt_step.json"
 stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
   --device cuda --autocast --out "$work/labs"
+# assignment A10's lab on the GPU: each reduction layout timed by row length, torch.compile beside
+stage "reduction layouts cuda" 240 "$out/bench_labs.txt" only_when_named "$python" labs/reduction_layouts.py \
+  --device cuda --out "$work/labs/reduction_layouts_cuda"
 # the GPU figure set (issue 14): every lab with --device cuda, torch beside mini where a lab runs it
 stage "figures cuda" "${MINI_GPU_FIGURES_CAP:-420}" "$out/bench_labs.txt" only_when_named "$python" labs/run_all.py --device cuda \
   --out "$work/labs/figures_cuda" ${MINI_GPU_FIGURES_SKIP:+--skip "$MINI_GPU_FIGURES_SKIP"}

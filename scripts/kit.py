@@ -46,6 +46,9 @@ ASSIGNMENTS = {a.id: a for a in [
                requires=("A1", "A2"), lab_out=False),
     Assignment("A9", "resume units", "a9", ("labs/graph_breaks.py", "--quick"),
                requires=("A5",)),
+    # A10 renders CUDA through A4's table and A3's kernels; its tests need no GPU or toolkit
+    Assignment("A10", "a CUDA reduction's layout", "a10", ("labs/reduction_layouts.py", "--quick"),
+               requires=("A3", "A4")),
 ]}
 
 

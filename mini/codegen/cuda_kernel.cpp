@@ -140,7 +140,7 @@ class CudaKernelWriter {
     // blocks of rows share an SM (while one waits at its block reduction, others' loads are in
     // flight)
     if (!k_.reduced.empty() && layout_.lean_rows && (persistent_rows() || layout_.vector_loop_rows))
-      o << ", " << std::max(1, std::min({65536 / layout_.row_max_registers / threads, 2048 / threads, 32}));
+      o << ", " << cuda_min_blocks_per_sm(threads, layout_);
     o << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
       o << "const " << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ in" << i << ", ";
@@ -903,7 +903,26 @@ CudaLayout cuda_layout_from_env() {
   return cuda_layout((int)n);
 }
 
+// ---- a reduction kernel's layout (A10) ----------------------------------------------------------
+// How a reduction kernel's threads meet its rows. A block per row: a row of up to 32 x (the
+// elements a thread holds) gets one warp, whose combine is five shuffles (block_reduce stops
+// there); a longer row, more warps, up to 1024 threads, whose combine adds a round through
+// shared memory. A row held in registers ("per") is read from memory once; a looped row
+// ("red") is read again by each pass. One long row alone (a full reduction) is split over many
+// blocks, each folding a share, the last one to arrive folding the partials.
+
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
+  // Contract: the threads of the block that reduces one row of `rnumel` elements (-1: a size
+  // known only at run time), under `layout`. Always a power of two from 32 to 1024 (the
+  // block_reduce in the prelude needs whole warps, and a power of two of them).
+  //  - layout.vector_loop_rows (looped rows read in vectors, layouts 7 and up) and a known
+  //    length: the fewest threads, from 32, that give each thread at most 4 elements, but never
+  //    more than 512;
+  //  - a symbolic length, or a layout that holds no row in registers (row_registers == 0): a
+  //    looped row of kCudaThreads;
+  //  - else the row is to be held in registers, about row_registers elements a thread: the
+  //    fewest threads, from 32, with threads x row_registers >= rnumel, 1024 at most.
+  // A10 BEGIN: a CUDA reduction's layout
   if (layout.vector_loop_rows && rnumel > 0) {  // looped rows: up to 512, 4 elements a thread at least
     int threads = 32;
     while (threads < 512 && int64_t(threads) * 4 < rnumel) threads *= 2;
@@ -913,6 +932,7 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   int threads = 32;  // a warp at least; about row_registers elements a thread, 1024 at most
   while (threads < 1024 && int64_t(threads) * layout.row_registers < rnumel) threads *= 2;
   return threads;
+  // A10 END
 }
 
 // The elements of one row of kernel k (its reduced dims), or -1 where a size is symbolic.
@@ -924,9 +944,14 @@ static int64_t static_rnumel(const FusionGroup& k) {
 
 std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return "poi";
-  const int64_t R = static_rnumel(k);
+  // Contract: "per" where each row is held in registers — its length R is known, the layout
+  // holds rows (row_registers > 0) and the block cuda_reduction_threads gives such a row holds
+  // all of it at row_registers elements a thread — else "red" (the row looped over, any length).
+  // A10 BEGIN: a CUDA reduction's layout
+  const int64_t R = static_rnumel(k);  // -1 where a size is symbolic
   bool held = R > 0 && layout.row_registers && R <= int64_t(cuda_reduction_threads(R, layout)) * layout.row_registers;
   return held ? "per" : "red";
+  // A10 END
 }
 
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
@@ -934,8 +959,24 @@ int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   return cuda_reduction_threads(static_rnumel(k), layout);
 }
 
+int cuda_min_blocks_per_sm(int threads, const CudaLayout& layout) {
+  // Contract: the blocks of `threads` threads that must fit on one SM at once (the second
+  // number of __launch_bounds__, which caps each thread's registers for it): as many as the
+  // SM's 65536 registers allow at layout.row_max_registers a thread, and its limits of 2048
+  // threads and 32 blocks; at least 1.
+  // A10 BEGIN: a CUDA reduction's layout
+  return std::max(1, std::min({65536 / layout.row_max_registers / threads, 2048 / threads, 32}));
+  // A10 END
+}
+
 int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty() || layout.number == 1) return 0;
+  // Contract: where kernel k is one row (every kept dim is 1) reduced in one pass (one phase:
+  // no reduction of a reduction's result) and stores no full-size value (every store is a
+  // reduction's result), the reductions of that pass (the partials each block writes); else 0
+  // (a block per row). LoopKernel(s, k) knows the phases (phases(), phase_targets) and which
+  // stores are full (is_full).
+  // A10 BEGIN: a CUDA reduction's layout
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)  // one row: every kept dim is 1
     if (!std::count(k.reduced.begin(), k.reduced.end(), d) && k.space[d] != 1) return 0;
   LoopKernel L(s, k);
@@ -945,6 +986,7 @@ int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLay
   for (int id : k.stores)
     if (L.is_full(id)) return 0;
   return (int)reds.size();
+  // A10 END
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
@@ -976,8 +1018,14 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
 }
 
 int64_t cuda_split_grid(int64_t rnumel, int threads, int sms) {
+  // Contract: the blocks a split row of `rnumel` elements is shared among, in blocks of
+  // `threads`: enough that each thread folds at least 16 elements (fewer blocks for a short
+  // row: each block's partial and the last block's fold cost more than they save), at least 1
+  // and at most cuda_split_max_grid(sms) (the partials hold that many a reduction).
+  // A10 BEGIN: a CUDA reduction's layout
   int64_t want = (rnumel + int64_t(threads) * 16 - 1) / (int64_t(threads) * 16);  // 16 elements a thread at least
   return std::max<int64_t>(1, std::min<int64_t>(want, cuda_split_max_grid(sms)));
+  // A10 END
 }
 
 int64_t cuda_split_max_grid(int sms) { return int64_t(sms) * 2; }

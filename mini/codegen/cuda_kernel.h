@@ -84,6 +84,8 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
 std::string cuda_kernel_shape(const fusion::FusionGroup& k, const CudaLayout& layout);
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
+// Blocks of `threads` that must fit on an SM at once (lean rows' __launch_bounds__ minimum).
+int cuda_min_blocks_per_sm(int threads, const CudaLayout& layout);
 // Reductions of kernel `k` when it is a full reduction in two stages (one row, one phase;
 // layouts 2 and up), else 0. Such a kernel takes two more arguments after `sizes`:
 // `unsigned long long* partials` (a slot per reduction per block) and `unsigned* arrived` (a

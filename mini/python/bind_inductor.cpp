@@ -255,6 +255,53 @@ void bind_inductor(py::module_& m) {
     info["layouts"] = cg->layout_numbers();
     return info;
   }, py::arg("gm"), py::arg("arch") = "", py::arg("layouts") = std::vector<int>{});
+  // The same graph rendered for CUDA and not compiled (mini.inductor.render_graph_cuda): no CUDA
+  // toolkit needed; each kernel's layout as the runtime launches it.
+  m.def("_inductor_render_cuda", [](py::object gm, std::vector<int> layouts) {
+    auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
+    auto cg = mini::runtime::compile_cuda_graph(*g, "", cap::compile_config().cache_dir, nullptr,
+                                                layouts.empty() ? nullptr : &layouts, /*nvrtc=*/false);
+    py::dict info;
+    info["source"] = cg->source;
+    py::list kernels;
+    for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
+      const auto& k = cg->schedule.groups[i];
+      py::dict d;
+      d["name"] = k.name;
+      d["shape"] = mini::codegen::cuda_kernel_shape(k, cg->layouts[i]);
+      d["block"] = mini::codegen::cuda_block(k, cg->layouts[i]);
+      d["split"] = cg->split[i];
+      d["layout"] = cg->layouts[i].number;
+      kernels.append(d);
+    }
+    info["kernels"] = kernels;
+    info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
+    return info;
+  }, py::arg("gm"), py::arg("layouts") = std::vector<int>{});
+  // A10's decisions one at a time (mini/codegen/cuda_kernel.h), for tests and the lab
+  m.def("_cuda_reduction_threads", [](int64_t rnumel, int layout) {
+    return mini::codegen::cuda_reduction_threads(rnumel, mini::codegen::cuda_layout(layout));
+  });
+  m.def("_cuda_min_blocks_per_sm", [](int threads, int layout) {
+    return mini::codegen::cuda_min_blocks_per_sm(threads, mini::codegen::cuda_layout(layout));
+  });
+  m.def("_cuda_split_grid", &mini::codegen::cuda_split_grid);
+  m.def("_cuda_layout", [](int number) {
+    const auto l = mini::codegen::cuda_layout(number);
+    py::dict d;
+    d["number"] = l.number;
+    d["vector_pointwise"] = l.vector_pointwise;
+    d["row_registers"] = l.row_registers;
+    d["vector_rows"] = l.vector_rows;
+    d["lean_rows"] = l.lean_rows;
+    d["vector_loop_rows"] = l.vector_loop_rows;
+    d["online_softmax"] = l.online_softmax;
+    d["unroll_rows"] = l.unroll_rows;
+    d["row_max_registers"] = l.row_max_registers;
+    d["pointwise_one_pass"] = l.pointwise_one_pass;
+    d["block_threads"] = mini::codegen::kCudaThreads;
+    return d;
+  });
   // mode="max-autotune" on a captured graph, directly: run() tunes at its first call; layouts()
   // (a kernel's each), times_ms() (per layout) and kernel_times_ms() (per layout, per kernel)
   // say what it chose and why (the times are empty when the choice came from the cache).

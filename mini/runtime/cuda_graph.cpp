@@ -121,7 +121,7 @@ void require_known_sizes(const graph::Graph& g) {
 
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
                                                       const std::string& cache_dir, const codegen::CudaLayout* layout,
-                                                      const std::vector<int>* per_kernel) {
+                                                      const std::vector<int>* per_kernel, bool nvrtc) {
   require_known_sizes(g);
   auto start = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -150,7 +150,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   cg->source = codegen::render_cuda(cg->schedule, cg->layouts);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
-  if (!cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
+  if (nvrtc && !cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
   cg->frees = plan_frees(cg->schedule);
   for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
     cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));

@@ -95,10 +95,12 @@ class CudaGraphReplay {
 // Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
 // `layout`: the kernel layout (null: MINI_CODEGEN_LAYOUT's, else the default); `per_kernel`,
 // where given, one layout number per kernel instead (fusion's kernels do not depend on it).
+// `nvrtc` false: rendered only (no program: run() cannot), where no CUDA toolkit is needed.
 std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
                                                       const std::string& cache_dir,
                                                       const codegen::CudaLayout* layout = nullptr,
-                                                      const std::vector<int>* per_kernel = nullptr);
+                                                      const std::vector<int>* per_kernel = nullptr,
+                                                      bool nvrtc = true);
 
 // mode="max-autotune": the graph compiled in every kernel layout (codegen/cuda_kernel.h), and
 // each kernel timed in each on the first call's inputs (the median of 5 runs, CUDA events

@@ -311,6 +311,7 @@ ASSIGNMENTS = {
     "a7": "A7 automatic dynamic shapes (mini/capture/convert_frame.cpp)",
     "a8": "A8 the min-cut partitioner (mini/autograd/training.cpp)",
     "a9": "A9 resume units (mini/capture/convert_frame.cpp, mini/capture/tracer.cpp)",
+    "a10": "A10 a CUDA reduction's layout (mini/codegen/cuda_kernel.cpp)",
 }
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from . import _C
 
-__all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "autotune_graph_cuda", "nvrtc_version",
-           "default_cuda_arch", "cuda_layouts",
-           "default_cuda_layout"]
+__all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "render_graph_cuda", "autotune_graph_cuda",
+           "nvrtc_version", "default_cuda_arch", "cuda_layouts", "default_cuda_layout",
+           "cuda_layout", "cuda_reduction_threads", "cuda_min_blocks_per_sm", "cuda_split_grid"]
 
 
 def nvrtc_version():
@@ -71,6 +71,40 @@ def compile_graph_cuda(gm, arch=None, layouts=None):
     cubin_bytes, from_disk_cache, nvrtc_seconds, codegen_seconds, layouts, and run(*inputs)
     taking CUDA tensors."""
     return _C._inductor_compile_cuda(gm, arch or "", list(layouts or []))
+
+
+def render_graph_cuda(gm, layouts=None):
+    """Fuses a captured graph and renders its kernels for CUDA without compiling them (no CUDA
+    toolkit or GPU needed). Returns a dict: source, decisions, and kernels, one dict each:
+    name, shape ("poi", "per": each row held in registers, "red": each row looped over), block
+    (threads), split (reductions of a row split over blocks; 0: a block per row) and layout."""
+    return _C._inductor_render_cuda(gm, list(layouts or []))
+
+
+def cuda_reduction_threads(rnumel, layout=None):
+    """The block that reduces one row of `rnumel` elements (-1: a symbolic length) under kernel
+    layout `layout` (default_cuda_layout() if None): a power of two from 32 (a warp per row)
+    to 1024. Assignment A10's first decision (mini/codegen/cuda_kernel.cpp)."""
+    return _C._cuda_reduction_threads(int(rnumel), int(layout or _C._cuda_default_layout()))
+
+
+def cuda_min_blocks_per_sm(threads, layout=None):
+    """Blocks of `threads` threads that must fit on one SM at once under `layout` (the second
+    number of a lean row's __launch_bounds__)."""
+    return _C._cuda_min_blocks_per_sm(int(threads), int(layout or _C._cuda_default_layout()))
+
+
+def cuda_layout(number=None):
+    """Kernel layout `number`'s settings (default_cuda_layout()'s if None), as
+    mini/codegen/cuda_kernel.h's CudaLayout names them, and block_threads: a pointwise
+    kernel's block, and a looped row's of symbolic length."""
+    return _C._cuda_layout(int(number or _C._cuda_default_layout()))
+
+
+def cuda_split_grid(rnumel, threads, sms):
+    """The blocks one row of `rnumel` elements is split among (a full reduction in two
+    stages), in blocks of `threads`, on a GPU of `sms` multiprocessors."""
+    return _C._cuda_split_grid(int(rnumel), int(threads), int(sms))
 
 
 def autotune_graph_cuda(gm):
