@@ -83,7 +83,8 @@ def decisions(lengths, sms):
             k = decision(row_sum, (64, r), layout)
             full = decision(full_sum, (r,), layout)
             grid = inductor.cuda_split_grid(r, full["block"], sms) if full["split"] else 1
-            row[str(layout)] = {"block": k["block"], "shape": k["shape"], "warps": k["block"] // 32,
+            row[str(layout)] = {"block": k["block"], "row_threads": k["row_threads"], "rows_per_block": k["rows_per_block"],
+                                "shape": k["shape"],
                                 "name": k["name"], "full_sum_split": full["split"], "full_sum_blocks": grid}
         rows.append(row)
     return rows
@@ -92,16 +93,17 @@ def decisions(lengths, sms):
 def print_decisions(rows, sms):
     print(f"\nA row sum over 64 rows of each length, and a full sum of one row of it, rendered for CUDA "
           f"({sms} SMs for the split):")
-    head = f"{'row length':>11s}" + "".join(f"  {'layout ' + str(n):>24s}" for n in LAYOUTS)
-    print(head + "\n" + f"{'':>11s}" + "".join(f"  {'block shape split blocks':>24s}" for _ in LAYOUTS))
+    head = f"{'row length':>11s}" + "".join(f"  {'layout ' + str(n):>28s}" for n in LAYOUTS)
+    print(head + "\n" + f"{'':>11s}" + "".join(f"  {'threads rows shape split':>28s}" for _ in LAYOUTS))
     print("-" * len(head))
     for row in rows:
-        cells = "".join(f"  {row[str(n)]['block']:>5d} {row[str(n)]['shape']:>5s} {row[str(n)]['full_sum_blocks']:>12d}"
-                        for n in LAYOUTS)
+        cells = "".join(f"  {row[str(n)]['row_threads']:>11d} {row[str(n)]['rows_per_block']:>4d} {row[str(n)]['shape']:>5s}"
+                        f" {row[str(n)]['full_sum_blocks']:>5d}" for n in LAYOUTS)
         print(f"{row['rnumel']:>11d}{cells}")
-    print("block: threads reducing one row (32 = a warp per row; more: a block per row, the combine through\n"
+    print("threads: threads reducing one row; rows: rows a block reduces at once (8: a warp per row, each\n"
+          "warp combining its row with shuffles alone; 1: a block per row, the warps' values combined through\n"
           "shared memory); shape: per = the row held in registers (read once), red = looped over (read each\n"
-          "pass); split blocks: a full sum of one row that long, shared among that many blocks (1: one block).")
+          "pass); split: a full sum of one row that long, shared among that many blocks (1: one block).")
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
@@ -165,10 +167,11 @@ def plot(result, out_dir):
                              squeeze=False)
     ax = axes[0][0]
     for n in LAYOUTS:
-        blocks = [row[str(n)]["block"] for row in result["decisions"]]
+        blocks = [row[str(n)]["row_threads"] for row in result["decisions"]]
         ax.plot(lengths, blocks, color=COLORS[n], label=f"layout {n}", drawstyle="steps-post", alpha=0.8)
         for shape, marker in (("per", "o"), ("red", "x")):
-            pts = [(r, row[str(n)]["block"]) for r, row in zip(lengths, result["decisions"]) if row[str(n)]["shape"] == shape]
+            pts = [(r, row[str(n)]["row_threads"]) for r, row in zip(lengths, result["decisions"])
+                   if row[str(n)]["shape"] == shape]
             if pts:
                 ax.scatter(*zip(*pts), color=COLORS[n], marker=marker, s=22)
     ax.scatter([], [], color="black", marker="o", label="row held in registers (per)")
@@ -176,7 +179,7 @@ def plot(result, out_dir):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("row length (elements)")
-    ax.set_ylabel("threads reducing one row (32 = one warp)")
+    ax.set_ylabel("threads reducing one row (32: a warp, 8 rows a block)")
     ax.set_title("A short row gets a warp, a long one a block")
     ax.legend(fontsize=8)
     if gpu:

@@ -313,8 +313,8 @@ stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]
 # the generated kernels (every layout) and the CUDA graph replays under memcheck: a misaligned
 # vector read or an out-of-bounds lane shows here, not only as a wrong number
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
-  tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py \
-  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets"
+  tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py tests/python/test_cuda_reduction_layout.py \
+  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets or decision_runs_as_eager"
 
 # ---- the rest of the suite, with what time is left -------------------------------------------
 # In 8 processes at once, the test files dealt out largest first (one process took 390 s for

@@ -15,6 +15,13 @@ using fusion::FusionGroup;
 using fusion::Schedule;
 using graph::Node;
 
+// The elements of one row of kernel k (its reduced dims), or -1 where a size is symbolic.
+static int64_t static_rnumel(const FusionGroup& k) {
+  int64_t R = 1;
+  for (int64_t d : k.reduced) R = graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
+  return R;
+}
+
 namespace {
 
 // The most inlined copies of transcendental functions one unrolled row pass may hold (layouts
@@ -97,6 +104,14 @@ template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v,
   return r;
 }
 
+// v combined over the 32 lanes of this warp (every lane gets the result): a warp per row
+// (codegen::cuda_rows_per_block > 1), each warp of the block reducing its own row, never
+// waiting for the others.
+template <class T, T (*Op)(T, T)> __device__ __forceinline__ T warp_reduce(T v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 }  // namespace mini
 // ---- end of prelude ----
 )";
@@ -109,7 +124,9 @@ class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
       : L_(s, k, layout.online_softmax), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()),
-        layout_(layout) {}
+        layout_(layout), warp_rows_(k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout)) {
+    if (warp_rows_ > 1) lane_ = "lane", row_threads_ = "32", first_row_ = "first_row", row_step_ = "row_step";
+  }
 
   // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
   // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
@@ -474,7 +491,7 @@ class CudaKernelWriter {
         << "[0])";
     o << ") {  // the row in " << V << "-element vectors\n";
     o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
-    o << "        const " << I << " j = (threadIdx.x + v * " << T << LL << ") * " << V << ";\n";
+    o << "        const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
     o << "        if (j >= rnumel) continue;\n";
     o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
     for (auto& [spelled, name] : row.kept) {
@@ -513,8 +530,11 @@ class CudaKernelWriter {
         o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << M << "), " << A << "(acc" << M << "));\n";
         o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << M << "));\n";
       }
-      o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
-        << ", reinterpret_cast<" << A << "*>(smem));\n";
+      if (warp_rows_ > 1)
+        o << "    acc" << N << " = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N << ");\n";
+      else
+        o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
+          << ", reinterpret_cast<" << A << "*>(smem));\n";
       std::string fin = "acc" + N;
       if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
       o << "    const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
@@ -572,14 +592,15 @@ class CudaKernelWriter {
     const std::map<std::string, std::string>& names = rows.names;
     const int V = rows.V;
     const int64_t R = L_.static_extent(L_.red_dims());
-    const int T = cuda_block(k_, layout_);
+    const int T = cuda_reduction_threads(R, layout_);  // a row's (the block has warp_rows_ rows)
     const int64_t vectors = R / V, trips = (vectors + T - 1) / T;
     const bool unrolled = layout_.unroll_rows >= 0 && vectors % T == 0;
 
     const std::string I = fits_int32() ? "int" : "int64_t";
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
-    o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-    o << "  for (" << I << " r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    define_warp_rows(o);
+    if (warp_rows_ == 1) o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+    o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
     std::set<int> done;
     auto ready_row_values = [&](const std::string& pad) {  // row values whose reductions are done
@@ -669,9 +690,9 @@ class CudaKernelWriter {
         }
         o << "    #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
         o << "    for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
-        o << "      const " << I << " jv = threadIdx.x + it * " << T << ";\n";
+        o << "      const " << I << " jv = " << lane_ << " + it * " << T << ";\n";
       } else {
-        o << "    for (" << I << " jv = threadIdx.x; jv < rnumel / " << V << "; jv += blockDim.x) {\n";
+        o << "    for (" << I << " jv = " << lane_ << "; jv < rnumel / " << V << "; jv += " << row_threads_ << ") {\n";
       }
       o << "      const " << I << " j0 = jv * " << V << ";\n";
       for (const RowLoad& l : loads) {
@@ -720,7 +741,7 @@ class CudaKernelWriter {
     bool row_stores = false;
     for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
     if (row_stores) {
-      o << "    if (threadIdx.x == 0) {\n";
+      o << "    if (" << lane_ << " == 0) {\n";
       for (int id : k_.stores)
         if (!L_.is_full(id)) o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
       o << "    }\n";
@@ -731,12 +752,13 @@ class CudaKernelWriter {
   void write_reduction(std::ostringstream& o) {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
       << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
-    o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+    define_warp_rows(o);
+    if (warp_rows_ == 1) o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
     // lean persistent rows: 32-bit indices where every offset fits, and a transcendental value a
     // later pass needs again kept in a register array of the row (one array's worth at most)
     const bool lean = layout_.lean_rows && persistent_rows();
     const std::string I = lean && fits_int32() ? "int" : "int64_t", LL = I == "int" ? "" : "LL";
-    o << "  for (" << I << " r = blockIdx.x; r < rows; r += gridDim.x) {\n";
+    o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
     RowPlan plan = L_.plan_rows(lean ? L_.static_extent(L_.red_dims()) * 4 : 0);
     const PersistentRow row = plan_persistent_row(plan);
@@ -747,11 +769,11 @@ class CudaKernelWriter {
     auto pass_begin = [&](const std::string& pad) {
       if (U) {
         o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
-        if (V > 1) o << pad << "  const " << I << " j = (threadIdx.x + u / " << V << " * " << T << LL << ") * " << V << " + u % " << V << ";\n";
-        else o << pad << "  const " << I << " j = threadIdx.x + u * " << T << LL << ";\n";
+        if (V > 1) o << pad << "  const " << I << " j = (" << lane_ << " + u / " << V << " * " << T << LL << ") * " << V << " + u % " << V << ";\n";
+        else o << pad << "  const " << I << " j = " << lane_ << " + u * " << T << LL << ";\n";
         o << pad << "  if (j >= rnumel) continue;\n";
       } else {
-        o << pad << "for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {\n";
+        o << pad << "for (int64_t j = " << lane_ << "; j < rnumel; j += " << row_threads_ << ") {\n";
       }
     };
     auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
@@ -804,7 +826,7 @@ class CudaKernelWriter {
         pass_end("    ");
         if (vector_stores && !stores.empty()) {
           o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
-          o << "      const " << I << " j = (threadIdx.x + v * " << T << LL << ") * " << V << ";\n";
+          o << "      const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
           o << "      if (j >= rnumel) continue;\n";
           o << unflatten(k_.space, "j", L_.red_dims(), "      ", I);
           for (int id : stores) {
@@ -833,7 +855,7 @@ class CudaKernelWriter {
     bool row_stores = false;
     for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
     if (row_stores) {
-      o << "    if (threadIdx.x == 0) {\n";
+      o << "    if (" << lane_ << " == 0) {\n";
       for (int id : k_.stores)
         if (!L_.is_full(id))
           o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
@@ -850,6 +872,20 @@ class CudaKernelWriter {
   CStyle cs_;
   const int rank_;
   const CudaLayout layout_;
+  // A warp per row (warp_rows_ rows a block, cuda_rows_per_block) or a block per row: how the
+  // row writers spell a thread's place in its row, the threads of a row, and the rows a block
+  // takes in turn.
+  const int warp_rows_;
+  std::string lane_ = "threadIdx.x", row_threads_ = "blockDim.x", first_row_ = "blockIdx.x", row_step_ = "gridDim.x";
+
+  // A warp per row: each thread's lane and its warp's first row, defined at the kernel's top.
+  void define_warp_rows(std::ostringstream& o) const {
+    if (warp_rows_ == 1) return;
+    o << "  // a warp per row: " << warp_rows_ << " rows a block, each warp its own (lane: the thread's place in it)\n";
+    o << "  const int lane = threadIdx.x & 31;\n";
+    o << "  const int64_t first_row = int64_t(blockIdx.x) * " << warp_rows_ << " + (threadIdx.x >> 5), row_step = int64_t(gridDim.x) * "
+      << warp_rows_ << ";\n";
+  }
 };
 
 }  // namespace
@@ -891,6 +927,7 @@ CudaLayout cuda_layout(int number) {
   l.online_softmax = number >= 8;
   l.unroll_rows = number >= 9 ? (number == 10 ? 2 : 0) : -1;
   l.pointwise_one_pass = number == 11;
+  l.warp_rows = number == 1 ? 1 : 8;
   return l;
 }
 
@@ -935,13 +972,6 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   // A10 END
 }
 
-// The elements of one row of kernel k (its reduced dims), or -1 where a size is symbolic.
-static int64_t static_rnumel(const FusionGroup& k) {
-  int64_t R = 1;
-  for (int64_t d : k.reduced) R = graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
-  return R;
-}
-
 std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return "poi";
   // Contract: "per" where each row is held in registers — its length R is known, the layout
@@ -954,9 +984,20 @@ std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   // A10 END
 }
 
+int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout) {
+  // Contract: the rows one block reduces at once. Where a row's threads
+  // (cuda_reduction_threads) are one warp, layout.warp_rows: a warp per row, that many warps a
+  // block, each combining its row with shuffles alone (warp_reduce); else 1, a block per row
+  // (block_reduce: shuffles, then the warps' values through shared memory).
+  // A10 BEGIN: a CUDA reduction's layout
+  return cuda_reduction_threads(rnumel, layout) == 32 ? layout.warp_rows : 1;
+  // A10 END
+}
+
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return kCudaThreads;
-  return cuda_reduction_threads(static_rnumel(k), layout);
+  const int64_t R = static_rnumel(k);
+  return cuda_reduction_threads(R, layout) * cuda_rows_per_block(R, layout);
 }
 
 int cuda_min_blocks_per_sm(int threads, const CudaLayout& layout) {
@@ -1003,7 +1044,9 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
     if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
-  int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads : extent(kept);
+  const int rows_a_block = k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout);
+  int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads
+                                   : (extent(kept) + rows_a_block - 1) / rows_a_block;
   if (k.reduced.empty() && layout.pointwise_one_pass && layout.vector_pointwise) {
     // a thread a vector: V from the widest of every load and store (the writer's V counts only
     // contiguous loads, so it is at least this one: never fewer threads than vectors)

@@ -65,6 +65,8 @@ struct CudaLayout {
   int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
                                // threads, 32 blocks and 65536 registers an SM)
   bool pointwise_one_pass = false;  // a pointwise grid of a thread a vector (layout 11)
+  int warp_rows = 8;  // rows a block takes where a row is one warp's (a warp per row); 1: a
+                      // block per row always (layout 1)
 };
 constexpr int kCudaLayouts = 11, kCudaDefaultLayout = 9;
 CudaLayout cuda_layout(int number);
@@ -82,7 +84,11 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
 // What kernel `k` becomes under `layout`: "poi" (pointwise), "per" (each row held in registers,
 // read from memory once), "red" (each row looped over); for codegen::name_kernels.
 std::string cuda_kernel_shape(const fusion::FusionGroup& k, const CudaLayout& layout);
-// The block (threads in x) kernel `k` is compiled for and launched with under `layout`.
+// The rows a block reduces at once for rows of `rnumel` elements: layout.warp_rows where a row
+// is one warp's (a warp per row), else 1 (a block per row).
+int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout);
+// The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
+// threads times the rows a block takes.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
 // Blocks of `threads` that must fit on an SM at once (lean rows' __launch_bounds__ minimum).
 int cuda_min_blocks_per_sm(int threads, const CudaLayout& layout);

@@ -197,6 +197,15 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
 
 }  // namespace
 
+namespace {
+// The rows a block of kernel k reduces at once (its row length -1 where a size is symbolic).
+int rows_per_block(const mini::fusion::FusionGroup& k, const mini::codegen::CudaLayout& layout) {
+  int64_t R = 1;
+  for (int64_t d : k.reduced) R = mini::graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
+  return mini::codegen::cuda_rows_per_block(R, layout);
+}
+}  // namespace
+
 void bind_inductor(py::module_& m) {
   cap::g_inductor = &compile_inductor_graph;
   cap::g_training = &compile_training;
@@ -270,6 +279,8 @@ void bind_inductor(py::module_& m) {
       d["name"] = k.name;
       d["shape"] = mini::codegen::cuda_kernel_shape(k, cg->layouts[i]);
       d["block"] = mini::codegen::cuda_block(k, cg->layouts[i]);
+      d["row_threads"] = k.reduced.empty() ? 0 : d["block"].cast<int>() / rows_per_block(k, cg->layouts[i]);
+      d["rows_per_block"] = k.reduced.empty() ? 0 : rows_per_block(k, cg->layouts[i]);
       d["split"] = cg->split[i];
       d["layout"] = cg->layouts[i].number;
       kernels.append(d);
@@ -281,6 +292,9 @@ void bind_inductor(py::module_& m) {
   // A10's decisions one at a time (mini/codegen/cuda_kernel.h), for tests and the lab
   m.def("_cuda_reduction_threads", [](int64_t rnumel, int layout) {
     return mini::codegen::cuda_reduction_threads(rnumel, mini::codegen::cuda_layout(layout));
+  });
+  m.def("_cuda_rows_per_block", [](int64_t rnumel, int layout) {
+    return mini::codegen::cuda_rows_per_block(rnumel, mini::codegen::cuda_layout(layout));
   });
   m.def("_cuda_min_blocks_per_sm", [](int threads, int layout) {
     return mini::codegen::cuda_min_blocks_per_sm(threads, mini::codegen::cuda_layout(layout));
@@ -299,6 +313,7 @@ void bind_inductor(py::module_& m) {
     d["unroll_rows"] = l.unroll_rows;
     d["row_max_registers"] = l.row_max_registers;
     d["pointwise_one_pass"] = l.pointwise_one_pass;
+    d["warp_rows"] = l.warp_rows;
     d["block_threads"] = mini::codegen::kCudaThreads;
     return d;
   });

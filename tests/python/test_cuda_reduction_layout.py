@@ -55,6 +55,17 @@ def test_a_row_of_symbolic_length_is_looped_by_the_default_block(number):
     assert inductor.cuda_reduction_threads(-1, number) == layout(number)["block_threads"]
 
 
+@pytest.mark.parametrize("number", LAYOUTS)
+def test_a_row_of_one_warp_shares_its_block_with_other_rows(number):
+    warp_rows = layout(number)["warp_rows"]
+    assert warp_rows == (1 if number == 1 else 8)
+    for r in [-1] + LENGTHS:
+        t = inductor.cuda_reduction_threads(r, number)
+        rows = inductor.cuda_rows_per_block(r, number)
+        assert rows == (warp_rows if t == 32 else 1), f"layout {number}, a row of {r} ({t} threads): {rows} rows a block"
+        assert (t * rows) % 32 == 0 and t * rows <= 1024
+
+
 def fewest(r, per_thread, cap):
     """The contract's block: the fewest threads, from a warp, giving each thread at most
     per_thread elements of the row, but never more than cap."""
@@ -153,7 +164,9 @@ def test_a_row_is_held_in_registers_only_where_its_block_holds_all_of_it(fn, num
         held = regs > 0 and r <= k["block"] * regs
         assert k["shape"] == ("per" if held else "red"), f"layout {number}, rows of {r}: {k}"
         assert k["name"].startswith(f"cuda_{k['shape']}_"), k
-        assert k["block"] == inductor.cuda_reduction_threads(r, number)
+        assert k["row_threads"] == inductor.cuda_reduction_threads(r, number)
+        assert k["rows_per_block"] == inductor.cuda_rows_per_block(r, number)
+        assert k["block"] == k["row_threads"] * k["rows_per_block"]
         assert k["split"] == 0, f"4 rows are a block per row, not split: {k}"
 
 
@@ -176,6 +189,27 @@ def test_each_kernel_is_compiled_for_the_block_it_is_launched_with(number):
             assert int(head.group(2)) == inductor.cuda_min_blocks_per_sm(k["block"], number), (k, head.group(0))
 
 
+def kernel_source(info, name):
+    start = info["source"].index(f" {name}(")
+    end = info["source"].find("extern \"C\"", start)
+    return info["source"][start:end if end > 0 else None]
+
+
+@pytest.mark.parametrize("number", [3, 9])
+def test_a_warp_per_row_combines_with_shuffles_alone_and_a_block_per_row_through_shared_memory(number):
+    for r, warp in ((100, True), (5000, False)):
+        info = rendered(softmax, (64, r), number)
+        (k,) = reductions(info)
+        src = kernel_source(info, k["name"])
+        assert (k["rows_per_block"] > 1) == warp, k
+        if warp:
+            assert "mini::warp_reduce<" in src and "block_reduce<" not in src and "__shared__" not in src, src
+            assert "r += row_step" in src and "const int lane = threadIdx.x & 31;" in src
+        else:
+            assert "mini::block_reduce<" in src and "warp_reduce<" not in src, src
+            assert "r += gridDim.x" in src
+
+
 @pytest.mark.parametrize("number", [2, 3, 9])
 def test_one_long_row_is_split_over_blocks_and_many_rows_are_not(number):
     (k,) = reductions(rendered(full_sum, (1 << 16,), number))
@@ -196,6 +230,7 @@ def test_the_naive_layout_never_splits():
 # ---- compiled by NVRTC where it is there, run on the GPU where there is one ----------------------
 
 SWEEP = [(row_sum, (64, r)) for r in (1, 31, 32, 33, 129, 1000, 4097, 40000)] + \
+        [(row_sum, (61, 7)), (softmax, (100_003, 3)), (row_sum, (3, 64))] + \
         [(softmax, (16, r)) for r in (1, 100, 513, 5000)] + \
         [(full_sum, (n,)) for n in (1, 4097, 1 << 20)] + [(sum_and_max, (100_003,))]
 

@@ -43,12 +43,14 @@ def test_every_decision_keeps_the_layout_contract(quick):
         r = row["rnumel"]
         for number, layout in result["layouts"].items():
             d = row[number]
-            assert d["block"] in [32 << p for p in range(6)], (r, number, d)
+            assert d["row_threads"] in [32 << p for p in range(6)], (r, number, d)
             regs = layout["row_registers"]
-            assert d["shape"] == ("per" if regs and r <= d["block"] * regs else "red"), (r, number, d)
+            assert d["shape"] == ("per" if regs and r <= d["row_threads"] * regs else "red"), (r, number, d)
             assert d["name"].startswith(f"cuda_{d['shape']}_")
+            assert d["block"] == d["row_threads"] * d["rows_per_block"] <= 1024
             if r <= 32:
-                assert d["block"] == 32, f"a row of {r} gets one warp, not {d['block']} threads"
+                assert d["row_threads"] == 32, f"a row of {r} gets one warp, not {d['row_threads']} threads"
+                assert d["rows_per_block"] == layout["warp_rows"] > 1, f"a row of {r}: a warp per row, {d}"
 
 
 def test_a_longer_row_is_shared_among_more_blocks(quick):
@@ -62,7 +64,7 @@ def test_a_longer_row_is_shared_among_more_blocks(quick):
 
 def test_the_table_names_every_length_and_layout(quick):
     result, out = quick
-    assert "layout 3" in out and "layout 9" in out and "a warp per row" in out
+    assert "layout 3" in out and "layout 9" in out and "a warp per row" in out and "a block per row" in out
     for row in result["decisions"]:
         assert f"\n{row['rnumel']:>11d} " in out
 
@@ -73,7 +75,7 @@ def test_the_gpu_panels_draw_from_timings(tmp_path):
         import reduction_layouts as lab
     finally:
         sys.path.remove(str(REPO / "labs"))
-    rows = [{"rnumel": r, **{str(n): {"block": 32, "shape": "red"} for n in lab.LAYOUTS}} for r in (1, 4, 16)]
+    rows = [{"rnumel": r, **{str(n): {"row_threads": 32, "shape": "red"} for n in lab.LAYOUTS}} for r in (1, 4, 16)]
     series = {**{str(n): [100.0, 200.0, 300.0] for n in lab.LAYOUTS}, "eager": [50.0, 60.0, 70.0], "torch": [1.0, 2.0, 3.0]}
     result = {"decisions": rows, "gb_per_s": {"row_sum": series, "softmax": series}, "numel": 48,
               "device_name": "a made-up GPU", "date": "today", "command": "a test"}

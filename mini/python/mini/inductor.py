@@ -20,7 +20,8 @@ from . import _C
 
 __all__ = ["CudaProgram", "compile_cuda", "compile_graph_cuda", "render_graph_cuda", "autotune_graph_cuda",
            "nvrtc_version", "default_cuda_arch", "cuda_layouts", "default_cuda_layout",
-           "cuda_layout", "cuda_reduction_threads", "cuda_min_blocks_per_sm", "cuda_split_grid"]
+           "cuda_layout", "cuda_reduction_threads", "cuda_rows_per_block", "cuda_min_blocks_per_sm",
+           "cuda_split_grid"]
 
 
 def nvrtc_version():
@@ -77,7 +78,9 @@ def render_graph_cuda(gm, layouts=None):
     """Fuses a captured graph and renders its kernels for CUDA without compiling them (no CUDA
     toolkit or GPU needed). Returns a dict: source, decisions, and kernels, one dict each:
     name, shape ("poi", "per": each row held in registers, "red": each row looped over), block
-    (threads), split (reductions of a row split over blocks; 0: a block per row) and layout."""
+    (threads), row_threads and rows_per_block (a reduction's: block = row_threads x
+    rows_per_block; 0 for a pointwise kernel), split (reductions of one row split over blocks)
+    and layout."""
     return _C._inductor_render_cuda(gm, list(layouts or []))
 
 
@@ -86,6 +89,13 @@ def cuda_reduction_threads(rnumel, layout=None):
     layout `layout` (default_cuda_layout() if None): a power of two from 32 (a warp per row)
     to 1024. Assignment A10's first decision (mini/codegen/cuda_kernel.cpp)."""
     return _C._cuda_reduction_threads(int(rnumel), int(layout or _C._cuda_default_layout()))
+
+
+def cuda_rows_per_block(rnumel, layout=None):
+    """The rows one block reduces at once, rows of `rnumel` elements (-1: symbolic), under
+    `layout`: layout's warp_rows where a row is one warp's (a warp per row), else 1 (a block
+    per row)."""
+    return _C._cuda_rows_per_block(int(rnumel), int(layout or _C._cuda_default_layout()))
 
 
 def cuda_min_blocks_per_sm(threads, layout=None):
