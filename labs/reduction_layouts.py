@@ -14,7 +14,7 @@ renderer's (mini.inductor.render_graph_cuda).
     PYTHONPATH=build/python .venv/bin/python labs/reduction_layouts.py [--quick] [--out DIR]
         [--device cpu|cuda] [--no-torch]
 
---device cuda also runs each kernel: a row sum and a softmax over 2^24 float32 elements
+--device cuda also runs each kernel: a row sum and a softmax over 2^26 float32 elements
 (--quick: 2^20) cut into rows of each length, in each layout, against mini eager and, where torch
 imports and sees the GPU (and --no-torch is not given), torch.compile; it draws the achieved
 bandwidth (the input read once and the output written once, over the time) by row length.
@@ -127,10 +127,12 @@ def importable_torch(use_torch):
 def timings(lengths, numel, use_torch, repeats):
     """GB/s of each program at each row length: mini compiled per layout, mini eager, and
     torch.compile where torch is there (compiled afresh per length: a shape per compile, as
-    mini's, and no recompile limit reached)."""
+    mini's, and no recompile limit reached); "copy": a clone's GB/s, the ceiling."""
     import numpy as np
     torch, note = importable_torch(use_torch)
-    out = {}
+    source = mini.randn(numel, device="cuda")  # the ceiling: a clone reads and writes each element once
+    out = {"copy": 2 * 4 * numel / cuda_ms(mini.cuda, source.clone, repeats, warmup=2, reduce=statistics.median) / 1e6}
+    del source
     for name, fn in PROGRAMS.items():
         series = {}
         for r in lengths:
@@ -162,7 +164,8 @@ def timings(lengths, numel, use_torch, repeats):
 def plot(result, out_dir):
     plt = pyplot()
     lengths = [row["rnumel"] for row in result["decisions"]]
-    gpu = result.get("gb_per_s")
+    gpu = {k: v for k, v in (result.get("gb_per_s") or {}).items() if k != "copy"}
+    copy = (result.get("gb_per_s") or {}).get("copy")
     fig, axes = plt.subplots(1, 1 + (len(gpu) if gpu else 0), figsize=(6.4 * (1 + (len(gpu) if gpu else 0)), 4.8),
                              squeeze=False)
     ax = axes[0][0]
@@ -188,15 +191,20 @@ def plot(result, out_dir):
                 label = f"mini, layout {key}" if key.isdigit() else ("mini eager" if key == "eager" else "torch.compile")
                 ax.plot(lengths[:len(values)], values, marker="o", ms=3, color=COLORS[int(key) if key.isdigit() else key],
                         label=label)
+            if copy:
+                ax.axhline(copy, color="black", linestyle="--", linewidth=1, label=f"a clone's {copy:.0f} GB/s (the ceiling)")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("row length (elements)")
             ax.set_ylabel("GB/s (input read once, output written once)")
-            ax.set_title(f"{name}: {result['numel']} float32 elements, cut into rows")
+            ax.set_title(f"{name}: 2^{result['numel'].bit_length() - 1} float32 elements, cut into rows")
             ax.legend(fontsize=8)
     where = result.get("device_name") or "decisions only (no GPU run)"
     fig.suptitle(f"How a CUDA reduction's layout follows the row length\n{where}", fontsize=11)
+    caption = ("Read: one warp per row (8 rows a block) while a row fits 32 threads, then more threads a row; "
+               "dots: the row held in registers" + ("; GB/s against a clone's, measured in the same run" if gpu else ""))
+    fig.text(0.01, 0.035, caption, fontsize=8)
     fig.text(0.01, 0.01, f"{result['date']}; {result['command']}", fontsize=7, color="#555555")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.93))
+    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
     return save_figure(fig, out_dir, "reduction_layouts")
 
 
@@ -229,12 +237,15 @@ def main(argv=None):
         if gpu_reason:
             print(f"\nreduction_layouts: --device cuda: skipped the timings: no CUDA device ({gpu_reason})")
         else:
-            numel = 2 ** 20 if args.quick else 2 ** 24
+            numel = 2 ** 20 if args.quick else 2 ** 26  # 256 MiB: each kernel's time, not a call's host overhead
             result.update(device="cuda", device_name=mini.cuda.get_device_name(0), numel=numel)
             result["gb_per_s"], note = timings(lengths, numel, not args.no_torch, 10 if args.quick else 30)
             result["torch"] = note or "torch.compile(dynamic=False)"
             print(f"\nGB/s on {result['device_name']} ({numel} float32 elements cut into rows; torch: {result['torch']}):")
+            print(f"  a clone of {numel} float32 elements (the ceiling): {result['gb_per_s']['copy']:.0f} GB/s")
             for name, series in result["gb_per_s"].items():
+                if name == "copy":
+                    continue
                 print(f"  {name}:")
                 print(f"    {'row length':>11s}" + "".join(f"{k:>10s}" for k in series))
                 for i, r in enumerate(lengths):

@@ -77,7 +77,7 @@ def test_the_gpu_panels_draw_from_timings(tmp_path):
         sys.path.remove(str(REPO / "labs"))
     rows = [{"rnumel": r, **{str(n): {"row_threads": 32, "shape": "red"} for n in lab.LAYOUTS}} for r in (1, 4, 16)]
     series = {**{str(n): [100.0, 200.0, 300.0] for n in lab.LAYOUTS}, "eager": [50.0, 60.0, 70.0], "torch": [1.0, 2.0, 3.0]}
-    result = {"decisions": rows, "gb_per_s": {"row_sum": series, "softmax": series}, "numel": 48,
+    result = {"decisions": rows, "gb_per_s": {"row_sum": series, "softmax": series, "copy": 400.0}, "numel": 48,
               "device_name": "a made-up GPU", "date": "today", "command": "a test"}
     paths = lab.plot(result, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
@@ -88,6 +88,7 @@ def test_the_gpu_panels_draw_from_timings(tmp_path):
 def test_on_the_gpu_every_layout_is_timed_beside_eager(tmp_path):
     result, out = results_of(tmp_path, "--device", "cuda", "--no-torch")
     assert result["device"] == "cuda" and result["numel"] == 2 ** 20
+    assert result["gb_per_s"]["copy"] > 0
     for name in ("row_sum", "softmax"):
         series = result["gb_per_s"][name]
         assert set(series) == {*result["layouts"], "eager"}
