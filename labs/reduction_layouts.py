@@ -1,11 +1,11 @@
 """Lab -- a CUDA reduction's layout: how mini's generated kernels meet rows of every length.
 
-A reduction kernel gives each row a block (a block per row). How many threads, and whether the
-row stays in registers, depends on the row's length and the kernel layout
-(mini/codegen/cuda_kernel.cpp, assignment A10): a short row gets one warp, whose combine is five
-shuffles; a longer row more warps, whose combine goes through shared memory too; a row held in
-registers ("per") is read from memory once, a looped row ("red") once a pass; one long row alone
-(a full sum) is split over many blocks. This lab renders a row sum and a softmax for row lengths
+How many threads reduce a row, and whether the row stays in registers, depends on the row's
+length and the kernel layout (mini/codegen/cuda_kernel.cpp, assignment A10): rows that need a
+warp or fewer lanes share a block of 8 warps (a thread per row, a few lanes per row, a warp per
+row), each row combined with shuffles alone; a longer row gets a block of its own, whose warps
+combine through shared memory too; a row held in registers ("per") is read from memory once, a
+looped row ("red") once a pass; one long row alone (a full sum) is split over many blocks. This lab renders a row sum and a softmax for row lengths
 1 to 2^20 in three layouts — 3 (rows held, 16 elements a thread), 6 (held, 8 a thread, lean
 registers) and the default 9 (looped in vectors, 4 a thread at least) — and prints and draws
 each decision: the block, the shape, the split. It needs no GPU: the decisions are the
@@ -100,10 +100,11 @@ def print_decisions(rows, sms):
         cells = "".join(f"  {row[str(n)]['row_threads']:>11d} {row[str(n)]['rows_per_block']:>4d} {row[str(n)]['shape']:>5s}"
                         f" {row[str(n)]['full_sum_blocks']:>5d}" for n in LAYOUTS)
         print(f"{row['rnumel']:>11d}{cells}")
-    print("threads: threads reducing one row; rows: rows a block reduces at once (8: a warp per row, each\n"
-          "warp combining its row with shuffles alone; 1: a block per row, the warps' values combined through\n"
-          "shared memory); shape: per = the row held in registers (read once), red = looped over (read each\n"
-          "pass); split: a full sum of one row that long, shared among that many blocks (1: one block).")
+    print("threads: threads reducing one row; rows: rows a block reduces at once (more than 1: rows of a warp\n"
+          "or fewer lanes share a block of 8 warps, each row's lanes combining it with shuffles alone: a warp\n"
+          "per row at 32, a thread per row at 1; 1: a block per row, the warps' values combined through shared\n"
+          "memory); shape: per = the row held in registers (read once), red = looped over (read each pass);\n"
+          "split: a full sum of one row that long, shared among that many blocks (1: one block).")
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
@@ -182,8 +183,8 @@ def plot(result, out_dir):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("row length (elements)")
-    ax.set_ylabel("threads reducing one row (32: a warp, 8 rows a block)")
-    ax.set_title("A short row gets a warp, a long one a block")
+    ax.set_ylabel("threads reducing one row (up to 32: rows share a block)")
+    ax.set_title("A short row gets a few lanes, a long one a block")
     ax.legend(fontsize=8)
     if gpu:
         for ax, (name, series) in zip(axes[0][1:], gpu.items()):
@@ -200,7 +201,8 @@ def plot(result, out_dir):
             ax.legend(fontsize=8)
     where = result.get("device_name") or "decisions only (no GPU run)"
     fig.suptitle(f"How a CUDA reduction's layout follows the row length\n{where}", fontsize=11)
-    caption = ("Read: one warp per row (8 rows a block) while a row fits 32 threads, then more threads a row; "
+    caption = ("Read: rows of up to 32 threads share a block of 8 warps (a thread, some lanes or a warp a row), longer rows "
+               "a block each; "
                "dots: the row held in registers" + ("; GB/s against a clone's, measured in the same run" if gpu else ""))
     fig.text(0.01, 0.035, caption, fontsize=8)
     fig.text(0.01, 0.01, f"{result['date']}; {result['command']}", fontsize=7, color="#555555")

@@ -104,11 +104,11 @@ template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v,
   return r;
 }
 
-// v combined over the 32 lanes of this warp (every lane gets the result): a warp per row
-// (codegen::cuda_rows_per_block > 1), each warp of the block reducing its own row, never
-// waiting for the others.
-template <class T, T (*Op)(T, T)> __device__ __forceinline__ T warp_reduce(T v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+// v combined over each aligned group of Lanes lanes of this warp (every lane gets its group's
+// result): a row a warp, or Lanes lanes a row (codegen::cuda_rows_per_block > 1), each group
+// reducing its own row, never waiting for the others. Every lane of the warp must call it.
+template <class T, T (*Op)(T, T), int Lanes = 32> __device__ __forceinline__ T warp_reduce(T v) {
+  for (int offset = Lanes / 2; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -124,8 +124,10 @@ class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
       : L_(s, k, layout.online_softmax), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()),
-        layout_(layout), warp_rows_(k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout)) {
-    if (warp_rows_ > 1) lane_ = "lane", row_threads_ = "32", first_row_ = "first_row", row_step_ = "row_step";
+        layout_(layout), warp_rows_(k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout)),
+        row_lanes_(k.reduced.empty() ? 0 : cuda_reduction_threads(static_rnumel(k), layout)) {
+    if (warp_rows_ > 1)
+      lane_ = "lane", row_threads_ = std::to_string(row_lanes_), first_row_ = "first_row", row_step_ = "row_step";
   }
 
   // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
@@ -530,8 +532,11 @@ class CudaKernelWriter {
         o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << M << "), " << A << "(acc" << M << "));\n";
         o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << M << "));\n";
       }
-      if (warp_rows_ > 1)
-        o << "    acc" << N << " = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N << ");\n";
+      if (warp_rows_ > 1 && row_lanes_ == 1)
+        o << "    // a thread per row: nothing to combine\n";
+      else if (warp_rows_ > 1)
+        o << "    acc" << N << " = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A << ">"
+          << (row_lanes_ < 32 ? ", " + std::to_string(row_lanes_) : std::string()) << ">(acc" << N << ");\n";
       else
         o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
           << ", reinterpret_cast<" << A << "*>(smem));\n";
@@ -600,7 +605,7 @@ class CudaKernelWriter {
     o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
     define_warp_rows(o);
     if (warp_rows_ == 1) o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-    o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
+    o << row_loop(I);
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
     std::set<int> done;
     auto ready_row_values = [&](const std::string& pad) {  // row values whose reductions are done
@@ -758,7 +763,7 @@ class CudaKernelWriter {
     // later pass needs again kept in a register array of the row (one array's worth at most)
     const bool lean = layout_.lean_rows && persistent_rows();
     const std::string I = lean && fits_int32() ? "int" : "int64_t", LL = I == "int" ? "" : "LL";
-    o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
+    o << row_loop(I);
     o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
     RowPlan plan = L_.plan_rows(lean ? L_.static_extent(L_.red_dims()) * 4 : 0);
     const PersistentRow row = plan_persistent_row(plan);
@@ -876,15 +881,39 @@ class CudaKernelWriter {
   // row writers spell a thread's place in its row, the threads of a row, and the rows a block
   // takes in turn.
   const int warp_rows_;
+  const int row_lanes_;  // a reduction's threads per row (cuda_reduction_threads)
   std::string lane_ = "threadIdx.x", row_threads_ = "blockDim.x", first_row_ = "blockIdx.x", row_step_ = "gridDim.x";
 
-  // A warp per row: each thread's lane and its warp's first row, defined at the kernel's top.
+  // Rows shared out within a block: each thread's lane (its place in its row) and its warp's
+  // first row, defined at the kernel's top.
   void define_warp_rows(std::ostringstream& o) const {
     if (warp_rows_ == 1) return;
-    o << "  // a warp per row: " << warp_rows_ << " rows a block, each warp its own (lane: the thread's place in it)\n";
-    o << "  const int lane = threadIdx.x & 31;\n";
-    o << "  const int64_t first_row = int64_t(blockIdx.x) * " << warp_rows_ << " + (threadIdx.x >> 5), row_step = int64_t(gridDim.x) * "
-      << warp_rows_ << ";\n";
+    const int per_warp = 32 / row_lanes_;
+    if (row_lanes_ == 32)
+      o << "  // a warp per row: " << warp_rows_ << " rows a block, each warp its own (lane: the thread's place in it)\n";
+    else if (row_lanes_ == 1)
+      o << "  // a thread per row: " << warp_rows_ << " rows a block\n";
+    else
+      o << "  // " << row_lanes_ << " lanes per row: " << per_warp << " rows a warp, " << warp_rows_
+        << " a block (lane: the thread's place in its row)\n";
+    o << "  const int lane = " << (row_lanes_ == 1 ? std::string("0") : "threadIdx.x & " + std::to_string(row_lanes_ - 1)) << ";\n";
+    o << "  const int64_t first_row = int64_t(blockIdx.x) * " << warp_rows_ << " + (threadIdx.x >> 5) * " << per_warp
+      << ", row_step = int64_t(gridDim.x) * " << warp_rows_ << ";\n";
+    if (per_warp > 1) o << "  const int sub_row = (threadIdx.x & 31) / " << row_lanes_ << ";  // this thread's row in its warp's\n";
+  }
+
+  // The loop over the rows a thread takes in turn. Several rows a warp: the loop runs over the
+  // warp's rows together (every lane stays for the shuffles), and a lane past the last row
+  // computes the last row again (its stores write the values already there).
+  std::string row_loop(const std::string& I) const {
+    std::ostringstream o;
+    if (warp_rows_ > 1 && row_lanes_ < 32) {
+      o << "  for (int64_t r_warp = first_row; r_warp < rows; r_warp += row_step) {\n";
+      o << "    const " << I << " r = " << I << "(r_warp + sub_row < rows ? r_warp + sub_row : rows - 1);\n";
+    } else {
+      o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
+    }
+    return o.str();
   }
 };
 
@@ -949,24 +978,26 @@ CudaLayout cuda_layout_from_env() {
 // blocks, each folding a share, the last one to arrive folding the partials.
 
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
-  // Contract: the threads of the block that reduces one row of `rnumel` elements (-1: a size
-  // known only at run time), under `layout`. Always a power of two from 32 to 1024 (the
-  // block_reduce in the prelude needs whole warps, and a power of two of them).
+  // Contract: the threads that reduce one row of `rnumel` elements (-1: a size known only at
+  // run time), under `layout`. A power of two, at most 1024; at least 32 where the layout puts
+  // one row in a block (layout.warp_rows == 1: block_reduce needs whole warps), else at least 1
+  // (rows of 32 threads or fewer share a block: cuda_rows_per_block).
   //  - layout.vector_loop_rows (looped rows read in vectors, layouts 7 and up) and a known
-  //    length: the fewest threads, from 32, that give each thread at most 4 elements, but never
-  //    more than 512;
+  //    length: the fewest threads that give each thread at most 4 elements, but never more
+  //    than 512;
   //  - a symbolic length, or a layout that holds no row in registers (row_registers == 0): a
   //    looped row of kCudaThreads;
   //  - else the row is to be held in registers, about row_registers elements a thread: the
-  //    fewest threads, from 32, with threads x row_registers >= rnumel, 1024 at most.
+  //    fewest threads with threads x row_registers >= rnumel, 1024 at most.
   // A10 BEGIN: a CUDA reduction's layout
+  const int fewest = layout.warp_rows > 1 ? 1 : 32;
   if (layout.vector_loop_rows && rnumel > 0) {  // looped rows: up to 512, 4 elements a thread at least
-    int threads = 32;
+    int threads = fewest;
     while (threads < 512 && int64_t(threads) * 4 < rnumel) threads *= 2;
     return threads;
   }
   if (rnumel < 0 || layout.row_registers == 0) return kCudaThreads;  // a looped row
-  int threads = 32;  // a warp at least; about row_registers elements a thread, 1024 at most
+  int threads = fewest;  // about row_registers elements a thread, 1024 at most
   while (threads < 1024 && int64_t(threads) * layout.row_registers < rnumel) threads *= 2;
   return threads;
   // A10 END
@@ -986,11 +1017,13 @@ std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
 
 int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout) {
   // Contract: the rows one block reduces at once. Where a row's threads
-  // (cuda_reduction_threads) are one warp, layout.warp_rows: a warp per row, that many warps a
-  // block, each combining its row with shuffles alone (warp_reduce); else 1, a block per row
-  // (block_reduce: shuffles, then the warps' values through shared memory).
+  // (cuda_reduction_threads) are a warp or fewer, the rows of layout.warp_rows warps: a warp
+  // per row, or 32 / threads rows a warp (a thread per row at the least), each row's lanes
+  // combining it with shuffles alone (warp_reduce); else 1, a block per row (block_reduce:
+  // shuffles, then the warps' values through shared memory).
   // A10 BEGIN: a CUDA reduction's layout
-  return cuda_reduction_threads(rnumel, layout) == 32 ? layout.warp_rows : 1;
+  const int threads = cuda_reduction_threads(rnumel, layout);
+  return threads <= 32 ? layout.warp_rows * (32 / threads) : 1;
   // A10 END
 }
 

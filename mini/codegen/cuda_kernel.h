@@ -65,8 +65,8 @@ struct CudaLayout {
   int row_max_registers = 64;  // lean rows: registers a thread at most (__launch_bounds__: 2048
                                // threads, 32 blocks and 65536 registers an SM)
   bool pointwise_one_pass = false;  // a pointwise grid of a thread a vector (layout 11)
-  int warp_rows = 8;  // rows a block takes where a row is one warp's (a warp per row); 1: a
-                      // block per row always (layout 1)
+  int warp_rows = 8;  // warps a block where a row takes a warp or fewer lanes (a warp per
+                      // row, or several rows a warp); 1: a block per row always (layout 1)
 };
 constexpr int kCudaLayouts = 11, kCudaDefaultLayout = 9;
 CudaLayout cuda_layout(int number);
@@ -78,14 +78,15 @@ std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layo
 // Each kernel in its own layout (layouts[i] for schedule.groups[i]: max-autotune's choice).
 std::string render_cuda(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
 
-// A reduction kernel's block for rows of `rnumel` elements (-1: symbolic): a power of two
-// from 32 to 1024, about kCudaRowRegisters elements a thread.
+// The threads that reduce one row of `rnumel` elements (-1: symbolic): a power of two up to
+// 1024 (from 32 where a block takes one row), about row_registers elements a thread.
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);
 // What kernel `k` becomes under `layout`: "poi" (pointwise), "per" (each row held in registers,
 // read from memory once), "red" (each row looped over); for codegen::name_kernels.
 std::string cuda_kernel_shape(const fusion::FusionGroup& k, const CudaLayout& layout);
-// The rows a block reduces at once for rows of `rnumel` elements: layout.warp_rows where a row
-// is one warp's (a warp per row), else 1 (a block per row).
+// The rows a block reduces at once for rows of `rnumel` elements: layout.warp_rows warps'
+// worth where a row takes a warp or fewer lanes (a warp per row, or 32 / threads rows a
+// warp), else 1 (a block per row).
 int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout);
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
 // threads times the rows a block takes.

@@ -411,7 +411,7 @@ def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fi
     # Inductor's looped shape: no row held in registers (no `k0[`), 16-byte vector loads and
     # stores along the row, and no element-by-element loop or alignment check (the runtime
     # copies a misaligned input: cuda_assumes_aligned); a row of 13 (not whole vectors) keeps
-    # layout 7's scalar loop, with no vector path at all (a warp per row: 8 rows a block)
+    # layout 7's scalar loop, with no vector path at all (4 lanes a row: 8 rows a warp)
     monkeypatch.setenv("MINI_CODEGEN_LAYOUT", "7")
     soft = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(64, 1024)), arch="sm_90")["source"])
     assert "mini::aligned" not in soft and "j < rnumel; j += blockDim.x" not in soft
@@ -419,7 +419,7 @@ def test_layout_7_loops_over_rows_in_vectors_and_falls_back_where_they_do_not_fi
     assert soft.count("*reinterpret_cast<mini::Vec<float, 4>*>(&out1[") == 1
     assert "__launch_bounds__(256, 8)" in soft and not re.search(r"float k\d+\[", soft)
     odd = kernel_of(inductor.compile_graph_cuda(graph_of(softmax_decomp, mini.randn(7, 13)), arch="sm_90")["source"])
-    assert "mini::Vec" not in odd and "for (int64_t j = lane; j < rnumel; j += 32)" in odd
+    assert "mini::Vec" not in odd and "for (int64_t j = lane; j < rnumel; j += 4)" in odd
 
 
 def test_unrolled_passes_read_the_row_again_instead_of_keeping_it(monkeypatch):

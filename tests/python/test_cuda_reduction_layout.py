@@ -37,11 +37,17 @@ def powers_of_two(lo, hi):
 
 # ---- the decisions, one function at a time -------------------------------------------------------
 
+def fewest_threads(number):
+    """A row's fewest threads: a warp where a block takes one row (block_reduce needs whole
+    warps), else one (rows of a warp or fewer lanes share a block)."""
+    return 1 if layout(number)["warp_rows"] > 1 else 32
+
+
 @pytest.mark.parametrize("number", LAYOUTS)
-def test_a_rows_block_is_a_power_of_two_from_a_warp_to_1024(number):
+def test_a_rows_threads_are_a_power_of_two_up_to_1024(number):
     for r in [-1] + LENGTHS:
         t = inductor.cuda_reduction_threads(r, number)
-        assert t in powers_of_two(32, 1024), f"layout {number}, a row of {r}: {t} threads"
+        assert t in powers_of_two(fewest_threads(number), 1024), f"layout {number}, a row of {r}: {t} threads"
 
 
 @pytest.mark.parametrize("number", LAYOUTS)
@@ -56,27 +62,28 @@ def test_a_row_of_symbolic_length_is_looped_by_the_default_block(number):
 
 
 @pytest.mark.parametrize("number", LAYOUTS)
-def test_a_row_of_one_warp_shares_its_block_with_other_rows(number):
-    warp_rows = layout(number)["warp_rows"]
-    assert warp_rows == (1 if number == 1 else 8)
+def test_rows_of_a_warp_or_fewer_lanes_share_a_block(number):
+    warps = layout(number)["warp_rows"]
+    assert warps == (1 if number == 1 else 8)
     for r in [-1] + LENGTHS:
         t = inductor.cuda_reduction_threads(r, number)
         rows = inductor.cuda_rows_per_block(r, number)
-        assert rows == (warp_rows if t == 32 else 1), f"layout {number}, a row of {r} ({t} threads): {rows} rows a block"
+        want = warps * 32 // t if t <= 32 else 1
+        assert rows == want, f"layout {number}, a row of {r} ({t} threads): {rows} rows a block, not {want}"
         assert (t * rows) % 32 == 0 and t * rows <= 1024
 
 
-def fewest(r, per_thread, cap):
-    """The contract's block: the fewest threads, from a warp, giving each thread at most
-    per_thread elements of the row, but never more than cap."""
-    return next((t for t in powers_of_two(32, cap) if t * per_thread >= r), cap)
+def fewest(r, per_thread, cap, low):
+    """The contract's threads: the fewest, from `low`, giving each thread at most per_thread
+    elements of the row, but never more than cap."""
+    return next((t for t in powers_of_two(low, cap) if t * per_thread >= r), cap)
 
 
 @pytest.mark.parametrize("number", [n for n in LAYOUTS if layout(n)["vector_loop_rows"]])
 def test_a_looped_vector_row_gets_at_most_four_elements_a_thread_and_512_threads(number):
     for r in LENGTHS:
         t = inductor.cuda_reduction_threads(r, number)
-        assert t == fewest(r, 4, 512), f"layout {number}, a row of {r}: {t} threads"
+        assert t == fewest(r, 4, 512, fewest_threads(number)), f"layout {number}, a row of {r}: {t} threads"
 
 
 @pytest.mark.parametrize("number", [n for n in LAYOUTS if not layout(n)["vector_loop_rows"]])
@@ -84,7 +91,7 @@ def test_a_row_held_in_registers_gets_the_fewest_threads_that_hold_it(number):
     regs = layout(number)["row_registers"]
     for r in LENGTHS:
         t = inductor.cuda_reduction_threads(r, number)
-        want = layout(number)["block_threads"] if regs == 0 else fewest(r, regs, 1024)
+        want = layout(number)["block_threads"] if regs == 0 else fewest(r, regs, 1024, fewest_threads(number))
         assert t == want, f"layout {number} ({regs} registers a thread), a row of {r}: {t} threads, not {want}"
 
 
@@ -196,18 +203,27 @@ def kernel_source(info, name):
 
 
 @pytest.mark.parametrize("number", [3, 9])
-def test_a_warp_per_row_combines_with_shuffles_alone_and_a_block_per_row_through_shared_memory(number):
-    for r, warp in ((100, True), (5000, False)):
+def test_rows_in_a_warp_combine_with_shuffles_alone_and_a_block_per_row_through_shared_memory(number):
+    for r in (1, 8, 100, 400, 5000):
         info = rendered(softmax, (64, r), number)
         (k,) = reductions(info)
         src = kernel_source(info, k["name"])
-        assert (k["rows_per_block"] > 1) == warp, k
-        if warp:
-            assert "mini::warp_reduce<" in src and "block_reduce<" not in src and "__shared__" not in src, src
-            assert "r += row_step" in src and "const int lane = threadIdx.x & 31;" in src
-        else:
+        t = k["row_threads"]
+        if t == 1:  # a thread per row: nothing to combine across threads
+            assert "warp_reduce<" not in src and "block_reduce<" not in src and "__shared__" not in src, src
+            assert "const int lane = 0;" in src and "r_warp += row_step" in src
+        elif t < 32:  # several rows a warp: shuffles within each row's lanes
+            assert f"mini::warp_reduce<float, mini::max_of<float>, {t}>" in src and "block_reduce<" not in src, src
+            assert f"const int lane = threadIdx.x & {t - 1};" in src and "r_warp += row_step" in src
+            assert f"const int sub_row = (threadIdx.x & 31) / {t};" in src
+        elif t == 32:  # a warp per row
+            assert "mini::warp_reduce<float, mini::max_of<float>>" in src and "block_reduce<" not in src, src
+            assert "__shared__" not in src and "const int lane = threadIdx.x & 31;" in src and "r += row_step" in src
+        else:  # a block per row
             assert "mini::block_reduce<" in src and "warp_reduce<" not in src, src
             assert "r += gridDim.x" in src
+    shapes = {reductions(rendered(softmax, (64, r), number))[0]["row_threads"] for r in (1, 8, 100, 400, 5000)}
+    assert min(shapes) < 32 and 32 in shapes and max(shapes) > 32, f"layout {number}: {shapes} do not cover the three"
 
 
 @pytest.mark.parametrize("number", [2, 3, 9])
@@ -230,7 +246,8 @@ def test_the_naive_layout_never_splits():
 # ---- compiled by NVRTC where it is there, run on the GPU where there is one ----------------------
 
 SWEEP = [(row_sum, (64, r)) for r in (1, 31, 32, 33, 129, 1000, 4097, 40000)] + \
-        [(row_sum, (61, 7)), (softmax, (100_003, 3)), (row_sum, (3, 64))] + \
+        [(row_sum, (61, 7)), (softmax, (100_003, 3)), (row_sum, (3, 64)), (softmax, (1001, 8)), (softmax, (77, 1)),
+         (softmax, (300, 16)), (row_sum, (1000, 2))] + \
         [(softmax, (16, r)) for r in (1, 100, 513, 5000)] + \
         [(full_sum, (n,)) for n in (1, 4097, 1 << 20)] + [(sum_and_max, (100_003,))]
 
