@@ -174,9 +174,15 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
     if (constants.size() == args.size() && all_constant(constants, kwargs))
       return call_on_constants(ctx, callee->obj, constants, kwargs, name + "()");
   }
+  bool dynamic_number = false;
+  for (auto& a : args) dynamic_number = dynamic_number || (a->is(Var::Kind::Tensor) && a->number);
   unsupported("Failed to trace builtin operator `" + name + "` with arguments (" +
               [&] { std::string s; for (auto& a : args) s += (s.empty() ? "" : ", ") + a->describe(); return s; }() +
-              "); mini's capture only evaluates builtins on constants");
+              "); mini's capture only evaluates builtins on constants" +
+              (dynamic_number ? std::string("; a number made dynamic is known only when the graph runs: compute with it "
+                                            "as a tensor (mini.clamp(x, max=1.0) for min), or compile with dynamic=False "
+                                            "to guard its value")
+                              : std::string()));
 }
 
 // Calls `module.name(*args)` as Python would: the function found by getattr, usually the

@@ -26,7 +26,7 @@ std::string error_type_name(const Error& e) {
 
 std::string Var::describe() const {
   switch (kind) {
-    case Kind::Tensor: return "Tensor";
+    case Kind::Tensor: return number ? "a Python number made dynamic" : "Tensor";
     case Kind::Tuple: return "tuple";
     case Kind::List: return "list";
     case Kind::Null: return "NULL";

@@ -81,7 +81,8 @@ struct Var {
   Var& operator=(const Var&) = delete;
 
   bool is(Kind k) const { return kind == k; }
-  std::string describe() const;  // for error messages: "Tensor", "int 3", "function helper"
+  std::string describe() const;  // for error messages: "Tensor", "a Python number made dynamic",
+                                 // "3", "<function helper ...>"
 };
 
 VarRef make_constant(PyObject* value /* New, stolen */);

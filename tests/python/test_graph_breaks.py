@@ -573,3 +573,29 @@ def test_a_keyword_call_whose_callee_breaks_inside_a_try_keeps_its_keywords(caps
     for backend in ("eager", "aot_eager", "inductor"):
         assert mini.compile(fn, backend=backend)(x).tolist() == [9.0, 9.0], backend
         assert capsys.readouterr().out == "in helper 3 5\n", backend
+
+
+# ---- a builtin on a number made dynamic --------------------------------------------------------
+
+def _warmup_scale(x, step, steps):
+    return x * min(1.0, step / steps)
+
+
+def test_a_builtin_on_a_dynamic_number_names_the_number_and_the_fix():
+    # a warm-up schedule's step changes every call: automatic dynamic makes it a number of the
+    # graph at the first recompile, known only when the graph runs, and min() of it breaks the
+    # graph. The reason says so (not "Tensor") and names the two ways out; the calls still run.
+    x = T(4)
+    mini.reset()
+    strict = mini.compile(_warmup_scale, fullgraph=True)
+    same(strict(x, 1, 10), x * 0.1)
+    with pytest.raises(Exception) as info:
+        strict(x, 2, 10)
+    message = str(info.value)
+    assert "`min`" in message and "a Python number made dynamic" in message and "Tensor" not in message, message
+    assert "dynamic=False" in message and "mini.clamp" in message, message
+    mini.reset()
+    loose = mini.compile(_warmup_scale)
+    for step in (1, 2, 3, 20):
+        same(loose(x, step, 10), x * min(1.0, step / 10))
+    mini.reset()
