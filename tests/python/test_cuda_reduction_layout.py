@@ -279,3 +279,44 @@ def test_every_layout_decision_runs_as_eager(number):
             scale = max(1.0, float(np.abs(w).max()))
             np.testing.assert_allclose(to_np(g.cpu()), w, rtol=1e-4, atol=1e-4 * scale,
                                        err_msg=f"layout {number}, {fn.__name__} of {shape}")
+
+
+def test_the_rows_a_block_shares_out_cover_every_row_once_in_bounds():
+    # The row mapping the renderer writes, read from its source and run for every thread of a
+    # launch: each row is reduced by one whole group of lanes (0 .. lanes-1), once; a lane past
+    # the last row takes the last row again (so its warp's shuffles have every lane), never a row
+    # out of bounds. Any grid, from one block to more than the rows need.
+    for rows, r, number in [(61, 1, 9), (61, 8, 9), (1001, 8, 9), (77, 100, 9), (300, 16, 3), (5, 64, 9), (2, 1, 3)]:
+        info = rendered(row_sum, (rows, r), number)
+        (k,) = reductions(info)
+        src = kernel_source(info, k["name"])
+        t, w = k["row_threads"], k["rows_per_block"]
+        assert t <= 32 and w == 256 // t, k
+        m = re.search(r"first_row = int64_t\(blockIdx\.x\) \* (\d+) \+ \(threadIdx\.x >> 5\) \* (\d+), "
+                      r"row_step = int64_t\(gridDim\.x\) \* (\d+);", src)
+        assert m, src
+        per_block, per_warp, step_rows = map(int, m.groups())
+        assert per_block == step_rows == w and per_warp == 32 // t
+        lane_of = (lambda x: 0) if t == 1 else (lambda x: x & (t - 1))
+        assert ("const int lane = 0;" if t == 1 else f"const int lane = threadIdx.x & {t - 1};") in src
+        if per_warp > 1:
+            assert f"const int sub_row = (threadIdx.x & 31) / {t};" in src
+            assert "r_warp + sub_row < rows ? r_warp + sub_row : rows - 1" in src
+        for grid in sorted({1, 2, 7, -(-rows // w), -(-rows // w) + 3}):
+            seen = {}
+            for b in range(grid):
+                for x in range(k["block"]):
+                    start = b * per_block + (x >> 5) * per_warp
+                    sub = (x & 31) // t
+                    r_warp = start
+                    while r_warp < rows:
+                        row = r_warp + sub if r_warp + sub < rows else rows - 1
+                        assert 0 <= row < rows
+                        seen.setdefault(row, []).append(lane_of(x))
+                        r_warp += grid * step_rows
+            assert sorted(seen) == list(range(rows)), f"{rows} rows of {r}, grid {grid}: rows missed"
+            for row, lanes in seen.items():
+                if row < rows - 1:
+                    assert sorted(lanes) == list(range(t)), f"row {row} of {rows} ({t} lanes), grid {grid}: {sorted(lanes)}"
+                else:
+                    assert len(lanes) % t == 0 and set(lanes) == set(range(t)), (row, lanes)
