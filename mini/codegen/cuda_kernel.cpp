@@ -1006,7 +1006,7 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
 std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return "poi";
   // Contract: "per" where each row is held in registers — its length R is known, the layout
-  // holds rows (row_registers > 0) and the block cuda_reduction_threads gives such a row holds
+  // holds rows (row_registers > 0) and the threads cuda_reduction_threads gives such a row hold
   // all of it at row_registers elements a thread — else "red" (the row looped over, any length).
   // A10 BEGIN: a CUDA reduction's layout
   const int64_t R = static_rnumel(k);  // -1 where a size is symbolic
