@@ -89,6 +89,20 @@ def skip_without_cuda(lab_name):
         raise SystemExit(0)
 
 
+def cuda_torch(wanted=True):
+    """(torch, "") where torch imports and sees a GPU, else (None, why not): the torch columns
+    beside mini's on the GPU."""
+    if not wanted:
+        return None, "--no-torch"
+    try:
+        import torch
+    except (ImportError, OSError) as error:
+        return None, f"torch does not import ({str(error).splitlines()[0]})"
+    if not torch.cuda.is_available():
+        return None, "torch sees no CUDA device"
+    return torch, ""
+
+
 def synchronizer(device):
     """What to call before reading the clock: mini.cuda.synchronize on "cuda" (a call returns
     once its kernels are queued, not run), nothing on the CPU."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import mini
 import mini.inductor as inductor
-from measure import REPO_ROOT, cuda_ms, cuda_unavailable_reason, pyplot, save_figure, write_json
+from measure import REPO_ROOT, cuda_ms, cuda_torch, cuda_unavailable_reason, pyplot, save_figure, write_json
 
 LAYOUTS = (3, 6, 9)
 COLORS = {3: "#4C72B0", 6: "#55A868", 9: "#C44E52", "eager": "#8C8C8C", "torch": "#8172B3"}
@@ -68,8 +68,7 @@ def graph_of(fn, x):
 
 def decision(fn, shape, layout):
     """The one reduction kernel of fn over a tensor of `shape`, rendered in `layout`."""
-    gm = graph_of(fn, mini.zeros(*shape))
-    kernels = inductor.render_graph_cuda(gm, layouts=[layout] * len(inductor.render_graph_cuda(gm)["kernels"]))["kernels"]
+    kernels = inductor.render_graph_cuda(graph_of(fn, mini.zeros(*shape)), layouts=layout)["kernels"]
     return [k for k in kernels if k["shape"] != "poi"][0]
 
 
@@ -112,25 +111,12 @@ def print_decisions(rows, sms):
 TORCH_FNS = {"row_sum": lambda torch: (lambda x: x.sum(-1)), "softmax": lambda torch: (lambda x: torch.softmax(x, -1))}
 
 
-def importable_torch(use_torch):
-    """(torch, "") where torch imports and sees a GPU, else (None, why not)."""
-    if not use_torch:
-        return None, "not asked (--no-torch)"
-    try:
-        import torch
-    except ImportError as error:
-        return None, f"torch does not import ({error})"
-    if not torch.cuda.is_available():
-        return None, "torch sees no GPU"
-    return torch, ""
-
-
 def timings(lengths, numel, use_torch, repeats):
     """GB/s of each program at each row length: mini compiled per layout, mini eager, and
     torch.compile where torch is there (compiled afresh per length: a shape per compile, as
     mini's, and no recompile limit reached); "copy": a clone's GB/s, the ceiling."""
     import numpy as np
-    torch, note = importable_torch(use_torch)
+    torch, note = cuda_torch(use_torch)
     source = mini.randn(numel, device="cuda")  # the ceiling: a clone reads and writes each element once
     out = {"copy": 2 * 4 * numel / cuda_ms(mini.cuda, source.clone, repeats, warmup=2, reduce=statistics.median) / 1e6}
     del source
@@ -143,9 +129,8 @@ def timings(lengths, numel, use_torch, repeats):
             out_elems = rows if name == "row_sum" else rows * r
             moved = 4 * (rows * r + out_elems)
             gm = graph_of(fn, mini.tensor(host))
-            n = len(inductor.render_graph_cuda(gm)["kernels"])
             for layout in LAYOUTS:
-                run = inductor.compile_graph_cuda(gm, layouts=[layout] * n)["run"]
+                run = inductor.compile_graph_cuda(gm, layouts=layout)["run"]
                 ms = cuda_ms(mini.cuda, lambda: run(x), repeats, warmup=2, reduce=statistics.median)
                 series.setdefault(str(layout), []).append(moved / ms / 1e6)
             ms = cuda_ms(mini.cuda, lambda: fn(x), repeats, warmup=2, reduce=statistics.median)

@@ -38,7 +38,7 @@ import numpy as np
 import mini
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # labs/, for measure.py
-from measure import REPO_ROOT, cuda_ms, cuda_unavailable_reason  # noqa: E402
+from measure import REPO_ROOT, cuda_ms, cuda_torch, cuda_unavailable_reason  # noqa: E402
 
 POINTWISE_COPY_BAR = 0.85   # of the copy ceiling
 POINTWISE_TORCH_BAR = 1.10  # mini / torch
@@ -64,18 +64,6 @@ def sizes(quick):
     if quick:
         return {"numel": 2**20, "cols": 1024, "matmul": 512, "overhead_calls": 2000}
     return {"numel": 2**28, "cols": 4096, "matmul": 4096, "overhead_calls": 20000}
-
-
-def import_torch(wanted):
-    if not wanted:
-        return None, "--no-torch"
-    try:
-        import torch
-    except ImportError as error:
-        return None, f"torch does not import ({error})"
-    if not torch.cuda.is_available():
-        return None, "torch sees no CUDA device"
-    return torch, ""
 
 
 # ---- timing ---------------------------------------------------------------------------------
@@ -426,7 +414,7 @@ def main(argv=None):
     if reason:
         print(f"bench_cuda_eager: skipped: no CUDA device ({reason})")
         return 0
-    torch, why_not = import_torch(not args.no_torch)
+    torch, why_not = cuda_torch(not args.no_torch)
     if torch is None:
         print(f"note: torch is not run beside mini: {why_not}; only the copy-ceiling bars apply")
     size = sizes(args.quick)

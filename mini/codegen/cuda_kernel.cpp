@@ -15,8 +15,7 @@ using fusion::FusionGroup;
 using fusion::Schedule;
 using graph::Node;
 
-// The elements of one row of kernel k (its reduced dims), or -1 where a size is symbolic.
-static int64_t static_rnumel(const FusionGroup& k) {
+int64_t cuda_row_length(const FusionGroup& k) {
   int64_t R = 1;
   for (int64_t d : k.reduced) R = graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
   return R;
@@ -124,8 +123,8 @@ class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout)
       : L_(s, k, layout.online_softmax), s_(s), g_(s.graph), k_(k), cs_(kCudaTarget), rank_((int)k.space.size()),
-        layout_(layout), warp_rows_(k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout)),
-        row_lanes_(k.reduced.empty() ? 0 : cuda_reduction_threads(static_rnumel(k), layout)) {
+        layout_(layout), warp_rows_(k.reduced.empty() ? 1 : cuda_rows_per_block(cuda_row_length(k), layout)),
+        row_lanes_(k.reduced.empty() ? 0 : cuda_reduction_threads(cuda_row_length(k), layout)) {
     if (warp_rows_ > 1)
       lane_ = "lane", row_threads_ = std::to_string(row_lanes_), first_row_ = "first_row", row_step_ = "row_step";
   }
@@ -1009,7 +1008,7 @@ std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   // holds rows (row_registers > 0) and the threads cuda_reduction_threads gives such a row hold
   // all of it at row_registers elements a thread — else "red" (the row looped over, any length).
   // A10 BEGIN: a CUDA reduction's layout
-  const int64_t R = static_rnumel(k);  // -1 where a size is symbolic
+  const int64_t R = cuda_row_length(k);  // -1 where a size is symbolic
   bool held = R > 0 && layout.row_registers && R <= int64_t(cuda_reduction_threads(R, layout)) * layout.row_registers;
   return held ? "per" : "red";
   // A10 END
@@ -1029,7 +1028,7 @@ int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout) {
 
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return kCudaThreads;
-  const int64_t R = static_rnumel(k);
+  const int64_t R = cuda_row_length(k);
   return cuda_reduction_threads(R, layout) * cuda_rows_per_block(R, layout);
 }
 
@@ -1077,7 +1076,7 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
     if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
-  const int rows_a_block = k.reduced.empty() ? 1 : cuda_rows_per_block(static_rnumel(k), layout);
+  const int rows_a_block = k.reduced.empty() ? 1 : cuda_rows_per_block(cuda_row_length(k), layout);
   int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads
                                    : (extent(kept) + rows_a_block - 1) / rows_a_block;
   if (k.reduced.empty() && layout.pointwise_one_pass && layout.vector_pointwise) {

@@ -78,6 +78,8 @@ std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layo
 // Each kernel in its own layout (layouts[i] for schedule.groups[i]: max-autotune's choice).
 std::string render_cuda(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
 
+// The elements of one row of kernel `k` (its reduced dims), or -1 where a size is symbolic.
+int64_t cuda_row_length(const fusion::FusionGroup& k);
 // The threads that reduce one row of `rnumel` elements (-1: symbolic): a power of two up to
 // 1024 (from 32 where a block takes one row), about row_registers elements a thread.
 int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout);

@@ -197,15 +197,6 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
 
 }  // namespace
 
-namespace {
-// The rows a block of kernel k reduces at once (its row length -1 where a size is symbolic).
-int rows_per_block(const mini::fusion::FusionGroup& k, const mini::codegen::CudaLayout& layout) {
-  int64_t R = 1;
-  for (int64_t d : k.reduced) R = mini::graph::is_symbol(k.space[d]) || R < 0 ? -1 : R * k.space[d];
-  return mini::codegen::cuda_rows_per_block(R, layout);
-}
-}  // namespace
-
 void bind_inductor(py::module_& m) {
   cap::g_inductor = &compile_inductor_graph;
   cap::g_training = &compile_training;
@@ -243,12 +234,13 @@ void bind_inductor(py::module_& m) {
   });
   // The same graph compiled for CUDA (mini.inductor.compile_graph_cuda): rendering and NVRTC
   // need no GPU; run() does.
-  m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch, std::vector<int> layouts) {
+  m.def("_inductor_compile_cuda", [](py::object gm, const std::string& arch, std::vector<int> layouts, int layout) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     std::shared_ptr<mini::runtime::CompiledCudaGraph> cg;
     {
       py::gil_scoped_release release;
-      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir, nullptr,
+      const auto every = layout ? mini::codegen::cuda_layout(layout) : mini::codegen::CudaLayout{};
+      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir, layout ? &every : nullptr,
                                              layouts.empty() ? nullptr : &layouts);
     }
     py::dict info;
@@ -263,12 +255,13 @@ void bind_inductor(py::module_& m) {
     info["run"] = tensor_function(g, [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     info["layouts"] = cg->layout_numbers();
     return info;
-  }, py::arg("gm"), py::arg("arch") = "", py::arg("layouts") = std::vector<int>{});
+  }, py::arg("gm"), py::arg("arch") = "", py::arg("layouts") = std::vector<int>{}, py::arg("layout") = 0);
   // The same graph rendered for CUDA and not compiled (mini.inductor.render_graph_cuda): no CUDA
   // toolkit needed; each kernel's layout as the runtime launches it.
-  m.def("_inductor_render_cuda", [](py::object gm, std::vector<int> layouts) {
+  m.def("_inductor_render_cuda", [](py::object gm, std::vector<int> layouts, int layout) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
-    auto cg = mini::runtime::compile_cuda_graph(*g, "", cap::compile_config().cache_dir, nullptr,
+    const auto every = layout ? mini::codegen::cuda_layout(layout) : mini::codegen::CudaLayout{};
+    auto cg = mini::runtime::compile_cuda_graph(*g, "", cap::compile_config().cache_dir, layout ? &every : nullptr,
                                                 layouts.empty() ? nullptr : &layouts, /*nvrtc=*/false);
     py::dict info;
     info["source"] = cg->source;
@@ -279,8 +272,9 @@ void bind_inductor(py::module_& m) {
       d["name"] = k.name;
       d["shape"] = mini::codegen::cuda_kernel_shape(k, cg->layouts[i]);
       d["block"] = mini::codegen::cuda_block(k, cg->layouts[i]);
-      d["row_threads"] = k.reduced.empty() ? 0 : d["block"].cast<int>() / rows_per_block(k, cg->layouts[i]);
-      d["rows_per_block"] = k.reduced.empty() ? 0 : rows_per_block(k, cg->layouts[i]);
+      const int64_t R = mini::codegen::cuda_row_length(k);
+      d["row_threads"] = k.reduced.empty() ? 0 : mini::codegen::cuda_reduction_threads(R, cg->layouts[i]);
+      d["rows_per_block"] = k.reduced.empty() ? 0 : mini::codegen::cuda_rows_per_block(R, cg->layouts[i]);
       d["split"] = cg->split[i];
       d["layout"] = cg->layouts[i].number;
       kernels.append(d);
@@ -288,7 +282,7 @@ void bind_inductor(py::module_& m) {
     info["kernels"] = kernels;
     info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
     return info;
-  }, py::arg("gm"), py::arg("layouts") = std::vector<int>{});
+  }, py::arg("gm"), py::arg("layouts") = std::vector<int>{}, py::arg("layout") = 0);
   // A10's decisions one at a time (mini/codegen/cuda_kernel.h), for tests and the lab
   m.def("_cuda_reduction_threads", [](int64_t rnumel, int layout) {
     return mini::codegen::cuda_reduction_threads(rnumel, mini::codegen::cuda_layout(layout));

@@ -64,37 +64,47 @@ def compile_cuda(source, arch=None):
     return CudaProgram(**info, _launch=launch)
 
 
+def _layouts(layouts):
+    """(per-kernel list, one layout for all or 0) from `layouts`: None, a layout number, or a list."""
+    if isinstance(layouts, int):
+        return [], layouts
+    return list(layouts or []), 0
+
+
 def compile_graph_cuda(gm, arch=None, layouts=None):
     """Fuses a captured graph, renders its kernels for CUDA (mini/codegen/cuda_kernel.cpp) and
     compiles them with NVRTC for `arch` (default_cuda_arch() if None); `layouts`, where given,
-    a layout number per kernel (else MINI_CODEGEN_LAYOUT's, or the default, for all). Returns a
+    a layout number for every kernel or a list of one per kernel (else MINI_CODEGEN_LAYOUT's,
+    or the default, for all). Returns a
     dict: source, kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch,
     cubin_bytes, from_disk_cache, nvrtc_seconds, codegen_seconds, layouts, and run(*inputs)
     taking CUDA tensors."""
-    return _C._inductor_compile_cuda(gm, arch or "", list(layouts or []))
+    return _C._inductor_compile_cuda(gm, arch or "", *_layouts(layouts))
 
 
 def render_graph_cuda(gm, layouts=None):
     """Fuses a captured graph and renders its kernels for CUDA without compiling them (no CUDA
-    toolkit or GPU needed). Returns a dict: source, decisions, and kernels, one dict each:
+    toolkit or GPU needed); `layouts` as compile_graph_cuda's. Returns a dict: source,
+    decisions, and kernels, one dict each:
     name, shape ("poi", "per": each row held in registers, "red": each row looped over), block
     (threads), row_threads and rows_per_block (a reduction's: block = row_threads x
     rows_per_block; 0 for a pointwise kernel), split (reductions of one row split over blocks)
     and layout."""
-    return _C._inductor_render_cuda(gm, list(layouts or []))
+    return _C._inductor_render_cuda(gm, *_layouts(layouts))
 
 
 def cuda_reduction_threads(rnumel, layout=None):
-    """The block that reduces one row of `rnumel` elements (-1: a symbolic length) under kernel
-    layout `layout` (default_cuda_layout() if None): a power of two from 32 (a warp per row)
-    to 1024. Assignment A10's first decision (mini/codegen/cuda_kernel.cpp)."""
+    """The threads that reduce one row of `rnumel` elements (-1: a symbolic length) under kernel
+    layout `layout` (default_cuda_layout() if None): a power of two up to 1024, from 1 where
+    rows share a block (from 32 in layout 1). Assignment A10's first decision
+    (mini/codegen/cuda_kernel.cpp)."""
     return _C._cuda_reduction_threads(int(rnumel), int(layout or _C._cuda_default_layout()))
 
 
 def cuda_rows_per_block(rnumel, layout=None):
     """The rows one block reduces at once, rows of `rnumel` elements (-1: symbolic), under
-    `layout`: layout's warp_rows where a row is one warp's (a warp per row), else 1 (a block
-    per row)."""
+    `layout`: where a row takes a warp or fewer lanes, the rows of layout's warp_rows warps
+    (a warp, some lanes or a thread a row), else 1 (a block per row)."""
     return _C._cuda_rows_per_block(int(rnumel), int(layout or _C._cuda_default_layout()))
 
 
