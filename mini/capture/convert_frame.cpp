@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -79,22 +80,48 @@ void log_write(const std::string& text) {
   PyErr_Clear();
 }
 
-bool compile_debug() {
-  static const bool on = [] {
-    const char* v = std::getenv("MINI_COMPILE_DEBUG");
-    return v && *v && std::string(v) != "0";
+namespace {
+// MINI_COMPILE_DEBUG read once: on, and the warning an unrecognised value gets ("" if none).
+struct DebugSetting {
+  bool on = false;
+  std::string warning;
+};
+const DebugSetting& debug_setting() {
+  static const DebugSetting setting = [] {
+    DebugSetting d;
+    const char* env = std::getenv("MINI_COMPILE_DEBUG");
+    std::string v = env ? env : "";
+    for (char& c : v) c = (char)std::tolower((unsigned char)c);
+    d.on = v == "1" || v == "true" || v == "yes" || v == "on";
+    if (!d.on && !v.empty() && v != "0" && v != "false" && v != "no" && v != "off")
+      d.warning = cat("MINI_COMPILE_DEBUG='", env, "' is not understood: 1, true, yes or on write the debug files, "
+                      "0, false, no, off or empty do not. It is taken as off.");
+    return d;
   }();
-  return on;
+  return setting;
 }
+}  // namespace
+
+bool compile_debug() { return debug_setting().on; }
+const std::string& compile_debug_warning() { return debug_setting().warning; }
 
 void debug_write(const std::string& title, const std::string& name, const std::string& text) {
   if (!compile_debug()) return;
+  // ./mini_compile_debug, or the temporary folder's when the working folder is gone (removed
+  // under the process) or unreadable, said once
   static const std::filesystem::path run = [] {
     char stamp[32];
     std::time_t now = std::time(nullptr);
     std::strftime(stamp, sizeof stamp, "%Y_%m_%d_%H_%M_%S", std::localtime(&now));
-    return std::filesystem::current_path() / "mini_compile_debug" /
-           ("run_" + std::string(stamp) + "-pid_" + std::to_string(getpid()));
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::current_path(ec);
+    if (ec) {
+      const char* tmp = std::getenv("TMPDIR");
+      base = tmp && *tmp ? tmp : "/tmp";
+      log_write("MINI_COMPILE_DEBUG: the working folder cannot be read (" + ec.message() + "); the debug files go to " +
+                (base / "mini_compile_debug").string() + " instead");
+    }
+    return base / "mini_compile_debug" / ("run_" + std::string(stamp) + "-pid_" + std::to_string(getpid()));
   }();
   std::error_code ec;
   std::filesystem::create_directories(run / title, ec);
@@ -106,7 +133,9 @@ void debug_write(const std::string& title, const std::string& name, const std::s
 void set_python_error(const std::exception& e) {
   PyObject* type = PyExc_RuntimeError;
   if (auto* me = dynamic_cast<const Error*>(&e)) {
+    if (me->kind == Error::Kind::Interrupted && PyErr_Occurred()) return;  // the handler's exception stands
     switch (me->kind) {
+      case Error::Kind::Interrupted: type = PyExc_KeyboardInterrupt; break;
       case Error::Kind::Type: type = PyExc_TypeError; break;
       case Error::Kind::Value: type = PyExc_ValueError; break;
       case Error::Kind::Index: type = PyExc_IndexError; break;
@@ -869,7 +898,11 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
       art->compiled = g_inductor(*art->graph, title, req->mode);
   } catch (const std::exception& e) {
     std::string graph = title + " of " + function_label(code);
-    if (is_assignment_stub(e)) {
+    auto* me = dynamic_cast<const Error*>(&e);
+    if (me && me->kind == Error::Kind::Interrupted) {  // Ctrl-C: neither suppressed nor explained
+      set_python_error(e);
+      return nullptr;
+    } else if (is_assignment_stub(e)) {
       // a student tree whose stage is not written yet: the graph runs with eager kernels, so
       // that every other stage and lab keeps running; said once per assignment
       static std::set<std::string> told;
@@ -880,7 +913,6 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                                            "run with eager kernels until it is").c_str(), 1) < 0)
         return nullptr;
     } else if (!compile_config().suppress_errors) {
-      auto* me = dynamic_cast<const Error*>(&e);
       set_python_error(Error(me ? me->kind : Error::Kind::Runtime,
                              e.what() + ("\nThe graph: " + graph + ", compiled by the inductor backend.")));
       return nullptr;

@@ -57,9 +57,12 @@ void log_write(const std::string& text);  // to Python's sys.stderr
 // MINI_COMPILE_DEBUG=1: every artifact of every graph (captured graph, guards, graph break,
 // joint, forward and backward graphs, fusion decisions, generated source) also goes to a file,
 // ./mini_compile_debug/run_<date>_<time>-pid_<pid>/<graph title>/<name>, as torch's
-// TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. Does nothing when the variable is unset.
-// Callers check compile_debug() before building a text only the file would hold.
+// TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. On for 1, true, yes, on (any case); off
+// when unset or 0, false, no, off, empty; any other value is off with a warning at import
+// (compile_debug_warning). Callers check compile_debug() before building a text only the file
+// would hold.
 bool compile_debug();
+const std::string& compile_debug_warning();  // "" when MINI_COMPILE_DEBUG is understood
 void debug_write(const std::string& title, const std::string& name, const std::string& text);
 
 // One mini.compile(...) wrapper's settings, active while its function runs.

@@ -198,6 +198,10 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
 }  // namespace
 
 void bind_inductor(py::module_& m) {
+  // Ctrl-C while the C++ compiler runs: Python's handler runs (KeyboardInterrupt pending) and
+  // the compile stops its compilers. Handlers run on the main thread with the GIL held, which
+  // a CPU compile holds; elsewhere nothing is asked.
+  mini::runtime::set_interrupt_check([] { return PyGILState_Check() && PyErr_CheckSignals() != 0; });
   cap::g_inductor = &compile_inductor_graph;
   cap::g_training = &compile_training;
   // Compile a GraphModule's graph directly (tests, labs and benchmarks look inside).

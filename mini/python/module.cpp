@@ -27,7 +27,9 @@ PYBIND11_MODULE(_C, m) {
       if (p) std::rethrow_exception(p);
     } catch (const mini::Error& e) {
       PyObject* type = PyExc_RuntimeError;
+      if (e.kind == mini::Error::Kind::Interrupted && PyErr_Occurred()) return;  // the handler's exception stands
       switch (e.kind) {
+        case mini::Error::Kind::Interrupted: type = PyExc_KeyboardInterrupt; break;
         case mini::Error::Kind::Type: type = PyExc_TypeError; break;
         case mini::Error::Kind::Value: type = PyExc_ValueError; break;
         case mini::Error::Kind::Index: type = PyExc_IndexError; break;

@@ -2,10 +2,12 @@
 #include "runtime/cache_entry.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <sstream>
 
 #include "tensor/tensor.h"
@@ -39,6 +42,29 @@ std::string read_file(const std::string& p) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+std::string write_failure(const std::string& path, int err) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (err == ENOSPC || err == EDQUOT)
+    return cat("cannot write ", path, ": ", strerror(err), ": the kernel cache folder ", dir, " is on a full disk "
+               "(or over its quota). Free space there, or set mini.config.cache_dir (or MINI_CACHE_DIR) to a folder "
+               "on another disk.");
+  return cat("cannot write ", path, " in the kernel cache folder ", dir, ": ", strerror(err));
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = fd < 0 ? errno : 0;
+  for (size_t done = 0; !err && done < bytes.size();) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    done += n > 0 ? (size_t)n : 0;
+  }
+  if (fd >= 0 && close(fd) != 0 && !err) err = errno;  // NFS reports a full disk at close
+  if (!err) return;
+  unlink(path.c_str());
+  fail(write_failure(path, err));
 }
 
 namespace {
@@ -99,22 +125,52 @@ bool check_entry(const std::string& lib, const std::string& key, std::string* wh
 
 void publish_entry(const std::string& tmp, const std::string& path, const std::string& key) {
   std::string bytes = read_file(tmp);
+  std::string trailer(sizeof(Trailer), '\0');
   Trailer t;
   memcpy(t.magic, kTrailerMagic, sizeof t.magic);
   memset(t.key, 0, sizeof t.key);
   memcpy(t.key, key.data(), std::min(key.size(), sizeof t.key));
   t.size = bytes.size();
   t.hash = fnv1a(bytes.data(), bytes.size());
-  std::ofstream entry(tmp, std::ios::binary | std::ios::app);
-  entry.write((const char*)&t, sizeof t);
-  entry.close();
-  bool written = !entry.fail();
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  memcpy(&trailer[0], &t, sizeof t);
+  write_file(tmp, bytes + trailer);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
     fail("cannot write the kernel cache entry ", path, ": ", strerror(err));
   }
 }
+
+namespace {
+
+// The pid in the name of a file one compile or load of a process writes, <key>.<pid>.<n>.<ext>
+// (compiled_graph.cpp, cuda_program.cpp), or the folder probe, .probe.<pid>; 0 for any other.
+pid_t temp_file_pid(const std::string& name) {
+  static const std::regex temp(R"([0-9a-f]{16}\.([0-9]{1,9})\.[0-9]+\..+|\.probe\.([0-9]{1,9}))");
+  std::smatch m;
+  if (!std::regex_match(name, m, temp)) return 0;
+  return (pid_t)atol((m[1].matched ? m[1] : m[2]).str().c_str());
+}
+
+// Removes the files a process killed mid-compile left in `dir` (a compile's source, object,
+// library and log, a load's copy): those whose pid is gone (kill(pid, 0): ESRCH) and that
+// were last written an hour ago or more. The age keeps the files of a live compile on another
+// machine or container sharing the folder, whose pid means nothing here.
+void remove_stale_files(const std::string& dir) {
+  std::error_code ec;
+  std::time_t hour_ago = std::time(nullptr) - 3600;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    pid_t pid = temp_file_pid(name);
+    struct stat st;
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH && lstat(it->path().c_str(), &st) == 0 &&
+        st.st_mtime <= hour_ago)
+      unlink(it->path().c_str());
+  }
+}
+
+}  // namespace
 
 // `requested` cannot hold files when it is a file, cannot be created, is not writable, or lies
 // in /proc.
@@ -145,7 +201,10 @@ std::string usable_cache_dir(const std::string& requested, std::vector<std::stri
       unlink(probe.c_str());
     }
   }
-  if (why.empty()) return chosen[requested] = requested;
+  if (why.empty()) {
+    remove_stale_files(requested);  // once per folder and process: `chosen` remembers it
+    return chosen[requested] = requested;
+  }
   const char* tmp = getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mini-cache-" + std::to_string(getpid()) + "-XXXXXX";
   if (!mkdtemp(&pattern[0]))

@@ -8,7 +8,11 @@
 //  * publish_entry writes under a name of this process's own and renames into place: a file
 //    another process may have mapped or be reading is never changed in place;
 //  * usable_cache_dir falls back to a temporary folder of this process's own, with a warning
-//    once, when the requested one cannot hold files.
+//    once, when the requested one cannot hold files;
+//  * the files a process killed mid-compile left (<key>.<pid>.<n>.*) are removed when a
+//    folder is first used by a process, once their pid is gone and they are an hour old;
+//  * a write that fails names the file and the cause; a full disk says so, with the cache
+//    folder and the fix.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +23,15 @@ namespace mini::runtime {
 uint64_t fnv1a(const char* p, size_t n);  // 64 bits: stable across processes
 std::string hex_hash(const std::string& s);  // fnv1a as 16 hex digits
 std::string read_file(const std::string& path);  // "" when it cannot be read
+
+// Writes `bytes` to `path` (created or truncated). Throws a mini::Error naming the file and
+// the cause (write_failure) when it cannot, with nothing left at `path`.
+void write_file(const std::string& path, const std::string& bytes);
+
+// The message of a write to `path` in the kernel cache failing with errno `err`: a full disk
+// or quota (ENOSPC, EDQUOT) names the folder and the fix (free space there, or point
+// mini.config.cache_dir / MINI_CACHE_DIR at another disk).
+std::string write_failure(const std::string& path, int err);
 
 // Bytes of the trailer at the end of every entry.
 size_t trailer_bytes();

@@ -5,12 +5,15 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,34 +84,102 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
   return true;
 }
 
-// Runs the compiler on `source`, writing `out`; its output goes to `log`. Returns the shell's status.
-int run_compiler(const std::string& command, const std::string& source, const std::string& src,
+InterruptCheck g_interrupted = nullptr;
+
+// Starts the compiler, `words` (compiler_words()) then `args`, with stdout and stderr to `log`.
+// No shell: every path mini passes (the cache folder, sources, outputs, logs) is one word of
+// the argument vector or a file action, whatever characters it holds. The child starts with
+// every signal at its default (Python ignores SIGPIPE, which exec would keep). Returns the
+// child's pid, or -errno when it cannot be started (ENOENT: no such compiler).
+pid_t spawn_compiler(const std::vector<std::string>& words, const std::vector<std::string>& args,
+                     const std::string& log) {
+  std::vector<char*> argv;
+  for (const auto* list : {&words, &args})
+    for (const std::string& w : *list) argv.push_back(const_cast<char*>(w.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&files);
+  return err ? -err : pid;
+}
+
+// Waits for the compilers `pids` (a negative one, which did not start, stays as it is) and
+// returns their wait statuses. While they run, the interrupt check is asked every 20 ms; when
+// the process was interrupted, the compilers are killed and reaped and an Interrupted error
+// thrown.
+std::vector<int> wait_compilers(const std::vector<pid_t>& pids) {
+  std::vector<int> statuses(pids.begin(), pids.end());
+  std::vector<bool> running(pids.size());
+  for (size_t i = 0; i < pids.size(); i++) running[i] = pids[i] > 0;
+  while (std::count(running.begin(), running.end(), true)) {
+    for (size_t i = 0; i < pids.size(); i++) {
+      pid_t r = running[i] ? waitpid(pids[i], &statuses[i], g_interrupted ? WNOHANG : 0) : 0;
+      if (r == pids[i] || (r < 0 && errno != EINTR)) running[i] = false;
+    }
+    if (!std::count(running.begin(), running.end(), true)) break;
+    if (g_interrupted && g_interrupted()) {
+      for (size_t i = 0; i < pids.size(); i++)
+        if (running[i]) kill(pids[i], SIGKILL), waitpid(pids[i], nullptr, 0);
+      throw Error(Error::Kind::Interrupted, "interrupted while the C++ compiler ran");
+    }
+    if (g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return statuses;
+}
+
+// Runs the compiler on `source` (written to `src`), writing `out`; its output goes to `log`.
+// Returns its wait status, or -errno when it could not be started.
+int run_compiler(const std::vector<std::string>& words, const std::string& source, const std::string& src,
                  const std::string& out, const std::string& log) {
-  { std::ofstream(src) << source; }
-  return std::system((command + " " + src + " -o " + out + " > " + log + " 2>&1").c_str());
+  write_file(src, source);
+  return wait_compilers({spawn_compiler(words, {src, "-o", out}, log)})[0];
 }
 
 // Compiles a large source as several translation units at once (split_source), each to an
-// object file on its own thread, and links them: GCC's time grows with the code of one unit,
-// and a machine with cores to spare compiles the units side by side (Inductor compiles its
-// kernels in a pool of workers for the same reason). Returns false when a unit fails, and
-// the caller compiles the whole source once more for the report.
-bool compile_units(const std::string& command, const std::vector<std::string>& units, const std::string& stem,
-                   const std::string& out, const std::string& log) {
-  std::vector<int> rcs(units.size(), -1);
-  std::vector<std::thread> workers;
-  std::string objects;
-  for (size_t i = 0; i < units.size(); i++) {
-    std::string unit = cat(stem, ".u", i);
-    objects += " " + unit + ".o";
-    workers.emplace_back([&, i, unit] { rcs[i] = run_compiler(command + " -c", units[i], unit + ".cpp", unit + ".o", unit + ".log"); });
+// object file by a compiler of its own, and links them: GCC's time grows with the code of one
+// unit, and a machine with cores to spare compiles the units side by side (Inductor compiles
+// its kernels in a pool of workers for the same reason). Returns the wait status of the first
+// unit that failed (its output then in `log`) or of the link; the caller compiles the whole
+// source once more for the report of a unit the compiler rejected.
+int compile_units(const std::vector<std::string>& words, const std::vector<std::string>& units,
+                  const std::string& stem, const std::string& out, const std::string& log) {
+  auto unit = [&](size_t i, const char* ext) { return cat(stem, ".u", i, ext); };
+  auto remove_units = [&] {
+    for (size_t i = 0; i < units.size(); i++)
+      for (const char* ext : {".cpp", ".o", ".log"}) std::remove(unit(i, ext).c_str());
+  };
+  std::vector<pid_t> pids;
+  std::vector<std::string> link = {"-o", out};
+  try {
+    for (size_t i = 0; i < units.size(); i++) write_file(unit(i, ".cpp"), units[i]);
+    for (size_t i = 0; i < units.size(); i++) {
+      pids.push_back(spawn_compiler(words, {"-c", unit(i, ".cpp"), "-o", unit(i, ".o")}, unit(i, ".log")));
+      link.push_back(unit(i, ".o"));
+    }
+    std::vector<int> statuses = wait_compilers(pids);
+    int rc = 0;
+    for (size_t i = 0; i < units.size() && rc == 0; i++)
+      if ((rc = statuses[i]) != 0) std::rename(unit(i, ".log").c_str(), log.c_str());
+    if (rc == 0) rc = wait_compilers({spawn_compiler(words, link, log)})[0];
+    remove_units();
+    return rc;
+  } catch (...) {
+    remove_units();
+    throw;
   }
-  for (auto& w : workers) w.join();
-  bool ok = std::all_of(rcs.begin(), rcs.end(), [](int rc) { return rc == 0; }) &&
-            std::system((command + objects + " -o " + out + " > " + log + " 2>&1").c_str()) == 0;
-  for (size_t i = 0; i < units.size(); i++)
-    for (const char* ext : {".cpp", ".o", ".log"}) std::remove(cat(stem, ".u", i, ext).c_str());
-  return ok;
 }
 
 // How many units to compile `source` as: one per core (at most 8, or MINI_COMPILE_THREADS,
@@ -121,22 +192,36 @@ int compile_jobs(const std::string& source) {
   return std::max(1, std::min(threads, (int)(kernels / (24 << 10))));
 }
 
-// The report of a failed compile: a compiler that is missing or fails on mini's prelude alone
-// (a problem of the machine), or one that rejects a kernel (a bug in mini's code generation).
-[[noreturn]] void compile_failed(const CompiledGraph& cg, const std::string& command, int rc, std::string out,
-                                 const std::string& stem, const std::string& src) {
+// The report of a failed compile: a compiler that is missing, was killed by a signal (Ctrl-C:
+// an Interrupted error, Python's KeyboardInterrupt), ran out of disk or fails on mini's
+// prelude alone (a problem of the machine), or one that rejects a kernel (a bug in mini's
+// code generation).
+[[noreturn]] void compile_failed(const CompiledGraph& cg, const std::vector<std::string>& words, int rc,
+                                 std::string out, const std::string& stem, const std::string& src) {
   std::remove((stem + ".so").c_str());
   std::remove((stem + ".log").c_str());
   for (size_t at; (at = out.find(stem + ".cpp")) != std::string::npos;) out.replace(at, stem.size() + 4, src);
   if (out.size() > 2000) out = out.substr(0, 2000) + "...";
   std::string fallback = "To run meanwhile: mini.compile(fn, backend='eager'), or mini.config.suppress_errors = True "
                          "(each graph that fails to compile runs eagerly, with a warning).";
-  std::string compiler = command.substr(0, command.find(' '));
-  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)  // the shell found no compiler
-    fail("no C++ compiler for generated code: `", compiler, "` was not found. Install g++ (apt-get install g++) "
-         "or set CXX to a compiler. ", fallback, "\n", out);
+  std::string command = compiler_command();
+  if (rc == -ENOENT || rc == -EACCES)
+    fail("no C++ compiler for generated code: `", words[0], "` was not found (", strerror(-rc), "). Install g++ "
+         "(apt-get install g++) or set CXX to a compiler. ", fallback, "\n", out);
+  if (rc < 0) fail("the C++ compiler `", words[0], "` cannot be started: ", strerror(-rc), ". ", fallback);
+  if (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGINT) {
+    if (g_interrupted) g_interrupted();  // the SIGINT the process got too (Ctrl-C) is the one raised
+    throw Error(Error::Kind::Interrupted, "the C++ compiler was interrupted (SIGINT)");
+  }
+  if (WIFSIGNALED(rc))
+    fail("the C++ compiler was killed by signal ", WTERMSIG(rc), " (", strsignal(WTERMSIG(rc)), ") while compiling ",
+         src, ": something outside mini stopped it (the kernel's OOM killer when memory ran out: SIGKILL; a "
+         "time limit; a user), not a problem of the generated code. Compile again with more memory free, or "
+         "fewer units at once (MINI_COMPILE_THREADS=1). ", fallback, "\nIts output:\n", out.empty() ? "(none)\n" : out);
+  if (out.find(strerror(ENOSPC)) != std::string::npos)
+    fail("the C++ compiler ran out of disk: ", write_failure(src, ENOSPC), " ", fallback, "\nIts output:\n", out);
   std::string prelude = cg.source.substr(0, cg.source.find(codegen::kPreludeEnd));
-  int probe = run_compiler(command, prelude, stem + ".probe.cpp", stem + ".probe.so", stem + ".probe.log");
+  int probe = run_compiler(words, prelude, stem + ".probe.cpp", stem + ".probe.so", stem + ".probe.log");
   for (const char* ext : {".probe.cpp", ".probe.so", ".probe.log"}) std::remove((stem + ext).c_str());
   if (probe != 0)
     fail("the C++ compiler fails: `", command, " ", src, " -o <library>` exited with status ",
@@ -170,11 +255,48 @@ int compile_jobs(const std::string& source) {
 // unless told otherwise; generated kernels are where the arithmetic is, and the wider vectors
 // ran chain8 27% faster on one core of a Sapphire Rapids (notes/perf.md). Ignored by CPUs
 // without AVX-512, and already the default of GCC's AMD Zen 4/5 tuning.
-std::string compiler_command() {
+//
+// CXX is split on whitespace into words, as make and CMake read it: it may name a launcher
+// and a compiler ("ccache g++") or hold options ("g++ -g"). No quoting is understood; a
+// compiler whose path holds a space is reached through PATH or a link.
+std::vector<std::string> compiler_words() {
   const char* cxx = getenv("CXX");
-  return std::string(cxx && *cxx ? cxx : "c++") +
-         " -O3 -march=native -mprefer-vector-width=512 -fopenmp -std=c++17 -shared -fPIC";
+  std::vector<std::string> words;
+  std::istringstream in(cxx ? cxx : "");
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.empty()) words = {"c++"};
+  for (const char* flag : {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=c++17", "-shared", "-fPIC"})
+    words.push_back(flag);
+  return words;
 }
+
+std::string compiler_command() {
+  std::string command;
+  for (const std::string& w : compiler_words()) command += (command.empty() ? "" : " ") + w;
+  return command;
+}
+
+// The CPU the kernels are compiled for, as -march=native stands for it: /proc/cpuinfo's
+// vendor, family, model and feature flags of the first processor (x86's "flags", Arm's
+// "Features" and part numbers). Read once per process. MINI_CPU_FEATURES, where set, replaces
+// it (a test's other CPU, or a cluster's own name for one kind of machine).
+static const std::string& cpu_features() {
+  static const std::string features = [] {
+    if (const char* env = getenv("MINI_CPU_FEATURES")) return std::string(env);
+    std::ifstream in("/proc/cpuinfo");
+    std::string described;
+    for (std::string line; std::getline(in, line) && !line.empty();) {  // the first processor's block
+      std::string key = line.substr(0, line.find_first_of("\t:"));
+      for (const char* k : {"vendor_id", "cpu family", "model", "model name", "flags", "CPU implementer",
+                            "CPU architecture", "CPU variant", "CPU part", "Features"})
+        if (key == k) described += line + "\n";
+    }
+    return described;
+  }();
+  return features;
+}
+
+void set_interrupt_check(InterruptCheck check) { g_interrupted = check; }
 
 std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir) {
   auto start = std::chrono::steady_clock::now();
@@ -194,8 +316,8 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   }
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) {
-    std::string command = compiler_command();
-    std::string key = hex_hash(cg->source + "||" + command);
+    std::vector<std::string> words = compiler_words();
+    std::string key = hex_hash(cg->source + "||" + compiler_command() + "||" + cpu_features());
     std::string dir = usable_cache_dir(cache_dir.empty() ? "/tmp/mini-cache" : cache_dir, &cg->warnings);
     std::string lib = dir + "/" + key + ".so";
     cg->library_path = lib;
@@ -206,16 +328,22 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
       std::string stem = cat(dir, "/", key, ".", getpid(), ".", g_temp_counter++);
       std::string src = dir + "/" + key + ".cpp", tmp = stem + ".so", log = stem + ".log";
       std::vector<std::string> units = codegen::split_source(cg->source, cg->schedule, compile_jobs(cg->source));
-      int rc = 0;
       cg->compile_units = (int)units.size();
-      if (units.size() > 1 && compile_units(command, units, stem, tmp, log))
-        std::ofstream(stem + ".cpp") << cg->source;
-      else
-        rc = run_compiler(command, cg->source, stem + ".cpp", tmp, log);
-      std::rename((stem + ".cpp").c_str(), src.c_str());  // kept beside the entry, for reading
-      if (rc != 0) compile_failed(*cg, command, rc, read_file(log), stem, src);
-      std::remove(log.c_str());
-      publish_entry(tmp, lib, key);
+      try {
+        int rc = units.size() > 1 ? compile_units(words, units, stem, tmp, log) : -1;  // -1: not yet compiled
+        bool killed = rc > 0 && WIFSIGNALED(rc);  // not compiled again: the report says who stopped it
+        if (rc == 0 || killed)
+          write_file(stem + ".cpp", cg->source);
+        else
+          rc = run_compiler(words, cg->source, stem + ".cpp", tmp, log);
+        std::rename((stem + ".cpp").c_str(), src.c_str());  // kept beside the entry, for reading
+        if (rc != 0) compile_failed(*cg, words, rc, read_file(log), stem, src);
+        std::remove(log.c_str());
+        publish_entry(tmp, lib, key);
+      } catch (...) {  // this compile's files go with it (an interrupt, a full disk, a failure)
+        for (const std::string& f : {stem + ".cpp", tmp, log}) std::remove(f.c_str());
+        throw;
+      }
       std::string why;
       if (!load_entry(*cg, lib, key, &why)) fail("cannot load generated kernels: ", lib, " ", why);
     }

@@ -15,8 +15,12 @@
 //    (MINI_COMPILE_THREADS caps them), linked into the one library of the entry;
 //  * symbolic sizes are kernel arguments: one compiled graph serves every size;
 //  * every generated kernel run counts in metrics (launches, bytes of its loads and stores);
-//  * a missing or failing compiler is a mini::Error naming the command, its output and the
-//    fix; generated code that does not compile is one naming the kernel, the compiler's first
+//  * the compiler runs without a shell: any character in the cache folder's name is safe;
+//  * the key names the CPU's features too (-march=native), so a folder shared by machines of
+//    different CPUs never loads a library built for another CPU;
+//  * a missing, failing or killed compiler or a full disk is a mini::Error naming the command,
+//    its output and the fix (a compiler killed by SIGINT, or Ctrl-C while it runs, is an
+//    Interrupted one: KeyboardInterrupt); generated code that does not compile is one naming the kernel, the compiler's first
 //    error, the source and the fallbacks (backend="eager", mini.config.suppress_errors).
 #pragma once
 #include <memory>
@@ -70,7 +74,17 @@ void reset_profile();
 // tests reach the report of a code generation bug (mini._C._inject_codegen_error()).
 void inject_codegen_error();
 
-// The compiler command used (CXX or c++, with its flags), for cache keys and messages.
+// The compiler's argument vector: CXX (or c++) split on whitespace, then mini's flags. It is
+// run without a shell (posix_spawnp), the paths of sources, outputs and logs added as words.
+std::vector<std::string> compiler_words();
+// compiler_words() joined by spaces, for cache keys and messages.
 std::string compiler_command();
+
+// Asked while the compiler runs, from the thread that waits for it: true when the process was
+// interrupted (the Python module's asks PyErr_CheckSignals, which leaves KeyboardInterrupt, or
+// what a signal handler raised, pending). The compile then kills its compilers and throws an
+// Error of kind Interrupted; a compiler that died of SIGINT throws one too.
+using InterruptCheck = bool (*)();
+void set_interrupt_check(InterruptCheck check);
 
 }  // namespace mini::runtime

@@ -13,7 +13,9 @@ namespace mini {
 struct Error : std::runtime_error {
   // OutOfMemory: a device allocation failed even after the allocator emptied its cache
   // (mini.OutOfMemoryError, a RuntimeError, as torch.OutOfMemoryError).
-  enum class Kind { Runtime, Type, Value, Index, OutOfMemory };
+  // Interrupted: Ctrl-C (SIGINT) stopped a long wait (the C++ compiler): KeyboardInterrupt, or
+  // the exception a Python signal handler raised when one is already pending.
+  enum class Kind { Runtime, Type, Value, Index, OutOfMemory, Interrupted };
   Kind kind;
   Error(Kind k, const std::string& msg) : std::runtime_error(msg), kind(k) {}
 };

@@ -12,12 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
 
 import mini
-from capture_helpers import ALIVE, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse)
+from capture_helpers import ALIVE, T, chain, fresh_mini, same  # noqa: F401  (fresh_mini: autouse)
 
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mini.__file__)))
 
@@ -294,3 +295,204 @@ def test_suppress_errors_is_a_bool_and_off_by_default():
     assert mini.config.suppress_errors is False
     with pytest.raises(TypeError, match="suppress_errors must be bool"):
         mini.config.suppress_errors = 1
+
+
+# ---- the compiler runs without a shell (issue 31) -------------------------------------------
+
+# Compiles a small graph and, with MINI_COMPILE_THREADS=2, one large enough for two units and a
+# link, against the cache folder MINI_CACHE_DIR; prints whether both match eager.
+HOSTILE_VICTIM = r"""
+import json, os
+import numpy as np
+import mini
+def chain(x):  # kernels enough for two units
+    for _ in range(300):
+        x = (x * 1.0001 + 0.001).sin()
+    return x
+small = lambda x: (x.sin() * 2 + x.cos()).sum(0)
+x = mini.rand(4, 8)
+ok = [np.allclose(mini.compile(f, fullgraph=True)(x).numpy(), f(x).numpy(), rtol=1e-4, atol=1e-5)
+      for f in (small, chain)]
+print(json.dumps(dict(ok=ok, files=sorted(os.listdir(mini.config.cache_dir)))))
+"""
+
+HOSTILE_NAMES = ["with space", "semi;colon", "dollar$(touch pwned)", "back`touch pwned`tick", "quote'\"s",
+                 "new\nline", "glob*?[x]", "-dash", "amp&&touch pwned", "pipe|touch pwned", "lt<gt>"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
+def test_a_cache_folder_of_any_name_compiles_and_runs_nothing(tmp_path, name):
+    # the cache folder's name reached a shell: a space broke every compile, `;` looked like a
+    # missing compiler, $(...) and backticks ran. Now every path is one word of the compiler's
+    # argument vector; the small graph takes the one-unit path, the chain the units-and-link one.
+    folder = tmp_path / name
+    work = tmp_path / "cwd"
+    work.mkdir()
+    r = subprocess.run([sys.executable, "-c", HOSTILE_VICTIM], cwd=work, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=PKG_DIR, MINI_CACHE_DIR=str(folder), MINI_COMPILE_THREADS="2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"] == [True, True]
+    assert sum(f.endswith(".so") for f in out["files"]) == 2  # both in the folder asked for
+    assert not list(tmp_path.rglob("pwned"))  # nothing the name holds ran
+
+
+def test_mini_config_cache_dir_takes_a_hostile_name_and_a_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a shell would have run `touch pwned`
+    folder = tmp_path / "a b;$(touch pwned)"
+    mini.config.cache_dir = folder  # an os.PathLike
+    assert mini.config.cache_dir == str(folder)
+    x = T(5)
+    same(mini.compile(lambda t: t.exp() * 3)(x), x.exp() * 3)
+    assert [f for f in os.listdir(folder) if f.endswith(".so")]
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_cxx_may_hold_several_words(tmp_path, monkeypatch):
+    # CXX="env g++": a launcher and a compiler, split on whitespace as make and CMake read CXX
+    mini.config.cache_dir = str(tmp_path)
+    monkeypatch.setenv("CXX", f"env MINI_SOME_VAR=1 {shutil.which('c++') or 'g++'}")
+    x = T(6)
+    same(mini.compile(lambda t: t.sin() * 7)(x), x.sin() * 7)
+
+
+# ---- a compiler that is killed, interrupted or out of disk -----------------------------------
+
+def fake_compiler(tmp_path, body):
+    """A CXX in tmp_path: a shell script whose body runs in place of the compiler."""
+    path = tmp_path / "fake compiler"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    link = tmp_path / "fakecxx"  # CXX is split on whitespace: reached by a name without one
+    link.symlink_to(path)
+    return str(link)
+
+
+@pytest.mark.parametrize("units", ["1", "3"])
+def test_a_compiler_killed_by_a_signal_says_so(tmp_path, monkeypatch, units):
+    mini.config.cache_dir = str(tmp_path / "cache")
+    monkeypatch.setenv("CXX", fake_compiler(tmp_path, 'echo started >> "$(dirname "$0")/runs"; kill -KILL $$'))
+    monkeypatch.setenv("MINI_COMPILE_THREADS", units)
+    msg = compile_error(chain(300), T(4, 8))
+    assert "killed by signal 9 (Killed)" in msg and "OOM killer" in msg
+    assert "code generation" not in msg and "fails the same on mini's prelude" not in msg
+    runs = (tmp_path / "runs").read_text().count("started")
+    assert runs == int(units)  # the units, not compiled once more for a report, nor the prelude probed
+    assert not [f for f in os.listdir(tmp_path / "cache") if f.count(".") > 1]  # no temporary file left
+
+
+@pytest.mark.parametrize("units", ["1", "3"])
+def test_a_compiler_killed_by_sigint_raises_keyboard_interrupt(tmp_path, monkeypatch, units):
+    mini.config.cache_dir = str(tmp_path / "cache")
+    mini.config.suppress_errors = True  # Ctrl-C is never a graph to run eagerly
+    monkeypatch.setenv("CXX", fake_compiler(tmp_path, 'echo started >> "$(dirname "$0")/runs"; kill -INT $$'))
+    monkeypatch.setenv("MINI_COMPILE_THREADS", units)
+    with pytest.raises(KeyboardInterrupt):
+        mini.compile(chain(300))(T(4, 8))
+    assert (tmp_path / "runs").read_text().count("started") == int(units)
+    mini.config.suppress_errors = False
+
+
+CTRL_C = r"""
+import os, signal, sys, time
+import mini
+mini.config.cache_dir = sys.argv[1]
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGINT))  # Ctrl-C, to this process only
+start = time.monotonic()
+try:
+    mini.compile(lambda x: x.sin() + 1)(mini.rand(3))
+    print("compiled")
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - start < 30)
+"""
+
+
+def test_ctrl_c_while_the_compiler_runs_interrupts_the_compile(tmp_path):
+    # SIGINT to mini's process alone, while its compiler sleeps: the wait stops and
+    # KeyboardInterrupt is raised, the compiler killed (it would sleep for a minute)
+    cxx = fake_compiler(tmp_path, "sleep 60")
+    r = subprocess.run([sys.executable, "-c", CTRL_C, str(tmp_path / "cache")], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYTHONPATH=PKG_DIR, CXX=cxx))
+    assert r.stdout.split() == ["interrupted", "True"], r.stdout + r.stderr[-3000:]
+
+
+def test_a_compiler_out_of_disk_says_so(tmp_path, monkeypatch):
+    mini.config.cache_dir = str(tmp_path / "cache")
+    monkeypatch.setenv("CXX", fake_compiler(
+        tmp_path, 'echo "/usr/bin/ld: final link failed: No space left on device" >&2; exit 1'))
+    msg = compile_error(lambda x: x.exp() - 1, T(4))
+    assert "No space left on device" in msg and str(tmp_path / "cache") in msg
+    assert "mini.config.cache_dir" in msg and "MINI_CACHE_DIR" in msg and "Free space" in msg
+    assert "code generation" not in msg
+
+
+FULL_DISK = r"""
+import sys
+import mini
+mini.config.cache_dir = sys.argv[1]
+try:
+    mini.compile(lambda x: x.sin() + 1)(mini.rand(3))
+    print("compiled")
+except RuntimeError as e:
+    print(e)
+"""
+
+
+def test_a_source_that_cannot_be_written_says_so(tmp_path):
+    # a cache folder on a full disk: a 64 KB tmpfs filled up, mounted in a user and mount
+    # namespace of the child's own (unshare); the generated source does not fit
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("no user namespaces here to mount a small tmpfs in")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (f"mount -t tmpfs -o size=64k tmpfs '{disk}' && head -c 60000 /dev/zero > '{disk}/filler'; "
+              f"exec {sys.executable} -c \"$0\" '{disk}/cache'")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", script, FULL_DISK], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=PKG_DIR))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "No space left on device" in r.stdout and f"{disk}/cache" in r.stdout, r.stdout
+    assert "MINI_CACHE_DIR" in r.stdout and "code generation" not in r.stdout
+
+
+# ---- temporary files of a killed process -----------------------------------------------------
+
+def test_temporary_files_of_a_dead_process_are_removed_once_old(tmp_path):
+    # a process killed mid-compile leaves <key>.<pid>.<n>.* behind; a dead pid's files an hour
+    # old go when a process first uses the folder. A live pid's and a fresh file stay (a
+    # compile on another machine sharing the folder), as do entries and other files.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    names = {"stale": [f"0123456789abcdef.{dead.pid}.0.cpp", f"0123456789abcdef.{dead.pid}.3.u1.o",
+                       f"fedcba9876543210.{dead.pid}.12.load.so", f".probe.{dead.pid}"],
+             "kept": [f"0123456789abcdef.{os.getpid()}.0.cpp", "0123456789abcdef.so", "0123456789abcdef.cpp",
+                      f"notakey.{dead.pid}.0.cpp", "fresh"]}
+    for name in names["stale"] + names["kept"]:
+        (tmp_path / name).write_text("x")
+        os.utime(tmp_path / name, (0, 0) if name != "fresh" else None)
+    fresh = f"0123456789abcdef.{dead.pid}.1.so"  # the dead pid's, written a minute ago
+    (tmp_path / fresh).write_text("x")
+    os.utime(tmp_path / fresh, (time.time() - 60,) * 2)
+    victim(tmp_path)
+    left = set(os.listdir(tmp_path))
+    assert not left & set(names["stale"])
+    assert set(names["kept"]) | {fresh} <= left
+
+
+# ---- the key names the CPU ------------------------------------------------------------------
+
+def test_the_key_names_the_cpus_features(tmp_path, monkeypatch):
+    # -march=native stands for the CPU the compile runs on: a folder shared by machines of
+    # different CPUs must not hand one a library built for another. MINI_CPU_FEATURES stands in
+    # for /proc/cpuinfo's features.
+    monkeypatch.setenv("MINI_CPU_FEATURES", "fpu sse2 avx2")
+    first = victim(tmp_path)
+    again = victim(tmp_path)
+    assert again["from_disk_cache"] and again["library"] == first["library"]
+    monkeypatch.setenv("MINI_CPU_FEATURES", "fpu sse2 avx2 avx512f")
+    other = victim(tmp_path)
+    assert not other["from_disk_cache"] and other["library"] != first["library"]
+    monkeypatch.delenv("MINI_CPU_FEATURES")
+    native = victim(tmp_path)
+    assert native["library"] not in (first["library"], other["library"])
+    assert victim(tmp_path)["library"] == native["library"]  # /proc/cpuinfo's: the same each process
