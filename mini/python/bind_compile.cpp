@@ -136,6 +136,10 @@ PyObject* make_graph_module(std::shared_ptr<mini::graph::Graph> g, const std::st
 }  // namespace
 
 void bind_compile(py::module_& m) {
+  // a MINI_COMPILE_DEBUG value that is neither on nor off: said once, at import
+  if (!cap::compile_debug_warning().empty() &&
+      PyErr_WarnEx(PyExc_UserWarning, cap::compile_debug_warning().c_str(), 1) < 0)
+    throw py::error_already_set();
   py::class_<NodeInfo>(m, "Node")
       .def_readonly("op", &NodeInfo::op)
       .def_readonly("name", &NodeInfo::name)

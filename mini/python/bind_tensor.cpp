@@ -448,6 +448,10 @@ void bind_tensor(py::module_& m) {
   T.def("_to_dtype", [](const Tensor& a, int code) { return mini::cast(a, dtype_from_code(code)); });
   T.def("item", &item);
   T.def("numpy", &to_numpy);
+  // numpy's C API and pybind11's dtypes are set up once, on first use. Done here, at import:
+  // done by the process's first tensor.numpy(), a signal handler that converts a tensor
+  // (repr, tolist) while it runs re-entered the setup and hung the process.
+  for (DType d : {DType::Bool, DType::Int64, DType::Float32, DType::Float64}) to_numpy(mini::TensorImpl::empty({1}, d));
   T.def("zero_", [](const Tensor& a) { mini::fill_(a, 0.0); return a; });
   T.def("fill_", [](const Tensor& a, double v) { mini::fill_(a, v); return a; });
   T.def("copy_", [](const Tensor& a, const Tensor& src) { mini::copy_(a, src); return a; });

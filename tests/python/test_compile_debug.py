@@ -70,3 +70,41 @@ def test_nothing_is_written_without_the_variable(tmp_path):
     r = run(tmp_path)
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "mini_compile_debug").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", "off", "OFF", ""])
+def test_a_value_that_says_off_writes_nothing(tmp_path, value):
+    r = run(tmp_path, MINI_COMPILE_DEBUG=value)
+    assert r.returncode == 0 and "MINI_COMPILE_DEBUG" not in r.stderr, r.stderr
+    assert not (tmp_path / "mini_compile_debug").exists()
+
+
+@pytest.mark.parametrize("value", ["1", "true", "Yes", "on"])
+def test_a_value_that_says_on_writes_the_files(tmp_path, value):
+    r = run(tmp_path, MINI_COMPILE_DEBUG=value)
+    assert r.returncode == 0 and "MINI_COMPILE_DEBUG" not in r.stderr, r.stderr
+    assert list((tmp_path / "mini_compile_debug").rglob("output_code.cpp"))
+
+
+def test_an_unknown_value_warns_with_the_accepted_ones_and_is_off(tmp_path):
+    r = run(tmp_path, MINI_COMPILE_DEBUG="verbose")
+    assert r.returncode == 0, r.stderr
+    assert "UserWarning: MINI_COMPILE_DEBUG='verbose' is not understood" in r.stderr
+    assert "1, true, yes or on" in r.stderr and "0, false, no, off or empty" in r.stderr
+    assert not (tmp_path / "mini_compile_debug").exists()
+
+
+def test_a_removed_working_folder_does_not_abort(tmp_path):
+    # the working folder removed under the process: the debug files go to the temporary folder
+    # (TMPDIR), said once, and the compile goes on
+    gone, tmp = tmp_path / "gone", tmp_path / "tmp"
+    gone.mkdir()
+    tmp.mkdir()
+    script = (f"import os\nos.chdir({str(gone)!r})\nos.rmdir({str(gone)!r})\n" +
+              SCRIPT.replace('"cache"', repr(str(tmp_path / "cache"))) + "\nprint('survived')\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=PKG_DIR, MINI_COMPILE_DEBUG="1", TMPDIR=str(tmp)))
+    assert r.returncode == 0 and r.stdout.split()[-1] == "survived", r.stderr[-3000:]
+    assert r.stderr.count("the working folder cannot be read") == 1, r.stderr
+    (run_dir,) = (tmp / "mini_compile_debug").iterdir()
+    assert (run_dir / "__compiled_fn_3" / "output_code.cpp").exists()

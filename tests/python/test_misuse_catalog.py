@@ -402,6 +402,43 @@ def compiler_that_fails(tmp_path):
     assert out.startswith("result") or re.search(r"error:.*compil", out), out
 
 
+@case(child=True)  # the runner sets MINI_CACHE_DIR to tmp_path
+def cache_dir_none_is_the_default(tmp_path):
+    mini.config.cache_dir = tmp_path / "elsewhere"
+    mini.config.cache_dir = None  # not a folder named "None": the default, $MINI_CACHE_DIR here
+    assert mini.config.cache_dir == str(tmp_path)
+    x = T(3)
+    same(mini.compile(lambda t: t.sin() + 2)(x), x.sin() + 2)
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".so")] and not os.path.exists("None")
+    del os.environ["MINI_CACHE_DIR"]
+    mini.config.cache_dir = None
+    assert mini.config.cache_dir == os.path.join(os.path.expanduser("~"), ".cache", "mini")
+
+
+@case()
+def cache_dir_of_the_wrong_type():
+    saved = mini.config.cache_dir
+    raises(TypeError, "mini.config.cache_dir must be a folder.*None for the default.*got int", setattr,
+           mini.config, "cache_dir", 3)
+    raises(TypeError, "cache_dir must be a folder.*got bytes", setattr, mini.config, "cache_dir", b"/tmp/x")
+    assert mini.config.cache_dir == saved
+
+
+@case(child=True)
+def set_num_threads_beyond_the_limit():
+    # 100000 was taken, and the next parallel op crashed (libgomp cannot create the threads)
+    with pytest.raises(ValueError, match=r"set_num_threads takes at most \d+ threads.*got 100000") as e:
+        mini.set_num_threads(100000)
+    limit = int(re.search(r"at most (\d+)", str(e.value)).group(1))
+    assert limit < 100000
+    raises(ValueError, "set_num_threads expects a positive int, got 0", mini.set_num_threads, 0)
+    raises(ValueError, "positive int, got -2", mini.set_num_threads, -2)
+    mini.set_num_threads(limit)  # the most it takes: every parallel op still runs
+    x = mini.rand(512, 512)
+    same(mini.compile(lambda t: (t.sin() * 2).sum(1))(x), (x.sin() * 2).sum(1))
+    assert close(x @ x, mini.from_numpy(x.numpy() @ x.numpy()))
+
+
 # ---- generators, coroutines, recursion -------------------------------------------------------
 
 @case()
@@ -618,6 +655,33 @@ def fork_before_the_first_compile():
         os._exit(0 if ok else 3)
     _, status = os.waitpid(pid, 0)
     assert ok and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+FIRST_NUMPY_UNDER_SIGNALS = """\
+import signal
+import mini
+t = mini.rand(3)
+shown, busy = [], []
+def show(*args):
+    if not busy:  # a handler interrupted by the next one returns at once
+        busy.append(1)
+        shown.append(repr(t) + str(t.tolist()))
+        busy.clear()
+signal.signal(signal.SIGALRM, show)
+signal.setitimer(signal.ITIMER_REAL, 1e-4, 1e-4)  # a handler every 100 us
+for i in range(300):  # the process's first conversions to numpy, interrupted by the handler
+    mini.rand(4).numpy(), mini.rand(2, 2).tolist(), repr(mini.rand(2))
+signal.setitimer(signal.ITIMER_REAL, 0)
+print("converted", bool(shown))
+"""
+
+
+@case()
+def signal_handler_reading_a_tensor_during_the_first_numpy_conversion():
+    # numpy's one-time setup (pybind11's import of numpy's C API) ran at the first conversion:
+    # a handler converting a tensor meanwhile re-entered it and hung. It runs at import now.
+    for _ in range(6):
+        assert run_script(FIRST_NUMPY_UNDER_SIGNALS, timeout=60).split() == ["converted", "True"]
 
 
 # ---- huge and zero-size shapes, NaN and inf ---------------------------------------------------

@@ -23,9 +23,13 @@ class _Config:
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
-        default_dir = os.environ.get("MINI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mini")
-        object.__setattr__(self, "cache_dir", default_dir)
+        object.__setattr__(self, "cache_dir", self._default_cache_dir())
         self._push()
+
+    @staticmethod
+    def _default_cache_dir():
+        """$MINI_CACHE_DIR, else ~/.cache/mini (what mini.config.cache_dir = None restores)."""
+        return os.environ.get("MINI_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mini")
 
     def __getattr__(self, name):
         if name == "recompile_limit":  # torch 2.11's newer name for the same limit
@@ -39,8 +43,14 @@ class _Config:
     def __setattr__(self, name, value):
         if name == "recompile_limit":
             name = "cache_size_limit"
-        if name == "cache_dir":
-            object.__setattr__(self, name, str(value))
+        if name == "cache_dir":  # a folder (str or os.PathLike), or None for the default
+            path = self._default_cache_dir() if value is None else value
+            if isinstance(path, os.PathLike):
+                path = os.fspath(path)
+            if not isinstance(path, str):
+                raise TypeError(f"mini.config.cache_dir must be a folder (str or os.PathLike), or None for the "
+                                f"default ($MINI_CACHE_DIR or ~/.cache/mini), got {type(value).__name__}")
+            object.__setattr__(self, name, path)
             self._push()
             return
         if name not in self._fields:

@@ -4,6 +4,7 @@ repr). Everything that computes runs in C++."""
 import builtins
 import collections
 import functools
+import os
 
 import numpy as np
 
@@ -204,9 +205,15 @@ def manual_seed(seed):
 def set_num_threads(n):
     """The threads the CPU's parallel work uses, as torch.set_num_threads: mini's kernels, the
     generated kernels and the matmuls (OpenBLAS on OpenMP) share one pool (OMP_NUM_THREADS
-    sets the starting value)."""
+    sets the starting value). At most 4 a core, and at least 64 are allowed: more only share the
+    same cores, and libgomp failing to create tens of thousands of threads ends the process (or
+    crashes it) at the next parallel op, where torch accepts any positive number."""
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int) or n < 1:
         raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
+    limit = max(64, 4 * (os.cpu_count() or 1))
+    if n > limit:
+        raise ValueError(f"set_num_threads takes at most {limit} threads on this machine (4 for each of its "
+                         f"{os.cpu_count()} cores, at least 64), got {n}")
     _C.set_num_threads(n)
 
 
