@@ -58,11 +58,14 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
     // dlopen, which hands back any object already loaded under the same path or inode, never
     // answers with an older library.
     std::string copy = cat(lib.substr(0, lib.size() - 3), ".", getpid(), ".", g_temp_counter++, ".load.so");
-    std::ofstream out(copy, std::ios::binary);
-    out.write(bytes.data(), (std::streamsize)(bytes.size() - trailer_bytes()));
-    out.close();
-    if (!out.fail()) handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
-    *why = out.fail() ? cat("cannot be copied to ", copy, " for loading") : handle ? "" : cat("does not load: ", dlerror());
+    try {
+      write_file(copy, bytes.substr(0, bytes.size() - trailer_bytes()));
+    } catch (const Error& e) {  // a full disk: said with the folder and the fix
+      *why = cat("cannot be copied for loading: ", e.what());
+      return false;
+    }
+    handle = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    *why = handle ? "" : cat("does not load: ", dlerror());
     std::remove(copy.c_str());
     if (!handle) return false;
   }
@@ -265,7 +268,8 @@ std::vector<std::string> compiler_words() {
   std::istringstream in(cxx ? cxx : "");
   for (std::string w; in >> w;) words.push_back(w);
   if (words.empty()) words = {"c++"};
-  for (const char* flag : {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=c++17", "-shared", "-fPIC"})
+  for (const char* flag :
+       {"-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=c++17", "-shared", "-fPIC"})
     words.push_back(flag);
   return words;
 }

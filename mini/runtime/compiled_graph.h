@@ -20,8 +20,9 @@
 //    different CPUs never loads a library built for another CPU;
 //  * a missing, failing or killed compiler or a full disk is a mini::Error naming the command,
 //    its output and the fix (a compiler killed by SIGINT, or Ctrl-C while it runs, is an
-//    Interrupted one: KeyboardInterrupt); generated code that does not compile is one naming the kernel, the compiler's first
-//    error, the source and the fallbacks (backend="eager", mini.config.suppress_errors).
+//    Interrupted one: KeyboardInterrupt); generated code that does not compile is one naming
+//    the kernel, the compiler's first error, the source and the fallbacks (backend="eager",
+//    mini.config.suppress_errors).
 #pragma once
 #include <memory>
 #include <string>
