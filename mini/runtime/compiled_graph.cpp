@@ -92,8 +92,9 @@ InterruptCheck g_interrupted = nullptr;
 // Starts the compiler, `words` (compiler_words()) then `args`, with stdout and stderr to `log`.
 // No shell: every path mini passes (the cache folder, sources, outputs, logs) is one word of
 // the argument vector or a file action, whatever characters it holds. The child starts with
-// every signal at its default (Python ignores SIGPIPE, which exec would keep). Returns the
-// child's pid, or -errno when it cannot be started (ENOENT: no such compiler).
+// every signal at its default (Python ignores SIGPIPE, which exec would keep), in a process
+// group of its own, which an interrupted wait kills whole (the driver and its cc1plus, as and
+// ld). Returns the child's pid, or -errno when it cannot be started (ENOENT: no such compiler).
 pid_t spawn_compiler(const std::vector<std::string>& words, const std::vector<std::string>& args,
                      const std::string& log) {
   std::vector<char*> argv;
@@ -111,7 +112,8 @@ pid_t spawn_compiler(const std::vector<std::string>& words, const std::vector<st
   sigemptyset(&none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
   pid_t pid = -1;
   int err = posix_spawnp(&pid, argv[0], &files, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
@@ -120,14 +122,14 @@ pid_t spawn_compiler(const std::vector<std::string>& words, const std::vector<st
 }
 
 // Waits for the compilers `pids` (a negative one, which did not start, stays as it is) and
-// returns their wait statuses. While they run, the interrupt check is asked every 20 ms; when
-// the process was interrupted, the compilers are killed and reaped and an Interrupted error
-// thrown.
+// returns their wait statuses. While they run, the interrupt check is asked every 1 ms at
+// first, then less often up to every 20 ms; when the process was interrupted, the compilers'
+// process groups are killed, the compilers reaped and an Interrupted error thrown.
 std::vector<int> wait_compilers(const std::vector<pid_t>& pids) {
   std::vector<int> statuses(pids.begin(), pids.end());
   std::vector<bool> running(pids.size());
   for (size_t i = 0; i < pids.size(); i++) running[i] = pids[i] > 0;
-  while (std::count(running.begin(), running.end(), true)) {
+  for (int delay_ms = 1; std::count(running.begin(), running.end(), true); delay_ms = std::min(2 * delay_ms, 20)) {
     for (size_t i = 0; i < pids.size(); i++) {
       pid_t r = running[i] ? waitpid(pids[i], &statuses[i], g_interrupted ? WNOHANG : 0) : 0;
       if (r == pids[i] || (r < 0 && errno != EINTR)) running[i] = false;
@@ -135,10 +137,10 @@ std::vector<int> wait_compilers(const std::vector<pid_t>& pids) {
     if (!std::count(running.begin(), running.end(), true)) break;
     if (g_interrupted && g_interrupted()) {
       for (size_t i = 0; i < pids.size(); i++)
-        if (running[i]) kill(pids[i], SIGKILL), waitpid(pids[i], nullptr, 0);
+        if (running[i]) kill(-pids[i], SIGKILL), waitpid(pids[i], nullptr, 0);
       throw Error(Error::Kind::Interrupted, "interrupted while the C++ compiler ran");
     }
-    if (g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (g_interrupted) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   }
   return statuses;
 }

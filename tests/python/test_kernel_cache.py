@@ -408,13 +408,30 @@ except KeyboardInterrupt:
 """
 
 
+def alive(pid):
+    """Whether `pid` runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_ctrl_c_while_the_compiler_runs_interrupts_the_compile(tmp_path):
-    # SIGINT to mini's process alone, while its compiler sleeps: the wait stops and
-    # KeyboardInterrupt is raised, the compiler killed (it would sleep for a minute)
-    cxx = fake_compiler(tmp_path, "sleep 60")
+    # SIGINT to mini's process alone, while its compiler waits for a child of its own (as gcc
+    # waits for cc1plus): the wait stops, KeyboardInterrupt is raised, and the compiler's
+    # whole process group is killed (the child would sleep for a minute)
+    cxx = fake_compiler(tmp_path, 'sleep 60 & echo $! > "$(dirname "$0")/child"; wait')
     r = subprocess.run([sys.executable, "-c", CTRL_C, str(tmp_path / "cache")], capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, PYTHONPATH=PKG_DIR, CXX=cxx))
     assert r.stdout.split() == ["interrupted", "True"], r.stdout + r.stderr[-3000:]
+    child = int((tmp_path / "child").read_text())
+    for _ in range(100):  # SIGKILL is delivered at once; the process may take a moment to go
+        if not alive(child):
+            break
+        time.sleep(0.1)
+    assert not alive(child)
+    assert not [f for f in os.listdir(tmp_path / "cache") if f.count(".") > 1]  # the compile's files went too
 
 
 def test_a_compiler_out_of_disk_says_so(tmp_path, monkeypatch):
