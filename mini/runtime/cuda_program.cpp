@@ -60,13 +60,7 @@ std::shared_ptr<CudaProgram> compile_cuda(const std::string& source, const std::
       fail(e.what(), "\n(the generated source: ", kept, ")");
     }
     std::string tmp = cat(dir, "/", p->key, ".", getpid(), ".", g_counter++, ".cubin");
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(p->cubin.data(), std::streamsize(p->cubin.size()));
-    out.close();
-    if (out.fail()) {
-      std::remove(tmp.c_str());
-      fail("cannot write the kernel cache entry ", tmp);
-    }
+    write_file(tmp, p->cubin);  // a full disk says so, with the folder and the fix
     publish_entry(tmp, p->path, p->key);
     std::ofstream(dir + "/" + p->key + ".cu") << source;  // beside the entry, for reading
   }
