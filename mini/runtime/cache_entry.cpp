@@ -125,15 +125,13 @@ bool check_entry(const std::string& lib, const std::string& key, std::string* wh
 
 void publish_entry(const std::string& tmp, const std::string& path, const std::string& key) {
   std::string bytes = read_file(tmp);
-  std::string trailer(sizeof(Trailer), '\0');
   Trailer t;
   memcpy(t.magic, kTrailerMagic, sizeof t.magic);
   memset(t.key, 0, sizeof t.key);
   memcpy(t.key, key.data(), std::min(key.size(), sizeof t.key));
   t.size = bytes.size();
   t.hash = fnv1a(bytes.data(), bytes.size());
-  memcpy(&trailer[0], &t, sizeof t);
-  write_file(tmp, bytes + trailer);
+  write_file(tmp, bytes + std::string((const char*)&t, sizeof t));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
