@@ -657,6 +657,22 @@ def fork_before_the_first_compile():
     assert ok and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
+@case()
+def omp_num_threads_beyond_the_limit():
+    # the starting value is capped at import, with a warning, where 100000 crashed the first parallel op
+    out = run_script("import warnings\n"
+                     "with warnings.catch_warnings(record=True) as w:\n"
+                     "    warnings.simplefilter('always')\n"
+                     "    import mini\n"
+                     "print(len(w), mini.get_num_threads() < 100000)\n"
+                     "x = mini.rand(512, 512)\n"
+                     "assert mini.allclose(mini.compile(lambda t: t.sin().sum(1))(x), x.sin().sum(1), atol=1e-4)\n"
+                     "print(str(w[0].message))\n",
+                     {"OMP_NUM_THREADS": "100000"})
+    assert out.splitlines()[0] == "1 True", out
+    assert "OMP_NUM_THREADS=100000 asks for more threads" in out
+
+
 FIRST_NUMPY_UNDER_SIGNALS = """\
 import signal
 import mini

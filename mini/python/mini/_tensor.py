@@ -5,6 +5,7 @@ import builtins
 import collections
 import functools
 import os
+import warnings
 
 import numpy as np
 
@@ -210,11 +211,24 @@ def set_num_threads(n):
     crashes it) at the next parallel op, where torch accepts any positive number."""
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int) or n < 1:
         raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
-    limit = max(64, 4 * (os.cpu_count() or 1))
-    if n > limit:
-        raise ValueError(f"set_num_threads takes at most {limit} threads on this machine (4 for each of its "
-                         f"{os.cpu_count()} cores, at least 64), got {n}")
+    if n > _max_threads():
+        raise ValueError(f"set_num_threads takes at most {_max_threads_said()} on this machine, got {n}")
     _C.set_num_threads(n)
+
+
+def _max_threads():
+    """The most threads mini runs its parallel work on (set_num_threads' limit)."""
+    return max(64, 4 * (os.cpu_count() or 1))
+
+
+def _max_threads_said():
+    return f"{_max_threads()} threads (4 for each of its {os.cpu_count()} cores, at least 64)"
+
+
+if _C.get_num_threads() > _max_threads():  # OMP_NUM_THREADS=100000: the same crash, at the first parallel op
+    warnings.warn(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} asks for more threads than mini runs on "
+                  f"this machine; it uses {_max_threads_said()}")
+    _C.set_num_threads(_max_threads())
 
 
 def get_num_threads():
