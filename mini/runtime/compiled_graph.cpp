@@ -210,10 +210,11 @@ int compile_jobs(const std::string& source) {
   std::string fallback = "To run meanwhile: mini.compile(fn, backend='eager'), or mini.config.suppress_errors = True "
                          "(each graph that fails to compile runs eagerly, with a warning).";
   std::string command = compiler_command();
-  if (rc == -ENOENT || rc == -EACCES)
-    fail("no C++ compiler for generated code: `", words[0], "` was not found (", strerror(-rc), "). Install g++ "
-         "(apt-get install g++) or set CXX to a compiler. ", fallback, "\n", out);
-  if (rc < 0) fail("the C++ compiler `", words[0], "` cannot be started: ", strerror(-rc), ". ", fallback);
+  if (rc == -ENOENT)
+    fail("no C++ compiler for generated code: `", words[0], "` was not found. Install g++ (apt-get install g++) "
+         "or set CXX to a compiler. ", fallback, "\n", out);
+  if (rc < 0)
+    fail("the C++ compiler `", words[0], "` cannot be started: ", strerror(-rc), ". Set CXX to a compiler. ", fallback);
   if (WIFSIGNALED(rc) && WTERMSIG(rc) == SIGINT) {
     if (g_interrupted) g_interrupted();  // the SIGINT the process got too (Ctrl-C) is the one raised
     throw Error(Error::Kind::Interrupted, "the C++ compiler was interrupted (SIGINT)");

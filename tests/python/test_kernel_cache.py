@@ -218,6 +218,16 @@ def test_a_missing_compiler_is_reported_as_such(tmp_path, monkeypatch):
     assert "backend='eager'" in msg and "bug in mini's code generation" not in msg
 
 
+def test_a_compiler_that_cannot_be_started_is_reported_as_such(tmp_path, monkeypatch):
+    mini.config.cache_dir = str(tmp_path / "cache")
+    not_executable = tmp_path / "cxx"
+    not_executable.write_text("#!/bin/sh\n")  # no x bit: exec fails with EACCES
+    monkeypatch.setenv("CXX", str(not_executable))
+    msg = compile_error(lambda x: x.exp() - 1, T(4))
+    assert f"`{not_executable}` cannot be started: Permission denied" in msg and "Set CXX" in msg
+    assert "code generation" not in msg
+
+
 def test_generated_code_that_does_not_compile_names_graph_kernel_error_source_and_fallback(tmp_path):
     mini.config.cache_dir = str(tmp_path)
     x = T(3, 4)
