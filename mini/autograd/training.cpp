@@ -233,6 +233,23 @@ std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<boo
   // A8 END
 }
 
+// Per output of the joint graph J, the tangents (by index) it is computed from: the eager
+// engine reaches an input only through outputs that got a gradient, and the compiled node
+// must know which of its gradients those are. Forward nodes (ids below first_backward) read
+// no tangent.
+std::vector<std::vector<int>> tangents_of_outputs(const Graph& J, int first_backward,
+                                                  const std::map<int, int>& tangent_of_node,
+                                                  const std::vector<GraphValue>& grad) {
+  std::vector<std::set<int>> reads(J.nodes.size());
+  for (const auto& [out, t] : tangent_of_node) reads[grad[out].id].insert(t);
+  for (int id = first_backward; id < (int)J.nodes.size(); id++)
+    for (int i : J.nodes[id].inputs)
+      if (i >= first_backward) reads[id].insert(reads[i].begin(), reads[i].end());
+  std::vector<std::vector<int>> per_output;
+  for (int out : J.outputs) per_output.emplace_back(reads[out].begin(), reads[out].end());
+  return per_output;
+}
+
 }  // namespace
 
 bool needs_training_graphs(const Graph& g) {
@@ -317,6 +334,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
       tg.grad_inputs.push_back((int)p);
     }
   }
+  tg.tangents_of_grad = tangents_of_outputs(J, first_backward, tangent_of_node, grad);
 
   // Partition. The backward graph starts with the values it reads from the forward side.
   std::vector<bool> cut_saved;  // the min-cut partitioner's choice
@@ -418,9 +436,11 @@ struct CompiledBackward : CustomBackward {
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     std::vector<Tensor> inputs;
     for (const SavedTensor& s : saved) inputs.push_back(s.unpack(name()));
+    std::vector<bool> given(tg->tangents.size());
     for (size_t t = 0; t < tg->tangents.size(); t++) {
       const TensorMeta& m = tg->tangents[t];
       Tensor g = t < grad_outputs.size() ? grad_outputs[t] : nullptr;
+      given[t] = (bool)g;
       if (!g) {
         g = zeros(m.sizes, m.dtype, tg->backward->device);  // an output that got no gradient (logits beside a loss)
       } else {
@@ -431,7 +451,16 @@ struct CompiledBackward : CustomBackward {
       }
       inputs.push_back(g);
     }
-    return backward(inputs);
+    std::vector<Tensor> grads = backward(inputs);
+    // An input reached only through outputs that got no gradient: none, not the zeros the
+    // backward graph computed from zero tangents (eager leaves such a leaf's .grad None).
+    for (size_t k = 0; k < grads.size() && k < tg->tangents_of_grad.size(); k++) {
+      const std::vector<int>& reads = tg->tangents_of_grad[k];
+      bool reached = reads.empty();  // a gradient that reads no tangent: kept as it is
+      for (int t : reads) reached = reached || given[t];
+      if (!reached) grads[k] = nullptr;
+    }
+    return grads;
   }
 
   void release() override { saved.clear(); }
