@@ -40,8 +40,11 @@ struct GraphBuilder {
     return {g.add_op(k, ids, a)};
   }
   // Arithmetic on two constants is a constant (pow's rule computes y - 1 for y = 2): left as
-  // an op, it would turn pow(x, 2 - 1) into a pow with a run-time exponent.
+  // an op, it would turn pow(x, 2 - 1) into a pow with a run-time exponent. So is a comparison
+  // of two, and a where of a constant condition is the value it picks, when that has the
+  // where's shape (pow's rule asks whether y == 0: for x ** 2 it is the plain formula).
   Value fold(OpKind k, const std::vector<int>& ids, const Attrs& a) {
+    if (k == OpKind::Where) return fold_where(ids, a);
     if (ids.size() != 2 || ids[0] < 0 || ids[1] < 0) return {};
     const Node& x = g.nodes[ids[0]];
     const Node& y = g.nodes[ids[1]];
@@ -52,10 +55,36 @@ struct GraphBuilder {
       case OpKind::Sub: r = x.value - y.value; break;
       case OpKind::Mul: r = x.value * y.value; break;
       case OpKind::Div: r = x.value / y.value; break;
+      case OpKind::Eq: r = x.value == y.value; break;
+      case OpKind::Ne: r = x.value != y.value; break;
+      case OpKind::Lt: r = x.value < y.value; break;
+      case OpKind::Le: r = x.value <= y.value; break;
+      case OpKind::Gt: r = x.value > y.value; break;
+      case OpKind::Ge: r = x.value >= y.value; break;
       default: return {};
     }
     DType d = graph::infer_meta(k, {x.meta, y.meta}, {true, true}, a).dtype;
     return {g.add_constant(r, d)};
+  }
+  Value fold_where(const std::vector<int>& ids, const Attrs& a) {
+    if (ids.size() != 3 || ids[0] < 0 || ids[1] < 0 || ids[2] < 0) return {};
+    const Node& cond = g.nodes[ids[0]];
+    if (cond.kind != NodeKind::Constant) return {};
+    const Node& picked = g.nodes[cond.value != 0 ? ids[1] : ids[2]];
+    std::vector<TensorMeta> in;
+    std::vector<bool> wrapped;
+    for (int i : ids) {
+      in.push_back(g.nodes[i].meta);
+      wrapped.push_back(g.nodes[i].kind == NodeKind::Constant || g.nodes[i].wrapped_number);
+    }
+    bool all_wrapped = std::all_of(wrapped.begin(), wrapped.end(), [](bool w) { return w; });
+    TensorMeta out = graph::infer_meta(OpKind::Where, in, wrapped, a);
+    // the picked value stands for the where's result: same shape and dtype, and a Python
+    // number only where the where would be one (a number promotes with the lowest priority)
+    bool picked_wrapped = picked.kind == NodeKind::Constant || picked.wrapped_number;
+    if (picked.meta.sizes != out.sizes || picked.meta.dtype != out.dtype || picked_wrapped != all_wrapped)
+      return {};
+    return {cond.value != 0 ? ids[1] : ids[2]};
   }
   Shape shape(const Value& v) { return g.nodes[v.id].meta.sizes; }
   DType dtype(const Value& v) { return g.nodes[v.id].meta.dtype; }

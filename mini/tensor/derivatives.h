@@ -121,14 +121,24 @@ struct Rules {
         if (need[0]) gi[0] = sum_to(div(g, in[1]), shp(0));
         if (need[1]) gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), shp(1));
         break;
-      case OpKind::Pow:  // out = x ** y
+      case OpKind::Pow: {  // out = x ** y; torch's values where the formulas give 0 * inf:
+        // d/dx is 0 where y == 0 (x ** 0 is 1 everywhere, 0 * 0 ** -1 is nan), d/dy is 0 where
+        // x == 0 and y >= 0 (0 ** y is 0 there, 0 * log(0) is nan)
+        V zero = num(0.0, g);
         if (need[0]) {
           V y_minus_1 = sub(in[1], num(1.0, in[1]));
           V dx = mul(in[1], op(OpKind::Pow, {in[0], y_minus_1}));
+          dx = op(OpKind::Where, {op(OpKind::Eq, {in[1], num(0.0, in[1])}), zero, dx});
           gi[0] = sum_to(mul(g, dx), shp(0));
         }
-        if (need[1]) gi[1] = sum_to(mul(g, mul(out, op(OpKind::Log, {in[0]}))), shp(1));
+        if (need[1]) {
+          V dy = mul(out, op(OpKind::Log, {in[0]}));
+          V flat = op(OpKind::Where, {op(OpKind::Ge, {in[1], num(0.0, in[1])}), zero, dy});
+          dy = op(OpKind::Where, {op(OpKind::Eq, {in[0], num(0.0, in[0])}), flat, dy});
+          gi[1] = sum_to(mul(g, dy), shp(1));
+        }
         break;
+      }
       case OpKind::Maximum:
       case OpKind::Minimum: {  // ties split the gradient evenly, as torch
         OpKind wins = k == OpKind::Maximum ? OpKind::Gt : OpKind::Lt;

@@ -449,3 +449,21 @@ def test_compiled_backward_reaches_the_inputs_eager_reaches(name, backend, capsy
         assert (g is None) == (w is None), f"input {k}: compiled .grad {g!r}, eager {w!r}"
         if w is not None:
             np.testing.assert_allclose(to_np(g), to_np(w), rtol=1e-5, atol=1e-6, err_msg=f"input {k}")
+
+
+# ---- where a rule's formula is 0 * inf ------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["eager"] + BACKENDS)
+def test_pow_gradients_where_the_formula_is_nan_are_torchs(backend):
+    # d(x ** y)/dx = y * x ** (y - 1) is 0 * inf at x = 0, y = 0: torch gives 0 (x ** 0 is 1
+    # everywhere); d/dy = x ** y * log(x) is 0 * -inf at x = 0, y >= 0: torch gives 0 (0 ** y is
+    # 0 for y > 0). Finite differences cannot see these points, so the values are written out.
+    run = (lambda f: f) if backend == "eager" else (lambda f: mini.compile(f, backend=backend))
+    x = mini.tensor([0.0, 0.0, 4.0, 0.0], requires_grad=True)
+    y = mini.tensor([0.0, 2.0, 0.5, -1.0], requires_grad=True)
+    run(lambda x, y: (x ** y).sum())(x, y).backward()
+    np.testing.assert_allclose(to_np(x.grad), [0.0, 0.0, 0.25, -np.inf])  # -1 * 0 ** -2
+    np.testing.assert_allclose(to_np(y.grad), [0.0, 0.0, 2 * np.log(4.0), -np.inf])  # inf * -inf
+    z = mini.tensor([0.0, 3.0], requires_grad=True)
+    run(lambda z: (z ** 0).sum() + (z ** 2).sum())(z).backward()
+    np.testing.assert_allclose(to_np(z.grad), [0.0, 6.0])
