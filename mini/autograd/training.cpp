@@ -262,15 +262,14 @@ std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<boo
   // A8 END
 }
 
-// Per output of the joint graph J, the tangents (by index) it is computed from: the eager
-// engine reaches an input only through outputs that got a gradient, and the compiled node
-// must know which of its gradients those are. Forward nodes (ids below first_backward) read
-// no tangent.
+// Per output of the joint graph J, the tangents (by index; tangent_inputs[t] is tangent t's
+// input node) it is computed from: the eager engine reaches an input only through outputs
+// that got a gradient, and the compiled node must know which of its gradients those are.
+// Forward nodes (ids below first_backward) read no tangent.
 std::vector<std::vector<int>> tangents_of_outputs(const Graph& J, int first_backward,
-                                                  const std::map<int, int>& tangent_of_node,
-                                                  const std::vector<GraphValue>& grad) {
+                                                  const std::vector<int>& tangent_inputs) {
   std::vector<std::set<int>> reads(J.nodes.size());
-  for (const auto& [out, t] : tangent_of_node) reads[grad[out].id].insert(t);
+  for (size_t t = 0; t < tangent_inputs.size(); t++) reads[tangent_inputs[t]].insert((int)t);
   for (int id = first_backward; id < (int)J.nodes.size(); id++)
     for (int i : J.nodes[id].inputs)
       if (i >= first_backward) reads[id].insert(reads[i].begin(), reads[i].end());
@@ -311,6 +310,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
   // One tangent (incoming gradient) per distinct differentiable output.
   std::vector<GraphValue> grad(n_fwd);
   std::map<int, int> tangent_of_node;
+  std::vector<int> tangent_inputs;  // the joint graph's input node of each tangent
   tg.num_user_outputs = (int)fwd.outputs.size();
   for (int out : fwd.outputs) {
     int t = -1;
@@ -321,6 +321,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
         TensorMeta m = contiguous_meta(J.nodes[out].meta);
         tg.tangents.push_back(m);
         grad[out] = {J.add_input(m, "tangents_" + std::to_string(t + 1))};
+        tangent_inputs.push_back(grad[out].id);
         tangent_of_node[out] = t;
       } else {
         t = it->second;
@@ -363,7 +364,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
       tg.grad_inputs.push_back((int)p);
     }
   }
-  tg.tangents_of_grad = tangents_of_outputs(J, first_backward, tangent_of_node, grad);
+  tg.tangents_of_grad = tangents_of_outputs(J, first_backward, tangent_inputs);
 
   // Partition. The backward graph starts with the values it reads from the forward side.
   std::vector<bool> cut_saved;  // the min-cut partitioner's choice

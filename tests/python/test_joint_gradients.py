@@ -426,6 +426,9 @@ REACH = {
     "a leaf reached with a zero gradient": (lambda x, y: x * 0 + y.sign(), [_float(3, 4), _float(3, 4)], [0], [0, 1]),
     "one leaf reached with zeros, the other not":
         (lambda x, y: (x * y, y * 0), [_float(3, 4), _float(3, 4)], [1], [1]),
+    # one output computed from another: each one's gradient reaches what it reads
+    "the first of two chained outputs": (lambda x, y: (lambda a: (a, a * y))(x * 2), [_float(3, 4), _float(4)], [0], [0]),
+    "the second of two chained outputs": (lambda x, y: (lambda a: (a, a * y))(x * 2), [_float(3, 4), _float(4)], [1], [0, 1]),
     "both outputs in the loss": (lambda x, y: (x * 2, y * 3), [_float(3, 4), _float(4)], [0, 1], [0, 1]),
 }
 
