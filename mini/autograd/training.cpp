@@ -40,8 +40,11 @@ struct GraphBuilder {
     return {g.add_op(k, ids, a)};
   }
   // Arithmetic on two constants is a constant (pow's rule computes y - 1 for y = 2): left as
-  // an op, it would turn pow(x, 2 - 1) into a pow with a run-time exponent.
+  // an op, it would turn pow(x, 2 - 1) into a pow with a run-time exponent. So is a comparison
+  // of two, and a where of a constant condition is the value it picks, when that has the
+  // where's shape (pow's rule asks whether y == 0: for x ** 2 it is the plain formula).
   Value fold(OpKind k, const std::vector<int>& ids, const Attrs& a) {
+    if (k == OpKind::Where) return fold_where(ids, a);
     if (ids.size() != 2 || ids[0] < 0 || ids[1] < 0) return {};
     const Node& x = g.nodes[ids[0]];
     const Node& y = g.nodes[ids[1]];
@@ -52,10 +55,36 @@ struct GraphBuilder {
       case OpKind::Sub: r = x.value - y.value; break;
       case OpKind::Mul: r = x.value * y.value; break;
       case OpKind::Div: r = x.value / y.value; break;
+      case OpKind::Eq: r = x.value == y.value; break;
+      case OpKind::Ne: r = x.value != y.value; break;
+      case OpKind::Lt: r = x.value < y.value; break;
+      case OpKind::Le: r = x.value <= y.value; break;
+      case OpKind::Gt: r = x.value > y.value; break;
+      case OpKind::Ge: r = x.value >= y.value; break;
       default: return {};
     }
     DType d = graph::infer_meta(k, {x.meta, y.meta}, {true, true}, a).dtype;
     return {g.add_constant(r, d)};
+  }
+  Value fold_where(const std::vector<int>& ids, const Attrs& a) {
+    if (ids.size() != 3 || ids[0] < 0 || ids[1] < 0 || ids[2] < 0) return {};
+    const Node& cond = g.nodes[ids[0]];
+    if (cond.kind != NodeKind::Constant) return {};
+    const Node& picked = g.nodes[cond.value != 0 ? ids[1] : ids[2]];
+    std::vector<TensorMeta> in;
+    std::vector<bool> wrapped;
+    for (int i : ids) {
+      in.push_back(g.nodes[i].meta);
+      wrapped.push_back(g.nodes[i].kind == NodeKind::Constant || g.nodes[i].wrapped_number);
+    }
+    bool all_wrapped = std::all_of(wrapped.begin(), wrapped.end(), [](bool w) { return w; });
+    TensorMeta out = graph::infer_meta(OpKind::Where, in, wrapped, a);
+    // the picked value stands for the where's result: same shape and dtype, and a Python
+    // number only where the where would be one (a number promotes with the lowest priority)
+    bool picked_wrapped = picked.kind == NodeKind::Constant || picked.wrapped_number;
+    if (picked.meta.sizes != out.sizes || picked.meta.dtype != out.dtype || picked_wrapped != all_wrapped)
+      return {};
+    return {cond.value != 0 ? ids[1] : ids[2]};
   }
   Shape shape(const Value& v) { return g.nodes[v.id].meta.sizes; }
   DType dtype(const Value& v) { return g.nodes[v.id].meta.dtype; }
@@ -233,6 +262,22 @@ std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<boo
   // A8 END
 }
 
+// Per output of the joint graph J, the tangents (by index; tangent_inputs[t] is tangent t's
+// input node) it is computed from: the eager engine reaches an input only through outputs
+// that got a gradient, and the compiled node must know which of its gradients those are.
+// Forward nodes (ids below first_backward) read no tangent.
+std::vector<std::vector<int>> tangents_of_outputs(const Graph& J, int first_backward,
+                                                  const std::vector<int>& tangent_inputs) {
+  std::vector<std::set<int>> reads(J.nodes.size());
+  for (size_t t = 0; t < tangent_inputs.size(); t++) reads[tangent_inputs[t]].insert((int)t);
+  for (int id = first_backward; id < (int)J.nodes.size(); id++)
+    for (int i : J.nodes[id].inputs)
+      if (i >= first_backward) reads[id].insert(reads[i].begin(), reads[i].end());
+  std::vector<std::vector<int>> per_output;
+  for (int out : J.outputs) per_output.emplace_back(reads[out].begin(), reads[out].end());
+  return per_output;
+}
+
 }  // namespace
 
 bool needs_training_graphs(const Graph& g) {
@@ -265,6 +310,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
   // One tangent (incoming gradient) per distinct differentiable output.
   std::vector<GraphValue> grad(n_fwd);
   std::map<int, int> tangent_of_node;
+  std::vector<int> tangent_inputs;  // the joint graph's input node of each tangent
   tg.num_user_outputs = (int)fwd.outputs.size();
   for (int out : fwd.outputs) {
     int t = -1;
@@ -275,6 +321,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
         TensorMeta m = contiguous_meta(J.nodes[out].meta);
         tg.tangents.push_back(m);
         grad[out] = {J.add_input(m, "tangents_" + std::to_string(t + 1))};
+        tangent_inputs.push_back(grad[out].id);
         tangent_of_node[out] = t;
       } else {
         t = it->second;
@@ -317,6 +364,7 @@ TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
       tg.grad_inputs.push_back((int)p);
     }
   }
+  tg.tangents_of_grad = tangents_of_outputs(J, first_backward, tangent_inputs);
 
   // Partition. The backward graph starts with the values it reads from the forward side.
   std::vector<bool> cut_saved;  // the min-cut partitioner's choice
@@ -418,9 +466,11 @@ struct CompiledBackward : CustomBackward {
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     std::vector<Tensor> inputs;
     for (const SavedTensor& s : saved) inputs.push_back(s.unpack(name()));
+    std::vector<bool> given(tg->tangents.size());
     for (size_t t = 0; t < tg->tangents.size(); t++) {
       const TensorMeta& m = tg->tangents[t];
       Tensor g = t < grad_outputs.size() ? grad_outputs[t] : nullptr;
+      given[t] = (bool)g;
       if (!g) {
         g = zeros(m.sizes, m.dtype, tg->backward->device);  // an output that got no gradient (logits beside a loss)
       } else {
@@ -431,7 +481,16 @@ struct CompiledBackward : CustomBackward {
       }
       inputs.push_back(g);
     }
-    return backward(inputs);
+    std::vector<Tensor> grads = backward(inputs);
+    // An input reached only through outputs that got no gradient: none, not the zeros the
+    // backward graph computed from zero tangents (eager leaves such a leaf's .grad None).
+    for (size_t k = 0; k < grads.size() && k < tg->tangents_of_grad.size(); k++) {
+      const std::vector<int>& reads = tg->tangents_of_grad[k];
+      bool reached = reads.empty();  // a gradient that reads no tangent: kept as it is
+      for (int t : reads) reached = reached || given[t];
+      if (!reached) grads[k] = nullptr;
+    }
+    return grads;
   }
 
   void release() override { saved.clear(); }

@@ -16,7 +16,10 @@
 //      min-cut partitioner decides the same trade with a max-flow over bytes).
 // At run time (make_training_runner) the forward graph runs without recording autograd, and
 // one autograd node (CompiledFunctionBackward) with one slot per differentiable output is
-// attached to the outputs; eager backward() runs the backward graph through it.
+// attached to the outputs; eager backward() runs the backward graph through it. An input
+// whose gradient reads only tangents of outputs that got no gradient (a logit beside the
+// loss, a value handed across a graph break and not used) gets none, as in eager mode: its
+// .grad stays None (a zero-filled tangent stands in only for the graph's arithmetic).
 // Not covered: graphs with symbolic sizes (the caller runs them with eager kernels),
 // double backward (the backward graph does not record autograd).
 #pragma once
@@ -44,6 +47,9 @@ struct TrainingGraphs {
   int num_user_outputs = 0;
   std::vector<int> tangent_of_output;      // per user output: its tangent's index, or -1
   std::vector<int> grad_inputs;            // per backward output: the forward input (position)
+  std::vector<std::vector<int>> tangents_of_grad;  // per backward output: the tangents it is
+                                           // computed from (a path in the joint graph); with
+                                           // none of them given, the input was not reached
   std::vector<graph::TensorMeta> tangents; // the meta of each tangent (contiguous)
   int64_t saved_bytes = 0;                 // bytes of saved intermediates (inputs excluded: the
                                            // caller keeps them alive anyway)

@@ -179,7 +179,7 @@ const struct { const char* name; OpKind op; } kBinary[] = {
     {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
     {"pow", OpKind::Pow}, {"maximum", OpKind::Maximum}, {"minimum", OpKind::Minimum},
     {"eq", OpKind::Eq}, {"ne", OpKind::Ne}, {"lt", OpKind::Lt}, {"le", OpKind::Le},
-    {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul}, {"mm", OpKind::Matmul},
+    {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul},
 };
 const struct { const char* name; OpKind op; } kUnary[] = {
     {"neg", OpKind::Neg}, {"abs", OpKind::Abs}, {"exp", OpKind::Exp}, {"log", OpKind::Log},
@@ -715,6 +715,11 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   const graph::TensorMeta& m = meta_of(ctx, self);
   for (auto& b : kBinary)
     if (name == b.name) return tensor_binary(ctx, b.op, self, args.get(0, "other"));
+  if (name == "mm") {  // matmul of two matrices only: the graph's matmul node takes every rank
+    VarRef mat2 = args.get(0, "mat2");
+    if (is_tensor(mat2)) check_mm_ranks((int64_t)m.sizes.size(), (int64_t)meta_of(ctx, mat2).sizes.size());
+    return tensor_binary(ctx, OpKind::Matmul, self, mat2);
+  }
   for (auto& u : kUnary)
     if (name == u.name) return tensor_unary(ctx, u.op, self);
   if (name == "sum") return reduction(ctx, OpKind::Sum, self, args);

@@ -14,7 +14,15 @@ struct Builder {
   graph::Graph& g;
   std::string code;
   int op(OpKind k, std::vector<int> in, Attrs a = {}) { return g.add_op(k, in, a, code); }
+  int cast(int x, DType dtype) {
+    Attrs a;
+    a.dtype = dtype;
+    return op(OpKind::Cast, {x}, a);
+  }
+  // A reduction of a 0-d tensor reduces no dim: its one value, as a cast (a kernel's loops
+  // come from its reduced dims, and this one has none).
   int reduce(OpKind k, int x, std::vector<int64_t> dims, bool keepdim) {
+    if (g.nodes[x].meta.sizes.empty()) return cast(x, g.nodes[x].meta.dtype);
     Attrs a;
     a.dims = std::move(dims);
     a.keepdim = keepdim;
@@ -105,9 +113,7 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
     switch (n.op) {
       case OpKind::Softmax: case OpKind::LogSoftmax: {
         if (numel_of(n.meta.sizes) == 0) {  // nothing to compute (and amax has no identity)
-          Attrs c;
-          c.dtype = n.meta.dtype;
-          map[id] = b.op(OpKind::Cast, {in[0]}, c);
+          map[id] = b.cast(in[0], n.meta.dtype);
           break;
         }
         int m = b.reduce(OpKind::Amax, in[0], {a.dim}, true);
@@ -148,12 +154,9 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
         break;
       }
       case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
-        // A reduction of a 0-d tensor reduces no dim: its one value, in the result's dtype
-        // (a kernel's loops come from its reduced dims, and this one has none).
+        // A reduction of a 0-d tensor: a cast (Builder::reduce), to the result's dtype.
         if (g.nodes[in[0]].meta.sizes.empty()) {
-          Attrs c;
-          c.dtype = n.meta.dtype;
-          map[id] = b.op(OpKind::Cast, {in[0]}, c);
+          map[id] = b.cast(in[0], n.meta.dtype);
           break;
         }
         [[fallthrough]];

@@ -392,8 +392,7 @@ void bind_tensor(py::module_& m) {
     if (!py::isinstance<TensorImpl>(bh))
       mini::fail_type("mm(): argument 'mat2' must be a Tensor, not ", type_name(bh));
     Tensor b = bh.cast<Tensor>();
-    if (a->dim() != 2 || b->dim() != 2)
-      mini::fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
+    mini::check_mm_ranks(a->dim(), b->dim());
     return mini::matmul(a, b);
   });
 

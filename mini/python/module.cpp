@@ -6,6 +6,7 @@
 
 #include "tensor/errors.h"
 #include "tensor/metrics.h"
+#include "tensor/op.h"
 
 namespace py = pybind11;
 
@@ -47,6 +48,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("metrics_reset", [] { mini::metrics().reset(); });
   m.def("cpu_memory", [] { return std::make_pair(mini::cpu_memory_allocated(), mini::cpu_memory_peak()); });
   m.def("reset_cpu_memory_peak", [] { mini::reset_cpu_memory_peak(); });
+
+  // Every OpKind as (name, class): tests that must cover each op (test_joint_gradients.py)
+  // enumerate them here, so that a new op without a case fails them.
+  m.def("_op_list", [] {
+    std::vector<std::pair<std::string, std::string>> ops;
+#define MINI_OP_ENTRY(name, str, cls) ops.emplace_back(str, #cls);
+    MINI_OP_LIST(MINI_OP_ENTRY)
+#undef MINI_OP_ENTRY
+    return ops;
+  });
 
   bind_tensor(m);
   bind_compile(m);

@@ -121,14 +121,24 @@ struct Rules {
         if (need[0]) gi[0] = sum_to(div(g, in[1]), shp(0));
         if (need[1]) gi[1] = sum_to(neg(div(mul(g, in[0]), mul(in[1], in[1]))), shp(1));
         break;
-      case OpKind::Pow:  // out = x ** y
+      case OpKind::Pow: {  // out = x ** y; torch's values where the formulas give 0 * inf:
+        // d/dx is 0 where y == 0 (x ** 0 is 1 everywhere, 0 * 0 ** -1 is nan), d/dy is 0 where
+        // x == 0 and y >= 0 (0 ** y is 0 there, 0 * log(0) is nan)
+        V zero = num(0.0, g);
         if (need[0]) {
           V y_minus_1 = sub(in[1], num(1.0, in[1]));
           V dx = mul(in[1], op(OpKind::Pow, {in[0], y_minus_1}));
+          dx = op(OpKind::Where, {op(OpKind::Eq, {in[1], num(0.0, in[1])}), zero, dx});
           gi[0] = sum_to(mul(g, dx), shp(0));
         }
-        if (need[1]) gi[1] = sum_to(mul(g, mul(out, op(OpKind::Log, {in[0]}))), shp(1));
+        if (need[1]) {
+          V dy = mul(out, op(OpKind::Log, {in[0]}));
+          V flat = op(OpKind::Where, {op(OpKind::Ge, {in[1], num(0.0, in[1])}), zero, dy});
+          dy = op(OpKind::Where, {op(OpKind::Eq, {in[0], num(0.0, in[0])}), flat, dy});
+          gi[1] = sum_to(mul(g, dy), shp(1));
+        }
         break;
+      }
       case OpKind::Maximum:
       case OpKind::Minimum: {  // ties split the gradient evenly, as torch
         OpKind wins = k == OpKind::Maximum ? OpKind::Gt : OpKind::Lt;
@@ -231,23 +241,7 @@ struct Rules {
         gi[0] = op(OpKind::SliceBackward, {reshape(g, kept)}, at);
         break;
       }
-      case OpKind::Matmul:  // both inputs at least 2-D here (ops.cpp reshapes 1-D cases)
-        if (need[0]) gi[0] = sum_to(op(OpKind::Matmul, {g, transpose_last(in[1])}), shp(0));
-        if (need[1]) {
-          Shape x = shp(0), w = shp(1);
-          bool fold = w.size() == 2 && x.size() > 2;  // a weight shared by every batch entry
-          for (int64_t d : x) fold = fold && d >= 0;  // static sizes (a symbol's product is unknown here)
-          if (fold) {  // one matmul over every row of every batch (K x rows @ rows x N), not a batch
-                       // of them and a sum over the batch: that made (batch, K, N) first
-            int64_t rows = 1;
-            for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
-            V x2 = reshape(in[0], {rows, x.back()}), g2 = reshape(g, {rows, w.back()});
-            gi[1] = op(OpKind::Matmul, {transpose_last(x2), g2});
-          } else {
-            gi[1] = sum_to(op(OpKind::Matmul, {transpose_last(in[0]), g}), shp(1));
-          }
-        }
-        break;
+      case OpKind::Matmul: gi = matmul(g, in, need); break;
       case OpKind::Softmax: {
         Attrs at; at.dims = {a.dim}; at.keepdim = true;
         V gy = mul(g, out);
@@ -281,6 +275,41 @@ struct Rules {
     }
     return gi;
     // A1 END
+  }
+
+  // out = x @ w with torch.matmul's ranks. Eager autograd records only the batched core (ops.cpp
+  // wraps a 1-D operand in unsqueeze/squeeze); a captured graph has one matmul node for every
+  // rank, so a 1-D operand is read here as torch does: x [K] as the row [1, K], w [K] as the
+  // column [K, 1], and the gradient gets back the dim the output lost. Without that, g [B, N]
+  // of v [K] @ W [B, K, N] met W^T [B, N, K] as a matrix broadcast over the batch: [B, B, K],
+  // summed to [K] over both dims, B times the gradient of an all-ones g.
+  std::vector<V> matmul(V g, const std::vector<V>& in, const std::vector<bool>& need) {
+    std::vector<V> gi(in.size());
+    const Shape xs = f.shape(in[0]), ws = f.shape(in[1]);
+    Shape x = xs, w = ws, gs = f.shape(g);
+    if (xs.size() == 1) x = {1, xs[0]};
+    if (ws.size() == 1) {
+      w = {ws[0], 1};
+      gs.push_back(1);
+    }
+    if (xs.size() == 1) gs.insert(gs.end() - 1, 1);
+    V xm = reshape(in[0], x), wm = reshape(in[1], w);
+    g = reshape(g, gs);
+    if (need[0]) gi[0] = reshape(sum_to(op(OpKind::Matmul, {g, transpose_last(wm)}), x), xs);
+    if (need[1]) {
+      bool fold = w.size() == 2 && x.size() > 2;  // a weight shared by every batch entry
+      for (int64_t d : x) fold = fold && d >= 0;  // static sizes (a symbol's product is unknown here)
+      if (fold) {  // one matmul over every row of every batch (K x rows @ rows x N), not a batch
+                   // of them and a sum over the batch: that made (batch, K, N) first
+        int64_t rows = 1;
+        for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
+        V x2 = reshape(xm, {rows, x.back()}), g2 = reshape(g, {rows, w.back()});
+        gi[1] = reshape(op(OpKind::Matmul, {transpose_last(x2), g2}), ws);
+      } else {
+        gi[1] = reshape(sum_to(op(OpKind::Matmul, {transpose_last(xm), g}), w), ws);
+      }
+    }
+    return gi;
   }
 
   // layer_norm over the last a.dim dims: y = (x - mean) * rstd * w + b.

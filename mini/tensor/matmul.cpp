@@ -183,6 +183,11 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
 
 }  // namespace
 
+void check_mm_ranks(int64_t a_dim, int64_t b_dim) {
+  if (a_dim != 2 || b_dim != 2)
+    fail("mm: expected 2-D tensors, got ", a_dim, "-D and ", b_dim, "-D; use matmul for other ranks");
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!a || !b) fail_type("matmul(): arguments must be Tensors, not None");
   if (autocast_state().on(a->device())) {  // in the lower precision (autograd.h)

@@ -88,6 +88,9 @@ Tensor detach(const Tensor& a);  // shares storage, no autograd history
 
 // ---- matmul and composite kernels -----------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul: 1-D, 2-D, batched
+// torch.mm is matmul of two matrices only: eager's error for operands of other ranks (the
+// method, and capture, whose graph has one matmul node for every rank).
+void check_mm_ranks(int64_t a_dim, int64_t b_dim);
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);

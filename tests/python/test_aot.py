@@ -350,6 +350,55 @@ def test_a_weight_shared_by_a_batch_gets_its_gradient_from_one_matmul(capsys):
     np.testing.assert_allclose(to_np(w.grad), xs.T @ gs, rtol=1e-4, atol=1e-4)
 
 
+# torch.matmul's rank cases: a 1-D operand is a row on the left, a column on the right, and
+# the output loses that dim; batch dims broadcast
+MATMUL_RANKS = [((4,), (4,)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (3, 4, 5)), ((3, 4, 5), (5,)),
+                ((2, 4, 5), (3, 1, 5, 6)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+                ((2, 1, 3, 4), (5, 4, 6)), ((1, 4, 5), (3, 5, 6))]
+
+
+def matmul_grads_float64(x, w, g):
+    """The gradients of sum(g * (x @ w)) in float64 numpy: 1-D operands made 2-D, the batch
+    broadcast, each gradient summed back over the dims its operand was broadcast along."""
+    x2 = x[None, :] if x.ndim == 1 else x
+    w2 = w[:, None] if w.ndim == 1 else w
+    out_shape = np.matmul(x2, w2).shape
+    g2 = g.reshape(out_shape)
+    gx, gw = np.matmul(g2, np.swapaxes(w2, -1, -2)), np.matmul(np.swapaxes(x2, -1, -2), g2)
+
+    def sum_to(a, shape):
+        a = a.sum(axis=tuple(range(a.ndim - len(shape))))
+        return a.sum(axis=tuple(d for d, n in enumerate(shape) if n == 1), keepdims=True)
+    return sum_to(gx, x2.shape).reshape(x.shape), sum_to(gw, w2.shape).reshape(w.shape)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("x_shape,w_shape", MATMUL_RANKS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("grads", ["x", "w", "both"])
+def test_matmul_gradients_at_every_rank_are_the_math(backend, x_shape, w_shape, grads, capsys):
+    # A captured graph has one matmul node for every rank (eager records the batched core and
+    # the unsqueeze/squeeze around it): its rule must read a 1-D operand as torch does. v [4] @
+    # B [3, 4, 5] gave v three times its gradient (g [3, 5] met B^T as a matrix broadcast over
+    # the batch), and with both requiring grad the rule failed and the graph ran eagerly.
+    mini.set_logs("aot_graphs")
+    rng = np.random.default_rng(7)
+    xn, wn = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    gn = rng.standard_normal(np.matmul(xn, wn).shape)
+    want_x, want_w = matmul_grads_float64(xn, wn, gn)
+    f = lambda x, w, g: ((x @ w) * g).sum()  # noqa: E731
+    for run in (f, mini.compile(f, backend=backend)):
+        x = mini.tensor(xn.astype(np.float32).tolist()).requires_grad_(grads in ("x", "both"))
+        w = mini.tensor(wn.astype(np.float32).tolist()).requires_grad_(grads in ("w", "both"))
+        run(x, w, mini.tensor(gn.astype(np.float32).tolist())).backward()
+        if x.requires_grad:
+            np.testing.assert_allclose(to_np(x.grad), want_x, rtol=1e-4, atol=1e-4)
+        if w.requires_grad:
+            np.testing.assert_allclose(to_np(w.grad), want_w, rtol=1e-4, atol=1e-4)
+    mini.set_logs()
+    err = capsys.readouterr().err
+    assert "===== Backward graph 1 =====" in err and "runs with eager kernels" not in err, err
+
+
 def test_a_slice_over_a_whole_dim_passes_its_gradient_through(capsys):
     # x[:, :, 2:5] slices dims 0 and 1 whole and dim 2 in part: one slice_backward (zeros with
     # the part filled in), not three, each a full-size copy

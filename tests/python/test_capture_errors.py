@@ -387,6 +387,10 @@ def test_compiled_fn_works_after_a_user_error():
     pytest.param(_bad_dim, lambda: (T(3),), id="dim"),
     pytest.param(_matmul, lambda: (T(2, 3), T(4, 5)), id="matmul"),
     pytest.param(lambda x: mini.layer_norm(x, (5,)), lambda: (T(3, 4),), id="layer_norm"),
+    # mm is matmul of matrices only; the graph's matmul node takes every rank, so capture checks
+    pytest.param(lambda x, v: x.mm(v), lambda: (T(3, 4), T(4)), id="mm_of_a_vector"),
+    pytest.param(lambda v, x: mini.mm(v, x), lambda: (T(4), T(4, 5)), id="mm_of_a_vector_first"),
+    pytest.param(lambda b, x: b.mm(x), lambda: (T(2, 3, 4), T(4, 5)), id="mm_of_a_batch"),
 ])
 def test_error_message_matches_eager(fn, make_args):
     with pytest.raises(Exception) as eager:

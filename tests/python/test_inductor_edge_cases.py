@@ -55,6 +55,9 @@ REDUCTIONS_OF_0D = {
     "mixed": (lambda x: x.sum(1).sum().exp() + x.mean(), (4, 3)),
     "size1_dims": (lambda x: (x.sum(1), x.mean((0, 1), keepdim=True), x.amax(0), x.amin(-1) + 1), (1, 1)),
     "size1_reduced": (lambda x: (x.sum(1), x.amax(1, keepdim=True) - x), (4, 1)),
+    # a composite whose decomposition reduces a 0-d tensor (decompose.cpp's Builder::reduce)
+    "mse_loss_of_0d": (lambda x: (mini.nn.functional.mse_loss(x, x * 0.5, reduction="sum"),
+                                  mini.nn.functional.mse_loss(x, x * 0.25)), ()),
 }
 
 
