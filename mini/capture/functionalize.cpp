@@ -165,6 +165,15 @@ VarRef tensor_var(TraceContext& ctx, int node) {
   return v;
 }
 
+void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op) {
+  const graph::TensorMeta& m = ctx.graph().nodes[self->node].meta;
+  if (!has_internal_overlap(m.sizes, m.strides)) return;
+  if (op == "fill_" || op == "zero_")
+    unsupported("an in-place " + op + " on an expanded tensor (several of its elements share one memory "
+                "location), which mini's functionalization does not model");
+  check_no_internal_overlap(m.sizes, m.strides);
+}
+
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op) {
   graph::Graph& g = ctx.graph();
   if (g.nodes[self->node].wrapped_number) unsupported("an in-place " + op + " on a Python number");

@@ -179,7 +179,7 @@ const struct { const char* name; OpKind op; } kBinary[] = {
     {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
     {"pow", OpKind::Pow}, {"maximum", OpKind::Maximum}, {"minimum", OpKind::Minimum},
     {"eq", OpKind::Eq}, {"ne", OpKind::Ne}, {"lt", OpKind::Lt}, {"le", OpKind::Le},
-    {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul}, {"mm", OpKind::Matmul},
+    {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul},
 };
 const struct { const char* name; OpKind op; } kUnary[] = {
     {"neg", OpKind::Neg}, {"abs", OpKind::Abs}, {"exp", OpKind::Exp}, {"log", OpKind::Log},
@@ -414,6 +414,9 @@ const struct { const char* name; OpKind op; } kInplaceBinary[] = {
 // that is not an in-place method.
 VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                       const Args& args) {
+  static const char* kWrites[] = {"relu_", "zero_", "fill_", "copy_", "masked_fill_", "clamp_"};
+  for (const char* w : kWrites)
+    if (name == w) check_writable(ctx, self, name);
   for (auto& b : kInplaceBinary)
     if (name == b.name) return tensor_inplace_binary(ctx, b.op, self, args.get(0, "other"));
   VarRef result;
@@ -445,6 +448,7 @@ VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& 
 VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self,
                              const VarRef& other) {
   std::string name = std::string(op_name(op)) + "_";
+  check_writable(ctx, self, name);
   return write_result(ctx, self, tensor_binary(ctx, op, self, other), name, false);
 }
 
@@ -602,6 +606,7 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       unsupported("indexing a tensor with " + it->describe() + " (mini supports ints, slices, None and ...)");
     if (PyLong_Check(it->obj) || PySlice_Check(it->obj)) consuming++;
   }
+  check_index_count(consuming, rank);
   VarRef r = t;
   int64_t dim = 0;
   for (auto& it : items) {
@@ -715,6 +720,11 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   const graph::TensorMeta& m = meta_of(ctx, self);
   for (auto& b : kBinary)
     if (name == b.name) return tensor_binary(ctx, b.op, self, args.get(0, "other"));
+  if (name == "mm") {  // a matmul of two 2-D tensors, with eager's check of the ranks
+    VarRef other = args.get(0, "mat2");
+    if (is_tensor(other)) check_mm(graph::meta_tensor(m), graph::meta_tensor(meta_of(ctx, other)));
+    return tensor_binary(ctx, OpKind::Matmul, self, other);
+  }
   for (auto& u : kUnary)
     if (name == u.name) return tensor_unary(ctx, u.op, self);
   if (name == "sum") return reduction(ctx, OpKind::Sum, self, args);
@@ -739,7 +749,14 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     a.mode = ap && ap->obj && PyUnicode_Check(ap->obj) ? PyUnicode_AsUTF8(ap->obj) : "none";
     return node(ctx, OpKind::Gelu, {self->node}, a);
   }
-  if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(ctx, args.pos, 0, "shape"));
+  if (name == "reshape" || name == "view") {
+    std::vector<int64_t> shape = ints_of(ctx, args.pos, 0, "shape");
+    // a view is a reshape that never copies: eager's check where it would (known sizes only)
+    bool known = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t s) { return s >= 0; }) &&
+                 std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s >= -1; });
+    if (name == "view" && known) check_view(graph::meta_tensor(m), shape);
+    return reshape(ctx, self, shape);
+  }
   if (name == "split" || name == "chunk") return split_views(ctx, name, self, args);
   if (name == "tril" || name == "triu") return triangle(ctx, name, self, args);
   if (name == "flatten") {

@@ -154,6 +154,10 @@ const Alias& alias_of(TraceContext& ctx, int node);
 // writes: the base gets its new value (through scatters when self is a view) and every
 // tensor in the memory is recomputed from it. `op` names the op in errors.
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op);
+// Before an in-place op computes: eager's error for a tensor whose elements share memory (an
+// expanded one), raised where eager raises it; fill_/zero_, which eager allows there, end the
+// graph instead (functionalization cannot scatter through an expand).
+void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op);
 void undo_writes(TraceContext& ctx, size_t mark);  // back to ctx.writes.size() == mark
 // TensorImpl::is_contiguous on meta (size-1 dims may have any stride; dynamic sizes: false).
 bool is_contiguous(const graph::TensorMeta& m);

@@ -96,13 +96,17 @@ void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
 
 }  // namespace
 
+void check_softmax(const Tensor& a, int64_t dim, bool log) {
+  require_floating(a, log ? "log_softmax" : "softmax");
+  wrap_dim(dim, a->dim());
+}
+
 Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   if (!a_in) fail_type("softmax(): argument 'input' must be a Tensor, not None");
   if (autocast_state().on(a_in->device()))  // bfloat16 in, float32 out (autograd.h)
     if (Tensor a = autocast_inputs(log ? OpKind::LogSoftmax : OpKind::Softmax, {a_in})[0]; a != a_in)
       return softmax(a, dim_in, log);
-  const char* name = log ? "log_softmax" : "softmax";
-  require_floating(a_in, name);
+  check_softmax(a_in, dim_in, log);
   int64_t dim = wrap_dim(dim_in, a_in->dim());
   Tensor a = a_in->is_contiguous() ? a_in : contiguous(detach(a_in));
   Tensor out = TensorImpl::empty(a->sizes, a->dtype, a->device());
@@ -165,16 +169,21 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return out;
 }
 
+void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");
+  DType dt = result_type({a, b});
+  if (!is_floating(dt)) fail("mse_loss(): expected floating point inputs, got ", dtype_name(dt));
+  broadcast_shapes(a->sizes, b->sizes);
+}
+
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
   if (!a || !b) fail_type("mse_loss(): arguments must be Tensors, not None");
   if (autocast_state().on(a->device())) {  // in float32 (autograd.h)
     std::vector<Tensor> in = autocast_inputs(OpKind::MseLoss, {a, b});
     if (in[0] != a || in[1] != b) return mse_loss(in[0], in[1], reduction);
   }
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");
-  DType dt = result_type({a, b});
-  if (!is_floating(dt)) fail("mse_loss(): expected floating point inputs, got ", dtype_name(dt));
+  check_mse_loss(a, b, reduction);
   Tensor diff2;
   {
     NoGradGuard no_grad;  // one fused kernel: the pieces below are not counted separately
