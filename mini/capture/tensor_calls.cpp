@@ -935,18 +935,18 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     if (e && !(e->is(Var::Kind::Constant) && (PyFloat_Check(e->obj) || PyLong_CheckExact(e->obj))))
       unsupported("layer_norm's eps must be a Python number known while tracing, got " + e->describe());
     a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
-    const auto& xm = meta_of(ctx, x);
-    auto same_size = [](int64_t want, int64_t have) { return have < 0 || want < 0 || want == have; };
-    if (shape.size() > xm.sizes.size() ||
-        !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size(), same_size))
-      fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
-           "but got input of size", shape_str(xm.sizes));
+    if (!is_tensor(x)) unsupported("layer_norm() of " + x->describe());
     std::vector<int> in{x->node};
+    std::vector<Tensor> metas;  // eager's check, on the operands' metas (None: absent)
     for (const VarRef& t : {w, b}) {
-      if (t && t->obj != Py_None && !is_tensor(t))
-        unsupported("layer_norm() with a weight or bias that is not a tensor");
-      in.push_back(t && t->obj != Py_None ? t->node : -1);
+      bool given = t && t->obj != Py_None;
+      if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
+      in.push_back(given ? t->node : -1);
+      metas.push_back(given ? graph::meta_tensor(meta_of(ctx, t)) : nullptr);
     }
+    DType autocast_to;  // under autocast eager checks the operands it cast: node() casts them here
+    if (!autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to))
+      check_layer_norm(graph::meta_tensor(meta_of(ctx, x)), shape, metas[0], metas[1]);
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index

@@ -126,6 +126,26 @@ Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   return out;
 }
 
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
+  require_floating(x, "layer_norm");
+  auto same = [](int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; };  // symbols: unknown
+  int64_t k = normalized_shape.size(), r = x->dim();
+  bool ok = k <= r && k > 0;
+  for (int64_t i = 0; ok && i < k; i++) ok = same(x->sizes[r - k + i], normalized_shape[i]);
+  if (!ok)
+    fail("Given normalized_shape=", shape_str(normalized_shape), ", expected input with shape [*",
+         [&] { std::string s; for (auto v : normalized_shape) s += ", " + std::to_string(v); return s; }(),
+         "], but got input of size", shape_str(x->sizes));
+  for (const Tensor* p : {&weight, &bias}) {
+    if (*p && !std::equal((*p)->sizes.begin(), (*p)->sizes.end(), normalized_shape.begin(), normalized_shape.end(), same))
+      fail("layer_norm: ", p == &weight ? "weight" : "bias", " of shape ", shape_str((*p)->sizes),
+           " does not match normalized_shape ", shape_str(normalized_shape));
+    if (*p && (*p)->dtype != x->dtype)
+      fail("layer_norm: expected ", p == &weight ? "weight" : "bias", " to have dtype ",
+           dtype_name(x->dtype), " but got ", dtype_name((*p)->dtype));
+  }
+}
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   if (!x_in) fail_type("layer_norm(): argument 'input' must be a Tensor, not None");
@@ -134,22 +154,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     if (in[0] != x_in || in[1] != weight || in[2] != bias)
       return layer_norm(in[0], normalized_shape, in[1], in[2], eps);
   }
-  require_floating(x_in, "layer_norm");
-  int64_t k = normalized_shape.size(), r = x_in->dim();
-  bool ok = k <= r && k > 0;
-  for (int64_t i = 0; ok && i < k; i++) ok = x_in->sizes[r - k + i] == normalized_shape[i];
-  if (!ok)
-    fail("Given normalized_shape=", shape_str(normalized_shape), ", expected input with shape [*",
-         [&] { std::string s; for (auto v : normalized_shape) s += ", " + std::to_string(v); return s; }(),
-         "], but got input of size", shape_str(x_in->sizes));
-  for (const Tensor* p : {&weight, &bias}) {
-    if (*p && (*p)->sizes != normalized_shape)
-      fail("layer_norm: ", p == &weight ? "weight" : "bias", " of shape ", shape_str((*p)->sizes),
-           " does not match normalized_shape ", shape_str(normalized_shape));
-    if (*p && (*p)->dtype != x_in->dtype)
-      fail("layer_norm: expected ", p == &weight ? "weight" : "bias", " to have dtype ",
-           dtype_name(x_in->dtype), " but got ", dtype_name((*p)->dtype));
-  }
+  check_layer_norm(x_in, normalized_shape, weight, bias);
+  int64_t k = normalized_shape.size();
   common_device("layer_norm", {x_in, weight, bias});
   Tensor x = x_in->is_contiguous() ? x_in : contiguous(detach(x_in));
   Tensor w = weight ? contiguous(detach(weight)) : nullptr;

@@ -60,6 +60,7 @@ void check_mm(const Tensor& a, const Tensor& b);  // Tensor.mm: matmul of two 2-
 void check_view(const Tensor& a, const Shape& shape);  // view: where reshape would copy
 void check_softmax(const Tensor& a, int64_t dim, bool log);
 void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias);
 void check_reduce(OpKind kind, const Tensor& a, const std::vector<int64_t>& dims);
 // x[i, j, ...]: an IndexError when more indices (ints and slices) than dims are given.
 void check_index_count(int64_t indices, int64_t rank);

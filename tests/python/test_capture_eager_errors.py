@@ -47,6 +47,11 @@ CASES = {
     "duplicate permute dims": (lambda x: x.permute(0, 0), lambda: (T(2, 3),)),
     "t() of a 3-D tensor": (lambda x: x.t(), lambda: (T(2, 3, 4),)),
     "layer_norm of the wrong shape": (lambda x: mini.layer_norm(x, (5,)), lambda: (T(3, 4),)),
+    "layer_norm with a weight of the wrong shape":
+        (lambda x, w: mini.layer_norm(x, (3,), w), lambda: (T(2, 3), T(4))),
+    "view of an expanded tensor": (lambda x: x.expand(2, 3).view(6), lambda: (T(1, 3),)),
+    "split sizes that do not sum": (lambda x: x.split([1, 1], 0), lambda: (T(3, 2),)),
+    "mse_loss of mismatched shapes": (lambda a, b: mini.nn.functional.mse_loss(a, b), lambda: (T(3), T(4))),
     # dtypes
     "negation of a bool tensor": (lambda x: -x, lambda: (_bool(3),)),
     "neg() of a bool tensor": (lambda x: x.neg(), lambda: (_bool(3),)),
@@ -55,6 +60,7 @@ CASES = {
     "mean of an int tensor": (lambda x: x.mean(), lambda: (_int(3),)),
     "softmax of an int tensor": (lambda x: x.softmax(0), lambda: (_int(3),)),
     "log_softmax of a bool tensor": (lambda x: x.log_softmax(0), lambda: (_bool(3),)),
+    "layer_norm of an int tensor": (lambda x: mini.layer_norm(x, (3,)), lambda: (_int(2, 3),)),
     "mse_loss of int tensors": (lambda a, b: mini.nn.functional.mse_loss(a, b), lambda: (_int(3), _int(3))),
     "where with a float condition": (lambda c, x: mini.where(c, x, 0.0), lambda: (T(3), T(3))),
     "masked_fill with a float mask": (lambda x, m: x.masked_fill(m, 0.0), lambda: (T(3), T(3))),
