@@ -1325,6 +1325,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
                        Kwargs kwargs, const Var::MadeFunction* made) {
   if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
   auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
+  // the code is the function's own attribute, replaced in place by a hot reload (IPython's
+  // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
+  if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);
   int flags = code->co_flags;
   if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
     unsupported("calling a generator or coroutine function is not supported by mini's capture");
@@ -1355,7 +1358,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   if (made && made->defaults) {
     defaults = made->defaults->items;
   } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
-    // guarded through the function (fn.__defaults__[i]): they can be replaced
+    // guarded through the function (fn.__defaults__[i], and their count, which decides the
+    // parameters they belong to): they can be replaced
+    if (fsrc) ctx.guards().add_length_check(guards::Source::attr(fsrc, "__defaults__"), d);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++)
       defaults.push_back(fsrc ? wrap(ctx, PyTuple_GET_ITEM(d, i), guards::Source::item(guards::Source::attr(fsrc, "__defaults__"), (int)i))
                               : wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
