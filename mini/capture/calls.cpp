@@ -86,7 +86,7 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   }
   if (name == "isinstance" && args.size() == 2 && args[1]->obj) {
     if (args[0]->is(Var::Kind::Tensor)) {
-      PyObject* cls = python_bridge().tensor_type;
+      PyObject* cls = (PyObject*)tensor_type_of(ctx, args[0]);
       if (args[0]->number) {  // a dynamic Python number: its dtype says int, float or bool
         DType d = meta_of(ctx, args[0]).dtype;
         cls = d == DType::Bool ? (PyObject*)&PyBool_Type : is_floating(d) ? (PyObject*)&PyFloat_Type

@@ -255,6 +255,12 @@ int input_itself(TraceContext& ctx, const VarRef& t) {
   return a.views.empty() ? a.storage->input : -1;
 }
 
+PyTypeObject* tensor_type_of(TraceContext& ctx, const VarRef& t) {
+  int input = input_itself(ctx, t);
+  if (input >= 0 && !ctx.trace.scalar_inputs.at(input)) return Py_TYPE(ctx.trace.example_inputs.at(input));
+  return (PyTypeObject*)python_bridge().tensor_type;
+}
+
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t) {
   graph::Graph& g = ctx.graph();
   int input = input_itself(ctx, t);

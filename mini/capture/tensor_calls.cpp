@@ -565,6 +565,7 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
     return v;
   }
   if (name == "is_cuda") return make_constant(PyBool_FromLong(ctx.graph().device.is_cuda()));
+  if (name == "__class__") return wrap_untracked(ctx, (PyObject*)tensor_type_of(ctx, self));
   if (name == "T") {
     Attrs a;
     for (int64_t d = (int64_t)m.sizes.size() - 1; d >= 0; d--) a.dims.push_back(d);

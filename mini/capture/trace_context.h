@@ -165,6 +165,10 @@ bool is_contiguous(const graph::TensorMeta& m);
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t);
 // The graph input `t` itself (not a view of it): its position in graph.inputs, or -1.
 int input_itself(TraceContext& ctx, const VarRef& t);
+// The Python type of a traced tensor, as isinstance and __class__ see it: a graph input's own
+// (nn.Parameter, a user's subclass; its TENSOR_MATCH guards it, in place writes keep it),
+// mini.Tensor for what an op made.
+PyTypeObject* tensor_type_of(TraceContext& ctx, const VarRef& t);
 // At the end of a trace: each written graph input's final value becomes a graph output,
 // recorded in trace.input_mutations for the write-back.
 void add_input_mutations(TraceContext& ctx);

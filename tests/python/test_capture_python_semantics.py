@@ -135,18 +135,34 @@ def test_instance_dict_shadows_a_parameter_from_the_first_compile(backend):
 
 # ---- 4. the Python type of a tensor argument -------------------------------------------------
 
-def _by_type(p, x):
+def _by_isinstance(p, x):
     if isinstance(p, nn.Parameter):
         return x + p
     return x - p
 
 
+def _by_class(p, x):
+    p.add_(1)  # in place: still the same object, of its own type
+    return x * 2 if p.__class__ is nn.Parameter else x * 3
+
+
+def _by_type(p, x):
+    return x * 2 if type(p) is nn.Parameter else x * 3
+
+
+def _copy(p):
+    return nn.Parameter(p.detach().clone(), requires_grad=False) if isinstance(p, nn.Parameter) else p.clone()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_isinstance_sees_a_parameter_argument(backend):
+@pytest.mark.parametrize("fn", [_by_isinstance, _by_class, _by_type])
+def test_the_python_type_of_a_parameter_argument(fn, backend):
     x = T(3)
-    compiled = mini.compile(_by_type, backend=backend)
-    for p in (nn.Parameter(T(3, seed=1)), T(3, seed=1, requires_grad=True), nn.Parameter(T(3, seed=2))):
-        same(compiled(p, x), _by_type(p, x))
+    compiled = mini.compile(fn, backend=backend)
+    for p in (nn.Parameter(T(3, seed=1), requires_grad=False), T(3, seed=1),
+              nn.Parameter(T(3, seed=2), requires_grad=False)):
+        expected = fn(_copy(p), x)
+        same(compiled(p, x), expected)
 
 
 class _Weighted(nn.Module):
