@@ -321,7 +321,7 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
     }
     case Var::Kind::Method: {
       const VarRef& self = callee->self;
-      if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
+      if (self->is(Var::Kind::Tensor)) return call_tensor_method_as_found(ctx, callee->name, self, std::move(args), kwargs);
       if (self->is(Var::Kind::Module))
         return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
       if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block

@@ -912,6 +912,35 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   unsupported("Tensor." + name + "() is not supported by mini's capture");
 }
 
+VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> pos, const Kwargs& kwargs) {
+  PyTypeObject* type = tensor_type_of(ctx, self);
+  PyObject* found = self->number ? nullptr : PyObject_GetAttrString((PyObject*)type, name.c_str());
+  if (!found) {  // a dynamic number's method, or no such method: the op table says what it is
+    PyErr_Clear();
+    return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+  }
+  int input = input_itself(ctx, self);
+  SourceRef cls = type == (PyTypeObject*)python_bridge().tensor_type
+                      ? guards::Source::tensor_class()
+                      : guards::Source::attr(ctx.trace.input_sources.at(input), "__class__");
+  SourceRef fsrc = guards::Source::attr(cls, name);
+  ctx.guards().add_id_match(fsrc, found);
+  PyObject* own = PyDict_GetItemString(python_bridge().tensor_methods, name.c_str());
+  bool mini_function = PyFunction_Check(found) && is_mini_library(PyFunction_GET_GLOBALS(found));
+  if (found == own || mini_function) {
+    Py_DECREF(found);
+    return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+  }
+  if (!PyFunction_Check(found)) {
+    Py_DECREF(found);
+    unsupported("Tensor." + name + ", replaced by an object that is not a Python function");
+  }
+  pos.insert(pos.begin(), self);
+  Py_DECREF(found);  // the class keeps it alive
+  return inline_function(ctx, found, fsrc, std::move(pos), kwargs);
+}
+
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
                            const Kwargs& kwargs) {
   if (VarRef r = call_grad_mode_function(ctx, name, pos, kwargs)) return r;

@@ -123,6 +123,8 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
 std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v);
 // Runs an inlined function's code: the interpreter (tracer.cpp). `made`: the function was
 // made while tracing (its defaults and closure are Vars).
+// Globals of mini's own Python modules (mini, mini.nn, ...): read unguarded (tracer.cpp).
+bool is_mini_library(PyObject* globals);
 VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function_source,
                        std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs,
                        const Var::MadeFunction* made = nullptr);
@@ -131,6 +133,11 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;
 VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                           std::vector<VarRef> args, const Kwargs& kwargs);
+// x.name(...) in the user's code: what Python finds on type(x), guarded by identity there
+// (mini.Tensor.name, or L['p'].__class__.name for an input of a subclass): mini's own method
+// is call_tensor_method's op, a function the program put there (mini.Tensor.relu = f) inlined.
+VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> args, const Kwargs& kwargs);
 // mini.<name>(...) for the registered graph functions.
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> args,
                            const Kwargs& kwargs);

@@ -406,7 +406,7 @@ void FrameInterpreter::set_line(const Instruction& in) {
 // Globals of mini's own Python modules (mini, mini.nn, ...): the library a Tensor method or
 // a function reached without a source comes from. Its names are read as they are, unguarded,
 // as Dynamo reads torch's own modules: they are not the user's to rebind between calls.
-static bool is_mini_library(PyObject* globals) {
+bool is_mini_library(PyObject* globals) {
   PyObject* name = PyDict_GetItemString(globals, "__name__");
   if (!name || !PyUnicode_Check(name)) return false;
   std::string n = PyUnicode_AsUTF8(name);
