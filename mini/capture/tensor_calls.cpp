@@ -914,11 +914,17 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
 
 VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
                                    std::vector<VarRef> pos, const Kwargs& kwargs) {
+  if (VarRef r = call_replaced_tensor_method(ctx, name, self, pos, kwargs)) return r;
+  return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+}
+
+VarRef call_replaced_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> pos, const Kwargs& kwargs) {
   PyTypeObject* type = tensor_type_of(ctx, self);
   PyObject* found = self->number ? nullptr : PyObject_GetAttrString((PyObject*)type, name.c_str());
   if (!found) {  // a dynamic number's method, or no such method: the op table says what it is
     PyErr_Clear();
-    return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+    return nullptr;
   }
   int input = input_itself(ctx, self);
   SourceRef cls = type == (PyTypeObject*)python_bridge().tensor_type
@@ -930,7 +936,7 @@ VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, c
   bool mini_function = PyFunction_Check(found) && is_mini_library(PyFunction_GET_GLOBALS(found));
   if (found == own || mini_function) {
     Py_DECREF(found);
-    return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+    return nullptr;
   }
   if (!PyFunction_Check(found)) {
     Py_DECREF(found);

@@ -138,6 +138,10 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
 // is call_tensor_method's op, a function the program put there (mini.Tensor.relu = f) inlined.
 VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
                                    std::vector<VarRef> args, const Kwargs& kwargs);
+// The same lookup and guard, for a name whose own method capture traces itself (an operator:
+// x + y is type(x).__add__): the replacement's result, or nullptr where it is mini's own.
+VarRef call_replaced_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> args, const Kwargs& kwargs);
 // mini.<name>(...) for the registered graph functions.
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> args,
                            const Kwargs& kwargs);

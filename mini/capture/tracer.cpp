@@ -495,6 +495,13 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     // x += y on a tensor writes x in place (Tensor.__iadd__, __isub__, __imul__, __itruediv__);
     // a tensor has no other in-place operator, so x **= 2 rebinds x, as Python does
     bool has_inplace = kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul || kind == OpKind::Div;
+    // the method Python calls, unless the program replaced it on the class: a's __op__ (or
+    // __iop__), else b's reflected __rop__
+    static const char* names[] = {"add", "", "", "", "matmul", "mul", "", "", "pow", "", "sub", "truediv", ""};
+    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    std::string dunder = std::string("__") + (left ? (op >= 13 && has_inplace ? "i" : "") : "r") + names[op % 13] + "__";
+    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+      if (VarRef r = call_replaced_tensor_method(ctx_, dunder, left ? a : b, {left ? b : a}, {})) return r;
     if (op >= 13 && has_inplace && a->is(Var::Kind::Tensor) && !a->number)
       return tensor_inplace_binary(ctx_, kind, a, b);
     return tensor_binary(ctx_, kind, a, b);
@@ -1128,8 +1135,11 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         VarRef a = pop();
         if (VarRef n = sym_negate(ctx_, a)) push(n);
         else if (a->is(Var::Kind::Tensor)) {
-          VarRef r = tensor_unary(ctx_, OpKind::Neg, a);
-          r->number = a->number;
+          VarRef r = call_replaced_tensor_method(ctx_, "__neg__", a, {}, {});
+          if (!r) {
+            r = tensor_unary(ctx_, OpKind::Neg, a);
+            r->number = a->number;
+          }
           push(r);
         }
         else if (is_constant(a)) push(make_constant(checked(PyNumber_Negative(a->obj), "-x")));
@@ -1138,7 +1148,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::UNARY_INVERT: {  // ~t: Tensor.__invert__, mini's Python, inlined (one definition)
         VarRef a = pop();
-        if (a->is(Var::Kind::Tensor)) push(call_tensor_method(ctx_, "__invert__", a, {}, {}));
+        if (a->is(Var::Kind::Tensor)) push(call_tensor_method_as_found(ctx_, "__invert__", a, {}, {}));
         else if (is_constant(a)) push(make_constant(checked(PyNumber_Invert(a->obj), "~x")));
         else unsupported("~" + a->describe());
         break;

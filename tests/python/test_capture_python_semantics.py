@@ -216,3 +216,26 @@ def test_a_method_added_to_tensor_and_then_replaced(backend):
         same(compiled(x), _uses_added(x))
     finally:
         del mini.Tensor.scaled_by_ten
+
+
+def _uses_operators(x, y):
+    return -(x * y) + 2 * x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name,replacement", [
+    ("__mul__", lambda self, other: mini.maximum(self, other)),
+    ("__rmul__", lambda self, other: self - other),
+    ("__neg__", lambda self: self * 10),
+])
+def test_replacing_a_tensor_operator_recompiles(name, replacement, backend):
+    saved = getattr(mini.Tensor, name)
+    x, y = T(3), T(3, seed=1)
+    compiled = mini.compile(_uses_operators, backend=backend)
+    try:
+        same(compiled(x, y), _uses_operators(x, y))
+        setattr(mini.Tensor, name, replacement)
+        same(compiled(x, y), _uses_operators(x, y))
+    finally:
+        setattr(mini.Tensor, name, saved)
+    same(compiled(x, y), _uses_operators(x, y))
