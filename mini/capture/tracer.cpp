@@ -562,6 +562,15 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   if (VarRef r = sym_compare(ctx_, richcmp, a_in, b_in)) return r;
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor)) {
+    // the method Python calls, unless the program replaced it on the class: a's, else b's
+    // reflected one (a < b is b > a)
+    static const char* names[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    static const int reflected[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+      if (VarRef r = call_replaced_tensor_method(ctx_, names[left ? richcmp : reflected[richcmp]], left ? a : b,
+                                                 {left ? b : a}, {}))
+        return r;
     VarRef r = tensor_binary(ctx_, compare_kind(richcmp), a, b);
     r->number = is_python_number(a) && is_python_number(b);  // a Python bool
     return r;
@@ -635,7 +644,10 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
-  if (obj->is(Var::Kind::Tensor)) return tensor_getitem(ctx_, obj, index);
+  if (obj->is(Var::Kind::Tensor)) {
+    if (VarRef r = call_replaced_tensor_method(ctx_, "__getitem__", obj, {index}, {})) return r;
+    return tensor_getitem(ctx_, obj, index);
+  }
   if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
       Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = (Py_ssize_t)obj->items.size();

@@ -79,30 +79,6 @@ def test_replacing_an_inlined_functions_code_recompiles(backend):
         _helper.__code__, _helper.__defaults__ = saved
 
 
-class _Affine(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(3, 3)
-
-    def forward(self, x):
-        return self.lin(x) + 1
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_replacing_a_forwards_code_recompiles(backend):
-    saved = _Affine.forward.__code__
-    try:
-        m, x = _Affine(), T(2, 3)
-        compiled = mini.compile(m, backend=backend)
-        same(compiled(x), m(x))
-        _Affine.forward.__code__ = (lambda self, x: self.lin(x) * 3).__code__
-        same(compiled(x), m(x))
-    finally:
-        _Affine.forward.__code__ = saved
-
-
-# ---- 3. an instance __dict__ entry that shadows a registered submodule -----------------------
-
 class _Outer(nn.Module):
     def __init__(self):
         super().__init__()
@@ -110,6 +86,22 @@ class _Outer(nn.Module):
 
     def forward(self, x):
         return self.sub(x) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_replacing_a_forwards_code_recompiles(backend):
+    saved = _Outer.forward.__code__
+    try:
+        m, x = _Outer(), T(2, 3)
+        compiled = mini.compile(m, backend=backend)
+        same(compiled(x), m(x))
+        _Outer.forward.__code__ = (lambda self, x: self.sub(x) * 3).__code__
+        same(compiled(x), m(x))
+    finally:
+        _Outer.forward.__code__ = saved
+
+
+# ---- 3. an instance __dict__ entry that shadows a registered submodule -----------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -219,7 +211,7 @@ def test_a_method_added_to_tensor_and_then_replaced(backend):
 
 
 def _uses_operators(x, y):
-    return -(x * y) + 2 * x
+    return -(x * y) + 2 * x + (x < y) + (1.0 > y) + (y >= 1.5) + x[0]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -227,6 +219,9 @@ def _uses_operators(x, y):
     ("__mul__", lambda self, other: mini.maximum(self, other)),
     ("__rmul__", lambda self, other: self - other),
     ("__neg__", lambda self: self * 10),
+    ("__lt__", lambda self, other: self * 0 + 5),
+    ("__ge__", lambda self, other: self * 0 - 7),
+    ("__getitem__", lambda self, index: self.sum() * 0 + 3),
 ])
 def test_replacing_a_tensor_operator_recompiles(name, replacement, backend):
     saved = getattr(mini.Tensor, name)
