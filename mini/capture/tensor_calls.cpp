@@ -973,16 +973,23 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
     if (!is_tensor(x)) unsupported("layer_norm() of " + x->describe());
     std::vector<int> in{x->node};
-    std::vector<Tensor> metas;  // eager's check, on the operands' metas (None: absent)
+    // eager's check, on the operands' metas (None: absent) as eager sees them: cast where
+    // autocast casts them (node() adds those casts to the graph)
+    DType autocast_to;
+    bool autocast = autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to);
+    auto meta = [&](const VarRef& t) {
+      Tensor m = graph::meta_tensor(meta_of(ctx, t));
+      if (autocast && autocast_casts(m->dtype, autocast_to)) m->dtype = autocast_to;
+      return m;
+    };
+    std::vector<Tensor> metas;
     for (const VarRef& t : {w, b}) {
       bool given = t && t->obj != Py_None;
       if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
       in.push_back(given ? t->node : -1);
-      metas.push_back(given ? graph::meta_tensor(meta_of(ctx, t)) : nullptr);
+      metas.push_back(given ? meta(t) : nullptr);
     }
-    DType autocast_to;  // under autocast eager checks the operands it cast: node() casts them here
-    if (!autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to))
-      check_layer_norm(graph::meta_tensor(meta_of(ctx, x)), shape, metas[0], metas[1]);
+    check_layer_norm(meta(x), shape, metas[0], metas[1]);
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index
