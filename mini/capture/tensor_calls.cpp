@@ -973,23 +973,31 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
     if (!is_tensor(x)) unsupported("layer_norm() of " + x->describe());
     std::vector<int> in{x->node};
-    // eager's check, on the operands' metas (None: absent) as eager sees them: cast where
-    // autocast casts them (node() adds those casts to the graph)
+    // eager's check, on the operands as eager sees them: this call's sizes (a symbol's value
+    // seen), cast where autocast casts them (node() adds those casts to the graph)
     DType autocast_to;
     bool autocast = autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to);
     auto meta = [&](const VarRef& t) {
       Tensor m = graph::meta_tensor(meta_of(ctx, t));
+      m->sizes = hinted(ctx, m->sizes);
       if (autocast && autocast_casts(m->dtype, autocast_to)) m->dtype = autocast_to;
       return m;
     };
     std::vector<Tensor> metas;
+    std::vector<VarRef> shaped{x};  // the operands whose trailing sizes must be `shape`
     for (const VarRef& t : {w, b}) {
       bool given = t && t->obj != Py_None;
       if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
       in.push_back(given ? t->node : -1);
       metas.push_back(given ? meta(t) : nullptr);
+      if (given) shaped.push_back(t);
     }
     check_layer_norm(meta(x), shape, metas[0], metas[1]);
+    for (const VarRef& t : shaped) {  // equal now: guarded to stay so where a size is a symbol
+      const Shape& sizes = meta_of(ctx, t).sizes;
+      for (size_t i = 0; i < shape.size() && i < sizes.size(); i++)
+        sizes_equal(ctx, sizes[sizes.size() - shape.size() + i], shape[i]);
+    }
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index
