@@ -86,7 +86,7 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   }
   if (name == "isinstance" && args.size() == 2 && args[1]->obj) {
     if (args[0]->is(Var::Kind::Tensor)) {
-      PyObject* cls = python_bridge().tensor_type;
+      PyObject* cls = (PyObject*)tensor_type_of(ctx, args[0]);
       if (args[0]->number) {  // a dynamic Python number: its dtype says int, float or bool
         DType d = meta_of(ctx, args[0]).dtype;
         cls = d == DType::Bool ? (PyObject*)&PyBool_Type : is_floating(d) ? (PyObject*)&PyFloat_Type
@@ -321,7 +321,7 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
     }
     case Var::Kind::Method: {
       const VarRef& self = callee->self;
-      if (self->is(Var::Kind::Tensor)) return call_tensor_method(ctx, callee->name, self, std::move(args), kwargs);
+      if (self->is(Var::Kind::Tensor)) return call_tensor_method_as_found(ctx, callee->name, self, std::move(args), kwargs);
       if (self->is(Var::Kind::Module))
         return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
       if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block
@@ -451,15 +451,24 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
   switch (obj->kind) {
     case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
     case Var::Kind::Module: {
-      // parameters, buffers and submodules are read from their registries, as Dynamo does: no
-      // Python __getattr__ runs when the guards read them again
+      // Python's lookup order: a class attribute, then the instance's __dict__, which win over
+      // nn.Module.__getattr__ (it runs only when they fail) and so read through getattr below;
+      // else parameters, buffers and submodules, read from their registries as Dynamo does (no
+      // Python __getattr__ runs when the guards read them again), guarded on the name staying
+      // out of the instance's __dict__ (m.__dict__['sub'] = other shadows m._modules['sub'])
+      PyObject* key = PyUnicode_FromString(name.c_str());
+      PyObject** dict = _PyObject_GetDictPtr(obj->obj);
+      bool found = _PyType_Lookup(Py_TYPE(obj->obj), key) || (dict && *dict && PyDict_GetItem(*dict, key));
+      Py_DECREF(key);
       for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
+        if (found) break;
         PyObject* d = PyObject_GetAttrString(obj->obj, registry);
         if (!d) { PyErr_Clear(); continue; }
         PyObject* v = PyDict_Check(d) ? PyDict_GetItemString(d, name.c_str()) : nullptr;
         if (v) {
           Py_INCREF(v);
           Py_DECREF(d);
+          if (obj->source) ctx.guards().add_dict_contains(guards::Source::attr(obj->source, "__dict__"), name, false);
           SourceRef s = obj->source ? guards::Source::dict_item(guards::Source::attr(obj->source, registry), name) : nullptr;
           VarRef r = s ? wrap(ctx, v, s) : wrap_untracked(ctx, v);
           Py_DECREF(v);

@@ -119,6 +119,8 @@ bool is_contiguous(const graph::TensorMeta& m) {
 
 int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs,
                   const Attrs& attrs) {
+  // meta inference takes two symbols for one size where they meet: guarded equal here
+  if (op_class(op) == OpClass::Pointwise || op == OpKind::MseLoss) guard_broadcast(ctx, inputs);
   graph::Graph& g = ctx.graph();
   int id = g.add_op(op, inputs, attrs, ctx.current_code);
   bool from_grad = false;
@@ -163,6 +165,15 @@ VarRef tensor_var(TraceContext& ctx, int node) {
   VarRef v = make_tensor(node);
   ctx.tensor_vars.push_back(v);
   return v;
+}
+
+void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op) {
+  const graph::TensorMeta& m = ctx.graph().nodes[self->node].meta;
+  if (!has_internal_overlap(m.sizes, m.strides)) return;
+  if (op == "fill_" || op == "zero_")
+    unsupported("an in-place " + op + " on an expanded tensor (several of its elements share one memory "
+                "location), which mini's functionalization does not model");
+  check_no_internal_overlap(m.sizes, m.strides);
 }
 
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op) {
@@ -244,6 +255,12 @@ void undo_writes(TraceContext& ctx, size_t mark) {
 int input_itself(TraceContext& ctx, const VarRef& t) {
   const Alias& a = alias_of(ctx, t->node);
   return a.views.empty() ? a.storage->input : -1;
+}
+
+PyTypeObject* tensor_type_of(TraceContext& ctx, const VarRef& t) {
+  int input = input_itself(ctx, t);
+  if (input >= 0 && !ctx.trace.scalar_inputs.at(input)) return Py_TYPE(ctx.trace.example_inputs.at(input));
+  return (PyTypeObject*)python_bridge().tensor_type;
 }
 
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t) {

@@ -98,4 +98,48 @@ VarRef numel_var(TraceContext& ctx, const VarRef& tensor) {
   return n;
 }
 
+Shape hinted(TraceContext& ctx, const Shape& sizes) {
+  Shape out = sizes;
+  for (int64_t& s : out)
+    if (graph::is_symbol(s)) s = ctx.graph().symbols[graph::symbol_index(s)].hint;
+  return out;
+}
+
+namespace {
+SizeExpr size_expr(TraceContext& ctx, int64_t size) {
+  if (!graph::is_symbol(size)) return SizeExpr::constant(size);
+  const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(size)];
+  return SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
+}
+}  // namespace
+
+bool sizes_equal(TraceContext& ctx, int64_t a, int64_t b) {
+  if (a == b || a == graph::kUnbacked || b == graph::kUnbacked) return true;
+  if (!graph::is_symbol(a) && !graph::is_symbol(b)) return false;
+  int64_t ha = hinted(ctx, {a})[0], hb = hinted(ctx, {b})[0];
+  if (ha != hb) return false;
+  ctx.guards().add_size_compare(SizeExpr::apply(SizeOp::Eq, size_expr(ctx, a), size_expr(ctx, b)));
+  return true;
+}
+
+void guard_broadcast(TraceContext& ctx, const std::vector<int>& inputs) {
+  const graph::Graph& g = ctx.graph();
+  Shape out;  // the broadcast so far: a symbol stands for the sizes guarded equal to it
+  for (int i : inputs) {
+    if (i < 0) continue;
+    const Shape& in = g.nodes[i].meta.sizes;
+    size_t n = std::max(out.size(), in.size());
+    Shape next(n);
+    for (size_t d = 0; d < n; d++) {
+      int64_t a = d < n - out.size() ? 1 : out[d - (n - out.size())];
+      int64_t b = d < n - in.size() ? 1 : in[d - (n - in.size())];
+      next[d] = a == 1 ? b : a;
+      if (a == 1 || b == 1 || sizes_equal(ctx, a, b)) continue;
+      Shape hinted_out = hinted(ctx, out);  // eager's error, with this call's sizes
+      broadcast_shapes(hinted_out, hinted(ctx, in));
+    }
+    out = next;
+  }
+}
+
 }  // namespace mini::capture

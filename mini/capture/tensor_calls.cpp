@@ -414,6 +414,9 @@ const struct { const char* name; OpKind op; } kInplaceBinary[] = {
 // that is not an in-place method.
 VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                       const Args& args) {
+  static const char* kWrites[] = {"relu_", "zero_", "fill_", "copy_", "masked_fill_", "clamp_"};
+  for (const char* w : kWrites)
+    if (name == w) check_writable(ctx, self, name);
   for (auto& b : kInplaceBinary)
     if (name == b.name) return tensor_inplace_binary(ctx, b.op, self, args.get(0, "other"));
   VarRef result;
@@ -445,6 +448,7 @@ VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& 
 VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self,
                              const VarRef& other) {
   std::string name = std::string(op_name(op)) + "_";
+  check_writable(ctx, self, name);
   return write_result(ctx, self, tensor_binary(ctx, op, self, other), name, false);
 }
 
@@ -561,6 +565,7 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
     return v;
   }
   if (name == "is_cuda") return make_constant(PyBool_FromLong(ctx.graph().device.is_cuda()));
+  if (name == "__class__") return wrap_untracked(ctx, (PyObject*)tensor_type_of(ctx, self));
   if (name == "T") {
     Attrs a;
     for (int64_t d = (int64_t)m.sizes.size() - 1; d >= 0; d--) a.dims.push_back(d);
@@ -602,6 +607,7 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       unsupported("indexing a tensor with " + it->describe() + " (mini supports ints, slices, None and ...)");
     if (PyLong_Check(it->obj) || PySlice_Check(it->obj)) consuming++;
   }
+  check_index_count(consuming, rank);
   VarRef r = t;
   int64_t dim = 0;
   for (auto& it : items) {
@@ -715,10 +721,10 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   const graph::TensorMeta& m = meta_of(ctx, self);
   for (auto& b : kBinary)
     if (name == b.name) return tensor_binary(ctx, b.op, self, args.get(0, "other"));
-  if (name == "mm") {  // matmul of two matrices only: the graph's matmul node takes every rank
-    VarRef mat2 = args.get(0, "mat2");
-    if (is_tensor(mat2)) check_mm_ranks((int64_t)m.sizes.size(), (int64_t)meta_of(ctx, mat2).sizes.size());
-    return tensor_binary(ctx, OpKind::Matmul, self, mat2);
+  if (name == "mm") {  // a matmul of two 2-D tensors, with eager's check of the ranks
+    VarRef other = args.get(0, "mat2");
+    if (is_tensor(other)) check_mm(graph::meta_tensor(m), graph::meta_tensor(meta_of(ctx, other)));
+    return tensor_binary(ctx, OpKind::Matmul, self, other);
   }
   for (auto& u : kUnary)
     if (name == u.name) return tensor_unary(ctx, u.op, self);
@@ -744,7 +750,14 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
     a.mode = ap && ap->obj && PyUnicode_Check(ap->obj) ? PyUnicode_AsUTF8(ap->obj) : "none";
     return node(ctx, OpKind::Gelu, {self->node}, a);
   }
-  if (name == "reshape" || name == "view") return reshape(ctx, self, ints_of(ctx, args.pos, 0, "shape"));
+  if (name == "reshape" || name == "view") {
+    std::vector<int64_t> shape = ints_of(ctx, args.pos, 0, "shape");
+    // a view is a reshape that never copies: eager's check where it would (known sizes only)
+    bool known = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t s) { return s >= 0; }) &&
+                 std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s >= -1; });
+    if (name == "view" && known) check_view(graph::meta_tensor(m), shape);
+    return reshape(ctx, self, shape);
+  }
   if (name == "split" || name == "chunk") return split_views(ctx, name, self, args);
   if (name == "tril" || name == "triu") return triangle(ctx, name, self, args);
   if (name == "flatten") {
@@ -899,6 +912,41 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   unsupported("Tensor." + name + "() is not supported by mini's capture");
 }
 
+VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> pos, const Kwargs& kwargs) {
+  if (VarRef r = call_replaced_tensor_method(ctx, name, self, pos, kwargs)) return r;
+  return call_tensor_method(ctx, name, self, std::move(pos), kwargs);
+}
+
+VarRef call_replaced_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> pos, const Kwargs& kwargs) {
+  PyTypeObject* type = tensor_type_of(ctx, self);
+  PyObject* found = self->number ? nullptr : PyObject_GetAttrString((PyObject*)type, name.c_str());
+  if (!found) {  // a dynamic number's method, or no such method: the op table says what it is
+    PyErr_Clear();
+    return nullptr;
+  }
+  int input = input_itself(ctx, self);
+  SourceRef cls = type == (PyTypeObject*)python_bridge().tensor_type
+                      ? guards::Source::tensor_class()
+                      : guards::Source::attr(ctx.trace.input_sources.at(input), "__class__");
+  SourceRef fsrc = guards::Source::attr(cls, name);
+  ctx.guards().add_id_match(fsrc, found);
+  PyObject* own = PyDict_GetItemString(python_bridge().tensor_methods, name.c_str());
+  bool mini_function = PyFunction_Check(found) && is_mini_library(PyFunction_GET_GLOBALS(found));
+  if (found == own || mini_function) {
+    Py_DECREF(found);
+    return nullptr;
+  }
+  if (!PyFunction_Check(found)) {
+    Py_DECREF(found);
+    unsupported("Tensor." + name + ", replaced by an object that is not a Python function");
+  }
+  pos.insert(pos.begin(), self);
+  Py_DECREF(found);  // the class keeps it alive
+  return inline_function(ctx, found, fsrc, std::move(pos), kwargs);
+}
+
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> pos,
                            const Kwargs& kwargs) {
   if (VarRef r = call_grad_mode_function(ctx, name, pos, kwargs)) return r;
@@ -923,17 +971,32 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     if (e && !(e->is(Var::Kind::Constant) && (PyFloat_Check(e->obj) || PyLong_CheckExact(e->obj))))
       unsupported("layer_norm's eps must be a Python number known while tracing, got " + e->describe());
     a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
-    const auto& xm = meta_of(ctx, x);
-    auto same_size = [](int64_t want, int64_t have) { return have < 0 || want < 0 || want == have; };
-    if (shape.size() > xm.sizes.size() ||
-        !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size(), same_size))
-      fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
-           "but got input of size", shape_str(xm.sizes));
+    if (!is_tensor(x)) unsupported("layer_norm() of " + x->describe());
     std::vector<int> in{x->node};
+    // eager's check, on the operands as eager sees them: this call's sizes (a symbol's value
+    // seen), cast where autocast casts them (node() adds those casts to the graph)
+    DType autocast_to;
+    bool autocast = autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to);
+    auto meta = [&](const VarRef& t) {
+      Tensor m = graph::meta_tensor(meta_of(ctx, t));
+      m->sizes = hinted(ctx, m->sizes);
+      if (autocast && autocast_casts(m->dtype, autocast_to)) m->dtype = autocast_to;
+      return m;
+    };
+    std::vector<Tensor> metas;
+    std::vector<VarRef> shaped{x};  // the operands whose trailing sizes must be `shape`
     for (const VarRef& t : {w, b}) {
-      if (t && t->obj != Py_None && !is_tensor(t))
-        unsupported("layer_norm() with a weight or bias that is not a tensor");
-      in.push_back(t && t->obj != Py_None ? t->node : -1);
+      bool given = t && t->obj != Py_None;
+      if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
+      in.push_back(given ? t->node : -1);
+      metas.push_back(given ? meta(t) : nullptr);
+      if (given) shaped.push_back(t);
+    }
+    check_layer_norm(meta(x), shape, metas[0], metas[1]);
+    for (const VarRef& t : shaped) {  // equal now: guarded to stay so where a size is a symbol
+      const Shape& sizes = meta_of(ctx, t).sizes;
+      for (size_t i = 0; i < shape.size() && i < sizes.size(); i++)
+        sizes_equal(ctx, sizes[sizes.size() - shape.size() + i], shape[i]);
     }
     return node(ctx, OpKind::LayerNorm, in, a);
   }

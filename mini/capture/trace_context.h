@@ -123,6 +123,8 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
 std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v);
 // Runs an inlined function's code: the interpreter (tracer.cpp). `made`: the function was
 // made while tracing (its defaults and closure are Vars).
+// Globals of mini's own Python modules (mini, mini.nn, ...): read unguarded (tracer.cpp).
+bool is_mini_library(PyObject* globals);
 VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function_source,
                        std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs,
                        const Var::MadeFunction* made = nullptr);
@@ -131,6 +133,15 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;
 VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                           std::vector<VarRef> args, const Kwargs& kwargs);
+// x.name(...) in the user's code: what Python finds on type(x), guarded by identity there
+// (mini.Tensor.name, or L['p'].__class__.name for an input of a subclass): mini's own method
+// is call_tensor_method's op, a function the program put there (mini.Tensor.relu = f) inlined.
+VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> args, const Kwargs& kwargs);
+// The same lookup and guard, for a name whose own method capture traces itself (an operator:
+// x + y is type(x).__add__): the replacement's result, or nullptr where it is mini's own.
+VarRef call_replaced_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
+                                   std::vector<VarRef> args, const Kwargs& kwargs);
 // mini.<name>(...) for the registered graph functions.
 VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vector<VarRef> args,
                            const Kwargs& kwargs);
@@ -154,6 +165,10 @@ const Alias& alias_of(TraceContext& ctx, int node);
 // writes: the base gets its new value (through scatters when self is a view) and every
 // tensor in the memory is recomputed from it. `op` names the op in errors.
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op);
+// Before an in-place op computes: eager's error for a tensor whose elements share memory (an
+// expanded one), raised where eager raises it; fill_/zero_, which eager allows there, end the
+// graph instead (functionalization cannot scatter through an expand).
+void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op);
 void undo_writes(TraceContext& ctx, size_t mark);  // back to ctx.writes.size() == mark
 // TensorImpl::is_contiguous on meta (size-1 dims may have any stride; dynamic sizes: false).
 bool is_contiguous(const graph::TensorMeta& m);
@@ -161,6 +176,10 @@ bool is_contiguous(const graph::TensorMeta& m);
 bool tensor_requires_grad(TraceContext& ctx, const VarRef& t);
 // The graph input `t` itself (not a view of it): its position in graph.inputs, or -1.
 int input_itself(TraceContext& ctx, const VarRef& t);
+// The Python type of a traced tensor, as isinstance and __class__ see it: a graph input's own
+// (nn.Parameter, a user's subclass; its TENSOR_MATCH guards it, in place writes keep it),
+// mini.Tensor for what an op made.
+PyTypeObject* tensor_type_of(TraceContext& ctx, const VarRef& t);
 // At the end of a trace: each written graph input's final value becomes a graph output,
 // recorded in trace.input_mutations for the write-back.
 void add_input_mutations(TraceContext& ctx);
@@ -205,5 +224,15 @@ VarRef sym_negate(TraceContext& ctx, const VarRef& a);
 VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
 // x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
+// Sizes with each symbol replaced by its value seen while tracing (unbacked sizes stay).
+Shape hinted(TraceContext& ctx, const Shape& sizes);
+// Two sizes an op needs equal (a broadcast of two sizes neither of which is 1, a layer_norm's
+// normalized dim): true when they are; with a symbol, decided on the values seen and kept by
+// a SHAPE_ENV guard (eager would raise on another call where they differ). Unbacked: true,
+// left to the kernel.
+bool sizes_equal(TraceContext& ctx, int64_t a, int64_t b);
+// The broadcast of `inputs`' sizes with symbols: two sizes that must be equal are guarded so
+// (sizes_equal); sizes that differ raise eager's error with this call's sizes.
+void guard_broadcast(TraceContext& ctx, const std::vector<int>& inputs);
 
 }  // namespace mini::capture

@@ -406,7 +406,7 @@ void FrameInterpreter::set_line(const Instruction& in) {
 // Globals of mini's own Python modules (mini, mini.nn, ...): the library a Tensor method or
 // a function reached without a source comes from. Its names are read as they are, unguarded,
 // as Dynamo reads torch's own modules: they are not the user's to rebind between calls.
-static bool is_mini_library(PyObject* globals) {
+bool is_mini_library(PyObject* globals) {
   PyObject* name = PyDict_GetItemString(globals, "__name__");
   if (!name || !PyUnicode_Check(name)) return false;
   std::string n = PyUnicode_AsUTF8(name);
@@ -495,6 +495,13 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     // x += y on a tensor writes x in place (Tensor.__iadd__, __isub__, __imul__, __itruediv__);
     // a tensor has no other in-place operator, so x **= 2 rebinds x, as Python does
     bool has_inplace = kind == OpKind::Add || kind == OpKind::Sub || kind == OpKind::Mul || kind == OpKind::Div;
+    // the method Python calls, unless the program replaced it on the class: a's __op__ (or
+    // __iop__), else b's reflected __rop__
+    static const char* names[] = {"add", "", "", "", "matmul", "mul", "", "", "pow", "", "sub", "truediv", ""};
+    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    std::string dunder = std::string("__") + (left ? (op >= 13 && has_inplace ? "i" : "") : "r") + names[op % 13] + "__";
+    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+      if (VarRef r = call_replaced_tensor_method(ctx_, dunder, left ? a : b, {left ? b : a}, {})) return r;
     if (op >= 13 && has_inplace && a->is(Var::Kind::Tensor) && !a->number)
       return tensor_inplace_binary(ctx_, kind, a, b);
     return tensor_binary(ctx_, kind, a, b);
@@ -555,6 +562,15 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   if (VarRef r = sym_compare(ctx_, richcmp, a_in, b_in)) return r;
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor)) {
+    // the method Python calls, unless the program replaced it on the class: a's, else b's
+    // reflected one (a < b is b > a)
+    static const char* names[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
+    static const int reflected[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+      if (VarRef r = call_replaced_tensor_method(ctx_, names[left ? richcmp : reflected[richcmp]], left ? a : b,
+                                                 {left ? b : a}, {}))
+        return r;
     VarRef r = tensor_binary(ctx_, compare_kind(richcmp), a, b);
     r->number = is_python_number(a) && is_python_number(b);  // a Python bool
     return r;
@@ -628,7 +644,10 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
-  if (obj->is(Var::Kind::Tensor)) return tensor_getitem(ctx_, obj, index);
+  if (obj->is(Var::Kind::Tensor)) {
+    if (VarRef r = call_replaced_tensor_method(ctx_, "__getitem__", obj, {index}, {})) return r;
+    return tensor_getitem(ctx_, obj, index);
+  }
   if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
       Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = (Py_ssize_t)obj->items.size();
@@ -1128,8 +1147,11 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         VarRef a = pop();
         if (VarRef n = sym_negate(ctx_, a)) push(n);
         else if (a->is(Var::Kind::Tensor)) {
-          VarRef r = tensor_unary(ctx_, OpKind::Neg, a);
-          r->number = a->number;
+          VarRef r = call_replaced_tensor_method(ctx_, "__neg__", a, {}, {});
+          if (!r) {
+            r = tensor_unary(ctx_, OpKind::Neg, a);
+            r->number = a->number;
+          }
           push(r);
         }
         else if (is_constant(a)) push(make_constant(checked(PyNumber_Negative(a->obj), "-x")));
@@ -1138,7 +1160,7 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::UNARY_INVERT: {  // ~t: Tensor.__invert__, mini's Python, inlined (one definition)
         VarRef a = pop();
-        if (a->is(Var::Kind::Tensor)) push(call_tensor_method(ctx_, "__invert__", a, {}, {}));
+        if (a->is(Var::Kind::Tensor)) push(call_tensor_method_as_found(ctx_, "__invert__", a, {}, {}));
         else if (is_constant(a)) push(make_constant(checked(PyNumber_Invert(a->obj), "~x")));
         else unsupported("~" + a->describe());
         break;
@@ -1325,6 +1347,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
                        Kwargs kwargs, const Var::MadeFunction* made) {
   if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
   auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
+  // the code is the function's own attribute, replaced in place by a hot reload (IPython's
+  // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
+  if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);
   int flags = code->co_flags;
   if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
     unsupported("calling a generator or coroutine function is not supported by mini's capture");
@@ -1355,7 +1380,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   if (made && made->defaults) {
     defaults = made->defaults->items;
   } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
-    // guarded through the function (fn.__defaults__[i]): they can be replaced
+    // guarded through the function (fn.__defaults__[i], and their count, which decides the
+    // parameters they belong to): they can be replaced
+    if (fsrc) ctx.guards().add_length_check(guards::Source::attr(fsrc, "__defaults__"), d);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++)
       defaults.push_back(fsrc ? wrap(ctx, PyTuple_GET_ITEM(d, i), guards::Source::item(guards::Source::attr(fsrc, "__defaults__"), (int)i))
                               : wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));

@@ -75,6 +75,7 @@ struct PythonBridge {
   PyObject* (*wrap_tensor)(const Tensor& t) = nullptr;  // New reference
   PyObject* module_class = nullptr;   // mini.nn.Module (Borrowed, lives forever)
   PyObject* tensor_type = nullptr;    // mini.Tensor
+  PyObject* tensor_methods = nullptr;  // dict: name -> getattr(mini.Tensor, name) when mini was imported
   PyObject* dtype_objects[kNumDTypes] = {};  // mini.bool, int64, float32, float64, bfloat16 by DType code
   PyObject* graph_functions = nullptr;  // dict: function object -> op-table name
   PyObject* size_type = nullptr;        // mini.Size: what x.shape and x.size() are

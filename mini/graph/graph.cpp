@@ -234,7 +234,7 @@ std::string Graph::print(const std::string& title) const {
 // strides); everything else computes its output shape by its rule. Kernel outputs are
 // contiguous.
 
-static Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
+Tensor meta_tensor(const TensorMeta& m, bool wrapped) {
   auto t = std::make_shared<TensorImpl>();
   t->storage = std::make_shared<Storage>();
   t->sizes = m.sizes;
@@ -349,6 +349,9 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   for (size_t i = 0; i < in.size(); i++) t.push_back(meta_tensor(in[i], wrapped[i]));
   switch (op_class(op)) {
     case OpClass::Pointwise: {
+      if (op == OpKind::Where) check_where(t[0]);
+      else if (t.size() == 2) check_binary(op, t[0], t[1]);
+      else if (t.size() == 1) check_unary(op, t[0]);
       Shape shape;
       for (auto& m : in) shape = broadcast_shapes(shape, m.sizes);
       std::vector<Tensor> operands = t;
@@ -366,22 +369,14 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
           dt = op == OpKind::Div && wrapped[0] && wrapped[1] ? DType::Float64 : DType::Float32;
           break;
         case OpKind::Cast: dt = a.dtype; break;
-        case OpKind::Where:
-          if (in[0].dtype != DType::Bool)
-            fail_type("where expected condition to be a boolean tensor, but got a tensor with dtype ",
-                      dtype_name(in[0].dtype));
-          break;
         default: break;
       }
       return contiguous_meta(shape, dt);
     }
     case OpClass::Reduction: {
+      check_reduce(op, t[0], a.dims);
       DType dt = in[0].dtype;
       if (op == OpKind::Sum && !is_floating(dt)) dt = DType::Int64;
-      if (op == OpKind::Mean && !is_floating(dt))
-        fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
-             "or complex dtype. Got: ", dtype_name(dt));
-      check_reduction_nonempty(op, in[0].sizes, a.dims);
       return contiguous_meta(reduced_shape(in[0].sizes, a), dt);
     }
     case OpClass::View: {
@@ -404,32 +399,20 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   }
   switch (op) {
     case OpKind::Matmul: {
+      check_matmul(t[0], t[1]);  // inner sizes that are symbols: checked by the kernel at run time
       const Shape &x = in[0].sizes, &y = in[1].sizes;
-      if (x.empty() || y.empty()) fail("both arguments to matmul need to be at least 1D");
-      if (in[0].dtype != in[1].dtype)
-        fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(in[0].dtype),
-             " != ", dtype_name(in[1].dtype));
       Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
-      bool symbolic = xs.back() < 0 || ys[ys.size() - 2] < 0;  // checked by the kernel at run time
-      auto mat = [](const Shape& s) {  // "3x4": eager's message (matmul.cpp), word for word
-        std::string out;
-        for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
-        return out;
-      };
-      if (!symbolic && xs.back() != ys[ys.size() - 2])
-        fail("mat1 and mat2 shapes cannot be multiplied (", mat(xs), " and ", mat(ys),
-             "): the inner dimensions ", xs.back(), " and ", ys[ys.size() - 2], " must be equal");
       Shape batch = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
       if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);
       if (y.size() > 1) batch.push_back(ys.back());
       return contiguous_meta(batch, in[0].dtype);
     }
     case OpKind::Softmax: case OpKind::LogSoftmax:
-      wrap_dim(a.dim, (int64_t)in[0].sizes.size());
-      if (!is_floating(in[0].dtype)) fail("softmax(): expected a floating point tensor");
+      check_softmax(t[0], a.dim, op == OpKind::LogSoftmax);
       return contiguous_meta(in[0].sizes, in[0].dtype);
     case OpKind::LayerNorm: return contiguous_meta(in[0].sizes, in[0].dtype);
     case OpKind::MseLoss: {
+      check_mse_loss(t[0], t[1], a.mode);
       Shape s = broadcast_shapes(in[0].sizes, in[1].sizes);
       return contiguous_meta(a.mode == "none" ? s : Shape{}, result_type(t));
     }

@@ -103,6 +103,10 @@ struct Graph {
 TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& inputs,
                       const std::vector<bool>& wrapped, const Attrs& attrs);
 
+// A data-less tensor of this meta (sizes, strides, dtype; symbols as they are): what the eager
+// ops' argument checks (tensor/ops.h) and view functions are run on while tracing.
+Tensor meta_tensor(const TensorMeta& meta, bool wrapped = false);
+
 // "f32[8, 8][8, 1]cpu": dtype, sizes and strides, as torch prints graph meta.
 std::string meta_str(const TensorMeta& meta, Device device = {});
 

@@ -138,6 +138,14 @@ bool holds(const DictKeysMatch& g, const Checked& c) {
   return true;
 }
 
+bool holds(const DictContains& g, const Checked& c) {
+  PyObject* v = c.value;
+  if (!v || !PyDict_Check(v)) return c.fail(c.code);
+  int in = PyDict_Contains(v, g.key);  // a str key: no Python code runs
+  if (in < 0) PyErr_Clear();
+  return (in == 1) == g.present || c.fail(c.code);
+}
+
 bool holds(const DuplicateInput& g, const Checked& c) {
   return (c.value && c.other && (c.value == c.other) == g.same) || c.fail(c.code);
 }
@@ -195,6 +203,7 @@ PyObject* held_object(const Guard& g) {
   if (auto* id = g.as<IdMatch>()) return id->target;
   if (auto* equals = g.as<EqualsMatch>()) return equals->constant;
   if (auto* keys = g.as<DictKeysMatch>()) return keys->keys;
+  if (auto* contains = g.as<DictContains>()) return contains->key;
   return nullptr;
 }
 }  // namespace
@@ -354,6 +363,14 @@ void GuardSet::add_dict_keys_match(SourceRef source, PyObject* value) {
   std::string code = "list(" + source->str() + ".keys()) == " + (key_list ? repr(key_list) : "?");
   Py_XDECREF(key_list);
   guards_.push_back({s, DictKeysMatch{keys}, code});
+}
+
+void GuardSet::add_dict_contains(SourceRef source, const std::string& key, bool present) {
+  int s = source_index(source);
+  std::string code = std::string(present ? "" : "not ") + "___dict_contains('" + key + "', " + source->str() + ")";
+  for (const auto& old : guards_)
+    if (old.as<DictContains>() && old.code == code) return;
+  guards_.push_back({s, DictContains{PyUnicode_FromString(key.c_str()), present}, code});
 }
 
 void GuardSet::add_duplicate_input(SourceRef source, SourceRef other, bool same) {

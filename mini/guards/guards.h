@@ -32,7 +32,7 @@ namespace mini::guards {
 
 // What each kind of guard checks: one struct per kind, holding only what that kind needs
 // (torch's LeafGuard subclasses). `kind` is the name torch prints. The Python objects of
-// TypeMatch, IdMatch, EqualsMatch and DictKeysMatch are strong references, released by the
+// TypeMatch, IdMatch, EqualsMatch, DictKeysMatch and DictContains are strong references, released by the
 // GuardSet (held_object in guards.cpp); TensorMatch's type is not held.
 struct TensorMatch {  // a mini.Tensor of this Python type, dtype, requires_grad, sizes, strides
   static constexpr const char* kind = "TENSOR_MATCH";
@@ -81,13 +81,19 @@ struct DictKeysMatch {  // a dict whose keys are these strs, in this order (a mo
   static constexpr const char* kind = "DICT_KEYS_MATCH";
   PyObject* keys = nullptr;  // a tuple
 };
+struct DictContains {  // key in v (present) / not in v (!present): v a dict, an instance's __dict__
+  static constexpr const char* kind = "DICT_CONTAINS";
+  PyObject* key = nullptr;  // a str
+  bool present = false;
+};
 struct DuplicateInput {  // v is (same) / is not (!same) the value at other_source: aliasing
   static constexpr const char* kind = "DUPLICATE_INPUT";
   int other_source = -1;  // index into GuardSet::sources
   bool same = false;
 };
 using GuardCheck = std::variant<TensorMatch, TypeMatch, IdMatch, EqualsMatch, NoneMatch, BoolMatch,
-                                LengthCheck, GradMode, SizeCompare, DictKeysMatch, DuplicateInput>;
+                                LengthCheck, GradMode, SizeCompare, DictKeysMatch, DictContains,
+                                DuplicateInput>;
 
 // One guard: what every kind has, and its kind's check.
 struct Guard {
@@ -126,6 +132,9 @@ class GuardSet {
   void add_length_check(SourceRef source, PyObject* value);
   // `value` (a dict with str keys) keeps its keys and their order.
   void add_dict_keys_match(SourceRef source, PyObject* value);
+  // `key` (a str) is (present) or is not a key of the dict at `source`: a module attribute
+  // found in _modules while the instance's __dict__ would shadow it.
+  void add_dict_contains(SourceRef source, const std::string& key, bool present);
   // The objects at `source` and `other` are the same object (same = true) or two (false).
   void add_duplicate_input(SourceRef source, SourceRef other, bool same);
   void add_grad_mode(bool enabled, const AutocastState& autocast = {});

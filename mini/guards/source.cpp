@@ -16,6 +16,7 @@ std::string Source::str() const {
     case Kind::IterItems: return "___remaining(" + base->str() + ")";
     case Kind::Closure: return "___closure_cell('" + name + "')";
     case Kind::GlobalIn: return "___global_or_builtin(" + base->str() + ", '" + name + "')";
+    case Kind::TensorClass: return "mini.Tensor";
   }
   return "?";
 }
@@ -47,6 +48,17 @@ SourceRef Source::closure(int index, const std::string& name) {
 SourceRef Source::global_in(SourceRef globals, const std::string& name) {
   return std::make_shared<Source>(Source{Kind::GlobalIn, 0, name, std::move(globals)});
 }
+SourceRef Source::tensor_class() {
+  static const SourceRef cls = std::make_shared<Source>(Source{Kind::TensorClass, 0, "", nullptr});
+  return cls;
+}
+
+namespace {
+PyObject* g_tensor_class = nullptr;
+}  // namespace
+
+void set_tensor_class(PyObject* type) { g_tensor_class = type; }
+
 SourceRef Source::cell_contents(SourceRef base) {
   return std::make_shared<Source>(Source{Kind::CellContents, 0, "", std::move(base)});
 }
@@ -142,6 +154,9 @@ PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
       Py_XINCREF(v);
       return v;
     }
+    case Source::Kind::TensorClass:
+      Py_XINCREF(g_tensor_class);
+      return g_tensor_class;
   }
   return nullptr;
 }

@@ -28,6 +28,7 @@ struct Source {
     IterItems,  // the items a tuple iterator has left, as a tuple (read without consuming)
     Closure,    // index: the cell at that position of the frame's function's closure
     GlobalIn,   // name: in the globals dict `base` (another module's), then in its builtins
+    TensorClass,  // mini.Tensor itself (set_tensor_class), whose methods a program may replace
   };
   Kind kind;
   int index = 0;
@@ -50,7 +51,11 @@ struct Source {
   static SourceRef iter_items(SourceRef base);
   static SourceRef closure(int index, const std::string& name);
   static SourceRef global_in(SourceRef globals, const std::string& name);
+  static SourceRef tensor_class();
 };
+
+// The class TensorClass sources read (mini.Tensor; set once by the Python module, lives forever).
+void set_tensor_class(PyObject* type);
 
 // What a Source is read against: the frame's values at entry. All Borrowed.
 struct FrameValues {

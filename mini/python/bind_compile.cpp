@@ -204,6 +204,19 @@ void bind_compile(py::module_& m) {
     auto& b = cap::python_bridge();
     b.module_class = module_class.release().ptr();
     b.tensor_type = tensor_type.release().ptr();
+    mini::guards::set_tensor_class(b.tensor_type);
+    // mini's own Tensor methods, as Python finds them now: a program may replace or add some
+    // later (mini.Tensor.relu = ...), which capture then calls instead of its op table
+    b.tensor_methods = PyDict_New();
+    PyObject* names = PyObject_Dir(b.tensor_type);
+    for (Py_ssize_t i = 0; names && i < PyList_GET_SIZE(names); i++) {
+      PyObject* name = PyList_GET_ITEM(names, i);
+      PyObject* found = PyObject_GetAttr(b.tensor_type, name);
+      if (found) PyDict_SetItem(b.tensor_methods, name, found);
+      Py_XDECREF(found);
+      PyErr_Clear();
+    }
+    Py_XDECREF(names);
     for (int i = 0; i < mini::kNumDTypes; i++) b.dtype_objects[i] = py::object(dtypes[i]).release().ptr();
     b.graph_functions = graph_functions.release().ptr();
     b.wrap_tensor = &wrap_tensor;

@@ -86,8 +86,7 @@ Tensor index(const Tensor& t, py::handle idx) {
                        type_name(h), "; use mini.where or a mask multiply instead");
     if (PyLong_Check(h.ptr()) || PySlice_Check(h.ptr())) consuming++;
   }
-  if (consuming > t->dim())
-    mini::fail_index("too many indices for tensor of dimension ", t->dim(), " (got ", consuming, ")");
+  mini::check_index_count(consuming, t->dim());
   Tensor r = t;
   int64_t dim = 0;
   for (auto h : items) {
@@ -392,7 +391,7 @@ void bind_tensor(py::module_& m) {
     if (!py::isinstance<TensorImpl>(bh))
       mini::fail_type("mm(): argument 'mat2' must be a Tensor, not ", type_name(bh));
     Tensor b = bh.cast<Tensor>();
-    mini::check_mm_ranks(a->dim(), b->dim());
+    mini::check_mm(a, b);
     return mini::matmul(a, b);
   });
 

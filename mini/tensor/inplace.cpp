@@ -1,6 +1,7 @@
 // inplace.cpp — writes into existing storage: copy_, add_/sub_/mul_/div_, fill_, relu_,
-// clamp_, masked_fill_. Each bumps the storage version (see SavedTensor) and refuses leaves
-// that require grad while grad mode is on, as torch does.
+// clamp_, masked_fill_. Each bumps the storage version (see SavedTensor), refuses leaves
+// that require grad while grad mode is on, and refuses a tensor whose elements share memory
+// (an expanded one; fill_ excepted, which writes one value wherever it writes), as torch does.
 #include <cstring>
 #include <functional>
 
@@ -14,10 +15,12 @@ namespace mini {
 
 namespace {
 
-void check_writable(const Tensor& self, const char* op) {
-  if (!grad_enabled()) return;
-  if (self->requires_grad && self->is_leaf()) fail_inplace_on_leaf(op, false);
-  if (self->view_of_grad_leaf) fail_inplace_on_leaf(op, true);
+void check_writable(const Tensor& self, const char* op, bool overlap_ok = false) {
+  if (grad_enabled()) {
+    if (self->requires_grad && self->is_leaf()) fail_inplace_on_leaf(op, false);
+    if (self->view_of_grad_leaf) fail_inplace_on_leaf(op, true);
+  }
+  if (!overlap_ok) check_no_internal_overlap(self->sizes, self->strides);
 }
 
 // dst[...] = src broadcast to dst's shape, converting dtype. No kernel is counted here.
@@ -65,8 +68,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 // self takes over the result's (torch rebases self the same way). `cast_allowed`: the
 // result may be of a higher dtype category than self (fill_, copy_, masked_fill_ convert).
 void write_in_place(const Tensor& self, const char* op, const std::vector<Tensor>& others,
-                    const std::function<Tensor(const Tensor&)>& compute, bool cast_allowed) {
-  check_writable(self, op);
+                    const std::function<Tensor(const Tensor&)>& compute, bool cast_allowed,
+                    bool overlap_ok = false) {
+  check_writable(self, op, overlap_ok);
   std::vector<Tensor> operands = others;
   operands.push_back(self);
   bool rec = should_record(operands);
@@ -124,10 +128,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 void fill_(const Tensor& self, double value) {
-  check_writable(self, "fill_");
+  check_writable(self, "fill_", /*overlap_ok=*/true);
   Tensor v = scalar_tensor(value, self->dtype);
   if (should_record({self})) {
-    write_in_place(self, "fill_", {}, [&](const Tensor& old) { return overwrite(old, v); }, true);
+    write_in_place(self, "fill_", {}, [&](const Tensor& old) { return overwrite(old, v); }, true, true);
     return;
   }
   copy_into(self, v);

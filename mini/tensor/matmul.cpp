@@ -105,15 +105,12 @@ std::string mat_str(const Shape& s) {
   return out;
 }
 
-// The core op: a [..., n, k] @ b [..., k, m] with broadcast batch dims.
+// The core op: a [..., n, k] @ b [..., k, m] with broadcast batch dims (check_matmul checked
+// them).
 Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   int64_t ra = a->dim(), rb = b->dim();
   int64_t n = a->sizes[ra - 2], k = a->sizes[ra - 1], m = b->sizes[rb - 1];
-  if (b->sizes[rb - 2] != k)
-    fail("mat1 and mat2 shapes cannot be multiplied (", mat_str(a->sizes), " and ",
-         mat_str(b->sizes), "): the inner dimensions ", k, " and ", b->sizes[rb - 2],
-         " must be equal");
   Shape batch_a(a->sizes.begin(), a->sizes.end() - 2), batch_b(b->sizes.begin(), b->sizes.end() - 2);
   Shape batch = broadcast_shapes(batch_a, batch_b);
   Shape out_shape = batch;
@@ -168,7 +165,7 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
                         nbatch * n * k * m >= (int64_t(1) << 16) && omp_get_max_threads() > 1;
   MINI_DISPATCH(a->dtype, T, [&] {
     if constexpr (std::is_same_v<T, bool>) {
-      fail("matmul is not implemented for bool tensors; convert first, e.g. a.float() @ b.float()");
+      fail("matmul is not implemented for bool tensors");  // check_matmul refused them
     } else if (fold) {
       gemm<T>(va, vb, nbatch * n, k, m, a->data<T>(), b->data<T>(), out->data<T>());
     } else {
@@ -183,9 +180,33 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
 
 }  // namespace
 
-void check_mm_ranks(int64_t a_dim, int64_t b_dim) {
-  if (a_dim != 2 || b_dim != 2)
-    fail("mm: expected 2-D tensors, got ", a_dim, "-D and ", b_dim, "-D; use matmul for other ranks");
+void check_matmul(const Tensor& a, const Tensor& b) {
+  if (a->dim() == 0 || b->dim() == 0)
+    fail("both arguments to matmul need to be at least 1D, but they are ", a->dim(), "D and ",
+         b->dim(), "D");
+  if (a->dtype != b->dtype)
+    fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(a->dtype), " != ",
+         dtype_name(b->dtype));
+  if (a->dtype == DType::Bool)
+    fail("matmul is not implemented for bool tensors; convert first, e.g. a.float() @ b.float()");
+  if (a->dim() == 1 && b->dim() == 1) {
+    if (a->sizes[0] >= 0 && b->sizes[0] >= 0 && a->sizes[0] != b->sizes[0])
+      fail("inconsistent tensor size, expected tensor [", a->sizes[0], "] and src [",
+           b->sizes[0], "] to have the same number of elements, but got ", a->sizes[0],
+           " and ", b->sizes[0], " elements respectively");
+    return;
+  }
+  // the core op's operands: a 1-D operand as a matrix of one row (a) or one column (b)
+  Shape x = a->dim() == 1 ? Shape{1, a->sizes[0]} : a->sizes, y = b->dim() == 1 ? Shape{b->sizes[0], 1} : b->sizes;
+  int64_t k = x.back(), k2 = y[y.size() - 2];
+  if (k >= 0 && k2 >= 0 && k != k2)
+    fail("mat1 and mat2 shapes cannot be multiplied (", mat_str(x), " and ", mat_str(y),
+         "): the inner dimensions ", k, " and ", k2, " must be equal");
+}
+
+void check_mm(const Tensor& a, const Tensor& b) {
+  if (a->dim() != 2 || b->dim() != 2)
+    fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -194,19 +215,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     std::vector<Tensor> in = autocast_inputs(OpKind::Matmul, {a, b});
     if (in[0] != a || in[1] != b) return matmul(in[0], in[1]);
   }
-  if (a->dim() == 0 || b->dim() == 0)
-    fail("both arguments to matmul need to be at least 1D, but they are ", a->dim(), "D and ",
-         b->dim(), "D");
-  if (a->dtype != b->dtype)
-    fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(a->dtype), " != ",
-         dtype_name(b->dtype));
-  if (a->dim() == 1 && b->dim() == 1) {
-    if (a->sizes[0] != b->sizes[0])
-      fail("inconsistent tensor size, expected tensor [", a->sizes[0], "] and src [",
-           b->sizes[0], "] to have the same number of elements, but got ", a->sizes[0],
-           " and ", b->sizes[0], " elements respectively");
-    return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
-  }
+  check_matmul(a, b);
+  if (a->dim() == 1 && b->dim() == 1) return reshape(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   if (a->dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b), {-2});
   if (b->dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, 1)), {-1});
   return matmul_nd(a, b);

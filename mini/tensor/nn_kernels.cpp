@@ -96,13 +96,17 @@ void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const 
 
 }  // namespace
 
+void check_softmax(const Tensor& a, int64_t dim, bool log) {
+  require_floating(a, log ? "log_softmax" : "softmax");
+  wrap_dim(dim, a->dim());
+}
+
 Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   if (!a_in) fail_type("softmax(): argument 'input' must be a Tensor, not None");
   if (autocast_state().on(a_in->device()))  // bfloat16 in, float32 out (autograd.h)
     if (Tensor a = autocast_inputs(log ? OpKind::LogSoftmax : OpKind::Softmax, {a_in})[0]; a != a_in)
       return softmax(a, dim_in, log);
-  const char* name = log ? "log_softmax" : "softmax";
-  require_floating(a_in, name);
+  check_softmax(a_in, dim_in, log);
   int64_t dim = wrap_dim(dim_in, a_in->dim());
   Tensor a = a_in->is_contiguous() ? a_in : contiguous(detach(a_in));
   Tensor out = TensorImpl::empty(a->sizes, a->dtype, a->device());
@@ -122,6 +126,26 @@ Tensor softmax(const Tensor& a_in, int64_t dim_in, bool log) {
   return out;
 }
 
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
+  require_floating(x, "layer_norm");
+  auto same = [](int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; };  // symbols: unknown
+  int64_t k = normalized_shape.size(), r = x->dim();
+  bool ok = k <= r && k > 0;
+  for (int64_t i = 0; ok && i < k; i++) ok = same(x->sizes[r - k + i], normalized_shape[i]);
+  if (!ok)
+    fail("Given normalized_shape=", shape_str(normalized_shape), ", expected input with shape [*",
+         [&] { std::string s; for (auto v : normalized_shape) s += ", " + std::to_string(v); return s; }(),
+         "], but got input of size", shape_str(x->sizes));
+  for (const Tensor* p : {&weight, &bias}) {
+    if (*p && !std::equal((*p)->sizes.begin(), (*p)->sizes.end(), normalized_shape.begin(), normalized_shape.end(), same))
+      fail("layer_norm: ", p == &weight ? "weight" : "bias", " of shape ", shape_str((*p)->sizes),
+           " does not match normalized_shape ", shape_str(normalized_shape));
+    if (*p && (*p)->dtype != x->dtype)
+      fail("layer_norm: expected ", p == &weight ? "weight" : "bias", " to have dtype ",
+           dtype_name(x->dtype), " but got ", dtype_name((*p)->dtype));
+  }
+}
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   if (!x_in) fail_type("layer_norm(): argument 'input' must be a Tensor, not None");
@@ -130,22 +154,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
     if (in[0] != x_in || in[1] != weight || in[2] != bias)
       return layer_norm(in[0], normalized_shape, in[1], in[2], eps);
   }
-  require_floating(x_in, "layer_norm");
-  int64_t k = normalized_shape.size(), r = x_in->dim();
-  bool ok = k <= r && k > 0;
-  for (int64_t i = 0; ok && i < k; i++) ok = x_in->sizes[r - k + i] == normalized_shape[i];
-  if (!ok)
-    fail("Given normalized_shape=", shape_str(normalized_shape), ", expected input with shape [*",
-         [&] { std::string s; for (auto v : normalized_shape) s += ", " + std::to_string(v); return s; }(),
-         "], but got input of size", shape_str(x_in->sizes));
-  for (const Tensor* p : {&weight, &bias}) {
-    if (*p && (*p)->sizes != normalized_shape)
-      fail("layer_norm: ", p == &weight ? "weight" : "bias", " of shape ", shape_str((*p)->sizes),
-           " does not match normalized_shape ", shape_str(normalized_shape));
-    if (*p && (*p)->dtype != x_in->dtype)
-      fail("layer_norm: expected ", p == &weight ? "weight" : "bias", " to have dtype ",
-           dtype_name(x_in->dtype), " but got ", dtype_name((*p)->dtype));
-  }
+  check_layer_norm(x_in, normalized_shape, weight, bias);
+  int64_t k = normalized_shape.size();
   common_device("layer_norm", {x_in, weight, bias});
   Tensor x = x_in->is_contiguous() ? x_in : contiguous(detach(x_in));
   Tensor w = weight ? contiguous(detach(weight)) : nullptr;
@@ -165,16 +175,21 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return out;
 }
 
+void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");
+  DType dt = result_type({a, b});
+  if (!is_floating(dt)) fail("mse_loss(): expected floating point inputs, got ", dtype_name(dt));
+  broadcast_shapes(a->sizes, b->sizes);
+}
+
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
   if (!a || !b) fail_type("mse_loss(): arguments must be Tensors, not None");
   if (autocast_state().on(a->device())) {  // in float32 (autograd.h)
     std::vector<Tensor> in = autocast_inputs(OpKind::MseLoss, {a, b});
     if (in[0] != a || in[1] != b) return mse_loss(in[0], in[1], reduction);
   }
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");
-  DType dt = result_type({a, b});
-  if (!is_floating(dt)) fail("mse_loss(): expected floating point inputs, got ", dtype_name(dt));
+  check_mse_loss(a, b, reduction);
   Tensor diff2;
   {
     NoGradGuard no_grad;  // one fused kernel: the pieces below are not counted separately

@@ -45,6 +45,26 @@ Tensor rand(const Shape& shape, DType dtype = DType::Float32, Device device = {}
 // Seeds the CPU generator and the CUDA one (a Philox seed whose offset restarts at 0).
 void manual_seed(uint64_t seed);
 
+// ---- argument checks ------------------------------------------------------------------
+// The errors an op raises from its operands' sizes and dtypes alone, before it computes. The
+// eager op calls its check first; graph::infer_meta calls the same function on data-less
+// tensors, and so does capture for the calls it records as another op (mm as matmul, view as
+// reshape, x[i, j] as selects): compiled code refuses what eager refuses, word for word, on
+// every backend. Sizes < 0 (graph meta's symbols) are unknown there and pass: the kernel
+// checks them when it runs.
+void check_unary(OpKind kind, const Tensor& a);
+void check_binary(OpKind kind, const Tensor& a, const Tensor& b);
+void check_where(const Tensor& cond);
+void check_matmul(const Tensor& a, const Tensor& b);
+void check_mm(const Tensor& a, const Tensor& b);  // Tensor.mm: matmul of two 2-D tensors only
+void check_view(const Tensor& a, const Shape& shape);  // view: where reshape would copy
+void check_softmax(const Tensor& a, int64_t dim, bool log);
+void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias);
+void check_reduce(OpKind kind, const Tensor& a, const std::vector<int64_t>& dims);
+// x[i, j, ...]: an IndexError when more indices (ints and slices) than dims are given.
+void check_index_count(int64_t indices, int64_t rank);
+
 // ---- the generic entry point ----------------------------------------------------------
 Tensor call_op(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
 
@@ -64,9 +84,6 @@ DType result_type(const std::vector<Tensor>& operands);
 
 // ---- reductions -----------------------------------------------------------------------
 Tensor reduce(OpKind kind, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
-// amax/amin have no identity: torch's errors for an empty reduced dim, or for no dim given on
-// an empty input (the graph's meta rule runs it too, so compiled code raises them as well).
-void check_reduction_nonempty(OpKind kind, const Shape& sizes, const std::vector<int64_t>& dims);
 // max/min along one dim: values and int64 indices from one kernel.
 std::pair<Tensor, Tensor> max_min_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max);
 
@@ -88,9 +105,6 @@ Tensor detach(const Tensor& a);  // shares storage, no autograd history
 
 // ---- matmul and composite kernels -----------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul: 1-D, 2-D, batched
-// torch.mm is matmul of two matrices only: eager's error for operands of other ranks (the
-// method, and capture, whose graph has one matmul node for every rank).
-void check_mm_ranks(int64_t a_dim, int64_t b_dim);
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);

@@ -154,6 +154,24 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 
 }  // namespace
 
+void check_binary(OpKind k, const Tensor& a, const Tensor& b) {
+  if (k == OpKind::Sub && result_type({a, b}) == DType::Bool)
+    fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
+         "Use the `^` or `logical_xor()` operator instead.");
+}
+
+void check_unary(OpKind k, const Tensor& a) {
+  if (a->dtype == DType::Bool && (k == OpKind::Neg || k == OpKind::Sign))
+    fail("Negation, the `-` operator, on a bool tensor is not supported. "
+         "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
+void check_where(const Tensor& cond) {
+  if (cond->dtype != DType::Bool)
+    fail_type("where expected condition to be a boolean tensor, but got a tensor with dtype ",
+              dtype_name(cond->dtype), "; compare first, e.g. where(x > 0, a, b)");
+}
+
 void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, DType compute) {
   if (out->is_cuda()) return cuda::binary(k, out, a, b, compute, "");
   bool by_scalar = (k == OpKind::Mul || k == OpKind::Div) && b->numel() == 1;
@@ -197,10 +215,8 @@ void binary_out(OpKind k, const Tensor& out, const Tensor& a, const Tensor& b, D
 Tensor binary(OpKind k, const Tensor& a, const Tensor& b) {
   check_tensor(a, op_name(k), "input");
   check_tensor(b, op_name(k), "other");
+  check_binary(k, a, b);
   DType compute = result_type({a, b});
-  if (compute == DType::Bool && k == OpKind::Sub)
-    fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
-         "Use the `^` or `logical_xor()` operator instead.");
   if ((k == OpKind::Div || k == OpKind::Pow) && compute == DType::Bool) compute = DType::Int64;
   if (k == OpKind::Div && !is_floating(compute))  // true division: of two numbers, a Python float
     compute = a->wrapped_number && b->wrapped_number ? DType::Float64 : DType::Float32;
@@ -306,9 +322,7 @@ void run_unary(OpKind k, const Tensor& out, const Tensor& a, const Attrs& at) {
 
 Tensor unary(OpKind k, const Tensor& a, const Attrs& attrs) {
   check_tensor(a, op_name(k), "input");
-  if (a->dtype == DType::Bool && (k == OpKind::Neg || k == OpKind::Sign))
-    fail("Negation, the `-` operator, on a bool tensor is not supported. "
-         "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  check_unary(k, a);
   DType compute = a->dtype;
   if (floating_result(k) && !is_floating(compute)) compute = DType::Float32;
   Tensor out = TensorImpl::empty(a->sizes, compute, a->device());
@@ -367,9 +381,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_tensor(cond, "where", "condition");
   check_tensor(a, "where", "input");
   check_tensor(b, "where", "other");
-  if (cond->dtype != DType::Bool)
-    fail_type("where expected condition to be a boolean tensor, but got a tensor with dtype ",
-              dtype_name(cond->dtype), "; compare first, e.g. where(x > 0, a, b)");
+  check_where(cond);
   DType compute = result_type({a, b});
   Shape shape = broadcast_shapes(cond->sizes, broadcast_shapes(a->sizes, b->sizes));
   Device device = common_device("where", {cond, a, b});

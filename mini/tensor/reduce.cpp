@@ -221,8 +221,16 @@ void max_min_kernel(const Tensor& a, const Tensor& values, const Tensor& indices
 
 }  // namespace
 
-void check_reduction_nonempty(OpKind k, const Shape& sizes, const std::vector<int64_t>& dims) {
-  if ((k != OpKind::Amax && k != OpKind::Amin) || numel_of(sizes) != 0) return;
+// amax/amin have no identity: torch's errors for an empty reduced dim, or for no dim given on
+// an empty input.
+void check_reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims) {
+  wrap_dims(dims, a->dim());
+  if (k == OpKind::Mean && !is_floating(a->dtype))
+    fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
+         "or complex dtype. Got: ", dtype_name(a->dtype), ". Convert first, e.g. x.float().mean()");
+  const Shape& sizes = a->sizes;
+  bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+  if ((k != OpKind::Amax && k != OpKind::Amin) || !empty) return;
   if (dims.empty())
     fail(op_name(k), "(): Expected reduction dim to be specified for input.numel() == 0. "
          "Specify the reduction dim with the 'dim' argument.");
@@ -233,16 +241,13 @@ void check_reduction_nonempty(OpKind k, const Shape& sizes, const std::vector<in
 
 Tensor reduce(OpKind k, const Tensor& a, const std::vector<int64_t>& dims_in, bool keepdim) {
   if (!a) fail_type(op_name(k), "(): argument 'input' must be a Tensor, not None");
+  check_reduce(k, a, dims_in);
   std::vector<int64_t> dims = wrap_dims(dims_in, a->dim());
   if (dims.empty())
     for (int64_t d = 0; d < a->dim(); d++) dims.push_back(d);
   DType out_dtype = a->dtype;
   if (k == OpKind::Sum && !is_floating(a->dtype)) out_dtype = DType::Int64;
-  if (k == OpKind::Mean && !is_floating(a->dtype))
-    fail("mean(): could not infer output dtype. Input dtype must be either a floating point "
-         "or complex dtype. Got: ", dtype_name(a->dtype), ". Convert first, e.g. x.float().mean()");
   Shape out_shape = reduced_shape(a->sizes, dims, keepdim);
-  check_reduction_nonempty(k, a->sizes, dims_in);
   Tensor out = TensorImpl::empty(out_shape, out_dtype, a->device());
   Combine c = k == OpKind::Amax ? Combine::Max : k == OpKind::Amin ? Combine::Min : Combine::Sum;
   if (out->is_cuda()) {  // the kernel writes the result without the kept size-1 dims

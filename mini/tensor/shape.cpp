@@ -135,4 +135,16 @@ bool view_strides(const Shape& shape, const Strides& strides, const Shape& targe
   return view_d == -1;
 }
 
+bool has_internal_overlap(const Shape& shape, const Strides& strides) {
+  for (size_t d = 0; d < shape.size() && d < strides.size(); d++)
+    if (shape[d] > 1 && strides[d] == 0) return true;
+  return false;
+}
+
+void check_no_internal_overlap(const Shape& shape, const Strides& strides) {
+  if (has_internal_overlap(shape, strides))
+    fail("unsupported operation: more than one element of the written-to tensor refers to a single "
+           "memory location. Please clone() the tensor before performing the operation.");
+}
+
 }  // namespace mini

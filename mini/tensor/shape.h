@@ -37,4 +37,11 @@ Shape infer_reshape(const Shape& target, int64_t numel);
 // Strides for viewing (shape, strides) as `target` without copying, if possible.
 bool view_strides(const Shape& shape, const Strides& strides, const Shape& target, Strides* out);
 
+// An in-place op may not write a tensor whose elements share memory (a dim of stride 0 and
+// size > 1: an expanded tensor): the result would depend on how many times each location is
+// written. Throws torch's RuntimeError, which names the fix (clone() first). Unknown sizes or
+// strides (negative: graph meta's symbols) are not taken as shared.
+bool has_internal_overlap(const Shape& shape, const Strides& strides);
+void check_no_internal_overlap(const Shape& shape, const Strides& strides);
+
 }  // namespace mini

@@ -27,13 +27,24 @@ Tensor make_view(const Tensor& a, const Shape& sizes, const Strides& strides, in
 }
 }  // namespace
 
-Tensor view(const Tensor& a, const Shape& shape) {
+void check_view(const Tensor& a, const Shape& shape) {
   Shape target = infer_reshape(shape, a->numel());
   Strides st;
   if (!view_strides(a->sizes, a->strides, target, &st))
     fail("view size is not compatible with input tensor's size and stride (at least one "
          "dimension spans across two contiguous subspaces): cannot view ", shape_str(a->sizes),
          " as ", shape_str(target), ". Use .reshape(...) instead.");
+}
+
+void check_index_count(int64_t indices, int64_t rank) {
+  if (indices > rank) fail_index("too many indices for tensor of dimension ", rank, " (got ", indices, ")");
+}
+
+Tensor view(const Tensor& a, const Shape& shape) {
+  check_view(a, shape);
+  Shape target = infer_reshape(shape, a->numel());
+  Strides st;
+  view_strides(a->sizes, a->strides, target, &st);
   Attrs at;
   at.shape = target;
   return make_view(a, target, st, a->offset, OpKind::Reshape, at);

@@ -47,7 +47,7 @@ Tensor iota(const Shape& shape, DType d, double start = 0, double scale = 1) {
   return make(v, shape, d);
 }
 
-void check_matmul(const Tensor& a, const Tensor& b) {
+void expect_reference_matmul(const Tensor& a, const Tensor& b) {
   Shape want_shape;
   std::vector<double> want = ref_matmul(mini::contiguous(a), mini::contiguous(b), &want_shape);
   Tensor got = mini::matmul(a, b);
@@ -73,10 +73,10 @@ TEST_CASE("matmul of matrices, hand-computed", "[tensor][matmul]") {
 TEST_CASE("matmul of batched and broadcast operands", "[tensor][matmul]") {
   for (DType d : {DType::Float32, DType::Float64, DType::Int64}) {
     INFO(mini::dtype_name(d));
-    check_matmul(iota({2, 2, 3}, d), iota({2, 3, 4}, d, -5));
-    check_matmul(iota({2, 1, 2, 3}, d), iota({3, 3, 2}, d, 1));  // batch [2,1] x [3]
-    check_matmul(iota({4, 2, 3}, d), iota({3, 2}, d, -2));       // a 2-D right operand
-    check_matmul(iota({2, 3}, d), iota({4, 3, 2}, d));           // a 2-D left operand
+    expect_reference_matmul(iota({2, 2, 3}, d), iota({2, 3, 4}, d, -5));
+    expect_reference_matmul(iota({2, 1, 2, 3}, d), iota({3, 3, 2}, d, 1));  // batch [2,1] x [3]
+    expect_reference_matmul(iota({4, 2, 3}, d), iota({3, 2}, d, -2));       // a 2-D right operand
+    expect_reference_matmul(iota({2, 3}, d), iota({4, 3, 2}, d));           // a 2-D left operand
   }
 }
 
@@ -87,19 +87,19 @@ TEST_CASE("matmul of transposed and strided operands", "[tensor][matmul]") {
     Tensor bt = mini::transpose(iota({4, 3}, d, -3), 0, 1);  // [3, 4], column-major
     Tensor a = iota({2, 3}, d, 2);
     Tensor b = iota({3, 4}, d);
-    check_matmul(at, b);
-    check_matmul(a, bt);
-    check_matmul(at, bt);
+    expect_reference_matmul(at, b);
+    expect_reference_matmul(a, bt);
+    expect_reference_matmul(at, bt);
     // batched, last two dims swapped
-    check_matmul(mini::transpose(iota({2, 4, 3}, d), 1, 2), iota({2, 4, 2}, d, 1));
+    expect_reference_matmul(mini::transpose(iota({2, 4, 3}, d), 1, 2), iota({2, 4, 2}, d, 1));
     // every other column: neither row- nor column-major, copied first
     Tensor skip = mini::slice(iota({2, 6}, d), 1, 0, 6, 2);  // [2, 3]
-    check_matmul(skip, b);
-    check_matmul(a, mini::slice(iota({6, 4}, d), 0, 0, 6, 2));
+    expect_reference_matmul(skip, b);
+    expect_reference_matmul(a, mini::slice(iota({6, 4}, d), 0, 0, 6, 2));
     // an expanded (stride-0) operand
-    check_matmul(mini::expand(iota({1, 3}, d, 1), {2, 3}), b);
+    expect_reference_matmul(mini::expand(iota({1, 3}, d, 1), {2, 3}), b);
     // a row slice with an offset
-    check_matmul(mini::slice(iota({4, 3}, d), 0, 1, 3, 1), bt);
+    expect_reference_matmul(mini::slice(iota({4, 3}, d), 0, 1, 3, 1), bt);
   }
 }
 

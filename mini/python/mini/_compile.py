@@ -6,8 +6,10 @@ import os
 import sys
 
 from . import _C
+from .nn import Module as _Module  # mini/__init__.py imports nn first
 
 _BUILTIN_BACKENDS = ("eager", "aot_eager", "inductor")
+_module_call = _Module.__call__  # what a compiled module calls, unless its class overrides it
 
 
 class _Config:
@@ -170,13 +172,33 @@ def _call_forward(module, *args, **kwargs):
     return module.forward(*args, **kwargs)
 
 
+def _call_module(module, *args, **kwargs):
+    # What calling the module runs, looked up at each call as Python looks it up: the class's
+    # own __call__ where it overrides nn.Module's (torch's compiled module runs
+    # type(m).__call__ too; its frame is the one captured), else forward.
+    call = type(module).__call__
+    if call is not _module_call:
+        return call(module, *args, **kwargs)
+    return module.forward(*args, **kwargs)
+
+
 class _CompiledModule(_CompiledFunction):
     """What mini.compile returns for an nn.Module (torch's OptimizedModule): calling it runs
-    the module's forward compiled; other attributes are the module's."""
+    what calling the module runs, compiled; other attributes are the module's. `forward_only`
+    (Module.compile, which nn.Module.__call__ calls back) skips a class's own __call__."""
 
-    def __init__(self, module, backend, fullgraph, dynamic, mode):
-        super().__init__(functools.partial(_call_forward, module), backend, fullgraph, dynamic, mode)
+    def __init__(self, module, backend, fullgraph, dynamic, mode, forward_only=False):
+        call = _call_forward if forward_only else _call_module
+        super().__init__(functools.partial(call, module), backend, fullgraph, dynamic, mode)
         self._orig_mod = self._mini_orig_callable = module
+        self._forward_only = forward_only
+
+    def _captured_code(self):
+        """The code object whose frame a call captures (cache_entries reads its cache)."""
+        call = type(self._orig_mod).__call__
+        if self._forward_only or call is _module_call:
+            return getattr(getattr(self._orig_mod, "forward", None), "__code__", None)
+        return getattr(call, "__code__", None)
 
     def __getattr__(self, name):
         return getattr(self.__dict__["_orig_mod"], name)
@@ -193,10 +215,15 @@ def compile(model=None, *, backend="inductor", mode="default", dynamic=None, ful
     if not callable(model):
         raise TypeError(f"mini.compile expects a function or an nn.Module, got {type(model).__name__}")
     model = _innermost(model)
-    from .nn import Module
-    if isinstance(model, Module):
+    if isinstance(model, _Module):
         return _CompiledModule(model, backend, fullgraph, dynamic, mode)
     return _compiled_function(model, backend, fullgraph, dynamic, mode)
+
+
+def _compile_forward(module, *, backend="inductor", mode="default", dynamic=None, fullgraph=False):
+    """Module.compile's compiled form: the module's forward (what nn.Module.__call__ runs), with
+    mini.compile's keyword arguments."""
+    return _CompiledModule(module, backend, fullgraph, dynamic, mode, forward_only=True)
 
 
 class CompileCounter:

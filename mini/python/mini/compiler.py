@@ -69,8 +69,11 @@ def cache_entries(fn):
     from . import _C
     from ._compile import _CompiledModule
     # mini.compile(module) holds the module, mini.compile(function) the function
-    target = fn._orig_mod if isinstance(fn, _CompiledModule) else getattr(fn, "_fn", fn)
-    code = getattr(target, "__code__", None) or getattr(getattr(target, "forward", None), "__code__", None)
+    if isinstance(fn, _CompiledModule):
+        code = fn._captured_code()
+    else:
+        target = getattr(fn, "_fn", fn)
+        code = getattr(target, "__code__", None) or getattr(getattr(target, "forward", None), "__code__", None)
     if code is None:
         raise TypeError(f"cache_entries takes a function or a mini.compile wrapper, got {type(fn).__name__}")
     return [{"offset": offset, "frame": frame,

@@ -67,8 +67,9 @@ class Module:
 
     def compile(self, **kwargs):
         """Compile this module in place, like torch's Module.compile: later calls of the
-        module run compiled (with mini.compile's keyword arguments). Returns None."""
-        object.__setattr__(self, "_compiled_call", mini.compile(self, **kwargs))
+        module run its forward compiled (with mini.compile's keyword arguments; a class's own
+        __call__ still runs first, as in torch). Returns None."""
+        object.__setattr__(self, "_compiled_call", mini._compile._compile_forward(self, **kwargs))
 
     # ---- registration -----------------------------------------------------------------------
 
