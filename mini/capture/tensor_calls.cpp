@@ -308,14 +308,18 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     OpKind op = name == "empty_like" ? OpKind::Empty : OpKind::Full;
     return factory(ctx, op, a, args.get(2, "requires_grad", false));
   }
-  if (name == "randn_like") {  // (t)
-    check_kwargs(args, {"t"});
-    args.at_most(1);
+  if (name == "randn_like" || name == "rand_like") {  // (t, dtype, device, requires_grad)
+    check_kwargs(args, {"t", "dtype", "device", "requires_grad"});
+    args.at_most(4);
+    VarRef device = args.get(2, "device", false);
+    if (device && device->obj != Py_None)
+      unsupported(name + "() with device= inside a compiled function (a graph runs on one device)");
     VarRef t = args.get(0, "t");
     a.shape = like_shape(ctx, t, name);
-    a.dtype = meta_of(ctx, t).dtype;
+    a.dtype = dtype_or(args.get(1, "dtype", false), meta_of(ctx, t).dtype);
     a.device = ctx.graph().device;
-    return factory(ctx, OpKind::Randn, a, nullptr);
+    return factory(ctx, name == "rand_like" ? OpKind::Rand : OpKind::Randn, a,
+                   args.get(3, "requires_grad", false));
   }
   if (name == "arange") {  // (start, end=None, step=1, dtype=None, requires_grad=False, device=None)
     check_kwargs(args, {"start", "end", "step", "dtype", "requires_grad", "device"});
