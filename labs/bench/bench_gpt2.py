@@ -290,25 +290,31 @@ def main(argv=None):
               f"{PEAK_TFLOPS:.0f} TFLOP/s (H200 dense bfloat16)")
     print(header, flush=True)
     start, results = time.monotonic(), []
-    for dtype in dtypes:
-        for mode in modes:
-            if args.budget is not None and time.monotonic() - start > args.budget:
-                r = dict(mode=mode, dtype=dtype, error=f"skipped: the run's --budget of {args.budget:.0f} s was spent")
-            elif mode.startswith("torch") and importlib.util.find_spec("torch") is None:
-                r = dict(mode=mode, dtype=dtype, error="skipped: torch is not importable here")
-            else:
-                r = run_in_subprocess(mode, dtype, args)
-            results.append(r)
-            print(table([r], "").splitlines()[-1], flush=True)
-            # written after every configuration: a run cut short keeps what it measured
-            text = table(results, header)
-            (out / "gpt2_step.txt").write_text(text)
-            (out / "gpt2_step.json").write_text(json.dumps(
-                dict(header=header, peak_tflops=PEAK_TFLOPS, device=args.device, device_name=where,
-                     quick=args.quick, size=size, results=results), indent=2) + "\n")
-    print(text)
+    try:
+        for dtype in dtypes:
+            for mode in modes:
+                if args.budget is not None and time.monotonic() - start > args.budget:
+                    r = dict(mode=mode, dtype=dtype, error=f"skipped: the run's --budget of {args.budget:.0f} s was spent")
+                elif mode.startswith("torch") and importlib.util.find_spec("torch") is None:
+                    r = dict(mode=mode, dtype=dtype, error="skipped: torch is not importable here")
+                else:
+                    r = run_in_subprocess(mode, dtype, args)
+                results.append(r)
+                print(table([r], "").splitlines()[-1], flush=True)
+                write_report(out, header, results, dict(peak_tflops=PEAK_TFLOPS, device=args.device,
+                                                        device_name=where, quick=args.quick, size=size))
+    except KeyboardInterrupt:  # a caller's time limit: keep what was measured
+        print("bench_gpt2: interrupted; the table and figure hold the configurations measured so far")
+    print(table(results, header))
     figure(results, out, header.split(";")[0] + f"; {where}")
     return 0
+
+
+def write_report(out, header, results, fields):
+    """gpt2_step.txt and .json, rewritten after every configuration (a run cut short keeps
+    what it measured)."""
+    (out / "gpt2_step.txt").write_text(table(results, header))
+    (out / "gpt2_step.json").write_text(json.dumps(dict(header=header, **fields, results=results), indent=2) + "\n")
 
 
 if __name__ == "__main__":

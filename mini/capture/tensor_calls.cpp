@@ -180,6 +180,7 @@ const struct { const char* name; OpKind op; } kBinary[] = {
     {"pow", OpKind::Pow}, {"maximum", OpKind::Maximum}, {"minimum", OpKind::Minimum},
     {"eq", OpKind::Eq}, {"ne", OpKind::Ne}, {"lt", OpKind::Lt}, {"le", OpKind::Le},
     {"gt", OpKind::Gt}, {"ge", OpKind::Ge}, {"matmul", OpKind::Matmul}, {"mm", OpKind::Matmul},
+    {"bmm", OpKind::Matmul},
 };
 const struct { const char* name; OpKind op; } kUnary[] = {
     {"neg", OpKind::Neg}, {"abs", OpKind::Abs}, {"exp", OpKind::Exp}, {"log", OpKind::Log},

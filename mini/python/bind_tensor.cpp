@@ -396,6 +396,17 @@ void bind_tensor(py::module_& m) {
       mini::fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
     return mini::matmul(a, b);
   });
+  T.def("bmm", [](const Tensor& a, py::handle bh) {
+    if (!py::isinstance<TensorImpl>(bh))
+      mini::fail_type("bmm(): argument 'mat2' must be a Tensor, not ", type_name(bh));
+    Tensor b = bh.cast<Tensor>();
+    if (a->dim() != 3) mini::fail("batch1 must be a 3D tensor");
+    if (b->dim() != 3) mini::fail("batch2 must be a 3D tensor");
+    if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
+      mini::fail("Expected size for first two dimensions of batch2 tensor to be: [", a->sizes[0], ", ",
+                 a->sizes[2], "] but got: [", b->sizes[0], ", ", b->sizes[1], "].");
+    return mini::matmul(a, b);
+  });
 
   // ---- views ---------------------------------------------------------------------------
   T.def("_reshape", [](const Tensor& a, const mini::Shape& s) { return mini::reshape(a, s); });

@@ -121,6 +121,7 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   out_shape.push_back(m);
   Device device = common_device("matmul", {a, b});
   Tensor out = TensorImpl::empty(out_shape, a->dtype, device);
+  metrics().matmuls[int(a->dtype)] += 1;
   if (device.is_cuda()) {  // cuBLAS, on [batch, n, k] x [batch, k, m] views (stride 0: broadcast)
     if (a->dtype == DType::Bool || a->dtype == DType::Int64)
       fail("matmul on CUDA is implemented for float32, float64 and bfloat16 (cuBLAS), not ",

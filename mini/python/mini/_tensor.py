@@ -649,7 +649,7 @@ def _method_function(name):
 _FUNCTIONS = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sin", "cos",
               "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "maximum", "minimum", "eq", "ne",
               "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "max", "min", "nonzero",
-              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm",
+              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm", "bmm",
               "softmax", "log_softmax", "gelu", "clone", "t", "sign", "flatten", "clamp",
               "masked_fill"]
 functions = {name: _method_function(name) for name in _FUNCTIONS}
@@ -1042,7 +1042,8 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 class _Metrics:
     """Counters of the kernels mini ran: kernel_launches, bytes_moved (bytes read and
-    written by those kernels) and generated_kernel_count (kernels emitted by codegen); and the
+    written by those kernels), generated_kernel_count (kernels emitted by codegen) and matmuls
+    (matrix products by dtype); and the
     CPU tensors' memory: memory_allocated (bytes of storage alive now) and
     max_memory_allocated (the most alive at once since reset_peak_memory(); CUDA tensors:
     mini.cuda.max_memory_allocated)."""
@@ -1069,6 +1070,12 @@ class _Metrics:
     @property
     def generated_kernel_count(self):
         return _C.metrics_get()[2]
+
+    @property
+    def matmuls(self):
+        """{dtype name: matrix products run with operands of that dtype} since the last reset()
+        (eager matmuls and compiled graphs' alike): under autocast every one is "bfloat16"."""
+        return dict(_C.metrics_matmuls())
 
     def reset(self):
         _C.metrics_reset()
