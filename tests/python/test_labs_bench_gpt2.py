@@ -81,3 +81,18 @@ def test_cuda_without_a_gpu_says_why_and_exits_0(tmp_path):
     done = run("--device", "cuda", "--out", str(tmp_path))
     assert done.returncode == 0 and "skipped: no CUDA device" in done.stdout
     assert len(done.stdout.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_kernel_classes_name_mini_and_torch_kernels():
+    sys.path.insert(0, str(LAB.parent))
+    from bench_gpt2 import kernel_class
+    cases = {"nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT": "GEMM",  # cuBLAS bfloat16 on Hopper
+             "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8": "GEMM",
+             "pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel": "attention",
+             "attention_kernel": "attention",  # mini's fused eager attention
+             "cuda_red_fused_gelu_backward_sum_183": "generated", "triton_poi_fused_add_0": "generated",
+             "triton_poi_fused__to_copy_1": "generated", "triton_tem_fused_mm_0": "GEMM",
+             "adam_kernel": "optimizer", "multi_tensor_apply_kernel": "optimizer",
+             "Memcpy DtoD (Device -> Device)": "copies", "strided_copy_kernel": "copies",
+             "void at::native::vectorized_elementwise_kernel": "other"}
+    assert {name: kernel_class(name) for name in cases} == cases
