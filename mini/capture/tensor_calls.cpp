@@ -322,6 +322,41 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     return factory(ctx, name == "rand_like" ? OpKind::Rand : OpKind::Randn, a,
                    args.get(3, "requires_grad", false));
   }
+  if (name == "randint") {  // ([low,] high, size, *, generator, dtype, device, requires_grad)
+    // as _tensor.py composes it: float64 uniforms scaled by the span, truncated, shifted by low.
+    // What eager refuses (bounds, generator=, requires_grad=) is left to eager: a graph break.
+    check_kwargs(args, {"size", "generator", "dtype", "device", "requires_grad"});
+    for (const char* kw : {"generator", "requires_grad"})
+      if (VarRef v = args.keyword(kw); v && v->obj != Py_None && v->obj != Py_False)
+        unsupported(std::string("mini.randint() with ") + kw + "=");
+    std::vector<VarRef> bounds = args.pos;
+    VarRef size = args.keyword("size");
+    if (!size && !bounds.empty()) {
+      size = bounds.back();
+      bounds.pop_back();
+    }
+    if (!size || bounds.empty() || bounds.size() > 2) unsupported("mini.randint() without (high, size) or (low, high, size)");
+    auto bound = [&](const VarRef& v_in) {
+      VarRef v = specialize(ctx, v_in);
+      if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
+        unsupported("mini.randint() with a bound " + v_in->describe() + " (an int known while tracing)");
+      return python_int64(v->obj);
+    };
+    const int64_t low = bounds.size() == 2 ? bound(bounds[0]) : 0, high = bound(bounds.back());
+    const DType out = dtype_or(args.keyword("dtype"), DType::Int64);
+    if (low >= high || high - low > (int64_t(1) << 52) || out == DType::Bool)
+      unsupported("mini.randint() over [" + std::to_string(low) + ", " + std::to_string(high) + ") as " +
+                  dtype_name(out) + " (eager says why)");
+    a.device = factory_device(ctx, args.keyword("device"), name);
+    a.shape = factory_shape(ctx, {size}, name);
+    a.dtype = DType::Float64;
+    graph::Graph& g = ctx.graph();
+    VarRef u = factory(ctx, OpKind::Rand, a, nullptr);
+    VarRef scaled = node(ctx, OpKind::Mul, {u->node, g.add_constant(double(high - low), DType::Float64)});
+    VarRef ints = node(ctx, OpKind::Add, {cast_to(ctx, scaled, DType::Int64)->node,
+                                          g.add_constant(double(low), DType::Int64)});
+    return cast_to(ctx, ints, out);
+  }
   if (name == "arange") {  // (start, end=None, step=1, dtype=None, requires_grad=False, device=None)
     check_kwargs(args, {"start", "end", "step", "dtype", "requires_grad", "device"});
     args.at_most(6);

@@ -120,4 +120,27 @@ def test_like_factories_with_dtype_are_captured():
     for e, g in zip(expected, got):
         assert g.dtype == e.dtype and (values(g) == values(e)).all()
     explained = mini.explain(_noise)(x)
-    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (1, 0, [])
+
+
+def _batch(x):
+    return x + mini.randint(0, 50, (2, 3)), mini.randint(5, size=(4,)), mini.randint(-3, 3, (2,), dtype=mini.float32)
+
+
+def test_randint_is_captured_with_eager_draws():
+    x = mini.zeros(2, 3, dtype=mini.int64)
+    mini.manual_seed(9)
+    expected = _batch(x)
+    compiled = mini.compile(_batch, backend="eager")
+    mini.manual_seed(9)
+    got = compiled(x)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and (values(g) == values(e)).all()
+    explained = mini.explain(_batch)(x)
+    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (1, 0, [])
+
+
+def test_randint_refused_inside_compiled_code_raises_eager_error():
+    compiled = mini.compile(lambda x: x + mini.randint(5, 3, (2,)), backend="eager")
+    with pytest.raises(RuntimeError, match="from=5 >= to=3"):
+        compiled(mini.zeros(2, dtype=mini.int64))

@@ -58,7 +58,7 @@ def _register_capture():
 
 
 _CAPTURED_BY_NAME = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                     "empty_like", "rand", "randn", "randn_like", "rand_like", "arange", "no_grad",
+                     "empty_like", "rand", "randn", "randn_like", "rand_like", "randint", "arange", "no_grad",
                      "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
 
