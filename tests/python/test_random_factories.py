@@ -106,38 +106,29 @@ def test_normal_and_uniform_in_place(device):
         mini.zeros(3, dtype=mini.int64, device=device).normal_()
 
 
-def _noise(x):
-    return x + mini.rand_like(x), mini.randn_like(x, dtype=mini.float64)
+def assert_captured_with_eager_draws(fn, x):
+    """fn compiles into one graph without breaks and draws what eager draws from the same seed."""
+    mini.manual_seed(5)
+    expected = fn(x)
+    compiled = mini.compile(fn, backend="eager")
+    mini.manual_seed(5)
+    got = compiled(x)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and (values(g) == values(e)).all()
+    explained = mini.explain(fn)(x)
+    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (1, 0, [])
 
 
 def test_like_factories_with_dtype_are_captured():
-    x = mini.zeros(3, 4)
-    mini.manual_seed(5)
-    expected = _noise(x)
-    compiled = mini.compile(_noise, backend="eager")
-    mini.manual_seed(5)
-    got = compiled(x)
-    for e, g in zip(expected, got):
-        assert g.dtype == e.dtype and (values(g) == values(e)).all()
-    explained = mini.explain(_noise)(x)
-    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (1, 0, [])
-
-
-def _batch(x):
-    return x + mini.randint(0, 50, (2, 3)), mini.randint(5, size=(4,)), mini.randint(-3, 3, (2,), dtype=mini.float32)
+    assert_captured_with_eager_draws(
+        lambda x: (x + mini.rand_like(x), mini.randn_like(x, dtype=mini.float64)), mini.zeros(3, 4))
 
 
 def test_randint_is_captured_with_eager_draws():
-    x = mini.zeros(2, 3, dtype=mini.int64)
-    mini.manual_seed(9)
-    expected = _batch(x)
-    compiled = mini.compile(_batch, backend="eager")
-    mini.manual_seed(9)
-    got = compiled(x)
-    for e, g in zip(expected, got):
-        assert g.dtype == e.dtype and (values(g) == values(e)).all()
-    explained = mini.explain(_batch)(x)
-    assert (explained.graph_count, explained.graph_break_count, explained.break_reasons) == (1, 0, [])
+    assert_captured_with_eager_draws(
+        lambda x: (x + mini.randint(0, 50, (2, 3)), mini.randint(5, size=(4,)),
+                   mini.randint(-3, 3, (2,), dtype=mini.float32)),
+        mini.zeros(2, 3, dtype=mini.int64))
 
 
 def test_randint_refused_inside_compiled_code_raises_eager_error():
