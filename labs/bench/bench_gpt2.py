@@ -303,7 +303,8 @@ def main(argv=None):
         for dtype in dtypes:
             for mode in modes:
                 if args.budget is not None and time.monotonic() - start > args.budget:
-                    r = dict(mode=mode, dtype=dtype, error=f"skipped: the run's --budget of {args.budget:.0f} s was spent")
+                    r = dict(mode=mode, dtype=dtype,
+                             error=f"skipped: the run's --budget of {args.budget:.0f} s was spent")
                 elif mode.startswith("torch") and importlib.util.find_spec("torch") is None:
                     r = dict(mode=mode, dtype=dtype, error="skipped: torch is not importable here")
                 else:

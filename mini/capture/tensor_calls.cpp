@@ -335,7 +335,8 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
       size = bounds.back();
       bounds.pop_back();
     }
-    if (!size || bounds.empty() || bounds.size() > 2) unsupported("mini.randint() without (high, size) or (low, high, size)");
+    if (!size || bounds.empty() || bounds.size() > 2)
+      unsupported("mini.randint() without (high, size) or (low, high, size)");
     auto bound = [&](const VarRef& v_in) {
       VarRef v = specialize(ctx, v_in);
       if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
