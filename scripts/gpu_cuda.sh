@@ -26,6 +26,9 @@
 #   eager_anatomy, fusion_wins, train_gpt   the labs with --device cuda, full size
 #   profile gpt step         labs/bench/profile_gpt_step.py: the GPT training step under torch's profiler
 #                            (GPU busy and idle, host time in CUDA calls by kind), only where named
+#   bench gpt2               labs/bench/bench_gpt2.py: GPT-2 124M's training step, mini beside torch
+#                            (MINI_GPT2_ARGS: its flags, e.g. --modes/--dtypes/--budget), its table in
+#                            bench_labs.txt, its files in labs.tar.gz under labs/gpt2, only where named
 #   train_gpt cuda autocast  train_gpt.py --autocast: the forward in bfloat16 autocast, mini and torch,
 #                            only where MINI_GPU_STAGES names it
 #   reduction layouts cuda   labs/reduction_layouts.py --device cuda: every reduction layout (A10) timed
@@ -246,6 +249,8 @@ stage "train_gpt cuda" 240 "$out/bench_labs.txt" "$python" labs/train_gpt.py \
   --device cuda --out "$work/labs"
 stage "profile gpt step" 180 "$out/bench_labs.txt" only_when_named "$python" labs/bench/profile_gpt_step.py \
   --json "$work/labs/profile_gpt_step.json"
+stage "bench gpt2" "${MINI_GPT2_CAP:-540}" "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_gpt2.py \
+  --device cuda --out "$work/labs/gpt2" ${MINI_GPT2_ARGS:-}
 stage "train_gpt cuda autocast" 240 "$out/bench_labs.txt" only_when_named "$python" labs/train_gpt.py \
   --device cuda --autocast --out "$work/labs"
 # assignment A10's lab on the GPU: each reduction layout timed by row length, torch.compile beside

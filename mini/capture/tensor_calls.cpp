@@ -308,14 +308,54 @@ VarRef call_factory(TraceContext& ctx, const std::string& name, std::vector<VarR
     OpKind op = name == "empty_like" ? OpKind::Empty : OpKind::Full;
     return factory(ctx, op, a, args.get(2, "requires_grad", false));
   }
-  if (name == "randn_like") {  // (t)
-    check_kwargs(args, {"t"});
-    args.at_most(1);
+  if (name == "randn_like" || name == "rand_like") {  // (t, dtype, device, requires_grad)
+    check_kwargs(args, {"t", "dtype", "device", "requires_grad"});
+    args.at_most(4);
+    VarRef device = args.get(2, "device", false);
+    if (device && device->obj != Py_None)
+      unsupported(name + "() with device= inside a compiled function (a graph runs on one device)");
     VarRef t = args.get(0, "t");
     a.shape = like_shape(ctx, t, name);
-    a.dtype = meta_of(ctx, t).dtype;
+    a.dtype = dtype_or(args.get(1, "dtype", false), meta_of(ctx, t).dtype);
     a.device = ctx.graph().device;
-    return factory(ctx, OpKind::Randn, a, nullptr);
+    return factory(ctx, name == "rand_like" ? OpKind::Rand : OpKind::Randn, a,
+                   args.get(3, "requires_grad", false));
+  }
+  if (name == "randint") {  // ([low,] high, size, *, generator, dtype, device, requires_grad)
+    // as _tensor.py composes it: float64 uniforms scaled by the span, truncated, shifted by low.
+    // What eager refuses (bounds, generator=, requires_grad=) is left to eager: a graph break.
+    check_kwargs(args, {"size", "generator", "dtype", "device", "requires_grad"});
+    for (const char* kw : {"generator", "requires_grad"})
+      if (VarRef v = args.keyword(kw); v && v->obj != Py_None && v->obj != Py_False)
+        unsupported(std::string("mini.randint() with ") + kw + "=");
+    std::vector<VarRef> bounds = args.pos;
+    VarRef size = args.keyword("size");
+    if (!size && !bounds.empty()) {
+      size = bounds.back();
+      bounds.pop_back();
+    }
+    if (!size || bounds.empty() || bounds.size() > 2)
+      unsupported("mini.randint() without (high, size) or (low, high, size)");
+    auto bound = [&](const VarRef& v_in) {
+      VarRef v = specialize(ctx, v_in);
+      if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
+        unsupported("mini.randint() with a bound " + v_in->describe() + " (an int known while tracing)");
+      return python_int64(v->obj);
+    };
+    const int64_t low = bounds.size() == 2 ? bound(bounds[0]) : 0, high = bound(bounds.back());
+    const DType out = dtype_or(args.keyword("dtype"), DType::Int64);
+    if (low >= high || high - low > (int64_t(1) << 52) || out == DType::Bool)
+      unsupported("mini.randint() over [" + std::to_string(low) + ", " + std::to_string(high) + ") as " +
+                  dtype_name(out) + " (eager says why)");
+    a.device = factory_device(ctx, args.keyword("device"), name);
+    a.shape = factory_shape(ctx, {size}, name);
+    a.dtype = DType::Float64;
+    graph::Graph& g = ctx.graph();
+    VarRef u = factory(ctx, OpKind::Rand, a, nullptr);
+    VarRef scaled = node(ctx, OpKind::Mul, {u->node, g.add_constant(double(high - low), DType::Float64)});
+    VarRef ints = node(ctx, OpKind::Add, {cast_to(ctx, scaled, DType::Int64)->node,
+                                          g.add_constant(double(low), DType::Int64)});
+    return cast_to(ctx, ints, out);
   }
   if (name == "arange") {  // (start, end=None, step=1, dtype=None, requires_grad=False, device=None)
     check_kwargs(args, {"start", "end", "step", "dtype", "requires_grad", "device"});
@@ -721,9 +761,12 @@ VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarR
   const graph::TensorMeta& m = meta_of(ctx, self);
   for (auto& b : kBinary)
     if (name == b.name) return tensor_binary(ctx, b.op, self, args.get(0, "other"));
-  if (name == "mm") {  // a matmul of two 2-D tensors, with eager's check of the ranks
+  if (name == "mm" || name == "bmm") {  // matmuls of two 2-D or 3-D tensors, with eager's checks
     VarRef other = args.get(0, "mat2");
-    if (is_tensor(other)) check_mm(graph::meta_tensor(m), graph::meta_tensor(meta_of(ctx, other)));
+    if (is_tensor(other)) {
+      Tensor a = graph::meta_tensor(m), b = graph::meta_tensor(meta_of(ctx, other));
+      name == "mm" ? check_mm(a, b) : check_bmm(a, b);
+    }
     return tensor_binary(ctx, OpKind::Matmul, self, other);
   }
   for (auto& u : kUnary)

@@ -394,6 +394,13 @@ void bind_tensor(py::module_& m) {
     mini::check_mm(a, b);
     return mini::matmul(a, b);
   });
+  T.def("bmm", [](const Tensor& a, py::handle bh) {
+    if (!py::isinstance<TensorImpl>(bh))
+      mini::fail_type("bmm(): argument 'mat2' must be a Tensor, not ", type_name(bh));
+    Tensor b = bh.cast<Tensor>();
+    mini::check_bmm(a, b);
+    return mini::matmul(a, b);
+  });
 
   // ---- views ---------------------------------------------------------------------------
   T.def("_reshape", [](const Tensor& a, const mini::Shape& s) { return mini::reshape(a, s); });

@@ -45,6 +45,12 @@ PYBIND11_MODULE(_C, m) {
     const mini::Metrics& s = mini::metrics();
     return py::make_tuple(s.kernel_launches, s.bytes_moved, s.generated_kernel_count);
   }, "(kernel_launches, bytes_moved, generated_kernel_count)");
+  m.def("metrics_matmuls", [] {
+    py::dict out;
+    for (int d = 0; d < mini::kNumDTypes; d++)
+      if (int64_t n = mini::metrics().matmuls[d]) out[mini::dtype_name(mini::DType(d))] = n;
+    return out;
+  }, "{dtype name: matmuls run with operands of that dtype}");
   m.def("metrics_reset", [] { mini::metrics().reset(); });
   m.def("cpu_memory", [] { return std::make_pair(mini::cpu_memory_allocated(), mini::cpu_memory_peak()); });
   m.def("reset_cpu_memory_peak", [] { mini::reset_cpu_memory_peak(); });

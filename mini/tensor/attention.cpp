@@ -14,7 +14,8 @@
 //   P  = exp(scale * Q K^T - lse)       the softmax, rebuilt (masked entries 0)
 //   dV = P^T dO          dP = dO V^T     D = rowsum(dO * O)
 //   dS = P * (dP - D)    dQ = scale * dS K      dK = scale * dS^T Q
-// bfloat16 inputs compute it in float32 and round the gradients once.
+// For bfloat16 inputs the matmuls run in bfloat16 (float32 accumulation) and the softmax's
+// algebra in float32.
 #include <cmath>
 #include <vector>
 
@@ -76,17 +77,20 @@ struct AttentionBackward : CustomBackward {
 
   const char* name() const override { return "ScaledDotProductAttention"; }
 
+  // The five matmuls run in the inputs' dtype (for bfloat16 the GEMMs accumulate in float32
+  // and round their result once, as FlashAttention's backward does); the softmax in between
+  // (P, D, dS) is float32.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     const char* op = name();
     const DType dtype = q.unpack(op)->dtype;
     const DType compute = dtype == DType::BFloat16 ? DType::Float32 : dtype;
-    auto in = [&](const SavedTensor& s) { return cast(s.unpack(op), compute); };
-    Tensor Q = in(q), K = in(k), V = in(v), O = in(out);
-    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(O->sizes, compute, O->device())
-                                                         : cast(grad_outputs[0], compute);
+    Tensor Q = q.unpack(op), K = k.unpack(op), V = v.unpack(op);
+    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(Q->sizes, dtype, Q->device())
+                                                         : cast(grad_outputs[0], dtype);
     const int64_t r = Q->dim();
     auto scalar = [&](double x) { return scalar_tensor(x, compute, true); };
-    Tensor s = binary(OpKind::Mul, matmul(Q, transpose(K, r - 2, r - 1)), scalar(scale));
+    auto T = [&](const Tensor& t) { return transpose(t, r - 2, r - 1); };
+    Tensor s = binary(OpKind::Mul, cast(matmul(Q, T(K)), compute), scalar(scale));
     if (causal) {  // entries j > i: -inf, so that P is 0 there
       const int64_t L = Q->sizes[r - 2], S = K->sizes[r - 2];
       Tensor i = unsqueeze(arange(0, double(L), 1, DType::Int64, Q->device()), 1);
@@ -94,13 +98,12 @@ struct AttentionBackward : CustomBackward {
       s = masked_fill(s, binary(OpKind::Gt, j, i), scalar_tensor(-INFINITY, compute));
     }
     Tensor P = unary(OpKind::Exp, binary(OpKind::Sub, s, unsqueeze(cast(lse.unpack(op), compute), r - 1)));
-    Tensor dV = matmul(transpose(P, r - 2, r - 1), dO);
-    Tensor dP = matmul(dO, transpose(V, r - 2, r - 1));
-    Tensor D = reduce(OpKind::Sum, binary(OpKind::Mul, dO, O), {r - 1}, true);
-    Tensor dS = binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D));
-    Tensor dQ = binary(OpKind::Mul, matmul(dS, K), scalar(scale));
-    Tensor dK = binary(OpKind::Mul, matmul(transpose(dS, r - 2, r - 1), Q), scalar(scale));
-    return {cast(dQ, dtype), cast(dK, dtype), cast(dV, dtype)};
+    Tensor dV = matmul(T(cast(P, dtype)), dO);
+    Tensor dP = cast(matmul(dO, T(V)), compute);
+    Tensor D = reduce(OpKind::Sum, binary(OpKind::Mul, cast(dO, compute), cast(out.unpack(op), compute)),
+                      {r - 1}, true);
+    Tensor dS = cast(binary(OpKind::Mul, binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D)), scalar(scale)), dtype);
+    return {matmul(dS, K), matmul(T(dS), Q), dV};
   }
 
   void release() override { q = k = v = out = lse = SavedTensor{}; }

@@ -118,6 +118,7 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   out_shape.push_back(m);
   Device device = common_device("matmul", {a, b});
   Tensor out = TensorImpl::empty(out_shape, a->dtype, device);
+  metrics().matmuls[int(a->dtype)] += 1;
   if (device.is_cuda()) {  // cuBLAS, on [batch, n, k] x [batch, k, m] views (stride 0: broadcast)
     if (a->dtype == DType::Bool || a->dtype == DType::Int64)
       fail("matmul on CUDA is implemented for float32, float64 and bfloat16 (cuBLAS), not ",
@@ -207,6 +208,15 @@ void check_matmul(const Tensor& a, const Tensor& b) {
 void check_mm(const Tensor& a, const Tensor& b) {
   if (a->dim() != 2 || b->dim() != 2)
     fail("mm: expected 2-D tensors, got ", a->dim(), "-D and ", b->dim(), "-D; use matmul for other ranks");
+}
+
+void check_bmm(const Tensor& a, const Tensor& b) {
+  if (a->dim() != 3) fail("batch1 must be a 3D tensor");
+  if (b->dim() != 3) fail("batch2 must be a 3D tensor");
+  auto differ = [](int64_t x, int64_t y) { return x >= 0 && y >= 0 && x != y; };  // a size < 0: symbolic
+  if (differ(a->sizes[0], b->sizes[0]) || differ(a->sizes[2], b->sizes[1]))
+    fail("Expected size for first two dimensions of batch2 tensor to be: [", a->sizes[0], ", ", a->sizes[2],
+         "] but got: [", b->sizes[0], ", ", b->sizes[1], "].");
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

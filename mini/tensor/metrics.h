@@ -4,12 +4,17 @@
 #pragma once
 #include <cstdint>
 
+#include "dtype.h"
+
 namespace mini {
 
 struct Metrics {
   int64_t kernel_launches = 0;
   int64_t bytes_moved = 0;
   int64_t generated_kernel_count = 0;
+  // matrix products run (BLAS / cuBLAS calls of matmul, eager or a compiled graph's extern), by
+  // their operands' dtype: what shows whether autocast reached every GEMM
+  int64_t matmuls[kNumDTypes] = {};
   void reset() { *this = Metrics{}; }
 };
 

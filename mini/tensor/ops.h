@@ -57,6 +57,7 @@ void check_binary(OpKind kind, const Tensor& a, const Tensor& b);
 void check_where(const Tensor& cond);
 void check_matmul(const Tensor& a, const Tensor& b);
 void check_mm(const Tensor& a, const Tensor& b);  // Tensor.mm: matmul of two 2-D tensors only
+void check_bmm(const Tensor& a, const Tensor& b);  // Tensor.bmm: two 3-D tensors, batch and inner sizes equal
 void check_view(const Tensor& a, const Shape& shape);  // view: where reshape would copy
 void check_softmax(const Tensor& a, int64_t dim, bool log);
 void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);

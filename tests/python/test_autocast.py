@@ -169,3 +169,92 @@ def test_the_gpt_under_autocast_compiled_as_eager(device):
     assert e_loss.dtype == c_loss.dtype == mini.float32  # cross_entropy's log_softmax
     np.testing.assert_allclose(c_loss.item(), e_loss.item(), rtol=1e-2)
     np.testing.assert_allclose(c_grad.cpu().numpy(), e_grad.cpu().numpy(), rtol=5e-2, atol=5e-3)
+
+
+# ---- every matrix product in bfloat16: mini.metrics.matmuls counts them by dtype ---------------
+def matmuls_of(fn):
+    """{dtype name: matmuls} that fn() runs."""
+    mini.metrics.reset()
+    fn()
+    return mini.metrics.matmuls
+
+
+def forward_backward(device, f, *inputs):
+    """fn() running f(*inputs) under autocast and its backward (outside the block)."""
+    def run():
+        with mini.autocast(device):
+            out = f(*inputs)
+        out.float().sum().backward()
+    return run
+
+
+def product_cases(device):
+    x, w, b = t(4, 6, 16, grad=True, device=device), t(8, 16, grad=True, device=device), t(8, grad=True, device=device)
+    b1, b2 = t(3, 5, 7, grad=True, device=device), t(3, 7, 4, grad=True, device=device)
+    q, k, v = (t(2, 2, 8, 16, grad=True, device=device) for _ in range(3))
+    emb, x2 = t(10, 16, grad=True, device=device), t(6, 16, grad=True, device=device)
+    idx = mini.tensor([[1, 2, 3], [4, 5, 9]]).to(device)
+
+    def tied(idx, emb):  # the lm_head sharing the embedding's weight, as gpt.py ties them
+        h = F.embedding(idx, emb)
+        return F.linear(F.layer_norm(h, (16,)), emb)
+
+    return {
+        "linear": (lambda x, w, b: F.linear(x, w, b), x, w, b),
+        "matmul": (lambda x, w: x @ w.t(), x, w),
+        "mm": (lambda a, w: a.mm(w.t()), x2, w),
+        "bmm": (lambda a, c: mini.bmm(a, c), b1, b2),
+        "tied weights": (tied, idx, emb),
+        "sdpa causal": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v),
+        "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v),
+    }
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda,
+                                               pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)])]
+CASES = ["linear", "matmul", "mm", "bmm", "tied weights", "sdpa causal", "sdpa"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_every_matmul_forward_and_backward_runs_in_bfloat16(device, case, compiled):
+    mini.reset()
+    f, *inputs = product_cases(device)[case]
+    run = forward_backward(device, mini.compile(f) if compiled else f, *inputs)
+    counts = matmuls_of(run)
+    assert counts.get("bfloat16", 0) >= 2 and "float32" not in counts, counts  # forward and backward
+    for x in inputs:
+        if x.requires_grad:
+            assert x.grad is not None and x.grad.dtype == x.dtype
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_gpt_training_step_under_autocast_runs_no_float32_matmul(device, compiled):
+    from gpt import GPT, Config
+    mini.reset()
+    mini.manual_seed(0)
+    model = GPT(Config(block_size=16, vocab_size=32, n_layer=2, n_head=2, n_embd=32)).to(device)
+    idx = mini.randint(0, 32, (2, 16), device=device)
+    fn = mini.compile(model) if compiled else model
+
+    def step():
+        with mini.autocast(device):
+            _, loss = fn(idx, idx)
+        loss.backward()
+
+    counts = matmuls_of(step)
+    # per layer: 4 linears forward and 2 x 4 backward (attention's own products come on top)
+    assert counts.get("bfloat16", 0) >= 2 * 12 + 3 and "float32" not in counts, counts
+
+
+def test_bmm_checks_its_operands_as_torch():
+    with pytest.raises(RuntimeError, match="batch1 must be a 3D tensor"):
+        mini.bmm(t(3, 4), t(2, 4, 5))
+    with pytest.raises(RuntimeError, match="batch2 must be a 3D tensor"):
+        t(2, 3, 4).bmm(t(4, 5))
+    with pytest.raises(RuntimeError, match=r"to be: \[2, 4\] but got: \[3, 4\]"):
+        mini.bmm(t(2, 3, 4), t(3, 4, 5))
+    a, b = t(2, 3, 4), t(2, 4, 5)
+    np.testing.assert_allclose(mini.bmm(a, b).numpy(), a.numpy() @ b.numpy(), rtol=1e-5)

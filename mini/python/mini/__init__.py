@@ -21,7 +21,8 @@ _choose_openblas_core()
 from . import _C  # noqa: E402
 from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
                       double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
-                      empty_like, randn, rand, randn_like, arange, manual_seed, set_num_threads,
+                      empty_like, randn, rand, randn_like, rand_like, randint, randint_like, randperm, arange,
+                      manual_seed, set_num_threads,
                       get_num_threads, from_numpy, tensor,
                       no_grad, enable_grad, set_grad_enabled, is_grad_enabled, autocast,
                       is_autocast_enabled, get_autocast_dtype, where, layer_norm,
@@ -57,7 +58,7 @@ def _register_capture():
 
 
 _CAPTURED_BY_NAME = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                     "empty_like", "rand", "randn", "randn_like", "arange", "no_grad",
+                     "empty_like", "rand", "randn", "randn_like", "rand_like", "randint", "arange", "no_grad",
                      "enable_grad", "set_grad_enabled", "is_grad_enabled"]
 
 

@@ -185,8 +185,120 @@ def rand(*size, dtype=None, requires_grad=False, device=None):
     return _finish(_C.rand(_shape_args(size), _dtype_arg(dtype).code, _device_arg(device)), requires_grad)
 
 
-def randn_like(t):
-    return randn(t.shape, dtype=t.dtype, device=t._device)
+def randn_like(t, dtype=None, device=None, requires_grad=False):
+    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=device or t._device)
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False):
+    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad, device=device or t._device)
+
+
+# ---- integer and in-place random numbers, composed from rand's uniforms ----------------------
+# randint, randperm and the in-place fills draw from the same generators as rand/randn (one a
+# device: mini.manual_seed repeats them), so a training script's batches are reproducible.
+def _no_generator(name, generator):
+    if generator is not None:
+        raise NotImplementedError(f"{name}(generator=...) is not supported by mini: use mini.manual_seed")
+
+
+def _int_bound(value, name):
+    if isinstance(value, Tensor):
+        value = value.item()
+    if isinstance(value, builtins.bool) or not isinstance(value, (builtins.int, builtins.float)):
+        raise TypeError(f"randint(): argument '{name}' must be int, not {type(value).__name__}")
+    return builtins.int(value)
+
+
+def _random_ints(shape, low, high, dtype, device, requires_grad):
+    """Integers uniform over [low, high): a float64 uniform u in [0, 1) scaled by the span and
+    truncated (u * span < span for every span below 2**52), then shifted by low."""
+    dtype = _dtype_arg(dtype, int64)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    if high - low > 2 ** 52:
+        raise RuntimeError(f"randint: the range [{low}, {high}) is wider than mini draws (2**52 values)")
+    if dtype is bool and (low < 0 or high > 2):
+        raise RuntimeError(f"random_ expects 'from' and 'to' - 1 in [0, 1] for a bool tensor, got "
+                           f"from={low}, to={high}")
+    if requires_grad and dtype in (int64, bool):
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+    u = rand(_shape_args((shape,)), dtype=float64, device=device)
+    with no_grad():
+        out = (u * builtins.float(high - low)).to(int64) + low
+    return _finish(out if dtype is int64 else out.to(dtype), requires_grad)
+
+
+def randint(*args, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """randint(high, size) or randint(low, high, size): integers uniform over [low, high),
+    int64 unless dtype says otherwise (torch.randint)."""
+    _no_generator("randint", generator)
+    if size is None:
+        if not args or not isinstance(args[-1], (tuple, list, Size)):
+            raise TypeError("randint() missing its size: call randint(high, size) or randint(low, high, size) "
+                            "with size a tuple of ints, e.g. randint(10, (2, 3))")
+        args, size = args[:-1], args[-1]
+    if len(args) not in (1, 2):
+        raise TypeError(f"randint() takes (high, size) or (low, high, size), got {len(args) + 1} arguments")
+    low, high = (0, args[0]) if len(args) == 1 else args
+    return _random_ints(size, _int_bound(low, "low"), _int_bound(high, "high"), dtype, device, requires_grad)
+
+
+def randint_like(t, low=0, high=None, dtype=None, device=None, requires_grad=False, generator=None):
+    """randint_like(t, high) or randint_like(t, low, high): t's shape, dtype and device."""
+    _no_generator("randint_like", generator)
+    if high is None:
+        low, high = 0, low
+    return _random_ints(t.shape, _int_bound(low, "low"), _int_bound(high, "high"), dtype or t.dtype,
+                        device or t._device, requires_grad)
+
+
+def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0 .. n-1 (int64 unless dtype says otherwise): the order that
+    sorts n uniforms, drawn from mini's generator and sorted on the host."""
+    _no_generator("randperm", generator)
+    n = _int_bound(n, "n")
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    dtype = _dtype_arg(dtype, int64)
+    if requires_grad and dtype in (int64, bool):
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+    order = np.argsort(_values(rand(n, dtype=float64, device=device)), kind="stable").astype(np.int64)
+    out = from_numpy(order).to(device=_device_arg(device))
+    return _finish(out if dtype is int64 else out.to(dtype), requires_grad)
+
+
+def _fill_random(self, values, name):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{name} expects a floating point tensor, got {self.dtype}")
+    return self.copy_(values)
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    """Fills self with values drawn from N(mean, std**2), in place (Tensor.normal_)."""
+    _no_generator("normal_", generator)
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    with no_grad():
+        values = randn(self.shape, dtype=self.dtype, device=self._device) * std + mean
+    return _fill_random(self, values, "normal_")
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None, **kwargs):
+    """Fills self with values drawn uniformly from [a, b), in place (Tensor.uniform_; torch
+    names the bounds from= and to=)."""
+    _no_generator("uniform_", generator)
+    a, b = kwargs.pop("from", a), kwargs.pop("to", b)
+    if kwargs:
+        raise TypeError(f"uniform_() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
+    with no_grad():
+        values = rand(self.shape, dtype=self.dtype, device=self._device) * (b - a) + a
+    return _fill_random(self, values, "uniform_")
+
+
+Tensor.normal_ = _normal_
+Tensor.uniform_ = _uniform_
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
@@ -537,7 +649,7 @@ def _method_function(name):
 _FUNCTIONS = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sin", "cos",
               "tanh", "sigmoid", "relu", "sqrt", "rsqrt", "maximum", "minimum", "eq", "ne",
               "lt", "le", "gt", "ge", "sum", "mean", "amax", "amin", "max", "min", "nonzero",
-              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm",
+              "reshape", "transpose", "permute", "unsqueeze", "squeeze", "matmul", "mm", "bmm",
               "softmax", "log_softmax", "gelu", "clone", "t", "sign", "flatten", "clamp",
               "masked_fill"]
 functions = {name: _method_function(name) for name in _FUNCTIONS}
@@ -930,7 +1042,8 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 class _Metrics:
     """Counters of the kernels mini ran: kernel_launches, bytes_moved (bytes read and
-    written by those kernels) and generated_kernel_count (kernels emitted by codegen); and the
+    written by those kernels), generated_kernel_count (kernels emitted by codegen) and matmuls
+    (matrix products by dtype); and the
     CPU tensors' memory: memory_allocated (bytes of storage alive now) and
     max_memory_allocated (the most alive at once since reset_peak_memory(); CUDA tensors:
     mini.cuda.max_memory_allocated)."""
@@ -957,6 +1070,12 @@ class _Metrics:
     @property
     def generated_kernel_count(self):
         return _C.metrics_get()[2]
+
+    @property
+    def matmuls(self):
+        """{dtype name: matrix products run with operands of that dtype} since the last reset()
+        (eager matmuls and compiled graphs' alike): under autocast every one is "bfloat16"."""
+        return dict(_C.metrics_matmuls())
 
     def reset(self):
         _C.metrics_reset()
