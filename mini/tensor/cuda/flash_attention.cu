@@ -12,12 +12,12 @@
 // its output accumulator. The [L, S] scores never reach memory; out = acc / l and the row's
 // log-sum-exp lse = m + log l are written once.
 //
-// Backward: a block owns kBC keys (16 a warp), keeps their dK and dV accumulators in registers
+// Backward: a block of 8 warps owns 128 keys (16 a warp), keeps their dK and dV accumulators in registers
 // and walks the query tiles that see them. For each tile it recomputes S^T = K Q^T, rebuilds
 // P^T = exp(S^T - lse) from the saved log-sum-exp, then dV += P^T dO, dP^T = V dO^T,
 // dS^T = P^T * (dP^T - D) with D = rowsum(dO * O) (a preprocessing kernel), dK += dS^T Q; dS goes
-// through shared memory so that each warp adds dQ = dS K for 16 query rows into a float32
-// buffer with atomics (keys of other blocks add to the same rows), which a last kernel scales
+// through shared memory so that each warp adds dQ = dS K for 16 query rows and half the
+// columns into a float32 buffer with atomics (float2 reductions) (keys of other blocks add to the same rows), which a last kernel scales
 // and rounds. Scale factors: scores are scaled by `scale`, exponentials are exp2 of
 // log2(e)-scaled values (one FFMA each).
 //
@@ -35,8 +35,10 @@ namespace mini::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-constexpr int kFlashWarps = 4;
+constexpr int kFlashWarps = 4;  // the forward's block
 constexpr int kFlashThreads = kFlashWarps * 32;
+constexpr int kBwdWarps = 8;  // the backward's block: 128 keys
+constexpr int kBwdThreads = kBwdWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- PTX wrappers ---------------------------------------------------------------------------
@@ -49,6 +51,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -114,10 +120,10 @@ __device__ __forceinline__ const bf16* bt_addr(const bf16* t, int k0, int c0, in
 
 // Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix into a tile of row stride D + 8 (the pad keeps
 // ldmatrix's 8 row reads in distinct banks); rows >= n are zeros.
-template <int ROWS, int D>
+template <int ROWS, int D, int THREADS = kFlashThreads>
 __device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int row0, int n) {
   constexpr int kChunks = D / 8;  // 16 bytes each
-  for (int c = threadIdx.x; c < ROWS * kChunks; c += kFlashThreads) {
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n;
     cp_async16(tile + r * (D + 8) + col, g + int64_t(valid ? row0 + r : 0) * D + col, valid);
@@ -293,9 +299,11 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 }
 
 // ---- backward -------------------------------------------------------------------------------
-// delta[row] = sum_d dout[row, d] * out[row, d] in float: a warp a row.
+// delta[row] = sum_d dout[row, d] * out[row, d] in float, a warp a row; it also writes the row's
+// lse in log2 units (lse2) and zeroes its row of dq_acc, which the main kernel's atomics add into.
 __global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ out,
-                                       float* __restrict__ delta, int64_t rows, int D) {
+                                       const float* __restrict__ lse, float* __restrict__ delta,
+                                       float* __restrict__ lse2, float* __restrict__ dq_acc, int64_t rows, int D) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -304,10 +312,14 @@ __global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + d));
     const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + row * D + d));
     sum += a.x * b.x + a.y * b.y;
+    *reinterpret_cast<float2*>(dq_acc + row * D + d) = make_float2(0.f, 0.f);
   }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) delta[row] = sum;
+  if (lane == 0) {
+    delta[row] = sum;
+    lse2[row] = lse[row] * kLog2e;
+  }
 }
 
 // dq = bfloat16(dq_acc * scale)
@@ -319,8 +331,8 @@ __global__ void flash_bwd_dq_kernel(const float* __restrict__ acc, bf16* __restr
 template <int D>
 struct BwdShape {
   static constexpr int kP = D + 8;
-  static constexpr int kBC = kFlashWarps * 16;  // keys a block, 16 a warp
-  static constexpr int kBR = 64;                // query rows a step (16 a warp for dQ)
+  static constexpr int kBC = kBwdWarps * 16;  // keys a block, 16 a warp
+  static constexpr int kBR = 64;  // query rows a step; for dQ, 16 rows x D / 2 columns a warp
   static constexpr int kPS = kBR + 8;           // dS^T's row stride
   // K, V, 2 x (Q, dO), dS^T, then 2 x (lse, delta) floats
   static constexpr size_t kSmem =
@@ -330,12 +342,13 @@ struct BwdShape {
 };
 
 template <int D>
-__global__ void __launch_bounds__(kFlashThreads) flash_bwd_kernel(
+__global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
     const bf16* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
     float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int L, int S, bool causal, float scale) {
   using Sh = BwdShape<D>;
   constexpr int P = Sh::kP, BC = Sh::kBC, BR = Sh::kBR, PS = Sh::kPS, KD = D / 16;
+  static_assert(kBwdWarps == 8 && BR == 64, "dQ's split: 4 x 16 rows by 2 column halves");
   extern __shared__ __align__(16) unsigned char flash_smem[];
   bf16* sK = reinterpret_cast<bf16*>(flash_smem);
   bf16* sV = sK + BC * P;
@@ -358,16 +371,18 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_kernel(
   const int tiles = (L + BR - 1) / BR;
 
   auto load_q_tile = [&](int i, int st) {
-    load_tile<BR, D>(sQ + st * BR * P, qh, i * BR, L);
-    load_tile<BR, D>(sdO + st * BR * P, doh, i * BR, L);
-    for (int r = threadIdx.x; r < BR; r += kFlashThreads) {  // rows past L: P = exp(-inf) = 0
+    load_tile<BR, D, kBwdThreads>(sQ + st * BR * P, qh, i * BR, L);
+    load_tile<BR, D, kBwdThreads>(sdO + st * BR * P, doh, i * BR, L);
+    // rows past L read 0 for both: their Q and dO rows are 0 too, so P = 1 there but
+    // dP = 0, dS = 0 and P^T dO = 0 (their dQ is not stored)
+    for (int r = threadIdx.x; r < BR; r += kBwdThreads) {
       const int row = i * BR + r;
-      sLse[st * BR + r] = row < L ? lseh[row] * kLog2e : INFINITY;
-      sDelta[st * BR + r] = row < L ? deltah[row] : 0.f;
+      cp_async4(sLse + st * BR + r, lseh + (row < L ? row : 0), row < L);
+      cp_async4(sDelta + st * BR + r, deltah + (row < L ? row : 0), row < L);
     }
   };
-  load_tile<BC, D>(sK, k + bh * S * D, n0, S);
-  load_tile<BC, D>(sV, v + bh * S * D, n0, S);
+  load_tile<BC, D, kBwdThreads>(sK, k + bh * S * D, n0, S);
+  load_tile<BC, D, kBwdThreads>(sV, v + bh * S * D, n0, S);
   if (first < tiles) load_q_tile(first, 0);
   cp_async_commit();
 
@@ -466,34 +481,35 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_kernel(
             pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
     __syncthreads();
 
-    // dQ rows q0 + 16 warp .. += dS K over the block's BC keys: A is dS^T read transposed
-    float dqacc[D / 8][4];
+    // dQ += dS K over the block's BC keys, a warp 16 rows (q0 + 16 (warp % 4) ..) and half the
+    // columns (D / 2 (warp / 4) ..): A is dS^T read transposed
+    constexpr int DH = D / 2;
+    const int qr = (warp % 4) * 16, c0 = (warp / 4) * DH;
+    float dqacc[DH / 8][4];
 #pragma unroll
-    for (int dt = 0; dt < D / 8; dt++)
+    for (int dt = 0; dt < DH / 8; dt++)
 #pragma unroll
       for (int e = 0; e < 4; e++) dqacc[dt][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
       uint32_t a[4];
-      ldsm_x4_t(a, sdS + (kk * 16 + lane % 8 + (lane / 16) * 8) * PS + warp * 16 + ((lane / 8) % 2) * 8);
+      ldsm_x4_t(a, sdS + (kk * 16 + lane % 8 + (lane / 16) * 8) * PS + qr + ((lane / 8) % 2) * 8);
 #pragma unroll
-      for (int d2 = 0; d2 < D / 16; d2++) {
+      for (int d2 = 0; d2 < DH / 16; d2++) {
         uint32_t b[4];
-        ldsm_x4_t(b, bt_addr<P>(sK, kk * 16, d2 * 16, lane));
+        ldsm_x4_t(b, bt_addr<P>(sK, kk * 16, c0 + d2 * 16, lane));
         mma(dqacc[2 * d2], a, b[0], b[1]);
         mma(dqacc[2 * d2 + 1], a, b[2], b[3]);
       }
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int row = q0 + warp * 16 + g + h * 8;
+      const int row = q0 + qr + g + h * 8;
       if (row >= L) continue;
-      float* dst = dq_acc + (bh * L + row) * D + 2 * t;
+      float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
 #pragma unroll
-      for (int dt = 0; dt < D / 8; dt++) {
-        atomicAdd(dst + dt * 8, dqacc[dt][2 * h]);
-        atomicAdd(dst + dt * 8 + 1, dqacc[dt][2 * h + 1]);
-      }
+      for (int dt = 0; dt < DH / 8; dt++)  // one 8-byte reduction a pair (sm_90)
+        atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
     }
   }
   cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
@@ -554,7 +570,7 @@ void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const 
   auto kernel = flash_bwd_kernel<D>;
   allow_smem(kernel, Sh::kSmem);
   const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
-  kernel<<<grid, kFlashThreads, Sh::kSmem, current_stream()>>>(
+  kernel<<<grid, kBwdThreads, Sh::kSmem, current_stream()>>>(
       static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
       static_cast<const bf16*>(v->device_raw()), static_cast<const bf16*>(dout->device_raw()),
       static_cast<const float*>(lse->device_raw()), static_cast<const float*>(delta->device_raw()),
@@ -582,16 +598,16 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   const Dims s = dims_of(q, k);
   const int64_t rows = s.bh * s.L;
   Tensor delta = TensorImpl::empty({rows}, DType::Float32, q->device());
+  Tensor lse2 = TensorImpl::empty({rows}, DType::Float32, q->device());
   Tensor dq_acc = TensorImpl::empty({rows * s.D}, DType::Float32, q->device());
-  MINI_CUDA_CHECK(cudaMemsetAsync(dq_acc->device_raw(), 0, dq_acc->nbytes(), current_stream()),
-                  "scaled_dot_product_attention backward");
   constexpr int kRowsABlock = 8;
   flash_bwd_delta_kernel<<<unsigned((rows + kRowsABlock - 1) / kRowsABlock), kRowsABlock * 32, 0, current_stream()>>>(
       static_cast<const bf16*>(dout->device_raw()), static_cast<const bf16*>(out->device_raw()),
-      static_cast<float*>(delta->device_raw()), rows, s.D);
+      static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
+      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()), rows, s.D);
   check_launch("scaled_dot_product_attention backward");
-  if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse, delta, s, causal, scale);
-  else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse, delta, s, causal, scale);
+  if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+  else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
   check_launch("scaled_dot_product_attention backward");
   const int64_t n = rows * s.D;
   flash_bwd_dq_kernel<<<unsigned(std::min<int64_t>((n + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
