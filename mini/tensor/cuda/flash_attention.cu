@@ -138,7 +138,7 @@ struct FwdShape {
   static constexpr size_t kSmem = size_t(kBR + 4 * BC) * kP * sizeof(bf16);  // Q, 2 x (K, V)
 };
 
-template <int D, int MT, int BC>
+template <int D, int MT, int BC, bool QR>
 __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __restrict__ q,
                                                                    const bf16* __restrict__ k,
                                                                    const bf16* __restrict__ v, bf16* __restrict__ o,
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
   load_tile<BC, D>(sV, vh, 0, S);
   cp_async_commit();
 
-  uint32_t qf[MT][KD][4];
+  uint32_t qf[QR ? MT : 1][QR ? KD : 1][4];  // Q's fragments, where they stay in registers
   float acc[MT][D / 8][4];
   float m[MT][2], l[MT][2];
 #pragma unroll
@@ -188,11 +188,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (j == 0) {
+    if constexpr (QR) {
+      if (j == 0) {
 #pragma unroll
-      for (int mt = 0; mt < MT; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int ks = 0; ks < KD; ks++) ldsm_x4(qf[mt][ks], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+          for (int ks = 0; ks < KD; ks++)
+            ldsm_x4(qf[mt][ks], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+      }
     }
     const bf16* cK = sK + (j & 1) * BC * P;
     const bf16* cV = sV + (j & 1) * BC * P;
@@ -205,17 +208,28 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 #pragma unroll
         for (int e = 0; e < 4; e++) s[mt][nt][e] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < KD; ks++)
+    for (int ks = 0; ks < KD; ks++) {
+      uint32_t qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        if constexpr (QR) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) qa[mt][e] = qf[mt][ks][e];
+        } else {
+          ldsm_x4(qa[mt], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+        }
+      }
 #pragma unroll
       for (int n2 = 0; n2 < BC / 16; n2++) {
         uint32_t b[4];
         ldsm_x4(b, bn_addr<P>(cK, n2 * 16, ks * 16, lane));
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-          mma(s[mt][2 * n2], qf[mt][ks], b[0], b[1]);
-          mma(s[mt][2 * n2 + 1], qf[mt][ks], b[2], b[3]);
+          mma(s[mt][2 * n2], qa[mt], b[0], b[1]);
+          mma(s[mt][2 * n2 + 1], qa[mt], b[2], b[3]);
         }
       }
+    }
 
     const int key0 = j * BC;
     if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) {  // some key past S or after a row
@@ -549,11 +563,11 @@ Dims dims_of(const Tensor& q, const Tensor& k) {
   return {q->numel() / (L * D), int(L), int(S), int(D)};
 }
 
-template <int D, int MT, int BC>
+template <int D, int MT, int BC, bool QR>
 void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Dims& s, bool causal, double scale) {
   using Sh = FwdShape<D, MT, BC>;
-  auto kernel = flash_fwd_kernel<D, MT, BC>;
+  auto kernel = flash_fwd_kernel<D, MT, BC, QR>;
   allow_smem(kernel, Sh::kSmem);
   const dim3 grid(unsigned(s.bh), (s.L + Sh::kBR - 1) / Sh::kBR);
   kernel<<<grid, kFlashThreads, Sh::kSmem, current_stream()>>>(
@@ -587,8 +601,8 @@ bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev) {
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                      bool causal, double scale) {
   const Dims s = dims_of(q, k);
-  if (s.D == 64) launch_fwd<64, 2, 64>(out, lse, q, k, v, s, causal, scale);
-  else launch_fwd<128, 1, 64>(out, lse, q, k, v, s, causal, scale);
+  if (s.D == 64) launch_fwd<64, 2, 128, false>(out, lse, q, k, v, s, causal, scale);
+  else launch_fwd<128, 2, 32, false>(out, lse, q, k, v, s, causal, scale);
   check_launch("scaled_dot_product_attention");
 }
 
