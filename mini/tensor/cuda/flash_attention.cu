@@ -3,10 +3,10 @@
 // and calls in here when flash_attention_supports() says yes. notes/attention.md explains the
 // scheme; in short:
 //
-// Forward: a block of 4 warps owns kBR query rows (16 or 32 a warp) of one (batch, head) and walks
-// the keys in tiles of kBC, K and V tiles double-buffered in shared memory through cp.async. A
-// warp computes its rows' scores S = Q K^T for the tile on the tensor cores (Q's fragments stay
-// in registers), keeps a running max m and sum l a row ("online softmax": a larger max rescales
+// Forward: a block of 4 warps owns kBR query rows (32 a warp) of one (batch, head) and walks the
+// keys in tiles of BC (128 for D = 64, 32 for D = 128), K and V tiles double-buffered in shared
+// memory through cp.async. A warp computes its rows' scores S = Q K^T for the tile on the tensor
+// cores (Q's fragments re-read from shared memory, or kept in registers where QR), keeps a running max m and sum l a row ("online softmax": a larger max rescales
 // l and the output accumulator by exp(m_old - m_new)), rounds P = exp(S - m) to bfloat16 in
 // registers (the score accumulator's layout is the next product's A operand) and adds P V into
 // its output accumulator. The [L, S] scores never reach memory; out = acc / l and the row's
@@ -601,6 +601,8 @@ bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev) {
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                      bool causal, double scale) {
   const Dims s = dims_of(q, k);
+  // tiles measured on the H200 (notes/attention.md): 128 keys beat 64 at D = 64; at D = 128,
+  // 2 x 16 rows a warp with 32-key tiles beat 16 rows with 64
   if (s.D == 64) launch_fwd<64, 2, 128, false>(out, lse, q, k, v, s, causal, scale);
   else launch_fwd<128, 2, 32, false>(out, lse, q, k, v, s, causal, scale);
   check_launch("scaled_dot_product_attention");
