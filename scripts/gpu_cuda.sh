@@ -12,6 +12,9 @@
 #   bench_cuda_inductor      labs/bench/bench_cuda_inductor.py: mini compiled (CUDA codegen) against
 #                            torch.compile; its table in bench_labs.txt, its files in labs.tar.gz
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
+#   attention pytest, bench_attention   tests/python/test_flash_attention.py and
+#                            test_fused_attention.py on cuda; labs/bench/bench_attention.py (mini's
+#                            FlashAttention beside torch's SDPA), only where MINI_GPU_STAGES names them
 #   ncu reductions           Nsight Compute over mini's and torch.compile's fused softmax and
 #                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS, programs
 #                            MINI_NCU_PROGRAMS: chain8 too where it names it),
@@ -42,8 +45,9 @@
 #   blas cpu                 labs/bench/cpu_blas_probe.py and the MLP steps under OPENBLAS_CORETYPE and
 #                            OMP_WAIT_POLICY variants, only where MINI_GPU_STAGES names it
 #   memcheck, racecheck      compute-sanitizer over mini_cuda_tests; memcheck over a short
-#                            Python subset of test_cuda.py, and over the generated kernels
-#                            (every layout) and the CUDA graph replays ("memcheck codegen")
+#                            Python subset of test_cuda.py, over the flash attention kernels on
+#                            small cases ("memcheck attention", only where named), and over the
+#                            generated kernels (every layout) and the CUDA graph replays ("memcheck codegen")
 #   pytest (rest)            the whole tests/python suite but the cuda tests, on this
 #                            interpreter, in 8 processes, with whatever time is left (a timeout
 #                            stops it with pytest's summary so far)
@@ -214,6 +218,13 @@ cp "$work"/bench/bench_cuda_eager.json "$work"/bench/bench_cuda_eager.md "$out/"
 # value starts with a dash)
 stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_cuda_inductor.py --layouts \
   --out "$work/labs" ${MINI_BENCH_ARGS:-}
+# FlashAttention (issue 32): its tests, its benchmark beside torch's SDPA (table in bench_labs.txt,
+# files in labs.tar.gz under labs/bench_attention/), only where MINI_GPU_STAGES names them
+# ('attention' selects these three stages and the memcheck below)
+stage "attention pytest" 120 "$out/tests.log" only_when_named "${pytest[@]}" \
+  tests/python/test_flash_attention.py tests/python/test_fused_attention.py -m cuda
+stage "bench_attention" 150 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_attention.py \
+  --out "$work/labs/bench_attention"
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py
 # Nsight Compute over the fused softmax and layer norm, mini's (layouts MINI_NCU_LAYOUTS, default
 # the default one) beside torch.compile's, with torch's Triton source (in labs.tar.gz,
@@ -317,6 +328,8 @@ stage "memcheck Python" 120 "$out/sanitizers.log" sanitize memcheck "${pytest[@]
   -k "(round_trips and float32) or each_op or softmax_rows or autograd_of or (fused_adam and cuda) or (model_ops and cuda) or (embedding and cuda) or (float64_forward and cuda and float32)"
 # the generated kernels (every layout) and the CUDA graph replays under memcheck: a misaligned
 # vector read or an out-of-bounds lane shows here, not only as a wrong number
+stage "memcheck attention" 120 "$out/sanitizers.log" only_when_named sanitize memcheck "${pytest[@]}" -x \
+  tests/python/test_flash_attention.py -k "single or ragged or L_gt_S or transposed"
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
   tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py tests/python/test_cuda_reduction_layout.py \
   -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets or decision_runs_as_eager"

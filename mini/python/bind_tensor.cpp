@@ -574,6 +574,11 @@ void bind_tensor(py::module_& m) {
   m.def("fused_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
     return mini::scaled_dot_product_attention(q, k, v, causal, scale);
   }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("is_causal"), py::arg("scale"));
+  m.def("fused_attention_lse", [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+    Tensor lse;
+    Tensor out = mini::scaled_dot_product_attention(q, k, v, causal, scale, &lse);
+    return std::make_pair(out, lse);
+  }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("is_causal"), py::arg("scale"));
   m.def("fused_attention_supports", [](const Tensor& q, const Tensor& k, const Tensor& v) {
     std::string why;
     return mini::fused_attention_supports(q, k, v, &why) ? std::string() : why;

@@ -15,7 +15,8 @@
 //   dV = P^T dO          dP = dO V^T     D = rowsum(dO * O)
 //   dS = P * (dP - D)    dQ = scale * dS K      dK = scale * dS^T Q
 // For bfloat16 inputs the matmuls run in bfloat16 (float32 accumulation) and the softmax's
-// algebra in float32.
+// algebra in float32. On CUDA, bfloat16 with head dim 64 or 128 runs FlashAttention-2's
+// backward instead (cuda/flash_attention.cu), the same formulas tile by tile.
 #include <cmath>
 #include <vector>
 
@@ -83,6 +84,11 @@ struct AttentionBackward : CustomBackward {
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     const char* op = name();
     const DType dtype = q.unpack(op)->dtype;
+    if (Tensor Q = q.unpack(op); Q->is_cuda()) {
+      const int64_t r = Q->dim();
+      if (cuda::flash_attention_supports(dtype, Q->sizes[r - 1], v.unpack(op)->sizes[r - 1]))
+        return flash_backward(grad_outputs);
+    }
     const DType compute = dtype == DType::BFloat16 ? DType::Float32 : dtype;
     Tensor Q = q.unpack(op), K = k.unpack(op), V = v.unpack(op);
     Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(Q->sizes, dtype, Q->device())
@@ -104,6 +110,22 @@ struct AttentionBackward : CustomBackward {
                       {r - 1}, true);
     Tensor dS = cast(binary(OpKind::Mul, binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D)), scalar(scale)), dtype);
     return {matmul(dS, K), matmul(T(dS), Q), dV};
+  }
+
+  // The tensor-core backward (cuda/flash_attention.cu): the scores recomputed tile by tile from
+  // the saved lse, never the [L, S] matrix.
+  std::vector<Tensor> flash_backward(const std::vector<Tensor>& grad_outputs) {
+    const char* op = name();
+    Tensor Q = contiguous(q.unpack(op)), K = contiguous(k.unpack(op)), V = contiguous(v.unpack(op)),
+           O = out.unpack(op);
+    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(O->sizes, O->dtype, O->device())
+                                                         : contiguous(cast(grad_outputs[0], O->dtype));
+    Tensor dQ = TensorImpl::empty(Q->sizes, Q->dtype, Q->device());
+    Tensor dK = TensorImpl::empty(K->sizes, K->dtype, K->device());
+    Tensor dV = TensorImpl::empty(V->sizes, V->dtype, V->device());
+    cuda::flash_attention_backward(dQ, dK, dV, Q, K, V, O, dO, lse.unpack(op), causal, scale);
+    count_kernel(3 * (Q->nbytes() + K->nbytes() + V->nbytes()) + dO->nbytes() + O->nbytes());
+    return {dQ, dK, dV};
   }
 
   void release() override { q = k = v = out = lse = SavedTensor{}; }
@@ -134,7 +156,7 @@ bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
-                                    double scale) {
+                                    double scale, Tensor* lse_out) {
   Tensor q = q_in, k = k_in, v = v_in;
   if (autocast_state().on(q->device())) {  // torch's lower-precision list has attention
     DType to;
@@ -164,6 +186,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     });
   }
   count_kernel(q->nbytes() + k->nbytes() + v->nbytes() + out->nbytes() + lse->nbytes());
+  if (lse_out) *lse_out = lse;
   if (should_record({q, k, v})) {
     auto bw = std::make_shared<AttentionBackward>();
     bw->q.save(detach(q));

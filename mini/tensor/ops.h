@@ -119,7 +119,10 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, const Shape
 // softmax(q k^T * scale [masked j > i when causal]) v as one kernel (attention.cpp): q [..., L, E],
 // k [..., S, E], v [..., S, Ev] of one dtype, batch dims equal (no broadcasting). Under autocast
 // q, k and v compute in its lower precision. Gradients for all three (a custom autograd node).
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+// `lse`, where given, receives the rows' log-sum-exp of their scaled scores ([..., L], float32;
+// float64 for float64 operands): what the backward rebuilds the softmax from.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                                    Tensor* lse = nullptr);
 // Whether the fused kernel takes these operands; if not, *why says what it lacks.
 bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, std::string* why);
 

@@ -75,6 +75,24 @@ def test_the_fused_kernel_matches_float64_forward_and_gradients(device, dtype, c
         np.testing.assert_allclose(to_np(t.grad).astype(np.float64), w, rtol=tol, atol=tol * 4)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_the_kernel_writes_each_rows_log_sum_exp(device, causal):
+    """_C.fused_attention_lse returns the output and the lse the backward rebuilds the softmax
+    from: log sum_j exp(scale q_i . k_j) over the keys row i sees (float64 here)."""
+    q, k, v = (data(3, 7, 12, seed=s) for s in (8, 9, 10))
+    k, v = k[:, :5], v[:, :5]  # S = 5 < L = 7: causal rows past S see every key
+    scale = 0.6
+    out, lse = mini._C.fused_attention_lse(*(mini.tensor(a, dtype=mini.float64, device=device) for a in (q, k, v)),
+                                            causal, scale)
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    want = np.log(np.exp(s).sum(-1))
+    assert lse.dtype == mini.float64 and tuple(lse.shape) == (3, 7)
+    np.testing.assert_allclose(to_np(lse), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_np(out), reference(q, k, v, causal, scale)[0], rtol=1e-10, atol=1e-10)
+
+
 def test_eager_attention_is_one_kernel_and_the_decomposition_is_several(device, metrics):
     q, k, v = (mini.tensor(data(2, 4, 16, 8, seed=s), dtype=mini.float32, device=device) for s in (5, 6, 7))
     before = metrics.kernel_launches

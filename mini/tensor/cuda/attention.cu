@@ -1,5 +1,6 @@
 // cuda/attention.cu — eager scaled dot-product attention in one kernel (attention.cpp is the
-// op and its CPU twin).
+// op and its CPU twin). bfloat16 with head dim 64 or 128 goes to the tensor-core kernels of
+// flash_attention.cu instead; this one takes the rest (float32, float64, other head dims).
 //
 // A warp per query row i, four rows a block. The row's q is staged in shared memory (every
 // lane reads all of it). The keys it may see go by in chunks of 32, lane l taking key
@@ -118,6 +119,7 @@ void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tens
   if (out->numel() == 0) return;
   if (!attention_supports(E, Ev) || L > INT32_MAX || S > INT32_MAX)
     fail("scaled_dot_product_attention(): head dims ", E, " and ", Ev, " exceed the fused kernel's ", kMaxHeadDim);
+  if (flash_attention_supports(q->dtype, E, Ev)) return flash_attention(out, lse, q, k, v, causal, scale);
   const int64_t rows = q->numel() / E;
   MINI_DISPATCH(q->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {

@@ -111,6 +111,16 @@ void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tens
                bool causal, double scale);
 // Whether the kernel holds head dims E and Ev (it keeps a row of each in registers).
 bool attention_supports(int64_t E, int64_t Ev);
+// FlashAttention-2 on the tensor cores (flash_attention.cu), which attention() runs where
+// flash_attention_supports(dtype, E, Ev): bfloat16, E == Ev, 64 or 128. Its backward takes the
+// forward's q, k, v, out and lse and the incoming gradient dout (contiguous, bfloat16 but lse)
+// and writes dq, dk, dv (contiguous, of q's, k's and v's shapes), recomputing the scores.
+bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev);
+void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                     bool causal, double scale);
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                              const Tensor& lse, bool causal, double scale);
 void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
                         const Tensor& seg_rows);
 

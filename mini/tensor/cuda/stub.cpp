@@ -85,6 +85,14 @@ void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const
   no_cuda("a CUDA kernel");
 }
 bool attention_supports(int64_t, int64_t) { return false; }
+bool flash_attention_supports(DType, int64_t, int64_t) { return false; }
+void flash_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double) {
+  no_cuda("a CUDA kernel");
+}
+void flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double) {
+  no_cuda("a CUDA kernel");
+}
 void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   no_cuda("a CUDA kernel");
 }

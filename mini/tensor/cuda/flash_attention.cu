@@ -1,0 +1,635 @@
+// cuda/flash_attention.cu — FlashAttention-2 for bfloat16 attention with head dim 64 or 128 on
+// the tensor cores (mma.sync m16n8k16), forward and backward; attention.cu runs every other case
+// and calls in here when flash_attention_supports() says yes. notes/attention.md explains the
+// scheme; in short:
+//
+// Forward: a block of 4 warps owns kBR query rows (32 a warp) of one (batch, head) and walks the
+// keys in tiles of BC (128 for D = 64, 32 for D = 128), K and V tiles double-buffered in shared
+// memory through cp.async. A warp computes its rows' scores S = Q K^T for the tile on the tensor
+// cores (Q's fragments re-read from shared memory, or kept in registers where QR), keeps a running max m and sum l a row ("online softmax": a larger max rescales
+// l and the output accumulator by exp(m_old - m_new)), rounds P = exp(S - m) to bfloat16 in
+// registers (the score accumulator's layout is the next product's A operand) and adds P V into
+// its output accumulator. The [L, S] scores never reach memory; out = acc / l and the row's
+// log-sum-exp lse = m + log l are written once.
+//
+// Backward: a block of 8 warps owns 128 keys (16 a warp), keeps their dK and dV accumulators in registers
+// and walks the query tiles that see them. For each tile it recomputes S^T = K Q^T, rebuilds
+// P^T = exp(S^T - lse) from the saved log-sum-exp, then dV += P^T dO, dP^T = V dO^T,
+// dS^T = P^T * (dP^T - D) with D = rowsum(dO * O) (a preprocessing kernel), dK += dS^T Q; dS goes
+// through shared memory so that each warp adds dQ = dS K for 16 query rows and half the
+// columns into a float32 buffer with atomics (float2 reductions) (keys of other blocks add to the same rows), which a last kernel scales
+// and rounds. Scale factors: scores are scaled by `scale`, exponentials are exp2 of
+// log2(e)-scaled values (one FFMA each).
+//
+// Layout: q, k, v, out, dout contiguous [BH, L or S, D] bfloat16; lse float32 [BH, L]. Rows past
+// L or S are loaded as zeros (cp.async's zero fill) and masked out of the softmax.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "common.cuh"
+#include "kernels.h"
+
+namespace mini::cuda {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kFlashWarps = 4;  // the forward's block
+constexpr int kFlashThreads = kFlashWarps * 32;
+constexpr int kBwdWarps = 8;  // the backward's block: 128 keys
+constexpr int kBwdThreads = kBwdWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---- PTX wrappers ---------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without a register round trip; `valid` false writes 16 zero bytes
+// (src must still be a mapped address).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8 and receives, of each,
+// row l / 4, columns 2 (l % 4) and +1 (transposed: column l / 4, rows 2 (l % 4) and +1).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+// c (16x8 float) += a (16x16 bf16, row major) * b (16x8 bf16, column major).
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x, the lower column, in the low half
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The A fragment (16 x 16) of columns 16 kk .. 16 kk + 15 of a product's accumulator tiles
+// (16 x 8 each, `c[2 kk]` and `c[2 kk + 1]`): an accumulator's layout is an A operand's.
+template <int N>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+  a[0] = pack(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+// Fragment addresses into a row-major tile of row stride `P` elements, for lane `lane`:
+// a_addr: the A operand (16 rows r0.., 16 columns c0..);
+// bn_addr: B operands of two 8-wide n tiles (rows n0..n0+15 of the tile are the n index, columns
+//          c0.. the k index: the tile holds B transposed, as K does for Q K^T), regs {0,1}, {2,3};
+// bt_addr: (with ldsm_x4_t) B operands where the tile's rows are k (k0..k0+15) and its columns
+//          n (two 8-wide n tiles from c0), as V is for P V.
+template <int P>
+__device__ __forceinline__ const bf16* a_addr(const bf16* t, int r0, int c0, int lane) {
+  return t + (r0 + lane % 16) * P + c0 + (lane / 16) * 8;
+}
+template <int P>
+__device__ __forceinline__ const bf16* bn_addr(const bf16* t, int n0, int c0, int lane) {
+  return t + (n0 + lane % 8 + (lane / 16) * 8) * P + c0 + ((lane / 8) % 2) * 8;
+}
+template <int P>
+__device__ __forceinline__ const bf16* bt_addr(const bf16* t, int k0, int c0, int lane) {
+  return t + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * P + c0 + (lane / 16) * 8;
+}
+
+// Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix into a tile of row stride D + 8 (the pad keeps
+// ldmatrix's 8 row reads in distinct banks); rows >= n are zeros.
+template <int ROWS, int D, int THREADS = kFlashThreads>
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int row0, int n) {
+  constexpr int kChunks = D / 8;  // 16 bytes each
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool valid = row0 + r < n;
+    cp_async16(tile + r * (D + 8) + col, g + int64_t(valid ? row0 + r : 0) * D + col, valid);
+  }
+}
+
+// ---- forward --------------------------------------------------------------------------------
+template <int D, int MT, int BC>
+struct FwdShape {
+  static constexpr int kP = D + 8;                     // tile row stride, elements
+  static constexpr int kBR = kFlashWarps * MT * 16;    // query rows a block
+  static constexpr size_t kSmem = size_t(kBR + 4 * BC) * kP * sizeof(bf16);  // Q, 2 x (K, V)
+};
+
+template <int D, int MT, int BC, bool QR>
+__global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __restrict__ q,
+                                                                   const bf16* __restrict__ k,
+                                                                   const bf16* __restrict__ v, bf16* __restrict__ o,
+                                                                   float* __restrict__ lse, int L, int S,
+                                                                   bool causal, float scale) {
+  using Sh = FwdShape<D, MT, BC>;
+  constexpr int P = Sh::kP, BR = Sh::kBR, KD = D / 16;
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(flash_smem);
+  bf16* sK = sQ + BR * P;  // two stages
+  bf16* sV = sK + 2 * BC * P;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * BR;  // the longest causal rows first
+  const int64_t bh = blockIdx.x;
+  const bf16* qh = q + bh * L * D;
+  const bf16* kh = k + bh * S * D;
+  const bf16* vh = v + bh * S * D;
+  const int kv_end = causal ? min(S, m0 + BR) : S;  // keys j <= i for the block's last row
+  const int tiles = (kv_end + BC - 1) / BC;
+  const int wrow = m0 + warp * MT * 16;  // the warp's first row
+  const float scale_log2 = scale * kLog2e;
+
+  load_tile<BR, D>(sQ, qh, m0, L);
+  load_tile<BC, D>(sK, kh, 0, S);
+  load_tile<BC, D>(sV, vh, 0, S);
+  cp_async_commit();
+
+  uint32_t qf[QR ? MT : 1][QR ? KD : 1][4];  // Q's fragments, where they stay in registers
+  float acc[MT][D / 8][4];
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mt][dt][e] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  for (int j = 0; j < tiles; j++) {
+    if (j + 1 < tiles) {  // the next tile into the other stage, while this one is used
+      load_tile<BC, D>(sK + ((j + 1) & 1) * BC * P, kh, (j + 1) * BC, S);
+      load_tile<BC, D>(sV + ((j + 1) & 1) * BC * P, vh, (j + 1) * BC, S);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if constexpr (QR) {
+      if (j == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int ks = 0; ks < KD; ks++)
+            ldsm_x4(qf[mt][ks], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+      }
+    }
+    const bf16* cK = sK + (j & 1) * BC * P;
+    const bf16* cV = sV + (j & 1) * BC * P;
+
+    float s[MT][BC / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int nt = 0; nt < BC / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KD; ks++) {
+      uint32_t qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        if constexpr (QR) {
+#pragma unroll
+          for (int e = 0; e < 4; e++) qa[mt][e] = qf[mt][ks][e];
+        } else {
+          ldsm_x4(qa[mt], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+        }
+      }
+#pragma unroll
+      for (int n2 = 0; n2 < BC / 16; n2++) {
+        uint32_t b[4];
+        ldsm_x4(b, bn_addr<P>(cK, n2 * 16, ks * 16, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma(s[mt][2 * n2], qa[mt], b[0], b[1]);
+          mma(s[mt][2 * n2 + 1], qa[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    const int key0 = j * BC;
+    if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) {  // some key past S or after a row
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int key = key0 + nt * 8 + 2 * t + (e & 1), row = wrow + mt * 16 + g + (e / 2) * 8;
+            if (key >= S || (causal && key > row)) s[mt][nt][e] = -INFINITY;
+          }
+    }
+
+    // online softmax: each row's values are spread over the 4 lanes of a quad
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float mx = m[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;  // a row with no key yet
+        const float alpha = exp2f(m[mt][h] * scale_log2 - ms);    // 0 on the row's first keys
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; e++) {
+            const float p = exp2f(fmaf(s[mt][nt][e], scale_log2, -ms));
+            s[mt][nt][e] = p;
+            sum += p;
+          }
+        l[mt][h] = l[mt][h] * alpha + sum;  // this lane's part; the quad adds them at the end
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt++) {
+          acc[mt][dt][2 * h] *= alpha;
+          acc[mt][dt][2 * h + 1] *= alpha;
+        }
+        m[mt][h] = mx;
+      }
+
+    // acc += P V
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
+#pragma unroll
+      for (int d2 = 0; d2 < D / 16; d2++) {
+        uint32_t b[4];
+        ldsm_x4_t(b, bt_addr<P>(cV, kk * 16, d2 * 16, lane));
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mma(acc[mt][2 * d2], a[mt], b[0], b[1]);
+          mma(acc[mt][2 * d2 + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the stage is refilled next iteration
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float sum = l[mt][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = wrow + mt * 16 + g + h * 8;
+      if (row >= L) continue;
+      const float inv = 1.f / sum;
+      uint32_t* orow = reinterpret_cast<uint32_t*>(o + (bh * L + row) * D);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; dt++)
+        orow[dt * 4 + t] = pack(acc[mt][dt][2 * h] * inv, acc[mt][dt][2 * h + 1] * inv);
+      if (t == 0) lse[bh * L + row] = m[mt][h] * scale + logf(sum);
+    }
+}
+
+// ---- backward -------------------------------------------------------------------------------
+// delta[row] = sum_d dout[row, d] * out[row, d] in float, a warp a row; it also writes the row's
+// lse in log2 units (lse2) and zeroes its row of dq_acc, which the main kernel's atomics add into.
+__global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ out,
+                                       const float* __restrict__ lse, float* __restrict__ delta,
+                                       float* __restrict__ lse2, float* __restrict__ dq_acc, int64_t rows, int D) {
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  float sum = 0.f;
+  for (int d = lane * 2; d < D; d += 64) {
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + d));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + row * D + d));
+    sum += a.x * b.x + a.y * b.y;
+    *reinterpret_cast<float2*>(dq_acc + row * D + d) = make_float2(0.f, 0.f);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) {
+    delta[row] = sum;
+    lse2[row] = lse[row] * kLog2e;
+  }
+}
+
+// dq = bfloat16(dq_acc * scale)
+__global__ void flash_bwd_dq_kernel(const float* __restrict__ acc, bf16* __restrict__ dq, int64_t n, float scale) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dq[i] = __float2bfloat16_rn(acc[i] * scale);
+}
+
+template <int D>
+struct BwdShape {
+  static constexpr int kP = D + 8;
+  static constexpr int kBC = kBwdWarps * 16;  // keys a block, 16 a warp
+  static constexpr int kBR = 64;  // query rows a step; for dQ, 16 rows x D / 2 columns a warp
+  static constexpr int kPS = kBR + 8;           // dS^T's row stride
+  // K, V, 2 x (Q, dO), dS^T, then 2 x (lse, delta) floats
+  static constexpr size_t kSmem =
+      size_t(2 * kBC + 4 * kBR) * kP * sizeof(bf16) + size_t(kBC) * kPS * sizeof(bf16) + 4 * kBR * sizeof(float);
+  // the warp's K and V fragments stay in registers for D = 64 (for 128 they are re-read)
+  static constexpr bool kKVInRegs = D <= 64;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
+    const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+    const bf16* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
+    float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int L, int S, bool causal, float scale) {
+  using Sh = BwdShape<D>;
+  constexpr int P = Sh::kP, BC = Sh::kBC, BR = Sh::kBR, PS = Sh::kPS, KD = D / 16;
+  static_assert(kBwdWarps == 8 && BR == 64, "dQ's split: 4 x 16 rows by 2 column halves");
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  bf16* sK = reinterpret_cast<bf16*>(flash_smem);
+  bf16* sV = sK + BC * P;
+  bf16* sQ = sV + BC * P;     // two stages
+  bf16* sdO = sQ + 2 * BR * P;  // two stages
+  bf16* sdS = sdO + 2 * BR * P;
+  float* sLse = reinterpret_cast<float*>(sdS + BC * PS);  // two stages, log2(e)-scaled
+  float* sDelta = sLse + 2 * BR;                           // two stages
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n0 = blockIdx.y * BC;
+  const int64_t bh = blockIdx.x;
+  const bf16* qh = q + bh * L * D;
+  const bf16* doh = dout + bh * L * D;
+  const float* lseh = lse + bh * L;
+  const float* deltah = delta + bh * L;
+  const int wkey = n0 + warp * 16;  // the warp's first key
+  const float scale_log2 = scale * kLog2e;
+  const int first = causal ? n0 / BR : 0;  // query tiles before it see none of these keys
+  const int tiles = (L + BR - 1) / BR;
+
+  auto load_q_tile = [&](int i, int st) {
+    load_tile<BR, D, kBwdThreads>(sQ + st * BR * P, qh, i * BR, L);
+    load_tile<BR, D, kBwdThreads>(sdO + st * BR * P, doh, i * BR, L);
+    // rows past L read 0 for both: their Q and dO rows are 0 too, so P = 1 there but
+    // dP = 0, dS = 0 and P^T dO = 0 (their dQ is not stored)
+    for (int r = threadIdx.x; r < BR; r += kBwdThreads) {
+      const int row = i * BR + r;
+      cp_async4(sLse + st * BR + r, lseh + (row < L ? row : 0), row < L);
+      cp_async4(sDelta + st * BR + r, deltah + (row < L ? row : 0), row < L);
+    }
+  };
+  load_tile<BC, D, kBwdThreads>(sK, k + bh * S * D, n0, S);
+  load_tile<BC, D, kBwdThreads>(sV, v + bh * S * D, n0, S);
+  if (first < tiles) load_q_tile(first, 0);
+  cp_async_commit();
+
+  uint32_t kf[Sh::kKVInRegs ? KD : 1][4], vf[Sh::kKVInRegs ? KD : 1][4];
+  float dkacc[D / 8][4], dvacc[D / 8][4];
+#pragma unroll
+  for (int dt = 0; dt < D / 8; dt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dkacc[dt][e] = dvacc[dt][e] = 0.f;
+
+  for (int i = first; i < tiles; i++) {
+    const int st = (i - first) & 1;
+    if (i + 1 < tiles) load_q_tile(i + 1, st ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if constexpr (Sh::kKVInRegs) {
+      if (i == first) {
+#pragma unroll
+        for (int ks = 0; ks < KD; ks++) {
+          ldsm_x4(kf[ks], a_addr<P>(sK, warp * 16, ks * 16, lane));
+          ldsm_x4(vf[ks], a_addr<P>(sV, warp * 16, ks * 16, lane));
+        }
+      }
+    }
+    const bf16* cQ = sQ + st * BR * P;
+    const bf16* cdO = sdO + st * BR * P;
+    const float* cLse = sLse + st * BR;
+    const float* cDelta = sDelta + st * BR;
+    const int q0 = i * BR;
+
+    // S^T = K_w Q^T and dP^T = V_w dO^T, 16 keys x BR queries each
+    float sT[BR / 8][4], dpT[BR / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) sT[nt][e] = dpT[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KD; ks++) {
+      uint32_t ka[4], va[4];
+      if constexpr (Sh::kKVInRegs) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) ka[e] = kf[ks][e], va[e] = vf[ks][e];
+      } else {
+        ldsm_x4(ka, a_addr<P>(sK, warp * 16, ks * 16, lane));
+        ldsm_x4(va, a_addr<P>(sV, warp * 16, ks * 16, lane));
+      }
+#pragma unroll
+      for (int n2 = 0; n2 < BR / 16; n2++) {
+        uint32_t b[4];
+        ldsm_x4(b, bn_addr<P>(cQ, n2 * 16, ks * 16, lane));
+        mma(sT[2 * n2], ka, b[0], b[1]);
+        mma(sT[2 * n2 + 1], ka, b[2], b[3]);
+        ldsm_x4(b, bn_addr<P>(cdO, n2 * 16, ks * 16, lane));
+        mma(dpT[2 * n2], va, b[0], b[1]);
+        mma(dpT[2 * n2 + 1], va, b[2], b[3]);
+      }
+    }
+
+    // P^T from the saved lse (0 where masked), then dS^T = P^T (dP^T - delta) into dpT
+#pragma unroll
+    for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int ql = nt * 8 + 2 * t + (e & 1), key = wkey + g + (e / 2) * 8;
+        float p = exp2f(fmaf(sT[nt][e], scale_log2, -cLse[ql]));
+        if (key >= S || (causal && key > q0 + ql)) p = 0.f;
+        sT[nt][e] = p;
+        dpT[nt][e] = p * (dpT[nt][e] - cDelta[ql]);
+      }
+
+    // dV += P^T dO and dK += dS^T Q (k = the BR queries)
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; kk++) {
+      uint32_t pa[4], da[4];
+      acc_to_a(pa, sT, kk);
+      acc_to_a(da, dpT, kk);
+#pragma unroll
+      for (int d2 = 0; d2 < D / 16; d2++) {
+        uint32_t b[4];
+        ldsm_x4_t(b, bt_addr<P>(cdO, kk * 16, d2 * 16, lane));
+        mma(dvacc[2 * d2], pa, b[0], b[1]);
+        mma(dvacc[2 * d2 + 1], pa, b[2], b[3]);
+        ldsm_x4_t(b, bt_addr<P>(cQ, kk * 16, d2 * 16, lane));
+        mma(dkacc[2 * d2], da, b[0], b[1]);
+        mma(dkacc[2 * d2 + 1], da, b[2], b[3]);
+      }
+    }
+
+    // dS^T (bfloat16) to shared memory, rows the block's keys, columns the tile's queries
+#pragma unroll
+    for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + h * 8) * PS + nt * 8 + 2 * t) =
+            pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
+    __syncthreads();
+
+    // dQ += dS K over the block's BC keys, a warp 16 rows (q0 + 16 (warp % 4) ..) and half the
+    // columns (D / 2 (warp / 4) ..): A is dS^T read transposed
+    constexpr int DH = D / 2;
+    const int qr = (warp % 4) * 16, c0 = (warp / 4) * DH;
+    float dqacc[DH / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < DH / 8; dt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dqacc[dt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; kk++) {
+      uint32_t a[4];
+      ldsm_x4_t(a, sdS + (kk * 16 + lane % 8 + (lane / 16) * 8) * PS + qr + ((lane / 8) % 2) * 8);
+#pragma unroll
+      for (int d2 = 0; d2 < DH / 16; d2++) {
+        uint32_t b[4];
+        ldsm_x4_t(b, bt_addr<P>(sK, kk * 16, c0 + d2 * 16, lane));
+        mma(dqacc[2 * d2], a, b[0], b[1]);
+        mma(dqacc[2 * d2 + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = q0 + qr + g + h * 8;
+      if (row >= L) continue;
+      float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
+#pragma unroll
+      for (int dt = 0; dt < DH / 8; dt++)  // one 8-byte reduction a pair (sm_90)
+        atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
+    }
+  }
+  cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
+
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int key = wkey + g + h * 8;
+    if (key >= S) continue;
+    uint32_t* dkrow = reinterpret_cast<uint32_t*>(dk + (bh * S + key) * D);
+    uint32_t* dvrow = reinterpret_cast<uint32_t*>(dv + (bh * S + key) * D);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++) {
+      dkrow[dt * 4 + t] = pack(dkacc[dt][2 * h] * scale, dkacc[dt][2 * h + 1] * scale);
+      dvrow[dt * 4 + t] = pack(dvacc[dt][2 * h], dvacc[dt][2 * h + 1]);
+    }
+  }
+}
+
+// ---- host side ------------------------------------------------------------------------------
+template <class Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  MINI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+                  "scaled_dot_product_attention");
+}
+
+struct Dims {
+  int64_t bh;
+  int L, S, D;
+};
+
+Dims dims_of(const Tensor& q, const Tensor& k) {
+  const int64_t r = q->dim();
+  const int64_t L = q->sizes[r - 2], S = k->sizes[r - 2], D = q->sizes[r - 1];
+  // grid.y counts 64-row tiles (at most 65535), grid.x the batch x heads (at most 2^31 - 1)
+  if (L > 65535 * 64 || S > 65535 * 64 || q->numel() / (L * D) > INT32_MAX)
+    fail("scaled_dot_product_attention(): too long a sequence or too many heads for the flash kernel");
+  return {q->numel() / (L * D), int(L), int(S), int(D)};
+}
+
+template <int D, int MT, int BC, bool QR>
+void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Dims& s, bool causal, double scale) {
+  using Sh = FwdShape<D, MT, BC>;
+  auto kernel = flash_fwd_kernel<D, MT, BC, QR>;
+  allow_smem(kernel, Sh::kSmem);
+  const dim3 grid(unsigned(s.bh), (s.L + Sh::kBR - 1) / Sh::kBR);
+  kernel<<<grid, kFlashThreads, Sh::kSmem, current_stream()>>>(
+      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
+      static_cast<const bf16*>(v->device_raw()), static_cast<bf16*>(out->device_raw()),
+      static_cast<float*>(lse->device_raw()), s.L, s.S, causal, float(scale));
+}
+
+template <int D>
+void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta, const Dims& s,
+                bool causal, double scale) {
+  using Sh = BwdShape<D>;
+  auto kernel = flash_bwd_kernel<D>;
+  allow_smem(kernel, Sh::kSmem);
+  const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
+  kernel<<<grid, kBwdThreads, Sh::kSmem, current_stream()>>>(
+      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
+      static_cast<const bf16*>(v->device_raw()), static_cast<const bf16*>(dout->device_raw()),
+      static_cast<const float*>(lse->device_raw()), static_cast<const float*>(delta->device_raw()),
+      static_cast<float*>(dq_acc->device_raw()), static_cast<bf16*>(dk->device_raw()),
+      static_cast<bf16*>(dv->device_raw()), s.L, s.S, causal, float(scale));
+}
+
+}  // namespace
+
+bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev) {
+  return dtype == DType::BFloat16 && E == Ev && (E == 64 || E == 128);
+}
+
+void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                     bool causal, double scale) {
+  const Dims s = dims_of(q, k);
+  // tiles measured on the H200 (notes/attention.md): 128 keys beat 64 at D = 64; at D = 128,
+  // 2 x 16 rows a warp with 32-key tiles beat 16 rows with 64
+  if (s.D == 64) launch_fwd<64, 2, 128, false>(out, lse, q, k, v, s, causal, scale);
+  else launch_fwd<128, 2, 32, false>(out, lse, q, k, v, s, causal, scale);
+  check_launch("scaled_dot_product_attention");
+}
+
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                              const Tensor& lse, bool causal, double scale) {
+  const Dims s = dims_of(q, k);
+  const int64_t rows = s.bh * s.L;
+  Tensor delta = TensorImpl::empty({rows}, DType::Float32, q->device());
+  Tensor lse2 = TensorImpl::empty({rows}, DType::Float32, q->device());
+  Tensor dq_acc = TensorImpl::empty({rows * s.D}, DType::Float32, q->device());
+  constexpr int kRowsABlock = 8;
+  flash_bwd_delta_kernel<<<unsigned((rows + kRowsABlock - 1) / kRowsABlock), kRowsABlock * 32, 0, current_stream()>>>(
+      static_cast<const bf16*>(dout->device_raw()), static_cast<const bf16*>(out->device_raw()),
+      static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
+      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()), rows, s.D);
+  check_launch("scaled_dot_product_attention backward");
+  if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+  else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+  check_launch("scaled_dot_product_attention backward");
+  const int64_t n = rows * s.D;
+  flash_bwd_dq_kernel<<<unsigned(std::min<int64_t>((n + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
+                        current_stream()>>>(static_cast<const float*>(dq_acc->device_raw()),
+                                            static_cast<bf16*>(dq->device_raw()), n, float(scale));
+  check_launch("scaled_dot_product_attention backward");
+}
+
+}  // namespace mini::cuda
