@@ -187,14 +187,11 @@ int compile_units(const std::vector<std::string>& words, const std::vector<std::
   }
 }
 
-// How many units to compile `source` as: one per core (at most 8, or MINI_COMPILE_THREADS,
-// as torch's compile_threads), past about 24 KB of kernels each (below that the prelude every
+// How many units to compile `source` as: one per compile thread (compile_threads), past about 24 KB of kernels each (below that the prelude every
 // unit repeats costs more than the split saves).
 int compile_jobs(const std::string& source) {
   size_t kernels = source.size() - std::min(source.size(), source.find(codegen::kPreludeEnd));
-  int threads = (int)std::min(8u, std::thread::hardware_concurrency());
-  if (const char* env = getenv("MINI_COMPILE_THREADS")) threads = atoi(env);
-  return std::max(1, std::min(threads, (int)(kernels / (24 << 10))));
+  return std::max(1, std::min(compile_threads(), (int)(kernels / (24 << 10))));
 }
 
 // The report of a failed compile: a compiler that is missing, was killed by a signal (Ctrl-C:
