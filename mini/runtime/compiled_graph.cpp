@@ -70,10 +70,10 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
     if (!handle) return false;
   }
   std::vector<KernelFn> kernels;
-  for (const auto& k : cg.schedule.groups) {
-    auto fn = (KernelFn)dlsym(handle, k.name.c_str());
+  for (const std::string& name : cg.functions) {
+    auto fn = (KernelFn)dlsym(handle, name.c_str());
     if (!fn) {
-      *why = cat("has no kernel ", k.name);
+      *why = cat("has no kernel ", name);
       return false;
     }
     kernels.push_back(fn);
@@ -312,7 +312,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   cg->schedule = fusion::schedule(g);
   codegen::name_kernels(cg->schedule, codegen::kCppTarget);
   cg->schedule_seconds = since(start);
-  cg->source = codegen::render_cpp(cg->schedule);
+  cg->source = codegen::render_cpp(cg->schedule, &cg->functions);
   cg->codegen_seconds = since(start) - cg->schedule_seconds;
   if (!cg->schedule.groups.empty() && g_inject_codegen_error.exchange(false)) {  // a test's code generation bug
     size_t body = cg->source.find('{', cg->source.find(" " + cg->schedule.groups[0].name + "("));
