@@ -16,6 +16,16 @@ run), fusion (decompose, fuse, plan buffers), codegen (render C++), C++ (the com
 dlopen; `cxx cpu` is the compiler's CPU time, which other load on the machine does not
 inflate). Issue 11's bar: the 1,000-op pointwise chain compiles in under 2 s.
 
+--gpt-layers 1 2 4 8 12 (issue 32): the training graphs (forward and backward) of labs/gpt.py's
+GPT of that many blocks (width 128, 4 heads, context 64; its kernels are the same at any size)
+compiled for CUDA with NVRTC (no GPU needed), each in a process of its own: cold (an empty
+cache folder) and warm (the same folder, a second process: every CUBIN read from the disk
+cache). Kernels are keyed by their body (runtime/cuda_program.h), so NVRTC compiles the
+distinct bodies only and the cold time stays nearly flat past the first block; printed with
+the kernel count, the distinct programs, and the time the same kernels took as one NVRTC
+program a graph (as before). --gpt-cpu adds the forward graph's C++ compile (render_cpp emits
+one function per distinct body).
+
 Where torch imports (the GPU machine), torch.compile compiles the same programs beside mini
 (a fresh dynamo and inductor cache each; on CUDA when there is a GPU), total time only.
 Writes bench_compile.json, .png and .svg (compile time against ops, log-log) into --out.
@@ -124,6 +134,84 @@ def measure_mini(kind, ops):
     }
 
 
+# ---- GPT blocks (issue 32): compile time against layer count ------------------------------
+
+GPT_ONE = """
+import json, sys, time
+sys.path.insert(0, sys.argv[4])
+import numpy as np
+import mini
+from gpt import GPT, Config
+layers, target, mini.config.cache_dir = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+config = Config(block_size=64, vocab_size=256, n_layer=layers, n_head=4, n_embd=128)
+mini.manual_seed(0)
+model = GPT(config)
+idx = mini.from_numpy(np.random.default_rng(0).integers(0, 256, size=(4, 64)))
+row = dict(layers=layers, graphs=0, kernels=0, programs=0, nvrtc=0, compile_s=0.0, one_program_s=0.0)
+def backend(gm, example_inputs):
+    start = time.perf_counter()
+    if target == "cuda":
+        info = mini._C._inductor_compile_training_cuda(gm, "sm_90")
+        row["kernels"] += len(info["forward_kernels"]) + len(info["backward_kernels"])
+    else:
+        info = mini._C._inductor_compile(gm)
+        row["kernels"] += len(info["kernels"])
+        row["programs"] += info["source"].count('extern "C" void ')  # functions: one per body
+    row["compile_s"] += time.perf_counter() - start
+    row["graphs"] += 1
+    if target == "cuda":
+        done = mini._C._cuda_kernel_cache_stats()
+        row["programs"], row["nvrtc"] = done["programs"] - before["programs"], done["nvrtc_compiles"] - before["nvrtc_compiles"]
+    if target == "cuda" and sys.argv[5] == "cold":  # as before issue 32: a graph's kernels as one NVRTC program
+        start = time.perf_counter()
+        for source in (info["forward_source"], info["backward_source"]):
+            mini._C._compile_cuda(source, "sm_90")
+        row["one_program_s"] += time.perf_counter() - start
+    return gm.forward
+before = mini._C._cuda_kernel_cache_stats()
+mini.compile(model, backend=backend)(idx, idx)
+print(json.dumps(row))
+"""
+
+
+def measure_gpt(layers, target, cache_dir, which):
+    """One process compiling the GPT of `layers` blocks for `target` ("cuda": NVRTC, "cpu": C++)."""
+    import json
+    import subprocess
+    labs = str(Path(__file__).resolve().parents[1])
+    r = subprocess.run([sys.executable, "-c", GPT_ONE, str(layers), target, str(cache_dir), labs, which],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    if r.returncode:
+        sys.exit(f"bench_compile: the GPT of {layers} blocks ({target}) failed:\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def gpt_rows(layer_counts, targets):
+    rows = []
+    for target in targets:
+        for layers in layer_counts:
+            cache_dir = tempfile.mkdtemp(prefix="mini-bench-compile-gpt-")
+            cold = measure_gpt(layers, target, cache_dir, "cold")
+            warm = measure_gpt(layers, target, cache_dir, "warm")
+            rows.append(dict(cold, target=target, warm_s=warm["compile_s"], warm_nvrtc=warm["nvrtc"]))
+            print(f"  {target} GPT, {layers} blocks: cold {cold['compile_s']:.2f} s, warm {warm['compile_s']:.2f} s",
+                  flush=True)
+    head = (f"{'target':<7}{'blocks':>7}{'graphs':>7}{'kernels':>8}{'programs':>9}{'nvrtc':>6}{'cold':>8}{'warm':>8}"
+            f"{'one program':>12}")
+    print(f"\nthe GPT's graphs compiled (cuda: forward and backward; cpu: forward), against blocks ({platform.node()}, {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d')}):\n\n{head}\n{'-' * len(head)}")
+    for r in rows:
+        programs = f"{r['programs']:>9}" + (f"{r['nvrtc']:>6}" if r["target"] == "cuda" else f"{'-':>6}")
+        print(f"{r['target']:<7}{r['layers']:>7}{r['graphs']:>7}{r['kernels']:>8}{programs}"
+              f"{r['compile_s']:>8.2f}{r['warm_s']:>8.2f}"
+              + (f"{r['one_program_s']:>12.2f}" if r["target"] == "cuda" else f"{'-':>12}"))
+    print("(seconds: the backend's compiles, the first call; cold: an empty cache folder; warm: the same "
+          "folder, a new process; programs: distinct kernel bodies (cpu: functions in the C++ source), nvrtc: NVRTC "
+          "runs; one program: "
+          "the same kernels as one NVRTC program a graph, cold, as mini compiled them before)")
+    return rows
+
+
 # ---- torch (optional) -------------------------------------------------------------------------
 
 def torch_or_none():
@@ -202,8 +290,15 @@ def main(argv=None):
                              "torch's compile of 3,000 ops takes minutes)")
     parser.add_argument("--kinds", nargs="+", choices=sorted(KINDS), default=list(KINDS),
                         help="the kinds of program to compile (default: all)")
+    parser.add_argument("--gpt-layers", type=int, nargs="+", metavar="N",
+                        help="instead: the GPT's training graphs of N blocks compiled for CUDA, cold and warm")
+    parser.add_argument("--gpt-cpu", action="store_true", help="with --gpt-layers: the C++ compile too")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.gpt_layers:
+        rows = gpt_rows(args.gpt_layers, ["cuda"] + (["cpu"] if args.gpt_cpu else []))
+        write_json(args.out, "bench_compile_gpt", {"machine": platform.node(), "cores": os.cpu_count(), "rows": rows})
+        return
     torch = torch_or_none()
     torch_device = ("cuda" if torch.cuda.is_available() else "cpu") if torch else None
     if torch:  # torch's one-time start (imports, Triton, the compile workers) is not any program's

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 namespace mini::codegen {
@@ -134,6 +135,38 @@ void name_kernels(fusion::Schedule& s, const Target& t,
       }
     }
   }
+}
+
+std::string kernel_body(const std::string& text, const std::string& name) {
+  auto word_char = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+  std::map<std::string, std::string> renamed;  // identifier -> _<first appearance>
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {  // a comment, to the end of its line
+      i = text.find('\n', i);
+      if (i == std::string::npos) break;
+      continue;
+    }
+    if (!word_char(c)) {
+      out += c, i++;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && word_char(text[end])) end++;
+    std::string word = text.substr(i, end - i);
+    i = end;
+    size_t letters = 0, digits;
+    while (letters < word.size() && std::islower((unsigned char)word[letters])) letters++;
+    for (digits = letters; digits < word.size() && std::isdigit((unsigned char)word[digits]);) digits++;
+    bool numbered = letters > 0 && digits > letters;  // a literal (1024LL) starts with a digit
+    for (size_t j = digits; numbered && j < word.size(); j++) numbered = std::islower((unsigned char)word[j]);
+    if (word == name) out += "KERNEL";
+    else if (!numbered) out += word;
+    else out += renamed.emplace(word, "_" + std::to_string(renamed.size())).first->second;
+  }
+  return out;
 }
 
 std::string indent(const std::string& text, const std::string& pad) {

@@ -77,6 +77,14 @@ std::string linear_index(const Shape& space, const std::vector<int64_t>& dims);
 // ... of every dim of `space`
 std::string linear_full(const Shape& space);
 
+// A rendered kernel's body: `text` (one kernel as a renderer wrote it, named `name`) with its
+// comments taken out, its name replaced by KERNEL, and each identifier that carries a number
+// (v183, s183, acc183, w183v, in0, x1: values named by their graph node, buffers, dims) renamed
+// by first appearance (_0, _1, ...). Two kernels of one body compute the same thing from the
+// same arguments: layer 1's and layer 12's copies of a kernel, named and numbered by their
+// nodes, have one body. The key the kernel caches use (cuda_program.h).
+std::string kernel_body(const std::string& text, const std::string& name);
+
 // Every line of `text` with `pad` in front.
 std::string indent(const std::string& text, const std::string& pad);
 

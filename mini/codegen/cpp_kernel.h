@@ -19,7 +19,11 @@
 
 namespace mini::codegen {
 
-std::string render_cpp(const fusion::Schedule& schedule);
+// One kernel function per distinct body (codegen::kernel_body): a kernel whose body an earlier
+// one has (a layer's copy of the layer before's) is only its comment, naming the function it
+// runs, so the C++ compiler compiles each body once. `functions`, where given, gets the
+// function each kernel runs (its own name, or the earlier kernel's).
+std::string render_cpp(const fusion::Schedule& schedule, std::vector<std::string>* functions = nullptr);
 // mini/tensor/scalar_math.h's text, embedded at configure time (its include guard taken out):
 // the prelude of the C++ renderer's sources, and of the CUDA renderer's (it compiles as CUDA).
 std::string scalar_math_prelude();

@@ -15,6 +15,7 @@
 //   dim d, where the graph's strides are not compile-time constants.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "fusion/schedule.h"
 
@@ -77,6 +78,12 @@ constexpr int kCudaMaxSymbols = 64, kCudaMaxLoads = 16, kCudaMaxRank = 8;  // mi
 std::string render_cuda(const fusion::Schedule& schedule, const CudaLayout& layout = cuda_layout_from_env());
 // Each kernel in its own layout (layouts[i] for schedule.groups[i]: max-autotune's choice).
 std::string render_cuda(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
+// The parts render_cuda joins: the prelude every kernel needs, and each kernel's text (its
+// comment naming the graph nodes it serves, then its function), kernels[i] for groups[i].
+std::string cuda_prelude();
+std::vector<std::string> render_cuda_kernels(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
+// render_cuda's source from those parts.
+std::string join_cuda(const std::vector<std::string>& kernels, const std::vector<CudaLayout>& layouts);
 
 // The elements of one row of kernel `k` (its reduced dims), or -1 where a size is symbolic.
 int64_t cuda_row_length(const fusion::FusionGroup& k);

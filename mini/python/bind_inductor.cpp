@@ -98,11 +98,14 @@ cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::s
     };
   }
   auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
-  if (cg->program) count_stages(cg->schedule_seconds, cg->codegen_seconds, cg->program->compile_seconds,
-                                cg->program->from_disk_cache);
-  report(title, debug_dir, cg->schedule, cg->source, "cu",
-         cg->program ? cg->program->path + (cg->program->from_disk_cache ? ", from the disk cache" : "")
-                     : std::string("no generated kernel"));
+  const mini::runtime::CudaKernels& compiled = cg->compiled;
+  if (!compiled.kernels.empty())
+    count_stages(cg->schedule_seconds, cg->codegen_seconds, compiled.seconds, compiled.nvrtc_runs == 0);
+  report(title, debug_dir, cg->schedule, cg->source + cg->functions(), "cu",
+         compiled.kernels.empty() ? std::string("no generated kernel")
+                                  : mini::cat(compiled.kernels.size(), " kernels of ", compiled.programs,
+                                              " distinct bodies, ", compiled.nvrtc_runs,
+                                              " compiled by NVRTC, the others from memory or ", compiled.cache_dir));
   if (mode == "reduce-overhead") {
     std::string why = mini::runtime::CudaGraphReplay::why_not(*cg);
     if (why.empty()) {
@@ -251,10 +254,21 @@ void bind_inductor(py::module_& m) {
     info["source"] = cg->source;
     info["kernels"] = [&] { py::list l; for (auto& k : cg->schedule.groups) l.append(k.name); return l; }();
     info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
-    info["arch"] = cg->program ? cg->program->arch : std::string();
-    info["cubin_bytes"] = cg->program ? cg->program->cubin.size() : 0;
-    info["from_disk_cache"] = cg->program && cg->program->from_disk_cache;
-    info["nvrtc_seconds"] = cg->program ? cg->program->compile_seconds : 0.0;
+    const mini::runtime::CudaKernels& compiled = cg->compiled;
+    info["arch"] = compiled.arch;
+    size_t cubin_bytes = 0;
+    py::list programs;  // per kernel: (its function, its program's key, the CUBIN)
+    std::set<const mini::runtime::CudaProgram*> counted;
+    for (const auto& k : compiled.kernels) {
+      if (counted.insert(k.program.get()).second) cubin_bytes += k.program->cubin.size();
+      programs.append(py::make_tuple(k.function, k.program->key, py::bytes(k.program->cubin)));
+    }
+    info["cubin_bytes"] = cubin_bytes;
+    info["programs"] = programs;
+    info["distinct_programs"] = compiled.programs;
+    info["nvrtc_runs"] = compiled.nvrtc_runs;
+    info["from_disk_cache"] = !compiled.kernels.empty() && compiled.nvrtc_runs == 0;  // from disk, or memory
+    info["nvrtc_seconds"] = compiled.seconds;
     info["codegen_seconds"] = cg->codegen_seconds;
     info["run"] = tensor_function(g, [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); });
     info["layouts"] = cg->layout_numbers();
@@ -375,6 +389,16 @@ void bind_inductor(py::module_& m) {
     return py::cast(mini::runtime::nvrtc::version());
   });
   m.def("_nvrtc_unavailable_reason", &mini::runtime::nvrtc::unavailable_reason);
+  // the kernel caches' counts in this process (cuda_program.h): what a test of deduplication reads
+  m.def("_cuda_kernel_cache_stats", []() {
+    auto s = mini::runtime::cuda_kernel_cache_stats();
+    py::dict d;
+    d["nvrtc_compiles"] = s.nvrtc_compiles;
+    d["disk_hits"] = s.disk_hits;
+    d["memory_hits"] = s.memory_hits;
+    d["programs"] = s.programs;
+    return d;
+  });
   m.def("_default_cuda_arch", &mini::runtime::default_cuda_arch);
   m.def("_cuda_layouts", []() { return mini::codegen::kCudaLayouts; });
   m.def("_cuda_default_layout", []() { return mini::codegen::kCudaDefaultLayout; });

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "tensor/tensor.h"
 
@@ -213,6 +215,12 @@ std::string usable_cache_dir(const std::string& requested, std::vector<std::stri
                           "); this process uses ", pattern, " instead, which the next process does not reuse. "
                           "Set mini.config.cache_dir or MINI_CACHE_DIR to a writable folder."));
   return chosen[requested] = pattern;
+}
+
+int compile_threads() {
+  int threads = (int)std::min(8u, std::thread::hardware_concurrency());
+  if (const char* env = getenv("MINI_COMPILE_THREADS")) threads = atoi(env);
+  return std::max(1, threads);
 }
 
 }  // namespace mini::runtime

@@ -48,4 +48,8 @@ void publish_entry(const std::string& tmp, const std::string& path, const std::s
 // once, in `warnings`, with the reason and the fix) when `requested` cannot hold files.
 std::string usable_cache_dir(const std::string& requested, std::vector<std::string>* warnings);
 
+// How many compiles may run at once: one per core, at most 8, or MINI_COMPILE_THREADS (as
+// torch's compile_threads); at least 1. The C++ units of a graph, and its NVRTC programs.
+int compile_threads();
+
 }  // namespace mini::runtime

@@ -70,10 +70,10 @@ bool load_entry(CompiledGraph& cg, const std::string& lib, const std::string& ke
     if (!handle) return false;
   }
   std::vector<KernelFn> kernels;
-  for (const auto& k : cg.schedule.groups) {
-    auto fn = (KernelFn)dlsym(handle, k.name.c_str());
+  for (const std::string& name : cg.functions) {
+    auto fn = (KernelFn)dlsym(handle, name.c_str());
     if (!fn) {
-      *why = cat("has no kernel ", k.name);
+      *why = cat("has no kernel ", name);
       return false;
     }
     kernels.push_back(fn);
@@ -187,14 +187,11 @@ int compile_units(const std::vector<std::string>& words, const std::vector<std::
   }
 }
 
-// How many units to compile `source` as: one per core (at most 8, or MINI_COMPILE_THREADS,
-// as torch's compile_threads), past about 24 KB of kernels each (below that the prelude every
+// How many units to compile `source` as: one per compile thread (compile_threads), past about 24 KB of kernels each (below that the prelude every
 // unit repeats costs more than the split saves).
 int compile_jobs(const std::string& source) {
   size_t kernels = source.size() - std::min(source.size(), source.find(codegen::kPreludeEnd));
-  int threads = (int)std::min(8u, std::thread::hardware_concurrency());
-  if (const char* env = getenv("MINI_COMPILE_THREADS")) threads = atoi(env);
-  return std::max(1, std::min(threads, (int)(kernels / (24 << 10))));
+  return std::max(1, std::min(compile_threads(), (int)(kernels / (24 << 10))));
 }
 
 // The report of a failed compile: a compiler that is missing, was killed by a signal (Ctrl-C:
@@ -315,7 +312,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
   cg->schedule = fusion::schedule(g);
   codegen::name_kernels(cg->schedule, codegen::kCppTarget);
   cg->schedule_seconds = since(start);
-  cg->source = codegen::render_cpp(cg->schedule);
+  cg->source = codegen::render_cpp(cg->schedule, &cg->functions);
   cg->codegen_seconds = since(start) - cg->schedule_seconds;
   if (!cg->schedule.groups.empty() && g_inject_codegen_error.exchange(false)) {  // a test's code generation bug
     size_t body = cg->source.find('{', cg->source.find(" " + cg->schedule.groups[0].name + "("));

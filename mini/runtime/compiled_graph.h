@@ -47,6 +47,7 @@ struct CompiledGraph {
   double schedule_seconds = 0, codegen_seconds = 0, cxx_seconds = 0;
   int compile_units = 0;  // translation units compiled side by side (0: loaded from the cache)
   std::vector<KernelFn> kernels;  // one per FusionGroup
+  std::vector<std::string> functions;  // per FusionGroup: the function it runs (render_cpp: one per body)
   std::vector<std::vector<int>> frees;  // per step: the buffers no later step reads
   void* handle = nullptr;
 

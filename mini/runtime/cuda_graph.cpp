@@ -147,16 +147,29 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
       fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
            " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
   cg->schedule_seconds = since();
-  cg->source = codegen::render_cuda(cg->schedule, cg->layouts);
+  std::vector<std::string> kernels = codegen::render_cuda_kernels(cg->schedule, cg->layouts);
+  cg->source = codegen::join_cuda(kernels, cg->layouts);
   cg->codegen_seconds = since() - cg->schedule_seconds;
   metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
-  if (nvrtc && !cg->schedule.groups.empty()) cg->program = compile_cuda(cg->source, arch, cache_dir);
+  if (nvrtc && !cg->schedule.groups.empty()) {
+    std::vector<std::string> names;
+    for (const auto& k : cg->schedule.groups) names.push_back(k.name);
+    cg->compiled = compile_cuda_kernels(codegen::cuda_prelude(), names, kernels, arch, cache_dir);
+  }
   cg->frees = plan_frees(cg->schedule);
   for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
     cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
     cg->aligned.push_back(codegen::cuda_assumes_aligned(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
   }
   return cg;
+}
+
+std::string CompiledCudaGraph::functions() const {
+  if (compiled.kernels.empty()) return "";
+  std::string o = "\n// Compiled once per distinct body (compile_cuda_kernels): kernel -> the function it runs\n";
+  for (size_t i = 0; i < compiled.kernels.size(); i++)
+    o += "//   " + schedule.groups[i].name + " -> " + compiled.kernels[i].function + "\n";
+  return o;
 }
 
 void CompiledCudaGraph::load() const {
@@ -175,11 +188,10 @@ void CompiledCudaGraph::load() const {
     partials_ = TensorImpl::empty({slots}, DType::Int64, Device::cuda(0));  // 8-byte slots
     arrived_ = zeros({(int64_t)split.size()}, DType::Float32, Device::cuda(0));  // 32-bit zeros
   }
-  if (!program) return;
-  std::vector<std::string> names;
-  for (const auto& k : schedule.groups) names.push_back(k.name);
-  program->load(names);
-  for (const auto& k : schedule.groups) kernels_.push_back(program->kernels.at(k.name));
+  for (const CudaKernel& k : compiled.kernels) {
+    k.program->load({k.function});
+    kernels_.push_back(k.program->kernels.at(k.function));
+  }
 }
 
 std::vector<Tensor> CompiledCudaGraph::run(const std::vector<Tensor>& inputs) const { return run_keeping(inputs, nullptr); }

@@ -27,8 +27,12 @@ struct CompiledCudaGraph {
   fusion::Schedule schedule;
   codegen::CudaLayout layout;  // MINI_CODEGEN_LAYOUT's when it was rendered (the first kernel's)
   std::vector<codegen::CudaLayout> layouts;  // per kernel: how it was rendered and is launched
+  // for reading (MINI_LOGS=output_code, with functions()): every kernel under its own name,
+  // with the graph nodes it serves; NVRTC compiles `compiled`'s programs, one per distinct body
   std::string source;
-  std::shared_ptr<CudaProgram> program;  // null when the graph has no generated kernel
+  // per kernel: its program and function (compile_cuda_kernels: kernels of one body, in this
+  // graph or any other, share them); empty when not compiled or the graph has no kernel
+  CudaKernels compiled;
   double schedule_seconds = 0, codegen_seconds = 0;
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
   std::vector<int> split;                // per kernel: reductions in two stages (0: not split)
@@ -43,6 +47,9 @@ struct CompiledCudaGraph {
   // run() with each kernel timed (CUDA events around its launch): milliseconds per kernel.
   std::vector<double> kernel_ms(const std::vector<Tensor>& inputs) const;
   std::vector<int> layout_numbers() const;  // layouts' numbers, a kernel's each
+  // A comment for the source's reader (output_code): each kernel's name and the function it
+  // runs, which kernels of one body share. "" when not compiled.
+  std::string functions() const;
 
  private:
   // Made once, at the first run (compiling needs no GPU, loading does): the kernel of each

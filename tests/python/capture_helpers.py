@@ -55,11 +55,13 @@ def same(got, expected, path="result"):
 
 
 def chain(steps):
-    """A function of `steps` pointwise steps (x * 1.0001 + 0.001).sin(), the trip count a
-    closure cell: one code object for every length."""
+    """A function of `steps` pointwise steps (x * 1.0001 + 0.001 + i * 1e-7).sin(), the trip
+    count a closure cell: one code object for every length. Each step's constant is its own,
+    so the kernels fusion cuts the chain into are distinct bodies: the source, and the compile,
+    grow with the chain (kernels of one body are compiled once: codegen::kernel_body)."""
     def f(x):
-        for _ in range(steps):
-            x = (x * 1.0001 + 0.001).sin()
+        for i in range(steps):
+            x = (x * 1.0001 + (0.001 + i * 1e-7)).sin()
         return x
     return f
 

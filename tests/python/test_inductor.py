@@ -202,6 +202,29 @@ def test_kernel_comment_names_the_graph_nodes():
     assert f"// {name}: graph nodes {' '.join(nodes)}\n" in info["source"]
 
 
+def residual_stack(x, *ws):
+    """Pre-norm residual layers (layer norm, a matmul, gelu, the residual add): every layer past
+    the first fuses into a kernel of one body, named and numbered by its own nodes."""
+    for w in ws:
+        x = x + mini.nn.functional.gelu(mini.nn.functional.layer_norm(x, (16,)) @ w)
+    return x.sum()
+
+
+def test_identical_layers_are_one_cpp_function_per_body():
+    x = T(4, 16)
+    defined = {}
+    for layers in (2, 6):
+        ws = [T(16, 16, seed=i + 1) * 0.25 for i in range(layers)]
+        mini.reset()
+        info = inductor(residual_stack, x, *ws)
+        defined[layers] = re.findall(r'extern "C" void (\w+)\(', info["source"])
+        for name in info["kernels"]:  # every kernel still named, with the graph nodes it serves
+            assert f"// {name}: graph nodes " in info["source"]
+        mini.reset()
+        check_same(mini.compile(residual_stack, backend="inductor")(x, *ws), residual_stack(x, *ws), rtol=1e-4, atol=1e-4)
+    assert len(defined[6]) == len(defined[2]) < 6  # more layers, no more functions
+
+
 def test_output_code_log_prints_the_source(capsys):
     x, b = ANCHORS["transform"][1]()
     mini.set_logs("output_code")

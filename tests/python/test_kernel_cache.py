@@ -315,9 +315,9 @@ HOSTILE_VICTIM = r"""
 import json, os
 import numpy as np
 import mini
-def chain(x):  # kernels enough for two units
-    for _ in range(300):
-        x = (x * 1.0001 + 0.001).sin()
+def chain(x):  # kernels enough for two units (a constant a step: no two kernels of one body)
+    for i in range(300):
+        x = (x * 1.0001 + (0.001 + i * 1e-7)).sin()
     return x
 small = lambda x: (x.sin() * 2 + x.cos()).sum(0)
 x = mini.rand(4, 8)

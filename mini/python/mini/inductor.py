@@ -77,8 +77,10 @@ def compile_graph_cuda(gm, arch=None, layouts=None):
     a layout number for every kernel or a list of one per kernel (else MINI_CODEGEN_LAYOUT's,
     or the default, for all). Returns a
     dict: source, kernels (cuda_poi_..., cuda_red_..., cuda_per_...), decisions, arch,
-    cubin_bytes, from_disk_cache, nvrtc_seconds, codegen_seconds, layouts, and run(*inputs)
-    taking CUDA tensors."""
+    cubin_bytes, from_disk_cache (no NVRTC run: every body from memory or the disk cache),
+    nvrtc_seconds, codegen_seconds, layouts, programs (per kernel: the function it runs, its
+    program's key, the CUBIN; kernels of one body share them), distinct_programs, nvrtc_runs,
+    and run(*inputs) taking CUDA tensors."""
     return _C._inductor_compile_cuda(gm, arch or "", *_layouts(layouts))
 
 
