@@ -3,6 +3,9 @@
 // (x.shape[0] * 2, x.numel(), len(x)); a decision on it (a comparison, a branch) is made
 // with the values seen while tracing, under a shape guard that keeps the decision; where a
 // plain int is needed (a range bound, an index), specialize() guards it to its value.
+// A SymInt used as a size of the graph (a factory's size, a slice bound) becomes a graph
+// symbol (graph_size), and the relations meta inference assumed between symbols become
+// shape guards at the end of the trace (guard_size_facts).
 #include "capture/convert_frame.h"
 #include "capture/trace_context.h"
 
@@ -80,6 +83,70 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
     log_write("shape guard: " + SizeExpr::apply(op, ea, eb).str() + " was " +
               (result ? "True" : "False"));
   return make_constant(PyBool_FromLong(result));
+}
+
+bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
+  graph::Graph& g = ctx.graph();
+  SizeExpr e;
+  int64_t value;
+  if (!size_operand(v, &e, &value) || value < 0) return false;
+  if (v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return *code = v->node, true;
+  std::vector<int64_t> stack;
+  for (const auto& t : e.terms) {
+    if (t.op == SizeOp::Constant) {
+      if (t.value < 0) return false;
+      stack.push_back(t.value);
+    } else if (t.op == SizeOp::Size) {
+      size_t k = 0;
+      for (; k < g.symbols.size(); k++) {
+        const graph::Symbol& s = g.symbols[k];
+        if (s.input >= 0 && s.dim == t.dim && ctx.trace.input_sources[s.input]->str() == t.source->str()) break;
+      }
+      if (k == g.symbols.size()) return false;
+      stack.push_back(graph::symbol_code((int)k));
+    } else if (t.op == SizeOp::Add || t.op == SizeOp::Sub || t.op == SizeOp::Mul) {
+      if (stack.size() < 2) return false;
+      int64_t b = stack.back();
+      stack.pop_back();
+      stack.back() = g.derive(t.op == SizeOp::Add ? '+' : t.op == SizeOp::Sub ? '-' : '*', stack.back(), b);
+    } else {
+      return false;  // // % and unary -: graph symbols are sums, differences and products
+    }
+  }
+  if (stack.size() != 1 || g.hint(stack[0]) != value) return false;
+  *code = stack[0];
+  return true;
+}
+
+SizeExpr size_expr_of(TraceContext& ctx, int64_t code) {
+  if (!graph::is_symbol(code)) return SizeExpr::constant(code);
+  const graph::Symbol& s = ctx.graph().symbols[graph::symbol_index(code)];
+  if (s.input >= 0) return SizeExpr::size(ctx.trace.input_sources.at(s.input), s.dim);
+  SizeOp op = s.op == '+' ? SizeOp::Add : s.op == '-' ? SizeOp::Sub : SizeOp::Mul;
+  return SizeExpr::apply(op, size_expr_of(ctx, s.lhs), size_expr_of(ctx, s.rhs));
+}
+
+void guard_size_facts(TraceContext& ctx) {
+  graph::Graph& g = ctx.graph();
+  for (const graph::SizeFact& f : g.size_facts) {
+    SizeOp op = f.op == '=' ? SizeOp::Eq : f.op == '!' ? SizeOp::Ne : f.op == '<' ? SizeOp::Le : SizeOp::Gt;
+    SizeExpr holds = SizeExpr::apply(op, size_expr_of(ctx, f.lhs), size_expr_of(ctx, f.rhs));
+    if (log_channels().dynamic) log_write("size relation the graph relies on: " + holds.str());
+    if (holds.terms.size() <= SizeExpr::kMaxTerms) {
+      ctx.guards().add_size_compare(holds);
+      continue;
+    }
+    // too long to evaluate without allocating: each input dim in it keeps its value
+    std::vector<int64_t> codes{f.lhs, f.rhs};
+    while (!codes.empty()) {
+      int64_t c = codes.back();
+      codes.pop_back();
+      if (!graph::is_symbol(c)) continue;
+      const graph::Symbol& s = g.symbols[graph::symbol_index(c)];
+      if (s.input < 0) codes.insert(codes.end(), {s.lhs, s.rhs});
+      else ctx.guards().add_size_compare(SizeExpr::apply(SizeOp::Eq, size_expr_of(ctx, c), SizeExpr::constant(s.hint)));
+    }
+  }
 }
 
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor) {

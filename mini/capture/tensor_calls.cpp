@@ -50,10 +50,11 @@ bool bool_of(const VarRef& v, bool dflt) {
   return PyObject_IsTrue(v->obj);
 }
 
-// A size argument: an int, or a SymInt's symbol (resolved when the graph runs); arithmetic
-// on symbols is specialized (graph attributes hold symbols, not expressions).
+// A size argument: an int, or a SymInt as a graph symbol (resolved when the graph runs);
+// arithmetic other than + - * on sizes is specialized (graph_size).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
-  if (v && v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return v->node;
+  int64_t code;
+  if (v && v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
   return int_of(ctx, v, what);
 }
 
@@ -214,7 +215,9 @@ DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? d
 
 // One size of a factory: an int, or a dynamic size (a symbol resolved when the graph runs).
 int64_t factory_size(TraceContext& ctx, const VarRef& v, const std::string& fn) {
-  if (v->is(Var::Kind::SymInt)) return v->node;
+  int64_t code;
+  if (v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
+  if (v->is(Var::Kind::SymInt)) return int_of(ctx, v, "a size of mini." + fn + "()");
   if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
     unsupported("mini." + fn + "() with a size " + v->describe() + " (mini takes ints or x.shape's sizes)");
   return PyLong_AsLongLong(v->obj);
@@ -460,7 +463,7 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
   auto v = std::make_shared<Var>(Var::Kind::SymInt);
   v->node = s;
-  v->expr = guards::SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
+  v->expr = size_expr_of(ctx, s);  // an input's dim, or a size derived from them
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
 }
@@ -918,12 +921,16 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     if (e && !(e->is(Var::Kind::Constant) && (PyFloat_Check(e->obj) || PyLong_CheckExact(e->obj))))
       unsupported("layer_norm's eps must be a Python number known while tracing, got " + e->describe());
     a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
-    const auto& xm = meta_of(ctx, x);
-    auto same_size = [](int64_t want, int64_t have) { return have < 0 || want < 0 || want == have; };
-    if (shape.size() > xm.sizes.size() ||
-        !std::equal(shape.begin(), shape.end(), xm.sizes.end() - shape.size(), same_size))
-      fail("Given normalized_shape=", shape_str(shape), ", expected input with shape [*, ...] matching it, "
-           "but got input of size", shape_str(xm.sizes));
+    graph::Graph& g = ctx.graph();
+    const Shape xs = meta_of(ctx, x).sizes;
+    // a dynamic dim against the normalized shape is a relation the graph relies on (guarded)
+    auto same_size = [&](int64_t want, int64_t have) { return have == graph::kUnbacked || g.assume(have, '=', want); };
+    if (shape.size() > xs.size() || !std::equal(shape.begin(), shape.end(), xs.end() - shape.size(), same_size)) {
+      std::string expected;
+      for (int64_t v : g.hints(shape)) expected += ", " + std::to_string(v);
+      fail("Given normalized_shape=", shape_str(g.hints(shape)), ", expected input with shape [*", expected,
+           "], but got input of size", shape_str(g.hints(xs)));  // eager's words (nn_kernels.cpp)
+    }
     std::vector<int> in{x->node};
     for (const VarRef& t : {w, b}) {
       if (t && t->obj != Py_None && !is_tensor(t))
@@ -956,11 +963,12 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     if (a.dim < 0) a.dim += rank;
     const int64_t n = m.sizes[a.dim];
     if (n < 0 && (!end || !start)) unsupported("slice_scatter() along a dynamic dim without start and end");
-    a.start = start ? int_of(ctx, start, "start") : 0;
-    a.end = end ? int_of(ctx, end, "end") : n;
-    if (a.start < 0) a.start += n;
-    if (a.end < 0) a.end += n;
-    if (n >= 0) a.end = std::min(a.end, n);
+    // bounds of a dynamic slice (a cat's) stay symbols; a negative one counts from a static end
+    a.start = start ? size_arg(ctx, start, "start") : 0;
+    a.end = end ? size_arg(ctx, end, "end") : n;
+    if (n >= 0 && !graph::is_symbol(a.start) && a.start < 0) a.start += n;
+    if (n >= 0 && !graph::is_symbol(a.end) && a.end < 0) a.end += n;
+    if (n >= 0 && !graph::is_symbol(a.end)) a.end = std::min(a.end, n);
     a.step = step ? int_of(ctx, step, "step") : 1;
     return node(ctx, OpKind::SliceScatter, {base->node, src->node}, a);
   }

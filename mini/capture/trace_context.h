@@ -205,5 +205,14 @@ VarRef sym_negate(TraceContext& ctx, const VarRef& a);
 VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
 // x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
+// A SymInt (or an int >= 0) as a graph size code: its symbol, or a derived symbol for + - *
+// over input dims and ints (graph::Graph::derive); false for anything else (the caller
+// specializes it).
+bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code);
+// What a size code stands for, over the frame's tensors.
+guards::SizeExpr size_expr_of(TraceContext& ctx, int64_t code);
+// At the end of a trace: a shape guard for each relation meta inference assumed
+// (graph.size_facts), so a call whose sizes break one misses the cache.
+void guard_size_facts(TraceContext& ctx);
 
 }  // namespace mini::capture

@@ -1699,6 +1699,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   }
   add_input_mutations(ctx);
   t.side_effects = side_effects(ctx);
+  guard_size_facts(ctx);
   ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);
 }

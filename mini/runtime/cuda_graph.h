@@ -133,7 +133,7 @@ class CudaAutotune {
 // inputs). Shared by the C++ and CUDA compiled graphs.
 std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 
-// The step helpers both compiled graphs share: the size symbols' values for these inputs, a
+// The step helpers both compiled graphs share (the size symbols come from Graph::symbol_values): a
 // shape with its symbols replaced, and an extern or view step (through the eager ops, on the
 // device of its arguments).
 // Raises, naming the input and both layouts, unless `inputs` match the graph's inputs in number,
@@ -143,7 +143,6 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 // tensor guards check the same before a cached graph runs, so run() does not: the direct-call
 // bindings (mini.inductor, mini._C._inductor_*) call this first.
 void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs);
-std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs);
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
 Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);
 
