@@ -122,7 +122,7 @@ SizeExpr size_expr_of(TraceContext& ctx, int64_t code) {
   if (!graph::is_symbol(code)) return SizeExpr::constant(code);
   const graph::Symbol& s = ctx.graph().symbols[graph::symbol_index(code)];
   if (s.input >= 0) return SizeExpr::size(ctx.trace.input_sources.at(s.input), s.dim);
-  SizeOp op = s.op == '+' ? SizeOp::Add : s.op == '-' ? SizeOp::Sub : SizeOp::Mul;
+  SizeOp op = s.op == '+' ? SizeOp::Add : s.op == '-' ? SizeOp::Sub : s.op == '*' ? SizeOp::Mul : SizeOp::FloorDiv;
   return SizeExpr::apply(op, size_expr_of(ctx, s.lhs), size_expr_of(ctx, s.rhs));
 }
 

@@ -1312,6 +1312,25 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         else pop();
         break;
       }
+      case Opcode::RAISE_VARARGS: {
+        // `raise RuntimeError("...")` of a message known while tracing (mini's own checks in
+        // Python, as cat's): the user error it is, which ends the unit before the instruction
+        // (eager raises it) and is what fullgraph=True raises
+        PyObject* e = in.arg == 1 ? top()->obj : nullptr;  // made of constants (wrap_untracked)
+        static const std::pair<PyObject*, Error::Kind> kinds[] = {
+            {PyExc_RuntimeError, Error::Kind::Runtime}, {PyExc_TypeError, Error::Kind::Type},
+            {PyExc_ValueError, Error::Kind::Value}, {PyExc_IndexError, Error::Kind::Index}};
+        for (const auto& [type, kind] : kinds) {
+          if (!e || (PyObject*)Py_TYPE(e) != type) continue;
+          PyObject* text = PyObject_Str(e);
+          std::string message = text ? PyUnicode_AsUTF8(text) : "";
+          Py_XDECREF(text);
+          PyErr_Clear();
+          throw Error(kind, message);
+        }
+        unsupported("a raise statement other than of a RuntimeError, TypeError, ValueError or IndexError "
+                    "with a message known while tracing");
+      }
       default:
         unsupported(std::string("the instruction ") + in.name + " is not supported by mini's capture");
     }
@@ -1700,6 +1719,7 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   add_input_mutations(ctx);
   t.side_effects = side_effects(ctx);
   guard_size_facts(ctx);
+  ctx.graph().apply_replacements();
   ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);
 }

@@ -103,6 +103,7 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.inputs = in;
   n.code = code;
   n.meta = infer_meta(op, metas, wrapped, attrs, this);
+  for (int64_t& s : n.meta.sizes) s = canonical(s);  // a symbol found equal to a size is that size
   // an element count past int64 fails here, as the eager op would (symbols are left out:
   // the kernel checks the real sizes when it runs)
   Shape known;
@@ -132,16 +133,22 @@ Shape Graph::hints(const Shape& sizes) const {
   return out;
 }
 
-int64_t Graph::derive(char op, int64_t a, int64_t b) {
-  if (op != '-' && b < a) std::swap(a, b);  // + and * commute: one definition per pair
-  if (a >= 0 && b >= 0) {
-    int64_t r;
-    bool overflow = op == '+' ? __builtin_add_overflow(a, b, &r)
-                    : op == '-' ? __builtin_sub_overflow(a, b, &r) : __builtin_mul_overflow(a, b, &r);
-    if (!overflow && r >= 0) return r;
+// a op b on values; false on an int64 overflow (or a division by zero)
+static bool apply_size(char op, int64_t a, int64_t b, int64_t* r) {
+  switch (op) {
+    case '+': return !__builtin_add_overflow(a, b, r);
+    case '-': return !__builtin_sub_overflow(a, b, r);
+    case '*': return !__builtin_mul_overflow(a, b, r);
+    default: return b > 0 && (*r = a / b, true);
   }
+}
+
+int64_t Graph::derive(char op, int64_t a, int64_t b) {
+  if ((op == '+' || op == '*') && b < a) std::swap(a, b);  // they commute: one definition per pair
+  int64_t r;
+  if (a >= 0 && b >= 0 && apply_size(op, a, b, &r) && r >= 0) return r;
   if ((op == '+' && a == 0) || (op == '*' && a == 1)) return b;
-  if (op == '-' && b == 0) return a;
+  if ((op == '-' && b == 0) || (op == '/' && b == 1)) return a;
   if (op == '-' && is_symbol(a)) {  // (x + y) - y = x, as a cat's second slice measures
     const Symbol& s = symbols[symbol_index(a)];
     if (s.input < 0 && s.op == '+' && (s.lhs == b || s.rhs == b)) return s.lhs == b ? s.rhs : s.lhs;
@@ -149,10 +156,9 @@ int64_t Graph::derive(char op, int64_t a, int64_t b) {
   for (size_t k = 0; k < symbols.size(); k++)
     if (symbols[k].input < 0 && symbols[k].op == op && symbols[k].lhs == a && symbols[k].rhs == b)
       return symbol_code((int)k);
-  int64_t x = hint(a), y = hint(b), r = 0;
-  if (op == '+' ? __builtin_add_overflow(x, y, &r) : op == '-' ? __builtin_sub_overflow(x, y, &r)
-                                                    : __builtin_mul_overflow(x, y, &r))
-    fail("a size computed from the sizes ", x, " and ", y, " overflows int64");
+  int64_t x = hint(a), y = hint(b);
+  r = 0;
+  if (!apply_size(op, x, y, &r)) fail("a size computed from the sizes ", x, " and ", y, " overflows int64");
   Symbol s;
   s.input = -1;
   s.hint = r;
@@ -164,16 +170,43 @@ int64_t Graph::derive(char op, int64_t a, int64_t b) {
 }
 
 bool Graph::assume(int64_t a, char op, int64_t b) {
-  int64_t x = hint(a), y = hint(b);
-  bool holds = op == '=' ? x == y : op == '!' ? x != y : x <= y;
-  if (a >= 0 && b >= 0) return holds;  // constants: nothing to keep
-  if (a == b) return holds;
-  // an input dim is >= 2 by its tensor guard: != 0, != 1 and 0 <= s are known
+  auto compare = [op](int64_t x, int64_t y) { return op == '=' ? x == y : op == '!' ? x != y : x <= y; };
+  bool holds = compare(hint(a), hint(b));
+  if ((a >= 0 && b >= 0) || a == b) return holds;  // nothing to keep
+  // an input dim is >= 2 by its tensor guard: a comparison with an int c that has one outcome
+  // for every size from 2 up (s != 1, 2 <= s; it can change only at 2, at c and past c)
+  // needs no fact
   auto input_dim = [&](int64_t s) { return is_symbol(s) && symbols[symbol_index(s)].input >= 0; };
-  if (op == '!' && ((input_dim(a) && b >= 0 && b <= 1) || (input_dim(b) && a >= 0 && a <= 1))) return holds;
-  if (op == '<' && a == 0 && input_dim(b)) return holds;
+  auto implied = [](int64_t c, auto outcome) {
+    constexpr int64_t kLarge = int64_t(1) << 62;
+    bool at2 = outcome(2);
+    return outcome(std::max<int64_t>(c, 2)) == at2 && outcome(c + 1 > 2 ? c + 1 : 3) == at2 && outcome(kLarge) == at2;
+  };
+  if (input_dim(a) && b >= 0 && implied(b, [&](int64_t s) { return compare(s, b); })) return holds;
+  if (input_dim(b) && a >= 0 && implied(a, [&](int64_t s) { return compare(a, s); })) return holds;
   size_facts.push_back({a, b, holds ? op : op == '=' ? '!' : op == '!' ? '=' : '>'});
+  int64_t x = canonical(a), y = canonical(b);
+  if (holds && op == '=' && x != y) {  // the later symbol is replaced by the int or the earlier one
+    if (x >= 0 || (is_symbol(y) && y < x)) std::swap(x, y);
+    replacements[x] = y;
+  }
   return holds;
+}
+
+int64_t Graph::canonical(int64_t size) const {
+  for (auto it = replacements.find(size); it != replacements.end(); it = replacements.find(size)) size = it->second;
+  return size;
+}
+
+void Graph::apply_replacements() {
+  if (replacements.empty()) return;
+  auto apply = [&](int64_t& v) { v = canonical(v); };
+  for (Node& n : nodes) {
+    for (int64_t& v : n.meta.sizes) apply(v);
+    for (int64_t& v : n.attrs.shape) apply(v);
+    apply(n.attrs.start);
+    apply(n.attrs.end);
+  }
 }
 
 std::vector<int64_t> Graph::symbol_values(const std::vector<Tensor>& in) const {
@@ -182,9 +215,8 @@ std::vector<int64_t> Graph::symbol_values(const std::vector<Tensor>& in) const {
   for (size_t k = 0; k < symbols.size(); k++) {
     const Symbol& s = symbols[k];
     if (s.input >= 0) v[k] = in[s.input]->sizes[s.dim];
-    else if (s.op == '+') v[k] = value(s.lhs) + value(s.rhs);
-    else if (s.op == '-') v[k] = value(s.lhs) - value(s.rhs);
-    else v[k] = value(s.lhs) * value(s.rhs);
+    else if (!apply_size(s.op, value(s.lhs), value(s.rhs), &v[k]))  // the facts keep operands in range
+      fail("the size ", size_str(symbol_code((int)k)), " of this call overflows int64");
   }
   return v;
 }
@@ -392,12 +424,17 @@ static int64_t numel_code(Graph& g, const Shape& sizes) {
   return g.derive('*', code, known);
 }
 
-// The length of the slice start:end (step 1) of a dim of size n, where a symbol takes part:
-// end - start, with 0 <= start <= end <= n kept as facts (a cat's slices); unbacked else.
+// The length of the slice start:end:step of a dim of size n, where a symbol takes part, as
+// eager clamps the bounds (end to n, start to end), each clamp decided with the hints; bounds
+// are ints >= 0 or symbols here (capture specializes a dim that a negative bound counts from).
 static int64_t slice_length(Graph& g, int64_t n, int64_t start, int64_t end, int64_t step) {
-  if (step != 1 || n == kUnbacked || start == kUnbacked || end == kUnbacked) return kUnbacked;
-  if (!g.assume(0, '<', start) || !g.assume(start, '<', end) || !g.assume(end, '<', n)) return kUnbacked;
-  return g.derive('-', end, start);
+  for (int64_t v : {n, start, end})
+    if (v == kUnbacked || (v < 0 && !is_symbol(v))) return kUnbacked;
+  if (step < 1) return kUnbacked;
+  if (end >= (int64_t(1) << 62) || !g.assume(end, '<', n)) end = n;  // x[1:] ends at a huge int
+  if (!g.assume(start, '<', end)) start = end;
+  int64_t span = g.derive('-', end, start);
+  return step == 1 ? span : g.derive('/', g.derive('+', span, step - 1), step);  // ceil(span / step)
 }
 
 // Views of tensors with symbolic sizes: sizes follow the op's rule, strides that would
@@ -432,6 +469,16 @@ static TensorMeta symbolic_view_meta(Graph& g, OpKind op, const TensorMeta& in, 
         std::sort(sym_out.begin(), sym_out.end());
         bool cancels = sym_in == sym_out && known_out && known_in % known_out == 0;
         s[infer_at] = cancels ? known_in / known_out : kUnbacked;
+        Shape rest = a.shape;
+        rest.erase(rest.begin() + infer_at);
+        if (!cancels && !unbacked && g.assume(numel_code(g, rest), '!', 0)) {
+          // the -1 is the element count over the rest: a derived symbol, and the division exact
+          int64_t total = numel_code(g, in.sizes), others = numel_code(g, rest);
+          int64_t q = g.derive('/', total, others);
+          if (!g.assume(g.derive('*', q, others), '=', total))
+            infer_reshape(g.hints(a.shape), numel_of(g.hints(in.sizes)));  // eager's error
+          s[infer_at] = q;
+        }
       }
       break;
     }
@@ -472,11 +519,11 @@ static TensorMeta symbolic_view_meta(Graph& g, OpKind op, const TensorMeta& in, 
     case OpKind::Select: s.erase(s.begin() + wrap_dim(a.dim, r)); break;
     case OpKind::Slice: {
       int64_t d = wrap_dim(a.dim, r);
-      if (s[d] >= 0) {
+      if (s[d] >= 0 && !is_symbol(a.start) && !is_symbol(a.end)) {
         int64_t n = s[d], st = std::min(std::max<int64_t>(a.start, 0), n), en = std::min(std::max(a.end, st), n);
         s[d] = (en - st + a.step - 1) / a.step;
-      } else if (!(a.start == 0 && a.step == 1 && a.end >= (int64_t(1) << 62))) {
-        s[d] = kUnbacked;
+      } else {
+        s[d] = slice_length(g, s[d], a.start, a.end, a.step);
       }
       break;
     }
@@ -496,8 +543,9 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   for (size_t i = 0; i < in.size(); i++) t.push_back(meta_tensor(in[i], wrapped[i]));
   switch (op_class(op)) {
     case OpClass::Pointwise: {
-      Shape shape;
-      for (auto& m : in) shape = broadcast_meta(g, shape, m.sizes);
+      Shape shape;  // in eager's order (where: the values, then the condition), for its message
+      if (op == OpKind::Where) shape = broadcast_meta(g, in[0].sizes, broadcast_meta(g, in[1].sizes, in[2].sizes));
+      else for (auto& m : in) shape = broadcast_meta(g, shape, m.sizes);
       std::vector<Tensor> operands = t;
       if (op == OpKind::Where) operands.erase(operands.begin());  // the condition does not promote
       DType dt = result_type(operands);

@@ -32,7 +32,7 @@ struct Symbol {
   int input = 0;     // position in graph.inputs; -1: derived
   int dim = 0;
   int64_t hint = 0;  // the size seen while tracing
-  char op = 0;       // derived: '+', '-' or '*'
+  char op = 0;       // derived: '+', '-', '*' or '/' (of sizes >= 0: floor division)
   int64_t lhs = 0, rhs = 0;
 };
 
@@ -87,6 +87,10 @@ struct Graph {
   std::vector<int> outputs;  // node ids of the returned tensors
   std::vector<Symbol> symbols;  // s0, s1, ...: dynamic sizes and the input dims they are
   std::vector<SizeFact> size_facts;  // what meta inference assumed about the symbols
+  // A symbol found equal to an int or an earlier symbol -> that size (torch's ShapeEnv
+  // replacements): applied to every node by apply_replacements, so generated code sees a
+  // broadcast symbol as the 1 it is.
+  std::map<int64_t, int64_t> replacements;
   // Where every tensor of the graph lives (one device per graph; a 0-d CPU number input is
   // the only exception, as in eager). Backends compile for it: C++ for the CPU, CUDA else.
   Device device;
@@ -101,12 +105,17 @@ struct Graph {
   // The value seen while tracing of a size code (a constant is itself; kUnbacked has none).
   int64_t hint(int64_t size) const;
   Shape hints(const Shape& sizes) const;
-  // The size code of `a op b` ('+', '-', '*'): folded where the operands are constants or
+  // The size code of `a op b` ('+', '-', '*', '/'): folded where the operands are constants or
   // the result is one of them, one symbol per definition.
   int64_t derive(char op, int64_t a, int64_t b);
   // Decides `a op b` ('=', '!', '<' for <=) with the hints and records the outcome as a
   // SizeFact where a symbol takes part (and the outcome is not already known).
   bool assume(int64_t a, char op, int64_t b);
+  // `size` with the replacements applied.
+  int64_t canonical(int64_t size) const;
+  // Rewrites every node's sizes and size attributes with their canonical codes (at the end of
+  // a trace, once the facts that justify them are guarded).
+  void apply_replacements();
   // Every symbol's value for these inputs (graph.inputs' order): input dims, then derived.
   std::vector<int64_t> symbol_values(const std::vector<Tensor>& inputs) const;
 

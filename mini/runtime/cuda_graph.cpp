@@ -108,7 +108,7 @@ void require_known_sizes(const graph::Graph& g) {
         std::string shape;
         for (int64_t d : n.meta.sizes) shape += (shape.empty() ? "" : ", ") + graph::size_str(d);
         fail("cannot generate code for this graph: ", n.name, " has a size known only at run time ([", shape,
-             "], u: a nonzero's length, or a slice of a dynamic dim), and generated "
+             "], u: a nonzero's length, or a size computed from one), and generated "
              "kernels need every size as a number or a size symbol. Run it with eager kernels (mini.compile does), "
              "or capture it with static sizes");
       }

@@ -147,7 +147,7 @@ Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
 Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);
 
 // Raises, naming the node, when a size of `g` is known only at run time (graph::kUnbacked: a
-// nonzero's length, a slice of a dynamic dim): generated code needs every size as a number or
+// nonzero's length, or a size computed from one): generated code needs every size as a number or
 // a size symbol. mini.compile runs such graphs with eager kernels and never gets here.
 void require_known_sizes(const graph::Graph& g);
 

@@ -335,6 +335,7 @@ def test_a_dynamic_dims_own_stride_is_guarded():
 # whose sizes break it misses the cache, and the new trace raises eager's error.
 
 FIXED = T(2, 3, seed=9)
+FIXED5 = T(5, 3, seed=8)  # a size seen that is not the smallest a dynamic dim may have
 
 
 def _pair(n, m, cols=3):
@@ -348,6 +349,7 @@ def _cond(n):
 # name -> (fn, calls): the first calls make the dims dynamic, the later ones break a relation
 RELATIONS = {
     "broadcast_fixed": (lambda x: x + FIXED, [(T(2, 3),), (T(3, 3),), (T(4, 3),), (T(2, 3),), (T(5, 3),)]),
+    "broadcast_fixed_5": (lambda x: x - FIXED5, [(T(5, 3),), (T(6, 3),), (T(5, 3),), (T(7, 3),), (T(1, 3),)]),
     "broadcast_symbols": (lambda x, y: x * y, [_pair(2, 2), _pair(3, 3), _pair(4, 4), _pair(5, 6), _pair(6, 6)]),
     "broadcast_symbol_against_one": (lambda x, y: x - y, [_pair(2, 2), _pair(3, 3), _pair(4, 1), _pair(1, 4),
                                                           _pair(5, 7)]),
@@ -357,12 +359,16 @@ RELATIONS = {
                        [(T(5, 2), T(6, 3)), (T(5, 2), T(1, 3)), (T(7, 2), T(7, 3))]),
     "reshape_numel": (lambda x, y: y.view(x.shape[0], 3), [(T(n, 3), T(3 * n)) for n in (2, 3, 4)] +
                       [(T(5, 3), T(14)), (T(5, 3), T(15))]),
+    # the -1 is s0 * 6 / 4: exact for even s0 only
+    "reshape_inferred": (lambda x: x.reshape(-1, 4) * 2, [(T(n, 6),) for n in (2, 4, 6, 3, 8)]),
     "expand": (lambda x, y: y.expand(x.shape[0], 3), [(T(n, 3), T(n, 1)) for n in (2, 3, 4)] +
                [(T(5, 3), T(6, 1)), (T(5, 3), T(1, 1)), (T(6, 3), T(6, 1))]),
     "where": (lambda c, x, y: mini.where(c, x, y), [(_cond(n), T(n, 3), T(1, 3)) for n in (2, 3, 4)] +
               [(_cond(5), T(6, 3), T(1, 3)), (_cond(6), T(6, 3), T(6, 3))]),
     "layer_norm_weight": (lambda x, w: mini.nn.functional.layer_norm(x, x.shape[-1:], w),
                           [(T(2, n), T(n)) for n in (2, 3, 4)] + [(T(2, 5), T(6)), (T(2, 6), T(6))]),
+    # a step slice's length ((m + 1) // 2) broadcast as the 1 it was, then matched against 4
+    "step_slice_broadcast": (lambda x, y: x[:, ::2] * y, [(T(3, m), T(3, 4)) for m in (2, 8, 7, 6, 2)]),
     "slice_then_broadcast": (lambda x, y: x[1:] + y, [_pair(n + 1, n) for n in (2, 3, 4)] + [_pair(6, 4),
                                                                                             _pair(6, 5)]),
 }
@@ -378,9 +384,12 @@ def outcome(fn, args):
 @pytest.mark.parametrize("name", sorted(RELATIONS))
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-def test_call_breaking_a_size_relation_raises_eagers_error(name, dynamic, backend):
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_call_breaking_a_size_relation_raises_eagers_error(name, dynamic, backend, fullgraph):
+    # fullgraph=True: the error raised while tracing is the user's, not mini.Unsupported (cat's
+    # check is a raise statement in mini's Python)
     fn, calls = RELATIONS[name]
-    compiled = mini.compile(fn, backend=backend, dynamic=dynamic)
+    compiled = mini.compile(fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
     raised = 0
     for k, args in enumerate(calls):
         exp, exp_error = outcome(fn, args)

@@ -828,11 +828,13 @@ def cat(tensors, dim=0):
         if t.dim() != first.dim() or t.dtype != first.dtype:
             raise RuntimeError(f"cat(): tensors must have the same number of dimensions and dtype, got "
                                f"{first.dtype}{list(first.shape)} and {t.dtype}{list(t.shape)} (cast with .to() first)")
-        # torch's check (a size of 1 does not broadcast here); compiled, a shape guard keeps it
+        # torch's check (a size of 1 does not broadcast here); compiled, a shape guard keeps it.
+        # The message is concatenated: capture runs the raise, and has no f-strings.
         for i in range(first.dim()):
             if i != d and t.shape[i] != first.shape[i]:
-                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
-                                   f"{first.shape[i]} but got size {t.shape[i]} for tensor number {k} in the list.")
+                raise RuntimeError("Sizes of tensors must match except in dimension " + str(d) + ". Expected size " +
+                                   str(first.shape[i]) + " but got size " + str(t.shape[i]) + " for tensor number " +
+                                   str(k) + " in the list.")
         total = total + t.shape[d]
     out = zeros(first.shape[:d] + (total,) + first.shape[d + 1:], dtype=first.dtype, device=first.device)
     start = 0
