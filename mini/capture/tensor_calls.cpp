@@ -620,7 +620,7 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       a.index = PyLong_AsLongLong(o);
       int64_t n = meta_of(ctx, r).sizes.at(dim);
       if (n < 0 && a.index < 0) n = PyLong_AsLongLong(specialize(ctx, size_var(ctx, r, dim))->obj);
-      if (n < 0) {  // a dynamic size: the kernel checks the bound when it runs
+      if (n < 0) {  // a dynamic size: meta inference keeps the bound as a fact (guarded)
         r = node(ctx, OpKind::Select, {r->node}, a);
         continue;
       }

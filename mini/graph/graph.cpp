@@ -516,7 +516,13 @@ static TensorMeta symbolic_view_meta(Graph& g, OpKind op, const TensorMeta& in, 
       s = out;
       break;
     }
-    case OpKind::Select: s.erase(s.begin() + wrap_dim(a.dim, r)); break;
+    case OpKind::Select: {  // the index inside a dynamic dim: index + 1 <= s, a fact
+      int64_t d = wrap_dim(a.dim, r);
+      if (is_symbol(s[d]) && a.index >= 0 && !g.assume(a.index + 1, '<', s[d]))
+        fail_index("index ", a.index, " is out of bounds for dimension ", d, " with size ", g.hint(s[d]));
+      s.erase(s.begin() + d);
+      break;
+    }
     case OpKind::Slice: {
       int64_t d = wrap_dim(a.dim, r);
       if (s[d] >= 0 && !is_symbol(a.start) && !is_symbol(a.end)) {

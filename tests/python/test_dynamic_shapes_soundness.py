@@ -369,6 +369,7 @@ RELATIONS = {
                           [(T(2, n), T(n)) for n in (2, 3, 4)] + [(T(2, 5), T(6)), (T(2, 6), T(6))]),
     # a step slice's length ((m + 1) // 2) broadcast as the 1 it was, then matched against 4
     "step_slice_broadcast": (lambda x, y: x[:, ::2] * y, [(T(3, m), T(3, 4)) for m in (2, 8, 7, 6, 2)]),
+    "select_index": (lambda x: x[:, 3] * 2, [(T(2, n),) for n in (5, 6, 4, 3, 7)]),
     "slice_then_broadcast": (lambda x, y: x[1:] + y, [_pair(n + 1, n) for n in (2, 3, 4)] + [_pair(6, 4),
                                                                                             _pair(6, 5)]),
 }
