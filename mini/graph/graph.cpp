@@ -184,8 +184,12 @@ bool Graph::assume(int64_t a, char op, int64_t b) {
   };
   if (input_dim(a) && b >= 0 && implied(b, [&](int64_t s) { return compare(s, b); })) return holds;
   if (input_dim(b) && a >= 0 && implied(a, [&](int64_t s) { return compare(a, s); })) return holds;
-  size_facts.push_back({a, b, holds ? op : op == '=' ? '!' : op == '!' ? '=' : '>'});
   int64_t x = canonical(a), y = canonical(b);
+  if (x == y) return holds;  // an earlier fact made them one size
+  SizeFact fact{a, b, holds ? op : op == '=' ? '!' : op == '!' ? '=' : '>'};
+  for (const SizeFact& f : size_facts)
+    if (f.lhs == fact.lhs && f.rhs == fact.rhs && f.op == fact.op) return holds;
+  size_facts.push_back(fact);
   if (holds && op == '=' && x != y) {  // the later symbol is replaced by the int or the earlier one
     if (x >= 0 || (is_symbol(y) && y < x)) std::swap(x, y);
     replacements[x] = y;
