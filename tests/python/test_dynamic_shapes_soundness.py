@@ -365,6 +365,10 @@ RELATIONS = {
                [(T(5, 3), T(6, 1)), (T(5, 3), T(1, 1)), (T(6, 3), T(6, 1))]),
     "where": (lambda c, x, y: mini.where(c, x, y), [(_cond(n), T(n, 3), T(1, 3)) for n in (2, 3, 4)] +
               [(_cond(5), T(6, 3), T(1, 3)), (_cond(6), T(6, 3), T(6, 3))]),
+    # eager broadcasts the values first, then the condition: its message names x and y
+    "where_values_first": (lambda c, x, y: mini.where(c, x, y),
+                           [(mini.tensor([[[True, False, True]]]),) + _pair(n, n) for n in (2, 3, 4)] +
+                           [(mini.tensor([[[True, False, True]]]),) + _pair(5, 6)]),
     "layer_norm_weight": (lambda x, w: mini.nn.functional.layer_norm(x, x.shape[-1:], w),
                           [(T(2, n), T(n)) for n in (2, 3, 4)] + [(T(2, 5), T(6)), (T(2, 6), T(6))]),
     # a step slice's length ((m + 1) // 2) broadcast as the 1 it was, then matched against 4
