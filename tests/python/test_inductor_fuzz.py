@@ -5,7 +5,7 @@ binary ops with broadcasting ([4, 1] x [1, 5], scalars, 0-d tensors), comparison
 reductions (sum, mean, amax, amin; one or more dims; with and without keepdim; of 0-d
 tensors, of other reductions, over dims of size 0 and 1), views (transpose, permute, reshape,
 flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs and of computed values),
-matmul, softmax / log_softmax / layer_norm (decomposed by the backend), and casts between
+matmul, softmax / log_softmax / layer_norm (decomposed by the backend), cat, and casts between
 float32, float64, int64 and bool with torch's type promotion. Sizes include 0, 1, odd ones
 (3, 7, 17, 33, ...) and 1023/1025 (around a reduction's chunk); a quarter of the inputs are
 passed non-contiguous (transposed, every other element, expanded).
@@ -22,9 +22,11 @@ Every output is compared with running the same function eagerly on the same inpu
    compute bit for bit (no transcendental, no float sum, no product feeding a sum that a
    compiler could contract into an FMA), so these are never decided by rounding.
 Every fifth function is compiled with dynamic=True (symbolic sizes as kernel arguments).
-Those and every fifth other function are called a second time with every input dim of one
-size n >= 2 made n + 1 (the other function recompiles with automatic dynamic shapes), and
-compared again, when eager accepts those inputs.
+Those and two in five other functions are called again with other sizes (Program.size_calls):
+every input dim of one size n >= 2 made n + 1 (automatic dynamic recompiles with it symbolic),
+n + 2 (the symbolic graph runs), n + 1 in one input alone (a size relation between inputs may
+break: where eager raises, compiled must raise the same exception type and message), n + 3;
+each compared with eager.
 A third as many functions again run as training steps: float inputs require grad, and the
 compiled gradients (training graphs) must match eager autograd's.
 Each function runs in a forked child, so a crash in generated code fails that function only.
