@@ -610,7 +610,8 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   switch (op) {
     case OpKind::Matmul: {
       const Shape &x = in[0].sizes, &y = in[1].sizes;
-      if (x.empty() || y.empty()) fail("both arguments to matmul need to be at least 1D");
+      if (x.empty() || y.empty())
+        fail("both arguments to matmul need to be at least 1D, but they are ", x.size(), "D and ", y.size(), "D");
       if (in[0].dtype != in[1].dtype)
         fail("expected m1 and m2 to have the same dtype, but got: ", dtype_name(in[0].dtype),
              " != ", dtype_name(in[1].dtype));
@@ -620,7 +621,12 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
         for (int64_t d : g.hints(s)) out += (out.empty() ? "" : "x") + std::to_string(d);
         return out;
       };
-      if (!same_size(g, xs.back(), ys[ys.size() - 2]))
+      bool inner = same_size(g, xs.back(), ys[ys.size() - 2]);
+      if (!inner && x.size() == 1 && y.size() == 1)  // a dot product: eager's own message
+        fail("inconsistent tensor size, expected tensor [", g.hint(x[0]), "] and src [", g.hint(y[0]),
+             "] to have the same number of elements, but got ", g.hint(x[0]), " and ", g.hint(y[0]),
+             " elements respectively");
+      if (!inner)
         fail("mat1 and mat2 shapes cannot be multiplied (", mat(xs), " and ", mat(ys),
              "): the inner dimensions ", g.hint(xs.back()), " and ", g.hint(ys[ys.size() - 2]), " must be equal");
       Shape batch = broadcast_meta(g, Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));

@@ -355,6 +355,7 @@ RELATIONS = {
                                                           _pair(5, 7)]),
     "matmul_inner": (lambda a, b: a @ b, [(T(2, n), T(n, 4)) for n in (2, 3, 4)] + [(T(2, 5), T(6, 4)),
                                                                                      (T(2, 6), T(6, 4))]),
+    "dot": (lambda a, b: a @ b, [(T(n), T(n)) for n in (2, 3, 4)] + [(T(5), T(6)), (T(6), T(6))]),
     "cat_other_dims": (lambda a, b: mini.cat([a, b], 1), [(T(n, 2), T(n, 3)) for n in (2, 3, 4)] +
                        [(T(5, 2), T(6, 3)), (T(5, 2), T(1, 3)), (T(7, 2), T(7, 3))]),
     "reshape_numel": (lambda x, y: y.view(x.shape[0], 3), [(T(n, 3), T(3 * n)) for n in (2, 3, 4)] +
