@@ -155,8 +155,10 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   }
   if (name == "getattr" && args.size() == 2 && args[1]->obj && PyUnicode_Check(args[1]->obj))
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
+  // (an exception made of constants is a constant too: what a raise statement raises)
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
-                               "tuple", "list", "divmod", "pow", "sum", "len", "isinstance", "slice"};
+                               "tuple", "list", "divmod", "pow", "sum", "len", "isinstance", "slice",
+                               "RuntimeError", "TypeError", "ValueError", "IndexError"};
   // the math module's functions are pure too: math.sqrt(head_dim) of a model's attention scale
   PyObject* owner = PyCFunction_Check(callee->obj) ? PyCFunction_GET_SELF(callee->obj) : nullptr;
   const char* module = owner && PyModule_Check(owner) ? PyModule_GetName(owner) : nullptr;

@@ -119,8 +119,6 @@ bool is_contiguous(const graph::TensorMeta& m) {
 
 int add_tensor_op(TraceContext& ctx, OpKind op, const std::vector<int>& inputs,
                   const Attrs& attrs) {
-  // meta inference takes two symbols for one size where they meet: guarded equal here
-  if (op_class(op) == OpClass::Pointwise || op == OpKind::MseLoss) guard_broadcast(ctx, inputs);
   graph::Graph& g = ctx.graph();
   int id = g.add_op(op, inputs, attrs, ctx.current_code);
   bool from_grad = false;

@@ -3,6 +3,9 @@
 // (x.shape[0] * 2, x.numel(), len(x)); a decision on it (a comparison, a branch) is made
 // with the values seen while tracing, under a shape guard that keeps the decision; where a
 // plain int is needed (a range bound, an index), specialize() guards it to its value.
+// A SymInt used as a size of the graph (a factory's size, a slice bound) becomes a graph
+// symbol (graph_size), and the relations meta inference assumed between symbols become
+// shape guards at the end of the trace (guard_size_facts).
 #include "capture/convert_frame.h"
 #include "capture/trace_context.h"
 
@@ -82,6 +85,70 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
   return make_constant(PyBool_FromLong(result));
 }
 
+bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
+  graph::Graph& g = ctx.graph();
+  SizeExpr e;
+  int64_t value;
+  if (!size_operand(v, &e, &value) || value < 0) return false;
+  if (v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return *code = v->node, true;
+  std::vector<int64_t> stack;
+  for (const auto& t : e.terms) {
+    if (t.op == SizeOp::Constant) {
+      if (t.value < 0) return false;
+      stack.push_back(t.value);
+    } else if (t.op == SizeOp::Size) {
+      size_t k = 0;
+      for (; k < g.symbols.size(); k++) {
+        const graph::Symbol& s = g.symbols[k];
+        if (s.input >= 0 && s.dim == t.dim && ctx.trace.input_sources[s.input]->str() == t.source->str()) break;
+      }
+      if (k == g.symbols.size()) return false;
+      stack.push_back(graph::symbol_code((int)k));
+    } else if (t.op == SizeOp::Add || t.op == SizeOp::Sub || t.op == SizeOp::Mul) {
+      if (stack.size() < 2) return false;
+      int64_t b = stack.back();
+      stack.pop_back();
+      stack.back() = g.derive(t.op == SizeOp::Add ? '+' : t.op == SizeOp::Sub ? '-' : '*', stack.back(), b);
+    } else {
+      return false;  // // % and unary -: graph symbols are sums, differences and products
+    }
+  }
+  if (stack.size() != 1 || g.hint(stack[0]) != value) return false;
+  *code = stack[0];
+  return true;
+}
+
+SizeExpr size_expr_of(TraceContext& ctx, int64_t code) {
+  if (!graph::is_symbol(code)) return SizeExpr::constant(code);
+  const graph::Symbol& s = ctx.graph().symbols[graph::symbol_index(code)];
+  if (s.input >= 0) return SizeExpr::size(ctx.trace.input_sources.at(s.input), s.dim);
+  SizeOp op = s.op == '+' ? SizeOp::Add : s.op == '-' ? SizeOp::Sub : s.op == '*' ? SizeOp::Mul : SizeOp::FloorDiv;
+  return SizeExpr::apply(op, size_expr_of(ctx, s.lhs), size_expr_of(ctx, s.rhs));
+}
+
+void guard_size_facts(TraceContext& ctx) {
+  graph::Graph& g = ctx.graph();
+  for (const graph::SizeFact& f : g.size_facts) {
+    SizeOp op = f.op == '=' ? SizeOp::Eq : f.op == '!' ? SizeOp::Ne : f.op == '<' ? SizeOp::Le : SizeOp::Gt;
+    SizeExpr holds = SizeExpr::apply(op, size_expr_of(ctx, f.lhs), size_expr_of(ctx, f.rhs));
+    if (log_channels().dynamic) log_write("size relation the graph relies on: " + holds.str());
+    if (holds.terms.size() <= SizeExpr::kMaxTerms) {
+      ctx.guards().add_size_compare(holds);
+      continue;
+    }
+    // too long to evaluate without allocating: each input dim in it keeps its value
+    std::vector<int64_t> codes{f.lhs, f.rhs};
+    while (!codes.empty()) {
+      int64_t c = codes.back();
+      codes.pop_back();
+      if (!graph::is_symbol(c)) continue;
+      const graph::Symbol& s = g.symbols[graph::symbol_index(c)];
+      if (s.input < 0) codes.insert(codes.end(), {s.lhs, s.rhs});
+      else ctx.guards().add_size_compare(SizeExpr::apply(SizeOp::Eq, size_expr_of(ctx, c), SizeExpr::constant(s.hint)));
+    }
+  }
+}
+
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor) {
   VarRef n = make_constant(PyLong_FromLong(1));
   for (size_t d = 0; d < meta_of(ctx, tensor).sizes.size(); d++) {
@@ -96,50 +163,6 @@ VarRef numel_var(TraceContext& ctx, const VarRef& tensor) {
     n = product;
   }
   return n;
-}
-
-Shape hinted(TraceContext& ctx, const Shape& sizes) {
-  Shape out = sizes;
-  for (int64_t& s : out)
-    if (graph::is_symbol(s)) s = ctx.graph().symbols[graph::symbol_index(s)].hint;
-  return out;
-}
-
-namespace {
-SizeExpr size_expr(TraceContext& ctx, int64_t size) {
-  if (!graph::is_symbol(size)) return SizeExpr::constant(size);
-  const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(size)];
-  return SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
-}
-}  // namespace
-
-bool sizes_equal(TraceContext& ctx, int64_t a, int64_t b) {
-  if (a == b || a == graph::kUnbacked || b == graph::kUnbacked) return true;
-  if (!graph::is_symbol(a) && !graph::is_symbol(b)) return false;
-  int64_t ha = hinted(ctx, {a})[0], hb = hinted(ctx, {b})[0];
-  if (ha != hb) return false;
-  ctx.guards().add_size_compare(SizeExpr::apply(SizeOp::Eq, size_expr(ctx, a), size_expr(ctx, b)));
-  return true;
-}
-
-void guard_broadcast(TraceContext& ctx, const std::vector<int>& inputs) {
-  const graph::Graph& g = ctx.graph();
-  Shape out;  // the broadcast so far: a symbol stands for the sizes guarded equal to it
-  for (int i : inputs) {
-    if (i < 0) continue;
-    const Shape& in = g.nodes[i].meta.sizes;
-    size_t n = std::max(out.size(), in.size());
-    Shape next(n);
-    for (size_t d = 0; d < n; d++) {
-      int64_t a = d < n - out.size() ? 1 : out[d - (n - out.size())];
-      int64_t b = d < n - in.size() ? 1 : in[d - (n - in.size())];
-      next[d] = a == 1 ? b : a;
-      if (a == 1 || b == 1 || sizes_equal(ctx, a, b)) continue;
-      Shape hinted_out = hinted(ctx, out);  // eager's error, with this call's sizes
-      broadcast_shapes(hinted_out, hinted(ctx, in));
-    }
-    out = next;
-  }
 }
 
 }  // namespace mini::capture

@@ -50,10 +50,11 @@ bool bool_of(const VarRef& v, bool dflt) {
   return PyObject_IsTrue(v->obj);
 }
 
-// A size argument: an int, or a SymInt's symbol (resolved when the graph runs); arithmetic
-// on symbols is specialized (graph attributes hold symbols, not expressions).
+// A size argument: an int, or a SymInt as a graph symbol (resolved when the graph runs);
+// arithmetic other than + - * on sizes is specialized (graph_size).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
-  if (v && v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return v->node;
+  int64_t code;
+  if (v && v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
   return int_of(ctx, v, what);
 }
 
@@ -214,7 +215,9 @@ DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? d
 
 // One size of a factory: an int, or a dynamic size (a symbol resolved when the graph runs).
 int64_t factory_size(TraceContext& ctx, const VarRef& v, const std::string& fn) {
-  if (v->is(Var::Kind::SymInt)) return v->node;
+  int64_t code;
+  if (v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
+  if (v->is(Var::Kind::SymInt)) return int_of(ctx, v, "a size of mini." + fn + "()");
   if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
     unsupported("mini." + fn + "() with a size " + v->describe() + " (mini takes ints or x.shape's sizes)");
   return PyLong_AsLongLong(v->obj);
@@ -504,7 +507,7 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
   auto v = std::make_shared<Var>(Var::Kind::SymInt);
   v->node = s;
-  v->expr = guards::SizeExpr::size(ctx.trace.input_sources.at(sym.input), sym.dim);
+  v->expr = size_expr_of(ctx, s);  // an input's dim, or a size derived from them
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
 }
@@ -663,7 +666,7 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
       a.index = PyLong_AsLongLong(o);
       int64_t n = meta_of(ctx, r).sizes.at(dim);
       if (n < 0 && a.index < 0) n = PyLong_AsLongLong(specialize(ctx, size_var(ctx, r, dim))->obj);
-      if (n < 0) {  // a dynamic size: the kernel checks the bound when it runs
+      if (n < 0) {  // a dynamic size: meta inference keeps the bound as a fact (guarded)
         r = node(ctx, OpKind::Select, {r->node}, a);
         continue;
       }
@@ -1022,25 +1025,23 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     bool autocast = autocast_target(OpKind::LayerNorm, ctx.graph().device, &autocast_to);
     auto meta = [&](const VarRef& t) {
       Tensor m = graph::meta_tensor(meta_of(ctx, t));
-      m->sizes = hinted(ctx, m->sizes);
+      m->sizes = ctx.graph().hints(m->sizes);
       if (autocast && autocast_casts(m->dtype, autocast_to)) m->dtype = autocast_to;
       return m;
     };
     std::vector<Tensor> metas;
-    std::vector<VarRef> shaped{x};  // the operands whose trailing sizes must be `shape`
     for (const VarRef& t : {w, b}) {
       bool given = t && t->obj != Py_None;
       if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
       in.push_back(given ? t->node : -1);
       metas.push_back(given ? meta(t) : nullptr);
-      if (given) shaped.push_back(t);
     }
     check_layer_norm(meta(x), shape, metas[0], metas[1]);
-    for (const VarRef& t : shaped) {  // equal now: guarded to stay so where a size is a symbol
-      const Shape& sizes = meta_of(ctx, t).sizes;
-      for (size_t i = 0; i < shape.size() && i < sizes.size(); i++)
-        sizes_equal(ctx, sizes[sizes.size() - shape.size() + i], shape[i]);
-    }
+    // equal on this call's sizes: a dynamic dim among x's normalized ones is a fact the graph
+    // relies on, guarded (the weight's and bias's: infer_meta's)
+    const Shape& xs = meta_of(ctx, x).sizes;
+    for (size_t i = 0; i < shape.size(); i++)
+      if (int64_t have = xs[xs.size() - shape.size() + i]; have != graph::kUnbacked) ctx.graph().assume(have, '=', shape[i]);
     return node(ctx, OpKind::LayerNorm, in, a);
   }
   if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index
@@ -1067,11 +1068,12 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
     if (a.dim < 0) a.dim += rank;
     const int64_t n = m.sizes[a.dim];
     if (n < 0 && (!end || !start)) unsupported("slice_scatter() along a dynamic dim without start and end");
-    a.start = start ? int_of(ctx, start, "start") : 0;
-    a.end = end ? int_of(ctx, end, "end") : n;
-    if (a.start < 0) a.start += n;
-    if (a.end < 0) a.end += n;
-    if (n >= 0) a.end = std::min(a.end, n);
+    // bounds of a dynamic slice (a cat's) stay symbols; a negative one counts from a static end
+    a.start = start ? size_arg(ctx, start, "start") : 0;
+    a.end = end ? size_arg(ctx, end, "end") : n;
+    if (n >= 0 && !graph::is_symbol(a.start) && a.start < 0) a.start += n;
+    if (n >= 0 && !graph::is_symbol(a.end) && a.end < 0) a.end += n;
+    if (n >= 0 && !graph::is_symbol(a.end)) a.end = std::min(a.end, n);
     a.step = step ? int_of(ctx, step, "step") : 1;
     return node(ctx, OpKind::SliceScatter, {base->node, src->node}, a);
   }

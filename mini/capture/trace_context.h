@@ -224,15 +224,14 @@ VarRef sym_negate(TraceContext& ctx, const VarRef& a);
 VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
 // x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
-// Sizes with each symbol replaced by its value seen while tracing (unbacked sizes stay).
-Shape hinted(TraceContext& ctx, const Shape& sizes);
-// Two sizes an op needs equal (a broadcast of two sizes neither of which is 1, a layer_norm's
-// normalized dim): true when they are; with a symbol, decided on the values seen and kept by
-// a SHAPE_ENV guard (eager would raise on another call where they differ). Unbacked: true,
-// left to the kernel.
-bool sizes_equal(TraceContext& ctx, int64_t a, int64_t b);
-// The broadcast of `inputs`' sizes with symbols: two sizes that must be equal are guarded so
-// (sizes_equal); sizes that differ raise eager's error with this call's sizes.
-void guard_broadcast(TraceContext& ctx, const std::vector<int>& inputs);
+// A SymInt (or an int >= 0) as a graph size code: its symbol, or a derived symbol for + - *
+// over input dims and ints (graph::Graph::derive); false for anything else (the caller
+// specializes it).
+bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code);
+// What a size code stands for, over the frame's tensors.
+guards::SizeExpr size_expr_of(TraceContext& ctx, int64_t code);
+// At the end of a trace: a shape guard for each relation meta inference assumed
+// (graph.size_facts), so a call whose sizes break one misses the cache.
+void guard_size_facts(TraceContext& ctx);
 
 }  // namespace mini::capture

@@ -1,6 +1,9 @@
 // tracer.cpp — the instruction loop of symbolic evaluation, and trace_frame().
 #include "capture/tracer.h"
 
+#include <cstring>
+
+#include "capture/convert_frame.h"
 #include "capture/frame_hook.h"
 #include "capture/trace_context.h"
 #include "tensor/autograd.h"
@@ -1334,6 +1337,27 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         else pop();
         break;
       }
+      case Opcode::RAISE_VARARGS: {
+        // `raise RuntimeError("...")` of a message known while tracing in mini's own Python (an
+        // op's check, as cat's): the user error it is, as a C++ op's: the unit ends before the
+        // instruction (eager raises it), and fullgraph=True raises it. A raise in the user's
+        // code stays unsupported (torch 2.11 does not trace it under fullgraph either).
+        const char* file = PyUnicode_AsUTF8(code_->co_filename);
+        bool mini_code = !g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0;
+        PyObject* e = in.arg == 1 && mini_code ? top()->obj : nullptr;  // made of constants (wrap_untracked)
+        static const std::pair<PyObject*, Error::Kind> kinds[] = {
+            {PyExc_RuntimeError, Error::Kind::Runtime}, {PyExc_TypeError, Error::Kind::Type},
+            {PyExc_ValueError, Error::Kind::Value}, {PyExc_IndexError, Error::Kind::Index}};
+        for (const auto& [type, kind] : kinds) {
+          if (!e || (PyObject*)Py_TYPE(e) != type) continue;
+          PyObject* text = PyObject_Str(e);
+          std::string message = text ? PyUnicode_AsUTF8(text) : "";
+          Py_XDECREF(text);
+          PyErr_Clear();
+          throw Error(kind, message);
+        }
+        unsupported("the instruction RAISE_VARARGS is not supported by mini's capture");
+      }
       default:
         unsupported(std::string("the instruction ") + in.name + " is not supported by mini's capture");
     }
@@ -1726,6 +1750,8 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
   }
   add_input_mutations(ctx);
   t.side_effects = side_effects(ctx);
+  guard_size_facts(ctx);
+  ctx.graph().apply_replacements();
   ctx.graph().eliminate_dead_code(interp.exit_graph_size_);
   return std::move(ctx.trace);
 }

@@ -65,6 +65,7 @@ BlasRead blas_read(const graph::TensorMeta& m, const graph::TensorMeta& other) {
 graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
   graph::Graph g;
   g.symbols = src.symbols;
+  g.replacements = src.replacements;  // meta inferred again stays as canonical as the source's
   g.device = src.device;
   std::vector<int> map(src.nodes.size(), -1);
   // matmul operands BLAS cannot read as they are: the layout of their copy, made where the

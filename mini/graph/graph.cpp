@@ -102,7 +102,8 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.attrs = attrs;
   n.inputs = in;
   n.code = code;
-  n.meta = infer_meta(op, metas, wrapped, attrs);
+  n.meta = infer_meta(op, metas, wrapped, attrs, this);
+  for (int64_t& s : n.meta.sizes) s = canonical(s);  // a symbol found equal to a size is that size
   // an element count past int64 fails here, as the eager op would (symbols are left out:
   // the kernel checks the real sizes when it runs)
   Shape known;
@@ -113,9 +114,115 @@ int Graph::add_op(OpKind op, const std::vector<int>& in, const Attrs& attrs, con
   n.wrapped_number = !in.empty() && std::all_of(wrapped.begin(), wrapped.end(), [](bool w) { return w; });
   n.name = unique_name(op_name(op));
   for (int64_t v : attrs.shape) n.symbolic_attrs |= is_symbol(v);
-  n.symbolic_attrs |= is_symbol(attrs.end);
+  n.symbolic_attrs |= is_symbol(attrs.start) || is_symbol(attrs.end);
   nodes.push_back(std::move(n));
   return (int)nodes.size() - 1;
+}
+
+// ---- sizes: symbols derived from others, and the facts meta inference relies on ----------
+
+int64_t Graph::hint(int64_t size) const {
+  if (size == kUnbacked) fail("a size known only at run time has no value while tracing");
+  if (is_symbol(size) && (size_t)symbol_index(size) >= symbols.size()) fail("the size ", size, " is negative");
+  return is_symbol(size) ? symbols[symbol_index(size)].hint : size;
+}
+
+Shape Graph::hints(const Shape& sizes) const {
+  Shape out;
+  for (int64_t s : sizes) out.push_back(s == kUnbacked ? s : hint(s));  // unbacked: printed as -1
+  return out;
+}
+
+// a op b on values; false on an int64 overflow (or a division by zero)
+static bool apply_size(char op, int64_t a, int64_t b, int64_t* r) {
+  switch (op) {
+    case '+': return !__builtin_add_overflow(a, b, r);
+    case '-': return !__builtin_sub_overflow(a, b, r);
+    case '*': return !__builtin_mul_overflow(a, b, r);
+    default: return b > 0 && (*r = a / b, true);
+  }
+}
+
+int64_t Graph::derive(char op, int64_t a, int64_t b) {
+  if ((op == '+' || op == '*') && b < a) std::swap(a, b);  // they commute: one definition per pair
+  int64_t r;
+  if (a >= 0 && b >= 0 && apply_size(op, a, b, &r) && r >= 0) return r;
+  if ((op == '+' && a == 0) || (op == '*' && a == 1)) return b;
+  if ((op == '-' && b == 0) || (op == '/' && b == 1)) return a;
+  if (op == '-' && is_symbol(a)) {  // (x + y) - y = x, as a cat's second slice measures
+    const Symbol& s = symbols[symbol_index(a)];
+    if (s.input < 0 && s.op == '+' && (s.lhs == b || s.rhs == b)) return s.lhs == b ? s.rhs : s.lhs;
+  }
+  for (size_t k = 0; k < symbols.size(); k++)
+    if (symbols[k].input < 0 && symbols[k].op == op && symbols[k].lhs == a && symbols[k].rhs == b)
+      return symbol_code((int)k);
+  int64_t x = hint(a), y = hint(b);
+  r = 0;
+  if (!apply_size(op, x, y, &r)) fail("a size computed from the sizes ", x, " and ", y, " overflows int64");
+  Symbol s;
+  s.input = -1;
+  s.hint = r;
+  s.op = op;
+  s.lhs = a;
+  s.rhs = b;
+  symbols.push_back(s);
+  return symbol_code((int)symbols.size() - 1);
+}
+
+bool Graph::assume(int64_t a, char op, int64_t b) {
+  auto compare = [op](int64_t x, int64_t y) { return op == '=' ? x == y : op == '!' ? x != y : x <= y; };
+  bool holds = compare(hint(a), hint(b));
+  if ((a >= 0 && b >= 0) || a == b) return holds;  // nothing to keep
+  // an input dim is >= 2 by its tensor guard: a comparison with an int c that has one outcome
+  // for every size from 2 up (s != 1, 2 <= s; it can change only at 2, at c and past c)
+  // needs no fact
+  auto input_dim = [&](int64_t s) { return is_symbol(s) && symbols[symbol_index(s)].input >= 0; };
+  auto implied = [](int64_t c, auto outcome) {
+    constexpr int64_t kLarge = int64_t(1) << 62;
+    bool at2 = outcome(2);
+    return outcome(std::max<int64_t>(c, 2)) == at2 && outcome(c + 1 > 2 ? c + 1 : 3) == at2 && outcome(kLarge) == at2;
+  };
+  if (input_dim(a) && b >= 0 && implied(b, [&](int64_t s) { return compare(s, b); })) return holds;
+  if (input_dim(b) && a >= 0 && implied(a, [&](int64_t s) { return compare(a, s); })) return holds;
+  int64_t x = canonical(a), y = canonical(b);
+  if (x == y) return holds;  // an earlier fact made them one size
+  SizeFact fact{a, b, holds ? op : op == '=' ? '!' : op == '!' ? '=' : '>'};
+  for (const SizeFact& f : size_facts)
+    if (f.lhs == fact.lhs && f.rhs == fact.rhs && f.op == fact.op) return holds;
+  size_facts.push_back(fact);
+  if (holds && op == '=' && x != y) {  // the later symbol is replaced by the int or the earlier one
+    if (x >= 0 || (is_symbol(y) && y < x)) std::swap(x, y);
+    replacements[x] = y;
+  }
+  return holds;
+}
+
+int64_t Graph::canonical(int64_t size) const {
+  for (auto it = replacements.find(size); it != replacements.end(); it = replacements.find(size)) size = it->second;
+  return size;
+}
+
+void Graph::apply_replacements() {
+  if (replacements.empty()) return;
+  auto apply = [&](int64_t& v) { v = canonical(v); };
+  for (Node& n : nodes) {
+    for (int64_t& v : n.meta.sizes) apply(v);
+    for (int64_t& v : n.attrs.shape) apply(v);
+    apply(n.attrs.start);
+    apply(n.attrs.end);
+  }
+}
+
+std::vector<int64_t> Graph::symbol_values(const std::vector<Tensor>& in) const {
+  std::vector<int64_t> v(symbols.size());
+  auto value = [&](int64_t s) { return is_symbol(s) ? v[symbol_index(s)] : s; };
+  for (size_t k = 0; k < symbols.size(); k++) {
+    const Symbol& s = symbols[k];
+    if (s.input >= 0) v[k] = in[s.input]->sizes[s.dim];
+    else if (!apply_size(s.op, value(s.lhs), value(s.rhs), &v[k]))  // the facts keep operands in range
+      fail("the size ", size_str(symbol_code((int)k)), " of this call overflows int64");
+  }
+  return v;
 }
 
 int Graph::op_count() const {
@@ -208,6 +315,10 @@ std::string Graph::print(const std::string& title) const {
   s << " class GraphModule(mini.nn.Module):\n    def forward(self";
   for (int i : inputs) s << ", " << nodes[i].name << ": \"" << meta_str(nodes[i].meta, device) << "\"";
   s << "):\n";
+  for (size_t k = 0; k < symbols.size(); k++)  // sizes computed from others, as torch's Sym(s0 + 1)
+    if (symbols[k].input < 0)
+      s << "        # s" << k << " = " << size_str(symbols[k].lhs) << " " << symbols[k].op << " "
+        << size_str(symbols[k].rhs) << "\n";
   std::string last_code;
   GradMode mode = GradMode::Ambient;
   for (size_t i = 0; i < nodes.size(); i++) {
@@ -267,9 +378,72 @@ static Shape reduced_shape(const Shape& in, const Attrs& a) {
   return out;
 }
 
+// ---- size relations with symbols -----------------------------------------------------------
+// Where a symbol meets another size, the relation is decided with the hints (Graph::assume,
+// which records it as a fact for a shape guard), and a relation that fails raises the eager
+// op's error for the sizes seen. An unbacked size has no hint: a graph holding one runs with
+// eager kernels, which check it when they run.
+
+// The size a and b broadcast to (a's code where they are equal); false where they do not.
+static bool broadcast_dim(Graph& g, int64_t a, int64_t b, int64_t* out) {
+  if (a == b || b == 1) *out = a;
+  else if (a == 1) *out = b;
+  else if (a == kUnbacked || b == kUnbacked) *out = a == kUnbacked ? b : a;
+  else if (g.assume(a, '=', b)) *out = a;
+  else if (g.assume(a, '=', 1)) *out = b;
+  else if (g.assume(b, '=', 1)) *out = a;
+  else return false;
+  return true;
+}
+
+static Shape broadcast_meta(Graph& g, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t sa = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t sb = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (!broadcast_dim(g, sa, sb, &out[i])) {
+      broadcast_shapes(g.hints(a), g.hints(b));  // eager's error, for the sizes seen
+      fail("shapes ", shape_str(g.hints(a)), " and ", shape_str(g.hints(b)), " cannot be broadcast together");
+    }
+  }
+  return out;
+}
+
+static bool same_size(Graph& g, int64_t a, int64_t b) {
+  return a == kUnbacked || b == kUnbacked || g.assume(a, '=', b);
+}
+
+// The element count of `sizes` as a size code: the symbols in code order, then the
+// constant part (so [s0, 3] and [3, s0] give one code).
+static int64_t numel_code(Graph& g, const Shape& sizes) {
+  int64_t known = 1, code = 1;
+  std::vector<int64_t> symbols;
+  for (int64_t v : sizes) {
+    if (v < 0) symbols.push_back(v);
+    else if (__builtin_mul_overflow(known, v, &known)) fail("the element count of shape ", shape_str(sizes), " overflows int64");
+  }
+  std::sort(symbols.begin(), symbols.end());
+  for (int64_t v : symbols) code = g.derive('*', code, v);
+  return g.derive('*', code, known);
+}
+
+// The length of the slice start:end:step of a dim of size n, where a symbol takes part, as
+// eager clamps the bounds (end to n, start to end), each clamp decided with the hints; bounds
+// are ints >= 0 or symbols here (capture specializes a dim that a negative bound counts from).
+static int64_t slice_length(Graph& g, int64_t n, int64_t start, int64_t end, int64_t step) {
+  for (int64_t v : {n, start, end})
+    if (v == kUnbacked || (v < 0 && !is_symbol(v))) return kUnbacked;
+  if (step < 1) return kUnbacked;
+  if (end >= (int64_t(1) << 62) || !g.assume(end, '<', n)) end = n;  // x[1:] ends at a huge int
+  if (!g.assume(start, '<', end)) start = end;
+  int64_t span = g.derive('-', end, start);
+  return step == 1 ? span : g.derive('/', g.derive('+', span, step - 1), step);  // ceil(span / step)
+}
+
 // Views of tensors with symbolic sizes: sizes follow the op's rule, strides that would
 // depend on a symbol are unknown (-1).
-static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attrs& a) {
+static TensorMeta symbolic_view_meta(Graph& g, OpKind op, const TensorMeta& in, const Attrs& a) {
   Shape s = in.sizes;
   int64_t r = (int64_t)s.size();
   switch (op) {
@@ -291,21 +465,43 @@ static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attr
       }
       if (overflow) fail("the element count of shape ", shape_str(a.shape), " overflows int64");
       s = a.shape;
+      bool unbacked = std::count(in.sizes.begin(), in.sizes.end(), kUnbacked) > 0;
+      if (infer_at < 0 && !unbacked && !g.assume(numel_code(g, in.sizes), '=', numel_code(g, a.shape)))
+        infer_reshape(g.hints(a.shape), numel_of(g.hints(in.sizes)));  // eager's error
       if (infer_at >= 0) {
         std::sort(sym_in.begin(), sym_in.end());
         std::sort(sym_out.begin(), sym_out.end());
         bool cancels = sym_in == sym_out && known_out && known_in % known_out == 0;
         s[infer_at] = cancels ? known_in / known_out : kUnbacked;
+        Shape rest = a.shape;
+        rest.erase(rest.begin() + infer_at);
+        if (!cancels && !unbacked && g.assume(numel_code(g, rest), '!', 0)) {
+          // the -1 is the element count over the rest: a derived symbol, and the division exact
+          int64_t total = numel_code(g, in.sizes), others = numel_code(g, rest);
+          int64_t q = g.derive('/', total, others);
+          if (!g.assume(g.derive('*', q, others), '=', total))
+            infer_reshape(g.hints(a.shape), numel_of(g.hints(in.sizes)));  // eager's error
+          s[infer_at] = q;
+        }
       }
       break;
     }
-    case OpKind::Expand:
+    case OpKind::Expand: {
+      bool ok = a.shape.size() >= in.sizes.size();
+      size_t off = ok ? a.shape.size() - in.sizes.size() : 0;
       s = Shape(a.shape.size(), 0);
-      for (size_t i = 0; i < a.shape.size(); i++) {
-        size_t off = a.shape.size() - in.sizes.size();
-        s[i] = (a.shape[i] == -1 && i >= off) ? in.sizes[i - off] : a.shape[i];
+      for (size_t i = 0; ok && i < a.shape.size(); i++) {
+        int64_t t = a.shape[i], v = i >= off ? in.sizes[i - off] : 1;
+        s[i] = t == -1 && i >= off ? v : t;
+        ok = t == -1 ? i >= off : v == t || v == 1 || v == kUnbacked || g.assume(v, '=', t) || g.assume(v, '=', 1);
+      }
+      if (!ok) {  // eager's error, for the sizes seen
+        TensorMeta seen{g.hints(in.sizes), {}, in.dtype, false};
+        expand(meta_tensor(seen, false), g.hints(a.shape));
+        fail("cannot expand ", shape_str(seen.sizes), " to ", shape_str(g.hints(a.shape)));
       }
       break;
+    }
     case OpKind::Transpose: std::swap(s[wrap_dim(a.dim, r)], s[wrap_dim(a.dim2, r)]); break;
     case OpKind::Permute: {
       Shape p;
@@ -324,14 +520,20 @@ static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attr
       s = out;
       break;
     }
-    case OpKind::Select: s.erase(s.begin() + wrap_dim(a.dim, r)); break;
+    case OpKind::Select: {  // the index inside a dynamic dim: index + 1 <= s, a fact
+      int64_t d = wrap_dim(a.dim, r);
+      if (is_symbol(s[d]) && a.index >= 0 && !g.assume(a.index + 1, '<', s[d]))
+        fail_index("index ", a.index, " is out of bounds for dimension ", d, " with size ", g.hint(s[d]));
+      s.erase(s.begin() + d);
+      break;
+    }
     case OpKind::Slice: {
       int64_t d = wrap_dim(a.dim, r);
-      if (s[d] >= 0) {
+      if (s[d] >= 0 && !is_symbol(a.start) && !is_symbol(a.end)) {
         int64_t n = s[d], st = std::min(std::max<int64_t>(a.start, 0), n), en = std::min(std::max(a.end, st), n);
         s[d] = (en - st + a.step - 1) / a.step;
-      } else if (!(a.start == 0 && a.step == 1 && a.end >= (int64_t(1) << 62))) {
-        s[d] = kUnbacked;
+      } else {
+        s[d] = slice_length(g, s[d], a.start, a.end, a.step);
       }
       break;
     }
@@ -343,8 +545,10 @@ static TensorMeta symbolic_view_meta(OpKind op, const TensorMeta& in, const Attr
 }
 
 TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::vector<bool>& wrapped,
-                      const Attrs& a) {
+                      const Attrs& a, Graph* graph) {
   NoGradGuard no_grad;
+  Graph scratch;  // static sizes: no symbol to decide on
+  Graph& g = graph ? *graph : scratch;
   std::vector<Tensor> t;
   for (size_t i = 0; i < in.size(); i++) t.push_back(meta_tensor(in[i], wrapped[i]));
   switch (op_class(op)) {
@@ -352,8 +556,9 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       if (op == OpKind::Where) check_where(t[0]);
       else if (t.size() == 2) check_binary(op, t[0], t[1]);
       else if (t.size() == 1) check_unary(op, t[0]);
-      Shape shape;
-      for (auto& m : in) shape = broadcast_shapes(shape, m.sizes);
+      Shape shape;  // in eager's order (where: the values, then the condition), for its message
+      if (op == OpKind::Where) shape = broadcast_meta(g, in[0].sizes, broadcast_meta(g, in[1].sizes, in[2].sizes));
+      else for (auto& m : in) shape = broadcast_meta(g, shape, m.sizes);
       std::vector<Tensor> operands = t;
       if (op == OpKind::Where) operands.erase(operands.begin());  // the condition does not promote
       DType dt = result_type(operands);
@@ -384,7 +589,7 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       bool symbolic = false;
       for (int64_t s : in[0].sizes) symbolic |= s < 0;
       for (int64_t s : a.shape) symbolic |= s < -1 || (op == OpKind::Expand && s < -1);
-      if (symbolic) return symbolic_view_meta(op, in[0], a);
+      if (symbolic) return symbolic_view_meta(g, op, in[0], a);
       Tensor v;
       if (op == OpKind::Reshape) {
         Shape target = infer_reshape(a.shape, numel_of(in[0].sizes));
@@ -399,10 +604,23 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   }
   switch (op) {
     case OpKind::Matmul: {
-      check_matmul(t[0], t[1]);  // inner sizes that are symbols: checked by the kernel at run time
+      check_matmul(t[0], t[1]);  // eager's checks; inner sizes that are symbols: decided below
       const Shape &x = in[0].sizes, &y = in[1].sizes;
       Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
-      Shape batch = broadcast_shapes(Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
+      auto mat = [&](const Shape& s) {  // "3x4": eager's message (matmul.cpp), word for word
+        std::string out;
+        for (int64_t d : g.hints(s)) out += (out.empty() ? "" : "x") + std::to_string(d);
+        return out;
+      };
+      bool inner = same_size(g, xs.back(), ys[ys.size() - 2]);
+      if (!inner && x.size() == 1 && y.size() == 1)  // a dot product: eager's own message
+        fail("inconsistent tensor size, expected tensor [", g.hint(x[0]), "] and src [", g.hint(y[0]),
+             "] to have the same number of elements, but got ", g.hint(x[0]), " and ", g.hint(y[0]),
+             " elements respectively");
+      if (!inner)
+        fail("mat1 and mat2 shapes cannot be multiplied (", mat(xs), " and ", mat(ys),
+             "): the inner dimensions ", g.hint(xs.back()), " and ", g.hint(ys[ys.size() - 2]), " must be equal");
+      Shape batch = broadcast_meta(g, Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
       if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);
       if (y.size() > 1) batch.push_back(ys.back());
       return contiguous_meta(batch, in[0].dtype);
@@ -410,17 +628,44 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
     case OpKind::Softmax: case OpKind::LogSoftmax:
       check_softmax(t[0], a.dim, op == OpKind::LogSoftmax);
       return contiguous_meta(in[0].sizes, in[0].dtype);
-    case OpKind::LayerNorm: return contiguous_meta(in[0].sizes, in[0].dtype);
+    case OpKind::LayerNorm: {
+      // a weight and a bias (an absent one has no sizes) are shaped as the normalized dims
+      const Shape& x = in[0].sizes;
+      for (size_t i = 1; i < in.size(); i++) {
+        const Shape& w = in[i].sizes;
+        bool ok = w.empty() || (w.size() == (size_t)a.dim && x.size() >= w.size());
+        for (size_t d = 0; ok && d < w.size(); d++) ok = same_size(g, w[d], x[x.size() - w.size() + d]);
+        if (!ok)
+          fail("layer_norm: ", i == 1 ? "weight" : "bias", " of shape ", shape_str(g.hints(w)),
+               " does not match normalized_shape ",
+               shape_str(g.hints(Shape(x.end() - std::min<size_t>(a.dim, x.size()), x.end()))));
+      }
+      return contiguous_meta(x, in[0].dtype);
+    }
     case OpKind::MseLoss: {
       check_mse_loss(t[0], t[1], a.mode);
-      Shape s = broadcast_shapes(in[0].sizes, in[1].sizes);
+      Shape s = broadcast_meta(g, in[0].sizes, in[1].sizes);
       return contiguous_meta(a.mode == "none" ? s : Shape{}, result_type(t));
     }
     case OpKind::SliceBackward: return contiguous_meta(a.shape, in[0].dtype);
     case OpKind::SliceScatter: {
-      bool symbolic = false;
+      bool symbolic = is_symbol(a.start) || is_symbol(a.end);
       for (int64_t s : in[0].sizes) symbolic |= s < 0;
-      if (!symbolic) {  // src must broadcast to the slice it is written into
+      for (int64_t s : in[1].sizes) symbolic |= s < 0;
+      if (symbolic) {  // the slice's length from the symbols; src must broadcast to the slice
+        const Shape& src = in[1].sizes;
+        Shape part = in[0].sizes;
+        int64_t d = wrap_dim(a.dim, (int64_t)part.size());
+        part[d] = slice_length(g, part[d], a.start, a.end, a.step);
+        bool ok = src.size() <= part.size();
+        for (size_t i = 0; ok && i < src.size(); i++) {
+          int64_t t = part[part.size() - src.size() + i], b = 0;
+          ok = broadcast_dim(g, t, src[i], &b) && (b == t || t == kUnbacked || b == kUnbacked || g.hint(b) == g.hint(t));
+        }
+        if (!ok)
+          fail("slice_scatter: src of shape ", shape_str(g.hints(src)), " does not broadcast to the ",
+               "slice of shape ", shape_str(g.hints(part)));
+      } else {  // src must broadcast to the slice it is written into
         Tensor part = slice(t[0], a.dim, a.start, a.end, a.step);
         Shape b = broadcast_shapes(part->sizes, in[1].sizes);
         if (b != part->sizes)
@@ -440,9 +685,9 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
     case OpKind::Nonzero:  // data-dependent length: -1 marks a size only known at run time
       return contiguous_meta({-1, (int64_t)in[0].sizes.size()}, DType::Int64);
     case OpKind::Full: case OpKind::Empty: case OpKind::Rand: case OpKind::Randn:
-      for (int64_t s : a.shape)
-        if (s < 0 && !is_symbol(s))
-          fail("Trying to create tensor with negative dimension ", s, ": ", shape_str(a.shape));
+      for (int64_t s : a.shape)  // a size computed from symbols (zeros(n - 3)) may be negative
+        if ((s < 0 && !is_symbol(s)) || (is_symbol(s) && !g.assume(0, '<', s)))
+          fail("Trying to create tensor with negative dimension ", g.hint(s), ": ", shape_str(g.hints(a.shape)));
       if ((op == OpKind::Rand || op == OpKind::Randn) && !is_floating(a.dtype))
         fail(op_name(op), " is only defined for floating point dtypes, got ", dtype_name(a.dtype));
       return contiguous_meta(a.shape, a.dtype);
@@ -482,6 +727,7 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
   std::vector<Tensor> args;
+  std::vector<int64_t> symbols;  // this call's sizes, computed at the first node that needs them
   for (size_t id = 0; id < g.nodes.size(); id++) {
     const Node& n = g.nodes[id];
     if (n.kind == NodeKind::Constant) {
@@ -492,13 +738,12 @@ std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs)
       for (int i : n.inputs) args.push_back(i >= 0 ? values[i] : nullptr);
       if (n.symbolic_attrs) {
         Attrs a = n.attrs;  // sizes given as symbols: this call's values
+        if (symbols.empty()) symbols = g.symbol_values(inputs);
         auto resolve = [&](int64_t& v) {
-          if (is_symbol(v)) {
-            const Symbol& s = g.symbols[symbol_index(v)];
-            v = inputs[s.input]->sizes[s.dim];
-          }
+          if (is_symbol(v)) v = symbols[symbol_index(v)];
         };
         for (auto& v : a.shape) resolve(v);
+        resolve(a.start);
         resolve(a.end);
         values[id] = call_op(n.op, args, a);
       } else {

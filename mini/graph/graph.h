@@ -25,10 +25,25 @@ inline int64_t symbol_code(int k) { return -2 - k; }
 inline int symbol_index(int64_t size) { return (int)(-2 - size); }
 std::string size_str(int64_t size);  // "8", "s0", "u"
 
+// A symbol is a dimension of a graph input, or a size computed from other sizes (`cat`'s
+// s0 + 1, a reshape's element count): `lhs op rhs` over size codes (ints >= 0 or earlier
+// symbols), recomputed from the inputs' sizes on each run, in order.
 struct Symbol {
-  int input = 0;     // position in graph.inputs
+  int input = 0;     // position in graph.inputs; -1: derived
   int dim = 0;
   int64_t hint = 0;  // the size seen while tracing
+  char op = 0;       // derived: '+', '-', '*' or '/' (of sizes >= 0: floor division)
+  int64_t lhs = 0, rhs = 0;
+};
+
+// A relation between two sizes that the graph relies on (torch's ShapeEnv guards): a
+// broadcast of a symbol against another size, a matmul's inner dims, a reshape's element
+// count, an expand, a slice inside its base. Meta inference decides each with the sizes seen
+// while tracing and records the outcome; capture keeps each by a shape guard, so that a call
+// whose sizes break it misses the cache and is traced again (where eager's error is raised).
+struct SizeFact {
+  int64_t lhs = 0, rhs = 0;  // size codes
+  char op = '=';             // '=': equal, '!': not equal, '<': lhs <= rhs, '>': lhs > rhs
 };
 
 struct TensorMeta {
@@ -71,6 +86,11 @@ struct Graph {
   std::vector<int> inputs;   // Input node ids, in the order run_graph takes them
   std::vector<int> outputs;  // node ids of the returned tensors
   std::vector<Symbol> symbols;  // s0, s1, ...: dynamic sizes and the input dims they are
+  std::vector<SizeFact> size_facts;  // what meta inference assumed about the symbols
+  // A symbol found equal to an int or an earlier symbol -> that size (torch's ShapeEnv
+  // replacements): applied to every node by apply_replacements, so generated code sees a
+  // broadcast symbol as the 1 it is.
+  std::map<int64_t, int64_t> replacements;
   // Where every tensor of the graph lives (one device per graph; a 0-d CPU number input is
   // the only exception, as in eager). Backends compile for it: C++ for the CPU, CUDA else.
   Device device;
@@ -81,6 +101,23 @@ struct Graph {
   // inputs, with the same message the eager op would give).
   int add_op(OpKind op, const std::vector<int>& inputs, const Attrs& attrs,
              const std::string& code = "");
+
+  // The value seen while tracing of a size code (a constant is itself; kUnbacked has none).
+  int64_t hint(int64_t size) const;
+  Shape hints(const Shape& sizes) const;
+  // The size code of `a op b` ('+', '-', '*', '/'): folded where the operands are constants or
+  // the result is one of them, one symbol per definition.
+  int64_t derive(char op, int64_t a, int64_t b);
+  // Decides `a op b` ('=', '!', '<' for <=) with the hints and records the outcome as a
+  // SizeFact where a symbol takes part (and the outcome is not already known).
+  bool assume(int64_t a, char op, int64_t b);
+  // `size` with the replacements applied.
+  int64_t canonical(int64_t size) const;
+  // Rewrites every node's sizes and size attributes with their canonical codes (at the end of
+  // a trace, once the facts that justify them are guarded).
+  void apply_replacements();
+  // Every symbol's value for these inputs (graph.inputs' order): input dims, then derived.
+  std::vector<int64_t> symbol_values(const std::vector<Tensor>& inputs) const;
 
   int op_count() const;  // Op nodes: torch's "call_function" count
   // Drops op and constant nodes no output depends on (left over from an instruction that
@@ -100,8 +137,10 @@ struct Graph {
 
 // Output meta of `op` applied to inputs of these metas (with attrs), without running it.
 // `wrapped` marks inputs that are Python numbers (they promote with the lowest priority).
+// Symbolic sizes are decided with `graph`'s hints, each decision a SizeFact of it (null: the
+// inputs have static sizes).
 TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& inputs,
-                      const std::vector<bool>& wrapped, const Attrs& attrs);
+                      const std::vector<bool>& wrapped, const Attrs& attrs, Graph* graph = nullptr);
 
 // A data-less tensor of this meta (sizes, strides, dtype; symbols as they are): what the eager
 // ops' argument checks (tensor/ops.h) and view functions are run on while tracing.

@@ -405,7 +405,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
   if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
-  std::vector<int64_t> symbols = symbol_values(g, inputs);
+  std::vector<int64_t> symbols = g.symbol_values(inputs);
   std::vector<char*> buffers;
   std::vector<const int64_t*> strides;
   const bool timed = g_profiling;

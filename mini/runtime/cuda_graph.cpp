@@ -87,12 +87,6 @@ void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs) {
   }
 }
 
-std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs) {
-  std::vector<int64_t> symbols;
-  for (const auto& s : g.symbols) symbols.push_back(inputs[s.input]->sizes[s.dim]);
-  return symbols;
-}
-
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols) {
   for (auto& v : shape)
     if (graph::is_symbol(v)) v = symbols[graph::symbol_index(v)];
@@ -102,6 +96,7 @@ Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols) {
 Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols) {
   Attrs a = n.attrs;
   a.shape = resolve_shape(a.shape, symbols);
+  if (graph::is_symbol(a.start)) a.start = symbols[graph::symbol_index(a.start)];
   if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
   return call_op(n.op, args, a);  // a view (no kernel) or an extern call
 }
@@ -113,7 +108,7 @@ void require_known_sizes(const graph::Graph& g) {
         std::string shape;
         for (int64_t d : n.meta.sizes) shape += (shape.empty() ? "" : ", ") + graph::size_str(d);
         fail("cannot generate code for this graph: ", n.name, " has a size known only at run time ([", shape,
-             "], u: a nonzero's length, or a slice of a dynamic dim), and generated "
+             "], u: a nonzero's length, or a size computed from one), and generated "
              "kernels need every size as a number or a size symbol. Run it with eager kernels (mini.compile does), "
              "or capture it with static sizes");
       }
@@ -234,7 +229,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
   std::call_once(loaded_, [this] { load(); });
   std::vector<Tensor> values(g.nodes.size());
   for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
-  std::vector<int64_t> symbols = symbol_values(g, inputs);
+  std::vector<int64_t> symbols = g.symbol_values(inputs);
   auto value = [&](int id) -> const Tensor& { return values[id] ? values[id] : device_constants_[id]; };
   Sizes sizes{};
   for (size_t i = 0; i < symbols.size(); i++) sizes.symbols[i] = symbols[i];

@@ -140,7 +140,7 @@ class CudaAutotune {
 // inputs). Shared by the C++ and CUDA compiled graphs.
 std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 
-// The step helpers both compiled graphs share: the size symbols' values for these inputs, a
+// The step helpers both compiled graphs share (the size symbols come from Graph::symbol_values): a
 // shape with its symbols replaced, and an extern or view step (through the eager ops, on the
 // device of its arguments).
 // Raises, naming the input and both layouts, unless `inputs` match the graph's inputs in number,
@@ -150,12 +150,11 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 // tensor guards check the same before a cached graph runs, so run() does not: the direct-call
 // bindings (mini.inductor, mini._C._inductor_*) call this first.
 void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs);
-std::vector<int64_t> symbol_values(const graph::Graph& g, const std::vector<Tensor>& inputs);
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
 Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);
 
 // Raises, naming the node, when a size of `g` is known only at run time (graph::kUnbacked: a
-// nonzero's length, a slice of a dynamic dim): generated code needs every size as a number or
+// nonzero's length, or a size computed from one): generated code needs every size as a number or
 // a size symbol. mini.compile runs such graphs with eager kernels and never gets here.
 void require_known_sizes(const graph::Graph& g);
 

@@ -163,7 +163,7 @@ def test_fuzzer_graphs_compile_with_nvrtc(index):
     try:
         info = inductor.compile_graph_cuda(gm, arch="sm_90")
     except RuntimeError as e:
-        # a size known only at run time (a slice of a dynamic dim): mini.compile runs such a
+        # a size known only at run time (a nonzero's length): mini.compile runs such a
         # graph eagerly; compiled directly it is refused, saying so
         assert "known only at run time" in str(e), e
         return
@@ -182,7 +182,7 @@ def test_anchor_runs_on_the_gpu_as_eager(name):
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
 @pytest.mark.parametrize("index", range(FUZZ_FUNCTIONS))
 def test_fuzzer_graphs_run_on_the_gpu_as_eager(index):
-    # static sizes: with dynamic=True a slice of a dynamic dim has a size known only at run
+    # static sizes: with dynamic=True a graph may have a size known only at run
     # time, and such graphs are refused by code generation (mini.compile runs them eagerly)
     prog, dynamic = fuzz_case(index, allow_dynamic=False)
     gm, inputs = captured(prog.function(), *prog.args(), dynamic=dynamic)

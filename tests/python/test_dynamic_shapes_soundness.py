@@ -326,3 +326,152 @@ def test_a_dynamic_dims_own_stride_is_guarded():
     assert counter.frame_count == 2  # the transposed input's own graph; the contiguous one serves 7x4
     x = mini.randn(4, 7).t()  # its dim 1 stride is dim 0's size: specialized, so compiled again
     assert mini.allclose(g(x), f(x)) and mini.allclose(h(x), f(x))
+
+
+# ---- size relations between symbols: guarded, so a call that breaks one raises eager's error --
+# Meta inference decides every relation a symbol takes part in (a broadcast against a fixed
+# size or another symbol, a matmul's inner dims, a cat's other dims, a reshape's element
+# count, an expand, where) with the sizes seen, and a shape guard keeps the outcome: a call
+# whose sizes break it misses the cache, and the new trace raises eager's error.
+
+FIXED = T(2, 3, seed=9)
+FIXED5 = T(5, 3, seed=8)  # a size seen that is not the smallest a dynamic dim may have
+
+
+def _pair(n, m, cols=3):
+    return T(n, cols, seed=n), T(m, cols, seed=m + 20)
+
+
+def _cond(n):
+    return mini.tensor([[bool(i % 2)] for i in range(n)])
+
+
+# name -> (fn, calls): the first calls make the dims dynamic, the later ones break a relation
+RELATIONS = {
+    "broadcast_fixed": (lambda x: x + FIXED, [(T(2, 3),), (T(3, 3),), (T(4, 3),), (T(2, 3),), (T(5, 3),)]),
+    "broadcast_fixed_5": (lambda x: x - FIXED5, [(T(5, 3),), (T(6, 3),), (T(5, 3),), (T(7, 3),), (T(1, 3),)]),
+    "broadcast_symbols": (lambda x, y: x * y, [_pair(2, 2), _pair(3, 3), _pair(4, 4), _pair(5, 6), _pair(6, 6)]),
+    "broadcast_symbol_against_one": (lambda x, y: x - y, [_pair(2, 2), _pair(3, 3), _pair(4, 1), _pair(1, 4),
+                                                          _pair(5, 7)]),
+    "matmul_inner": (lambda a, b: a @ b, [(T(2, n), T(n, 4)) for n in (2, 3, 4)] + [(T(2, 5), T(6, 4)),
+                                                                                     (T(2, 6), T(6, 4))]),
+    "dot": (lambda a, b: a @ b, [(T(n), T(n)) for n in (2, 3, 4)] + [(T(5), T(6)), (T(6), T(6))]),
+    "cat_other_dims": (lambda a, b: mini.cat([a, b], 1), [(T(n, 2), T(n, 3)) for n in (2, 3, 4)] +
+                       [(T(5, 2), T(6, 3)), (T(5, 2), T(1, 3)), (T(7, 2), T(7, 3))]),
+    "reshape_numel": (lambda x, y: y.view(x.shape[0], 3), [(T(n, 3), T(3 * n)) for n in (2, 3, 4)] +
+                      [(T(5, 3), T(14)), (T(5, 3), T(15))]),
+    # the -1 is s0 * 6 / 4: exact for even s0 only
+    "reshape_inferred": (lambda x: x.reshape(-1, 4) * 2, [(T(n, 6),) for n in (2, 4, 6, 3, 8)]),
+    "expand": (lambda x, y: y.expand(x.shape[0], 3), [(T(n, 3), T(n, 1)) for n in (2, 3, 4)] +
+               [(T(5, 3), T(6, 1)), (T(5, 3), T(1, 1)), (T(6, 3), T(6, 1))]),
+    "where": (lambda c, x, y: mini.where(c, x, y), [(_cond(n), T(n, 3), T(1, 3)) for n in (2, 3, 4)] +
+              [(_cond(5), T(6, 3), T(1, 3)), (_cond(6), T(6, 3), T(6, 3))]),
+    # eager broadcasts the values first, then the condition: its message names x and y
+    "where_values_first": (lambda c, x, y: mini.where(c, x, y),
+                           [(mini.tensor([[[True, False, True]]]),) + _pair(n, n) for n in (2, 3, 4)] +
+                           [(mini.tensor([[[True, False, True]]]),) + _pair(5, 6)]),
+    "layer_norm_weight": (lambda x, w: mini.nn.functional.layer_norm(x, x.shape[-1:], w),
+                          [(T(2, n), T(n)) for n in (2, 3, 4)] + [(T(2, 5), T(6)), (T(2, 6), T(6))]),
+    # a step slice's length ((m + 1) // 2) broadcast as the 1 it was, then matched against 4
+    "step_slice_broadcast": (lambda x, y: x[:, ::2] * y, [(T(3, m), T(3, 4)) for m in (2, 8, 7, 6, 2)]),
+    "select_index": (lambda x: x[:, 3] * 2, [(T(2, n),) for n in (5, 6, 4, 3, 7)]),
+    "slice_then_broadcast": (lambda x, y: x[1:] + y, [_pair(n + 1, n) for n in (2, 3, 4)] + [_pair(6, 4),
+                                                                                            _pair(6, 5)]),
+}
+
+
+def outcome(fn, args):
+    try:
+        return fn(*args), None
+    except Exception as e:  # noqa: BLE001
+        return None, (type(e), str(e))
+
+
+@pytest.mark.parametrize("name", sorted(RELATIONS))
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_call_breaking_a_size_relation_raises_eagers_error(name, dynamic, backend, fullgraph):
+    # fullgraph=True: the error raised while tracing is the user's, not mini.Unsupported (cat's
+    # check is a raise statement in mini's Python)
+    fn, calls = RELATIONS[name]
+    compiled = mini.compile(fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
+    raised = 0
+    for k, args in enumerate(calls):
+        exp, exp_error = outcome(fn, args)
+        got, got_error = outcome(compiled, args)
+        assert got_error == exp_error, f"call {k}: compiled {got_error}, eager {exp_error}"
+        if exp_error is None:
+            same(got, exp, f"call {k}")
+        raised += exp_error is not None
+    assert 0 < raised < len(calls)  # the calls both hold and break the relation
+
+
+def test_broadcast_against_a_fixed_size_guards_the_symbol():
+    x = T(2, 3)
+    mini.mark_dynamic(x, 0)
+    e = mini.explain(RELATIONS["broadcast_fixed"][0])(x)
+    assert "SHAPE_ENV: L['x'].size()[0] == 2" in e.guards[0], e.guards[0]
+    x, y = _pair(3, 3)
+    mini.mark_dynamic(x, 0)
+    mini.mark_dynamic(y, 0)
+    e = mini.explain(RELATIONS["broadcast_symbols"][0])(x, y)
+    assert "SHAPE_ENV: L['x'].size()[0] == L['y'].size()[0]" in e.guards[0], e.guards[0]
+
+
+def test_big_broadcast_against_a_fixed_size_does_not_read_past_the_fixed_operand():
+    # the kernel looped over the symbol's rows reading the [2, 3] operand past its end
+    # (garbage, and SIGSEGV at millions of rows); now the call misses and eager raises
+    compiled = mini.compile(RELATIONS["broadcast_fixed"][0], backend="inductor", dynamic=True)
+    same(compiled(T(2, 3)), T(2, 3) + FIXED)
+    big = mini.ones(1 << 20, 3)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        compiled(big)
+
+
+# ---- cat along a dynamic dim: the size is a sum of symbols -------------------------------------
+
+def _append(cache, new):
+    return mini.cat([cache, new], dim=1)
+
+
+def _decode(cache, steps, step_fn):
+    out = []
+    for i in range(steps):
+        cache = step_fn(cache, mini.full((2, 1, 4), float(i)))
+        out.append(cache.sum(1))
+    return cache, out
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_kv_cache_grown_by_cat_matches_eager(backend):
+    start = T(2, 3, 4)
+    same(_decode(start, 6, mini.compile(_append, backend=backend)), _decode(start, 6, _append))
+
+
+def test_kv_cache_grown_by_cat_compiles_once_its_length_is_dynamic():
+    compiled, cnt = counted(_append)
+    _decode(T(2, 3, 4), 6, compiled)
+    assert cnt.frame_count == 2  # the static first length, then one graph for every length
+
+
+def _attend(q, cache, new):
+    cache = mini.cat([cache, new], dim=1)
+    scores = (q.unsqueeze(1) * cache).sum(-1).softmax(-1)
+    return (scores.unsqueeze(-1) * cache).sum(1), cache
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_kv_cache_attention_step_matches_eager(backend):
+    compiled = mini.compile(_attend, backend=backend, dynamic=True)
+    q = T(2, 4, seed=1)
+    cache_e = cache_c = T(2, 2, 4, seed=2)
+    for i in range(5):
+        new = T(2, 1, 4, seed=10 + i)
+        out_e, cache_e = _attend(q, cache_e, new)
+        out_c, cache_c = compiled(q, cache_c, new)
+        same((out_c, cache_c), (out_e, cache_e))
+    counter, cnt = counted(_attend, dynamic=True)
+    for n in (2, 3, 4):
+        counter(q, T(2, n, 4), T(2, 1, 4))
+    assert cnt.frame_count == 1

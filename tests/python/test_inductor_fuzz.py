@@ -5,7 +5,7 @@ binary ops with broadcasting ([4, 1] x [1, 5], scalars, 0-d tensors), comparison
 reductions (sum, mean, amax, amin; one or more dims; with and without keepdim; of 0-d
 tensors, of other reductions, over dims of size 0 and 1), views (transpose, permute, reshape,
 flatten, unsqueeze, squeeze, expand, slicing, indexing, of inputs and of computed values),
-matmul, softmax / log_softmax / layer_norm (decomposed by the backend), and casts between
+matmul, softmax / log_softmax / layer_norm (decomposed by the backend), cat, and casts between
 float32, float64, int64 and bool with torch's type promotion. Sizes include 0, 1, odd ones
 (3, 7, 17, 33, ...) and 1023/1025 (around a reduction's chunk); a quarter of the inputs are
 passed non-contiguous (transposed, every other element, expanded).
@@ -22,9 +22,11 @@ Every output is compared with running the same function eagerly on the same inpu
    compute bit for bit (no transcendental, no float sum, no product feeding a sum that a
    compiler could contract into an FMA), so these are never decided by rounding.
 Every fifth function is compiled with dynamic=True (symbolic sizes as kernel arguments).
-Those and every fifth other function are called a second time with every input dim of one
-size n >= 2 made n + 1 (the other function recompiles with automatic dynamic shapes), and
-compared again, when eager accepts those inputs.
+Those and two in five other functions are called again with other sizes (Program.size_calls):
+every input dim of one size n >= 2 made n + 1 (automatic dynamic recompiles with it symbolic),
+n + 2 (the symbolic graph runs), n + 1 in one input alone (a size relation between inputs may
+break: where eager raises, compiled must raise the same exception type and message), n + 3;
+each compared with eager.
 A third as many functions again run as training steps: float inputs require grad, and the
 compiled gradients (training graphs) must match eager autograd's.
 Each function runs in a forked child, so a crash in generated code fails that function only.
@@ -360,15 +362,15 @@ class Gen:
 
     def gen_int(self, shape, dtype, depth, exact):
         r = self.r
-        c = r.choices(["unary", "binary", "scalar", "bool_mul", "reduce", "where", "cast", "view", "matmul"],
-                      weights=[2, 4, 2, 1, 3, 1, 2, 2, 1])[0]
+        c = r.choices(["unary", "binary", "scalar", "bool_mul", "reduce", "where", "cast", "view", "matmul", "cat"],
+                      weights=[2, 4, 2, 1, 3, 1, 2, 2, 1, 1])[0]
         return self.common(c, shape, dtype, depth, exact)
 
     def gen_float(self, shape, dtype, depth, exact):
         r = self.r
         c = r.choices(["unary", "binary", "scalar", "bool_mul", "reduce", "where", "cast", "view", "matmul",
-                       "composite", "int_div"],
-                      weights=[6, 6, 3, 1, 4, 2, 2, 3, 2, 2, 1])[0]
+                       "composite", "int_div", "cat"],
+                      weights=[6, 6, 3, 1, 4, 2, 2, 3, 2, 2, 1, 1])[0]
         return self.common(c, shape, dtype, depth, exact)
 
     def common(self, c, shape, dtype, depth, exact):
@@ -441,6 +443,15 @@ class Gen:
             if exact or not shape:
                 return None
             return self.composite(shape, dtype, depth)
+        if c == "cat":  # two pieces along one dim (either may be empty); the other dims equal
+            if not shape:
+                return None
+            d = r.randrange(len(shape))
+            n1 = r.randint(0, shape[d])
+            sa, sb = shape[:d] + (n1,) + shape[d + 1:], shape[:d] + (shape[d] - n1,) + shape[d + 1:]
+            a, b = self.sub(sa, dtype, depth, exact), self.sub(sb, dtype, depth, exact)
+            fmt = f"mini.cat([{{0}}, {{1}}], {d - len(shape) if r.random() < 0.3 else d})"
+            return binary(fmt, [a, b], shape, dtype, a.exact and b.exact, max(a.mag, b.mag), max(a.scale, b.scale))
         if c == "int_div":
             if exact or dtype != "f32":
                 return None
@@ -761,13 +772,14 @@ class Program:
         return scope[self.name]
 
     def arrays(self, resize=None):
-        """(name, dtype, values, layout) of each parameter; resize=(n, m): every dim of size n
-        is m instead (new values, seeded), as a second call of a dynamic function sees."""
+        """(name, dtype, values, layout) of each parameter; resize=(n, m, only): every dim of
+        size n is m instead (new values, seeded), as a later call of a dynamic function sees,
+        in every input (only=None) or in input `only` alone (which may break a size relation)."""
         out = []
         for name in self.params:
             _, shape, dtype, arr = self.inputs.get(name)
             layout = self.inputs.layouts[name]
-            if resize:
+            if resize and resize[2] in (None, name):
                 new_shape = tuple(resize[1] if n == resize[0] else n for n in shape)
                 arr = random_array(random.Random(f"{self.name} {name} {resize}"), new_shape, dtype)
                 if layout == "expand":
@@ -779,24 +791,46 @@ class Program:
         return [input_tensor(arr, dtype, layout) for _, dtype, arr, layout in self.arrays(resize)]
 
     def resizable(self):
-        """The input sizes a second call may change (sizes 0 and 1 stay specialized)."""
+        """The input sizes a later call may change (sizes 0 and 1 stay specialized)."""
         return sorted({n for name in self.params for n in self.inputs.get(name)[1] if n >= 2})
 
-    def repro(self, dynamic, resize=None):
+    def size_calls(self, rng):
+        """The calls after the first one of a function called with several sizes: a size n of
+        the inputs made n + 1 in all of them (automatic dynamic recompiles with it symbolic),
+        n + 2 (the symbolic graph runs), n + 1 in one input only where two or more have it (a
+        broadcast, cat, matmul or reshape between them no longer fits: compiled must raise
+        what eager raises, or agree with eager where it still fits), then n + 3."""
+        sizes = self.resizable()
+        if not sizes:
+            return []
+        n = rng.choice(sizes)
+        holders = [name for name in self.params if n in self.inputs.get(name)[1]]
+        breaking = [(n, n + 1, rng.choice(holders))] if len(holders) >= 2 else []
+        return [(n, n + 1, None), (n, n + 2, None)] + breaking + [(n, n + 3, None)]
+
+    def repro(self, dynamic, resizes=()):
         """A standalone script that runs this function eagerly and compiled and compares."""
         lines = ["import numpy as np", "import mini", "", self.source().rstrip(), ""]
-        calls = [None] + ([resize] if resize else [])
         lines.append(f"f = mini.compile({self.name}, dynamic={dynamic}, fullgraph=True)")
-        for k, rs in enumerate(calls):
-            lines.append(f"args = [  # call {k + 1}" + (f": every dim of size {rs[0]} is {rs[1]}" if rs else ""))
+        lines.append("def both(args):  # compiled and eager: results, or the exception each raises")
+        lines.append("    for fn in (f, " + self.name + "):")
+        lines.append("        try:")
+        lines.append("            print('compiled' if fn is f else 'eager', fn(*args))")
+        lines.append("        except Exception as e:")
+        lines.append("            print('compiled' if fn is f else 'eager', 'raised', type(e).__name__, e)")
+        for k, rs in enumerate([None] + list(resizes)):
+            lines.append(f"args = [  # call {k + 1}" + (f": {describe_resize(rs)}" if rs else ""))
             lines += [f"    {input_source(arr, dtype, layout)},  # {name}" for name, dtype, arr, layout in self.arrays(rs)]
             lines.append("]")
-            lines.append(f"for i, (got, exp) in enumerate(zip(f(*args), {self.name}(*args))):")
-            lines.append("    print(i, 'compiled', got, 'eager', exp)")
+            lines.append("both(args)")
         return "\n".join(lines) + "\n"
 
     def describe_inputs(self):
         return ", ".join(f"{n}: {self.inputs.get(n)[2]}{list(self.inputs.get(n)[1])}" for n in self.params)
+
+
+def describe_resize(rs):
+    return f"dims of size {rs[0]} made {rs[1]}" + (f" in {rs[2]} only" if rs[2] else "")
 
 
 def generate(seed, count, dynamic=False):
@@ -833,12 +867,13 @@ def check_output(e, got, exp, resized=False):
             f"{g[idx]!r}, eager {x[idx]!r} (scale {e.scale:.3g})")
 
 
-def run_program(prog, dynamic=None, resize=None):
+def run_program(prog, dynamic=None, resizes=()):
     """[(i, problem)] for the expressions of prog whose compiled result differs from eager;
-    [(-1, problem)] when compiling or running the function failed as a whole. resize=(n, m):
-    the compiled function is called a second time with every input dim of size n made m
-    (dynamic=None: a recompile with automatic dynamic shapes; True: the same kernels), when
-    eager accepts those inputs (a size written in the program, as reshape(3, 4), may not)."""
+    [(-1, problem)] when compiling or running the function failed as a whole. resizes: the
+    later calls (Program.size_calls; dynamic=None: automatic dynamic shapes make the sizes
+    symbolic, True: the same kernels); where eager raises on one (a size written in the
+    program, as reshape(3, 4), or one input resized alone), compiled must raise the same
+    exception type and message."""
     fn = prog.function()
     args = prog.args()
     try:
@@ -855,22 +890,27 @@ def run_program(prog, dynamic=None, resize=None):
         p = check_output(e, g, x)
         if p:
             problems.append((i, p))
-    if problems or not resize:
-        return problems
-    args = prog.args(resize)
-    try:
-        expected = fn(*args)
-    except Exception:  # noqa: BLE001
-        return []
-    call = f"second call (dims of size {resize[0]} made {resize[1]})"
-    try:
-        got = compiled(*args)
-    except Exception as e:  # noqa: BLE001
-        return [(-1, f"{call}: compiled raised {type(e).__name__}: {str(e)[:1500]}")]
-    for i, (e, g, x) in enumerate(zip(prog.exprs, got, expected)):
-        p = check_output(e, g, x, resized=True)
-        if p:
-            problems.append((i, f"{call}: {p}"))
+    for k, rs in enumerate(resizes):
+        args = prog.args(rs)
+        call = f"call {k + 2} ({describe_resize(rs)})"
+        try:
+            expected, eager_error = fn(*args), None
+        except Exception as e:  # noqa: BLE001
+            eager_error = f"{type(e).__name__}: {e}"
+        try:
+            got, compiled_error = compiled(*args), None
+        except Exception as e:  # noqa: BLE001
+            compiled_error = f"{type(e).__name__}: {e}"
+        if compiled_error != eager_error:
+            return [(-1, f"{call}: compiled raised {str(compiled_error)[:1500]}, eager raised {eager_error}")]
+        if eager_error:
+            continue
+        for i, (e, g, x) in enumerate(zip(prog.exprs, got, expected)):
+            p = check_output(e, g, x, resized=True)
+            if p:
+                problems.append((i, f"{call}: {p}"))
+        if problems:
+            return problems
     return problems
 
 
@@ -918,18 +958,18 @@ def isolated(work, crashed):
     return json.loads(data)
 
 
-def run_isolated(prog, dynamic=None, resize=None):
+def run_isolated(prog, dynamic=None, resizes=()):
     """run_program, in a forked child."""
-    out = isolated(lambda: run_program(prog, dynamic, resize), lambda text: [(-1, text)])
+    out = isolated(lambda: run_program(prog, dynamic, resizes), lambda text: [(-1, text)])
     return [tuple(p) for p in out]
 
 
-def shrink(inputs, expr, dynamic, resize, budget=80):
+def shrink(inputs, expr, dynamic, resizes, budget=80):
     """A smaller expression of the same shape and dtype that still fails, and its problem."""
     def fails(e):
         nonlocal budget
         budget -= 1
-        probs = run_isolated(Program(inputs, [e], "repro"), dynamic, resize)
+        probs = run_isolated(Program(inputs, [e], "repro"), dynamic, resizes)
         return probs[0][1] if probs and not probs[0][1].startswith("GENERATOR") else None
 
     problem = fails(expr)
@@ -1004,15 +1044,14 @@ def rerun_command(index):
 def test_random_programs_match_eager(index):
     seed = SEED * 1_000_003 + index
     count = min(PER_FUNCTION, N_PROGRAMS - index * PER_FUNCTION)
-    # every fifth function with symbolic sizes; those and every fifth other one are called
-    # again with other sizes (the other one recompiles with automatic dynamic shapes)
+    # every fifth function with symbolic sizes; those and two in five others are called again
+    # with other sizes (Program.size_calls: the others recompile with automatic dynamic
+    # shapes), one input alone resized among them
     dynamic = True if index % 5 == 4 else None
     inputs, exprs = generate(seed, count, dynamic=bool(dynamic))
     prog = Program(inputs, exprs, f"fuzz_{SEED}_{index}")
-    sizes = prog.resizable()
-    pick = random.Random(seed).choice(sizes) if sizes and index % 5 in (3, 4) else None
-    resize = (pick, pick + 1) if pick else None
-    problems = run_isolated(prog, dynamic, resize)
+    resizes = prog.size_calls(random.Random(seed)) if index % 5 in (2, 3, 4) else []
+    problems = run_isolated(prog, dynamic, resizes)
     if not problems:
         return
     if problems[0][0] == -1:  # the whole function failed: find the programs that fail alone
@@ -1020,7 +1059,7 @@ def test_random_programs_match_eager(index):
             pytest.fail(f"{problems[0][1]}\n{prog.source()}")
         problems = []
         for i, e in enumerate(exprs):
-            p = run_isolated(Program(inputs, [e], "alone"), dynamic, resize)
+            p = run_isolated(Program(inputs, [e], "alone"), dynamic, resizes)
             if p:
                 problems.append((i, p[0][1]))
         if not problems:
@@ -1029,10 +1068,10 @@ def test_random_programs_match_eager(index):
     report = [f"seed {seed} (dynamic={dynamic}): {len(problems)} of {len(exprs)} programs differ from eager; "
               f"rerun: {rerun_command(index)}"]
     for i, p in problems[:3]:
-        small, sp = shrink(inputs, exprs[i], dynamic, resize)
+        small, sp = shrink(inputs, exprs[i], dynamic, resizes)
         shrunk = Program(inputs, [small], "repro")
         report.append(f"--- program {i}: {p}\n    {exprs[i].src()}\n  shrunk ({shrunk.describe_inputs()}): "
-                      f"{sp}\n  reproducer:\n{shrunk.repro(dynamic, resize)}")
+                      f"{sp}\n  reproducer:\n{shrunk.repro(dynamic, resizes)}")
     pytest.fail("\n".join(report))
 
 

@@ -544,11 +544,10 @@ def test_user_exception_keeps_the_users_traceback(fn, backend):
         == [f for f in frames if f[0] != "test_user_exception_keeps_the_users_traceback"]
 
 
-@pytest.mark.parametrize("kw", [{}, {"fullgraph": True}, {"backend": "eager"}, pytest.param(
-    {"dynamic": True}, marks=pytest.mark.xfail(strict=True, reason="a symbolic inner dim is checked "
-                                               "when the graph runs: eager's message, no user frame"))])
+@pytest.mark.parametrize("kw", [{}, {"fullgraph": True}, {"backend": "eager"}, {"dynamic": True}])
 def test_shape_error_found_while_tracing_shows_the_users_line(kw):
-    # issue 11: the error a trace finds shows the user's line and eager's message
+    # issue 11: the error a trace finds shows the user's line and eager's message (dynamic=True:
+    # the symbolic inner dim is decided while tracing, with the sizes seen)
     compiled = same_error(_shape_error, T(3, 4), **kw)
     assert "mat1 and mat2 shapes cannot be multiplied (3x4 and 5x5)" in str(compiled.value)
     assert user_frames(compiled, _shape_error)[-1] == ("_shape_error", "return y @ mini.randn(5, 5)")

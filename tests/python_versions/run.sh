@@ -7,7 +7,9 @@
 #                san-py<version>/), libasan preloaded
 #   python-san   the capture, guard and inductor Python tests (and the misuse catalog) under
 #                PYTHON against BUILDDIR/python built with MINI_SANITIZE=ON (ASan + UBSan;
-#                scripts/setup.sh makes build-san/), libasan preloaded
+#                scripts/setup.sh makes build-san/), libasan preloaded; the differential
+#                fuzzer (test_inductor_fuzz.py) at 50 programs (MINI_INDUCTOR_FUZZ_N), with its
+#                generated kernels built with ASan as well
 #   capture      the capture Python tests (tests/python/test_capture*.py, test_guard*.py,
 #                test_graph_break*.py, test_dynamic_shape*.py, and test_aot.py: training
 #                graphs of captured functions and modules; all that exist) under PYTHON's
@@ -77,9 +79,22 @@ case "$kind" in
     # ASan's frames are several times the release build's, and the recursion tests go near
     # Python's limit with mini's frames on the C stack: give the instrumented run room.
     ulimit -s 65536 2>/dev/null || ulimit -s unlimited 2>/dev/null || true
-    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
-      ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      exec "$python" -m pytest -q -p no:cacheprovider -m "not rss" "${files[@]}"
+    export LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)"
+    export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1
+    fuzz=tests/python/test_inductor_fuzz.py
+    rest=()
+    for f in "${files[@]}"; do [ "$f" = "$fuzz" ] || rest+=("$f"); done
+    status=0
+    "$python" -m pytest -q -p no:cacheprovider -m "not rss" "${rest[@]}" || status=$?
+    # The differential fuzzer at a small program count, its generated kernels instrumented
+    # too (CXX carries the flags into mini's compiler command): a kernel that reads past a
+    # buffer, as one did when a broadcast against a dynamic size went unchecked, is an ASan
+    # report in the forked child, and a failed program here.
+    if [ -f "$fuzz" ]; then
+      CXX="${CXX:-c++} -fsanitize=address -fno-omit-frame-pointer" MINI_INDUCTOR_FUZZ_N=${MINI_INDUCTOR_FUZZ_N:-50} \
+        "$python" -m pytest -q -p no:cacheprovider -m "not rss" "$fuzz" || status=$?
+    fi
+    exit $status
     ;;
   conformance)
     need_package

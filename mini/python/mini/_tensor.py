@@ -957,10 +957,17 @@ def cat(tensors, dim=0):
     first = tensors[0]
     d = _dim_index(first, dim)
     total = 0
-    for t in tensors:
+    for k, t in enumerate(tensors):
         if t.dim() != first.dim() or t.dtype != first.dtype:
             raise RuntimeError(f"cat(): tensors must have the same number of dimensions and dtype, got "
                                f"{first.dtype}{list(first.shape)} and {t.dtype}{list(t.shape)} (cast with .to() first)")
+        # torch's check (a size of 1 does not broadcast here); compiled, a shape guard keeps it.
+        # The message is concatenated: capture runs the raise, and has no f-strings.
+        for i in range(first.dim()):
+            if i != d and t.shape[i] != first.shape[i]:
+                raise RuntimeError("Sizes of tensors must match except in dimension " + str(d) + ". Expected size " +
+                                   str(first.shape[i]) + " but got size " + str(t.shape[i]) + " for tensor number " +
+                                   str(k) + " in the list.")
         total = total + t.shape[d]
     out = zeros(first.shape[:d] + (total,) + first.shape[d + 1:], dtype=first.dtype, device=first.device)
     start = 0
