@@ -136,6 +136,8 @@ bool view_strides(const Shape& shape, const Strides& strides, const Shape& targe
 }
 
 bool has_internal_overlap(const Shape& shape, const Strides& strides) {
+  for (int64_t size : shape)
+    if (size == 0) return false;  // no element at all, so no two that share a location
   for (size_t d = 0; d < shape.size() && d < strides.size(); d++)
     if (shape[d] > 1 && strides[d] == 0) return true;
   return false;
