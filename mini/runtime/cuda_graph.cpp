@@ -122,6 +122,10 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   auto cg = std::make_shared<CompiledCudaGraph>();
   cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads, /*one_batch_stride=*/true);
+  // a graph compiled for CUDA makes its tensors there: a factory of a graph traced on the CPU
+  // (compiled for the GPU, as the tests do) creates on the GPU too, as its kernels' buffers do
+  for (auto& n : cg->schedule.graph.nodes)
+    if (op_class(n.op) == OpClass::Factory) n.attrs.device = Device::cuda(0);
   cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
   cg->layouts.assign(cg->schedule.groups.size(), cg->layout);
   if (per_kernel) {

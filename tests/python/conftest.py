@@ -105,7 +105,10 @@ def cuda_like(x):
         return x.cuda()
     span = 1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))
     y = mini.empty(span, dtype=x.dtype, device="cuda").as_strided(tuple(x.shape), x.stride(), 0)
-    y.copy_(x.cuda())
+    # an expanded x (a stride-0 dim) shares memory along that dim: write its first index, which
+    # every index reads (a write through all of them is refused, as torch refuses it)
+    first = tuple(slice(0, 1) if stride == 0 else slice(None) for stride in x.stride())
+    y[first].copy_(x[first].cuda())
     return y
 
 
