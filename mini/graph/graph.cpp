@@ -604,22 +604,14 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
   }
   switch (op) {
     case OpKind::Matmul: {
-      check_matmul(t[0], t[1]);  // eager's checks; inner sizes that are symbols: decided below
+      // eager's checks and words on this call's sizes (a symbol's value seen); the inner sizes
+      // are then equal, a fact of the graph where a symbol takes part
+      Tensor lhs = meta_tensor(in[0], wrapped[0]), rhs = meta_tensor(in[1], wrapped[1]);
+      lhs->sizes = g.hints(lhs->sizes), rhs->sizes = g.hints(rhs->sizes);
+      check_matmul(lhs, rhs);
       const Shape &x = in[0].sizes, &y = in[1].sizes;
       Shape xs = x.size() == 1 ? Shape{1, x[0]} : x, ys = y.size() == 1 ? Shape{y[0], 1} : y;
-      auto mat = [&](const Shape& s) {  // "3x4": eager's message (matmul.cpp), word for word
-        std::string out;
-        for (int64_t d : g.hints(s)) out += (out.empty() ? "" : "x") + std::to_string(d);
-        return out;
-      };
-      bool inner = same_size(g, xs.back(), ys[ys.size() - 2]);
-      if (!inner && x.size() == 1 && y.size() == 1)  // a dot product: eager's own message
-        fail("inconsistent tensor size, expected tensor [", g.hint(x[0]), "] and src [", g.hint(y[0]),
-             "] to have the same number of elements, but got ", g.hint(x[0]), " and ", g.hint(y[0]),
-             " elements respectively");
-      if (!inner)
-        fail("mat1 and mat2 shapes cannot be multiplied (", mat(xs), " and ", mat(ys),
-             "): the inner dimensions ", g.hint(xs.back()), " and ", g.hint(ys[ys.size() - 2]), " must be equal");
+      same_size(g, xs.back(), ys[ys.size() - 2]);
       Shape batch = broadcast_meta(g, Shape(xs.begin(), xs.end() - 2), Shape(ys.begin(), ys.end() - 2));
       if (x.size() > 1) batch.push_back(xs[xs.size() - 2]);
       if (y.size() > 1) batch.push_back(ys.back());
