@@ -37,6 +37,12 @@ struct GraphBuilder {
     std::vector<int> ids;
     for (const Value& v : in) ids.push_back(v.id);
     if (Value folded = fold(k, ids, a)) return folded;
+    if (op_outputs(k) > 1) {  // an output of a call already in the graph (add_other_outputs)
+      Node want;
+      want.op = k, want.inputs = ids, want.attrs = a;
+      for (size_t id = 0; id < g.nodes.size(); id++)
+        if (graph::same_call(want, g.nodes[id]) && g.nodes[id].attrs.index == a.index) return {(int)id};
+    }
     return {g.add_op(k, ids, a)};
   }
   // Arithmetic on two constants is a constant (pow's rule computes y - 1 for y = 2): left as
@@ -286,9 +292,31 @@ bool needs_training_graphs(const Graph& g) {
   return false;
 }
 
-TrainingGraphs make_training_graphs(const Graph& fwd, Partitioner partitioner) {
-  if (!fwd.symbols.empty())
+// Appends to `g` a node for every output of a multi-output call that has none (attention's
+// log-sum-exp beside its output): forward values the backward's rules read, which the forward
+// computes in the same call (graph::same_call) and the partition saves.
+void add_other_outputs(Graph& g) {
+  const size_t n = g.nodes.size();
+  for (size_t id = 0; id < n; id++) {
+    const Node& node = g.nodes[id];
+    if (node.kind != NodeKind::Op || op_outputs(node.op) < 2) continue;
+    std::vector<bool> present(op_outputs(node.op), false);
+    for (size_t other = 0; other < g.nodes.size(); other++)
+      if (other == id || graph::same_call(node, g.nodes[other])) present[g.nodes[other].attrs.index] = true;
+    for (int index = 0; index < (int)present.size(); index++)
+      if (!present[index]) {
+        Node copy = g.nodes[id];
+        copy.attrs.index = index;
+        g.add_op(copy.op, copy.inputs, copy.attrs, copy.code);
+      }
+  }
+}
+
+TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner) {
+  if (!traced.symbols.empty())
     fail("training graphs need static sizes (this graph has symbolic sizes)");
+  Graph fwd = traced;
+  add_other_outputs(fwd);
   TrainingGraphs tg;
   tg.partitioner = partitioner;
   tg.joint = std::make_shared<Graph>(fwd);

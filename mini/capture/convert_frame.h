@@ -43,6 +43,9 @@ struct CompileConfig {
   bool capture_scalar_outputs = false;
   bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning
   std::string partitioner = "recompute";  // inductor's training graphs: "recompute" or "min-cut"
+  // F.scaled_dot_product_attention in a graph: one fused node ("auto": where FlashAttention runs;
+  // "always": wherever the fused kernel does; "never": its matmuls and softmax)
+  std::string fused_attention = "auto";
 };
 CompileConfig& compile_config();
 

@@ -1044,6 +1044,33 @@ VarRef call_graph_function(TraceContext& ctx, const std::string& name, std::vect
       if (int64_t have = xs[xs.size() - shape.size() + i]; have != graph::kUnbacked) ctx.graph().assume(have, '=', shape[i]);
     return node(ctx, OpKind::LayerNorm, in, a);
   }
+  if (name == "attention_node") {
+    // F.scaled_dot_product_attention while compiling (mini._tensor.attention_node): one
+    // Attention node, an extern call to the fused kernel (FlashAttention on CUDA), where
+    // mini.config.fused_attention takes these operands as eager would see them (autocast's casts
+    // applied); else None, and the function goes on to its matmuls and softmax.
+    Args args{std::move(pos), kwargs, name};
+    VarRef q = args.get(0, "query"), k = args.get(1, "key"), v = args.get(2, "value");
+    VarRef causal = args.get(3, "is_causal"), scale = args.get(4, "scale");
+    auto none = [] { return make_constant((Py_INCREF(Py_None), Py_None)); };
+    if (!is_tensor(q) || !is_tensor(k) || !is_tensor(v) || !causal->is(Var::Kind::Constant) ||
+        !scale->is(Var::Kind::Constant) || !(PyFloat_Check(scale->obj) || PyLong_CheckExact(scale->obj)))
+      return none();
+    DType autocast_to;
+    bool autocast = autocast_target(OpKind::Attention, ctx.graph().device, &autocast_to);
+    auto meta = [&](const VarRef& t) {
+      Tensor m = graph::meta_tensor(meta_of(ctx, t));
+      m->storage->device = ctx.graph().device;
+      if (autocast && autocast_casts(m->dtype, autocast_to)) m->dtype = autocast_to;
+      return m;
+    };
+    if (!attention_node_fits(meta(q), meta(k), meta(v), compile_config().fused_attention)) return none();
+    Attrs a;
+    a.mode = PyObject_IsTrue(causal->obj) ? "causal" : "";
+    a.value = PyFloat_AsDouble(scale->obj);
+    a.index = 0;
+    return node(ctx, OpKind::Attention, {q->node, k->node, v->node}, a);
+  }
   if (name == "embedding") {  // mini.nn.functional.embedding(input, weight): weight's rows by index
     Args args{std::move(pos), kwargs, name};
     VarRef idx = args.get(0, "input"), w = args.get(1, "weight");

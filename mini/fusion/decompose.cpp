@@ -2,7 +2,8 @@
 // decompositions): softmax = amax, sub, exp, sum, div; log_softmax; layer_norm = mean,
 // sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum;
 // a reduction of a 0-d tensor, and a softmax of an empty one = a cast; for cuBLAS, a copy of a
-// matmul operand it cannot read as it is, as a clone fusion sees.
+// matmul operand it cannot read as it is, and for the fused attention kernels a copy of an
+// operand that is not dense, as a clone fusion sees.
 #include "fusion/schedule.h"
 
 #include <algorithm>
@@ -60,6 +61,22 @@ BlasRead blas_read(const graph::TensorMeta& m, const graph::TensorMeta& other) {
   if ((row_major || col_major) && one_stride) return BlasRead::AsIs;
   return col_major && !row_major ? BlasRead::CopyColumnMajor : BlasRead::CopyRowMajor;
 }
+
+// Whether a tensor of this meta is row-major and dense (dims of size 1 at any stride), as the
+// fused attention kernels read their operands; unknown sizes or strides count as dense (the
+// extern call copies at run time what is not).
+bool dense(const graph::TensorMeta& m) {
+  int64_t expected = 1;
+  for (size_t d = m.sizes.size(); d-- > 0;) {
+    if (graph::is_symbol(m.sizes[d]) || d >= m.strides.size() || graph::is_symbol(m.strides[d])) return true;
+    if (m.sizes[d] != 1 && m.strides[d] != expected) return false;
+    expected *= m.sizes[d];
+  }
+  return true;
+}
+
+// Ops whose extern call reads dense operands (a copy otherwise, one launch per operand).
+bool reads_dense(OpKind op) { return op == OpKind::Attention || op == OpKind::AttentionBackward; }
 }  // namespace
 
 graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
@@ -79,6 +96,12 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
         BlasRead how = blas_read(src.nodes[i].meta, src.nodes[j].meta);
         if (how != BlasRead::AsIs) copy[i] = how;
       }
+  // the fused attention's operands likewise: q, k and v as heads of one projection (transposed
+  // views) get their copies as one generated kernel, not three extern copies
+  for (const graph::Node& n : src.nodes)
+    if (one_batch_stride && n.kind == graph::NodeKind::Op && reads_dense(n.op))
+      for (int i : n.inputs)
+        if (i >= 0 && copy[i] == BlasRead::AsIs && !dense(src.nodes[i].meta)) copy[i] = BlasRead::CopyRowMajor;
   auto make_copy = [&](size_t id) {
     if (copy[id] == BlasRead::AsIs) return;
     Builder b{g, src.nodes[id].code};
@@ -108,7 +131,10 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
     }
     std::vector<int> in;
     for (int i : n.inputs)
-      in.push_back(i < 0 ? -1 : n.op == OpKind::Matmul && copied[i] >= 0 ? copied[i] : map[i]);
+      in.push_back(i < 0                                                                  ? -1
+                   : n.op == OpKind::Matmul && copied[i] >= 0                              ? copied[i]
+                   : reads_dense(n.op) && copy[i] == BlasRead::CopyRowMajor && copied[i] >= 0 ? copied[i]
+                                                                                           : map[i]);
     Builder b{g, n.code};
     const Attrs& a = n.attrs;
     switch (n.op) {

@@ -278,6 +278,25 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
   group_greedily(s, max_loads, group_of, first_decision);
   for (int o : g.outputs) s.realized[o] = true;
 
+  // The nodes of one multi-output call (attention's output and log-sum-exp; dq, dk and dv) are
+  // one step, the first of them in step order: the call runs once.
+  std::vector<Step> steps;
+  for (Step& st : s.steps) {
+    if (st.kind == StepKind::Extern && op_outputs(g.nodes[st.node].op) > 1) {
+      auto first = std::find_if(steps.begin(), steps.end(), [&](const Step& o) {
+        return o.kind == StepKind::Extern && graph::same_call(g.nodes[o.node], g.nodes[st.node]);
+      });
+      if (first != steps.end()) {
+        first->also.push_back(st.node);
+        log(cat(g.nodes[st.node].name, ": computed by the call of ", g.nodes[first->node].name,
+                " (one ", op_name(g.nodes[st.node].op), " call, ", op_outputs(g.nodes[st.node].op), " outputs)"));
+        continue;
+      }
+    }
+    steps.push_back(std::move(st));
+  }
+  s.steps = std::move(steps);
+
   // Loads, stores and names of each kernel.
   first_decision.push_back(s.decisions.size());
   for (size_t gi = 0; gi < s.groups.size(); gi++) {
@@ -330,6 +349,8 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
     else for (int i : g.nodes[st.node].inputs) if (i >= 0) reads.push_back(i);
     for (int r : reads) s.last_use[r] = std::max(s.last_use[r], (int)si);
   }
+  for (size_t si = 0; si < s.steps.size(); si++)  // an output of a call that nothing reads: freed at once
+    for (int id : s.steps[si].also) s.last_use[id] = std::max(s.last_use[id], (int)si);
   // a view shares its base's memory: the base lives as long as any view of it is read
   for (size_t si = s.steps.size(); si-- > 0;) {
     const Step& st = s.steps[si];
@@ -344,6 +365,7 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
   for (size_t si = 0; si < s.steps.size(); si++) {
     const Step& st = s.steps[si];
     std::vector<int> made = st.kind == StepKind::Kernel ? s.groups[st.group].stores : std::vector<int>{st.node};
+    made.insert(made.end(), st.also.begin(), st.also.end());
     for (int m : made) {
       if (st.kind == StepKind::View) continue;  // a view owns no memory
       int64_t b = meta_bytes(g, g.nodes[m].meta);

@@ -47,6 +47,8 @@ struct Step {
   StepKind kind;
   int node = -1;       // Extern/View: the node it computes
   int group = -1;      // Kernel: index into Schedule::groups
+  std::vector<int> also;  // Extern of a multi-output op: the call's other nodes (graph::same_call),
+                          // which this step fills (they have no step of their own)
 };
 
 struct FusionDecision {

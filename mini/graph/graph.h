@@ -149,6 +149,11 @@ Tensor meta_tensor(const TensorMeta& meta, bool wrapped = false);
 // "f32[8, 8][8, 1]cpu": dtype, sizes and strides, as torch prints graph meta.
 std::string meta_str(const TensorMeta& meta, Device device = {});
 
+// Whether op nodes `a` and `b` are outputs of one call of a multi-output op (op_outputs > 1):
+// the same op on the same inputs with the same attributes but attrs.index. Executors run such a
+// call once and hand each node its output.
+bool same_call(const Node& a, const Node& b);
+
 // Runs the graph with eager ops. `inputs` follow graph.inputs; returns graph.outputs.
 std::vector<Tensor> run_graph(const Graph& graph, const std::vector<Tensor>& inputs);
 

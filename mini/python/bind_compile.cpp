@@ -232,8 +232,10 @@ void bind_compile(py::module_& m) {
   });
   py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
   m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
-                          std::string cache_dir, bool suppress_errors, std::string partitioner) {
+                          std::string cache_dir, bool suppress_errors, std::string partitioner,
+                          std::string fused_attention) {
     auto& c = cap::compile_config();
+    c.fused_attention = fused_attention;
     c.partitioner = partitioner;
     c.suppress_errors = suppress_errors;
     c.cache_dir = cache_dir;

@@ -439,7 +439,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
       std::vector<Tensor> args;
       for (int i : n.inputs) args.push_back(i < 0 ? nullptr : values[i] ? values[i] : g.nodes[i].constant);
       int64_t before = metrics().bytes_moved;
-      values[st.node] = run_extern(n, args, symbols);
+      run_extern(g, st, args, symbols, values);
       if (timed) record_step(extern_label(n, args), "", seconds(), metrics().bytes_moved - before);
     }
     for (int id : frees[si]) values[id].reset();  // what no later step reads

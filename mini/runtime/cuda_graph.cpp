@@ -93,12 +93,20 @@ Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols) {
   return shape;
 }
 
-Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols) {
+void run_extern(const graph::Graph& g, const fusion::Step& st, const std::vector<Tensor>& args,
+                const std::vector<int64_t>& symbols, std::vector<Tensor>& values) {
+  const graph::Node& n = g.nodes[st.node];
   Attrs a = n.attrs;
   a.shape = resolve_shape(a.shape, symbols);
   if (graph::is_symbol(a.start)) a.start = symbols[graph::symbol_index(a.start)];
   if (graph::is_symbol(a.end)) a.end = symbols[graph::symbol_index(a.end)];
-  return call_op(n.op, args, a);  // a view (no kernel) or an extern call
+  if (op_outputs(n.op) == 1) {
+    values[st.node] = call_op(n.op, args, a);  // a view (no kernel) or an extern call
+    return;
+  }
+  std::vector<Tensor> outs = call_op_outputs(n.op, args, a);  // one call, every node of it
+  values[st.node] = outs.at(n.attrs.index);
+  for (int id : st.also) values[id] = outs.at(g.nodes[id].attrs.index);
 }
 
 void require_known_sizes(const graph::Graph& g) {
@@ -308,7 +316,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
       const graph::Node& n = g.nodes[st.node];
       std::vector<Tensor> call_args;
       for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : value(i));
-      values[st.node] = run_extern(n, call_args, symbols);
+      run_extern(g, st, call_args, symbols, values);
     }
     for (int id : frees[si]) {
       if (kept && values[id]) kept->push_back(values[id]);

@@ -151,7 +151,10 @@ std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s);
 // bindings (mini.inductor, mini._C._inductor_*) call this first.
 void check_inputs(const graph::Graph& g, const std::vector<Tensor>& inputs);
 Shape resolve_shape(Shape shape, const std::vector<int64_t>& symbols);
-Tensor run_extern(const graph::Node& n, const std::vector<Tensor>& args, const std::vector<int64_t>& symbols);
+// Runs extern or view step `st` of graph `g` on `args` (its node's inputs), with this call's
+// symbols: sets values[st.node], and the values of the call's other nodes (st.also).
+void run_extern(const graph::Graph& g, const fusion::Step& st, const std::vector<Tensor>& args,
+                const std::vector<int64_t>& symbols, std::vector<Tensor>& values);
 
 // Raises, naming the node, when a size of `g` is known only at run time (graph::kUnbacked: a
 // nonzero's length, or a size computed from one): generated code needs every size as a number or

@@ -1,7 +1,9 @@
-// attention.cpp — eager scaled dot-product attention as one kernel: what
-// F.scaled_dot_product_attention runs outside a compiled function (torch's eager runs a fused
-// kernel too; inside mini.compile the function is captured as its matmuls and softmax instead,
-// so that fusion sees them).
+// attention.cpp — scaled dot-product attention as one kernel: what
+// F.scaled_dot_product_attention runs eagerly (torch's eager runs a fused kernel too), and what
+// a compiled graph's Attention and AttentionBackward nodes call (attention_forward,
+// attention_backward: extern calls, as Inductor calls aten's flash attention). Where the tiled
+// kernel does not run (mini.config.fused_attention, attention_node_fits), a compiled graph
+// holds the matmuls and softmax instead, which fusion sees.
 //
 // Forward, for each row i of query (per batch and head): the scores s_j = scale * q_i . k_j over
 // the keys it may see (all, or j <= i under is_causal: torch's top-left triangle), then
@@ -78,58 +80,40 @@ struct AttentionBackward : CustomBackward {
 
   const char* name() const override { return "ScaledDotProductAttention"; }
 
-  // The five matmuls run in the inputs' dtype (for bfloat16 the GEMMs accumulate in float32
-  // and round their result once, as FlashAttention's backward does); the softmax in between
-  // (P, D, dS) is float32.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
     const char* op = name();
-    const DType dtype = q.unpack(op)->dtype;
-    if (Tensor Q = q.unpack(op); Q->is_cuda()) {
-      const int64_t r = Q->dim();
-      if (cuda::flash_attention_supports(dtype, Q->sizes[r - 1], v.unpack(op)->sizes[r - 1]))
-        return flash_backward(grad_outputs);
-    }
-    const DType compute = dtype == DType::BFloat16 ? DType::Float32 : dtype;
-    Tensor Q = q.unpack(op), K = k.unpack(op), V = v.unpack(op);
-    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(Q->sizes, dtype, Q->device())
-                                                         : cast(grad_outputs[0], dtype);
-    const int64_t r = Q->dim();
-    auto scalar = [&](double x) { return scalar_tensor(x, compute, true); };
-    auto T = [&](const Tensor& t) { return transpose(t, r - 2, r - 1); };
-    Tensor s = binary(OpKind::Mul, cast(matmul(Q, T(K)), compute), scalar(scale));
-    if (causal) {  // entries j > i: -inf, so that P is 0 there
-      const int64_t L = Q->sizes[r - 2], S = K->sizes[r - 2];
-      Tensor i = unsqueeze(arange(0, double(L), 1, DType::Int64, Q->device()), 1);
-      Tensor j = unsqueeze(arange(0, double(S), 1, DType::Int64, Q->device()), 0);
-      s = masked_fill(s, binary(OpKind::Gt, j, i), scalar_tensor(-INFINITY, compute));
-    }
-    Tensor P = unary(OpKind::Exp, binary(OpKind::Sub, s, unsqueeze(cast(lse.unpack(op), compute), r - 1)));
-    Tensor dV = matmul(T(cast(P, dtype)), dO);
-    Tensor dP = cast(matmul(dO, T(V)), compute);
-    Tensor D = reduce(OpKind::Sum, binary(OpKind::Mul, cast(dO, compute), cast(out.unpack(op), compute)),
-                      {r - 1}, true);
-    Tensor dS = cast(binary(OpKind::Mul, binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D)), scalar(scale)), dtype);
-    return {matmul(dS, K), matmul(T(dS), Q), dV};
-  }
-
-  // The tensor-core backward (cuda/flash_attention.cu): the scores recomputed tile by tile from
-  // the saved lse, never the [L, S] matrix.
-  std::vector<Tensor> flash_backward(const std::vector<Tensor>& grad_outputs) {
-    const char* op = name();
-    Tensor Q = contiguous(q.unpack(op)), K = contiguous(k.unpack(op)), V = contiguous(v.unpack(op)),
-           O = out.unpack(op);
-    Tensor dO = grad_outputs.empty() || !grad_outputs[0] ? zeros(O->sizes, O->dtype, O->device())
-                                                         : contiguous(cast(grad_outputs[0], O->dtype));
-    Tensor dQ = TensorImpl::empty(Q->sizes, Q->dtype, Q->device());
-    Tensor dK = TensorImpl::empty(K->sizes, K->dtype, K->device());
-    Tensor dV = TensorImpl::empty(V->sizes, V->dtype, V->device());
-    cuda::flash_attention_backward(dQ, dK, dV, Q, K, V, O, dO, lse.unpack(op), causal, scale);
-    count_kernel(3 * (Q->nbytes() + K->nbytes() + V->nbytes()) + dO->nbytes() + O->nbytes());
-    return {dQ, dK, dV};
+    Tensor g = grad_outputs.empty() ? nullptr : grad_outputs[0];
+    return attention_backward(q.unpack(op), k.unpack(op), v.unpack(op), out.unpack(op), lse.unpack(op), g, causal,
+                              scale);
   }
 
   void release() override { q = k = v = out = lse = SavedTensor{}; }
 };
+
+// The five matmuls run in the inputs' dtype (for bfloat16 the GEMMs accumulate in float32
+// and round their result once, as FlashAttention's backward does); the softmax in between
+// (P, D, dS) is float32.
+std::vector<Tensor> backward_by_ops(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& O,
+                                    const Tensor& lse, const Tensor& dO, bool causal, double scale) {
+  const DType dtype = Q->dtype;
+  const DType compute = dtype == DType::BFloat16 ? DType::Float32 : dtype;
+  const int64_t r = Q->dim();
+  auto scalar = [&](double x) { return scalar_tensor(x, compute, true); };
+  auto T = [&](const Tensor& t) { return transpose(t, r - 2, r - 1); };
+  Tensor s = binary(OpKind::Mul, cast(matmul(Q, T(K)), compute), scalar(scale));
+  if (causal) {  // entries j > i: -inf, so that P is 0 there
+    const int64_t L = Q->sizes[r - 2], S = K->sizes[r - 2];
+    Tensor i = unsqueeze(arange(0, double(L), 1, DType::Int64, Q->device()), 1);
+    Tensor j = unsqueeze(arange(0, double(S), 1, DType::Int64, Q->device()), 0);
+    s = masked_fill(s, binary(OpKind::Gt, j, i), scalar_tensor(-INFINITY, compute));
+  }
+  Tensor P = unary(OpKind::Exp, binary(OpKind::Sub, s, unsqueeze(cast(lse, compute), r - 1)));
+  Tensor dV = matmul(T(cast(P, dtype)), dO);
+  Tensor dP = cast(matmul(dO, T(V)), compute);
+  Tensor D = reduce(OpKind::Sum, binary(OpKind::Mul, cast(dO, compute), cast(O, compute)), {r - 1}, true);
+  Tensor dS = cast(binary(OpKind::Mul, binary(OpKind::Mul, P, binary(OpKind::Sub, dP, D)), scalar(scale)), dtype);
+  return {matmul(dS, K), matmul(T(dS), Q), dV};
+}
 
 }  // namespace
 
@@ -155,15 +139,7 @@ bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v,
   return true;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
-                                    double scale, Tensor* lse_out) {
-  Tensor q = q_in, k = k_in, v = v_in;
-  if (autocast_state().on(q->device())) {  // torch's lower-precision list has attention
-    DType to;
-    if (autocast_target(OpKind::Matmul, q->device(), &to))
-      for (Tensor* t : {&q, &k, &v})
-        if (autocast_casts((*t)->dtype, to)) *t = cast(*t, to);
-  }
+std::vector<Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
   std::string why;
   if (!fused_attention_supports(q, k, v, &why)) fail("scaled_dot_product_attention (fused): ", why);
   const int64_t r = q->dim(), L = q->sizes[r - 2], S = k->sizes[r - 2], E = q->sizes[r - 1],
@@ -186,8 +162,48 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     });
   }
   count_kernel(q->nbytes() + k->nbytes() + v->nbytes() + out->nbytes() + lse->nbytes());
-  if (lse_out) *lse_out = lse;
-  if (should_record({q, k, v})) {
+  return {out, lse};
+}
+
+std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                       const Tensor& lse, const Tensor& grad_out, bool causal, double scale) {
+  const DType dtype = q->dtype;
+  const int64_t r = q->dim();
+  Tensor dO = grad_out ? cast(grad_out, dtype) : zeros(out->sizes, dtype, q->device());
+  if (q->is_cuda() && cuda::flash_attention_supports(dtype, q->sizes[r - 1], v->sizes[r - 1])) {
+    // the tensor-core backward (cuda/flash_attention.cu): the scores recomputed tile by tile
+    // from the saved lse, never the [L, S] matrix
+    Tensor Q = contiguous(q), K = contiguous(k), V = contiguous(v), O = contiguous(out);
+    dO = contiguous(dO);
+    Tensor dQ = TensorImpl::empty(Q->sizes, dtype, Q->device());
+    Tensor dK = TensorImpl::empty(K->sizes, dtype, K->device());
+    Tensor dV = TensorImpl::empty(V->sizes, dtype, V->device());
+    cuda::flash_attention_backward(dQ, dK, dV, Q, K, V, O, dO, contiguous(lse), causal, scale);
+    count_kernel(3 * (Q->nbytes() + K->nbytes() + V->nbytes()) + dO->nbytes() + O->nbytes());
+    return {dQ, dK, dV};
+  }
+  return backward_by_ops(q, k, v, out, lse, dO, causal, scale);
+}
+
+bool attention_node_fits(const Tensor& q, const Tensor& k, const Tensor& v, const std::string& policy) {
+  if (policy == "never") return false;
+  if (policy != "auto" && policy != "always")
+    fail("mini.config.fused_attention must be 'auto', 'always' or 'never', got '", policy, "'");
+  for (const Tensor* t : {&q, &k, &v})
+    if (!*t) return false;
+    else
+      for (int64_t s : (*t)->sizes)
+        if (s < 0) return false;  // a dynamic size: the decomposition handles every value
+  if (!fused_attention_supports(q, k, v, nullptr)) return false;
+  const int64_t r = q->dim();
+  return policy == "always" ||
+         (q->is_cuda() && cuda::flash_attention_supports(q->dtype, q->sizes[r - 1], v->sizes[r - 1]));
+}
+
+std::vector<Tensor> attention_with_grad(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+  std::vector<Tensor> fwd = attention_forward(q, k, v, causal, scale);
+  const Tensor &out = fwd[0], &lse = fwd[1];
+  if (should_record({q, k, v})) {  // the output's gradient; the lse carries none
     auto bw = std::make_shared<AttentionBackward>();
     bw->q.save(detach(q));
     bw->k.save(detach(k));
@@ -202,7 +218,21 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     out->grad_fn = node;
     out->output_nr = 0;
   }
-  return out;
+  return fwd;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
+                                    double scale, Tensor* lse_out) {
+  Tensor q = q_in, k = k_in, v = v_in;
+  if (autocast_state().on(q->device())) {  // torch's lower-precision list has attention
+    DType to;
+    if (autocast_target(OpKind::Attention, q->device(), &to))
+      for (Tensor* t : {&q, &k, &v})
+        if (autocast_casts((*t)->dtype, to)) *t = cast(*t, to);
+  }
+  std::vector<Tensor> fwd = attention_with_grad(q, k, v, causal, scale);
+  if (lse_out) *lse_out = fwd[1];
+  return fwd[0];
 }
 
 }  // namespace mini

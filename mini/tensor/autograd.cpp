@@ -43,7 +43,7 @@ std::string AutocastState::str() const {
 bool autocast_target(OpKind k, Device device, DType* to) {
   if (!g_autocast.on(device)) return false;
   switch (k) {
-    case OpKind::Matmul: *to = g_autocast.dtype[int(device.type)]; return true;
+    case OpKind::Matmul: case OpKind::Attention: *to = g_autocast.dtype[int(device.type)]; return true;
     case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MseLoss:
       *to = DType::Float32;
       return true;

@@ -28,6 +28,14 @@ bool is_transcendental(OpKind k) {
 
 bool is_random(OpKind k) { return k == OpKind::Rand || k == OpKind::Randn; }
 
+int op_outputs(OpKind k) {
+  switch (k) {
+    case OpKind::Attention: return 2;
+    case OpKind::AttentionBackward: return 3;
+    default: return 1;
+  }
+}
+
 OpClass op_class(OpKind k) {
   switch (k) {
 #define MINI_OP_CLASS(name, str, cls) case OpKind::name: return OpClass::cls;
@@ -44,8 +52,23 @@ void expect_inputs(OpKind k, const std::vector<Tensor>& in, size_t n) {
 }
 }  // namespace
 
+std::vector<Tensor> call_op_outputs(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
+  const bool causal = a.mode == "causal";
+  switch (k) {
+    case OpKind::Attention: expect_inputs(k, in, 3); return attention_with_grad(in[0], in[1], in[2], causal, a.value);
+    case OpKind::AttentionBackward:
+      expect_inputs(k, in, 6);
+      return attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], causal, a.value);
+    default: return {call_op(k, in, a)};
+  }
+}
+
 Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
   switch (k) {
+    case OpKind::Attention: case OpKind::AttentionBackward: {
+      if (a.index < 0 || a.index >= op_outputs(k)) fail(op_name(k), ": no output ", a.index);
+      return call_op_outputs(k, in, a)[a.index];
+    }
     case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
     case OpKind::Maximum: case OpKind::Minimum: case OpKind::Eq: case OpKind::Ne:
     case OpKind::Lt: case OpKind::Le: case OpKind::Gt: case OpKind::Ge:

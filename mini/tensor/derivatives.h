@@ -254,6 +254,19 @@ struct Rules {
         break;
       }
       case OpKind::LayerNorm: gi = layer_norm(a, g, in, need); break;
+      case OpKind::Attention: {  // from the saved inputs, output and log-sum-exp (FlashAttention's)
+        if (a.index != 0) fail("derivative for attention's log-sum-exp is not implemented");
+        Attrs lse_of = a;
+        lse_of.index = 1;  // the same call's other output (the joint graph finds it, not a second call)
+        V lse = op(OpKind::Attention, in, lse_of);
+        for (int64_t i = 0; i < 3; i++) {
+          if (!need[i]) continue;
+          Attrs at = a;
+          at.index = i;
+          gi[i] = op(OpKind::AttentionBackward, {in[0], in[1], in[2], out, lse, g}, at);
+        }
+        break;
+      }
       case OpKind::MseLoss: {  // out = reduce((a - b)^2)
         V diff = sub(in[0], in[1]);
         V scale = num(a.mode == "mean" ? 2.0 / (double)reduced_count(f.shape(diff), Attrs{}) : 2.0, g);

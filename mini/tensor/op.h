@@ -42,6 +42,8 @@ namespace mini {
   X(Detach, "detach", View)                                                    \
   /* composite kernels */                                                     \
   X(Matmul, "matmul", Extern)                                                  \
+  X(Attention, "attention", Extern)                                            \
+  X(AttentionBackward, "attention_backward", Extern)                           \
   X(Softmax, "softmax", Composite) X(LogSoftmax, "log_softmax", Composite)      \
   X(LayerNorm, "layer_norm", Composite) X(MseLoss, "mse_loss", Composite)      \
   X(SliceBackward, "slice_backward", Composite)                                \
@@ -70,6 +72,10 @@ bool is_transcendental(OpKind k);
 // Ops that draw from the random generator: a graph keeps them even when nothing reads them
 // and never runs one twice, so the generator advances as it does in eager code.
 bool is_random(OpKind k);
+// How many tensors one call of the op computes (attention: its output and log-sum-exp; its
+// backward: dq, dk, dv); 1 for every other op. A graph holds one node per output, told apart by
+// attrs.index, and the executors run one call for all the nodes of a call (graph::same_call).
+int op_outputs(OpKind k);
 
 // Attributes of one op application. Each op reads only the fields it documents:
 //   reductions: dims (empty = all), keepdim
@@ -82,6 +88,9 @@ bool is_random(OpKind k);
 //   Cast: dtype
 //   Embedding (inputs weight [V, D], indices int64): none;  EmbeddingBackward (inputs grad,
 //   indices): shape (the weight's)
+//   Attention (inputs q, k, v): mode ("causal" or ""), value (the scale), index (0: the output,
+//   1: the log-sum-exp of each query row);  AttentionBackward (inputs q, k, v, out, lse,
+//   grad_out): Attention's fields, index (0, 1, 2: dq, dk, dv)
 //   Full: shape, value, dtype;  Empty/Rand/Randn: shape, dtype;  Arange: start, end, step, dtype
 struct Attrs {
   std::vector<int64_t> dims;

@@ -68,6 +68,9 @@ void check_index_count(int64_t indices, int64_t rank);
 
 // ---- the generic entry point ----------------------------------------------------------
 Tensor call_op(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
+// Every output of one call (op_outputs(kind) of them; attrs.index ignored): what an executor
+// runs once for the nodes of a multi-output op (graph::same_call).
+std::vector<Tensor> call_op_outputs(OpKind kind, const std::vector<Tensor>& inputs, const Attrs& attrs = {});
 
 // ---- pointwise ------------------------------------------------------------------------
 Tensor binary(OpKind kind, const Tensor& a, const Tensor& b);
@@ -125,6 +128,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     Tensor* lse = nullptr);
 // Whether the fused kernel takes these operands; if not, *why says what it lacks.
 bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v, std::string* why);
+// The graph ops Attention and AttentionBackward (no autograd recorded, no autocast: a graph
+// holds its casts): {out, lse} of the fused forward, and {dq, dk, dv} from its saved inputs,
+// output and lse and the output's gradient (FlashAttention-2's backward on CUDA where it takes
+// the operands, else the same formulas as eager ops).
+std::vector<Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+// attention_forward, and the output's autograd node where q, k or v require grad (what
+// scaled_dot_product_attention runs after autocast's casts; the Attention op's eager form).
+std::vector<Tensor> attention_with_grad(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
+std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                       const Tensor& lse, const Tensor& grad_out, bool causal, double scale);
+// Whether a compiled graph should hold attention as one Attention node (an extern call to the
+// tiled kernel) rather than its matmuls and softmax: `policy` "auto" takes it where the
+// FlashAttention kernel runs (CUDA, bfloat16, head dim 64 or 128), "always" wherever the fused
+// kernel takes the operands (the CPU too), "never" nowhere. Metas: sizes, dtype, device only.
+bool attention_node_fits(const Tensor& q, const Tensor& k, const Tensor& v, const std::string& policy);
 
 // ---- optimizers ---------------------------------------------------------------------------
 // One Adam (decoupled false) or AdamW (decoupled true) step of one parameter, in place, in one

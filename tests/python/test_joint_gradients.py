@@ -36,7 +36,16 @@ BACKWARD_ONLY = {
     "gelu_backward": "gelu's derivative",
     "slice_backward": "slice's and select's derivative",
     "embedding_backward": "embedding's derivative",
+    "attention_backward": "the fused attention's derivative",
 }
+
+
+@pytest.fixture(autouse=True)
+def attention_as_one_node():
+    # F.scaled_dot_product_attention as one Attention node on the CPU too ("auto" takes it on
+    # CUDA bfloat16 only), so that the sweep reaches its rule
+    with mini.config.patch(fused_attention="always"):
+        yield
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -234,6 +243,13 @@ CASES = {
                   Case("embedding", lambda i, w: F.embedding(i, w), A(2, 3, kind="index:4"), A(4, 3)),
                   Case("embedding", lambda i, w: F.embedding(i, w), A(kind="index:4"), A(4, 3)),
                   Case("embedding", lambda i, w: F.embedding(i, w), A(3, 2, kind="index:5"), A(5, 3, t=True))],
+    "attention": [Case("attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v), A(2, 5, 4), A(2, 5, 4), A(2, 5, 4)),
+                  Case("attention causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                       A(2, 3, 5, 4), A(2, 3, 5, 4, t=True), A(2, 3, 5, 3)),
+                  Case("attention L != S", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+                       A(3, 4), A(6, 4), A(6, 2, grad=False)),
+                  Case("attention k, v only", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+                       A(2, 4, 3, grad=False), A(2, 5, 3), A(2, 5, 3))],
     # composites: Python functions built from the ops above. gather, index_select and a list or
     # tensor index check the indices' range on the host (a graph break): the values around
     # them are compiled, and their gradients cross the break

@@ -45,6 +45,7 @@ def _register_capture():
     graph_functions = {fn: name for name, fn in _tensor.functions.items()}
     graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
                             _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding",
+                            _tensor.attention_node: "attention_node",
                             _tensor.slice_scatter: "slice_scatter", compiler.is_compiling: "is_compiling"})
     # function forms of methods capture handles itself (mini.split(x, 2) as x.split(2))
     graph_functions.update({getattr(_tensor, name): name for name in ("split", "chunk", "tril", "triu")})

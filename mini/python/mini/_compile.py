@@ -19,9 +19,13 @@ class _Config:
     # code generation bug) runs eagerly with a warning instead of raising, as torch's
     # partitioner: how "inductor" splits a training graph: "recompute" (mini's greedy rule:
     # cheap pointwise ops recomputed in the backward) or "min-cut" (torch's max-flow over bytes)
+    # fused_attention: F.scaled_dot_product_attention in a compiled graph: one extern call to the
+    # fused kernel with its backward ("auto": where FlashAttention runs, CUDA bfloat16 with head
+    # dim 64 or 128; "always": wherever the fused kernel runs, the CPU too; "never": its matmuls
+    # and softmax, which fusion sees). Read while tracing: it applies to graphs compiled after.
     _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
-                   suppress_errors=False, partitioner="recompute")
-    _choices = dict(partitioner=("recompute", "min-cut"))
+                   suppress_errors=False, partitioner="recompute", fused_attention="auto")
+    _choices = dict(partitioner=("recompute", "min-cut"), fused_attention=("auto", "always", "never"))
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
@@ -73,7 +77,7 @@ class _Config:
     def _push(self):
         v = self._values
         _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
-                       self.cache_dir, v["suppress_errors"], v["partitioner"])
+                       self.cache_dir, v["suppress_errors"], v["partitioner"], v["fused_attention"])
 
     @contextlib.contextmanager
     def patch(self, **changes):

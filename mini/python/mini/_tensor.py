@@ -1020,6 +1020,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _C.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
 
+def attention_node(query, key, value, is_causal, scale):
+    """Inside mini.compile, F.scaled_dot_product_attention's one fused node (capture records an
+    Attention node where mini.config.fused_attention takes the operands, else returns None).
+    Outside a compile there is no graph: None."""
+    return None
+
+
 def embedding(input, weight):
     """weight[input]: the rows of weight [num_embeddings, dim] picked by the int64 indices in
     input, shaped [*input.shape, dim]; the weight's gradient adds each picked row's gradient

@@ -112,18 +112,25 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (always, as torch's function does: pass 0.0 in eval).
 
     Eagerly, without a mask or dropout, it runs one fused kernel (mini/tensor/attention.cpp: the
-    [L, S] scores never reach memory), as torch's eager does. Inside mini.compile
-    (mini.compiler.is_compiling()) and with a mask, dropout or operands the kernel does not take
-    (broadcast batch dims, mixed dtypes), it is written as the ops below, so that capture records
-    them and fusion sees the softmax."""
+    [L, S] scores never reach memory), as torch's eager does. Inside mini.compile it is one
+    Attention node of the graph, an extern call to the same kernel with its backward
+    (FlashAttention-2 on CUDA; mini.config.fused_attention says where), as Inductor calls aten's
+    flash attention. With a mask, dropout or operands the node does not take (broadcast batch
+    dims, mixed dtypes, float32 on CUDA under "auto"), it is written as the ops below, so that
+    capture records them and fusion sees the softmax."""
     if enable_gqa:
         raise NotImplementedError("scaled_dot_product_attention(enable_gqa=True) is not supported by mini yet")
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: an explicit attn_mask must not be set when is_causal=True")
     scale = query.size(-1) ** -0.5 if scale is None else scale
-    if (not mini.compiler.is_compiling() and dropout_p == 0.0 and attn_mask is None
-            and not _C.fused_attention_supports(query, key, value)):  # '' where the kernel takes them
-        return _C.fused_attention(query, key, value, bool(is_causal), float(scale))
+    if dropout_p == 0.0 and attn_mask is None:
+        if not mini.compiler.is_compiling():
+            if not _C.fused_attention_supports(query, key, value):  # '' where the kernel takes them
+                return _C.fused_attention(query, key, value, bool(is_causal), float(scale))
+        else:  # one Attention node (an extern call, FlashAttention on CUDA), or None: decomposed below
+            out = mini._tensor.attention_node(query, key, value, bool(is_causal), float(scale))
+            if out is not None:
+                return out
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
         future = mini.ones(query.size(-2), key.size(-2), dtype=mini.bool, device=query.device).triu(1)
