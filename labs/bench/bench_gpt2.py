@@ -84,12 +84,13 @@ def load_library(lib_name):
 
 def profile_step(step, sync):
     """One step under torch's profiler: GPU milliseconds by kernel class, the kernels launched,
-    and the costliest kernels classed "other" (so that a name the classes miss shows)."""
+    and the costliest kernels: of all (with their class and calls) and of those classed "other"
+    (so that a name the classes miss shows)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         sync()
-    by_class, other = collections.Counter(), collections.Counter()
+    by_class, other, every, calls = collections.Counter(), collections.Counter(), collections.Counter(), collections.Counter()
     kernels = 0
     for e in prof.events():
         if e.device_type.name != "CUDA":
@@ -98,9 +99,12 @@ def profile_step(step, sync):
         by_class[kernel_class(e.name)] += us
         if kernel_class(e.name) == "other":
             other[e.name[:80]] += us
+        every[e.name[:80]] += us
+        calls[e.name[:80]] += 1
         kernels += not (e.name.startswith("Memcpy") or e.name.startswith("Memset"))
     top_other = [(name, round(us / 1e3, 2)) for name, us in other.most_common(5)]
-    return {c: by_class.get(c, 0.0) / 1e3 for c in CLASSES}, kernels, top_other
+    top = [(name, kernel_class(name), calls[name], round(us / 1e3, 2)) for name, us in every.most_common(12)]
+    return {c: by_class.get(c, 0.0) / 1e3 for c in CLASSES}, kernels, top_other, top
 
 
 def run_config(mode, dtype, device, size):
@@ -171,9 +175,9 @@ def run_config(mode, dtype, device, size):
                   launches_per_step=statistics.median(launches[size["warmup"]:]) if is_mini else None)
     if cuda:
         try:
-            gpu_ms, kernels, top_other = profile_step(step, sync)
+            gpu_ms, kernels, top_other, top = profile_step(step, sync)
             result.update(gpu_ms_by_class=gpu_ms, gpu_ms=sum(gpu_ms.values()), profiled_kernels=kernels,
-                          top_other_kernels=top_other)
+                          top_other_kernels=top_other, top_kernels=top)
             if not is_mini:
                 result["launches_per_step"] = kernels
         except ImportError:
@@ -223,6 +227,10 @@ def table(results, header):
             if (mini_mode, dtype) in by_key and (torch_mode, dtype) in by_key:
                 ratio = by_key[(mini_mode, dtype)]["ms"] / by_key[(torch_mode, dtype)]["ms"]
                 lines.append(f"{mini_mode} / {torch_mode}, {dtype}: {ratio:.2f}x the step time")
+    for r in results:  # where each mode's GPU time goes, kernel by kernel
+        if r.get("top_kernels"):
+            lines += ["", f"{r['mode']} {r['dtype']}: the costliest kernels of one step (ms, calls, class)"]
+            lines += [f"  {ms:8.2f} {n:5d}  {cls:<10} {name}" for name, cls, n, ms in r["top_kernels"]]
     return "\n".join(lines) + "\n"
 
 
