@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "tensor/cuda/kernels.h"
+
 namespace mini::fusion {
 
 namespace {
@@ -77,6 +79,18 @@ bool dense(const graph::TensorMeta& m) {
 
 // Ops whose extern call reads dense operands (a copy otherwise, one launch per operand).
 bool reads_dense(OpKind op) { return op == OpKind::Attention || op == OpKind::AttentionBackward; }
+
+// Whether the extern call of attention node `n` reads operand `m` as it is: the flash kernels
+// (CUDA bfloat16, head dim 64 or 128) take strided heads (cuda::flash_attention_reads); the
+// others read dense rows.
+bool attention_reads(const graph::Node& n, const graph::Graph& g, const graph::TensorMeta& m) {
+  const graph::TensorMeta& q = g.nodes[n.inputs[0]].meta;
+  const graph::TensorMeta& v = g.nodes[n.inputs[2]].meta;
+  if (!q.sizes.empty() && !v.sizes.empty() && cuda::flash_attention_supports(q.dtype, q.sizes.back(), v.sizes.back()) &&
+      m.dtype == DType::BFloat16)
+    return cuda::flash_attention_reads(graph::meta_tensor(m));
+  return dense(m);
+}
 }  // namespace
 
 graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
@@ -101,7 +115,8 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
   for (const graph::Node& n : src.nodes)
     if (one_batch_stride && n.kind == graph::NodeKind::Op && reads_dense(n.op))
       for (int i : n.inputs)
-        if (i >= 0 && copy[i] == BlasRead::AsIs && !dense(src.nodes[i].meta)) copy[i] = BlasRead::CopyRowMajor;
+        if (i >= 0 && copy[i] == BlasRead::AsIs && !attention_reads(n, src, src.nodes[i].meta))
+          copy[i] = BlasRead::CopyRowMajor;
   auto make_copy = [&](size_t id) {
     if (copy[id] == BlasRead::AsIs) return;
     Builder b{g, src.nodes[id].code};

@@ -629,11 +629,13 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
                                in[0].dtype == DType::Float64 ? DType::Float64 : DType::Float32);
       Shape s = q;
       s.back() = in[2].sizes.back();
-      return contiguous_meta(s, in[0].dtype);
+      return {s, attention_out_strides(s, q, in[0].strides), in[0].dtype, false};  // the kernel's layout
     }
-    case OpKind::AttentionBackward:  // inputs q, k, v, out, lse, grad_out: the gradient of input `index`
+    case OpKind::AttentionBackward: {  // inputs q, k, v, out, lse, grad_out: the gradient of input `index`
       if (in.size() != 6 || a.index < 0 || a.index > 2) fail("attention_backward: 6 inputs and an output 0-2");
-      return contiguous_meta(in[a.index].sizes, in[0].dtype);
+      const TensorMeta& like = in[a.index];
+      return {like.sizes, attention_out_strides(like.sizes, like.sizes, like.strides), in[0].dtype, false};
+    }
     case OpKind::Softmax: case OpKind::LogSoftmax:
       check_softmax(t[0], a.dim, op == OpKind::LogSoftmax);
       return contiguous_meta(in[0].sizes, in[0].dtype);

@@ -139,28 +139,71 @@ bool fused_attention_supports(const Tensor& q, const Tensor& k, const Tensor& v,
   return true;
 }
 
-std::vector<Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
+Strides attention_out_strides(const Shape& sizes, const Shape& like_sizes, const Strides& like_strides) {
+  const size_t r = sizes.size();
+  Strides st = contiguous_strides(sizes);
+  if (r < 3 || like_sizes.size() != r || like_strides.size() != r || like_sizes[r - 3] < 2 || like_sizes[r - 2] < 2 ||
+      like_strides[r - 3] >= like_strides[r - 2])
+    return st;
+  st[r - 3] = sizes[r - 1];  // [..., T, H, D] in memory
+  st[r - 2] = sizes[r - 1] * sizes[r - 3];
+  for (size_t d = r - 3; d-- > 0;) st[d] = d + 1 == r - 3 ? st[r - 2] * sizes[r - 2] : st[d + 1] * sizes[d + 1];
+  return st;
+}
+
+namespace {
+
+// An uninitialized tensor of these sizes at these strides (a dense permutation).
+Tensor empty_strided(const Shape& sizes, const Strides& strides, DType dtype, Device device) {
+  Tensor t = TensorImpl::empty({numel_of(sizes)}, dtype, device);
+  t->sizes = sizes;
+  t->strides = strides;
+  return t;
+}
+
+// `t` in the layout attention writes a result after `like` in (a copy where it differs).
+Tensor in_layout_of(const Tensor& t, const Tensor& like) {
+  Strides want = attention_out_strides(t->sizes, like->sizes, like->strides);
+  if (t->strides == want) return t;
+  Tensor out = empty_strided(t->sizes, want, t->dtype, t->device());
+  copy_(out, t);
+  return out;
+}
+
+// On CUDA, for the flash kernels: `t` where they read it in place, else a contiguous copy.
+Tensor flash_operand(const Tensor& t) { return cuda::flash_attention_reads(t) ? t : contiguous(t); }
+
+}  // namespace
+
+std::vector<Tensor> attention_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
+                                      double scale) {
   std::string why;
-  if (!fused_attention_supports(q, k, v, &why)) fail("scaled_dot_product_attention (fused): ", why);
-  const int64_t r = q->dim(), L = q->sizes[r - 2], S = k->sizes[r - 2], E = q->sizes[r - 1],
-                Ev = v->sizes[r - 1];
-  const int64_t heads = L ? q->numel() / (L * E) : 0;
-  Tensor qc = contiguous(detach(q)), kc = contiguous(detach(k)), vc = contiguous(detach(v));
+  if (!fused_attention_supports(q_in, k_in, v_in, &why)) fail("scaled_dot_product_attention (fused): ", why);
+  const int64_t r = q_in->dim(), L = q_in->sizes[r - 2], S = k_in->sizes[r - 2], E = q_in->sizes[r - 1],
+                Ev = v_in->sizes[r - 1];
+  const int64_t heads = L ? q_in->numel() / (L * E) : 0;
+  const bool flash = q_in->is_cuda() && cuda::flash_attention_supports(q_in->dtype, E, Ev);
+  // flash reads its operands where they are (a GPT's transposed heads); the other kernels read rows
+  auto operand = [&](const Tensor& t) { return flash ? flash_operand(detach(t)) : contiguous(detach(t)); };
+  Tensor q = operand(q_in), k = operand(k_in), v = operand(v_in);
   Shape out_shape = q->sizes;
   out_shape[r - 1] = Ev;
-  Tensor out = TensorImpl::empty(out_shape, q->dtype, q->device());
+  Tensor out = empty_strided(out_shape, attention_out_strides(out_shape, q_in->sizes, q_in->strides), q->dtype,
+                             q->device());
+  Tensor dst = flash || out->is_contiguous() ? out : TensorImpl::empty(out_shape, q->dtype, q->device());
   // float64 for float64 operands (the backward rebuilds the softmax from it), float32 otherwise
   const DType lse_dtype = q->dtype == DType::Float64 ? DType::Float64 : DType::Float32;
   Tensor lse = TensorImpl::empty(Shape(q->sizes.begin(), q->sizes.end() - 1), lse_dtype, q->device());
   if (out->is_cuda()) {
-    cuda::attention(out, lse, qc, kc, vc, causal, scale);
+    cuda::attention(dst, lse, q, k, v, causal, scale);
   } else {
     MINI_DISPATCH(q->dtype, T, [&] {
       if constexpr (is_floating_v<T>)
-        attention_kernel<T>(qc->data<T>(), kc->data<T>(), vc->data<T>(), out->data<T>(), lse->data<opmath_t<T>>(), heads,
+        attention_kernel<T>(q->data<T>(), k->data<T>(), v->data<T>(), dst->data<T>(), lse->data<opmath_t<T>>(), heads,
                             L, S, E, Ev, causal, scale);
     });
   }
+  if (dst != out) copy_(out, dst);
   count_kernel(q->nbytes() + k->nbytes() + v->nbytes() + out->nbytes() + lse->nbytes());
   return {out, lse};
 }
@@ -172,17 +215,19 @@ std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const T
   Tensor dO = grad_out ? cast(grad_out, dtype) : zeros(out->sizes, dtype, q->device());
   if (q->is_cuda() && cuda::flash_attention_supports(dtype, q->sizes[r - 1], v->sizes[r - 1])) {
     // the tensor-core backward (cuda/flash_attention.cu): the scores recomputed tile by tile
-    // from the saved lse, never the [L, S] matrix
-    Tensor Q = contiguous(q), K = contiguous(k), V = contiguous(v), O = contiguous(out);
-    dO = contiguous(dO);
-    Tensor dQ = TensorImpl::empty(Q->sizes, dtype, Q->device());
-    Tensor dK = TensorImpl::empty(K->sizes, dtype, K->device());
-    Tensor dV = TensorImpl::empty(V->sizes, dtype, V->device());
+    // from the saved lse, never the [L, S] matrix; operands read where they are
+    Tensor Q = flash_operand(q), K = flash_operand(k), V = flash_operand(v), O = flash_operand(out);
+    dO = flash_operand(dO);
+    auto grad_like = [&](const Tensor& t) {
+      return empty_strided(t->sizes, attention_out_strides(t->sizes, t->sizes, t->strides), dtype, t->device());
+    };
+    Tensor dQ = grad_like(q), dK = grad_like(k), dV = grad_like(v);
     cuda::flash_attention_backward(dQ, dK, dV, Q, K, V, O, dO, contiguous(lse), causal, scale);
     count_kernel(3 * (Q->nbytes() + K->nbytes() + V->nbytes()) + dO->nbytes() + O->nbytes());
     return {dQ, dK, dV};
   }
-  return backward_by_ops(q, k, v, out, lse, dO, causal, scale);
+  std::vector<Tensor> g = backward_by_ops(q, k, v, out, lse, dO, causal, scale);
+  return {in_layout_of(g[0], q), in_layout_of(g[1], k), in_layout_of(g[2], v)};
 }
 
 bool attention_node_fits(const Tensor& q, const Tensor& k, const Tensor& v, const std::string& policy) {

@@ -138,6 +138,13 @@ std::vector<Tensor> attention_forward(const Tensor& q, const Tensor& k, const Te
 std::vector<Tensor> attention_with_grad(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale);
 std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                        const Tensor& lse, const Tensor& grad_out, bool causal, double scale);
+// The strides attention writes a result of `sizes` in (its output after q, each gradient after
+// its operand), from that operand's sizes and strides: where the operand's heads (dim r - 3) lie
+// inside its rows (dim r - 2) in memory, as a GPT's heads [B, H, T, D], transposed views of a
+// [B, T, H, D] projection, do, a dense [..., T, H, D] buffer seen as [..., H, T, D] (as torch's
+// flash attention writes it: the model's transpose back is then free); else contiguous. Graph
+// meta and the kernels use this one rule.
+Strides attention_out_strides(const Shape& sizes, const Shape& like_sizes, const Strides& like_strides);
 // Whether a compiled graph should hold attention as one Attention node (an extern call to the
 // tiled kernel) rather than its matmuls and softmax: `policy` "auto" takes it where the
 // FlashAttention kernel runs (CUDA, bfloat16, head dim 64 or 128), "always" wherever the fused

@@ -21,11 +21,17 @@
 // and rounds. Scale factors: scores are scaled by `scale`, exponentials are exp2 of
 // log2(e)-scaled values (one FFMA each).
 //
-// Layout: q, k, v, out, dout contiguous [BH, L or S, D] bfloat16; lse float32 [BH, L]. Rows past
-// L or S are loaded as zeros (cp.async's zero fill) and masked out of the softmax.
+// Layout: q, k, v, out, dout, dq, dk, dv are [B, H, L or S, D] bfloat16 at any strides of B, H
+// and the rows (multiples of 8 elements, D dense: Rows, flash_attention_reads), so that a GPT's
+// heads, transposed views of one projection, are read where they are, and the outputs are written
+// in the layout attention_out_strides picks (a [B, L, H, D] buffer for such heads, which the
+// model's transpose back makes contiguous for free); lse float32 [BH, L]. Rows past L or S are
+// loaded as zeros (cp.async's zero fill) and masked out of the softmax.
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "common.cuh"
 #include "kernels.h"
@@ -118,15 +124,26 @@ __device__ __forceinline__ const bf16* bt_addr(const bf16* t, int k0, int c0, in
   return t + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * P + c0 + (lane / 16) * 8;
 }
 
-// Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix into a tile of row stride D + 8 (the pad keeps
-// ldmatrix's 8 row reads in distinct banks); rows >= n are zeros.
+// Where row `row` of batch-and-head `bh` of an operand starts, in elements: bh = b * heads + h,
+// b, h and the rows each at their own stride (D is dense).
+struct Rows {
+  int64_t batch = 0, head = 0, row = 0;
+  int64_t heads = 1;
+  __device__ __forceinline__ int64_t at(int64_t bh, int64_t r) const {
+    return (bh / heads) * batch + (bh % heads) * head + r * row;
+  }
+};
+
+// Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix whose rows are `stride` elements apart into a
+// tile of row stride D + 8 (the pad keeps ldmatrix's 8 row reads in distinct banks); rows >= n
+// are zeros.
 template <int ROWS, int D, int THREADS = kFlashThreads>
-__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int row0, int n) {
+__device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t stride, int row0, int n) {
   constexpr int kChunks = D / 8;  // 16 bytes each
   for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool valid = row0 + r < n;
-    cp_async16(tile + r * (D + 8) + col, g + int64_t(valid ? row0 + r : 0) * D + col, valid);
+    cp_async16(tile + r * (D + 8) + col, g + int64_t(valid ? row0 + r : 0) * stride + col, valid);
   }
 }
 
@@ -142,8 +159,8 @@ template <int D, int MT, int BC, bool QR>
 __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __restrict__ q,
                                                                    const bf16* __restrict__ k,
                                                                    const bf16* __restrict__ v, bf16* __restrict__ o,
-                                                                   float* __restrict__ lse, int L, int S,
-                                                                   bool causal, float scale) {
+                                                                   float* __restrict__ lse, Rows qr, Rows kr, Rows vr,
+                                                                   Rows orows, int L, int S, bool causal, float scale) {
   using Sh = FwdShape<D, MT, BC>;
   constexpr int P = Sh::kP, BR = Sh::kBR, KD = D / 16;
   extern __shared__ __align__(16) unsigned char flash_smem[];
@@ -154,17 +171,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m0 = (gridDim.y - 1 - blockIdx.y) * BR;  // the longest causal rows first
   const int64_t bh = blockIdx.x;
-  const bf16* qh = q + bh * L * D;
-  const bf16* kh = k + bh * S * D;
-  const bf16* vh = v + bh * S * D;
+  const bf16* qh = q + qr.at(bh, 0);
+  const bf16* kh = k + kr.at(bh, 0);
+  const bf16* vh = v + vr.at(bh, 0);
   const int kv_end = causal ? min(S, m0 + BR) : S;  // keys j <= i for the block's last row
   const int tiles = (kv_end + BC - 1) / BC;
   const int wrow = m0 + warp * MT * 16;  // the warp's first row
   const float scale_log2 = scale * kLog2e;
 
-  load_tile<BR, D>(sQ, qh, m0, L);
-  load_tile<BC, D>(sK, kh, 0, S);
-  load_tile<BC, D>(sV, vh, 0, S);
+  load_tile<BR, D>(sQ, qh, qr.row, m0, L);
+  load_tile<BC, D>(sK, kh, kr.row, 0, S);
+  load_tile<BC, D>(sV, vh, vr.row, 0, S);
   cp_async_commit();
 
   uint32_t qf[QR ? MT : 1][QR ? KD : 1][4];  // Q's fragments, where they stay in registers
@@ -182,8 +199,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 
   for (int j = 0; j < tiles; j++) {
     if (j + 1 < tiles) {  // the next tile into the other stage, while this one is used
-      load_tile<BC, D>(sK + ((j + 1) & 1) * BC * P, kh, (j + 1) * BC, S);
-      load_tile<BC, D>(sV + ((j + 1) & 1) * BC * P, vh, (j + 1) * BC, S);
+      load_tile<BC, D>(sK + ((j + 1) & 1) * BC * P, kh, kr.row, (j + 1) * BC, S);
+      load_tile<BC, D>(sV + ((j + 1) & 1) * BC * P, vh, vr.row, (j + 1) * BC, S);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -304,7 +321,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
       const int row = wrow + mt * 16 + g + h * 8;
       if (row >= L) continue;
       const float inv = 1.f / sum;
-      uint32_t* orow = reinterpret_cast<uint32_t*>(o + (bh * L + row) * D);
+      uint32_t* orow = reinterpret_cast<uint32_t*>(o + orows.at(bh, row));
 #pragma unroll
       for (int dt = 0; dt < D / 8; dt++)
         orow[dt * 4 + t] = pack(acc[mt][dt][2 * h] * inv, acc[mt][dt][2 * h + 1] * inv);
@@ -317,14 +334,17 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 // lse in log2 units (lse2) and zeroes its row of dq_acc, which the main kernel's atomics add into.
 __global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ out,
                                        const float* __restrict__ lse, float* __restrict__ delta,
-                                       float* __restrict__ lse2, float* __restrict__ dq_acc, int64_t rows, int D) {
+                                       float* __restrict__ lse2, float* __restrict__ dq_acc, Rows dor, Rows outr,
+                                       int64_t rows, int L, int D) {
   const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
+  const bf16* dorow = dout + dor.at(row / L, row % L);
+  const bf16* outrow = out + outr.at(row / L, row % L);
   float sum = 0.f;
   for (int d = lane * 2; d < D; d += 64) {
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + row * D + d));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + row * D + d));
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dorow + d));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(outrow + d));
     sum += a.x * b.x + a.y * b.y;
     *reinterpret_cast<float2*>(dq_acc + row * D + d) = make_float2(0.f, 0.f);
   }
@@ -336,10 +356,14 @@ __global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16
   }
 }
 
-// dq = bfloat16(dq_acc * scale)
-__global__ void flash_bwd_dq_kernel(const float* __restrict__ acc, bf16* __restrict__ dq, int64_t n, float scale) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dq[i] = __float2bfloat16_rn(acc[i] * scale);
+// dq = bfloat16(dq_acc * scale), two elements a thread, written in dq's layout
+__global__ void flash_bwd_dq_kernel(const float* __restrict__ acc, bf16* __restrict__ dq, Rows dqr, int64_t n,
+                                    int L, int D, float scale) {
+  for (int64_t i = 2 * (int64_t(blockIdx.x) * blockDim.x + threadIdx.x); i < n; i += 2 * int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / D;
+    const float2 a = *reinterpret_cast<const float2*>(acc + i);
+    *reinterpret_cast<uint32_t*>(dq + dqr.at(row / L, row % L) + i % D) = pack(a.x * scale, a.y * scale);
+  }
 }
 
 template <int D>
@@ -359,7 +383,8 @@ template <int D>
 __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
     const bf16* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
-    float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, int L, int S, bool causal, float scale) {
+    float* __restrict__ dq_acc, bf16* __restrict__ dk, bf16* __restrict__ dv, Rows qr, Rows kr, Rows vr, Rows dor,
+    Rows dkr, Rows dvr, int L, int S, bool causal, float scale) {
   using Sh = BwdShape<D>;
   constexpr int P = Sh::kP, BC = Sh::kBC, BR = Sh::kBR, PS = Sh::kPS, KD = D / 16;
   static_assert(kBwdWarps == 8 && BR == 64, "dQ's split: 4 x 16 rows by 2 column halves");
@@ -375,8 +400,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.y * BC;
   const int64_t bh = blockIdx.x;
-  const bf16* qh = q + bh * L * D;
-  const bf16* doh = dout + bh * L * D;
+  const bf16* qh = q + qr.at(bh, 0);
+  const bf16* doh = dout + dor.at(bh, 0);
   const float* lseh = lse + bh * L;
   const float* deltah = delta + bh * L;
   const int wkey = n0 + warp * 16;  // the warp's first key
@@ -385,8 +410,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
   const int tiles = (L + BR - 1) / BR;
 
   auto load_q_tile = [&](int i, int st) {
-    load_tile<BR, D, kBwdThreads>(sQ + st * BR * P, qh, i * BR, L);
-    load_tile<BR, D, kBwdThreads>(sdO + st * BR * P, doh, i * BR, L);
+    load_tile<BR, D, kBwdThreads>(sQ + st * BR * P, qh, qr.row, i * BR, L);
+    load_tile<BR, D, kBwdThreads>(sdO + st * BR * P, doh, dor.row, i * BR, L);
     // rows past L read 0 for both: their Q and dO rows are 0 too, so P = 1 there but
     // dP = 0, dS = 0 and P^T dO = 0 (their dQ is not stored)
     for (int r = threadIdx.x; r < BR; r += kBwdThreads) {
@@ -395,8 +420,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
       cp_async4(sDelta + st * BR + r, deltah + (row < L ? row : 0), row < L);
     }
   };
-  load_tile<BC, D, kBwdThreads>(sK, k + bh * S * D, n0, S);
-  load_tile<BC, D, kBwdThreads>(sV, v + bh * S * D, n0, S);
+  load_tile<BC, D, kBwdThreads>(sK, k + kr.at(bh, 0), kr.row, n0, S);
+  load_tile<BC, D, kBwdThreads>(sV, v + vr.at(bh, 0), vr.row, n0, S);
   if (first < tiles) load_q_tile(first, 0);
   cp_async_commit();
 
@@ -532,8 +557,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
   for (int h = 0; h < 2; h++) {
     const int key = wkey + g + h * 8;
     if (key >= S) continue;
-    uint32_t* dkrow = reinterpret_cast<uint32_t*>(dk + (bh * S + key) * D);
-    uint32_t* dvrow = reinterpret_cast<uint32_t*>(dv + (bh * S + key) * D);
+    uint32_t* dkrow = reinterpret_cast<uint32_t*>(dk + dkr.at(bh, key));
+    uint32_t* dvrow = reinterpret_cast<uint32_t*>(dv + dvr.at(bh, key));
 #pragma unroll
     for (int dt = 0; dt < D / 8; dt++) {
       dkrow[dt * 4 + t] = pack(dkacc[dt][2 * h] * scale, dkacc[dt][2 * h + 1] * scale);
@@ -563,6 +588,40 @@ Dims dims_of(const Tensor& q, const Tensor& k) {
   return {q->numel() / (L * D), int(L), int(S), int(D)};
 }
 
+// The Rows of `t` ([..., rows, D], D dense), or false where the kernels cannot read it in place:
+// batch dims that do not fold into (batch, head), strides that are not multiples of 8 elements
+// (16 bytes: cp.async's unit), or (with `check_pointer`) a start that is not 16-byte aligned.
+bool rows_of(const Tensor& t, Rows* out, bool check_pointer = true) {
+  const int64_t r = t->dim();
+  if (r < 2 || (t->sizes[r - 1] > 1 && t->strides[r - 1] != 1)) return false;
+  std::vector<std::pair<int64_t, int64_t>> batch;  // (size, stride) of the batch dims of size > 1, outer first
+  for (int64_t d = 0; d < r - 2; d++) {
+    if (t->sizes[d] == 1) continue;
+    if (!batch.empty() && batch.back().second == t->strides[d] * t->sizes[d])
+      batch.back() = {batch.back().first * t->sizes[d], t->strides[d]};  // one run at one stride
+    else
+      batch.push_back({t->sizes[d], t->strides[d]});
+  }
+  if (batch.size() > 2) return false;
+  Rows rows;
+  if (!batch.empty()) rows.heads = batch.back().first, rows.head = batch.back().second;
+  if (batch.size() == 2) rows.batch = batch.front().second;
+  rows.row = t->sizes[r - 2] > 1 ? t->strides[r - 2] : 0;
+  for (int64_t stride : {rows.batch, rows.head, rows.row})
+    if (stride % 8 != 0) return false;
+  if (check_pointer && reinterpret_cast<uintptr_t>(t->device_raw()) % 16 != 0) return false;
+  *out = rows;
+  return true;
+}
+
+Rows rows_or_fail(const Tensor& t, const char* what) {
+  Rows rows;
+  if (!rows_of(t, &rows))
+    fail("scaled_dot_product_attention (flash): ", what, " is not in a layout the kernel reads (the caller copies "
+         "such operands first: flash_attention_reads)");
+  return rows;
+}
+
 template <int D, int MT, int BC, bool QR>
 void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Dims& s, bool causal, double scale) {
@@ -573,7 +632,8 @@ void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Ten
   kernel<<<grid, kFlashThreads, Sh::kSmem, current_stream()>>>(
       static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
       static_cast<const bf16*>(v->device_raw()), static_cast<bf16*>(out->device_raw()),
-      static_cast<float*>(lse->device_raw()), s.L, s.S, causal, float(scale));
+      static_cast<float*>(lse->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
+      rows_or_fail(v, "value"), rows_or_fail(out, "the output"), s.L, s.S, causal, float(scale));
 }
 
 template <int D>
@@ -589,13 +649,20 @@ void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const 
       static_cast<const bf16*>(v->device_raw()), static_cast<const bf16*>(dout->device_raw()),
       static_cast<const float*>(lse->device_raw()), static_cast<const float*>(delta->device_raw()),
       static_cast<float*>(dq_acc->device_raw()), static_cast<bf16*>(dk->device_raw()),
-      static_cast<bf16*>(dv->device_raw()), s.L, s.S, causal, float(scale));
+      static_cast<bf16*>(dv->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
+      rows_or_fail(v, "value"), rows_or_fail(dout, "the output's gradient"), rows_or_fail(dk, "dk"),
+      rows_or_fail(dv, "dv"), s.L, s.S, causal, float(scale));
 }
 
 }  // namespace
 
 bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev) {
   return dtype == DType::BFloat16 && E == Ev && (E == 64 || E == 128);
+}
+
+bool flash_attention_reads(const Tensor& t) {
+  Rows rows;
+  return rows_of(t, &rows, t->storage->data != nullptr);  // a meta tensor (no data): its strides only
 }
 
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -620,15 +687,17 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   flash_bwd_delta_kernel<<<unsigned((rows + kRowsABlock - 1) / kRowsABlock), kRowsABlock * 32, 0, current_stream()>>>(
       static_cast<const bf16*>(dout->device_raw()), static_cast<const bf16*>(out->device_raw()),
       static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
-      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()), rows, s.D);
+      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()),
+      rows_or_fail(dout, "the output's gradient"), rows_or_fail(out, "the output"), rows, s.L, s.D);
   check_launch("scaled_dot_product_attention backward");
   if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
   else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
   check_launch("scaled_dot_product_attention backward");
   const int64_t n = rows * s.D;
-  flash_bwd_dq_kernel<<<unsigned(std::min<int64_t>((n + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
+  flash_bwd_dq_kernel<<<unsigned(std::min<int64_t>((n / 2 + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
                         current_stream()>>>(static_cast<const float*>(dq_acc->device_raw()),
-                                            static_cast<bf16*>(dq->device_raw()), n, float(scale));
+                                            static_cast<bf16*>(dq->device_raw()), rows_or_fail(dq, "dq"), n, s.L,
+                                            s.D, float(scale));
   check_launch("scaled_dot_product_attention backward");
 }
 

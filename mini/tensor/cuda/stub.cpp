@@ -86,6 +86,7 @@ void attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const
 }
 bool attention_supports(int64_t, int64_t) { return false; }
 bool flash_attention_supports(DType, int64_t, int64_t) { return false; }
+bool flash_attention_reads(const Tensor&) { return false; }
 void flash_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double) {
   no_cuda("a CUDA kernel");
 }
