@@ -133,6 +133,7 @@ class CudaKernelWriter {
   // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
   bool assumes_aligned() {
     if (k_.reduced.empty()) return layout_.vector_pointwise;
+    if (cuda_column_reduction(k_, layout_)) return false;
     VectorRows rows;
     const bool looped = cuda_split_reductions(s_, k_, layout_) == 0 && vector_loop_shape(&rows);
     if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).assumes_aligned();
@@ -143,8 +144,9 @@ class CudaKernelWriter {
     // the kernel's shape, decided once: a full reduction in two stages, looped vector rows, or
     // the other row layouts
     const bool split = cuda_split_reductions(s_, k_, layout_) > 0;
+    const bool columns = cuda_column_reduction(k_, layout_);
     VectorRows rows;
-    const bool looped = !k_.reduced.empty() && !split && vector_loop_shape(&rows);
+    const bool looped = !k_.reduced.empty() && !split && !columns && vector_loop_shape(&rows);
     if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).write();
     std::ostringstream o;
     o << "// " << k_.name << ": graph nodes";
@@ -157,7 +159,7 @@ class CudaKernelWriter {
     // lean persistent rows: at most row_max_registers a thread (65536 an SM), so that several
     // blocks of rows share an SM (while one waits at its block reduction, others' loads are in
     // flight)
-    if (!k_.reduced.empty() && layout_.lean_rows && (persistent_rows() || layout_.vector_loop_rows))
+    if (!k_.reduced.empty() && !columns && layout_.lean_rows && (persistent_rows() || layout_.vector_loop_rows))
       o << ", " << cuda_min_blocks_per_sm(threads, layout_);
     o << ") " << k_.name << "(";
     for (auto& [id, i] : L_.load_index())
@@ -172,6 +174,7 @@ class CudaKernelWriter {
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
     else if (split) write_split_reduction(o);
+    else if (columns) write_column_reduction(o);
     else if (looped) write_vector_loop_reduction(o, rows);
     else write_reduction(o);
     o << "}\n";
@@ -379,6 +382,84 @@ class CudaKernelWriter {
       done.insert(id);
     }
     for (int id : k_.stores) o << "  " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  }
+
+  // Columns (cuda_column_reduction): a block of 32 kept elements, consecutive in the innermost dim,
+  // by 32 lanes over the reduced elements. A warp's 32 threads are one kept element each, so
+  // that each of its loads is one line of memory (a block per kept element, as rows have, reads a
+  // bias gradient's column 32 times over); each lane folds every 32nd reduced element of its
+  // column, and the block folds the 32 lanes through shared memory, whose result every lane then
+  // reads (a later phase uses it). A kept element past the end computes the last one again and
+  // stores nothing: every thread reaches every __syncthreads.
+  void write_column_reduction(std::ostringstream& o) {
+    o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)\n";
+    o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
+      << ";\n";
+    o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
+    o << "  const bool live = col < cols;\n";
+    o << "  const int64_t r = live ? col : cols - 1;\n";
+    o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
+    o << "  __shared__ double fold[32][33];  // a lane's partial per column (padded: no bank conflicts)\n";
+    o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
+    RowPlan plan = L_.plan_rows(0);
+    std::set<int> done;
+    for (int id : k_.nodes) {  // values of the column that need no reduction
+      if (L_.is_full(id) || L_.is_reduction(id) || !L_.reductions_below(id).empty()) continue;
+      o << define("  ", 'r', id, false);
+      done.insert(id);
+    }
+    for (int p = 0; p <= L_.phases(); p++) {
+      std::vector<int> reds, stores;
+      L_.phase_targets(p, &reds, &stores);
+      if (reds.empty() && stores.empty()) continue;
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n);
+        o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
+      }
+      o << "  #pragma unroll 4\n";
+      o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
+      o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+      for (int id : k_.nodes)
+        if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n);
+        o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+          << cs_.expr(L_.reduction_input(id)) << "));\n";
+      }
+      for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+      o << "  }\n";
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n), N = std::to_string(id);
+        o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = acc" << N << ";\n";
+        o << "  __syncthreads();\n";
+        o << "  if (lane == 0) {\n";
+        o << "    for (int l = 1; l < 32; l++) acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N
+          << ", reinterpret_cast<" << A << "*>(&fold[l][c])[0]);\n";
+        o << "    reinterpret_cast<" << A << "*>(&fold[0][c])[0] = acc" << N << ";\n";
+        o << "  }\n";
+        o << "  __syncthreads();\n";
+        o << "  acc" << N << " = reinterpret_cast<" << A << "*>(&fold[0][c])[0];\n";
+        o << "  __syncthreads();  // fold is written again by the next reduction\n";
+        std::string fin = "acc" + N;
+        if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+        o << "  const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+        done.insert(id);
+      }
+      for (int id : k_.nodes) {  // column values whose reductions are all done
+        if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+        bool ready = true;
+        for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
+        if (!ready) continue;
+        o << define("  ", 'r', id, false);
+        done.insert(id);
+      }
+    }
+    for (int id : k_.stores)
+      if (!L_.is_full(id))
+        o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
   }
 
   // A persistent row (a static row of at most layout.row_registers elements a thread): each
@@ -1014,8 +1095,21 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   // A10 END
 }
 
+bool cuda_column_reduction(const FusionGroup& k, const CudaLayout& layout) {
+  if (k.reduced.empty() || layout.number == 1) return false;
+  const int64_t last = (int64_t)k.space.size() - 1;
+  if (std::count(k.reduced.begin(), k.reduced.end(), last)) return false;  // the innermost dim is reduced: rows
+  int64_t cols = 1, rnumel = 1;
+  for (int64_t d = 0; d <= last; d++) {
+    if (k.space[d] < 0) return false;  // a symbolic size: the row layouts take any
+    (std::count(k.reduced.begin(), k.reduced.end(), d) ? rnumel : cols) *= k.space[d];
+  }
+  return cols >= 32 && rnumel >= 32;
+}
+
 std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return "poi";
+  if (cuda_column_reduction(k, layout)) return "col";
   // Contract: "per" where each row is held in registers — its length R is known, the layout
   // holds rows (row_registers > 0) and the threads cuda_reduction_threads gives such a row hold
   // all of it at row_registers elements a thread — else "red" (the row looped over, any length).
@@ -1040,6 +1134,7 @@ int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout) {
 
 int cuda_block(const FusionGroup& k, const CudaLayout& layout) {
   if (k.reduced.empty()) return kCudaThreads;
+  if (cuda_column_reduction(k, layout)) return 1024;  // 32 kept elements x 32 lanes
   const int64_t R = cuda_row_length(k);
   return cuda_reduction_threads(R, layout) * cuda_rows_per_block(R, layout);
 }
@@ -1088,6 +1183,7 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
     if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
+  if (cuda_column_reduction(k, layout)) return std::max<int64_t>(1, (extent(kept) + 31) / 32);  // 32 kept elements a block
   const int rows_a_block = k.reduced.empty() ? 1 : cuda_rows_per_block(cuda_row_length(k), layout);
   int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads
                                    : (extent(kept) + rows_a_block - 1) / rows_a_block;

@@ -97,6 +97,12 @@ std::string cuda_kernel_shape(const fusion::FusionGroup& k, const CudaLayout& la
 // worth where a row takes a warp or fewer lanes (a warp per row, or 32 / threads rows a
 // warp), else 1 (a block per row).
 int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout);
+// Whether reduction kernel `k` runs as columns under `layout` (every layout but 1): its innermost
+// dim kept (a bias gradient: [B, T, C] summed over B and T), at least 32 kept elements and 32
+// reduced ones, static sizes. A block takes 32 consecutive kept elements with 32 lanes each over
+// the reduced ones (1024 threads, a block per 32 kept elements), so that a warp's loads are lines
+// of memory; its name says "col".
+bool cuda_column_reduction(const fusion::FusionGroup& k, const CudaLayout& layout);
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
 // threads times the rows a block takes.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);
