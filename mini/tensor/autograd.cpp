@@ -243,7 +243,9 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
       need[i] = node->next[i].node != nullptr;
     }
     Tensor out = node->output.unpack(node->name());
-    std::vector<Tensor> grads = rules.apply(node->kind, node->attrs, g, in, out, need);
+    std::vector<Tensor> grads;
+    if (node->kind == OpKind::LayerNorm) grads = layer_norm_backward(g, in, node->attrs, need);  // CUDA: fused
+    if (grads.empty()) grads = rules.apply(node->kind, node->attrs, g, in, out, need);
     for (size_t i = 0; i < grads.size(); i++) {
       GradNode* child = node->next[i].node.get();
       if (!child || !grads[i]) continue;

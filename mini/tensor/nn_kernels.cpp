@@ -175,6 +175,23 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   return out;
 }
 
+std::vector<Tensor> layer_norm_backward(const Tensor& g_in, const std::vector<Tensor>& in, const Attrs& a,
+                                        const std::vector<bool>& need) {
+  const Tensor& x_in = in[0];
+  const Tensor w = in.size() > 1 ? in[1] : nullptr, b = in.size() > 2 ? in[2] : nullptr;
+  if (!x_in->is_cuda()) return {};  // the CPU: derivatives.h's rule, as eager ops
+  Tensor x = contiguous(x_in), g = contiguous(cast(g_in, x_in->dtype));
+  const int64_t cols = numel_of(Shape(x->sizes.end() - a.dim, x->sizes.end())), rows = cols ? x->numel() / cols : 0;
+  std::vector<Tensor> grads(in.size());
+  if (need[0]) grads[0] = TensorImpl::empty(x->sizes, x->dtype, x->device());
+  if (w && need.size() > 1 && need[1]) grads[1] = TensorImpl::empty(w->sizes, x->dtype, x->device());
+  if (b && need.size() > 2 && need[2]) grads[2] = TensorImpl::empty(b->sizes, x->dtype, x->device());
+  cuda::layer_norm_backward(grads[0], grads.size() > 1 ? grads[1] : nullptr, grads.size() > 2 ? grads[2] : nullptr, g,
+                            x, w ? contiguous(cast(w, x->dtype)) : nullptr, rows, cols, a.eps);
+  count_kernel(3 * x->nbytes() + 2 * g->nbytes() + (grads[0] ? grads[0]->nbytes() : 0));
+  return grads;
+}
+
 void check_mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction) {
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     fail_value(reduction, " is not a valid value for reduction: use 'mean', 'sum' or 'none'");

@@ -110,6 +110,11 @@ Tensor detach(const Tensor& a);  // shares storage, no autograd history
 // ---- matmul and composite kernels -----------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul: 1-D, 2-D, batched
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
+// The gradients of layer_norm's recorded inputs {x, weight, bias} (weight, bias null when absent)
+// for the output's gradient g, on CUDA by one fused kernel over the rows (dx) and one over the
+// columns (dweight, dbias), as torch's eager does; {} on the CPU (derivatives.h's rule runs).
+std::vector<Tensor> layer_norm_backward(const Tensor& g, const std::vector<Tensor>& in, const Attrs& attrs,
+                                        const std::vector<bool>& need);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);

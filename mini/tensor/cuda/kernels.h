@@ -94,6 +94,10 @@ void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64
 // Layer norm of contiguous x seen as [rows, cols] over its last cols elements; w and b
 // (contiguous [cols], either may be null) applied after. Mean and variance in float32
 // (float64 for float64), Welford or two-pass in registers.
+// layer_norm's backward over rows of `cols` (x, g contiguous, w [cols] or null): dx (or null),
+// dw and db (each [cols], or null) in x's dtype, from x again (its mean and rstd recomputed).
+void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x,
+                         const Tensor& w, int64_t rows, int64_t cols, double eps);
 void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
                 int64_t cols, double eps);
 

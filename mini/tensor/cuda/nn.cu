@@ -405,6 +405,93 @@ __global__ void embedding_backward_kernel(const T* grad, const int64_t* order, c
   }
 }
 
+// ---- layer norm's backward ----------------------------------------------------------------------
+// A warp a row (8 rows a block): the row's mean and rstd again (two passes in opmath), then
+// a = sum(g w) and b = sum(g w xhat), then dx = rstd (g w - a / n - xhat b / n); each row's mean
+// and rstd go to `stats` for the weight's and bias's gradients.
+template <class T>
+__global__ void layer_norm_backward_rows_kernel(const T* x, const T* g, const T* w, T* dx, float* stats, int64_t rows,
+                                                int64_t cols, double eps) {
+  using A = opmath_t<T>;
+  const int64_t row = int64_t(blockIdx.x) * 8 + threadIdx.x / kWarp;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % kWarp;
+  const T* xr = x + row * cols;
+  const T* gr = g + row * cols;
+  auto warp_sum = [](A v) {
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+  };
+  A sum = 0;
+  for (int64_t j = lane; j < cols; j += kWarp) sum += load_op(&xr[j]);
+  const A mean = warp_sum(sum) / A(cols);
+  A sq = 0;
+  for (int64_t j = lane; j < cols; j += kWarp) {
+    const A c = load_op(&xr[j]) - mean;
+    sq += c * c;
+  }
+  const A rstd = A(1) / sqrt(warp_sum(sq) / A(cols) + A(eps));
+  A a = 0, b = 0;
+  for (int64_t j = lane; j < cols; j += kWarp) {
+    const A gw = load_op(&gr[j]) * (w ? load_op(&w[j]) : A(1));
+    a += gw;
+    b += gw * (load_op(&xr[j]) - mean) * rstd;
+  }
+  a = warp_sum(a) / A(cols);
+  b = warp_sum(b) / A(cols);
+  if (dx)
+    for (int64_t j = lane; j < cols; j += kWarp) {
+      const A gw = load_op(&gr[j]) * (w ? load_op(&w[j]) : A(1));
+      dx[row * cols + j] = T(rstd * (gw - a - (load_op(&xr[j]) - mean) * rstd * b));
+    }
+  if (lane == 0) {
+    stats[2 * row] = float(mean);
+    stats[2 * row + 1] = float(rstd);
+  }
+}
+
+// The weight's and bias's gradients, columns: a block takes 32 columns (a warp's loads one line)
+// and a chunk of the rows, 32 lanes over them; partials [chunk][2][cols] in float, which
+// layer_norm_backward_columns_kernel adds in chunk order (deterministic).
+template <class T>
+__global__ void __launch_bounds__(1024) layer_norm_backward_partials_kernel(const T* x, const T* g, const float* stats,
+                                                                            float* partials, int64_t rows, int64_t cols,
+                                                                            int64_t rows_a_chunk) {
+  __shared__ float fold[2][32][33];
+  const int c = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const int64_t col = int64_t(blockIdx.x) * 32 + c;
+  const int64_t first = int64_t(blockIdx.y) * rows_a_chunk, last = min(rows, first + rows_a_chunk);
+  float dw = 0, db = 0;
+  if (col < cols)
+    for (int64_t r = first + lane; r < last; r += 32) {
+      const float gv = float(load_op(&g[r * cols + col]));
+      dw += gv * (float(load_op(&x[r * cols + col])) - stats[2 * r]) * stats[2 * r + 1];
+      db += gv;
+    }
+  fold[0][lane][c] = dw;
+  fold[1][lane][c] = db;
+  __syncthreads();
+  if (lane < 2 && col < cols) {
+    float t = 0;
+    for (int l = 0; l < 32; l++) t += fold[lane][l][c];
+    partials[(int64_t(blockIdx.y) * 2 + lane) * cols + col] = t;
+  }
+}
+
+template <class T>
+__global__ void layer_norm_backward_columns_kernel(const float* partials, T* dw, T* db, int64_t chunks, int64_t cols) {
+  for (int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; col < cols; col += int64_t(gridDim.x) * blockDim.x) {
+    float w = 0, b = 0;
+    for (int64_t k = 0; k < chunks; k++) {
+      w += partials[(2 * k) * cols + col];
+      b += partials[(2 * k + 1) * cols + col];
+    }
+    if (dw) dw[col] = T(w);
+    if (db) db[col] = T(b);
+  }
+}
+
 [[noreturn]] void fail_dtype(const char* op, DType d) {
   fail(op, "(): expected a floating point tensor, got ", dtype_name(d));
 }
@@ -515,6 +602,37 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Ten
     }
   });
   check_launch("embedding_backward");
+}
+
+void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x,
+                         const Tensor& w, int64_t rows, int64_t cols, double eps) {
+  if (rows == 0 || cols == 0) return;
+  if (rows > INT32_MAX / 8 * 8) fail("layer_norm backward: too many rows for one CUDA launch: ", rows);
+  Tensor stats = TensorImpl::empty({2 * rows}, DType::Float32, x->device());
+  MINI_DISPATCH(x->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      auto p = [](const Tensor& t) { return t ? static_cast<T*>(t->device_raw()) : nullptr; };
+      layer_norm_backward_rows_kernel<T><<<unsigned((rows + 7) / 8), 8 * kWarp, 0, current_stream()>>>(
+          p(x), p(g), p(w), p(dx), static_cast<float*>(stats->device_raw()), rows, cols, eps);
+      check_launch("layer_norm backward");
+      if (!dw && !db) return;
+      // chunks of rows: enough blocks to fill the GPU (about 4 a SM), at least 64 rows each
+      const int64_t col_blocks = (cols + 31) / 32;
+      int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, (4 * sm_count() + col_blocks - 1) / col_blocks));
+      chunks = std::min<int64_t>(chunks, 65535);
+      const int64_t rows_a_chunk = (rows + chunks - 1) / chunks;
+      Tensor partials = TensorImpl::empty({chunks * 2 * cols}, DType::Float32, x->device());
+      layer_norm_backward_partials_kernel<T><<<dim3(unsigned(col_blocks), unsigned(chunks)), 1024, 0, current_stream()>>>(
+          p(x), p(g), static_cast<const float*>(stats->device_raw()), static_cast<float*>(partials->device_raw()), rows,
+          cols, rows_a_chunk);
+      check_launch("layer_norm backward");
+      layer_norm_backward_columns_kernel<T><<<unsigned(std::min<int64_t>((cols + 255) / 256, 1024)), 256, 0, current_stream()>>>(
+          static_cast<const float*>(partials->device_raw()), p(dw), p(db), chunks, cols);
+      check_launch("layer_norm backward");
+    } else {
+      fail_dtype("layer_norm backward", x->dtype);
+    }
+  });
 }
 
 }  // namespace mini::cuda

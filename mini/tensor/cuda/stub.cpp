@@ -100,6 +100,10 @@ void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tenso
 void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double) {
   no_cuda("a CUDA kernel");
 }
+void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         int64_t, int64_t, double) {
+  no_cuda("a CUDA kernel");
+}
 void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 int adam_steps(const std::vector<AdamOperands>&, const double*, bool, bool) { no_cuda("a CUDA kernel"); }
 
