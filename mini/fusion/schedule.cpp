@@ -266,9 +266,59 @@ static void group_greedily(Schedule& s, int max_loads, std::vector<int>& group_o
   // A3 END
 }
 
+// The graph with each pointwise node moved down to just before its first reader, where that
+// reader is a pointwise op or a reduction over the same space and no extern call lies between
+// (so that the greedy pass puts the node in the reader's
+// kernel instead of closing a kernel of its own that stores it): a mask that cross-entropy's
+// backward computes early, over [rows, vocabulary], and uses late. Nodes read by an extern call
+// or a view, and random ones, stay. A topological order still: a node only moves later, and
+// before every reader.
+graph::Graph sink_pointwise(const graph::Graph& g) {
+  const int n = (int)g.nodes.size();
+  std::vector<std::vector<int>> readers(n);
+  for (int id = 0; id < n; id++)
+    for (int i : g.nodes[id].inputs)
+      if (i >= 0) readers[i].push_back(id);
+  std::vector<int> order(n);
+  for (int i = 0; i < n; i++) order[i] = i;
+  bool moved = false;
+  for (int id = n - 1; id >= 0; id--) {
+    const graph::Node& node = g.nodes[id];
+    if (node.kind != NodeKind::Op || op_class(node.op) != OpClass::Pointwise || is_random(node.op) ||
+        readers[id].empty())
+      continue;
+    auto at = std::find(order.begin(), order.end(), id);
+    auto first = order.end();
+    for (int r : readers[id]) first = std::min(first, std::find(order.begin(), order.end(), r));
+    OpClass c = op_class(g.nodes[*first].op);
+    if (c != OpClass::Pointwise && c != OpClass::Reduction) continue;
+    if (first == at + 1 || g.nodes[*first].meta.sizes != node.meta.sizes) continue;  // there, or another space
+    // only past other ops (past constants alone the kernels are the same: the order is kept), and
+    // never past one that ends a kernel anyway (an extern call, a factory): the node would leave
+    // the kernel it shares with its neighbours for nothing
+    auto is_op = [&](int o) { return g.nodes[o].kind == NodeKind::Op; };
+    auto ends_kernel = [&](int o) { return is_op(o) && is_extern(g.nodes[o].op); };
+    if (std::none_of(at + 1, first, is_op) || std::any_of(at + 1, first, ends_kernel)) continue;
+    std::rotate(at, at + 1, first);  // id now sits just before its first reader
+    moved = true;
+  }
+  if (!moved) return g;
+  graph::Graph out = g;
+  std::vector<int> new_id(n);
+  for (int i = 0; i < n; i++) new_id[order[i]] = i;
+  for (int i = 0; i < n; i++) {
+    out.nodes[i] = g.nodes[order[i]];
+    for (int& in : out.nodes[i].inputs)
+      if (in >= 0) in = new_id[in];
+  }
+  for (int& i : out.inputs) i = new_id[i];
+  for (int& o : out.outputs) o = new_id[o];
+  return out;
+}
+
 Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
   Schedule s;
-  s.graph = decompose(input, one_batch_stride);
+  s.graph = sink_pointwise(decompose(input, one_batch_stride));
   graph::Graph& g = s.graph;
   size_t n = g.nodes.size();
   s.realized.assign(n, false);

@@ -9,7 +9,7 @@
 
 // (prelude)
 
-// cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 sub_1 add rsqrt mul mul_1 add_1
+// cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0: graph nodes mean sub pow mean_1 add rsqrt sub_1 mul mul_1 add_1
 //   over [64, 512], reducing dims [1]
 //   File: <repo>/labs/programs.py:33 in layernorm_decomp, code: mu = x.mean(-1, keepdim=True)
 extern "C" void cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
@@ -52,16 +52,16 @@ extern "C" void cpp_per_fused_add_mean_mul_pow_rsqrt_sub_0(char* const* buffers,
       acc5 += part5;
     }
     const float r5 = float((acc5 / double(rnumel)));
-    const float r8 = (float(r5) + float(double(1.0000000000000001e-05)));
-    const float r9 = (float(1) / std::sqrt(float(r8)));
+    const float r7 = (float(r5) + float(double(1.0000000000000001e-05)));
+    const float r8 = (float(1) / std::sqrt(float(r7)));
     for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
       const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
       #pragma omp simd
       for (int64_t j = j0; j < j1; j++) {
         int64_t rest_j = j;
         const int64_t x1 = rest_j;
-        const float t6 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
-        const float t10 = (float(t6) * float(r9));
+        const float t9 = (float(in0[x0 * 512 + x1 * 1]) - float(r1));
+        const float t10 = (float(t9) * float(r8));
         const float t12 = (float(t10) * float(in1[x1 * 1]));
         const float t14 = (float(t12) + float(in2[x1 * 1]));
         out3[x0 * 512LL + x1] = t14;
