@@ -582,3 +582,31 @@ def test_each_kernel_can_be_rendered_in_its_own_layout():
     assert "kernel by kernel" not in uniform and "mini::Vec<float, V>" in kernel_of(uniform).split('extern "C"')[2]
     with pytest.raises(RuntimeError, match="3 layouts for 2 kernels"):
         inductor.compile_graph_cuda(gm, arch="sm_90", layouts=[9, 9, 9])
+
+
+# ---- columns, and pointwise nodes sunk to their reader ------------------------------------------
+def test_a_reduction_keeping_the_innermost_dim_runs_as_columns():
+    def bias_grads(x, y):
+        g = x * y
+        return g.sum((0, 1)), g.sum(-1)  # a bias gradient (columns), and a row sum
+    info = inductor.compile_graph_cuda(graph_of(bias_grads, mini.randn(4, 16, 96), mini.randn(4, 16, 96)), arch="sm_90")
+    kernels = info["kernels"]
+    assert any(k.startswith("cuda_col_") for k in kernels) and any(k.startswith("cuda_") and "_col_" not in k
+                                                                   for k in kernels), kernels
+    source = info["source"]
+    col = source[source.index("void __launch_bounds__(1024) cuda_col_"):]
+    assert "fold[32][33]" in col and "j += 32" in col  # 32 lanes over the reduced elements
+
+
+def test_cross_entropys_target_mask_is_computed_in_the_kernel_that_reads_it():
+    import mini.nn.functional as F
+
+    def loss(logits, target):
+        return F.cross_entropy(logits, target)
+    gm = graph_of(loss, mini.randn(64, 512, requires_grad=True), mini.randint(0, 512, (64,)))
+    info = mini._C._inductor_compile_training_cuda(gm, "sm_90")
+    # no kernel of the backward stores the [64, 512] comparison alone: it is sunk into the
+    # reduction that reads it (it was a kernel of its own writing rows x vocabulary bools)
+    assert not any(d.startswith("cuda_poi_fused_eq") and "[64, 512]" in d for d in info["backward_decisions"]), \
+        info["backward_decisions"]
+    assert len(info["backward_kernels"]) <= 3, info["backward_kernels"]
