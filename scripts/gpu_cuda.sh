@@ -222,7 +222,7 @@ stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_c
 # files in labs.tar.gz under labs/bench_attention/), only where MINI_GPU_STAGES names them
 # ('attention' selects these three stages and the memcheck below)
 stage "attention pytest" 120 "$out/tests.log" only_when_named "${pytest[@]}" \
-  tests/python/test_flash_attention.py tests/python/test_fused_attention.py tests/python/test_attention_node.py tests/python/test_layer_norm_backward.py -m cuda
+  tests/python/test_flash_attention.py tests/python/test_fused_attention.py tests/python/test_attention_node.py tests/python/test_layer_norm_backward.py tests/python/test_cuda_broadcast.py -m cuda
 stage "bench_attention" 150 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_attention.py \
   --out "$work/labs/bench_attention"
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py

@@ -81,21 +81,29 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 // ---- the flat loop -----------------------------------------------------------------------------
 // One input of a flat kernel: contiguous elements of type T, or one value for every element
-// (a host scalar, passed by value, or a one-element device tensor, read once per thread).
+// (a host scalar, passed by value, or a one-element device tensor, read once per thread), or a
+// contiguous operand broadcast along out's leading dims (a bias: element i reads i % period) or
+// along its trailing dims (a row's mean [N, 1]: element i reads i / divisor), each a whole
+// number of vectors, so that a vector still reads one Pack or one value.
 template <class T>
 struct FlatIn {
   using C = opmath_t<T>;
   const T* ptr = nullptr;         // contiguous, aligned; null: `value` everywhere
   const T* scalar_ptr = nullptr;  // a one-element device tensor
   C value{};
+  int64_t period = 0, divisor = 0;  // broadcast: 0 where the operand has out's elements
 
   __device__ __forceinline__ void init() {
     if (scalar_ptr) value = C(*scalar_ptr);
   }
   template <int VEC>
   __device__ __forceinline__ void load(int64_t i, C (&r)[VEC]) const {
-    if (ptr) {
-      Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(ptr + i);
+    if (ptr && divisor) {
+      const C v = C(ptr[i / divisor]);
+#pragma unroll
+      for (int j = 0; j < VEC; j++) r[j] = v;
+    } else if (ptr) {
+      Pack<T, VEC> p = *reinterpret_cast<const Pack<T, VEC>*>(ptr + (period ? i % period : i));
 #pragma unroll
       for (int j = 0; j < VEC; j++) r[j] = C(p.v[j]);
     } else {
@@ -117,7 +125,8 @@ opmath_t<T> scalar_operand(const Tensor& t, bool opmath_scalar) {
 // one-element device tensor of type T, or a contiguous aligned device tensor of type T with
 // out's element count (then out's shape up to size-1 dims: the caller broadcast t to it).
 template <class T>
-bool flat_operand(const Tensor& t, int64_t numel, FlatIn<T>* in, bool opmath_scalar = false) {
+bool flat_operand(const Tensor& t, const Shape& out, int vec, FlatIn<T>* in, bool opmath_scalar = false) {
+  const int64_t numel = numel_of(out);
   if (is_host_scalar(t)) {
     in->value = scalar_operand<T>(t, opmath_scalar);
     return true;
@@ -127,9 +136,31 @@ bool flat_operand(const Tensor& t, int64_t numel, FlatIn<T>* in, bool opmath_sca
     in->scalar_ptr = static_cast<const T*>(t->device_raw());
     return true;
   }
-  if (t->numel() != numel || !t->is_contiguous() || !aligned16(t->device_raw())) return false;
+  if (!t->is_contiguous() || !aligned16(t->device_raw())) return false;
   in->ptr = static_cast<const T*>(t->device_raw());
-  return true;
+  if (t->numel() == numel) return true;
+  // a broadcast operand: its sizes, right-aligned against out's, are out's trailing dims (1s
+  // before them), or out's leading dims (1s after them)
+  const size_t r = out.size(), tr = t->sizes.size();
+  if (tr > r || t->numel() == 0) return false;
+  size_t first = 0, last = tr;  // t's dims [first, last) that are not 1
+  while (first < tr && t->sizes[first] == 1) first++;
+  while (last > first && t->sizes[last - 1] == 1) last--;
+  const size_t off = r - tr;  // t's dim d is out's dim off + d
+  for (size_t d = first; d < last; d++)
+    if (t->sizes[d] != out[off + d]) return false;
+  int64_t lead = 1, trail = 1;  // out's elements before and after t's run of dims
+  for (size_t d = 0; d < off + first; d++) lead *= out[d];
+  for (size_t d = off + last; d < r; d++) trail *= out[d];
+  if (trail == 1 && t->numel() % vec == 0) {
+    in->period = t->numel();
+    return true;
+  }
+  if (lead == 1 && trail % vec == 0) {
+    in->divisor = trail;
+    return true;
+  }
+  return false;
 }
 
 // out can be written by a flat kernel: contiguous, aligned for a VEC-element store.
@@ -259,11 +290,11 @@ bool try_flat(const char* name, const Tensor& out, const std::array<Tensor, N>& 
   constexpr int kVec = int(16 / max_size<O, A, B, C3>());
   FlatMap<O, N, A, B, C3, Op> f{};
   int64_t n = out->numel();
-  if (!flat_out<O>(out, kVec) || !flat_operand(inputs[0], n, &f.a, kOpmathScalars)) return false;
+  if (!flat_out<O>(out, kVec) || !flat_operand(inputs[0], out->sizes, kVec, &f.a, kOpmathScalars)) return false;
   if constexpr (N > 1)
-    if (!flat_operand(inputs[1], n, &f.b, kOpmathScalars)) return false;
+    if (!flat_operand(inputs[1], out->sizes, kVec, &f.b, kOpmathScalars)) return false;
   if constexpr (N > 2)
-    if (!flat_operand(inputs[2], n, &f.c, kOpmathScalars)) return false;
+    if (!flat_operand(inputs[2], out->sizes, kVec, &f.c, kOpmathScalars)) return false;
   f.out = static_cast<O*>(out->device_raw());
   f.op = op;
   launch_flat<kVec, kUnroll, kFullTiles>(name, n, f);
