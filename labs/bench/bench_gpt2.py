@@ -46,7 +46,9 @@ FULL = dict(config=dict(block_size=1024, vocab_size=50304, n_layer=12, n_head=12
                         dropout=0.0, bias=True), batch=8, warmup=3, steps=10)
 QUICK = dict(config=dict(block_size=32, vocab_size=64, n_layer=2, n_head=2, n_embd=32,
                          dropout=0.0, bias=True), batch=2, warmup=1, steps=3)
-MODES = ("mini-eager", "mini-compiled", "mini-max-autotune", "torch-eager", "torch-compile")
+# mini-min-cut: compiled with mini.config.partitioner = "min-cut" (the fewest bytes saved for the
+# backward, torch's partitioner) instead of the greedy recompute rule
+MODES = ("mini-eager", "mini-compiled", "mini-max-autotune", "mini-min-cut", "torch-eager", "torch-compile")
 DTYPES = ("float32", "bfloat16")
 CLASSES = ("GEMM", "attention", "generated", "optimizer", "copies", "other")
 
@@ -121,6 +123,8 @@ def run_config(mode, dtype, device, size):
     elif lib_name == "torch":
         fn = lib.compile(model)
     else:
+        if how == "min-cut":
+            lib.config.partitioner = "min-cut"
         fn = lib.compile(model, mode="max-autotune" if how == "max-autotune" else "default")
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, betas=(0.9, 0.95),
                                      device_type=device)
@@ -241,7 +245,7 @@ def figure(results, out_dir, title):
     dtypes = [d for d in DTYPES if any(r["dtype"] == d for r in done)]
     fig, axes = plt.subplots(1, max(len(dtypes), 1), figsize=(6.5 * max(len(dtypes), 1), 4.8), squeeze=False)
     colors = dict(zip(CLASSES, ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#bbbbbb")))
-    order = ("mini-eager", "torch-eager", "mini-compiled", "mini-max-autotune", "torch-compile")
+    order = ("mini-eager", "torch-eager", "mini-compiled", "mini-max-autotune", "mini-min-cut", "torch-compile")
     for ax, dtype in zip(axes[0], dtypes):
         rows = sorted((r for r in done if r["dtype"] == dtype), key=lambda r: order.index(r["mode"]))
         for i, r in enumerate(rows):
