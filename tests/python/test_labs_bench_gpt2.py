@@ -42,7 +42,7 @@ def test_every_mini_configuration_reports_sane_numbers(bench):
     # embeddings + per layer (attention 4C^2 + 4C, MLP 8C^2 + 5C, two layer norms 4C) + ln_f
     parameters = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
     results = {(r["mode"], r["dtype"]): r for r in report["results"]}
-    assert set(results) == {(m, d) for m in ("mini-eager", "mini-compiled", "mini-max-autotune",
+    assert set(results) == {(m, d) for m in ("mini-eager", "mini-compiled", "mini-max-autotune", "mini-min-cut",
                                              "torch-eager", "torch-compile")
                             for d in ("float32", "bfloat16")}
     assert report["peak_tflops"] == 989.0
