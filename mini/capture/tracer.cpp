@@ -493,6 +493,11 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     r->number = true;
     return r;
   }
+  if (tensors && (op % 13 == 1 || op % 13 == 7)) {  // a & b, a | b: Tensor's Python dunder, inlined
+    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    std::string dunder = std::string(left ? "__" : "__r") + (op % 13 == 1 ? "and__" : "or__");
+    return call_tensor_method_as_found(ctx_, dunder, left ? a : b, {left ? b : a}, {});
+  }
   if (tensors) {
     OpKind kind = tensor_binary_kind(op);
     // x += y on a tensor writes x in place (Tensor.__iadd__, __isub__, __imul__, __itruediv__);

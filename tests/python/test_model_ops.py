@@ -87,6 +87,11 @@ def test_cross_entropy_matches_the_reference_with_ignored_rows(reduction):
 def test_cross_entropy_refuses_what_it_cannot_do_by_name():
     x = mini.randn(3, 4)
     assert np.isnan(to_np(F.cross_entropy(x, mini.tensor([0, 7, 1]), reduction="none"))[1])  # 7 >= 4 classes
+    nll = to_np(F.cross_entropy(x, mini.tensor([-5, 3, -100]), reduction="none"))  # -5: out of range
+    assert np.isnan(nll[0]) and np.isfinite(nll[1]) and nll[2] == 0.0          # -100: ignored
+    compiled = mini.compile(lambda x, t: F.cross_entropy(x, t, reduction="none"), backend="inductor")
+    nll = to_np(compiled(x, mini.tensor([4, -1, 0])))
+    assert np.isnan(nll[0]) and np.isnan(nll[1]) and np.isfinite(nll[2])
     with pytest.raises(TypeError, match="int64 class indices"):
         F.cross_entropy(x, mini.tensor([0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match=r"logits.view\(-1, logits.size\(-1\)\)"):
@@ -231,6 +236,25 @@ def test_invert_is_logical_not_for_bool_and_bitwise_not_for_integers():
     f = mini.compile(lambda m, i: ((~m).long().sum(), ~i), fullgraph=True)
     got = f(m, mini.tensor([1, -2]))
     assert got[0].item() == 2 and to_np(got[1]).tolist() == [-2, 1]
+
+
+def test_and_or_of_bool_masks_match_numpy_eagerly_and_compiled():
+    a_np = np.array([[True, False], [False, True], [True, True]])
+    b_np = np.array([[True, True], [False, False], [False, True]])
+    a, b = mini.from_numpy(a_np.copy()), mini.from_numpy(b_np.copy())
+    np.testing.assert_array_equal(to_np(a & b), a_np & b_np)
+    np.testing.assert_array_equal(to_np(a | b), a_np | b_np)
+    np.testing.assert_array_equal(to_np(True & a), a_np)       # a Python bool on either side
+    np.testing.assert_array_equal(to_np(a | False), a_np)
+    np.testing.assert_array_equal(to_np(a & mini.from_numpy(b_np[:1].copy())), a_np & b_np[:1])  # broadcast
+    f = mini.compile(lambda a, b: ((a & b) | ~b, False | a), fullgraph=True)
+    got = f(a, b)
+    np.testing.assert_array_equal(to_np(got[0]), (a_np & b_np) | ~b_np)
+    np.testing.assert_array_equal(to_np(got[1]), a_np)
+    with pytest.raises(TypeError, match=r"only for bool tensors in mini.*\(a > 0\) & \(b > 0\)"):
+        mini.tensor([1, 2]) & mini.tensor([3, 4])
+    with pytest.raises(TypeError, match="only for bool tensors"):
+        mini.compile(lambda x: x | x)(mini.ones(2))
 
 
 def test_argmax_and_argmin_pick_the_first_extreme_and_a_nan_as_numpy():

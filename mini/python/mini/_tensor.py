@@ -733,6 +733,31 @@ def _invert(self):
     return -self - 1
 
 
+def _logical_operands(self, other, symbol):
+    """The two bool tensors of a & b or a | b (a Python bool becomes a tensor like self)."""
+    if isinstance(other, builtins.bool):
+        other = full_like(self, other)
+    if self.dtype != bool or other.dtype != bool:
+        raise TypeError(f"{symbol} is only for bool tensors in mini, got {self.dtype} and {other.dtype}; "
+                        f"for a mask write (a > 0) {symbol} (b > 0)")
+    return other
+
+
+def _and(self, other):
+    """a & b of bool tensors: their elementwise minimum (an op capture and fusion know).
+    Integer bitwise and is not in mini."""
+    if not isinstance(other, Tensor) and not isinstance(other, builtins.bool):
+        return NotImplemented
+    return self.minimum(_logical_operands(self, other, "&"))
+
+
+def _or(self, other):
+    """a | b of bool tensors: their elementwise maximum. Integer bitwise or is not in mini."""
+    if not isinstance(other, Tensor) and not isinstance(other, builtins.bool):
+        return NotImplemented
+    return self.maximum(_logical_operands(self, other, "|"))
+
+
 def _argmax_argmin(self, dim, keepdim, largest):
     """The first index of the max (min) along dim (a NaN counts as the max, as torch's): the
     reduction, then the smallest index where the input equals it, so that capture records
@@ -907,6 +932,8 @@ Tensor.topk = _topk
 Tensor.narrow = _narrow
 Tensor.multinomial = _multinomial
 Tensor.__invert__ = _invert
+Tensor.__and__ = Tensor.__rand__ = _and
+Tensor.__or__ = Tensor.__ror__ = _or
 Tensor.argmax = lambda self, dim=None, keepdim=False: _argmax_argmin(self, dim, keepdim, True)
 Tensor.argmin = lambda self, dim=None, keepdim=False: _argmax_argmin(self, dim, keepdim, False)
 Tensor.split = _split

@@ -94,8 +94,10 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     classes = mini.arange(input.shape[-1], device=input.device)
     hit = target.unsqueeze(-1) == classes
     picked = mini.where(hit, logp, 0.0).sum(-1)
+    # a target in [0, C) hits exactly one class: checked on the [N] targets, not the [N, C] mask
+    in_range = (target >= 0) & (target < input.shape[-1])
     ignored = target == ignore_index
-    nll = mini.where(hit.long().sum(-1) == 1, -picked, float("nan")).masked_fill(ignored, 0.0)
+    nll = mini.where(in_range, -picked, float("nan")).masked_fill(ignored, 0.0)
     if reduction == "none":
         return nll
     if reduction == "sum":
