@@ -120,6 +120,21 @@ bool recompute_in_backward(const Node& n) {
   // A2 END
 }
 
+// A softmax or log_softmax of a widened value (autocast's float32 of bfloat16 logits or
+// scores) runs again in the backward, from the narrow value, rather than saving its float32
+// output: at a 50k vocabulary that output is the largest tensor of a GPT's step (8192 x 50304
+// floats, 1.6 GB), while the narrow logits are half its bytes and often saved anyway (a
+// matmul's output). The backward pays one more pass over each row; torch.compile's
+// partitioner makes the same trade for the loss. Both recompute and min-cut ask this first.
+bool recompute_widened_softmax(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::Op || (n.op != OpKind::Softmax && n.op != OpKind::LogSoftmax) || n.symbolic_attrs)
+    return false;
+  int in = n.inputs.empty() ? -1 : n.inputs[0];
+  if (in < 0 || g.nodes[in].kind != NodeKind::Op || g.nodes[in].op != OpKind::Cast) return false;
+  int narrow = g.nodes[in].inputs[0];
+  return narrow >= 0 && itemsize(g.nodes[narrow].meta.dtype) < itemsize(n.meta.dtype);
+}
+
 int64_t meta_bytes(const TensorMeta& m) {
   return numel_of(m.sizes) * (int64_t)itemsize(m.dtype);
 }
@@ -431,7 +446,8 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
     int b;
     if (n.kind == NodeKind::Constant) {
       b = bwd->add_constant(n.value, n.meta.dtype);
-    } else if ((partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) ||
+    } else if ((partitioner != Partitioner::SaveAll && recompute_widened_softmax(J, n)) ||
+               (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) ||
                (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id])) {
       std::vector<int> ins;
       for (int i : n.inputs) ins.push_back(i < 0 ? -1 : from_forward(i));

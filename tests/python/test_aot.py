@@ -152,6 +152,36 @@ def test_outputs_and_gradients_match_eager(name, backend):
     check_training(fn, make(), backend)
 
 
+def lm_loss(x, w, t):
+    logits = x @ w                                      # bfloat16 logits under autocast
+    return mini.nn.functional.cross_entropy(logits, t)  # log_softmax widens them to float32
+
+
+def autocast_loss(fn, *args):
+    with mini.autocast(device_type="cpu", dtype=mini.bfloat16):
+        return fn(*args)
+
+
+@pytest.mark.parametrize("partitioner", ["recompute", "min-cut"])
+def test_a_widened_log_softmax_is_recomputed_from_the_narrow_logits_not_saved(capsys, partitioner):
+    # the loss of a large vocabulary under autocast: saving log_softmax's float32 [N, C] output
+    # would be the largest value saved; the bfloat16 logits (half the bytes) are saved instead
+    n, c = 16, 512
+    args = [T(n, 32, seed=1, grad=True), T(32, c, seed=2, grad=True),
+            mini.tensor(np.random.default_rng(3).integers(0, c, n).tolist())]
+    with mini.config.patch(partitioner=partitioner):
+        name, _, saved = saved_bytes(lambda *a: autocast_loss(lm_loss, *a), clone_inputs(args), "inductor", capsys)
+    assert name == partitioner
+    assert saved < n * c * 4      # no float32 [N, C] among the saved values
+    assert saved >= n * c * 2     # the bfloat16 logits are
+    eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
+    autocast_loss(lm_loss, *eager_args).backward()
+    with mini.config.patch(partitioner=partitioner):
+        autocast_loss(mini.compile(lm_loss, backend="inductor"), *compiled_args).backward()
+    for e, g in zip(eager_args[:2], compiled_args[:2]):
+        np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=2e-2, atol=2e-3)
+
+
 @pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_outputs_get_a_compiled_backward_node(backend):
