@@ -12,9 +12,10 @@
 #   bench_cuda_inductor      labs/bench/bench_cuda_inductor.py: mini compiled (CUDA codegen) against
 #                            torch.compile; its table in bench_labs.txt, its files in labs.tar.gz
 #   pytest vs torch          tests/python/test_cuda_vs_torch.py (its own process: imports torch)
-#   attention pytest, bench_attention   tests/python/test_flash_attention.py and
-#                            test_fused_attention.py on cuda; labs/bench/bench_attention.py (mini's
-#                            FlashAttention beside torch's SDPA), only where MINI_GPU_STAGES names them
+#   attention pytest, bench_attention   tests/python/test_flash_attention.py, test_fused_attention.py,
+#                            test_attention_node.py and the eager fused kernels' tests (layer norm
+#                            backward, broadcasts, cross-entropy) on cuda; labs/bench/bench_attention.py
+#                            (mini's FlashAttention beside torch's SDPA), only where MINI_GPU_STAGES names them
 #   ncu reductions           Nsight Compute over mini's and torch.compile's fused softmax and
 #                            layer norm (labs/bench/ncu_reductions.py; layouts MINI_NCU_LAYOUTS, programs
 #                            MINI_NCU_PROGRAMS: chain8 too where it names it),
@@ -222,7 +223,7 @@ stage bench_cuda_inductor 150 "$out/bench_labs.txt" "$python" labs/bench/bench_c
 # files in labs.tar.gz under labs/bench_attention/), only where MINI_GPU_STAGES names them
 # ('attention' selects these three stages and the memcheck below)
 stage "attention pytest" 120 "$out/tests.log" only_when_named "${pytest[@]}" \
-  tests/python/test_flash_attention.py tests/python/test_fused_attention.py tests/python/test_attention_node.py tests/python/test_layer_norm_backward.py tests/python/test_cuda_broadcast.py -m cuda
+  tests/python/test_flash_attention.py tests/python/test_fused_attention.py tests/python/test_attention_node.py tests/python/test_layer_norm_backward.py tests/python/test_cuda_broadcast.py tests/python/test_cross_entropy.py -m cuda
 stage "bench_attention" 150 "$out/bench_labs.txt" only_when_named "$python" labs/bench/bench_attention.py \
   --out "$work/labs/bench_attention"
 stage "pytest vs torch" 120 "$out/tests.log" "${pytest[@]}" tests/python/test_cuda_vs_torch.py

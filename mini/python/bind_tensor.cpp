@@ -569,6 +569,9 @@ void bind_tensor(py::module_& m) {
     return mini::layer_norm(x, shape, w.value_or(nullptr), b.value_or(nullptr), eps);
   }, py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def("cross_entropy_nll", [](const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+    return mini::cross_entropy_nll(logits, target, ignore_index);
+  }, py::arg("input"), py::arg("target"), py::arg("ignore_index"));
   m.def("embedding", [](const Tensor& weight, const Tensor& indices) { return mini::embedding(weight, indices); },
         py::arg("weight"), py::arg("indices"));
   m.def("fused_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {

@@ -118,6 +118,10 @@ std::vector<Tensor> layer_norm_backward(const Tensor& g, const std::vector<Tenso
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);
 Tensor mse_loss(const Tensor& a, const Tensor& b, const std::string& reduction);
+// Eager cross-entropy's per-row loss: logits [N, C] (floating), target [N] int64 -> nll [N]
+// (lse - logits[target]; 0 where target == ignore_index, NaN where it is outside [0, C)), in
+// one kernel, with a backward of one more (nn_kernels.cpp). Its dtype is log_softmax's.
+Tensor cross_entropy_nll(const Tensor& logits, const Tensor& target, int64_t ignore_index);
 // weight[indices]: rows of weight [V, D] picked by int64 indices of any shape -> [*indices, D].
 // An index outside [0, V) raises IndexError.
 Tensor embedding(const Tensor& weight, const Tensor& indices);

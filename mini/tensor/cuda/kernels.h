@@ -101,6 +101,15 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, c
 void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
                 int64_t cols, double eps);
 
+// Cross-entropy of contiguous logits [rows, n] with int64 targets [rows], a block a row: lse
+// [rows] and nll [rows] (lse - x[t]; 0 where t == ignore_index, NaN where t is outside [0, n))
+// in float32 (float64 for float64). The backward: dx (logits' dtype) = g (exp(x - lse) - [j == t]),
+// zero rows where t is ignored or out of range; g and lse as the forward's nll.
+void cross_entropy(const Tensor& nll, const Tensor& lse, const Tensor& x, const Tensor& target, int64_t rows,
+                   int64_t n, int64_t ignore_index);
+void cross_entropy_backward(const Tensor& dx, const Tensor& g, const Tensor& x, const Tensor& target,
+                            const Tensor& lse, int64_t rows, int64_t n, int64_t ignore_index);
+
 // Embedding: out [n, d] = weight [rows, d] at the n int64 indices `index` (device, checked in
 // range by the caller). Its backward, deterministic: `order` (device int64 [n]) lists the
 // positions of `index` sorted by row, stably, and `starts` (device int64 [segments + 1]) where

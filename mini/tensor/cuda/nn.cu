@@ -540,6 +540,84 @@ void softmax(const Tensor& out, const Tensor& a, int64_t outer, int64_t n, int64
   check_launch(op);
 }
 
+// ---- cross_entropy ------------------------------------------------------------------------------
+
+namespace {
+
+// A block a row: the row's (max, sum of exp) in one read, then thread 0 the loss.
+template <class T>
+__global__ void cross_entropy_kernel(const T* x, const int64_t* target, opmath_t<T>* nll, opmath_t<T>* lse,
+                                     int64_t n, int64_t ignore_index) {
+  using A = opmath_t<T>;
+  __shared__ A shared_max[kWarp], shared_sum[kWarp];
+  const T* row = x + int64_t(blockIdx.x) * n;
+  MaxSum<A> s{A(-INFINITY), A(0)};
+  for_row(row, n, threadIdx.x, blockDim.x, [&](int64_t, T v) { s.add(A(v)); });
+  s = block_max_sum(s, shared_max, shared_sum);
+  if (threadIdx.x == 0) {
+    const A l = s.max + log_of(s.sum);
+    const int64_t t = target[blockIdx.x];
+    lse[blockIdx.x] = l;
+    nll[blockIdx.x] = t == ignore_index ? A(0) : (t >= 0 && t < n) ? l - A(row[t]) : A(NAN);
+  }
+}
+
+// A block a row: dx = g (exp(x - lse) - [j == t]), vectorized as softmax's rows.
+template <class T>
+__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* target, const opmath_t<T>* g,
+                                              const opmath_t<T>* lse, T* dx, int64_t n, int64_t ignore_index) {
+  using A = opmath_t<T>;
+  const int64_t r = blockIdx.x, t = target[r];
+  const bool counted = t != ignore_index && t >= 0 && t < n;  // else no loss, or a NaN one: no gradient
+  const A gr = counted ? g[r] : A(0), l = lse[r];
+  map_row(x + r * n, dx + r * n, n, threadIdx.x, blockDim.x, [&](int64_t j, T v) {
+    return counted ? gr * (exp_of(A(v) - l) - A(j == t)) : A(0);
+  });
+}
+
+int cross_entropy_threads(int64_t n) {
+  int threads = kWarp;
+  while (threads < 1024 && threads * 32 < n) threads *= 2;  // about 32 elements a thread
+  return threads;
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& nll, const Tensor& lse, const Tensor& x, const Tensor& target, int64_t rows,
+                   int64_t n, int64_t ignore_index) {
+  if (rows == 0) return;
+  if (rows > INT32_MAX) fail("cross_entropy(): too many rows for one CUDA launch: ", rows);
+  MINI_DISPATCH(x->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      using A = opmath_t<T>;
+      cross_entropy_kernel<T><<<(unsigned)rows, cross_entropy_threads(n), 0, current_stream()>>>(
+          static_cast<const T*>(x->device_raw()), static_cast<const int64_t*>(target->device_raw()),
+          static_cast<A*>(nll->device_raw()), static_cast<A*>(lse->device_raw()), n, ignore_index);
+    } else {
+      fail_dtype("cross_entropy", x->dtype);
+    }
+  });
+  check_launch("cross_entropy");
+}
+
+void cross_entropy_backward(const Tensor& dx, const Tensor& g, const Tensor& x, const Tensor& target,
+                            const Tensor& lse, int64_t rows, int64_t n, int64_t ignore_index) {
+  if (rows == 0 || n == 0) return;
+  if (rows > INT32_MAX) fail("cross_entropy backward: too many rows for one CUDA launch: ", rows);
+  MINI_DISPATCH(x->dtype, T, [&] {
+    if constexpr (is_floating_v<T>) {
+      using A = opmath_t<T>;
+      cross_entropy_backward_kernel<T><<<(unsigned)rows, cross_entropy_threads(n), 0, current_stream()>>>(
+          static_cast<const T*>(x->device_raw()), static_cast<const int64_t*>(target->device_raw()),
+          static_cast<const A*>(g->device_raw()), static_cast<const A*>(lse->device_raw()),
+          static_cast<T*>(dx->device_raw()), n, ignore_index);
+    } else {
+      fail_dtype("cross_entropy", x->dtype);
+    }
+  });
+  check_launch("cross_entropy backward");
+}
+
 void layer_norm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
                 int64_t cols, double eps) {
   if (out->numel() == 0) return;

@@ -104,6 +104,13 @@ void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tens
                          int64_t, int64_t, double) {
   no_cuda("a CUDA kernel");
 }
+void cross_entropy(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) {
+  no_cuda("a CUDA kernel");
+}
+void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                            int64_t, int64_t) {
+  no_cuda("a CUDA kernel");
+}
 void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 int adam_steps(const std::vector<AdamOperands>&, const double*, bool, bool) { no_cuda("a CUDA kernel"); }
 

@@ -76,8 +76,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     """The negative log-likelihood of each row's target class under log_softmax(input): input
     [N, C] (or [C]) logits, target [N] (or []) int64 class indices. Rows whose target is
     ignore_index count for nothing (and "mean" divides by the rows that count). Written as
-    log_softmax and a one-hot select (Inductor decomposes it the same way, with a gather), so
-    that fusion sees it. A target outside [0, C) that is not ignore_index gives a NaN loss for
+    log_softmax and a one-hot select inside mini.compile (Inductor decomposes it the same way,
+    with a gather), so that fusion sees it; eagerly one fused kernel (and one for its backward). A target outside [0, C) that is not ignore_index gives a NaN loss for
     its row (torch raises; a compiled graph cannot)."""
     if weight is not None or label_smoothing:
         raise NotImplementedError("F.cross_entropy: weight= and label_smoothing= are not supported by mini yet")
@@ -90,6 +90,21 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise ValueError(f"F.cross_entropy takes input [N, C] with target [N] (or [C] with []), got input "
                          f"{list(input.shape)} and target {list(target.shape)}; reshape to that first, "
                          "e.g. logits.view(-1, logits.size(-1)) and targets.view(-1)")
+    if not mini.compiler.is_compiling():
+        # eagerly: one kernel a row for the loss, one more for its gradient (nn_kernels.cpp)
+        rows, tgt = (input, target) if input.dim() == 2 else (input.unsqueeze(0), target.unsqueeze(0))
+        nll = _C.cross_entropy_nll(rows, tgt, ignore_index)
+        nll = nll if input.dim() == 2 else nll.squeeze(0)
+    else:  # in a graph: ops that fusion sees
+        nll = _cross_entropy_ops(input, target, ignore_index)
+    if reduction == "none":
+        return nll
+    if reduction == "sum":
+        return nll.sum()
+    return (nll.sum() / (target != ignore_index).float().sum()).to(nll.dtype)  # bfloat16 logits: a bfloat16 loss
+
+
+def _cross_entropy_ops(input, target, ignore_index):
     logp = input.log_softmax(-1)
     classes = mini.arange(input.shape[-1], device=input.device)
     hit = target.unsqueeze(-1) == classes
@@ -97,12 +112,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     # a target in [0, C) hits exactly one class: checked on the [N] targets, not the [N, C] mask
     in_range = (target >= 0) & (target < input.shape[-1])
     ignored = target == ignore_index
-    nll = mini.where(in_range, -picked, float("nan")).masked_fill(ignored, 0.0)
-    if reduction == "none":
-        return nll
-    if reduction == "sum":
-        return nll.sum()
-    return nll.sum() / (target != ignore_index).float().sum()
+    return mini.where(in_range, -picked, float("nan")).masked_fill(ignored, 0.0)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
