@@ -682,34 +682,42 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Ten
   check_launch("embedding_backward");
 }
 
+namespace {
+
+// dx from the rows kernel, then dw and db from column partials over chunks of rows.
+template <class T>
+void launch_layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g,
+                                const Tensor& x, const Tensor& w, int64_t rows, int64_t cols, double eps) {
+  Tensor stats = TensorImpl::empty({2 * rows}, DType::Float32, x->device());
+  auto p = [](const Tensor& t) { return t ? static_cast<T*>(t->device_raw()) : nullptr; };
+  layer_norm_backward_rows_kernel<T><<<unsigned((rows + 7) / 8), 8 * kWarp, 0, current_stream()>>>(
+      p(x), p(g), p(w), p(dx), static_cast<float*>(stats->device_raw()), rows, cols, eps);
+  check_launch("layer_norm backward");
+  if (!dw && !db) return;
+  // chunks of rows: enough blocks to fill the GPU (about 4 a SM), at least 64 rows each
+  const int64_t col_blocks = (cols + 31) / 32;
+  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, (4 * sm_count() + col_blocks - 1) / col_blocks));
+  chunks = std::min<int64_t>(chunks, 65535);
+  const int64_t rows_a_chunk = (rows + chunks - 1) / chunks;
+  Tensor partials = TensorImpl::empty({chunks * 2 * cols}, DType::Float32, x->device());
+  layer_norm_backward_partials_kernel<T><<<dim3(unsigned(col_blocks), unsigned(chunks)), 1024, 0, current_stream()>>>(
+      p(x), p(g), static_cast<const float*>(stats->device_raw()), static_cast<float*>(partials->device_raw()), rows,
+      cols, rows_a_chunk);
+  check_launch("layer_norm backward");
+  layer_norm_backward_columns_kernel<T><<<unsigned(std::min<int64_t>((cols + 255) / 256, 1024)), 256, 0, current_stream()>>>(
+      static_cast<const float*>(partials->device_raw()), p(dw), p(db), chunks, cols);
+  check_launch("layer_norm backward");
+}
+
+}  // namespace
+
 void layer_norm_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x,
                          const Tensor& w, int64_t rows, int64_t cols, double eps) {
   if (rows == 0 || cols == 0) return;
   if (rows > INT32_MAX / 8 * 8) fail("layer_norm backward: too many rows for one CUDA launch: ", rows);
-  Tensor stats = TensorImpl::empty({2 * rows}, DType::Float32, x->device());
   MINI_DISPATCH(x->dtype, T, [&] {
-    if constexpr (is_floating_v<T>) {
-      auto p = [](const Tensor& t) { return t ? static_cast<T*>(t->device_raw()) : nullptr; };
-      layer_norm_backward_rows_kernel<T><<<unsigned((rows + 7) / 8), 8 * kWarp, 0, current_stream()>>>(
-          p(x), p(g), p(w), p(dx), static_cast<float*>(stats->device_raw()), rows, cols, eps);
-      check_launch("layer_norm backward");
-      if (!dw && !db) return;
-      // chunks of rows: enough blocks to fill the GPU (about 4 a SM), at least 64 rows each
-      const int64_t col_blocks = (cols + 31) / 32;
-      int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, (4 * sm_count() + col_blocks - 1) / col_blocks));
-      chunks = std::min<int64_t>(chunks, 65535);
-      const int64_t rows_a_chunk = (rows + chunks - 1) / chunks;
-      Tensor partials = TensorImpl::empty({chunks * 2 * cols}, DType::Float32, x->device());
-      layer_norm_backward_partials_kernel<T><<<dim3(unsigned(col_blocks), unsigned(chunks)), 1024, 0, current_stream()>>>(
-          p(x), p(g), static_cast<const float*>(stats->device_raw()), static_cast<float*>(partials->device_raw()), rows,
-          cols, rows_a_chunk);
-      check_launch("layer_norm backward");
-      layer_norm_backward_columns_kernel<T><<<unsigned(std::min<int64_t>((cols + 255) / 256, 1024)), 256, 0, current_stream()>>>(
-          static_cast<const float*>(partials->device_raw()), p(dw), p(db), chunks, cols);
-      check_launch("layer_norm backward");
-    } else {
-      fail_dtype("layer_norm backward", x->dtype);
-    }
+    if constexpr (is_floating_v<T>) launch_layer_norm_backward<T>(dx, dw, db, g, x, w, rows, cols, eps);
+    else fail_dtype("layer_norm backward", x->dtype);
   });
 }
 
