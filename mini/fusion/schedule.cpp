@@ -266,6 +266,22 @@ static void group_greedily(Schedule& s, int max_loads, std::vector<int>& group_o
   // A3 END
 }
 
+// g with its nodes in `order` (a topological order: order[i] is the old id of new node i).
+graph::Graph reordered(const graph::Graph& g, const std::vector<int>& order) {
+  const int n = (int)g.nodes.size();
+  graph::Graph out = g;
+  std::vector<int> new_id(n);
+  for (int i = 0; i < n; i++) new_id[order[i]] = i;
+  for (int i = 0; i < n; i++) {
+    out.nodes[i] = g.nodes[order[i]];
+    for (int& in : out.nodes[i].inputs)
+      if (in >= 0) in = new_id[in];
+  }
+  for (int& i : out.inputs) i = new_id[i];
+  for (int& o : out.outputs) o = new_id[o];
+  return out;
+}
+
 // The graph with each pointwise node moved down to just before its first reader, where that
 // reader is a pointwise op or a reduction over the same space and no extern call lies between
 // (so that the greedy pass puts the node in the reader's
@@ -302,23 +318,34 @@ graph::Graph sink_pointwise(const graph::Graph& g) {
     std::rotate(at, at + 1, first);  // id now sits just before its first reader
     moved = true;
   }
-  if (!moved) return g;
-  graph::Graph out = g;
-  std::vector<int> new_id(n);
-  for (int i = 0; i < n; i++) new_id[order[i]] = i;
-  for (int i = 0; i < n; i++) {
-    out.nodes[i] = g.nodes[order[i]];
-    for (int& in : out.nodes[i].inputs)
-      if (in >= 0) in = new_id[in];
-  }
-  for (int& i : out.inputs) i = new_id[i];
-  for (int& o : out.outputs) o = new_id[o];
-  return out;
+  return moved ? reordered(g, order) : g;
+}
+
+// The graph with each factory that reads no op's value (an arange, a full) moved up to just
+// before the first op. Where the program made it, it would end the kernel open there (a factory
+// is a call of its own): cross-entropy's arange of the classes split log_softmax's kernel from
+// the select that reads it, storing [rows, vocabulary] floats between the two. Random factories
+// keep their place (their order is the random stream's), and so does a factory that reads an
+// input or constant that comes after the first op.
+graph::Graph hoist_factories(const graph::Graph& g) {
+  const int n = (int)g.nodes.size();
+  int first_op = 0;
+  while (first_op < n && g.nodes[first_op].kind != NodeKind::Op) first_op++;
+  auto hoisted = [&](int id) {
+    const graph::Node& node = g.nodes[id];
+    if (id <= first_op || node.kind != NodeKind::Op || op_class(node.op) != OpClass::Factory || is_random(node.op))
+      return false;
+    return std::all_of(node.inputs.begin(), node.inputs.end(), [&](int i) { return i < first_op; });
+  };
+  std::vector<int> order(g.nodes.size());
+  for (int i = 0; i < n; i++) order[i] = i;
+  auto moved = std::stable_partition(order.begin() + first_op, order.end(), hoisted);
+  return moved == order.begin() + first_op ? g : reordered(g, order);
 }
 
 Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
   Schedule s;
-  s.graph = sink_pointwise(decompose(input, one_batch_stride));
+  s.graph = sink_pointwise(hoist_factories(decompose(input, one_batch_stride)));
   graph::Graph& g = s.graph;
   size_t n = g.nodes.size();
   s.realized.assign(n, false);
