@@ -84,6 +84,20 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
       return size_var(ctx, a, 0);
     }
   }
+  if (name == "isinstance" && args.size() == 2 && args[1]->is(Var::Kind::Tuple)) {
+    // isinstance(x, (A, B)) with the tuple built in the traced code: a tuple of its classes
+    PyObject* classes = PyTuple_New((Py_ssize_t)args[1]->items.size());
+    for (size_t i = 0; i < args[1]->items.size(); i++) {
+      PyObject* c = args[1]->items[i]->obj;
+      if (!c || !PyType_Check(c)) {  // a class read from a global or builtin (guarded there)
+        Py_DECREF(classes);
+        unsupported("isinstance with a tuple holding " + args[1]->items[i]->describe());
+      }
+      Py_INCREF(c);
+      PyTuple_SET_ITEM(classes, (Py_ssize_t)i, c);
+    }
+    args[1] = make_constant(classes);
+  }
   if (name == "isinstance" && args.size() == 2 && args[1]->obj) {
     if (args[0]->is(Var::Kind::Tensor)) {
       PyObject* cls = (PyObject*)tensor_type_of(ctx, args[0]);
@@ -155,6 +169,37 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   }
   if (name == "getattr" && args.size() == 2 && args[1]->obj && PyUnicode_Check(args[1]->obj))
     return get_attr(ctx, args[0], PyUnicode_AsUTF8(args[1]->obj));
+  bool sequence = !args.empty() && (args[0]->is(Var::Kind::Iterator) || args[0]->is(Var::Kind::Tuple) ||
+                                    args[0]->is(Var::Kind::List));
+  if (name == "sum" && sequence && args.size() <= 2 && kwargs_in.size() <= 1) {
+    // sum(t * w for t in xs): Python's left fold from `start` (0), tensors added in the graph
+    VarRef acc = args.size() > 1 ? args[1] : make_constant(PyLong_FromLong(0));
+    for (auto& [k, v] : kwargs_in) {
+      if (k != "start") unsupported("sum() got an unexpected keyword argument '" + k + "'");
+      acc = v;
+    }
+    for (const VarRef& item : items_of(ctx, args[0])) {
+      VarRef a = as_constant(ctx, acc), b = as_constant(ctx, item);
+      if (a && b) {
+        PyObject* r = PyNumber_Add(a->obj, b->obj);
+        if (!r) { PyErr_Clear(); unsupported("sum() adding " + a->describe() + " and " + b->describe()); }
+        acc = make_constant(r);
+      } else if (acc->is(Var::Kind::Tensor) || item->is(Var::Kind::Tensor)) acc = tensor_binary(ctx, OpKind::Add, acc, item);
+      else unsupported("sum() adding " + acc->describe() + " and " + item->describe());
+    }
+    return acc;
+  }
+  if ((name == "all" || name == "any") && sequence && args.size() == 1) {
+    // each item's truth known while tracing (constants, static sizes); stops where Python does
+    for (const VarRef& item : items_of(ctx, args[0])) {
+      VarRef c = as_constant(ctx, item);
+      if (!c) unsupported(name + "() of " + item->describe() + ", whose truth is known only when the graph runs");
+      int t = PyObject_IsTrue(c->obj);
+      if (t < 0) { PyErr_Clear(); unsupported(name + "() of " + item->describe()); }
+      if ((name == "all") != (t != 0)) return make_constant(PyBool_FromLong(name == "any"));
+    }
+    return make_constant(PyBool_FromLong(name == "all"));
+  }
   // (an exception made of constants is a constant too: what a raise statement raises)
   static const char* pure[] = {"range", "int", "float", "bool", "abs", "min", "max", "round", "str",
                                "tuple", "list", "divmod", "pow", "sum", "len", "isinstance", "slice",

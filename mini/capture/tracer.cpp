@@ -295,6 +295,9 @@ class FrameInterpreter {
 
   VarRef run();
   bool root_ = false;
+  // A generator's frame run to its end: each yielded value is appended here (see
+  // inline_function); null in any other frame, where yield is not traced.
+  std::vector<VarRef>* yielded_ = nullptr;
   std::vector<VarRef> exit_stack_, exit_locals_;  // the state before the breaking instruction
   std::vector<std::pair<PyObject*, SourceRef>> exit_lazy_;
   PyObject* exit_kw_names_ = nullptr;
@@ -1061,6 +1064,17 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::PUSH_NULL: push(null_var()); break;
       case Opcode::POP_TOP: pop(); break;
+      case Opcode::RETURN_GENERATOR:  // the generator's first resume: the value sent, None
+        if (!yielded_) unsupported("RETURN_GENERATOR outside a generator that capture runs");
+        push(make_constant((Py_INCREF(Py_None), Py_None)));
+        break;
+      case Opcode::YIELD_VALUE: {
+        if (!yielded_) unsupported("a yield outside a generator that capture runs");
+        yielded_->push_back(pop());
+        if (yielded_->size() > 100000) unsupported("a generator that yields more than 100000 values");
+        push(make_constant((Py_INCREF(Py_None), Py_None)));  // next() sends None
+        break;
+      }
       case Opcode::COPY: push(top(in.arg)); break;
       case Opcode::SWAP: std::swap(top(1), top(in.arg)); break;
       case Opcode::KW_NAMES:
@@ -1380,8 +1394,8 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
   if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);
   int flags = code->co_flags;
-  if (flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-    unsupported("calling a generator or coroutine function is not supported by mini's capture");
+  if (flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+    unsupported("calling a coroutine or async generator function is not supported by mini's capture");
   int nargs = code->co_argcount, nkw = code->co_kwonlyargcount;
   auto arg_name = [&](int i) { return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i))); };
   std::vector<VarRef> locals(code->co_nlocalsplus);
@@ -1457,9 +1471,21 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   ctx.depth++;
   std::string saved_code = ctx.current_code;
   FrameInterpreter inner(ctx, code, globals, gsrc, std::move(locals));
+  // A generator (a generator expression above all: sum(f(t) for t in xs)) runs to its end
+  // here, and the call returns an iterator over what it yielded. That is the generator's
+  // values in order for every consumer that takes them all (sum, all, list, a for loop); its
+  // body's work happens at the call rather than interleaved with the consumer's, which only
+  // a generator whose body has effects the consumer observes could tell (Dynamo steps it).
+  std::vector<VarRef> yielded;
+  if (flags & CO_GENERATOR) inner.yielded_ = &yielded;
   VarRef result;
   try {
     result = inner.run();
+    if (flags & CO_GENERATOR) {
+      auto it = std::make_shared<Var>(Var::Kind::Iterator);
+      it->items = std::move(yielded);
+      result = it;
+    }
   } catch (...) {
     ctx.depth--;
     throw;
