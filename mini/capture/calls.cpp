@@ -63,6 +63,13 @@ std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
 
 namespace {
 
+bool sequence_or_dict(const std::vector<VarRef>& args) {
+  if (args.empty()) return false;
+  const VarRef& a = args[0];
+  return a->is(Var::Kind::Iterator) || a->is(Var::Kind::Tuple) || a->is(Var::Kind::List) || a->is(Var::Kind::Dict) ||
+         a->is(Var::Kind::DictView);
+}
+
 VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, const Kwargs& kwargs_in) {
   std::string name = builtin_name(callee->obj);
   if (name == "int" && args.size() == 1 && kwargs_in.empty() && args[0]->is(Var::Kind::SymInt))
@@ -188,6 +195,50 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
       else unsupported("sum() adding " + acc->describe() + " and " + item->describe());
     }
     return acc;
+  }
+  if (name == "map" && args.size() >= 2 && kwargs_in.empty()) {  // map(f, xs, ...): f called per item, now
+    std::vector<std::vector<VarRef>> lists;
+    for (size_t i = 1; i < args.size(); i++) lists.push_back(items_of(ctx, args[i]));
+    size_t n = lists[0].size();
+    for (auto& l : lists) n = std::min(n, l.size());
+    auto it = std::make_shared<Var>(Var::Kind::Iterator);
+    for (size_t i = 0; i < n; i++) {
+      std::vector<VarRef> call_args;
+      for (auto& l : lists) call_args.push_back(l[i]);
+      it->items.push_back(call_var(ctx, args[0], std::move(call_args), {}));
+    }
+    return it;
+  }
+  if (name == "reduce" && (args.size() == 2 || args.size() == 3) && kwargs_in.empty()) {
+    // functools.reduce(f, xs[, initial]): the left fold, f inlined per item
+    std::vector<VarRef> items = items_of(ctx, args[1]);
+    if (args.size() == 2 && items.empty()) unsupported("reduce() of an empty iterable with no initial value");
+    size_t first = args.size() == 3 ? 0 : 1;
+    VarRef acc = args.size() == 3 ? args[2] : items[0];
+    for (size_t i = first; i < items.size(); i++) acc = call_var(ctx, args[0], {acc, items[i]}, {});
+    return acc;
+  }
+  if ((name == "sorted" || name == "reversed") && sequence_or_dict(args) && args.size() == 1) {
+    std::vector<VarRef> items = items_of(ctx, args[0]);
+    if (name == "reversed") return make_tuple_var(std::vector<VarRef>(items.rbegin(), items.rend()), true);
+    // sorted(): of values known while tracing (a dict's keys, sizes), with its key= and reverse=
+    PyObject* list = PyList_New(0);
+    for (const VarRef& item : items) {
+      VarRef c = as_constant(ctx, item);
+      if (!c) { Py_DECREF(list); unsupported("sorted() of " + item->describe()); }
+      PyList_Append(list, c->obj);
+    }
+    VarRef sorted_list = call_on_constants(ctx, callee->obj, {make_constant(list)}, kwargs_in, "sorted()");
+    std::vector<VarRef> out;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(sorted_list->obj); i++) {
+      PyObject* v = PyList_GET_ITEM(sorted_list->obj, i);
+      // the item itself where it is one of the inputs (a dict key keeps its Var)
+      VarRef found;
+      for (const VarRef& item : items)
+        if (VarRef c = as_constant(ctx, item); c && c->obj == v) found = item;
+      out.push_back(found ? found : make_constant((Py_INCREF(v), v)));
+    }
+    return make_tuple_var(out, true);
   }
   if ((name == "all" || name == "any") && sequence && args.size() == 1) {
     // each item's truth known while tracing (constants, static sizes); stops where Python does

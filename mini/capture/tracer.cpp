@@ -1064,6 +1064,44 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::PUSH_NULL: push(null_var()); break;
       case Opcode::POP_TOP: pop(); break;
+      // f-strings: formatted while tracing, from values known then (constants, static sizes);
+      // a tensor's text is known only when it runs (a graph break, as in Dynamo)
+      case Opcode::FORMAT_VALUE: case Opcode::FORMAT_SIMPLE: case Opcode::FORMAT_WITH_SPEC:
+      case Opcode::CONVERT_VALUE: {
+        VarRef spec = (in.op == Opcode::FORMAT_WITH_SPEC || (in.op == Opcode::FORMAT_VALUE && (in.arg & 4))) ? pop()
+                                                                                                          : nullptr;
+        VarRef v = pop();
+        VarRef c = as_constant(ctx_, specialize(ctx_, v));
+        if (!c || (spec && !(spec = as_constant(ctx_, spec))))
+          unsupported(std::string("the instruction ") + in.name + " is not supported by mini's capture for " +
+                      v->describe() + ": an f-string of a value known only when the graph runs");
+        int conversion = in.op == Opcode::CONVERT_VALUE ? in.arg : in.op == Opcode::FORMAT_VALUE ? (in.arg & 3) : 0;
+        PyObject* text = conversion == 1 ? PyObject_Str(c->obj) : conversion == 2 ? PyObject_Repr(c->obj)
+                         : conversion == 3 ? PyObject_ASCII(c->obj) : (Py_INCREF(c->obj), c->obj);
+        if (text && in.op != Opcode::CONVERT_VALUE) {
+          PyObject* formatted = PyObject_Format(text, spec ? spec->obj : nullptr);
+          Py_DECREF(text);
+          text = formatted;
+        }
+        push(make_constant(checked(text, "an f-string")));
+        break;
+      }
+      case Opcode::BUILD_STRING: {
+        std::vector<VarRef> parts(in.arg);
+        for (int i = in.arg - 1; i >= 0; i--) parts[i] = pop();
+        PyObject* joined = PyUnicode_FromString("");
+        for (const VarRef& part : parts) {
+          if (!is_constant(part) || !PyUnicode_Check(part->obj)) {
+            Py_DECREF(joined);
+            unsupported("joining " + part->describe() + " into a string");
+          }
+          PyObject* next = PyUnicode_Concat(joined, part->obj);
+          Py_DECREF(joined);
+          joined = checked(next, "an f-string");
+        }
+        push(make_constant(joined));
+        break;
+      }
       case Opcode::RETURN_GENERATOR:  // the generator's first resume: the value sent, None
         if (!yielded_) unsupported("RETURN_GENERATOR outside a generator that capture runs");
         push(make_constant((Py_INCREF(Py_None), Py_None)));

@@ -1,0 +1,82 @@
+"""Everyday Python around tensor code, captured in one graph as torch.compile does (1 graph, 0
+breaks, fullgraph=True compiles): f-strings of values known while tracing (FORMAT_VALUE /
+FORMAT_SIMPLE / FORMAT_WITH_SPEC / CONVERT_VALUE, BUILD_STRING), map, functools.reduce, sorted
+and reversed (calls.cpp, call_builtin). Every value against the same function run eagerly; an
+f-string of a tensor's value is a graph break with eager's result.
+"""
+import functools
+
+import numpy as np
+import pytest
+
+import mini
+from capture_helpers import fresh_mini  # noqa: F401  (autouse: mini.reset() around each test)
+from conftest import to_np
+
+
+def T(*shape, seed=0):
+    return mini.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32).tolist())
+
+
+def tagged(x):
+    name = f"rows={x.shape[0]:03d} cols={x.shape[1]!r} {'wide' if x.shape[1] > 2 else 'narrow'}"
+    return x * len(name), name
+
+
+def by_name(d):
+    return [d[k] * (i + 1) for i, k in enumerate(sorted(d))][-1]
+
+
+PROGRAMS = {
+    "f-string of sizes": (tagged, lambda: [T(2, 3)]),
+    "f-string as a dict key": (lambda d, x: d[f"layer{x.dim()}"] * x, lambda: [{"layer2": 3.0}, T(2, 2)]),
+    "map with a lambda": (lambda xs: list(map(lambda t: t + 1, xs))[1], lambda: [[T(3, seed=i) for i in range(2)]]),
+    "map over two lists": (lambda xs, ys: sum(map(lambda a, b: a * b, xs, ys)),
+                           lambda: [[T(3, seed=i) for i in range(3)], [T(3, seed=10 + i) for i in range(3)]]),
+    "functools.reduce": (lambda xs: functools.reduce(lambda a, b: a * 0.5 + b, xs),
+                         lambda: [[T(2, seed=i) for i in range(4)]]),
+    "functools.reduce with an initial value": (lambda xs, x: functools.reduce(lambda a, b: a @ b, xs, x),
+                                               lambda: [[T(3, 3, seed=i) for i in range(3)], T(2, 3, seed=7)]),
+    "sorted over a dict": (by_name, lambda: [{"b": T(2, seed=1), "a": T(2, seed=2), "c": T(2, seed=3)}]),
+    "sorted reversed": (lambda d: [d[k] for k in sorted(d, reverse=True)][0] * 2, lambda: [{"x": T(2), "y": T(2, seed=1)}]),
+    "reversed list": (lambda xs: [t * (i + 1) for i, t in enumerate(reversed(xs))][0],
+                      lambda: [[T(2, seed=i) for i in range(3)]]),
+}
+
+
+def flat(out):
+    return [o for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def same(got, want):
+    for g, w in zip(flat(got), flat(want)):
+        if isinstance(w, mini.Tensor):
+            np.testing.assert_allclose(to_np(g), to_np(w), rtol=1e-5, atol=1e-6)
+        else:
+            assert g == w
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_one_graph_no_break_and_eagers_values(name):
+    fn, make_args = PROGRAMS[name]
+    want = fn(*make_args())
+    explained = mini.explain(fn)(*make_args())
+    assert (explained.graph_count, len(explained.break_reasons)) == (1, 0), [r.reason for r in explained.break_reasons]
+    mini.reset()
+    same(mini.compile(fn, fullgraph=True, backend="inductor")(*make_args()), want)
+
+
+def test_an_fstring_of_a_tensors_value_breaks_and_stays_right():
+    def fn(x):
+        y = x + 1
+        label = f"{y.sum()}"  # the text of a value known only when the graph runs
+        return y * 2, label
+
+    x = T(3)
+    want = fn(x)
+    explained = mini.explain(fn)(x)
+    assert any("f-string" in r.reason for r in explained.break_reasons), [r.reason for r in explained.break_reasons]
+    mini.reset()
+    got = mini.compile(fn)(x)
+    np.testing.assert_allclose(to_np(got[0]), to_np(want[0]))
+    assert got[1] == want[1]
