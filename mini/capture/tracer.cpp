@@ -550,11 +550,11 @@ static bool same_object(TraceContext& ctx, const VarRef& a, const VarRef& b) {
   const VarRef& tracked = loose(a) ? a : b;
   const VarRef& fixed = loose(a) ? b : a;
   if (Py_TYPE(a->obj) != Py_TYPE(b->obj)) return false;  // the type guard keeps them apart
-  if (!same)
-    unsupported("`is` between " + tracked->source->str() + " and an object of the same type without a "
-                "source (which objects they are on another call is not guarded)");
-  ctx.guards().add_id_match(tracked->source, fixed->obj);
-  return true;
+  // the other object has no source: it is fixed by what the trace is guarded on (x.dtype by
+  // x's guards, a constant), so pinning the tracked one keeps the answer, same or not
+  // (x.dtype == mini.float64 where x is float32: mini.float64 stays that object)
+  ctx.guards().add_id_match(tracked->source, tracked->obj);
+  return same;
 }
 
 // Whether `==` on v is identity: its class keeps object's __eq__ and __ne__ (a builtin

@@ -80,3 +80,19 @@ def test_an_fstring_of_a_tensors_value_breaks_and_stays_right():
     got = mini.compile(fn)(x)
     np.testing.assert_allclose(to_np(got[0]), to_np(want[0]))
     assert got[1] == want[1]
+
+
+def test_a_dtype_compared_with_another_dtype_is_one_graph_per_dtype():
+    # x.dtype == mini.float64 for a float32 x: False under x's guards (and mini.float64 pinned),
+    # one graph; a float64 x recompiles (torch: two compiles), each eager's answer
+    def fn(x):
+        return x + 1 if x.dtype == mini.float64 else x - 1
+
+    explained = mini.explain(fn)(T(3))
+    assert (explained.graph_count, len(explained.break_reasons)) == (1, 0), [r.reason for r in explained.break_reasons]
+    mini.reset()
+    counter = mini.CompileCounter()
+    cf = mini.compile(fn, backend=counter, fullgraph=True)
+    for x in (T(3), T(3).double(), T(3, seed=1), T(3, seed=1).double()):
+        np.testing.assert_allclose(to_np(cf(x)), to_np(fn(x)))
+    assert counter.frame_count == 2
