@@ -196,6 +196,18 @@ bool holds_tensor(PyObject* v, int depth = 0) {
   Py_ssize_t pos = 0;
   while (PyDict_Check(v) && PyDict_Next(v, &pos, &key, &value))  // **kwargs
     if (holds_tensor(value, depth + 1)) return true;
+  // a plain object's attributes (a dataclass batch as the only argument); not a class's
+  // or a module's, whose namespaces are everything they define
+  if (!PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v)) {
+    PyObject* dict = Py_TYPE(v)->tp_dictoffset ? PyObject_GenericGetDict(v, nullptr) : nullptr;
+    if (!dict) PyErr_Clear();
+    bool found = false;
+    pos = 0;
+    while (!found && dict && PyDict_Check(dict) && PyDict_Next(dict, &pos, &key, &value))
+      found = holds_tensor(value, depth + 1);
+    Py_XDECREF(dict);
+    if (found) return true;
+  }
   return false;
 }
 

@@ -96,3 +96,26 @@ def test_a_dtype_compared_with_another_dtype_is_one_graph_per_dtype():
     for x in (T(3), T(3).double(), T(3, seed=1), T(3, seed=1).double()):
         np.testing.assert_allclose(to_np(cf(x)), to_np(fn(x)))
     assert counter.frame_count == 2
+
+
+def test_a_frame_whose_tensors_are_inside_an_object_is_captured():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Batch:
+        x: mini.Tensor
+        y: mini.Tensor
+        scale: float = 2.0
+
+    def step(batch):
+        return (batch.x * batch.scale - batch.y).relu().sum()
+
+    b = Batch(T(4, 3), T(4, 3, seed=1))
+    explained = mini.explain(step)(b)
+    assert (explained.graph_count, len(explained.break_reasons)) == (1, 0)
+    mini.reset()
+    counter = mini.CompileCounter()
+    cf = mini.compile(step, backend=counter)
+    for batch in (b, Batch(T(4, 3, seed=2), T(4, 3, seed=3)), Batch(T(4, 3, seed=4), T(4, 3, seed=5), scale=0.5)):
+        np.testing.assert_allclose(to_np(cf(batch)), to_np(step(batch)), rtol=1e-6)
+    assert counter.frame_count >= 1  # captured, not skipped; a new scale is guarded (recompiles)
