@@ -63,6 +63,9 @@ std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
 
 namespace {
 
+VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::string& name,
+                          std::vector<VarRef> args, Kwargs kwargs);
+
 bool sequence_or_dict(const std::vector<VarRef>& args) {
   if (args.empty()) return false;
   const VarRef& a = args[0];
@@ -90,6 +93,25 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
       if (m.sizes.empty()) unsupported("len() of a 0-d tensor");
       return size_var(ctx, a, 0);
     }
+    if (a->is(Var::Kind::Module)) return call_module_method(ctx, a, "__len__", {}, {});  // ModuleList's: inlined
+  }
+  if (name == "hasattr" && args.size() == 2 && args[0]->is(Var::Kind::Module) && args[1]->obj &&
+      PyUnicode_Check(args[1]->obj)) {
+    // a module's attribute lives in one of its dicts (or its class, which its type guard
+    // fixes): the answer is guarded on each dict holding the name or not
+    const char* attr = PyUnicode_AsUTF8(args[1]->obj);
+    int r = PyObject_HasAttr(args[0]->obj, args[1]->obj);
+    if (args[0]->source) {
+      for (const char* d : {"__dict__", "_parameters", "_buffers", "_modules"}) {
+        PyObject* dict = PyObject_GetAttrString(args[0]->obj, d);
+        if (dict && PyDict_Check(dict))
+          ctx.guards().add_dict_contains(guards::Source::attr(args[0]->source, d), attr,
+                                         PyDict_GetItemString(dict, attr) != nullptr);
+        Py_XDECREF(dict);
+        PyErr_Clear();
+      }
+    }
+    return make_constant(PyBool_FromLong(r));
   }
   if (name == "isinstance" && args.size() == 2 && args[1]->is(Var::Kind::Tuple)) {
     // isinstance(x, (A, B)) with the tuple built in the traced code: a tuple of its classes

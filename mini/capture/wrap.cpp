@@ -226,7 +226,16 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     var->source = src;
     return var;
   }
-  if (PyDict_CheckExact(v) && str_keys_only(v)) {
+  // an OrderedDict of str keys too: a module's _modules, which ModuleDict.items() and
+  // len(ModuleList) read
+  static PyObject* ordered = [] {
+    PyObject* collections = PyImport_ImportModule("collections");
+    PyObject* cls = collections ? PyObject_GetAttrString(collections, "OrderedDict") : nullptr;
+    Py_XDECREF(collections);
+    PyErr_Clear();
+    return cls;
+  }();
+  if ((PyDict_CheckExact(v) || (ordered && (PyObject*)Py_TYPE(v) == ordered)) && str_keys_only(v)) {
     // **kwargs, a dict argument: its keys guarded in order, each value read (and guarded)
     // through its own source when the code first uses it, as Dynamo's lazy dict values
     g.add_type_match(src, v);

@@ -119,3 +119,33 @@ def test_a_frame_whose_tensors_are_inside_an_object_is_captured():
     for batch in (b, Batch(T(4, 3, seed=2), T(4, 3, seed=3)), Batch(T(4, 3, seed=4), T(4, 3, seed=5), scale=0.5)):
         np.testing.assert_allclose(to_np(cf(batch)), to_np(step(batch)), rtol=1e-6)
     assert counter.frame_count >= 1  # captured, not skipped; a new scale is guarded (recompiles)
+
+
+def test_module_containers_len_items_and_hasattr_in_one_graph():
+    import mini.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, extra):
+            super().__init__()
+            self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+            self.heads = nn.ModuleDict({"a": nn.Linear(3, 2), "b": nn.Linear(3, 2)})
+            if extra:
+                self.gate = nn.Linear(3, 3)
+
+        def forward(self, x):
+            for i in range(len(self.blocks)):
+                x = self.blocks[i](x) * (1.0 / len(self.blocks))
+            if hasattr(self, "gate"):
+                x = self.gate(x)
+            return sum(head(x) for name, head in self.heads.items())
+
+    x = T(4, 3)
+    plain, gated = Net(False), Net(True)
+    explained = mini.explain(plain)(x)
+    assert (explained.graph_count, len(explained.break_reasons)) == (1, 0), [r.reason for r in explained.break_reasons]
+    mini.reset()
+    counter = mini.CompileCounter()
+    for net in (plain, gated, plain):  # hasattr's answer is guarded: the gated net recompiles
+        cf = mini.compile(net, backend=counter)
+        np.testing.assert_allclose(to_np(cf(x)), to_np(net(x)), rtol=1e-5, atol=1e-6)
+    assert counter.frame_count == 2
