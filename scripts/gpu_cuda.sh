@@ -333,7 +333,7 @@ stage "memcheck attention" 120 "$out/sanitizers.log" only_when_named sanitize me
   tests/python/test_flash_attention.py -k "single or ragged or L_gt_S or transposed"
 stage "memcheck codegen" 150 "$out/sanitizers.log" sanitize memcheck "${pytest[@]}" -x \
   tests/python/test_cuda_codegen.py tests/python/test_capture_cuda.py tests/python/test_cuda_reduction_layout.py \
-  -k "anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets or decision_runs_as_eager"
+  -k "split_columns or anchor_runs or every_layout_runs or reduce_overhead or one_generated_kernel or odd_offsets or decision_runs_as_eager"
 
 # ---- the rest of the suite, with what time is left -------------------------------------------
 # In 8 processes at once, the test files dealt out largest first (one process took 390 s for

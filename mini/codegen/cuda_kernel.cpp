@@ -145,6 +145,7 @@ class CudaKernelWriter {
     // the other row layouts
     const bool split = cuda_split_reductions(s_, k_, layout_) > 0;
     const bool columns = cuda_column_reduction(k_, layout_);
+    const bool split_columns = columns && cuda_column_splits(s_, k_, layout_) > 0;
     VectorRows rows;
     const bool looped = !k_.reduced.empty() && !split && !columns && vector_loop_shape(&rows);
     if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).write();
@@ -167,14 +168,14 @@ class CudaKernelWriter {
     for (auto& [id, i] : L_.store_index())
       o << cuda_type(g_.nodes[id].meta.dtype) << "* __restrict__ out" << i << ", ";
     o << "mini::Sizes sizes";
-    if (split) o << ", unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived";
+    if (split || split_columns) o << ", unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived";
     o << ") {\n";
     o << "  const int64_t* symbols = sizes.symbols;\n";
     o << "  const int64_t (*strides)[8] = sizes.strides;\n";
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
     else if (split) write_split_reduction(o);
-    else if (columns) write_column_reduction(o);
+    else if (columns) write_column_reduction(o, split_columns);
     else if (looped) write_vector_loop_reduction(o, rows);
     else write_reduction(o);
     o << "}\n";
@@ -391,10 +392,24 @@ class CudaKernelWriter {
   // column, and the block folds the 32 lanes through shared memory, whose result every lane then
   // reads (a later phase uses it). A kept element past the end computes the last one again and
   // stores nothing: every thread reaches every __syncthreads.
-  void write_column_reduction(std::ostringstream& o) {
-    o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)\n";
+  //
+  // Split columns (cuda_column_splits): a few kept elements have too few blocks to fill the GPU
+  // (768 columns are 24 blocks), so the reduced elements are also shared among gridDim.y blocks,
+  // each a contiguous chunk of them. Each block folds its chunk and writes one partial per column
+  // and reduction (partials[(reduction * gridDim.y + blockIdx.y) * cols + col]); the block of
+  // that column strip that arrives last (a counter per strip, as write_split_reduction's) folds
+  // the gridDim.y partials in order (the same sum every run), then computes and stores the column
+  // values. The full-size values each block stores are its chunk's.
+  void write_column_reduction(std::ostringstream& o, bool split) {
+    o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)"
+      << (split ? ",\n  // the reduced ones shared in chunks among gridDim.y blocks" : "") << "\n";
     o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
       << ";\n";
+    if (split) {
+      o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
+      o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
+      o << "  __shared__ bool last;\n";
+    }
     o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
     o << "  const bool live = col < cols;\n";
     o << "  const int64_t r = live ? col : cols - 1;\n";
@@ -418,7 +433,8 @@ class CudaKernelWriter {
         o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
       }
       o << "  #pragma unroll 4\n";
-      o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
+      if (split) o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
+      else o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
       o << unflatten(k_.space, "j", L_.red_dims(), "    ");
       for (int id : k_.nodes)
         if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
@@ -430,22 +446,37 @@ class CudaKernelWriter {
       }
       for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
       o << "  }\n";
+      for (int id : reds) write_column_fold(o, id);
+      if (split && !reds.empty()) {
+        for (size_t ri = 0; ri < reds.size(); ri++) {  // this block's partials, then count it in
+          std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
+          o << "  if (live && lane == 0) reinterpret_cast<" << A << "*>(&partials[(" << ri
+            << " * gridDim.y + blockIdx.y) * cols + col])[0] = acc" << N << ";\n";
+        }
+        o << "  __threadfence();  // the partials are visible before the block counts itself\n";
+        o << "  __syncthreads();\n";
+        o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
+        o << "  __syncthreads();\n";
+        o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
+        o << "  __threadfence();\n";
+        o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+        for (size_t ri = 0; ri < reds.size(); ri++) {
+          const Node& n = g_.nodes[reds[ri]];
+          std::string A = acc_type(n), N = std::to_string(reds[ri]);
+          o << "  acc" << N << " = " << identity(n, A) << ";\n";
+          o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
+          o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + r]);\n";
+          o << "    acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N << ", reinterpret_cast<const " << A
+            << "*>(&bits)[0]);\n";
+          o << "  }\n";
+          write_column_fold(o, reds[ri]);
+        }
+      }
       for (int id : reds) {
         const Node& n = g_.nodes[id];
-        std::string A = acc_type(n), N = std::to_string(id);
-        o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = acc" << N << ";\n";
-        o << "  __syncthreads();\n";
-        o << "  if (lane == 0) {\n";
-        o << "    for (int l = 1; l < 32; l++) acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N
-          << ", reinterpret_cast<" << A << "*>(&fold[l][c])[0]);\n";
-        o << "    reinterpret_cast<" << A << "*>(&fold[0][c])[0] = acc" << N << ";\n";
-        o << "  }\n";
-        o << "  __syncthreads();\n";
-        o << "  acc" << N << " = reinterpret_cast<" << A << "*>(&fold[0][c])[0];\n";
-        o << "  __syncthreads();  // fold is written again by the next reduction\n";
-        std::string fin = "acc" + N;
+        std::string fin = "acc" + std::to_string(id);
         if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-        o << "  const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+        o << "  const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
         done.insert(id);
       }
       for (int id : k_.nodes) {  // column values whose reductions are all done
@@ -460,6 +491,23 @@ class CudaKernelWriter {
     for (int id : k_.stores)
       if (!L_.is_full(id))
         o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  }
+
+  // The 32 lanes of each column fold their accumulators of reduction `id` through shared memory;
+  // every lane then holds the column's value.
+  void write_column_fold(std::ostringstream& o, int id) {
+    const Node& n = g_.nodes[id];
+    std::string A = acc_type(n), N = std::to_string(id);
+    o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = acc" << N << ";\n";
+    o << "  __syncthreads();\n";
+    o << "  if (lane == 0) {\n";
+    o << "    for (int l = 1; l < 32; l++) acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N
+      << ", reinterpret_cast<" << A << "*>(&fold[l][c])[0]);\n";
+    o << "    reinterpret_cast<" << A << "*>(&fold[0][c])[0] = acc" << N << ";\n";
+    o << "  }\n";
+    o << "  __syncthreads();\n";
+    o << "  acc" << N << " = reinterpret_cast<" << A << "*>(&fold[0][c])[0];\n";
+    o << "  __syncthreads();  // fold is written again by the next reduction\n";
   }
 
   // A persistent row (a static row of at most layout.row_registers elements a thread): each
@@ -1105,6 +1153,23 @@ bool cuda_column_reduction(const FusionGroup& k, const CudaLayout& layout) {
     (std::count(k.reduced.begin(), k.reduced.end(), d) ? rnumel : cols) *= k.space[d];
   }
   return cols >= 32 && rnumel >= 32;
+}
+
+int cuda_column_splits(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  if (!cuda_column_reduction(k, layout)) return 0;
+  LoopKernel L(s, k);
+  if (L.phases() != 1) return 0;  // one pass: no reduction of a reduction's result
+  std::vector<int> reds, stores, later_reds, later_stores;
+  L.phase_targets(0, &reds, &stores);
+  L.phase_targets(1, &later_reds, &later_stores);
+  return later_stores.empty() ? (int)reds.size() : 0;  // a full value stored after the column sums needs all of them
+}
+
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms) {
+  const int64_t strips = (cols + 31) / 32;
+  // blocks of 1024 threads, two an SM: fill the GPU twice over, each lane folding 8 elements at least
+  const int64_t want = (2 * int64_t(sms) + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * 8));
+  return std::max<int64_t>(1, std::min({want, most, cuda_column_max_splits()}));
 }
 
 std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {

@@ -103,6 +103,15 @@ int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout);
 // the reduced ones (1024 threads, a block per 32 kept elements), so that a warp's loads are lines
 // of memory; its name says "col".
 bool cuda_column_reduction(const fusion::FusionGroup& k, const CudaLayout& layout);
+// Reductions of column kernel `k` whose reduced elements are shared among blocks in y (one pass:
+// no reduction of a reduction's result, no full value stored after the column sums), else 0.
+// Such a kernel takes `partials` (a slot per reduction per y block per kept element) and
+// `arrived` (a counter per x block, each starting at 0 and left at 0) after `sizes`.
+int cuda_column_splits(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
+// Its blocks in y for `cols` kept elements and `rnumel` reduced ones: enough that the GPU holds
+// two blocks an SM, at most cuda_column_max_splits(), each lane folding 8 elements at least.
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms);
+constexpr int64_t cuda_column_max_splits() { return 64; }
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
 // threads times the rows a block takes.
 int cuda_block(const fusion::FusionGroup& k, const CudaLayout& layout);

@@ -294,6 +294,7 @@ void bind_inductor(py::module_& m) {
       d["row_threads"] = k.reduced.empty() ? 0 : mini::codegen::cuda_reduction_threads(R, cg->layouts[i]);
       d["rows_per_block"] = k.reduced.empty() ? 0 : mini::codegen::cuda_rows_per_block(R, cg->layouts[i]);
       d["split"] = cg->split[i];
+      d["column_split"] = cg->column_split[i];
       d["layout"] = cg->layouts[i].number;
       kernels.append(d);
     }
@@ -312,6 +313,8 @@ void bind_inductor(py::module_& m) {
     return mini::codegen::cuda_min_blocks_per_sm(threads, mini::codegen::cuda_layout(layout));
   });
   m.def("_cuda_split_grid", &mini::codegen::cuda_split_grid);
+  m.def("_cuda_column_split_grid", &mini::codegen::cuda_column_split_grid);
+  m.def("_cuda_column_max_splits", [] { return mini::codegen::cuda_column_max_splits(); });
   m.def("_cuda_layout", [](int number) {
     const auto l = mini::codegen::cuda_layout(number);
     py::dict d;

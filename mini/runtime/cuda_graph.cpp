@@ -166,6 +166,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   cg->frees = plan_frees(cg->schedule);
   for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
     cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
+    cg->column_split.push_back(codegen::cuda_column_splits(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
     cg->aligned.push_back(codegen::cuda_assumes_aligned(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
   }
   return cg;
@@ -179,6 +180,14 @@ std::string CompiledCudaGraph::functions() const {
   return o;
 }
 
+// A column kernel's kept and reduced element counts (its sizes are static).
+static std::pair<int64_t, int64_t> column_extents(const fusion::FusionGroup& k) {
+  int64_t cols = 1, rnumel = 1;
+  for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
+    (std::count(k.reduced.begin(), k.reduced.end(), d) ? rnumel : cols) *= k.space[d];
+  return {cols, rnumel};
+}
+
 void CompiledCudaGraph::load() const {
   const graph::Graph& g = schedule.graph;
   device_constants_.resize(g.nodes.size());
@@ -186,14 +195,22 @@ void CompiledCudaGraph::load() const {
     const Tensor& c = g.nodes[id].constant;
     if (c) device_constants_[id] = c->is_cuda() ? c : to_device(c, Device::cuda(0));
   }
-  int64_t slots = 0;
-  for (int reds : split) {
+  int64_t slots = 0, counters = 0;
+  for (size_t i = 0; i < split.size(); i++) {
     partials_at_.push_back(slots);
-    slots += reds * codegen::cuda_split_max_grid(cuda::sm_count());
+    arrived_at_.push_back(counters);
+    if (split[i]) {
+      slots += split[i] * codegen::cuda_split_max_grid(cuda::sm_count());
+      counters += 1;
+    } else if (column_split[i]) {  // static sizes: a slot per reduction per y block per column
+      auto [cols, rnumel] = column_extents(schedule.groups[i]);
+      slots += column_split[i] * codegen::cuda_column_split_grid(cols, rnumel, cuda::sm_count()) * cols;
+      counters += (cols + 31) / 32;
+    }
   }
   if (slots) {
     partials_ = TensorImpl::empty({slots}, DType::Int64, Device::cuda(0));  // 8-byte slots
-    arrived_ = zeros({(int64_t)split.size()}, DType::Float32, Device::cuda(0));  // 32-bit zeros
+    arrived_ = zeros({counters}, DType::Float32, Device::cuda(0));  // 32-bit zeros
   }
   for (const CudaKernel& k : compiled.kernels) {
     k.program->load({k.function});
@@ -300,7 +317,14 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
         for (int64_t d : k.reduced) rnumel *= resolve_shape({k.space[d]}, symbols)[0];
         grid[0] = (unsigned)codegen::cuda_split_grid(rnumel, (int)block[0], sms);
         partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
-        arrived = static_cast<float*>(arrived_->device_raw()) + st.group;  // a zeroed 32-bit counter
+        arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[st.group];  // a zeroed 32-bit counter
+        args.push_back(&partials);
+        args.push_back(&arrived);
+      } else if (column_split[st.group]) {
+        auto [cols, rnumel] = column_extents(k);
+        grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, sms);
+        partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
+        arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[st.group];  // a counter per x block
         args.push_back(&partials);
         args.push_back(&arrived);
       }

@@ -36,6 +36,7 @@ struct CompiledCudaGraph {
   double schedule_seconds = 0, codegen_seconds = 0;
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
   std::vector<int> split;                // per kernel: reductions in two stages (0: not split)
+  std::vector<int> column_split;         // per kernel: column sums shared among blocks in y (0: not)
   // per kernel: it takes its pointers aligned (codegen::cuda_assumes_aligned, which lowers the
   // kernel to decide: once here, not at every launch)
   std::vector<char> aligned;
@@ -63,7 +64,7 @@ struct CompiledCudaGraph {
   // the split kernels' partials (a slot per reduction per block) and arrival counters (zeroed
   // once; each launch leaves its counter at 0)
   mutable Tensor partials_, arrived_;
-  mutable std::vector<int64_t> partials_at_;  // per kernel: its first slot
+  mutable std::vector<int64_t> partials_at_, arrived_at_;  // per kernel: its first slot and counter
 };
 
 // mode="reduce-overhead": a compiled graph's launches recorded into a CUDA graph, one per

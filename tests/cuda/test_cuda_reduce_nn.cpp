@@ -159,6 +159,8 @@ TEST_CASE("cuda reduce: columns, strided views, several dims, empty", "[cuda][re
     check_all_reductions(make_input({1000, 33}, d, seed++), {0}, d);      // columns, few outputs
     check_all_reductions(make_input({300, 5000}, d, seed++), {0}, d);     // columns, many outputs
     check_all_reductions(make_input({1000, 4096}, d, seed++), {0}, d);    // long split columns
+    check_all_reductions(make_input({8192, 768}, d, seed++), {0}, d);     // a bias gradient: split columns
+    check_all_reductions(make_input({8, 512, 40}, d, seed++), {0, 1}, d); // ... over two dims
     check_all_reductions(make_input({4096, 3}, d, seed++), {0}, d);       // long strided rows
     check_all_reductions(make_input({20, 30, 40}, d, seed++), {0, 2}, d); // general
     check_all_reductions(make_input({20, 30, 40}, d, seed++), {1}, d);

@@ -211,6 +211,13 @@ LAYOUT_CASES = {
     "odd_rows": (softmax_decomp, lambda: (mini.randn(7, 13),)),
     "long_rows": (layernorm_decomp, lambda: (mini.randn(4, 40000), mini.randn(40000), mini.randn(40000))),
     "column_sum": (lambda x: (x * 2).sum(0), lambda: (mini.randn(300, 70),)),
+    # few columns, many rows: the rows shared among blocks in y (layer norm's weight and bias
+    # gradients, with the full-size value the kernel stores too), and a column mean that a
+    # later full value reads (not split: every block needs all of it)
+    "column_split": (lambda g, x: ((g * x).sum((0, 1)), g.mean((0, 1)), (g + x) * 2, g.amax((0, 1))),
+                     lambda: (mini.randn(8, 300, 96), mini.randn(8, 300, 96))),
+    "column_split_bf16": (lambda g: (g.float().sum(0), g.sum(0)), lambda: (bf16(3000, 40),)),
+    "columns_then_rows": (lambda x: x - x.mean(0, keepdim=True), lambda: (mini.randn(2000, 70),)),
     "strided": (lambda x, b: (x.t() + b).relu(), lambda: (mini.randn(33, 65), mini.randn(33))),
     "bf16_rows": (softmax_decomp, lambda: (bf16(16, 1000),)),
     # full reductions in two stages (layouts 2 and up): many blocks, the last one folds
@@ -596,6 +603,39 @@ def test_a_reduction_keeping_the_innermost_dim_runs_as_columns():
     source = info["source"]
     col = source[source.index("void __launch_bounds__(1024) cuda_col_"):]
     assert "fold[32][33]" in col and "j += 32" in col  # 32 lanes over the reduced elements
+
+
+def test_few_columns_over_many_rows_share_the_rows_among_blocks():
+    # layer norm's weight and bias gradients over 8 x 1024 rows of 768: 24 strips of 32 columns
+    # would be 24 blocks on a GPU of 132 SMs; the rows are shared among blocks in y instead
+    def ln_grads(g, x):
+        return (g * x).sum((0, 1)), g.sum((0, 1)), g + x
+    info = inductor.render_graph_cuda(graph_of(ln_grads, mini.randn(8, 1024, 768), mini.randn(8, 1024, 768)))
+    (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
+    assert col["column_split"] == 2, col  # both sums fold partials
+    rows = inductor.cuda_column_split_grid(768, 8 * 1024, 132)
+    assert 2 <= rows <= inductor.cuda_column_max_splits() and 24 * rows >= 132, rows
+    source = info["source"][info["source"].index(f" {col['name']}("):]
+    assert "j_begin + lane" in source and "atomicAdd(&arrived[blockIdx.x]" in source
+    # a mean that the stored full value reads needs every row: one block per strip
+    info = inductor.render_graph_cuda(graph_of(lambda x: x - x.mean(0, keepdim=True), mini.randn(2000, 70)))
+    (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
+    assert col["column_split"] == 0, col
+    assert inductor.cuda_column_split_grid(768, 64, 132) == 1  # too few rows to share
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_split_columns_leave_their_counters_for_the_next_launch():
+    def ln_grads(g, x):
+        return (g * x).sum((0, 1)), g.sum((0, 1))
+    gm = graph_of(ln_grads, mini.randn(4, 2048, 96), mini.randn(4, 2048, 96))
+    run = inductor.compile_graph_cuda(gm)["run"]
+    for _ in range(3):  # a counter not reset would make a middle block fold too early
+        inputs = [mini.randn(4, 2048, 96), mini.randn(4, 2048, 96)]
+        got = run(*[cuda_like(x) for x in inputs])
+        for g, w in zip(got, gm.forward(*inputs)):
+            assert_same(g, w, "split columns")
 
 
 def test_cross_entropys_target_mask_is_computed_in_the_kernel_that_reads_it():

@@ -90,9 +90,21 @@ def render_graph_cuda(gm, layouts=None):
     decisions, and kernels, one dict each:
     name, shape ("poi", "per": each row held in registers, "red": each row looped over), block
     (threads), row_threads and rows_per_block (a reduction's: block = row_threads x
-    rows_per_block; 0 for a pointwise kernel), split (reductions of one row split over blocks)
-    and layout."""
+    rows_per_block; 0 for a pointwise kernel), split (reductions of one row split over blocks),
+    column_split (a "col" kernel's reductions whose reduced elements are shared among blocks in
+    y; 0 where not) and layout."""
     return _C._inductor_render_cuda(gm, *_layouts(layouts))
+
+
+def cuda_column_split_grid(cols, rnumel, sms):
+    """The blocks in y that share the `rnumel` reduced elements of a column kernel of `cols` kept
+    elements on a GPU of `sms` SMs (1: not shared)."""
+    return _C._cuda_column_split_grid(int(cols), int(rnumel), int(sms))
+
+
+def cuda_column_max_splits():
+    """The most blocks in y a column kernel's reduced elements are shared among."""
+    return _C._cuda_column_max_splits()
 
 
 def cuda_reduction_threads(rnumel, layout=None):
