@@ -409,8 +409,6 @@ class CudaKernelWriter {
       o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
       o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
       o << "  __shared__ bool last;\n";
-    } else {
-      o << "  const int64_t j_begin = 0, j_end = rnumel;\n";
     }
     o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
     o << "  const bool live = col < cols;\n";
@@ -434,7 +432,20 @@ class CudaKernelWriter {
         std::string A = acc_type(n);
         o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
       }
-      write_column_pass(o, plan, p, reds, stores);
+      o << "  #pragma unroll 4\n";
+      if (split) o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
+      else o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
+      o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+      for (int id : k_.nodes)
+        if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
+      for (int id : reds) {
+        const Node& n = g_.nodes[id];
+        std::string A = acc_type(n);
+        o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+          << cs_.expr(L_.reduction_input(id)) << "));\n";
+      }
+      for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+      o << "  }\n";
       for (int id : reds) write_column_fold(o, id);
       if (split && !reds.empty()) {
         for (size_t ri = 0; ri < reds.size(); ri++) {  // this block's partials, then count it in
@@ -480,52 +491,6 @@ class CudaKernelWriter {
     for (int id : k_.stores)
       if (!L_.is_full(id))
         o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-  }
-
-  // One pass of a column kernel over its rows, kColumnRowsAhead rows a lane at once: the loads
-  // that run along the rows first, for every row of the group (into k<n>[u]), then each row's
-  // values, its accumulators and its stores. A warp's load is 32 neighbouring elements, 64 or 128
-  // bytes; one row at a time left too few bytes in flight to feed the memory (ptxas kept each
-  // row's loads behind the previous row's math and store).
-  static constexpr int kColumnRowsAhead = 4;
-  void write_column_pass(std::ostringstream& o, const RowPlan& plan, int p, const std::vector<int>& reds,
-                         const std::vector<int>& stores) {
-    const int U = kColumnRowsAhead;
-    std::map<std::string, std::string> names;  // a load's spelling -> its registers
-    std::map<std::string, DType> types;
-    for (const RowLoad& l : row_loads(plan))
-      if (l.passes.count(p)) {
-        names[l.spelled] = "k" + std::to_string(names.size());
-        types[l.spelled] = l.dtype;
-      }
-    o << "  for (int64_t j0 = j_begin + lane; j0 < j_end; j0 += " << 32 * U << ") {  // " << U << " rows a lane\n";
-    for (auto& [spelled, name] : names)
-      o << "    " << cuda_type(types.at(spelled)) << " " << name << "[" << U << "];  // " << spelled << "\n";
-    o << "    #pragma unroll\n    for (int u = 0; u < " << U << "; u++) {  // the loads first\n";
-    o << "      const int64_t j = j0 + 32 * u;\n";
-    o << "      if (j >= j_end) break;\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "      ");
-    for (auto& [spelled, name] : names) o << "      " << name << "[u] = " << spelled << ";\n";
-    o << "    }\n";
-    o << "    #pragma unroll\n    for (int u = 0; u < " << U << "; u++) {\n";
-    o << "      const int64_t j = j0 + 32 * u;\n";
-    o << "      if (j >= j_end) break;\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "      ");
-    cs_.load_hook = [&](const Expr&, const std::string& spelled) {
-      auto it = names.find(spelled);
-      return it == names.end() ? std::string() : it->second + "[u]";
-    };
-    for (int id : k_.nodes)
-      if (plan.compute[p].count(id)) o << define("      ", 't', id, false);
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "      acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-        << cs_.expr(L_.reduction_input(id)) << "));\n";
-    }
-    cs_.load_hook = nullptr;
-    for (int id : stores) o << "      if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-    o << "    }\n  }\n";
   }
 
   // The 32 lanes of each column fold their accumulators of reduction `id` through shared memory;

@@ -602,10 +602,7 @@ def test_a_reduction_keeping_the_innermost_dim_runs_as_columns():
                                                                    for k in kernels), kernels
     source = info["source"]
     col = source[source.index("void __launch_bounds__(1024) cuda_col_"):]
-    assert "fold[32][33]" in col and "j0 = j_begin + lane" in col  # 32 lanes over the reduced elements
-    # each lane's loads of 4 rows are issued before the first row's math
-    loads, math = col.index("the loads first"), col.index("acc")
-    assert "in0[" in col[loads:col.index("}", loads)] and "k0[u]" in col[col.index("}", loads):], col
+    assert "fold[32][33]" in col and "j += 32" in col  # 32 lanes over the reduced elements
 
 
 def test_few_columns_over_many_rows_share_the_rows_among_blocks():
@@ -619,7 +616,7 @@ def test_few_columns_over_many_rows_share_the_rows_among_blocks():
     rows = inductor.cuda_column_split_grid(768, 8 * 1024, 132)
     assert 2 <= rows <= inductor.cuda_column_max_splits() and 24 * rows >= 132, rows
     source = info["source"][info["source"].index(f" {col['name']}("):]
-    assert "j_begin = blockIdx.y * chunk" in source and "atomicAdd(&arrived[blockIdx.x]" in source
+    assert "j_begin + lane" in source and "atomicAdd(&arrived[blockIdx.x]" in source
     # a mean that the stored full value reads needs every row: one block per strip
     info = inductor.render_graph_cuda(graph_of(lambda x: x - x.mean(0, keepdim=True), mini.randn(2000, 70)))
     (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
