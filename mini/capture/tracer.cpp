@@ -320,8 +320,9 @@ class FrameInterpreter {
 
  private:
   VarRef step(const Instruction& in);
-  bool can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack);
-  Trace::Exit exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit);
+  bool can_run_eagerly(const Instruction& in);
+  bool in_handler(const Instruction& in, const std::vector<VarRef>& stack);
+  Trace::Exit exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit, bool in_callee);
   bool in_loop(size_t index);
   VarRef pop() {
     if (stack_.empty()) unsupported("internal: stack underflow");
@@ -826,34 +827,40 @@ void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const 
 }
 
 // Instructions a graph break can stop at and then run with real objects: calls, and
-// branches on a value only known at run time. Inside a try block, CPython must run them
-// (an exception has to reach the handler), so they end the unit natively instead. The ends
-// of grad-mode with blocks (`stack` holds their __exit__s) are the exception: all they do
-// with an exception is restore the grad mode and re-raise, which the compiler does itself.
-bool FrameInterpreter::can_run_eagerly(const Instruction& in, const std::vector<VarRef>& stack) {
+// branches on a value only known at run time.
+bool FrameInterpreter::can_run_eagerly(const Instruction& in) {
   switch (in.op) {
     case Opcode::CALL: case Opcode::CALL_KW: case Opcode::CALL_FUNCTION_EX:
     case Opcode::POP_JUMP_IF_FALSE: case Opcode::POP_JUMP_IF_TRUE: case Opcode::TO_BOOL:
-      break;
+      return true;
     default:
       return false;
   }
+}
+
+// Whether an exception raised at `in` would reach a handler of the user's: a try block, or a
+// with block other than a grad mode's. Dynamo compiles no partial graph there
+// (should_compile_partial_graph: an exception has to reach the handler, which a graph cannot
+// raise into), so a break there leaves the whole unit to CPython. The ends of grad-mode with
+// blocks (`stack` holds their __exit__s) are the exception: all they do with an exception is
+// restore the grad mode and re-raise, which the compiler does itself.
+bool FrameInterpreter::in_handler(const Instruction& in, const std::vector<VarRef>& stack) {
   std::vector<ExceptionTableEntry> table;
-  if (!parse_exception_table(code_, &table)) { PyErr_Clear(); return false; }
+  if (!parse_exception_table(code_, &table)) { PyErr_Clear(); return true; }
   int on_raise = -1;
   for (const ExceptionTableEntry* h = find_exception_handler(table, in.offset); h;) {
-    if (h->depth < 1 || h->depth > (int)stack.size() || !is_grad_mode_exit(stack[h->depth - 1])) return false;
+    if (h->depth < 1 || h->depth > (int)stack.size() || !is_grad_mode_exit(stack[h->depth - 1])) return true;
     on_raise = exit_grad_mode(ctx_, stack[h->depth - 1], false);
     // the handler of the code around the block: where its BEFORE_WITH is
     int start = h->start;
     for (const auto& e : table)
       if (e.target == h->target) start = std::min(start, e.start);
     int i = start / 2 < (int)index_of_.size() ? index_of_[start / 2] : -1;
-    if (i < 1 || ins_[i - 1].op != Opcode::BEFORE_WITH) return false;
+    if (i < 1 || ins_[i - 1].op != Opcode::BEFORE_WITH) return true;
     h = find_exception_handler(table, ins_[i - 1].offset);
   }
   ctx_.trace.grad_enabled_on_raise = on_raise;
-  return true;
+  return false;
 }
 
 // Dynamo's maybe_has_backedge: a jump at or after instruction `index`, before the first
@@ -871,22 +878,22 @@ bool FrameInterpreter::in_loop(size_t index) {
 // exit_at: how a unit ends at an instruction capture cannot trace (assignment A9, with
 // convert_frame.cpp's run_instruction; notes/assignments/A9.md).
 //   in:  `in`, the instruction that raised Unsupported; `stack`, the symbolic value stack just
-//        before it; skip_unit, the Unsupported asked for the whole unit to be left to CPython.
-//   out: Skip when skip_unit; Break when the instruction can run eagerly with real objects
-//        (can_run_eagerly: a call or a conditional jump, outside any exception handler other
-//        than a grad-mode with block's) — except a branch on a tensor (not a call, the value on
-//        top of the stack a Tensor) inside a loop (in_loop(pc_ - 1)), which is Skip: every
-//        iteration would break again, so as Dynamo, CPython runs the unit and the graphs before
-//        the loop stay compiled; otherwise Native (CPython runs the rest of the frame from `in`).
+//        before it; skip_unit, the Unsupported asked for the whole unit to be left to CPython;
+//        in_callee, it was raised inside a function being inlined at `in`.
+//   out: Skip when skip_unit, and where Dynamo gives up on the frame: inside a handler of the
+//        user's (in_handler: a try block, a with block other than a grad mode's), and at a
+//        break of the unit's own inside a loop (in_loop(pc_ - 1): every iteration would break
+//        again; the graphs of earlier units stay compiled); Break when the instruction can run
+//        eagerly with real objects (can_run_eagerly: a call or a conditional jump); otherwise
+//        Native (CPython runs the rest of the frame from `in`).
 //   guarantees: Break only where run_instruction can run `in`; a Native exit is always valid
 //        (a NOP, LOAD_FAST... with any stack).
-Trace::Exit FrameInterpreter::exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit) {
+Trace::Exit FrameInterpreter::exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit,
+                                      bool in_callee) {
   // A9 BEGIN: resume units
-  if (skip_unit) return Trace::Exit::Skip;
-  if (!can_run_eagerly(in, stack)) return Trace::Exit::Native;
-  bool call = in.op == Opcode::CALL || in.op == Opcode::CALL_KW || in.op == Opcode::CALL_FUNCTION_EX;
-  bool tensor_branch = !call && !stack.empty() && stack.back()->is(Var::Kind::Tensor);
-  if (tensor_branch && in_loop(pc_ - 1)) return Trace::Exit::Skip;
+  if (skip_unit || in_handler(in, stack)) return Trace::Exit::Skip;
+  if (!can_run_eagerly(in)) return Trace::Exit::Native;
+  if (!in_callee && in_loop(pc_ - 1)) return Trace::Exit::Skip;
   return Trace::Exit::Break;
   // A9 END
 }
@@ -932,7 +939,7 @@ VarRef FrameInterpreter::run() {
       Trace& t = ctx_.trace;
       ctx_.grad_enabled = t.grad_enabled_after = saved_grad;
       try {
-        t.exit = exit_at(in, saved_stack, u.skip_unit);
+        t.exit = exit_at(in, saved_stack, u.skip_unit, u.in_callee);
       } catch (const Error& e) {
         // a course kit's tree where A9 is still the stub: CPython runs the rest of the frame
         // from the breaking instruction (the caller says so once, when run_instruction's stub
@@ -1524,6 +1531,10 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
       it->items = std::move(yielded);
       result = it;
     }
+  } catch (Unsupported& u) {
+    ctx.depth--;
+    u.in_callee = true;
+    throw;
   } catch (...) {
     ctx.depth--;
     throw;

@@ -100,6 +100,9 @@ struct Unsupported {
   // The whole unit runs in CPython (nothing of it compiled), not only from this instruction
   // on: for what no part of the unit can be compiled with (a CUDA tensor, until issue 13).
   bool skip_unit = false;
+  // Raised inside a function being inlined (the call is where the unit breaks), not by the
+  // unit's own instruction.
+  bool in_callee = false;
 };
 
 }  // namespace mini::capture

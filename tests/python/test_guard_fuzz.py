@@ -272,13 +272,18 @@ def test_a_user_error_under_fullgraph_is_the_users():
 
 
 def test_a_user_error_is_an_honest_break_reason():
-    def fn(x):
+    def inner(x):
         y = x * 2
-        try:
-            x.t().mul_(2)
-        except RuntimeError:
-            y = y + 1
+        x.t().mul_(2)
         return y
+
+    def fn(x):
+        # the try leaves fn's own frame to CPython (as Dynamo); inner's frame is captured on its
+        # own, and its unit ends at the instruction that raises
+        try:
+            return inner(x)
+        except RuntimeError:
+            return x + 1
     e = mini.explain(fn)(mini.ones(2, 3, requires_grad=True))
     assert any(r.reason.startswith("the instruction raises RuntimeError: a view of a leaf")
                for r in e.break_reasons), e.break_reasons
