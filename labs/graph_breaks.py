@@ -3,7 +3,7 @@
 When capture meets code it cannot put in a graph -- a print, a Tensor.item() that a Python
 `if` branches on, a call into a library it does not know -- it compiles what it has so far,
 runs that one instruction eagerly and starts a new graph after it (notes/graph_breaks.md).
-This lab runs four programs through mini.explain and reports, for each, the graphs, the
+This lab runs six programs through mini.explain and reports, for each, the graphs, the
 breaks, every break's reason and source line, what fullgraph=True says, and the time per
 call compiled against eager:
 
@@ -11,6 +11,11 @@ call compiled against eager:
     where_no_break   mini.where(x.sum() > 0, ...)        the same logic kept in the graph
     print_mid        y = x * 2; print(...); relu(y)      a side effect in the middle
     several_breaks   logging, a print and an item() check in one training-style step
+    item_in_loop     total += x.sum().item() in a loop   no graph at all: every iteration
+                                                         would break, so (as Dynamo) the
+                                                         whole frame runs as plain Python
+    item_in_try      s = y.sum().item() in a try block   no graph either: an exception must
+                                                         reach the handler
 
 It then builds chains of nine `x = relu(x * 0.9 + 0.1)` segments with 0..8 prints between
 them, and plots the time per call against the number of breaks.
@@ -83,6 +88,23 @@ def several_breaks(x, w):
     return out.sum() + loss
 
 
+def item_in_loop(x):
+    total = 0.0
+    for _ in range(3):
+        x = x * 2
+        total += x.sum().item()
+    return x, total
+
+
+def item_in_try(x):
+    y = x * 2
+    try:
+        s = y.sum().item()
+    except RuntimeError:
+        s = 0.0
+    return y * s
+
+
 def program_list(device):
     """(name, function, arguments on `device`, conformance case or None, what it shows)."""
     mini.manual_seed(0)
@@ -100,6 +122,11 @@ def program_list(device):
          "a print between two ops"),
         ("several_breaks", several_breaks, (randn(32, 64), randn(64, 64)), None,
          "log.info, print and an item() check"),
+        # where Dynamo gives up on the frame: no graph at all (cases_mini.py, same names)
+        ("item_in_loop", item_in_loop, (randn(8),), "break_inside_for_loop",
+         "x.sum().item() inside a for loop"),
+        ("item_in_try", item_in_try, (randn(8),), "break_inside_try",
+         "x.sum().item() inside a try block"),
     ]
 
 
@@ -146,7 +173,7 @@ def explain_in_order(fn, args):
         if line.startswith("TRACED GRAPH"):
             sequence.append(("graph", graphs))
             graphs += 1
-        elif line.startswith("Graph break in user code"):
+        elif line.startswith("Graph break in user code") or line.startswith("Skipping the rest of the frame"):
             sequence.append(("break", breaks))
             breaks += 1
     if graphs != explanation.graph_count or breaks != len(explanation.break_reasons):
@@ -200,7 +227,8 @@ def describe(explanation, sequence):
         else:
             regions.append({"kind": "eager", "break_index": index,
                             "line": reasons[index]["line"], "code": reasons[index]["code"],
-                            "reason": short_reason(reasons[index]["reason"])})
+                            "reason": short_reason(reasons[index]["reason"]),
+                            "whole_frame": "the whole frame runs as plain Python" in reasons[index]["reason"]})
     return {
         "graph_count": explanation.graph_count,
         "graph_break_count": explanation.graph_break_count,
@@ -316,6 +344,8 @@ def print_programs(programs, backend, device):
 def region_label(region):
     if region["kind"] == "graph":
         return f"graph {region['index'] + 1} ({', '.join(region['ops'])})"
+    if region.get("whole_frame"):
+        return f"eager: the whole frame (its break at line {region['line']} cannot resume)"
     return f"eager: line {region['line']}"
 
 
@@ -323,19 +353,19 @@ def print_torch_comparison(programs, torch):
     rows = [(p, torch[p["case"]]) for p in programs if p.get("case") in torch]
     if not rows:
         return
-    print("\nbeside torch 2.11 (tests/conformance/expected_torch_2.11.jsonl, same programs)\n")
-    header = f"{'case':<16}{'':<8}{'graphs':>7}{'breaks':>7}{'compiles':>9}  {'fullgraph':<22}"
+    print("\nbeside torch 2.11 (tests/conformance/expected_torch_2.11*.jsonl, same programs)\n")
+    header = f"{'case':<23}{'':<8}{'graphs':>7}{'breaks':>7}{'compiles':>9}  {'fullgraph':<22}"
     header += "first reason"
     print(header)
     print("-" * (len(header) + 40))
     for p, want in rows:
         reasons = want["explain"]["reasons"]
-        print(f"{p['case']:<16}{'torch':<8}{want['explain']['graphs']:>7}"
+        print(f"{p['case']:<23}{'torch':<8}{want['explain']['graphs']:>7}"
               f"{want['explain']['breaks']:>7}{want['compiles']:>9}  {want['fullgraph']:<22}"
               f"{reasons[0] if reasons else '-'}")
         mine = p["break_reasons"]
         fullgraph = "ok" if p["fullgraph"] == "ok" else "error: " + p["fullgraph"].split(": ")[1]
-        print(f"{'':<16}{'mini':<8}{p['graph_count']:>7}{p['graph_break_count']:>7}"
+        print(f"{'':<23}{'mini':<8}{p['graph_count']:>7}{p['graph_break_count']:>7}"
               f"{p['compiles_after_first_call']:>9}  {fullgraph:<22}"
               f"{short_reason(mine[0]['reason']) if mine else '-'}")
 

@@ -29,6 +29,8 @@ import mini
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TORCH_EXPECTATIONS = REPO_ROOT / "tests" / "conformance" / "expected_torch_2.11.jsonl"
+# the project's own conformance cases (tests/conformance/cases_mini.py), measured the same way
+TORCH_EXPECTATIONS_MINI = REPO_ROOT / "tests" / "conformance" / "expected_torch_2.11_mini.jsonl"
 
 
 # ---- the command line -----------------------------------------------------------------------
@@ -148,18 +150,22 @@ def cuda_ms(cuda, run, repeats, warmup=1, reduce=min):
 
 
 def load_torch_expectations():
-    """{case name: record} from the conformance file, or {} (saying why) when it is missing."""
+    """{case name: record} from the conformance files (tests/conformance's cases and the
+    project's own), or {} (saying why) when the first is missing."""
     if not TORCH_EXPECTATIONS.exists():
         print(f"note: {TORCH_EXPECTATIONS} is missing; torch 2.11's numbers are not shown")
         return {}
     records = {}
-    for line in TORCH_EXPECTATIONS.read_text().splitlines():
-        line = line.strip().lstrip("@")
-        if not line:
+    for path in (TORCH_EXPECTATIONS, TORCH_EXPECTATIONS_MINI):
+        if not path.exists():
             continue
-        record = json.loads(line)
-        if "case" in record:
-            records[record["case"]] = record
+        for line in path.read_text().splitlines():
+            line = line.strip().lstrip("@")
+            if not line:
+                continue
+            record = json.loads(line)
+            if "case" in record:
+                records[record["case"]] = record
     return records
 
 

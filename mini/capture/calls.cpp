@@ -281,7 +281,16 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   PyObject* owner = PyCFunction_Check(callee->obj) ? PyCFunction_GET_SELF(callee->obj) : nullptr;
   const char* module = owner && PyModule_Check(owner) ? PyModule_GetName(owner) : nullptr;
   if (!module) PyErr_Clear();
-  bool is_pure = module && std::string(module) == "math";
+  bool is_pure = module && (std::string(module) == "math" || std::string(module) == "_operator");
+  if (module && std::string(module) == "_operator" && args.size() == 2 && kwargs.empty() &&
+      (args[0]->is(Var::Kind::Tensor) || args[1]->is(Var::Kind::Tensor))) {
+    // operator.mul(a, b) on tensors is a * b (functools.reduce(operator.mul, xs))
+    static const std::pair<const char*, OpKind> ops[] = {{"add", OpKind::Add}, {"sub", OpKind::Sub},
+                                                         {"mul", OpKind::Mul}, {"truediv", OpKind::Div},
+                                                         {"matmul", OpKind::Matmul}, {"pow", OpKind::Pow}};
+    for (const auto& [op, kind] : ops)
+      if (name == op) return tensor_binary(ctx, kind, args[0], args[1]);
+  }
   for (const char* p : pure) is_pure = is_pure || name == p;
   if (is_pure) {
     std::vector<VarRef> constants;  // tuples of numbers too: max(x.shape)
@@ -429,6 +438,59 @@ VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& n
 
 }  // namespace
 
+// functools.partial, the class
+static PyObject* partial_type() {
+  static PyObject* type = [] {
+    PyObject* functools = PyImport_ImportModule("functools");
+    PyObject* t = functools ? PyObject_GetAttrString(functools, "partial") : nullptr;
+    Py_XDECREF(functools);
+    PyErr_Clear();
+    return t;
+  }();
+  return type;
+}
+
+// Calling an object (Dynamo's UserDefinedObjectVariable.call_function and its partials):
+// functools.partial(f, ...) builds a Partial; a real partial from the frame calls its func
+// with its args and keywords (each read, and guarded, through the partial); an instance of a
+// class of the user's with a __call__ inlines that function with self bound, guarded by the
+// function's identity (any instance of the class reuses the graph). Else null.
+static VarRef call_object(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  PyObject* partial = partial_type();
+  if (partial && callee->obj == partial && !args.empty()) {
+    auto p = std::make_shared<Var>(Var::Kind::Partial);
+    p->self = args[0];
+    p->items.assign(args.begin() + 1, args.end());
+    std::vector<VarRef> keys, values;
+    for (auto& [name, v] : kwargs) {
+      keys.push_back(make_constant(PyUnicode_FromString(name.c_str())));
+      values.push_back(v);
+    }
+    p->contents = make_dict(std::move(keys), std::move(values));
+    return p;
+  }
+  if (!callee->source || !callee->obj) return nullptr;
+  if (partial && Py_TYPE(callee->obj) == (PyTypeObject*)partial) {
+    ctx.guards().add_type_match(callee->source, callee->obj);
+    auto p = std::make_shared<Var>(Var::Kind::Partial);
+    p->self = get_attr(ctx, callee, "func");
+    VarRef leading = get_attr(ctx, callee, "args"), keywords = get_attr(ctx, callee, "keywords");
+    if (!leading->is(Var::Kind::Tuple) || !keywords->is(Var::Kind::Dict)) return nullptr;
+    p->items = leading->items;
+    std::vector<VarRef> values;  // a dict read from the frame reads (and guards) each value on first use
+    for (size_t i = 0; i < keywords->keys.size(); i++) values.push_back(dict_value(ctx, keywords, i));
+    p->contents = make_dict(keywords->keys, std::move(values));
+    return call_var(ctx, p, std::move(args), std::move(kwargs));
+  }
+  static PyObject* dunder_call = PyUnicode_InternFromString("__call__");
+  PyObject* call = _PyType_Lookup(Py_TYPE(callee->obj), dunder_call);
+  if (!call || !PyFunction_Check(call) || in_stdlib(call)) return nullptr;
+  SourceRef fn_source = guards::Source::attr(guards::Source::attr(callee->source, "__call__"), "__func__");
+  ctx.guards().add_id_match(fn_source, call);
+  args.insert(args.begin(), callee);
+  return inline_function(ctx, call, fn_source, std::move(args), std::move(kwargs));
+}
+
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
   switch (callee->kind) {
     case Var::Kind::Function: {
@@ -498,6 +560,22 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
       return call_module_method(ctx, callee, "forward", std::move(args), std::move(kwargs));
     }
     case Var::Kind::Builtin: return call_builtin(ctx, callee, std::move(args), kwargs);
+    case Var::Kind::Partial: {  // its callable with its arguments first, its keywords unless given
+      std::vector<VarRef> all = callee->items;
+      all.insert(all.end(), args.begin(), args.end());
+      Kwargs merged;
+      for (size_t i = 0; i < callee->contents->keys.size(); i++)
+        merged.emplace_back(PyUnicode_AsUTF8(callee->contents->keys[i]->obj), callee->contents->items[i]);
+      for (auto& [name, v] : kwargs) {
+        auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& kv) { return kv.first == name; });
+        if (same != merged.end()) same->second = v;
+        else merged.emplace_back(name, v);
+      }
+      return call_var(ctx, callee->self, std::move(all), std::move(merged));
+    }
+    case Var::Kind::Object:
+      if (VarRef r = call_object(ctx, callee, std::move(args), std::move(kwargs))) return r;
+      [[fallthrough]];
     default:
       unsupported("calling " + callee->describe() + " is not supported by mini's capture");
   }

@@ -820,7 +820,11 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     return nullptr;  // the warning raised: its error is set
   if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
     std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
-    std::string why = trace.break_reason + (trace.skip_unit ? "" : " (inside a loop: the rest of the function runs as plain Python)");
+    // as Dynamo: no graph where every iteration would break again, nor where an exception has
+    // to reach the user's handler ("Skipping frame because there is a graph break in a
+    // for/while loop"; should_compile_partial_graph inside a try)
+    std::string why = trace.break_reason + (trace.skip_unit ? "" : " (a break " + trace.skip_where +
+                                                                       ": the whole frame runs as plain Python)");
     if (req->fullgraph) {
       PyErr_SetString(g_unsupported_error, (why + "\n  from user code: " +
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());
@@ -829,8 +833,7 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     if (log_channels().graph_breaks)
       log_write("Skipping the rest of the frame at " + where + "\nReason: " + why +
                 (trace.break_code.empty() ? "" : "\n  " + trace.break_code));
-    if (trace.skip_unit)  // explain() lists why the whole unit runs eagerly
-      record_event(break_events(), BreakEvent{why, where, trace.break_code});
+    record_event(break_events(), BreakEvent{why, where, trace.break_code});  // explain() lists why
     auto art = std::make_shared<Artifact>();
     art->graph = std::make_shared<graph::Graph>();
     art->exit = Trace::Exit::Skip;

@@ -38,6 +38,7 @@ std::string Var::describe() const {
     case Kind::Dict: return "dict";
     case Kind::DictView: return "dict." + name + "()";
     case Kind::Cell: return "cell";
+    case Kind::Partial: return "functools.partial(" + self->describe() + ", ...)";
     default: break;
   }
   if (!obj) return "?";
@@ -949,6 +950,8 @@ VarRef FrameInterpreter::run() {
         t.stub_fallback = e.what();
       }
       t.skip_unit = u.skip_unit;
+      if (t.exit == Trace::Exit::Skip && !u.skip_unit)
+        t.skip_where = in_handler(in, saved_stack) ? "inside a try block" : "inside a loop";
       undo_writes(ctx_, writes);  // the instruction runs again eagerly
       exit_stack_ = std::move(saved_stack);
       exit_locals_ = std::move(saved_locals);

@@ -129,6 +129,9 @@ struct Trace {
   int native_resume_offset = -1;
   std::string break_reason, break_location, break_code;
   bool skip_unit = false;  // Exit::Skip for the whole unit (Unsupported::skip_unit), not a loop
+  // Exit::Skip at a break the unit cannot resume after: where it is ("inside a try block",
+  // "inside a loop"), for the log and explain()
+  std::string skip_where;
   std::string stub_fallback;  // a course kit's stub (A9's exit_at) stood aside: its message
   // The Break is at an instruction whose trace raised this user error (eager's own error,
   // which the instruction raises when it runs; fullgraph=True raises it instead).

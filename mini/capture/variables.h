@@ -43,6 +43,8 @@ struct Var {
                // read from the frame (a null item is a value not read yet)
     DictView,  // self: the Dict, name: "keys", "values" or "items"
     Cell,      // a closure cell: see contents
+    Partial,   // functools.partial made while tracing: self the callable, items its leading
+               // arguments, contents a Dict of its keywords
   };
   Kind kind;
   SourceRef source;            // where it was read from; null for values made while tracing

@@ -276,9 +276,17 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     return it;
   }
   if (PyFunction_Check(v)) {
-    g.add_id_match(src, v);
     VarRef var = object_var(Var::Kind::Function, v, src);
     var->graph_function = is_graph_function(v);
+    if (var->graph_function) {
+      g.add_id_match(src, v);
+    } else {
+      // as Dynamo, a function is guarded by its code, not its identity: a new closure or lambda
+      // of the same code each call reuses the graph. What inlining reads of it — its closure
+      // cells' contents, defaults, globals — is guarded where it is read.
+      g.add_type_match(src, v);
+      g.add_id_match(guards::Source::attr(src, "__code__"), PyFunction_GET_CODE(v));
+    }
     return var;
   }
   PyObject* grad_mode = python_bridge().grad_mode_type;
