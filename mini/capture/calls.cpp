@@ -450,12 +450,46 @@ static PyObject* partial_type() {
   return type;
 }
 
+// contextlib.nullcontext, the class
+static PyObject* nullcontext_type() {
+  static PyObject* type = [] {
+    PyObject* contextlib = PyImport_ImportModule("contextlib");
+    PyObject* t = contextlib ? PyObject_GetAttrString(contextlib, "nullcontext") : nullptr;
+    Py_XDECREF(contextlib);
+    PyErr_Clear();
+    return t;
+  }();
+  return type;
+}
+
+bool is_null_context(const VarRef& v) {
+  PyObject* type = nullcontext_type();
+  return type && v->is(Var::Kind::Object) && v->obj && Py_TYPE(v->obj) == (PyTypeObject*)type;
+}
+
+VarRef null_context_enter(TraceContext& ctx, const VarRef& cm) {
+  if (cm->contents) return cm->contents;  // made while tracing: what it was given
+  return get_attr(ctx, cm, "enter_result");
+}
+
 // Calling an object (Dynamo's UserDefinedObjectVariable.call_function and its partials):
 // functools.partial(f, ...) builds a Partial; a real partial from the frame calls its func
 // with its args and keywords (each read, and guarded, through the partial); an instance of a
 // class of the user's with a __call__ inlines that function with self bound, guarded by the
 // function's identity (any instance of the class reuses the graph). Else null.
 static VarRef call_object(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  PyObject* nullcontext = nullcontext_type();
+  if (nullcontext && callee->obj == nullcontext && args.size() + kwargs.size() <= 1 &&
+      (kwargs.empty() || kwargs[0].first == "enter_result")) {
+    // contextlib.nullcontext(enter_result): a with block that does nothing but hand
+    // enter_result to `as` (a fresh real object; what it holds stays a Var)
+    PyObject* obj = PyObject_CallNoArgs(nullcontext);
+    if (!obj) { PyErr_Clear(); return nullptr; }
+    auto cm = std::make_shared<Var>(Var::Kind::Object);
+    cm->obj = obj;
+    cm->contents = !args.empty() ? args[0] : !kwargs.empty() ? kwargs[0].second : make_constant((Py_INCREF(Py_None), Py_None));
+    return cm;
+  }
   PyObject* partial = partial_type();
   if (partial && callee->obj == partial && !args.empty()) {
     auto p = std::make_shared<Var>(Var::Kind::Partial);
@@ -510,6 +544,7 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
         exit_grad_mode(ctx, callee, true);
         return make_constant((Py_INCREF(Py_False), Py_False));  // exceptions are not traced
       }
+      if (callee->name == "__exit__" && is_null_context(self)) return make_constant((Py_INCREF(Py_None), Py_None));
       if (self->is(Var::Kind::Object) && self->source) {
         // a method of a plain object: the class's function, inlined with self bound; the
         // function is guarded by identity where the code reads it (obj.name.__func__)
@@ -533,6 +568,26 @@ VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> arg
       if (self->is(Var::Kind::List) && made_in_trace(self) && callee->name == "append" && args.size() == 1) {
         self->items.push_back(args[0]);
         ctx.mutations++;
+        return make_constant((Py_INCREF(Py_None), Py_None));
+      }
+      if (self->is(Var::Kind::List) && self->source && (callee->name == "append" || callee->name == "extend") &&
+          args.size() == 1 && kwargs.empty()) {
+        // a list of the frame's (a global, an argument): its Var grows, and its contents after
+        // the trace are a side effect replayed into the real list (target[:] = items)
+        PyObject* real = guards::fetch(*self->source, ctx.root);
+        if (!real || !PyList_CheckExact(real)) {
+          Py_XDECREF(real);
+          PyErr_Clear();
+          unsupported("appending to a list read from " + self->source->str() + " that is not one now");
+        }
+        if (callee->name == "append") {
+          self->items.push_back(args[0]);
+        } else {
+          std::vector<VarRef> more = items_of(ctx, args[0]);
+          self->items.insert(self->items.end(), more.begin(), more.end());
+        }
+        record_store(ctx, SideEffect::Kind::Contents, real, self->source, "", self);
+        Py_DECREF(real);  // the frame holds it: its address only names the store
         return make_constant((Py_INCREF(Py_None), Py_None));
       }
       if (self->is(Var::Kind::Dict) || self->is(Var::Kind::DictView)) return call_dict_method(ctx, callee, args);

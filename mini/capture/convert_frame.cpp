@@ -389,6 +389,8 @@ bool replay_side_effects(const Artifact& a, const guards::FrameValues& fv, std::
     } else if (ok) {
       int r = e.kind == SideEffect::Kind::Cell ? (PyCell_Check(target) ? PyCell_Set(target, v) : -1)
               : e.kind == SideEffect::Kind::Global ? PyDict_SetItemString(target, e.name.c_str(), v)
+              : e.kind == SideEffect::Kind::Item ? PyDict_SetItemString(target, e.name.c_str(), v)
+              : e.kind == SideEffect::Kind::Contents ? PySequence_SetSlice(target, 0, PY_SSIZE_T_MAX, v)
               : PyObject_SetAttrString(target, e.name.c_str(), v);
       if (r < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "mini: a closure store without its cell");
       ok = r == 0;

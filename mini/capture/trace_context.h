@@ -69,6 +69,10 @@ struct TraceContext {
   std::unordered_map<PyObject*, VarRef> cells;  // real cell -> its Var
   std::vector<VarRef> stored_cells;             // real cells written, in order
   std::vector<Store> stores;
+  // Lists and dicts read from the frame, by source: every read of one in the trace is one Var,
+  // so that after an append or a store into it (a side effect, replayed after the graph)
+  // every later read sees its contents now.
+  std::unordered_map<std::string, VarRef> containers;
   // Objects whose attributes the trace read or wrote, for the identity guards that keep
   // which of them alias what the trace assumed (see side_effects in tracer.cpp).
   std::vector<std::pair<SourceRef, PyObject*>> attr_objects;
@@ -131,6 +135,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function
 
 // tensor_calls.cpp
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;
+// contextlib.nullcontext(): an object of that class, and what its with block's `as` receives
+bool is_null_context(const VarRef& v);
+VarRef null_context_enter(TraceContext& ctx, const VarRef& cm);
 VarRef call_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                           std::vector<VarRef> args, const Kwargs& kwargs);
 // x.name(...) in the user's code: what Python finds on type(x), guarded by identity there

@@ -151,7 +151,23 @@ int dict_find(const VarRef& dict, const VarRef& key) {
 }
 
 void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef value) {
-  if (!made_in_trace(dict)) unsupported("a store into a dict that comes from outside the compiled code is not supported by mini's capture");
+  if (!made_in_trace(dict)) {
+    // a dict of the frame's (a global, an argument): the Var changes, so that the trace reads
+    // what it stored, and the store is a side effect replayed into the real dict
+    if (!dict->source || !dict->obj || !PyDict_CheckExact(dict->obj) || !key->is(Var::Kind::Constant) ||
+        !PyUnicode_Check(key->obj))
+      unsupported("a store into a dict that comes from outside the compiled code (other than a plain dict of str "
+                  "keys read from the frame) is not supported by mini's capture");
+    int i = dict_find(dict, key);
+    if (i < 0) {
+      dict->keys.push_back(key);
+      dict->items.push_back(value);
+    } else {
+      dict->items[i] = value;
+    }
+    record_store(ctx, SideEffect::Kind::Item, dict->obj, dict->source, PyUnicode_AsUTF8(key->obj), value);
+    return;
+  }
   int i = dict_find(dict, key);
   if (PyObject_Hash(key->obj) == -1) { PyErr_Clear(); unsupported("an unhashable dict key"); }
   if (i >= 0) dict->items[i] = std::move(value);
@@ -1375,11 +1391,16 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         pop();
         if (dialect.python_minor == 12) pop();
         break;
-      case Opcode::BEFORE_WITH: {  // only grad-mode blocks: no other context manager is traced
+      case Opcode::BEFORE_WITH: {  // grad-mode blocks and contextlib.nullcontext() only
         VarRef mode = pop();
+        if (is_null_context(mode)) {
+          push(make_method(mode, "__exit__"));
+          push(null_context_enter(ctx_, mode));
+          break;
+        }
         if (!is_grad_mode(mode))
           unsupported("a with block over " + mode->describe() + ": mini's capture traces the grad-mode "
-                      "blocks (mini.no_grad(), enable_grad(), set_grad_enabled()) only");
+                      "blocks (mini.no_grad(), enable_grad(), set_grad_enabled()) and contextlib.nullcontext() only");
         push(enter_grad_mode(ctx_, mode));
         push(make_constant((Py_INCREF(Py_None), Py_None)));  // what __enter__ returns
         break;
@@ -1721,7 +1742,12 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.kind = st.kind;
     e.target = st.target_source;
     e.name = st.name;
-    e.value = rebuild(ctx, st.value);
+    if (st.kind == SideEffect::Kind::Contents) {  // a list of the frame's: its items now, as a new list
+      e.value.kind = OutputSpec::Kind::List;
+      for (auto& item : st.value->items) e.value.items.push_back(rebuild(ctx, item));
+    } else {
+      e.value = rebuild(ctx, st.value);
+    }
     out.push_back(std::move(e));
     if (st.kind == SideEffect::Kind::Attr) stored_types.push_back(Py_TYPE(st.target));
   }

@@ -93,6 +93,8 @@ struct SideEffect {
     Cell,    // target: the cell; stores value into it (a nonlocal or closure variable)
     Global,  // target: the globals dict (null: the frame's); name = value
     Attr,    // target: the object; setattr(object, name, value)
+    Item,    // target: a dict of the frame's; target[name] = value
+    Contents,  // target: a list of the frame's; target[:] = value (its items after the trace)
   } kind = Kind::Cell;
   SourceRef target;
   std::string name;

@@ -216,6 +216,8 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     return object_var(Var::Kind::Constant, v, src);
   }
   if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
+    if (PyList_CheckExact(v))
+      if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
     g.add_length_check(src, v);
     std::vector<VarRef> items;
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++) {
@@ -224,6 +226,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     }
     VarRef var = make_tuple_var(items, PyList_Check(v));
     var->source = src;
+    if (PyList_CheckExact(v)) ctx.containers[src->str()] = var;
     return var;
   }
   // an OrderedDict of str keys too: a module's _modules, which ModuleDict.items() and
@@ -238,6 +241,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
   if ((PyDict_CheckExact(v) || (ordered && (PyObject*)Py_TYPE(v) == ordered)) && str_keys_only(v)) {
     // **kwargs, a dict argument: its keys guarded in order, each value read (and guarded)
     // through its own source when the code first uses it, as Dynamo's lazy dict values
+    if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
     g.add_type_match(src, v);
     g.add_dict_keys_match(src, v);
     std::vector<VarRef> keys;
@@ -248,6 +252,7 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     var->obj = v;
     Py_INCREF(v);
     var->source = src;
+    ctx.containers[src->str()] = var;
     return var;
   }
   if (is_module(v)) {

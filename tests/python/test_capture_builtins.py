@@ -4,6 +4,7 @@ FORMAT_SIMPLE / FORMAT_WITH_SPEC / CONVERT_VALUE, BUILD_STRING), map, functools.
 and reversed (calls.cpp, call_builtin). Every value against the same function run eagerly; an
 f-string of a tensor's value is a graph break with eager's result.
 """
+import contextlib
 import functools
 
 import numpy as np
@@ -149,3 +150,46 @@ def test_module_containers_len_items_and_hasattr_in_one_graph():
         cf = mini.compile(net, backend=counter)
         np.testing.assert_allclose(to_np(cf(x)), to_np(net(x)), rtol=1e-5, atol=1e-6)
     assert counter.frame_count == 2
+
+
+# ---- contextlib.nullcontext ------------------------------------------------------------------
+
+def _null_block(x, cm=None):
+    with (cm if cm is not None else contextlib.nullcontext(x * 3)) as y:
+        z = x * 2 + y
+    return z + 1
+
+
+def test_a_nullcontext_block_is_one_graph_and_hands_its_enter_result():
+    mini.reset()
+    x = mini.randn(4)
+    got = mini.compile(_null_block, backend="eager", fullgraph=True)(x)
+    np.testing.assert_allclose(got.numpy(), _null_block(x).numpy(), rtol=1e-6)
+
+
+def test_a_nullcontext_from_outside_reads_its_enter_result():
+    mini.reset()
+    x = mini.randn(4)
+    cnt = mini.CompileCounter()
+    cf = mini.compile(_null_block, backend=cnt)
+    for k in (1.0, 1.0, 5.0):
+        got = cf(x, contextlib.nullcontext(k))
+        np.testing.assert_allclose(got.numpy(), (x * 2 + k + 1).numpy(), rtol=1e-6)
+    assert cnt.frame_count == 2  # enter_result is guarded
+
+
+def _print_in_null_block(x):
+    y = x * 2
+    with contextlib.nullcontext():
+        print("inside")
+        y = y + 1
+    return y
+
+
+def test_a_break_inside_a_nullcontext_block_leaves_the_frame_to_cpython(capsys):
+    mini.reset()
+    x = mini.randn(4)
+    cnt = mini.CompileCounter()
+    got = mini.compile(_print_in_null_block, backend=cnt)(x)
+    np.testing.assert_allclose(got.numpy(), (x * 2 + 1).numpy(), rtol=1e-6)
+    assert cnt.frame_count == 0 and capsys.readouterr().out == "inside\n"

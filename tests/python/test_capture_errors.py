@@ -268,7 +268,6 @@ def test_unsupported_inner_helper_runs_and_outer_result_is_right():
     (_with_print, r"print"),
     (_tensor_branch, r"data-dependent|tensor's value|branch"),
     (_item_branch, r"data-dependent"),  # item() is captured under fullgraph, the branch on it is not
-    (_appends_to_global, r"append"),
 ])
 def test_fullgraph_raises_unsupported_naming_the_reason(fn, pattern):
     cf = compiled(fn, fullgraph=True)

@@ -238,7 +238,7 @@ def _other_context_manager(x, cm):
 
 def test_capture_other_context_managers_still_run_in_cpython():
     x = T(3)
-    e = mini.explain(_other_context_manager)(x, contextlib.nullcontext())
+    e = mini.explain(_other_context_manager)(x, contextlib.suppress(ValueError))
     same(e.out, (x + 1) * 2)
     assert e.graph_count == 1 and "with block" in e.break_reasons[0].reason
 

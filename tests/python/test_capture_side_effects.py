@@ -8,6 +8,8 @@ Each test builds two copies of the same closure, runs one eagerly and one compil
 compares every result and the state after every call."""
 import types
 
+import numpy as np
+
 import pytest
 
 import mini
@@ -363,3 +365,54 @@ def test_is_between_two_input_tensors_is_decided_on_each_call():
     x, y = T(3), T(3, seed=1)
     make = lambda: ((lambda a, b: a * 2 if a is b else a * 3), lambda: None)  # noqa: E731
     side_by_side(make, [(x, x), (x, y), (x, x)])
+
+
+# ---- a list or dict of the frame's, changed in place (issue 33) ------------------------------
+
+OUT_LIST = []
+OUT_DICT = {}
+
+
+def _append_and_store(x):
+    y = x * 2
+    OUT_LIST.append(y)
+    OUT_LIST.extend([y + 1])
+    OUT_DICT["last"] = y
+    OUT_DICT["count"] = OUT_DICT.get("count", 0) + 1
+    OUT_DICT["count"] = OUT_DICT["count"] * 10  # reads what the trace stored
+    return y + len(OUT_LIST)
+
+
+def test_appends_and_stores_into_outside_containers_are_replayed_in_one_graph():
+    x = mini.randn(3)
+    OUT_LIST.clear(), OUT_DICT.clear()
+    want = _append_and_store(x)
+    want_list, want_dict = list(OUT_LIST), dict(OUT_DICT)
+    OUT_LIST.clear(), OUT_DICT.clear()
+    cnt = mini.CompileCounter()
+    got = mini.compile(_append_and_store, backend=cnt, fullgraph=True)(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy())
+    assert len(OUT_LIST) == 2 and OUT_DICT["count"] == want_dict["count"] == 10
+    np.testing.assert_allclose(OUT_LIST[1].numpy(), want_list[1].numpy())
+    np.testing.assert_allclose(OUT_DICT["last"].numpy(), want_dict["last"].numpy())
+    assert cnt.frame_count == 1
+    # the next call's list is longer: its length is guarded, a new graph sees it
+    got = mini.compile(_append_and_store, backend=cnt)(x)
+    assert len(OUT_LIST) == 4 and OUT_DICT["count"] == 110
+    np.testing.assert_allclose(got.numpy(), (x * 2 + 4).numpy())
+
+
+def _append_break_append(x):
+    y = x + 1
+    OUT_LIST.append(y)
+    print("between")
+    OUT_LIST.append(y * 2)
+    return y
+
+
+def test_an_append_before_a_break_happens_once(capsys):
+    OUT_LIST.clear()
+    x = mini.randn(3)
+    mini.compile(_append_break_append, backend="eager")(x)
+    assert len(OUT_LIST) == 2 and capsys.readouterr().out == "between\n"
+    np.testing.assert_allclose(OUT_LIST[1].numpy(), ((x + 1) * 2).numpy())
