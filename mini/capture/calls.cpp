@@ -438,27 +438,22 @@ VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& n
 
 }  // namespace
 
-// functools.partial, the class
+// A class of the standard library, looked up once (null if it is not there): module.name
+static PyObject* library_class(const char* module, const char* name) {
+  PyObject* m = PyImport_ImportModule(module);
+  PyObject* t = m ? PyObject_GetAttrString(m, name) : nullptr;
+  Py_XDECREF(m);
+  PyErr_Clear();
+  return t;
+}
+
 static PyObject* partial_type() {
-  static PyObject* type = [] {
-    PyObject* functools = PyImport_ImportModule("functools");
-    PyObject* t = functools ? PyObject_GetAttrString(functools, "partial") : nullptr;
-    Py_XDECREF(functools);
-    PyErr_Clear();
-    return t;
-  }();
+  static PyObject* type = library_class("functools", "partial");
   return type;
 }
 
-// contextlib.nullcontext, the class
 static PyObject* nullcontext_type() {
-  static PyObject* type = [] {
-    PyObject* contextlib = PyImport_ImportModule("contextlib");
-    PyObject* t = contextlib ? PyObject_GetAttrString(contextlib, "nullcontext") : nullptr;
-    Py_XDECREF(contextlib);
-    PyErr_Clear();
-    return t;
-  }();
+  static PyObject* type = library_class("contextlib", "nullcontext");
   return type;
 }
 
