@@ -77,6 +77,8 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
   std::string name = builtin_name(callee->obj);
   if (name == "int" && args.size() == 1 && kwargs_in.empty() && args[0]->is(Var::Kind::SymInt))
     return args[0];  // a dynamic size is an int already
+  if ((name == "max" || name == "min") && args.size() >= 2 && kwargs_in.empty())
+    if (VarRef r = sym_extreme(ctx, name == "max", args)) return r;  // max(x.shape[0], y.shape[0])
   for (auto& a : args) a = specialize(ctx, a);
   Kwargs kwargs = kwargs_in;
   for (auto& kv : kwargs) kv.second = specialize(ctx, kv.second);

@@ -8,6 +8,7 @@
 // shape guards at the end of the trace (guard_size_facts).
 #include "capture/convert_frame.h"
 #include "capture/trace_context.h"
+#include <unordered_map>
 
 namespace mini::capture {
 
@@ -85,6 +86,60 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
   return make_constant(PyBool_FromLong(result));
 }
 
+VarRef sym_as_number(TraceContext& ctx, const VarRef& v) {
+  if (!v->is(Var::Kind::SymInt)) return v;
+  // one graph input per expression, however often the code uses it
+  guards::SourceRef src = guards::Source::size_of(v->expr);
+  std::string key = src->str();
+  for (size_t i = 0; i < ctx.trace.input_sources.size(); i++)
+    if (ctx.trace.scalar_inputs[i] && ctx.trace.input_sources[i]->str() == key) {
+      VarRef r = tensor_var(ctx, ctx.graph().inputs[i]);
+      r->number = true;
+      return r;
+    }
+  // the example value, kept for the process: the trace's examples are borrowed (sizes repeat)
+  static std::unordered_map<int64_t, PyObject*> examples;
+  int64_t value = PyLong_AsLongLong(v->obj);
+  PyObject*& example = examples[value];
+  if (!example) example = PyLong_FromLongLong(value);
+  graph::TensorMeta meta{{}, {}, DType::Int64, false};
+  int node = ctx.graph().add_input(meta, key);
+  ctx.graph().nodes[node].wrapped_number = true;
+  ctx.trace.input_sources.push_back(src);
+  ctx.trace.example_inputs.push_back(example);
+  ctx.trace.scalar_inputs.push_back(true);
+  if (log_channels().dynamic) log_write("the dynamic size " + key + " enters the graph as a number");
+  VarRef r = tensor_var(ctx, node);
+  r->number = true;
+  return r;
+}
+
+VarRef sym_extreme(TraceContext& ctx, bool largest, const std::vector<VarRef>& args) {
+  bool symbolic = false;
+  std::vector<std::pair<SizeExpr, int64_t>> operands;
+  for (const VarRef& a : args) {
+    SizeExpr e;
+    int64_t value;
+    if (!size_operand(a, &e, &value)) return nullptr;
+    symbolic = symbolic || a->is(Var::Kind::SymInt);
+    operands.emplace_back(std::move(e), value);
+  }
+  if (!symbolic) return nullptr;
+  // the first of the largest (smallest) now, as Python's max (min); a shape guard keeps it
+  // the one: the result stays an expression, and only a call that changes which operand
+  // wins compiles again
+  size_t best = 0;
+  for (size_t i = 1; i < operands.size(); i++)
+    if (largest ? operands[i].second > operands[best].second : operands[i].second < operands[best].second) best = i;
+  for (size_t i = 0; i < operands.size(); i++) {
+    if (i == best) continue;
+    // before the winner: strictly beaten (Python keeps the first of equals); after: at most equal
+    SizeOp op = largest ? (i < best ? SizeOp::Gt : SizeOp::Ge) : (i < best ? SizeOp::Lt : SizeOp::Le);
+    ctx.guards().add_size_compare(SizeExpr::apply(op, operands[best].first, operands[i].first));
+  }
+  return args[best];
+}
+
 bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
   graph::Graph& g = ctx.graph();
   SizeExpr e;
@@ -109,8 +164,14 @@ bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
       int64_t b = stack.back();
       stack.pop_back();
       stack.back() = g.derive(t.op == SizeOp::Add ? '+' : t.op == SizeOp::Sub ? '-' : '*', stack.back(), b);
+    } else if (t.op == SizeOp::FloorDiv) {  // by a positive int: a size's floor, as C++'s / of sizes
+      if (stack.size() < 2 || graph::is_symbol(stack.back()) || stack.back() <= 0) return false;
+      int64_t b = stack.back();
+      stack.pop_back();
+      if (graph::is_symbol(stack.back()) ? false : stack.back() < 0) return false;
+      stack.back() = g.derive('/', stack.back(), b);
     } else {
-      return false;  // // % and unary -: graph symbols are sums, differences and products
+      return false;  // % and unary -: graph symbols are sums, differences, products and quotients
     }
   }
   if (stack.size() != 1 || g.hint(stack[0]) != value) return false;

@@ -229,6 +229,12 @@ VarRef sym_binary(TraceContext& ctx, guards::SizeTerm::Op op, const VarRef& a, c
 VarRef sym_negate(TraceContext& ctx, const VarRef& a);
 // a <richcmp> b: decided with the values seen, a SHAPE_ENV guard keeps the outcome.
 VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
+// max(...) / min(...) of ints where one at least is a SymInt: the winning operand, under shape
+// guards that it still wins (null: not such a call).
+VarRef sym_extreme(TraceContext& ctx, bool largest, const std::vector<VarRef>& args);
+// A SymInt as a graph value (a 0-d int64 input computed from the frame's sizes on each call,
+// one per expression), so that x * x.shape[0] keeps the size symbolic; anything else as it is.
+VarRef sym_as_number(TraceContext& ctx, const VarRef& v);
 // x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
 // A SymInt (or an int >= 0) as a graph size code: its symbol, or a derived symbol for + - *

@@ -498,7 +498,18 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
   guards::SizeTerm::Op size_op;
   if (int_op(op, &size_op))  // int arithmetic on dynamic sizes stays symbolic
     if (VarRef r = sym_binary(ctx_, size_op, a_in, b_in)) return r;
-  VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
+  if (op % 13 == 8 && a_in->is(Var::Kind::SymInt) && b_in->is(Var::Kind::Constant) && PyLong_CheckExact(b_in->obj)) {
+    // n ** k of a dynamic size, k a small int: n * n * ... (Python's int power)
+    long k = PyLong_AsLong(b_in->obj);
+    VarRef r = k >= 1 && k <= 4 ? a_in : nullptr;
+    for (long i = 1; r && i < k; i++) r = sym_binary(ctx_, guards::SizeTerm::Op::Mul, r, a_in);
+    if (r) return r;
+    PyErr_Clear();
+  }
+  // a dynamic size in tensor math is a graph value (Dynamo passes the SymInt to the graph)
+  bool tensor_math = (a_in->is(Var::Kind::Tensor) && !a_in->number) || (b_in->is(Var::Kind::Tensor) && !b_in->number);
+  VarRef a = tensor_math ? sym_as_number(ctx_, a_in) : specialize(ctx_, a_in);
+  VarRef b = tensor_math ? sym_as_number(ctx_, b_in) : specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
   if (tensors && is_python_number(a) && is_python_number(b)) {
     // Python arithmetic on a dynamic number: the graph computes it as int64 / float64

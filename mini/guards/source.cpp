@@ -2,6 +2,8 @@
 // and fetch(): the value at a Source in a frame.
 #include "source.h"
 
+#include "size_expr.h"
+
 namespace mini::guards {
 
 std::string Source::str() const {
@@ -17,10 +19,16 @@ std::string Source::str() const {
     case Kind::Closure: return "___closure_cell('" + name + "')";
     case Kind::GlobalIn: return "___global_or_builtin(" + base->str() + ", '" + name + "')";
     case Kind::TensorClass: return "mini.Tensor";
+    case Kind::Size: return size->str();
   }
   return "?";
 }
 
+SourceRef Source::size_of(const SizeExpr& expr) {
+  auto s = std::make_shared<Source>(Source{Kind::Size, 0, "", nullptr});
+  s->size = std::make_shared<const SizeExpr>(expr);
+  return s;
+}
 SourceRef Source::local(int index, const std::string& name) {
   return std::make_shared<Source>(Source{Kind::Local, index, name, nullptr});
 }
@@ -157,6 +165,10 @@ PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
     case Source::Kind::TensorClass:
       Py_XINCREF(g_tensor_class);
       return g_tensor_class;
+    case Source::Kind::Size: {
+      int64_t v = 0;
+      return s.size->evaluate(f, &v) ? PyLong_FromLongLong(v) : nullptr;
+    }
   }
   return nullptr;
 }

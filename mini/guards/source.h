@@ -15,6 +15,7 @@ namespace mini::guards {
 
 struct Source;
 using SourceRef = std::shared_ptr<const Source>;
+struct SizeExpr;
 
 struct Source {
   enum class Kind {
@@ -29,6 +30,8 @@ struct Source {
     Closure,    // index: the cell at that position of the frame's function's closure
     GlobalIn,   // name: in the globals dict `base` (another module's), then in its builtins
     TensorClass,  // mini.Tensor itself (set_tensor_class), whose methods a program may replace
+    Size,       // size: an int computed from the frame's tensors' sizes (a dynamic size used
+                // as a number in tensor math: x * x.shape[0])
   };
   Kind kind;
   int index = 0;
@@ -38,6 +41,7 @@ struct Source {
   // guards and input fetches look the same names up on every call, and making the str each
   // time (decode, allocate, hash) was a third of a guard check's time.
   mutable PyObject* key_ = nullptr;
+  std::shared_ptr<const SizeExpr> size;  // Size
 
   std::string str() const;
   PyObject* key() const;  // Borrowed; needs the GIL
@@ -52,6 +56,7 @@ struct Source {
   static SourceRef closure(int index, const std::string& name);
   static SourceRef global_in(SourceRef globals, const std::string& name);
   static SourceRef tensor_class();
+  static SourceRef size_of(const SizeExpr& expr);
 };
 
 // The class TensorClass sources read (mini.Tensor; set once by the Python module, lives forever).

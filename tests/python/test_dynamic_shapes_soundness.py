@@ -8,6 +8,7 @@ slices read from the frame are guarded by value. Dynamic Python numbers keep Pyt
 meaning (exact int64, eager's overflow error, no tensor semantics leaking into Python code).
 Sizes whose element count overflows int64 raise instead of making a too-small storage.
 Every result is compared with eager's, computed first."""
+import numpy as np
 import pytest
 
 import mini
@@ -92,10 +93,18 @@ def test_false_outcome_guards_the_comparison_that_held():
     assert "SHAPE_ENV: L['x'].size()[0]*2 <= 10" in e.guards[0], e.guards[0]
 
 
-def test_size_used_as_a_plain_int_is_specialized():
+def test_a_size_in_tensor_math_stays_symbolic():
     def fn(x):
-        return x * (x.shape[0] // 2)  # a Python int in a tensor op: its value, guarded
-    assert frames_over(fn, matrices(4, 6, 7, 6), dynamic=True) == [1, 2, 2, 2]  # 7 // 2 == 6 // 2
+        # a dynamic size as an operand of tensor math: a graph value computed from the sizes
+        # on each call (as Dynamo hands the graph a SymInt), not a guarded constant
+        return x * (x.shape[0] // 2) + x.shape[1] ** 2
+    assert frames_over(fn, matrices(4, 6, 7, 6), dynamic=True) == [1, 1, 1, 1]
+
+
+def test_a_size_used_as_a_plain_int_is_specialized():
+    def fn(x):
+        return x.sum(0)[: x.shape[0] // 2]  # a slice bound of another dim: its value, guarded
+    assert frames_over(fn, [(T(4, 6),), (T(6, 6),), (T(7, 6),), (T(6, 6),)], dynamic=True) == [1, 2, 2, 2]
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
@@ -475,3 +484,16 @@ def test_kv_cache_attention_step_matches_eager(backend):
     for n in (2, 3, 4):
         counter(q, T(2, n, 4), T(2, 1, 4))
     assert cnt.frame_count == 1
+
+
+def test_a_size_in_tensor_math_compiles_and_trains_with_inductor():
+    def fn(x):
+        return (x * x.shape[0]).sum() / x.shape[0]
+    cf = mini.compile(fn, backend="inductor", dynamic=True)
+    for n in (3, 5, 8):
+        x = T(n, 4)
+        x.requires_grad_(True)
+        out = cf(x)
+        out.backward()
+        np.testing.assert_allclose(out.item(), x.detach().sum().item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), np.ones((n, 4)), rtol=1e-6)
