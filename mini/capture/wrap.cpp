@@ -192,7 +192,12 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     return tensor_var(ctx, node);
   }
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
-  if (number && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
+  // as Dynamo, a number read from a global (a module's setting: SCALE = 2) is specialized,
+  // one graph per value, however often it changes; an argument's turns into a graph input
+  bool global = false;
+  for (const guards::Source* s = src.get(); s; s = s->base.get())
+    global = global || s->kind == guards::Source::Kind::Global || s->kind == guards::Source::Kind::GlobalIn;
+  if (number && !global && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
     // A Python number that changed between calls: a graph input from now on (a 0-d tensor
     // that promotes like the number), guarded by its type only.
     g.add_type_match(src, v);
