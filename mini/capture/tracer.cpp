@@ -382,6 +382,9 @@ class FrameInterpreter {
   VarRef load_global(const std::string& name);
   bool truth(const VarRef& v);
   void do_call(int argc, PyObject* kw_names, Kwargs extra_kwargs = {});
+  VarRef zero_arg_super();
+  VarRef super_attr_owner(const VarRef& cls, const VarRef& self);
+  VarRef super_attr(const VarRef& sup, const std::string& name);
   VarRef make_function(const VarRef& code);
   void set_function_attribute(const VarRef& fn, int flag, const VarRef& value);
   VarRef binary(int op, const VarRef& a, const VarRef& b);
@@ -804,7 +807,71 @@ void FrameInterpreter::do_call(int argc, PyObject* kw_names, Kwargs extra_kwargs
     args.resize(args.size() - nk);
   }
   for (auto& kv : extra_kwargs) kwargs.push_back(std::move(kv));
+  if (callee->obj == (PyObject*)&PySuper_Type && args.empty() && kwargs.empty()) {  // 3.11's super()
+    push(zero_arg_super());
+    return;
+  }
   push(call_var(ctx_, callee, std::move(args), std::move(kwargs)));
+}
+
+// super() with no arguments in an inlined method: the class of its __class__ cell and its
+// first argument, as CPython's super_init_without_args reads them from the frame.
+VarRef FrameInterpreter::zero_arg_super() {
+  static PyObject* class_cell = PyUnicode_InternFromString("__class__");
+  VarRef cls;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(code_->co_localsplusnames); i++)
+    if (PyUnicode_Compare(PyTuple_GET_ITEM(code_->co_localsplusnames, i), class_cell) == 0 && locals_[i])
+      cls = cell_get(ctx_, locals_[i]);
+  if (!cls || code_->co_argcount < 1 || !locals_[0]) unsupported("super() outside a method");
+  return super_attr_owner(cls, load_local(0));
+}
+
+// What super(cls, self).name reads: the attribute of the first class after `cls` in self's
+// type's MRO that has it. A function there is bound to self as a Partial (called, it is
+// inlined with self first), read through self's class so that a guard holds it.
+VarRef FrameInterpreter::super_attr_owner(const VarRef& cls, const VarRef& self) {
+  if (!cls->obj || !PyType_Check(cls->obj) || !self->obj || !self->source)
+    unsupported("super() of " + self->describe() + " is not supported by mini's capture");
+  auto v = std::make_shared<Var>(Var::Kind::Object);
+  v->obj = PyObject_CallFunctionObjArgs((PyObject*)&PySuper_Type, cls->obj, self->obj, nullptr);
+  if (!v->obj) {
+    PyErr_Clear();
+    unsupported("super(" + cls->describe() + ", " + self->describe() + ") raised an error");
+  }
+  v->self = self;
+  v->contents = cls;
+  return v;
+}
+
+VarRef FrameInterpreter::super_attr(const VarRef& sup, const std::string& name) {
+  PyTypeObject* type = Py_TYPE(sup->self->obj);
+  PyObject* mro = type->tp_mro;
+  Py_ssize_t n = PyTuple_GET_SIZE(mro), i = 0;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != sup->contents->obj) i++;
+  PyObject* key = PyUnicode_FromString(name.c_str());
+  for (i++; i < n; i++) {
+    PyObject* klass = PyTuple_GET_ITEM(mro, i);
+    PyObject* found = PyDict_GetItemWithError(((PyTypeObject*)klass)->tp_dict, key);
+    if (!found) continue;
+    Py_DECREF(key);
+    if (!PyFunction_Check(found)) unsupported("super()." + name + ", not a plain function, is not supported by mini's capture");
+    // the self's type is guarded (its class fixes its MRO): the function is read through it
+    ctx_.guards().add_type_match(sup->self->source, sup->self->obj);
+    SourceRef fsrc = guards::Source::attr(
+        guards::Source::item(guards::Source::attr(guards::Source::attr(sup->self->source, "__class__"), "__mro__"), (int)i),
+        name);
+    auto fn = std::make_shared<Var>(Var::Kind::Function);
+    fn->obj = (Py_INCREF(found), found);
+    fn->source = fsrc;
+    auto bound = std::make_shared<Var>(Var::Kind::Partial);
+    bound->self = fn;
+    bound->items = {sup->self};
+    bound->contents = make_dict({}, {});
+    return bound;
+  }
+  Py_DECREF(key);
+  PyErr_Clear();
+  unsupported("super() has no attribute '" + name + "'");
 }
 
 // MAKE_FUNCTION: a bare function of the code and this frame's globals; its defaults and
@@ -1089,10 +1156,23 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         if (null && dialect.call_null_position == NullPosition::AfterCallable) push(null_var());
         break;
       }
+      case Opcode::LOAD_SUPER_ATTR: {  // 3.12+: super().name, or super(cls, self).name
+        std::string name = PyUnicode_AsUTF8(name_at(in.arg >> 2));
+        VarRef self = pop(), cls = pop();
+        pop();  // the global super
+        VarRef v = super_attr(super_attr_owner(cls, self), name);
+        bool method = in.arg & 1;
+        if (method && dialect.call_null_position == NullPosition::BeforeCallable) push(null_var());
+        push(v);
+        if (method && dialect.call_null_position == NullPosition::AfterCallable) push(null_var());
+        break;
+      }
       case Opcode::LOAD_ATTR: case Opcode::LOAD_METHOD: {
         std::string name = PyUnicode_AsUTF8(name_at(load_attr_name_index(in)));
         VarRef obj = pop();
-        VarRef v = get_attr(ctx_, obj, name);
+        VarRef v = obj->is(Var::Kind::Object) && obj->self && obj->obj && PyObject_TypeCheck(obj->obj, &PySuper_Type)
+                       ? super_attr(obj, name)
+                       : get_attr(ctx_, obj, name);
         bool method = load_attr_is_method(in);
         if (method && dialect.call_null_position == NullPosition::BeforeCallable) push(null_var());
         push(v);

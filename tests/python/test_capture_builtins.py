@@ -193,3 +193,49 @@ def test_a_break_inside_a_nullcontext_block_leaves_the_frame_to_cpython(capsys):
     got = mini.compile(_print_in_null_block, backend=cnt)(x)
     np.testing.assert_allclose(got.numpy(), (x * 2 + 1).numpy(), rtol=1e-6)
     assert cnt.frame_count == 0 and capsys.readouterr().out == "inside\n"
+
+
+# ---- zero-argument super() in an inlined method ----------------------------------------------
+
+class _Scaled(mini.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class _Base:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, t):
+        return t * self.k
+
+
+class _Shifted(_Base):
+    def apply(self, t):
+        return super().apply(t) + 1
+
+
+def test_super_forward_of_a_module_subclass_is_one_graph():
+    mini.reset()
+    m = _Scaled(4, 3)
+    x = mini.randn(2, 4)
+
+    def fn(x):
+        return m(x).relu()
+    got = mini.compile(fn, backend="eager", fullgraph=True)(x)
+    np.testing.assert_allclose(got.detach().numpy(), fn(x).detach().numpy(), rtol=1e-6)
+    compiled_module = mini.compile(m, backend="eager")
+    np.testing.assert_allclose(compiled_module(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+
+def test_super_method_of_a_plain_class_is_inlined_and_guarded():
+    mini.reset()
+    cnt = mini.CompileCounter()
+
+    def fn(obj, x):
+        return obj.apply(x)
+    cf = mini.compile(fn, backend=cnt)
+    x = mini.randn(4)
+    for k in (2.0, 2.0, 3.0):
+        np.testing.assert_allclose(cf(_Shifted(k), x).numpy(), (x * k + 1).numpy(), rtol=1e-6)
+    assert cnt.frame_count == 2  # self.k, read by the parent's method, is guarded
