@@ -47,6 +47,7 @@ std::string builtin_name(PyObject* fn) {
 }  // namespace
 
 std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
+  if (is_object_record(v)) unsupported("iterating over a " + v->self->describe() + " (not a sequence)");
   if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) return v->items;
   if (v->is(Var::Kind::Iterator)) return {v->items.begin() + v->position, v->items.end()};
   if (v->is(Var::Kind::Dict)) return v->keys;
@@ -142,7 +143,8 @@ VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef>
       return make_constant(PyBool_FromLong(r));
     }
     if (args[0]->is(Var::Kind::Tuple) || args[0]->is(Var::Kind::List) || args[0]->is(Var::Kind::Dict)) {
-      PyObject* cls = args[0]->is(Var::Kind::Tuple) ? (PyObject*)&PyTuple_Type
+      PyObject* cls = args[0]->is(Var::Kind::Tuple) && args[0]->self ? args[0]->self->obj  // a record: its class
+                      : args[0]->is(Var::Kind::Tuple) ? (PyObject*)&PyTuple_Type
                       : args[0]->is(Var::Kind::List) ? (PyObject*)&PyList_Type : (PyObject*)&PyDict_Type;
       int r = PyObject_IsSubclass(cls, args[1]->obj);
       if (r < 0) { PyErr_Clear(); unsupported("isinstance"); }
@@ -469,12 +471,86 @@ VarRef null_context_enter(TraceContext& ctx, const VarRef& cm) {
   return get_attr(ctx, cm, "enter_result");
 }
 
+bool is_object_record(const VarRef& v) { return v->is(Var::Kind::Tuple) && v->self && v->name == "object"; }
+
+// A record built while tracing (Dynamo's NamedTupleVariable, and the dataclasses it
+// constructs): calling a namedtuple class, or a dataclass whose generated __init__ only
+// stores its fields, gives a Tuple of the field values in order, whose `self` is the class
+// (attribute reads by field name; rebuilt as cls(*values)). Null where `cls` is neither.
+static VarRef build_record(TraceContext& ctx, const VarRef& cls, const std::vector<VarRef>& args, const Kwargs& kwargs) {
+  PyObject* type = cls->obj;
+  std::vector<std::string> fields;
+  std::vector<VarRef> defaults;  // per field, null: none
+  PyObject* nt_fields = PyType_IsSubtype((PyTypeObject*)type, &PyTuple_Type) ? PyObject_GetAttrString(type, "_fields") : nullptr;
+  PyObject* dc_fields = !nt_fields ? PyObject_GetAttrString(type, "__dataclass_fields__") : nullptr;
+  PyErr_Clear();
+  if (nt_fields && PyTuple_Check(nt_fields)) {
+    PyObject* given = PyObject_GetAttrString(type, "_field_defaults");
+    PyErr_Clear();
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(nt_fields); i++) {
+      PyObject* f = PyTuple_GET_ITEM(nt_fields, i);
+      fields.push_back(PyUnicode_AsUTF8(f));
+      PyObject* d = given && PyDict_Check(given) ? PyDict_GetItem(given, f) : nullptr;
+      defaults.push_back(d ? wrap_untracked(ctx, d) : nullptr);
+    }
+    Py_XDECREF(given);
+  } else if (dc_fields && PyDict_Check(dc_fields)) {
+    // only a dataclass whose __init__ does nothing but store its fields
+    PyObject* post_init = PyObject_GetAttrString(type, "__post_init__");
+    PyErr_Clear();
+    bool plain = !post_init && ((PyTypeObject*)type)->tp_new == PyBaseObject_Type.tp_new;
+    Py_XDECREF(post_init);
+    PyObject *name, *field;
+    Py_ssize_t pos = 0;
+    while (plain && PyDict_Next(dc_fields, &pos, &name, &field)) {
+      PyObject* init = PyObject_GetAttrString(field, "init");
+      PyObject* kind = PyObject_GetAttrString(field, "_field_type");
+      PyObject* kind_name = kind ? PyObject_GetAttrString(kind, "name") : nullptr;
+      PyObject* d = PyObject_GetAttrString(field, "default");
+      PyObject* factory = PyObject_GetAttrString(field, "default_factory");
+      PyErr_Clear();
+      bool regular = kind_name && PyUnicode_Check(kind_name) && PyUnicode_CompareWithASCIIString(kind_name, "_FIELD") == 0;
+      bool missing = d && strcmp(Py_TYPE(d)->tp_name, "_MISSING_TYPE") == 0;
+      bool no_factory = factory && strcmp(Py_TYPE(factory)->tp_name, "_MISSING_TYPE") == 0;
+      plain = init == Py_True && regular && no_factory && d;
+      if (plain) {
+        fields.push_back(PyUnicode_AsUTF8(name));
+        defaults.push_back(missing ? nullptr : wrap_untracked(ctx, d));
+      }
+      Py_XDECREF(init), Py_XDECREF(kind), Py_XDECREF(kind_name), Py_XDECREF(d), Py_XDECREF(factory);
+    }
+    if (!plain) fields.clear(), defaults.clear();
+  }
+  bool record = !fields.empty() || (nt_fields && PyTuple_Check(nt_fields));
+  Py_XDECREF(nt_fields);
+  Py_XDECREF(dc_fields);
+  if (!record) return nullptr;
+  if (args.size() > fields.size()) unsupported("too many arguments for " + cls->describe());
+  std::vector<VarRef> values(fields.size());
+  for (size_t i = 0; i < args.size(); i++) values[i] = args[i];
+  for (const auto& [name, v] : kwargs) {
+    auto at = std::find(fields.begin(), fields.end(), name);
+    if (at == fields.end() || values[at - fields.begin()])
+      unsupported("the argument '" + name + "' of " + cls->describe() + " is unknown or given twice");
+    values[at - fields.begin()] = v;
+  }
+  for (size_t i = 0; i < fields.size(); i++)
+    if (!(values[i] = values[i] ? values[i] : defaults[i])) unsupported("missing argument '" + fields[i] + "' of " + cls->describe());
+  VarRef r = make_tuple_var(std::move(values));
+  r->self = cls;
+  if (!PyType_IsSubtype((PyTypeObject*)type, &PyTuple_Type)) r->name = "object";  // a dataclass: no indexing
+  for (const std::string& f : fields) r->keys.push_back(make_constant(PyUnicode_FromString(f.c_str())));
+  return r;
+}
+
 // Calling an object (Dynamo's UserDefinedObjectVariable.call_function and its partials):
 // functools.partial(f, ...) builds a Partial; a real partial from the frame calls its func
 // with its args and keywords (each read, and guarded, through the partial); an instance of a
 // class of the user's with a __call__ inlines that function with self bound, guarded by the
 // function's identity (any instance of the class reuses the graph). Else null.
 static VarRef call_object(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  if (callee->obj && PyType_Check(callee->obj))
+    if (VarRef r = build_record(ctx, callee, args, kwargs)) return r;
   PyObject* nullcontext = nullcontext_type();
   if (nullcontext && callee->obj == nullcontext && args.size() + kwargs.size() <= 1 &&
       (kwargs.empty() || kwargs[0].first == "enter_result")) {
@@ -680,6 +756,12 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
 }
 
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
+  if (obj->is(Var::Kind::Tuple) && obj->self) {  // a record built while tracing: its fields by name
+    for (size_t i = 0; i < obj->keys.size(); i++)
+      if (name == PyUnicode_AsUTF8(obj->keys[i]->obj)) return obj->items[i];
+    unsupported("reading ." + name + " of a " + obj->self->describe() + " built in compiled code (only its fields) "
+                "is not supported by mini's capture");
+  }
   if (obj->number)
     unsupported("reading ." + name + " of a dynamic Python number (a graph input since its value "
                 "changed) is not supported by mini's capture");

@@ -326,6 +326,12 @@ PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, cons
         if (list) PyList_SET_ITEM(r, i, item);
         else PyTuple_SET_ITEM(r, i, item);
       }
+      if (spec.kind == OutputSpec::Kind::Tuple && spec.value) {  // a record built in the trace: cls(*fields)
+        PyObject* record = PyObject_CallObject(spec.value, r);
+        Py_DECREF(r);
+        if (!record) *failed = true;
+        return record;
+      }
       if (spec.kind == OutputSpec::Kind::Tuple || spec.kind == OutputSpec::Kind::List) return r;
       PyObject* made = spec.kind == OutputSpec::Kind::Size ? PyObject_CallOneArg(python_bridge().size_type, r)
                                                             : PyObject_GetIter(r);

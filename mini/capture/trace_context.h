@@ -135,6 +135,9 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function
 
 // tensor_calls.cpp
 using Kwargs = std::vector<std::pair<std::string, VarRef>>;
+// A dataclass instance built while tracing (a Tuple of its fields whose self is its class
+// and name "object"; a namedtuple's has no name: it is a tuple)
+bool is_object_record(const VarRef& v);
 // contextlib.nullcontext(): an object of that class, and what its with block's `as` receives
 bool is_null_context(const VarRef& v);
 VarRef null_context_enter(TraceContext& ctx, const VarRef& cm);

@@ -685,6 +685,7 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 }
 
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
+  if (is_object_record(obj)) unsupported("indexing a " + obj->self->describe() + " (not a sequence)");
   VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
   if (obj->is(Var::Kind::Tensor)) {
@@ -1739,6 +1740,10 @@ OutputSpec rebuild(TraceContext& ctx, const VarRef& v) {
       s.kind = v->is(Var::Kind::Tuple) ? (v->size ? OutputSpec::Kind::Size : OutputSpec::Kind::Tuple)
                                        : OutputSpec::Kind::List;
       for (auto& item : v->items) s.items.push_back(rebuild(ctx, item));
+      if (v->is(Var::Kind::Tuple) && v->self) {  // a record: cls(*fields)
+        s.value = v->self->obj;
+        Py_INCREF(s.value);
+      }
       return s;
     case Var::Kind::Dict:
       if (!made_in_trace(v)) break;  // a dict from the frame, unchanged

@@ -4,7 +4,9 @@ FORMAT_SIMPLE / FORMAT_WITH_SPEC / CONVERT_VALUE, BUILD_STRING), map, functools.
 and reversed (calls.cpp, call_builtin). Every value against the same function run eagerly; an
 f-string of a tensor's value is a graph break with eager's result.
 """
+import collections
 import contextlib
+import dataclasses
 import functools
 
 import numpy as np
@@ -239,3 +241,52 @@ def test_super_method_of_a_plain_class_is_inlined_and_guarded():
     for k in (2.0, 2.0, 3.0):
         np.testing.assert_allclose(cf(_Shifted(k), x).numpy(), (x * k + 1).numpy(), rtol=1e-6)
     assert cnt.frame_count == 2  # self.k, read by the parent's method, is guarded
+
+
+# ---- namedtuples and dataclasses built in compiled code --------------------------------------
+
+Pair = collections.namedtuple("Pair", ["a", "b"], defaults=[0.5])
+
+
+@dataclasses.dataclass
+class Batch:
+    x: object
+    y: object
+    scale: float = 2.0
+
+
+def _records(x):
+    p = Pair(x * 2)
+    q = Pair(b=p.a.sum(), a=p[1])
+    d = Batch(x, x + 1)
+    ok = isinstance(q, Pair) and isinstance(d, Batch) and not isinstance(d, tuple)
+    return q, d.x * d.scale + d.y, ok, len(p)
+
+
+def test_namedtuples_and_dataclasses_are_built_read_and_returned_in_one_graph():
+    mini.reset()
+    x = mini.randn(4)
+    q, out, ok, n = mini.compile(_records, backend="eager", fullgraph=True)(x)
+    wq, wout, wok, wn = _records(x)
+    assert type(q) is Pair and ok and wok and n == wn == 2
+    np.testing.assert_allclose(q.b.numpy(), wq.b.numpy(), rtol=1e-6)
+    assert q.a == wq.a == 0.5
+    np.testing.assert_allclose(out.numpy(), wout.numpy(), rtol=1e-6)
+
+
+def test_a_dataclass_built_in_compiled_code_is_returned_as_itself():
+    def fn(x):
+        return Batch(x * 2, x)
+    mini.reset()
+    x = mini.randn(3)
+    got = mini.compile(fn, backend="eager", fullgraph=True)(x)
+    assert type(got) is Batch and got.scale == 2.0
+    np.testing.assert_allclose(got.x.numpy(), (x * 2).numpy())
+
+
+def test_indexing_a_dataclass_is_eagers_error():
+    def fn(x):
+        return Batch(x, x)[0]
+    mini.reset()
+    with pytest.raises(TypeError):
+        mini.compile(fn, backend="eager")(mini.randn(3))
