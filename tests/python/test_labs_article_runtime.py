@@ -90,7 +90,9 @@ def test_the_skip_and_native_reasons_are_the_ones_the_program_provokes(figures):
     d = data["frame_hook"]
     skipped = d["frames"]["skipped_by_reason"]
     assert skipped.get("no tensor among its arguments", 0) >= 1  # warmup(step)
-    assert skipped.get("it calls zero-argument super()", 0) == d["calls"]  # ScaledLinear.forward
+    # ScaledLinear.forward's zero-argument super() is inlined into the caller's graph: its own
+    # frame is never reached by the hook
+    assert skipped.get("it calls zero-argument super()", 0) == 0
     assert skipped.get("mini's own code", 0) >= d["calls"]  # the optimizer's step and zero_grad
     native = d["units"]["run_natively_by_reason"]
     assert any("branch on a tensor" in why and "loop" in why for why in native), native
