@@ -7,8 +7,8 @@ tensor, and steps the optimizer. The print, the backward and the store into the 
 param_groups each break train_step into one more unit (the optimizer's own methods are mini's
 code: the hook leaves those frames to CPython). The model holds what real models hold:
   * a module method (Net.hidden) that capture inlines into its caller;
-  * a layer that reuses its parent's forward through zero-argument super() (ScaledLinear): the
-    hook leaves that frame to CPython, which breaks every frame around the call;
+  * a layer that reuses its parent's forward through zero-argument super() (ScaledLinear),
+    which capture inlines into its caller (a frame that calls super() itself is left to CPython);
   * a helper (shrink) with a branch on a tensor inside a loop: capture gives that unit up, and
     from then on it runs natively;
 and the batch size changes twice, so the first new size recompiles (automatic dynamic shapes
