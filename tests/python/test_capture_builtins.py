@@ -8,7 +8,6 @@ import collections
 import contextlib
 import dataclasses
 import functools
-import sys
 
 import numpy as np
 import pytest
@@ -285,8 +284,6 @@ def test_a_dataclass_built_in_compiled_code_is_returned_as_itself():
     np.testing.assert_allclose(got.x.numpy(), (x * 2).numpy())
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 13), strict=True,
-                   reason="known bug: on 3.13 the record reaches the break's instruction as a tuple")
 def test_indexing_a_dataclass_is_eagers_error():
     def fn(x):
         return Batch(x, x)[0]
