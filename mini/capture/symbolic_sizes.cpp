@@ -140,6 +140,28 @@ VarRef sym_extreme(TraceContext& ctx, bool largest, const std::vector<VarRef>& a
   return args[best];
 }
 
+VarRef sym_slice(TraceContext& ctx, std::vector<VarRef> parts) {
+  bool symbolic = false;
+  for (const VarRef& p : parts) symbolic = symbolic || p->is(Var::Kind::SymInt);
+  if (!symbolic) return nullptr;
+  while (parts.size() < 3) parts.push_back(make_constant((Py_INCREF(Py_None), Py_None)));
+  for (VarRef& p : parts) {
+    if (p->is(Var::Kind::SymInt)) continue;
+    p = specialize(ctx, p);
+    if (!p->is(Var::Kind::Constant) || !(p->obj == Py_None || (PyLong_Check(p->obj) && !PyBool_Check(p->obj))))
+      unsupported("a slice bound that is not a Python int or None");
+  }
+  VarRef r = make_tuple_var(std::move(parts));
+  r->self = make_constant((Py_INCREF(&PySlice_Type), (PyObject*)&PySlice_Type));
+  r->name = "object";  // not a sequence: indexing or iterating it is Python's TypeError
+  for (const char* field : {"start", "stop", "step"}) r->keys.push_back(make_constant(PyUnicode_FromString(field)));
+  return r;
+}
+
+bool is_sym_slice(const VarRef& v) {
+  return v && v->is(Var::Kind::Tuple) && v->self && v->self->obj == (PyObject*)&PySlice_Type;
+}
+
 bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
   graph::Graph& g = ctx.graph();
   SizeExpr e;

@@ -537,6 +537,12 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
 }
 
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
+  if (is_sym_slice(v)) {  // each bound to its value: a constant slice
+    VarRef start = specialize(ctx, v->items[0]), stop = specialize(ctx, v->items[1]), step = specialize(ctx, v->items[2]);
+    PyObject* slice = PySlice_New(start->obj, stop->obj, step->obj);
+    if (!slice) { PyErr_Clear(); unsupported("slice(): out of memory"); }
+    return make_constant(slice);
+  }
   if (!v || !v->is(Var::Kind::SymInt)) return v;
   // Only the value is baked in, so the guard is on the expression: x.numel() == 12 also
   // admits 4x3 for 3x4, which computes the same
@@ -631,8 +637,23 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   return make_method(self, name);  // a method, bound to the tensor; called later
 }
 
+// A slice whose bounds are dynamic sizes (sym_slice), as graph size codes where graph_size
+// takes each (None: 0 and an open end), each >= 0 by a size fact; false where one is not (a
+// negative int, an expression graph sizes cannot hold): the caller specializes the slice.
+static bool symbolic_slice_bounds(TraceContext& ctx, const VarRef& slice, int64_t* start, int64_t* end) {
+  int64_t* bounds[2] = {start, end};
+  for (int k = 0; k < 2; k++) {
+    const VarRef& b = slice->items[k];
+    if (b->obj == Py_None && b->is(Var::Kind::Constant)) *bounds[k] = k == 0 ? 0 : PY_SSIZE_T_MAX;
+    else if (!graph_size(ctx, b, bounds[k])) return false;
+  }
+  for (int64_t code : {*start, *end})
+    if (graph::is_symbol(code)) ctx.graph().assume(0, '<', code);  // Python would count from the end
+  return true;
+}
+
 VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
-  std::vector<VarRef> items = index->is(Var::Kind::Tuple) ? index->items : std::vector<VarRef>{index};
+  std::vector<VarRef> items = index->is(Var::Kind::Tuple) && !is_sym_slice(index) ? index->items : std::vector<VarRef>{index};
   if (index->is(Var::Kind::Constant) && PyTuple_Check(index->obj)) {  // x[..., 1]: a constant tuple
     items.clear();
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(index->obj); i++) {
@@ -642,7 +663,21 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
     }
   }
   int64_t rank = (int64_t)meta_of(ctx, t).sizes.size(), consuming = 0;
-  for (auto& it : items) {
+  std::vector<std::pair<int64_t, int64_t>> sym_bounds(items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    VarRef& it = items[i];
+    if (is_sym_slice(it)) {
+      VarRef step = specialize(ctx, it->items[2]);
+      bool unit_step = step->obj == Py_None || (PyLong_Check(step->obj) && PyLong_AsLongLong(step->obj) >= 1);
+      if (!unit_step || !symbolic_slice_bounds(ctx, it, &sym_bounds[i].first, &sym_bounds[i].second))
+        it = specialize(ctx, it);
+    } else {
+      it = specialize(ctx, it);
+    }
+    if (is_sym_slice(it)) {
+      consuming++;
+      continue;
+    }
     PyObject* o = it->obj;
     bool basic = it->is(Var::Kind::Constant) && !PyBool_Check(o) &&
                  (PyLong_Check(o) || PySlice_Check(o) || o == Py_None || o == Py_Ellipsis);
@@ -653,10 +688,18 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
   check_index_count(consuming, rank);
   VarRef r = t;
   int64_t dim = 0;
-  for (auto& it : items) {
+  for (size_t i = 0; i < items.size(); i++) {
+    const VarRef& it = items[i];
     PyObject* o = it->obj;
     Attrs a;
-    if (o == Py_None) {
+    if (is_sym_slice(it)) {  // bounds that are graph symbols, resolved when the graph runs
+      VarRef step = specialize(ctx, it->items[2]);
+      a.dim = dim++;
+      a.start = sym_bounds[i].first;
+      a.end = sym_bounds[i].second;
+      a.step = step->obj == Py_None ? 1 : PyLong_AsLongLong(step->obj);
+      r = node(ctx, OpKind::Slice, {r->node}, a);
+    } else if (o == Py_None) {
       a.dim = dim++;
       r = node(ctx, OpKind::Unsqueeze, {r->node}, a);
     } else if (o == Py_Ellipsis) {

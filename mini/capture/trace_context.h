@@ -235,6 +235,12 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
 // max(...) / min(...) of ints where one at least is a SymInt: the winning operand, under shape
 // guards that it still wins (null: not such a call).
 VarRef sym_extreme(TraceContext& ctx, bool largest, const std::vector<VarRef>& args);
+// start:stop:step where a bound is a SymInt (x[:n], x[: x.shape[0] // 2] on a dynamic dim):
+// a record of slice's three fields (rebuilt as slice(start, stop, step)), so a tensor's
+// getitem can keep the bound a graph symbol; specialize() turns it into a constant slice.
+// `parts` are the bounds and step, each None, an int or a SymInt. Null when none is a SymInt.
+VarRef sym_slice(TraceContext& ctx, std::vector<VarRef> parts);
+bool is_sym_slice(const VarRef& v);
 // A SymInt as a graph value (a 0-d int64 input computed from the frame's sizes on each call,
 // one per expression), so that x * x.shape[0] keeps the size symbolic; anything else as it is.
 VarRef sym_as_number(TraceContext& ctx, const VarRef& v);

@@ -686,12 +686,12 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
   if (is_object_record(obj)) unsupported("indexing a " + obj->self->describe() + " (not a sequence)");
-  VarRef index = specialize(ctx_, index_in);
   if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
-  if (obj->is(Var::Kind::Tensor)) {
-    if (VarRef r = call_replaced_tensor_method(ctx_, "__getitem__", obj, {index}, {})) return r;
-    return tensor_getitem(ctx_, obj, index);
+  if (obj->is(Var::Kind::Tensor)) {  // the index as given: a dynamic size can stay a slice bound
+    if (VarRef r = call_replaced_tensor_method(ctx_, "__getitem__", obj, {index_in}, {})) return r;
+    return tensor_getitem(ctx_, obj, index_in);
   }
+  VarRef index = specialize(ctx_, index_in);
   if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
       Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = (Py_ssize_t)obj->items.size();
@@ -1367,7 +1367,12 @@ VarRef FrameInterpreter::step(const Instruction& in) {
       }
       case Opcode::BUILD_SLICE: {
         std::vector<VarRef> parts(in.arg);
-        for (int i = in.arg - 1; i >= 0; i--) parts[i] = specialize(ctx_, pop());
+        for (int i = in.arg - 1; i >= 0; i--) parts[i] = pop();
+        if (VarRef s = sym_slice(ctx_, parts)) {  // a dynamic size as a bound: kept symbolic
+          push(s);
+          break;
+        }
+        for (auto& p : parts) p = specialize(ctx_, p);
         for (auto& p : parts)
           if (!is_constant(p)) unsupported("a slice bound that is not a Python constant");
         PyObject* s = PySlice_New(parts[0]->obj, parts[1]->obj, in.arg == 3 ? parts[2]->obj : nullptr);
@@ -1375,7 +1380,12 @@ VarRef FrameInterpreter::step(const Instruction& in) {
         break;
       }
       case Opcode::BINARY_SLICE: {
-        VarRef stop = specialize(ctx_, pop()), start = specialize(ctx_, pop()), obj = pop();
+        VarRef stop = pop(), start = pop(), obj = pop();
+        if (VarRef s = sym_slice(ctx_, {start, stop})) {  // a dynamic size as a bound: kept symbolic
+          push(subscript(obj, s));
+          break;
+        }
+        stop = specialize(ctx_, stop), start = specialize(ctx_, start);
         if (!is_constant(start) || !is_constant(stop)) unsupported("a slice bound that is not a Python constant");
         VarRef s = make_constant(checked(PySlice_New(start->obj, stop->obj, nullptr), "slice"));
         push(subscript(obj, s));

@@ -103,8 +103,69 @@ def test_a_size_in_tensor_math_stays_symbolic():
 
 def test_a_size_used_as_a_plain_int_is_specialized():
     def fn(x):
-        return x.sum(0)[: x.shape[0] // 2]  # a slice bound of another dim: its value, guarded
+        return x.sum(0)[x.shape[0] // 2]  # an index: its value, guarded
     assert frames_over(fn, [(T(4, 6),), (T(6, 6),), (T(7, 6),), (T(6, 6),)], dynamic=True) == [1, 2, 2, 2]
+
+
+def test_a_size_as_a_slice_bound_of_another_dim_stays_symbolic():
+    def fn(x):
+        return x.sum(0)[: x.shape[0] // 2]  # the bound a graph symbol, `s0 // 2 <= 6` guarded
+    # the bound past the end (14 // 2 > 6) breaks the guard: a second graph, clamped as eager
+    sizes = [(T(4, 6),), (T(6, 6),), (T(7, 6),), (T(6, 6),), (T(14, 6),), (T(16, 6),)]
+    assert frames_over(fn, sizes, dynamic=True) == [1, 1, 1, 1, 2, 2]
+
+
+SLICES = {  # fn, the calls' shapes, the frames after each call
+    # min's winner changes at the third call (a guard: x <= y); the fourth's equal sizes keep x
+    "min of sizes": (lambda x, y: x[:min(x.shape[0], y.shape[0])] + y[:min(x.shape[0], y.shape[0])],
+                     [((4,), (6,)), ((5,), (7,)), ((9,), (3,)), ((3,), (3,))], [1, 2, 3, 3]),
+    "floordiv": (lambda x: x[: x.shape[0] // 2] * 2, [((4,),), ((6,),), ((9,),), ((2,),)], [1, 2, 2, 2]),
+    # the fourth call's start 2 - 3 would count from the end: `0 <= s0 - 3` fails, a recompile
+    "start from a difference": (lambda x: x[x.shape[0] - 3:] * 2, [((4,),), ((6,),), ((9,),), ((2,),)], [1, 2, 2, 3]),
+    "two dims": (lambda x: x[1: x.shape[0] - 1, : x.shape[1] // 2] + 1,
+                 [((4, 6),), ((6, 7),), ((9, 3),), ((2, 2),)], [1, 2, 2, 2]),
+    # the third call's bound 7 is past the end of 5: `s1 <= s0` fails, a graph clamped to s0
+    "bound of another tensor": (lambda x, y: x[: y.shape[0]] * 2,
+                                [((4,), (2,)), ((6,), (3,)), ((5,), (7,)), ((2,), (9,))], [1, 2, 3, 3]),
+    "step": (lambda x: x[x.shape[0] // 3: x.shape[0] // 2: 2] + 1, [((6,),), ((9,),), ((12,),), ((4,),)], [1, 2, 2, 2]),
+}
+
+
+def _slice_calls(shapes):
+    return [tuple(T(*s, seed=i + k) for k, s in enumerate(shape)) for i, shape in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_symbolic_slice_bounds_compile_once_per_size_relation(name):
+    # a dynamic size as a slice bound stays a graph symbol (torch keeps a SymInt): a new graph
+    # only where a size relation the graph relies on changes
+    fn, shapes, frames = SLICES[name]
+    assert frames_over(fn, _slice_calls(shapes)) == frames
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("name", SLICES)
+def test_symbolic_slice_bounds_match_eager_on_every_backend(name, backend):
+    fn, shapes, _ = SLICES[name]
+    cf = mini.compile(fn, backend=backend)
+    for args in _slice_calls(shapes):
+        expected = fn(*args)
+        same(cf(*args), expected)
+
+
+def test_symbolic_slice_bound_trains_like_eager():
+    def fn(x, y):
+        n = min(x.shape[0], y.shape[0])
+        return (x[:n] * y[:n]).sum()
+    cf = mini.compile(fn, backend="inductor")
+    for n in (4, 6, 8):
+        x, y = (T(n, seed=n).requires_grad_(), T(n + 2, seed=n + 1).requires_grad_())
+        cf(x, y).backward()
+        got = x.grad.numpy().copy(), y.grad.numpy().copy()
+        x.grad = y.grad = None
+        fn(x, y).backward()
+        np.testing.assert_allclose(got[0], x.grad.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got[1], y.grad.numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
