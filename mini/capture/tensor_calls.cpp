@@ -564,6 +564,41 @@ VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
   return make_constant(value);
 }
 
+VarRef number_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b) {
+  auto is_plain_constant = [](const VarRef& v) {  // an int that fits int64, or a float
+    if (!v->is(Var::Kind::Constant) || !(PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj))) return false;
+    int overflow = 0;
+    if (PyLong_CheckExact(v->obj)) PyLong_AsLongLongAndOverflow(v->obj, &overflow);
+    return overflow == 0;
+  };
+  auto input_position = [&](const VarRef& v) -> int {  // a number of the frame's, as it came in
+    if (!v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
+    const auto& inputs = ctx.graph().inputs;
+    size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
+    if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
+    PyObject* example = ctx.trace.example_inputs[pos];
+    if (!PyFloat_CheckExact(example) && !PyLong_CheckExact(example)) return -1;  // a size's input, a bool
+    if (ctx.trace.input_sources[pos]->kind == guards::Source::Kind::Size) return -1;
+    return (int)pos;
+  };
+  static const int reflected[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
+  int pos = input_position(a), op = richcmp;
+  const VarRef* constant = &b;
+  if (pos < 0 || !is_plain_constant(b)) {
+    pos = input_position(b), op = reflected[richcmp], constant = &a;
+    if (pos < 0 || !is_plain_constant(a)) return nullptr;
+  }
+  PyObject* value = ctx.trace.example_inputs[pos];
+  int outcome = PyObject_RichCompareBool(value, (*constant)->obj, op);
+  if (outcome < 0) { PyErr_Clear(); return nullptr; }
+  static const int negated[] = {Py_GE, Py_GT, Py_NE, Py_EQ, Py_LE, Py_LT};
+  ctx.guards().add_number_compare(ctx.trace.input_sources[pos], outcome ? op : negated[op], (*constant)->obj);
+  if (log_channels().dynamic)
+    log_write("guard on a dynamic number: " + ctx.trace.input_sources[pos]->str() + " was " +
+              (outcome ? "True" : "False") + " against the constant");
+  return make_constant(PyBool_FromLong(outcome));
+}
+
 VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef& b) {
   if (op == OpKind::Matmul && !(is_tensor(a) && is_tensor(b)))
     unsupported("matmul of " + a->describe() + " and " + b->describe());

@@ -224,6 +224,10 @@ VarRef specialize(TraceContext& ctx, const VarRef& v);
 // A Python number that automatic dynamic made a graph input, as the constant it is now, with
 // a guard on its value; anything else unchanged.
 VarRef specialize_number(TraceContext& ctx, const VarRef& v);
+// a <richcmp> b where one is a Python number of the frame's made dynamic (a graph input) and
+// the other an int or float constant: decided with the value seen, under a guard on the
+// number that keeps the outcome (L['a'] <= 0.5); null for anything else.
+VarRef number_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b);
 
 // symbolic_sizes.cpp. Each takes a SymInt and an int (or two SymInts); null when neither
 // side is a SymInt or the result cannot stay symbolic (the caller specializes).

@@ -603,6 +603,9 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
   // A dynamic size against an int or another size: decided now, with a shape guard that
   // keeps it so.
   if (VarRef r = sym_compare(ctx_, richcmp, a_in, b_in)) return r;
+  // A Python number made dynamic against a constant (`if lr > 0.5:`): the same, with a guard
+  // on the number (torch's SymFloat / SymInt guard); the number stays a graph input
+  if (VarRef r = number_compare(ctx_, richcmp, a_in, b_in)) return r;
   VarRef a = specialize(ctx_, a_in), b = specialize(ctx_, b_in);
   if (a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor)) {
     // the method Python calls, unless the program replaced it on the class: a's, else b's

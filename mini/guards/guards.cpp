@@ -117,6 +117,28 @@ bool holds(const SizeCompare& g, const Checked& c) {
   return (g.comparison.evaluate(c.frame, &r) && r == 1) || c.fail(c.code);
 }
 
+bool holds(const NumberCompare& g, const Checked& c) {
+  PyObject* v = c.value;
+  int cmp;  // -1, 0, 1: v against the constant
+  if (v && PyLong_CheckExact(v) && g.int_constant) {
+    int overflow = 0;
+    long long a = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) return c.fail(c.code);
+    cmp = (a > g.int_value) - (a < g.int_value);
+  } else if (v && (PyFloat_CheckExact(v) || PyLong_CheckExact(v))) {
+    double a = PyFloat_CheckExact(v) ? PyFloat_AS_DOUBLE(v) : PyLong_AsDouble(v);
+    if (a == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return c.fail(c.code); }
+    double b = g.int_constant ? (double)g.int_value : g.float_value;
+    if (a != a || b != b) return c.fail(c.code);  // NaN: every comparison but != is false
+    cmp = (a > b) - (a < b);
+  } else {
+    return c.fail(c.code);
+  }
+  bool ok = g.op == Py_LT ? cmp < 0 : g.op == Py_LE ? cmp <= 0 : g.op == Py_EQ ? cmp == 0
+          : g.op == Py_NE ? cmp != 0 : g.op == Py_GT ? cmp > 0 : cmp >= 0;
+  return ok || c.fail(c.code);
+}
+
 bool holds(const LengthCheck& g, const Checked& c) {
   PyObject* v = c.value;
   if (!v || !(PyTuple_Check(v) || PyList_Check(v))) return c.fail(c.code);
@@ -395,6 +417,19 @@ void GuardSet::add_size_compare(const SizeExpr& holds) {
   for (const auto& old : guards_)
     if (old.as<SizeCompare>() && old.code == code) return;
   guards_.push_back({first ? source_index(first) : -1, SizeCompare{holds}, code});
+}
+
+void GuardSet::add_number_compare(SourceRef source, int op, PyObject* constant) {
+  static const char* symbols[] = {"<", "<=", "==", "!=", ">", ">="};
+  NumberCompare g;
+  g.op = op;
+  g.int_constant = PyLong_CheckExact(constant);
+  if (g.int_constant) g.int_value = PyLong_AsLongLong(constant);
+  else g.float_value = PyFloat_AsDouble(constant);
+  std::string code = source->str() + " " + symbols[op] + " " + repr(constant);
+  for (const auto& old : guards_)
+    if (old.as<NumberCompare>() && old.code == code) return;
+  guards_.push_back({source_index(source), g, code});
 }
 
 int GuardSet::first_failure(const FrameValues& frame, std::string* reason) const {

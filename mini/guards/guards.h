@@ -77,6 +77,13 @@ struct SizeCompare {  // a comparison of dynamic sizes that holds: L['x'].size()
   static constexpr const char* kind = "SHAPE_ENV";
   SizeExpr comparison;  // evaluates to 1 when the guard holds
 };
+struct NumberCompare {  // a comparison of a Python number with a constant that holds: L['a'] <= 0.5
+  static constexpr const char* kind = "SHAPE_ENV";  // torch keeps it on the SymFloat / SymInt
+  int op = Py_LT;               // Py_LT .. Py_GE
+  bool int_constant = false;    // compare as int64 when the value is an int too
+  int64_t int_value = 0;
+  double float_value = 0;
+};
 struct DictKeysMatch {  // a dict whose keys are these strs, in this order (a module's _modules)
   static constexpr const char* kind = "DICT_KEYS_MATCH";
   PyObject* keys = nullptr;  // a tuple
@@ -92,7 +99,7 @@ struct DuplicateInput {  // v is (same) / is not (!same) the value at other_sour
   bool same = false;
 };
 using GuardCheck = std::variant<TensorMatch, TypeMatch, IdMatch, EqualsMatch, NoneMatch, BoolMatch,
-                                LengthCheck, GradMode, SizeCompare, DictKeysMatch, DictContains,
+                                LengthCheck, GradMode, SizeCompare, NumberCompare, DictKeysMatch, DictContains,
                                 DuplicateInput>;
 
 // One guard: what every kind has, and its kind's check.
@@ -141,6 +148,9 @@ class GuardSet {
   // A comparison of dynamic sizes that held while tracing (a shape guard: a branch on a
   // dynamic size, or a size used as a plain int, `== value`). `holds` ends in a comparison.
   void add_size_compare(const SizeExpr& holds);
+  // `source` <op> `constant` holds (op Py_LT .. Py_GE; constant an int or a float): a branch
+  // on a Python number made dynamic, decided with the value seen
+  void add_number_compare(SourceRef source, int op, PyObject* constant);
 
   bool check(const FrameValues& frame);
   // "" if every guard holds; else the first failure as torch words it.

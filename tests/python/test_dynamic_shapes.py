@@ -184,6 +184,47 @@ def test_bool_argument_stays_specialized():
     assert frames_over(fn, [(T(4), b) for b in (True, False, True, False, True)]) == [1, 2, 2, 2, 2]
 
 
+def _float_branch(x, a):
+    if a > 0.5:
+        return x * a
+    return x - a
+
+
+@pytest.mark.a7
+def test_a_branch_on_a_dynamic_float_is_guarded_not_broken():
+    # torch 2.11 measured [1, 2, 3, 3, 3] (tests/conformance, float_arg_branch): the second
+    # value makes `a` dynamic, the comparison is decided with its value under a guard on `a`,
+    # and a value on the other side compiles the other branch once
+    values = (0.1, 0.2, 0.7, 0.8, 0.3, 0.5, float("nan"), 0.9)
+    frames = frames_over(_float_branch, [(T(4), a) for a in values])
+    assert frames[:5] == [1, 2, 3, 3, 3], frames
+    assert frames[5] == 3  # 0.5 > 0.5 is False: the first graph's guard `a <= 0.5` holds
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_branch_on_a_dynamic_number_matches_eager_on_every_backend(backend):
+    cf = mini.compile(_float_branch, backend=backend)
+    for a in (0.1, 0.2, 0.7, 0.5, float("nan"), 2, -1, 1e300):
+        x = T(4)
+        same(cf(x, a), _float_branch(x, a))
+
+
+def test_the_number_guard_is_printed_as_torch_prints_it(capsys):
+    cf = mini.compile(_float_branch)
+    cf(T(4), 0.1)
+    mini.set_logs("guards")
+    cf(T(4), 0.2)
+    cf(T(4), 0.7)
+    err = capsys.readouterr().err
+    assert "SHAPE_ENV: L['a'] <= 0.5" in err and "SHAPE_ENV: L['a'] > 0.5" in err, err
+
+
+@pytest.mark.a7
+def test_a_branch_on_a_dynamic_int_against_an_int_is_guarded():
+    fn = lambda x, n: x * 2 if n >= 3 else x * 3  # noqa: E731
+    assert frames_over(fn, [(T(4), n) for n in (1, 2, 5, 6, 2, 3, 0)]) == [1, 2, 3, 3, 3, 3, 3]
+
+
 @pytest.mark.parametrize("config", [dict(automatic_dynamic_shapes=False), dict(dynamic=False)])
 def test_without_automatic_dynamic_each_value_recompiles(config):
     kw = {k: v for k, v in config.items() if k == "dynamic"}
