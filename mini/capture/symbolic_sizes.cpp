@@ -141,12 +141,13 @@ VarRef sym_extreme(TraceContext& ctx, bool largest, const std::vector<VarRef>& a
 }
 
 VarRef sym_slice(TraceContext& ctx, std::vector<VarRef> parts) {
+  auto symbolic_part = [&](const VarRef& p) { return p->is(Var::Kind::SymInt) || number_input(ctx, p, true) >= 0; };
   bool symbolic = false;
-  for (const VarRef& p : parts) symbolic = symbolic || p->is(Var::Kind::SymInt);
+  for (const VarRef& p : parts) symbolic = symbolic || symbolic_part(p);
   if (!symbolic) return nullptr;
   while (parts.size() < 3) parts.push_back(make_constant((Py_INCREF(Py_None), Py_None)));
   for (VarRef& p : parts) {
-    if (p->is(Var::Kind::SymInt)) continue;
+    if (symbolic_part(p)) continue;
     p = specialize(ctx, p);
     if (!p->is(Var::Kind::Constant) || !(p->obj == Py_None || (PyLong_Check(p->obj) && !PyBool_Check(p->obj))))
       unsupported("a slice bound that is not a Python int or None");
@@ -162,7 +163,31 @@ bool is_sym_slice(const VarRef& v) {
   return v && v->is(Var::Kind::Tuple) && v->self && v->self->obj == (PyObject*)&PySlice_Type;
 }
 
+// An int argument made dynamic used as a size (ones(n)): a symbol standing for the number's
+// value (Symbol::dim -1), read from its 0-d input on each run, as torch's SymInt of an int
+// input. A value of 0 or 1 is not made a symbol (torch specializes those too), and `n >= 2`
+// is guarded, so size 1's broadcasting and size 0's emptiness never meet a symbol.
+static bool number_symbol(TraceContext& ctx, const VarRef& v, int64_t* code) {
+  int pos = number_input(ctx, v, true);
+  if (pos < 0) return false;
+  int overflow = 0;
+  int64_t value = PyLong_AsLongLongAndOverflow(ctx.trace.example_inputs[pos], &overflow);
+  if (overflow || value < 2) return false;
+  graph::Graph& g = ctx.graph();
+  for (size_t k = 0; k < g.symbols.size(); k++)
+    if (g.symbols[k].input == pos && g.symbols[k].dim < 0) return *code = graph::symbol_code((int)k), true;
+  g.symbols.push_back({pos, -1, value});
+  *code = graph::symbol_code((int)g.symbols.size() - 1);
+  const guards::SourceRef& src = ctx.trace.input_sources[pos];
+  ctx.guards().add_size_compare(SizeExpr::apply(SizeOp::Ge, SizeExpr::size(src, -1), SizeExpr::constant(2)));
+  if (log_channels().dynamic)
+    log_write("create_symbol " + graph::size_str(*code) + " = " + std::to_string(value) + " for " + src->str() +
+              " (a dynamic int used as a size)");
+  return true;
+}
+
 bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
+  if (v->number) return number_symbol(ctx, v, code);
   graph::Graph& g = ctx.graph();
   SizeExpr e;
   int64_t value;

@@ -54,8 +54,8 @@ bool bool_of(const VarRef& v, bool dflt) {
 // arithmetic other than + - * on sizes is specialized (graph_size).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
   int64_t code;
-  if (v && v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
-  return int_of(ctx, v, what);
+  if (v && (v->is(Var::Kind::SymInt) || v->number) && graph_size(ctx, v, &code)) return code;
+  return int_of(ctx, specialize_number(ctx, v), what);
 }
 
 // Sizes given as f(2, 3), f((2, 3)) or f([2, 3]).
@@ -216,8 +216,9 @@ DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? d
 // One size of a factory: an int, or a dynamic size (a symbol resolved when the graph runs).
 int64_t factory_size(TraceContext& ctx, const VarRef& v, const std::string& fn) {
   int64_t code;
-  if (v->is(Var::Kind::SymInt) && graph_size(ctx, v, &code)) return code;
-  if (v->is(Var::Kind::SymInt)) return int_of(ctx, v, "a size of mini." + fn + "()");
+  if ((v->is(Var::Kind::SymInt) || v->number) && graph_size(ctx, v, &code)) return code;
+  if (v->is(Var::Kind::SymInt) || number_input(ctx, v, true) >= 0)
+    return int_of(ctx, specialize_number(ctx, v), "a size of mini." + fn + "()");
   if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
     unsupported("mini." + fn + "() with a size " + v->describe() + " (mini takes ints or x.shape's sizes)");
   return PyLong_AsLongLong(v->obj);
@@ -538,7 +539,8 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
 
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
   if (is_sym_slice(v)) {  // each bound to its value: a constant slice
-    VarRef start = specialize(ctx, v->items[0]), stop = specialize(ctx, v->items[1]), step = specialize(ctx, v->items[2]);
+    auto value = [&](const VarRef& part) { return specialize_number(ctx, specialize(ctx, part)); };
+    VarRef start = value(v->items[0]), stop = value(v->items[1]), step = value(v->items[2]);
     PyObject* slice = PySlice_New(start->obj, stop->obj, step->obj);
     if (!slice) { PyErr_Clear(); unsupported("slice(): out of memory"); }
     return make_constant(slice);
@@ -564,6 +566,17 @@ VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
   return make_constant(value);
 }
 
+int number_input(TraceContext& ctx, const VarRef& v, bool ints_only) {
+  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
+  const auto& inputs = ctx.graph().inputs;
+  size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
+  if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
+  PyObject* example = ctx.trace.example_inputs[pos];
+  if (!PyLong_CheckExact(example) && (ints_only || !PyFloat_CheckExact(example))) return -1;  // a bool
+  if (ctx.trace.input_sources[pos]->kind == guards::Source::Kind::Size) return -1;  // a size's value
+  return (int)pos;
+}
+
 VarRef number_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b) {
   auto is_plain_constant = [](const VarRef& v) {  // an int that fits int64, or a float
     if (!v->is(Var::Kind::Constant) || !(PyFloat_CheckExact(v->obj) || PyLong_CheckExact(v->obj))) return false;
@@ -571,16 +584,7 @@ VarRef number_compare(TraceContext& ctx, int richcmp, const VarRef& a, const Var
     if (PyLong_CheckExact(v->obj)) PyLong_AsLongLongAndOverflow(v->obj, &overflow);
     return overflow == 0;
   };
-  auto input_position = [&](const VarRef& v) -> int {  // a number of the frame's, as it came in
-    if (!v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
-    const auto& inputs = ctx.graph().inputs;
-    size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
-    if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
-    PyObject* example = ctx.trace.example_inputs[pos];
-    if (!PyFloat_CheckExact(example) && !PyLong_CheckExact(example)) return -1;  // a size's input, a bool
-    if (ctx.trace.input_sources[pos]->kind == guards::Source::Kind::Size) return -1;
-    return (int)pos;
-  };
+  auto input_position = [&](const VarRef& v) { return number_input(ctx, v, false); };
   static const int reflected[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
   int pos = input_position(a), op = richcmp;
   const VarRef* constant = &b;

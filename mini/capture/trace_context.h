@@ -224,6 +224,9 @@ VarRef specialize(TraceContext& ctx, const VarRef& v);
 // A Python number that automatic dynamic made a graph input, as the constant it is now, with
 // a guard on its value; anything else unchanged.
 VarRef specialize_number(TraceContext& ctx, const VarRef& v);
+// The graph input position of a Python number of the frame's made dynamic, as it came in
+// (an int; or a float too unless ints_only), else -1.
+int number_input(TraceContext& ctx, const VarRef& v, bool ints_only);
 // a <richcmp> b where one is a Python number of the frame's made dynamic (a graph input) and
 // the other an int or float constant: decided with the value seen, under a guard on the
 // number that keeps the outcome (L['a'] <= 0.5); null for anything else.
@@ -251,8 +254,9 @@ VarRef sym_as_number(TraceContext& ctx, const VarRef& v);
 // x.numel(): the product of the sizes (a SymInt when a dim is symbolic).
 VarRef numel_var(TraceContext& ctx, const VarRef& tensor);
 // A SymInt (or an int >= 0) as a graph size code: its symbol, or a derived symbol for + - *
-// over input dims and ints (graph::Graph::derive); false for anything else (the caller
-// specializes it).
+// over input dims and ints (graph::Graph::derive); an int argument made dynamic, as a symbol
+// of its value (>= 2 under a guard, as a dynamic dim; 0 and 1 stay specialized); false for
+// anything else (the caller specializes it).
 bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code);
 // What a size code stands for, over the frame's tensors.
 guards::SizeExpr size_expr_of(TraceContext& ctx, int64_t code);

@@ -218,7 +218,8 @@ std::vector<int64_t> Graph::symbol_values(const std::vector<Tensor>& in) const {
   auto value = [&](int64_t s) { return is_symbol(s) ? v[symbol_index(s)] : s; };
   for (size_t k = 0; k < symbols.size(); k++) {
     const Symbol& s = symbols[k];
-    if (s.input >= 0) v[k] = in[s.input]->sizes[s.dim];
+    if (s.input >= 0 && s.dim < 0) v[k] = (int64_t)in[s.input]->scalar_value();  // an int argument's value
+    else if (s.input >= 0) v[k] = in[s.input]->sizes[s.dim];
     else if (!apply_size(s.op, value(s.lhs), value(s.rhs), &v[k]))  // the facts keep operands in range
       fail("the size ", size_str(symbol_code((int)k)), " of this call overflows int64");
   }
@@ -592,6 +593,7 @@ TensorMeta infer_meta(OpKind op, const std::vector<TensorMeta>& in, const std::v
       bool symbolic = false;
       for (int64_t s : in[0].sizes) symbolic |= s < 0;
       for (int64_t s : a.shape) symbolic |= s < -1 || (op == OpKind::Expand && s < -1);
+      if (op == OpKind::Slice) symbolic |= is_symbol(a.start) || is_symbol(a.end);  // bounds of a dynamic size
       if (symbolic) return symbolic_view_meta(g, op, in[0], a);
       Tensor v;
       if (op == OpKind::Reshape) {

@@ -30,7 +30,7 @@ std::string size_str(int64_t size);  // "8", "s0", "u"
 // symbols), recomputed from the inputs' sizes on each run, in order.
 struct Symbol {
   int input = 0;     // position in graph.inputs; -1: derived
-  int dim = 0;
+  int dim = 0;       // -1: the value of input `input`, a Python int's 0-d graph input (>= 2 by a guard)
   int64_t hint = 0;  // the size seen while tracing
   char op = 0;       // derived: '+', '-', '*' or '/' (of sizes >= 0: floor division)
   int64_t lhs = 0, rhs = 0;

@@ -124,9 +124,18 @@ bool SizeExpr::evaluate(const FrameValues& frame, int64_t* out) const {
       stack[n++] = t.value;
     } else if (t.op == Op::Size) {
       PyObject* o = fetch(*t.source, frame);
-      TensorImpl* tensor = o ? unwrap_tensor(o) : nullptr;
-      bool ok = tensor && t.dim < tensor->dim();
-      if (ok) stack[n++] = tensor->sizes[t.dim];
+      bool ok;
+      if (t.dim < 0) {  // an int's own value
+        int overflow = 0;
+        ok = o && PyLong_CheckExact(o);
+        if (ok) stack[n] = PyLong_AsLongLongAndOverflow(o, &overflow);
+        ok = ok && !overflow;
+        if (ok) n++;
+      } else {
+        TensorImpl* tensor = o ? unwrap_tensor(o) : nullptr;
+        ok = tensor && t.dim < tensor->dim();
+        if (ok) stack[n++] = tensor->sizes[t.dim];
+      }
       Py_XDECREF(o);
       if (!ok) return false;
     } else if (t.op == Op::Neg) {
@@ -153,7 +162,7 @@ std::string SizeExpr::str() const {
     if (t.op == Op::Constant) {
       parts.push_back({std::to_string(t.value), t.value < 0 ? 3 : p});
     } else if (t.op == Op::Size) {
-      parts.push_back({t.source->str() + ".size()[" + std::to_string(t.dim) + "]", p});
+      parts.push_back({t.source->str() + (t.dim < 0 ? "" : ".size()[" + std::to_string(t.dim) + "]"), p});
     } else if (t.op == Op::Neg) {
       if (parts.empty()) return "?";
       parts.back() = {"-" + operand(parts.back(), parts.back().precedence < p), p};

@@ -24,7 +24,7 @@ namespace mini::guards {
 struct SizeTerm {
   enum class Op { Size, Constant, Add, Sub, Mul, FloorDiv, Mod, Neg, Lt, Le, Eq, Ne, Gt, Ge };
   Op op = Op::Constant;
-  SourceRef source;   // Size: the tensor
+  SourceRef source;   // Size: the tensor (dim -1: an int, its own value)
   int dim = 0;        // Size
   int64_t value = 0;  // Constant
 };

@@ -128,6 +128,9 @@ SLICES = {  # fn, the calls' shapes, the frames after each call
     "bound of another tensor": (lambda x, y: x[: y.shape[0]] * 2,
                                 [((4,), (2,)), ((6,), (3,)), ((5,), (7,)), ((2,), (9,))], [1, 2, 3, 3]),
     "step": (lambda x: x[x.shape[0] // 3: x.shape[0] // 2: 2] + 1, [((6,),), ((9,),), ((12,),), ((4,),)], [1, 2, 2, 2]),
+    # a fixed dim sliced by another tensor's dynamic size: 9 past its end of 6 recompiles
+    "static dim, dynamic bound": (lambda x, y: x[: y.shape[0]] * 2,
+                                  [((6,), (2,)), ((6,), (3,)), ((6,), (4,)), ((6,), (9,))], [1, 2, 2, 3]),
 }
 
 
