@@ -464,6 +464,9 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
   if (v_in->is(Var::Kind::SymInt))  // `if x.numel():` is x.numel() != 0, under a shape guard
     if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
       return r->obj == Py_True;
+  if (v_in->number)  // `if n:` on a Python number made dynamic: n != 0, under a guard on n
+    if (VarRef r = number_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
+      return r->obj == Py_True;
   VarRef v = specialize(ctx_, v_in);
   switch (v->kind) {
     case Var::Kind::Constant: {

@@ -225,6 +225,14 @@ def test_a_branch_on_a_dynamic_int_against_an_int_is_guarded():
     assert frames_over(fn, [(T(4), n) for n in (1, 2, 5, 6, 2, 3, 0)]) == [1, 2, 3, 3, 3, 3, 3]
 
 
+@pytest.mark.a7
+@pytest.mark.parametrize("values", [(1, 2, 0, 5, 0), (1.0, 2.5, 0.0, -3.0, 0.0)])
+def test_the_truth_of_a_dynamic_number_is_guarded(values):
+    # `if n:` is `n != 0`, decided with the value seen under a guard on n: one graph a side
+    fn = lambda x, n: x * 2 if n else x * 3  # noqa: E731
+    assert frames_over(fn, [(T(4), n) for n in values]) == [1, 2, 3, 3, 3]
+
+
 INT_SIZES = {  # an int argument made dynamic, used as a size
     "factory": lambda x, n: x.sum() + mini.ones(n).sum(),
     "factory of two dims": lambda x, n: mini.ones(n, 3) * x.sum(),
