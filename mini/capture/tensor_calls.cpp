@@ -555,11 +555,19 @@ VarRef specialize(TraceContext& ctx, const VarRef& v) {
   return make_constant(v->obj);
 }
 
-VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
-  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return v;
+// The graph input position of v if it is a Python number's 0-d input (of the frame's, or a
+// size's value: Source::Size), else -1.
+static int scalar_input(TraceContext& ctx, const VarRef& v) {
+  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
   const auto& inputs = ctx.graph().inputs;
   size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
-  if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return v;
+  if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
+  return (int)pos;
+}
+
+VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
+  int pos = scalar_input(ctx, v);
+  if (pos < 0) return v;
   PyObject* value = ctx.trace.example_inputs[pos];
   ctx.guards().add_constant_match(ctx.trace.input_sources[pos], value);
   Py_INCREF(value);
@@ -567,14 +575,12 @@ VarRef specialize_number(TraceContext& ctx, const VarRef& v) {
 }
 
 int number_input(TraceContext& ctx, const VarRef& v, bool ints_only) {
-  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
-  const auto& inputs = ctx.graph().inputs;
-  size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
-  if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
+  int pos = scalar_input(ctx, v);
+  if (pos < 0) return -1;
   PyObject* example = ctx.trace.example_inputs[pos];
   if (!PyLong_CheckExact(example) && (ints_only || !PyFloat_CheckExact(example))) return -1;  // a bool
   if (ctx.trace.input_sources[pos]->kind == guards::Source::Kind::Size) return -1;  // a size's value
-  return (int)pos;
+  return pos;
 }
 
 VarRef number_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b) {
@@ -702,14 +708,16 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
     }
   }
   int64_t rank = (int64_t)meta_of(ctx, t).sizes.size(), consuming = 0;
-  std::vector<std::pair<int64_t, int64_t>> sym_bounds(items.size());
+  struct Bounds { int64_t start = 0, end = 0, step = 1; };
+  std::vector<Bounds> sym_bounds(items.size());  // each symbolic slice's, as graph size codes
   for (size_t i = 0; i < items.size(); i++) {
     VarRef& it = items[i];
     if (is_sym_slice(it)) {
+      Bounds& b = sym_bounds[i];
       VarRef step = specialize(ctx, it->items[2]);
-      bool unit_step = step->obj == Py_None || (PyLong_Check(step->obj) && PyLong_AsLongLong(step->obj) >= 1);
-      if (!unit_step || !symbolic_slice_bounds(ctx, it, &sym_bounds[i].first, &sym_bounds[i].second))
-        it = specialize(ctx, it);
+      if (step->obj != Py_None) b.step = PyLong_Check(step->obj) ? PyLong_AsLongLong(step->obj) : 0;
+      if (b.step < 1 || !symbolic_slice_bounds(ctx, it, &b.start, &b.end))
+        it = specialize(ctx, it);  // eager's step check, or bounds graph sizes cannot hold
     } else {
       it = specialize(ctx, it);
     }
@@ -732,11 +740,10 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
     PyObject* o = it->obj;
     Attrs a;
     if (is_sym_slice(it)) {  // bounds that are graph symbols, resolved when the graph runs
-      VarRef step = specialize(ctx, it->items[2]);
       a.dim = dim++;
-      a.start = sym_bounds[i].first;
-      a.end = sym_bounds[i].second;
-      a.step = step->obj == Py_None ? 1 : PyLong_AsLongLong(step->obj);
+      a.start = sym_bounds[i].start;
+      a.end = sym_bounds[i].end;
+      a.step = sym_bounds[i].step;
       r = node(ctx, OpKind::Slice, {r->node}, a);
     } else if (o == Py_None) {
       a.dim = dim++;

@@ -129,7 +129,7 @@ bool holds(const NumberCompare& g, const Checked& c) {
     double a = PyFloat_CheckExact(v) ? PyFloat_AS_DOUBLE(v) : PyLong_AsDouble(v);
     if (a == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return c.fail(c.code); }
     double b = g.int_constant ? (double)g.int_value : g.float_value;
-    if (a != a || b != b) return c.fail(c.code);  // NaN: every comparison but != is false
+    if (a != a || b != b) return c.fail(c.code);  // NaN: a miss (a new trace decides it), never a stale hit
     cmp = (a > b) - (a < b);
   } else {
     return c.fail(c.code);
