@@ -18,6 +18,7 @@ This file is not a lab: labs/run_all.py does not run it.
 
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -207,7 +208,9 @@ class CountingBackend:
 @contextlib.contextmanager
 def cold_kernel_cache(backend_name):
     """Points mini's on-disk kernel cache at a fresh folder for the block, so every inductor
-    compile in it is a real one (what a first run costs), then puts the setting back."""
+    compile in it is a real one (what a first run costs), then puts the setting back.
+    MINI_LAB_KEEP_KERNELS=DIR keeps a copy of the folder (each generated source and binary) in
+    DIR, for reading what was compiled."""
     if backend_name != "inductor":
         yield
         return
@@ -218,6 +221,9 @@ def cold_kernel_cache(backend_name):
         yield
     finally:
         mini.config.cache_dir = saved
+        keep = os.environ.get("MINI_LAB_KEEP_KERNELS")
+        if keep:
+            shutil.copytree(folder, os.path.join(keep, os.path.basename(folder)), dirs_exist_ok=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -109,6 +109,35 @@ def profile_step(step, sync):
     return {c: by_class.get(c, 0.0) / 1e3 for c in CLASSES}, kernels, top_other, top
 
 
+def memory_phases(lib, fn, batch, autocast, opt, sync):
+    """Where a step's peak memory is reached, one step split in its phases (bytes): allocated at
+    the start (parameters, gradients from zero_grad's None on, the optimizer's state), the
+    forward's peak and what it leaves (the loss and what the backward keeps), the backward's peak
+    and the optimizer's. The peak a table shows is the largest of the three peaks."""
+    cuda = lib.cuda
+    x, y = batch
+    sync()
+    phases = dict(start=cuda.memory_allocated())
+    cuda.reset_peak_memory_stats()
+    if autocast:
+        with autocast():
+            _, loss = fn(x, y)
+    else:
+        _, loss = fn(x, y)
+    sync()
+    phases.update(forward_peak=cuda.max_memory_allocated(), after_forward=cuda.memory_allocated())
+    opt.zero_grad(set_to_none=True)
+    cuda.reset_peak_memory_stats()
+    loss.backward()
+    sync()
+    phases.update(backward_peak=cuda.max_memory_allocated(), after_backward=cuda.memory_allocated())
+    cuda.reset_peak_memory_stats()
+    opt.step()
+    sync()
+    phases.update(optimizer_peak=cuda.max_memory_allocated())
+    return phases
+
+
 def run_config(mode, dtype, device, size):
     """Times one (mode, dtype) training step; returns the result's fields."""
     lib_name, how = mode.split("-", 1)
@@ -129,7 +158,7 @@ def run_config(mode, dtype, device, size):
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, betas=(0.9, 0.95),
                                      device_type=device)
     B, T = size["batch"], config.block_size
-    total = size["warmup"] + size["steps"] + 1  # +1: the profiled step
+    total = size["warmup"] + size["steps"] + 2  # +2: the profiled step, the memory phases' step
     batches = [(lib.randint(0, config.vocab_size, (B, T), device=device),
                 lib.randint(0, config.vocab_size, (B, T), device=device)) for _ in range(total)]
     autocast = (lambda: lib.autocast(device_type=device, dtype=lib.bfloat16)) if dtype == "bfloat16" else None
@@ -178,6 +207,7 @@ def run_config(mode, dtype, device, size):
                   flops_per_token=flops_per_token, losses=losses,
                   launches_per_step=statistics.median(launches[size["warmup"]:]) if is_mini else None)
     if cuda:
+        result["memory_phases"] = memory_phases(lib, fn, batches[-1], autocast, opt, sync)
         try:
             gpu_ms, kernels, top_other, top = profile_step(step, sync)
             result.update(gpu_ms_by_class=gpu_ms, gpu_ms=sum(gpu_ms.values()), profiled_kernels=kernels,
@@ -231,6 +261,15 @@ def table(results, header):
             if (mini_mode, dtype) in by_key and (torch_mode, dtype) in by_key:
                 ratio = by_key[(mini_mode, dtype)]["ms"] / by_key[(torch_mode, dtype)]["ms"]
                 lines.append(f"{mini_mode} / {torch_mode}, {dtype}: {ratio:.2f}x the step time")
+    phased = [r for r in results if r.get("memory_phases")]
+    if phased:
+        lines += ["", "memory (GB) in one step's phases: allocated at its start, the forward's peak, what the "
+                  "forward leaves (the loss and what the backward keeps), the backward's peak, the optimizer's"]
+        for r in phased:
+            m = {k: v / 1e9 for k, v in r["memory_phases"].items()}
+            lines.append(f"  {r['mode']:<18} {r['dtype']:<9} start {m['start']:.2f}  forward peak {m['forward_peak']:.2f}  "
+                         f"after forward {m['after_forward']:.2f}  backward peak {m['backward_peak']:.2f}  "
+                         f"optimizer peak {m['optimizer_peak']:.2f}")
     for r in results:  # where each mode's GPU time goes, kernel by kernel
         if r.get("top_kernels"):
             lines += ["", f"{r['mode']} {r['dtype']}: the costliest kernels of one step (ms, calls, class)"]

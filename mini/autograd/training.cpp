@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "tensor/autograd.h"
@@ -498,12 +499,133 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
 
 namespace {
 
+// How a zero in the inputs of `n` flows (backward_for_given): Through, the result is zero
+// whenever input `k` is (a product, a view, a matmul, a backward op linear in its gradient);
+// Sum, a sum or difference (the result is the other operand); Stops, the zero is made.
+enum class ZeroFlow { Through, Sum, Stops };
+
+ZeroFlow zero_flow(const Node& n, int k) {
+  switch (n.op) {
+    case OpKind::Add: case OpKind::Sub: return ZeroFlow::Sum;
+    case OpKind::Mul: case OpKind::Matmul: return ZeroFlow::Through;
+    case OpKind::Div: return k == 0 ? ZeroFlow::Through : ZeroFlow::Stops;
+    case OpKind::Neg: case OpKind::Cast: case OpKind::Clone: case OpKind::Sum: case OpKind::Mean:
+    case OpKind::SliceBackward:
+      return ZeroFlow::Through;
+    case OpKind::GeluBackward: case OpKind::EmbeddingBackward: return k == 0 ? ZeroFlow::Through : ZeroFlow::Stops;
+    case OpKind::AttentionBackward: return k == 5 ? ZeroFlow::Through : ZeroFlow::Stops;  // grad_out
+    default: return op_class(n.op) == OpClass::View && k == 0 ? ZeroFlow::Through : ZeroFlow::Stops;
+  }
+}
+
+bool same_meta(const TensorMeta& a, const TensorMeta& b) { return a.sizes == b.sizes && a.dtype == b.dtype; }
+
+}  // namespace
+
+std::shared_ptr<Graph> backward_for_given(const TrainingGraphs& tg, const std::vector<bool>& given) {
+  const Graph& bwd = *tg.backward;
+  const size_t n_tangents = tg.tangents.size(), n_saved = bwd.inputs.size() - n_tangents;
+  MINI_CHECK(given.size() == n_tangents && bwd.inputs.size() >= n_tangents, "backward_for_given: ", given.size(),
+             " flags for ", n_tangents, " tangents");
+  auto out = std::make_shared<Graph>();
+  out->device = bwd.device;
+  std::vector<int> map(bwd.nodes.size(), -1);  // -1 where the value is zero
+  std::vector<bool> zero(bwd.nodes.size(), false);
+  std::vector<int> made(bwd.nodes.size(), -1);  // a zero made as a full()
+  auto value = [&](int id) {
+    if (!zero[id]) return map[id];
+    if (made[id] < 0) {
+      const TensorMeta& m = bwd.nodes[id].meta;
+      Attrs a;
+      a.shape = m.sizes;
+      a.dtype = m.dtype;
+      a.device = bwd.device;
+      made[id] = out->add_op(OpKind::Full, {}, a, bwd.nodes[id].code);
+    }
+    return made[id];
+  };
+  std::vector<int> position(bwd.nodes.size(), -1);
+  for (size_t i = 0; i < bwd.inputs.size(); i++) position[bwd.inputs[i]] = (int)i;
+  for (size_t id = 0; id < bwd.nodes.size(); id++) {
+    const Node& n = bwd.nodes[id];
+    if (n.kind == NodeKind::Input) {
+      int p = position[id];
+      if (p >= (int)n_saved && !given[p - n_saved]) zero[id] = true;
+      else map[id] = out->add_input(n.meta, n.source);
+      continue;
+    }
+    if (n.kind == NodeKind::Constant) {
+      map[id] = out->add_constant(n.value, n.meta.dtype);
+      continue;
+    }
+    std::vector<int> zeros;
+    for (size_t k = 0; k < n.inputs.size(); k++)
+      if (n.inputs[k] >= 0 && zero[n.inputs[k]]) zeros.push_back((int)k);
+    if (!zeros.empty()) {
+      ZeroFlow how = zero_flow(n, zeros[0]);
+      for (int k : zeros) how = zero_flow(n, k) == how ? how : ZeroFlow::Stops;
+      if (how == ZeroFlow::Through) {
+        zero[id] = true;
+        continue;
+      }
+      if (how == ZeroFlow::Sum) {
+        if (zeros.size() == 2) {  // 0 + 0
+          zero[id] = true;
+          continue;
+        }
+        int other = n.inputs[1 - zeros[0]];
+        if (same_meta(bwd.nodes[other].meta, n.meta)) {  // a + 0 = a, a - 0 = a, 0 - a = -a
+          map[id] = n.op == OpKind::Sub && zeros[0] == 0 ? out->add_op(OpKind::Neg, {map[other]}, {}, n.code) : map[other];
+          continue;
+        }
+      }
+    }
+    std::vector<int> ins;
+    for (int i : n.inputs) ins.push_back(i < 0 ? -1 : value(i));
+    map[id] = out->add_op(n.op, ins, n.attrs, n.code);
+  }
+  for (int o : bwd.outputs) out->outputs.push_back(value(o));
+  out->eliminate_dead_code();
+  return out;
+}
+
+namespace {
+
+// The backward graphs of calls that miss some tangents (backward_for_given), compiled once for
+// each set of missing tangents and shared by every call of the compiled function.
+struct BackwardVariants {
+  BackwardCompiler compile;
+  std::mutex mutex;
+  std::map<std::vector<bool>, Runner> runners;  // an empty runner: the graph could not be built
+};
+
 // The autograd node of one compiled call: runs the backward graph on the saved values and
 // the incoming gradients.
 struct CompiledBackward : CustomBackward {
   std::shared_ptr<const TrainingGraphs> tg;
   Runner backward;
+  std::shared_ptr<BackwardVariants> variants;
   std::vector<SavedTensor> saved;
+
+  // The runner for a call with these tangents given: the backward graph's own when all are,
+  // else its variant without the missing ones (empty if there is none: zeros stand in).
+  Runner runner_for(const std::vector<bool>& given) {
+    if (std::all_of(given.begin(), given.end(), [](bool g) { return g; })) return backward;
+    if (!variants || !variants->compile) return {};
+    std::lock_guard<std::mutex> lock(variants->mutex);
+    auto it = variants->runners.find(given);
+    if (it != variants->runners.end()) return it->second;
+    std::string which = "missing tangents";
+    for (size_t t = 0; t < given.size(); t++)
+      if (!given[t]) which += " " + std::to_string(t + 1);
+    Runner r;
+    try {
+      r = variants->compile(backward_for_given(*tg, given), which);
+    } catch (const Error&) {
+      r = nullptr;  // zeros stand in, as they always can
+    }
+    return variants->runners[given] = r;
+  }
 
   const char* name() const override { return "CompiledFunction"; }  // shown as CompiledFunctionBackward
 
@@ -511,11 +633,13 @@ struct CompiledBackward : CustomBackward {
     std::vector<Tensor> inputs;
     for (const SavedTensor& s : saved) inputs.push_back(s.unpack(name()));
     std::vector<bool> given(tg->tangents.size());
+    for (size_t t = 0; t < tg->tangents.size(); t++) given[t] = t < grad_outputs.size() && grad_outputs[t];
+    Runner run = runner_for(given);
     for (size_t t = 0; t < tg->tangents.size(); t++) {
       const TensorMeta& m = tg->tangents[t];
-      Tensor g = t < grad_outputs.size() ? grad_outputs[t] : nullptr;
-      given[t] = (bool)g;
+      Tensor g = given[t] ? grad_outputs[t] : nullptr;
       if (!g) {
+        if (run) continue;  // the variant graph has no input for it
         g = zeros(m.sizes, m.dtype, tg->backward->device);  // an output that got no gradient (logits beside a loss)
       } else {
         if (g->dtype != m.dtype) g = cast(g, m.dtype);
@@ -525,7 +649,7 @@ struct CompiledBackward : CustomBackward {
       }
       inputs.push_back(g);
     }
-    std::vector<Tensor> grads = backward(inputs);
+    std::vector<Tensor> grads = run ? run(inputs) : backward(inputs);
     // An input reached only through outputs that got no gradient: none, not the zeros the
     // backward graph computed from zero tangents (eager leaves such a leaf's .grad None).
     for (size_t k = 0; k < grads.size() && k < tg->tangents_of_grad.size(); k++) {
@@ -542,8 +666,11 @@ struct CompiledBackward : CustomBackward {
 
 }  // namespace
 
-Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward) {
-  return [tg, forward, backward](const std::vector<Tensor>& inputs) {
+Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward,
+                            BackwardCompiler compile_backward) {
+  auto variants = std::make_shared<BackwardVariants>();
+  variants->compile = std::move(compile_backward);
+  return [tg, forward, backward, variants](const std::vector<Tensor>& inputs) {
     std::vector<Tensor> outs;
     {
       NoGradGuard no_grad;
@@ -559,6 +686,7 @@ Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner for
     auto bw = std::make_shared<CompiledBackward>();
     bw->tg = tg;
     bw->backward = backward;
+    bw->variants = variants;
     for (size_t i = tg->num_user_outputs; i < outs.size(); i++) {
       bw->saved.emplace_back();
       bw->saved.back().save(outs[i]);

@@ -68,11 +68,27 @@ bool needs_training_graphs(const graph::Graph& g);
 // in `warnings`.
 TrainingGraphs make_training_graphs(const graph::Graph& forward, Partitioner partitioner);
 
+// The backward graph of a call in which only the tangents marked in `given` arrive (an output
+// the loss did not read, the logits returned beside it, gets no gradient). Its inputs are the
+// saved values, then the given tangents only. A tangent that does not arrive is zero, and eager
+// autograd never computes with it: the zero flows through sums, differences, products, casts,
+// views, reductions, matmuls and the backward ops linear in their incoming gradient without
+// being made (the [tokens, vocabulary] zeros of the logits, and the add of them to the loss's
+// gradient, are gone); where it meets any other op it is made there, a full() of its size.
+std::shared_ptr<graph::Graph> backward_for_given(const TrainingGraphs& tg, const std::vector<bool>& given);
+
 using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// Compiles a backward graph (backward_for_given's) as the backend compiles tg.backward; `which`
+// names it for logs and debug files ("missing tangents 1").
+using BackwardCompiler = std::function<Runner(std::shared_ptr<graph::Graph> graph, const std::string& which)>;
 
 // A runner with the forward graph's calling convention (the captured graph's inputs -> its
 // outputs) that runs `forward` and, when grad mode is on and an input needs grad, attaches
-// the backward (`backward` running tg.backward) to the differentiable outputs.
-Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward);
+// the backward (`backward` running tg.backward) to the differentiable outputs. A backward call
+// missing some tangents runs backward_for_given's graph, compiled by `compile_backward` once for
+// each such set; without a compiler (or where that graph fails to build) the missing tangents
+// are zero-filled and `backward` runs.
+Runner make_training_runner(std::shared_ptr<const TrainingGraphs> tg, Runner forward, Runner backward,
+                            BackwardCompiler compile_backward = nullptr);
 
 }  // namespace mini::autograd

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -195,7 +196,17 @@ cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string
     cap::StageTimer timer(cap::Stage::FirstRun);
     return bwd(inputs);
   };
-  return ag::make_training_runner(tg, fwd, counted_bwd);
+  // a call whose loss did not read every output (the logits beside it): the backward without
+  // the missing tangents, compiled at its first such call (ag::backward_for_given)
+  ag::BackwardCompiler compile_variant = [inductor, title, n](std::shared_ptr<mini::graph::Graph> g,
+                                                              const std::string& which) -> cap::GraphRunner {
+    if (cap::log_channels().aot_graphs)
+      cap::log_write("TRACED GRAPH\n" + g->print("Backward graph " + n + " (" + which + ")"));
+    std::string name = which;
+    std::replace(name.begin(), name.end(), ' ', '_');
+    return inductor ? compile_inductor(*g, title + "_backward_" + name, title) : interpret(g);
+  };
+  return ag::make_training_runner(tg, fwd, counted_bwd, compile_variant);
 }
 
 }  // namespace
@@ -380,7 +391,11 @@ void bind_inductor(py::module_& m) {
     info["backward_decisions"] = decisions(*bwd);
     auto runner = ag::make_training_runner(
         tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
-        [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); });
+        [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); },
+        [arch](std::shared_ptr<mini::graph::Graph> variant, const std::string&) -> ag::Runner {
+          auto cg = mini::runtime::compile_cuda_graph(*variant, arch, cap::compile_config().cache_dir);
+          return [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); };
+        });
     info["run"] = tensor_function(g, runner);
     return info;
   }, py::arg("gm"), py::arg("arch") = "");

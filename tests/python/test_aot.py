@@ -208,6 +208,58 @@ def test_gradient_passed_to_backward_may_be_a_transpose_or_a_broadcast(backend):
     np.testing.assert_allclose(to_np(x.grad), to_np(x2.grad), rtol=1e-6)
 
 
+def logits_and_loss(x, w, target_mask):
+    """A language model's shape of call: the logits, and a loss the training step reads alone."""
+    logits = x @ w
+    loss = -(logits.log_softmax(-1) * target_mask).sum(-1).mean()
+    return logits, loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_the_loss_does_not_read_costs_the_backward_nothing(backend, capsys):
+    # The logits get no gradient (the step calls loss.backward()): eager autograd never computes
+    # with the gradient they do not get, and the compiled backward must not either. The old
+    # backward filled a [rows, classes] tangent with zeros and added it to the loss's gradient
+    # of the logits: one full-size buffer more and a kernel that reads two and writes one.
+    def inputs():
+        mask = np.zeros((64, 512), np.float32)
+        mask[np.arange(64), np.arange(64) * 7 % 512] = 1.0
+        return T(64, 128, seed=40), T(128, 512, seed=41, grad=True), mini.tensor(mask)
+    x, w, mask = inputs()
+    x2, w2, mask2 = inputs()
+    compiled = mini.compile(logits_and_loss, backend=backend)
+    mini.set_logs("aot_graphs")
+    logits, loss = compiled(x, w, mask)
+    mini.metrics.reset()
+    loss.backward()
+    moved_alone = mini.metrics.bytes_moved
+    err = capsys.readouterr().err
+    # the backward without the logits' tangent, compiled at its first call: one input fewer
+    assert "Backward graph 1 (missing tangents 1)" in err, err
+    variant = err[err.index("(missing tangents 1)"):]
+    assert "tangents_1" not in variant.split("def forward(")[1].split(")")[0]
+    _, loss2 = logits_and_loss(x2, w2, mask2)
+    loss2.backward()
+    np.testing.assert_allclose(to_np(w.grad), to_np(w2.grad), rtol=1e-5, atol=1e-7)
+    # a second step runs the same variant: no new graph is compiled
+    w.grad = None
+    compiled(x, w, mask)[1].backward()
+    assert "missing tangents" not in capsys.readouterr().err
+    np.testing.assert_allclose(to_np(w.grad), to_np(w2.grad), rtol=1e-5, atol=1e-7)
+    # both outputs read: the full backward, with the logits' gradient added in
+    w.grad = w2.grad = None
+    logits, loss = compiled(x, w, mask)
+    mini.metrics.reset()
+    (loss + logits.sum()).backward()
+    moved_both = mini.metrics.bytes_moved
+    logits2, loss2 = logits_and_loss(x2, w2, mask2)
+    (loss2 + logits2.sum()).backward()
+    np.testing.assert_allclose(to_np(w.grad), to_np(w2.grad), rtol=1e-4, atol=1e-5)
+    # the tangent the full backward reads, and the sum it takes part in, are two full-size
+    # reads and a write more than the loss alone needs (64 x 512 floats each)
+    assert moved_both - moved_alone >= 2 * 64 * 512 * 4, (moved_alone, moved_both)
+
+
 # ---- the graphs and the partitioners -----------------------------------------------------------
 
 def test_aot_graphs_log_prints_forward_and_backward_graphs(capsys):
