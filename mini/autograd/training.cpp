@@ -284,6 +284,42 @@ std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<boo
   // A8 END
 }
 
+// Ops that run as calls of their own in a compiled backward (a matmul, attention, a slice's or
+// an embedding's backward): no generated kernel spans one. Softmax, log_softmax, layer norm and
+// mse_loss are written as fusible ops by fusion, and factories are hoisted.
+bool ends_stretch(OpKind op) {
+  switch (op) {
+    case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::LayerNorm: case OpKind::MseLoss: return false;
+    default: return op_class(op) == OpClass::Extern || op_class(op) == OpClass::Composite;
+  }
+}
+
+// Forward values (ids below n_fwd) two forward ops read more than kFarApart nodes apart in the
+// forward's order: a skip connection, the residual stream of a transformer (x_k is read by the
+// block's layer norm and again by the add after the block). The partitioners save these rather
+// than recompute them: recomputing x_k needs x_(k-1), and so on down to the first layer, so the
+// backward would rebuild the whole stream before its first layer's gradient, every value of it
+// held until its own layer is reached (a GPT-2 step: 43 full-size float32 values at once).
+constexpr int kFarApart = 4;
+// The longest chain of ops the backward recomputes one after another for one value; the value
+// at the end of a longer chain is saved. Without a limit a stack of small residual blocks
+// (x + relu(x @ w + b), ops adjacent enough not to be far apart) is rebuilt from its first
+// layer for its last, as above (torch's partitioner bans long fusible chains too).
+constexpr int kMaxRecomputeChain = 8;
+
+std::vector<bool> used_far_apart(const Graph& J, int n_fwd) {
+  std::vector<int> first(n_fwd, -1), last(n_fwd, -1);
+  for (int id = 0; id < n_fwd; id++)
+    for (int i : J.nodes[id].inputs)
+      if (i >= 0) {
+        if (first[i] < 0) first[i] = id;
+        last[i] = id;
+      }
+  std::vector<bool> far(n_fwd, false);
+  for (int id = 0; id < n_fwd; id++) far[id] = first[id] >= 0 && last[id] - first[id] > kFarApart;
+  return far;
+}
+
 // Per output of the joint graph J, the tangents (by index; tangent_inputs[t] is tangent t's
 // input node) it is computed from: the eager engine reaches an input only through outputs
 // that got a gradient, and the compiled node must know which of its gradients those are.
@@ -436,56 +472,132 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
                                 "greedy rule) partitions the training graphs instead"));
     }
   }
+  // What the backward does with each forward value it reaches: copy its op (recompute), or read
+  // it saved. A value two forward ops read far apart (a residual stream, x + f(x)), and one at
+  // the end of a chain of more than kMaxRecomputeChain recomputed ops, is saved whatever the
+  // partitioner says: recomputed, it would be rebuilt in the backward from the first layer's
+  // values, the whole stream at once (torch bans these too).
+  const std::vector<bool> far = used_far_apart(J, first_backward);
+  enum class Fate { Unseen, Constant, Recompute, Saved };
+  std::vector<Fate> fate(first_backward, Fate::Unseen);
+  std::vector<int> chain(first_backward, 0);  // a recomputed value: the recomputed ops it waits on, itself included
+  std::function<void(int)> decide = [&](int id) {
+    if (fate[id] != Fate::Unseen) return;
+    const Node& n = J.nodes[id];
+    bool recompute = n.kind == NodeKind::Op && !far[id] &&
+                     ((partitioner != Partitioner::SaveAll && recompute_widened_softmax(J, n)) ||
+                      (partitioner == Partitioner::Recompute && recompute_in_backward(n)) ||
+                      (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id]));
+    fate[id] = n.kind == NodeKind::Constant ? Fate::Constant : recompute ? Fate::Recompute : Fate::Saved;
+    if (!recompute) return;
+    for (int i : n.inputs)
+      if (i >= 0) {
+        decide(i);
+        if (fate[i] == Fate::Recompute) chain[id] = std::max(chain[id], chain[i]);
+      }
+    if (++chain[id] > kMaxRecomputeChain) fate[id] = Fate::Saved;  // the chain starts again after it
+  };
   auto bwd = std::make_shared<Graph>();
   bwd->device = fwd.device;
   std::map<int, int> to_bwd;  // joint id -> backward id
   std::vector<int> saved;     // forward ids the forward graph must also return
-  std::function<int(int)> from_forward = [&](int id) -> int {
-    auto it = to_bwd.find(id);
-    if (it != to_bwd.end()) return it->second;
+  // The saved values come first among the backward graph's inputs, in the order the backward
+  // first reaches them, before the tangents.
+  std::function<void(int)> collect = [&](int id) {
+    decide(id);
+    if (to_bwd.count(id) || fate[id] == Fate::Constant) return;
     const Node& n = J.nodes[id];
-    int b;
-    if (n.kind == NodeKind::Constant) {
-      b = bwd->add_constant(n.value, n.meta.dtype);
-    } else if ((partitioner != Partitioner::SaveAll && recompute_widened_softmax(J, n)) ||
-               (partitioner == Partitioner::Recompute && n.kind == NodeKind::Op && recompute_in_backward(n)) ||
-               (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id])) {
-      std::vector<int> ins;
-      for (int i : n.inputs) ins.push_back(i < 0 ? -1 : from_forward(i));
-      b = bwd->add_op(n.op, ins, n.attrs, n.code);
-    } else {
-      saved.push_back(id);
-      TensorMeta m = n.meta;
-      m.requires_grad = false;
-      b = bwd->add_input(m, n.name);
-      if (n.kind == NodeKind::Op) tg.saved_bytes += meta_bytes(m);  // inputs are alive anyway
+    if (fate[id] == Fate::Recompute) {
+      to_bwd[id] = -1;  // reached; its op is emitted before its first reader
+      for (int i : n.inputs)
+        if (i >= 0) collect(i);
+      return;
     }
-    to_bwd[id] = b;
-    return b;
+    saved.push_back(id);
+    TensorMeta m = n.meta;
+    m.requires_grad = false;
+    to_bwd[id] = bwd->add_input(m, n.name);
+    if (n.kind == NodeKind::Op) tg.saved_bytes += meta_bytes(m);  // inputs are alive anyway
   };
-  // The saved values come first among the backward graph's inputs: collect them before
-  // the tangents are added.
   for (int id = first_backward; id < (int)J.nodes.size(); id++)
     if (J.nodes[id].kind == NodeKind::Op)
       for (int i : J.nodes[id].inputs)
-        if (i >= 0 && i < first_backward) from_forward(i);
-  for (int id = first_backward; id < (int)J.nodes.size(); id++) {
+        if (i >= 0 && i < first_backward) collect(i);
+  for (int out : J.outputs)  // a gradient that is a forward value itself
+    if (out < first_backward) collect(out);
+  // Where a recomputed op is emitted: a pointwise op or a view at the start of the stretch of the
+  // backward where it is first read (directly or through other recomputed ops), a stretch being
+  // the ops between two extern calls; a recomputed reduction (a widened log_softmax), and what
+  // it reads, just before its first reader. Not all at the start of the backward: nothing recomputed then waits in
+  // memory past an extern call for a reader far down the backward. Within a stretch, fusion sinks
+  // pointwise ops into their readers' kernels where they fit, and a row value (a layer norm's
+  // rstd) computed first does not split the kernel of the sums around its reader; a reduction
+  // next to its reader becomes that kernel's first pass (cross-entropy's backward, one pass over
+  // the logits fewer).
+  const int n_joint = (int)J.nodes.size();
+  std::vector<int> stretch(n_joint, 0), first_stretch(first_backward, INT32_MAX), first_reader(first_backward, -1);
+  std::vector<bool> late(first_backward, false);  // emitted just before first_reader
+  std::function<void(int, int, int, bool)> reach = [&](int id, int at, int reader, bool for_late) {
+    if (fate[id] != Fate::Recompute || first_stretch[id] != INT32_MAX) return;
+    OpClass c = op_class(J.nodes[id].op);
+    first_stretch[id] = at;
+    first_reader[id] = reader;
+    late[id] = for_late || (c != OpClass::Pointwise && c != OpClass::View);  // what a late op reads is late too
+    for (int i : J.nodes[id].inputs)
+      if (i >= 0) reach(i, at, reader, late[id]);
+  };
+  int stretches = 0;
+  for (int id = first_backward; id < n_joint; id++) {
+    const Node& n = J.nodes[id];
+    stretch[id] = stretches;
+    if (n.kind != NodeKind::Op) continue;
+    for (int i : n.inputs)
+      if (i >= 0 && i < first_backward) reach(i, stretches, id, false);
+    if (ends_stretch(n.op)) stretches++;  // the next op starts a new stretch
+  }
+  for (int out : J.outputs)
+    if (out < first_backward) reach(out, stretches, n_joint, false);
+  std::vector<std::vector<int>> recompute_at(stretches + 1);  // at a stretch's start
+  std::map<int, std::vector<int>> recompute_before;             // just before a backward op
+  for (int id = 0; id < first_backward; id++) {  // in forward order: a topological order
+    if (fate[id] != Fate::Recompute || first_stretch[id] == INT32_MAX) continue;
+    if (late[id]) recompute_before[first_reader[id]].push_back(id);
+    else recompute_at[first_stretch[id]].push_back(id);
+  }
+  auto emit_op = [&](int id) {
+    const Node& n = J.nodes[id];
+    std::vector<int> ins;
+    for (int i : n.inputs)
+      ins.push_back(i < 0 ? -1 : i < first_backward && fate[i] == Fate::Constant ? bwd->add_constant(J.nodes[i].value, J.nodes[i].meta.dtype) : to_bwd.at(i));
+    to_bwd[id] = bwd->add_op(n.op, ins, n.attrs, n.code);
+  };
+  int at = -1;
+  auto open_stretch = [&](int s) {
+    while (at < s)
+      for (int id : recompute_at[++at]) emit_op(id);
+  };
+  for (int id = first_backward; id < n_joint; id++) {
     const Node& n = J.nodes[id];
     if (n.kind == NodeKind::Input) {
       to_bwd[id] = bwd->add_input(n.meta, n.source);
     } else if (n.kind == NodeKind::Constant) {
       to_bwd[id] = bwd->add_constant(n.value, n.meta.dtype);
     } else {
-      std::vector<int> ins;
-      for (int i : n.inputs) ins.push_back(i < 0 ? -1 : to_bwd.at(i));
-      to_bwd[id] = bwd->add_op(n.op, ins, n.attrs, n.code);
+      open_stretch(stretch[id]);
+      auto late = recompute_before.find(id);
+      if (late != recompute_before.end())
+        for (int r : late->second) emit_op(r);
+      emit_op(id);
     }
   }
-  for (int out : J.outputs) {
-    auto it = to_bwd.find(out);
-    // a gradient that is a forward value itself (the tangent of an output that is an input)
-    bwd->outputs.push_back(it != to_bwd.end() ? it->second : from_forward(out));
-  }
+  open_stretch(stretches);
+  auto last = recompute_before.find(n_joint);
+  if (last != recompute_before.end())
+    for (int r : last->second) emit_op(r);
+  auto emit = [&](int id) {
+    return fate[id] == Fate::Constant ? bwd->add_constant(J.nodes[id].value, J.nodes[id].meta.dtype) : to_bwd.at(id);
+  };
+  for (int out : J.outputs) bwd->outputs.push_back(out < first_backward ? emit(out) : to_bwd.at(out));
   bwd->eliminate_dead_code();
   tg.backward = bwd;
 

@@ -358,14 +358,16 @@ void bind_inductor(py::module_& m) {
     return info;
   });
   // A training graph (inputs requiring grad) compiled for CUDA: the joint graph partitioned as
-  // the inductor backend does (recompute), each half rendered and compiled by NVRTC; a training
+  // the inductor backend does (mini.config.partitioner), each half rendered and compiled by NVRTC; a training
   // runner over the two CUDA programs (run() needs a GPU).
   m.def("_inductor_compile_training_cuda", [](py::object gm, const std::string& arch) {
     namespace ag = mini::autograd;
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     if (!ag::needs_training_graphs(*g))
       throw py::value_error("no input of this graph requires grad: compile it with _inductor_compile_cuda");
-    auto tg = std::make_shared<ag::TrainingGraphs>(ag::make_training_graphs(*g, ag::Partitioner::Recompute));
+    const ag::Partitioner p =
+        cap::compile_config().partitioner == "min-cut" ? ag::Partitioner::MinCut : ag::Partitioner::Recompute;
+    auto tg = std::make_shared<ag::TrainingGraphs>(ag::make_training_graphs(*g, p));
     std::shared_ptr<mini::runtime::CompiledCudaGraph> fwd, bwd;
     {
       py::gil_scoped_release release;

@@ -260,6 +260,34 @@ def test_an_output_the_loss_does_not_read_costs_the_backward_nothing(backend, ca
     assert moved_both - moved_alone >= 2 * 64 * 512 * 4, (moved_alone, moved_both)
 
 
+def residual_stack(x, ws, bs):
+    for w, b in zip(ws, bs):
+        x = x + (x @ w + b).relu()
+    return x.pow(2).mean()
+
+
+@pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
+def test_a_residual_stream_is_not_rebuilt_from_its_first_layer_in_the_backward(capsys):
+    # The recompute partitioner would save each block's matmul and rebuild the stream
+    # x_k = x_(k-1) + relu(...) in the backward: x_16 needs x_15, ... down to x_0, so the backward
+    # began with one kernel computing all sixteen x_k (and holding them until their layer's turn).
+    # A chain of more than 8 recomputed ops ends in a saved value, so no kernel rebuilds more
+    # than 8 blocks' adds (two adds a block).
+    rng = np.random.default_rng(0)
+    x = mini.tensor(rng.standard_normal((32, 64)).astype(np.float32))
+    ws = [mini.tensor((rng.standard_normal((64, 64)) * 0.1).astype(np.float32), requires_grad=True) for _ in range(16)]
+    bs = [mini.tensor(rng.standard_normal(64).astype(np.float32), requires_grad=True) for _ in range(16)]
+    ws2, bs2 = clone_inputs(ws), clone_inputs(bs)
+    mini.set_logs("output_code")
+    mini.compile(residual_stack, backend="inductor")(x, ws, bs).backward()
+    backward = capsys.readouterr().err.split("_backward")[1]
+    adds = [len(re.findall(r"\badd(?:_\d+)?\b", line)) for line in re.findall(r"// cpp_\w+: graph nodes[^\n]*", backward)]
+    assert adds and max(adds) <= 16, adds
+    residual_stack(x, ws2, bs2).backward()
+    for got, want in zip(ws + bs, ws2 + bs2):
+        np.testing.assert_allclose(to_np(got.grad), to_np(want.grad), rtol=1e-4, atol=1e-6)
+
+
 # ---- the graphs and the partitioners -----------------------------------------------------------
 
 def test_aot_graphs_log_prints_forward_and_backward_graphs(capsys):
