@@ -652,5 +652,8 @@ def test_cross_entropys_target_mask_is_computed_in_the_kernel_that_reads_it():
     assert len(info["backward_kernels"]) <= 3, info["backward_kernels"]
     # the forward: log_softmax and the select of the target's class in one kernel over the rows
     # (the arange of classes, a call of its own, is hoisted before it instead of splitting it)
-    rows = [k for k in info["forward_kernels"] if "amax" in k or "where" in k]
-    assert len(rows) == 1 and "amax" in rows[0] and "where" in rows[0], info["forward_kernels"]
+    # (the mean's kernel over the rows may compute the per-row loss again from the row sums it
+    # reads rather than load it: rematerialize)
+    rows = [k for k in info["forward_kernels"] if "amax" in k]
+    assert len(rows) == 1 and "where" in rows[0], info["forward_kernels"]
+    assert len(info["forward_kernels"]) <= 2, info["forward_kernels"]
