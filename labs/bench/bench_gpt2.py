@@ -13,14 +13,16 @@ its own (peak memory and the first step clean, a failure or a timeout stops only
 Per configuration: ms per step, tokens/s, MFU (model FLOPs a token = 6 x parameters +
 12 x layers x context x width, against PEAK_TFLOPS, the H200's dense bfloat16 peak), peak
 memory (max_memory_allocated over the timed steps), the first step's time (capture and compile
-included), launches per step (mini: mini.metrics.kernel_launches; torch: the kernels its
+included), bytes moved per step (mini: mini.metrics.bytes_moved, every kernel's loads and
+stores and every extern call's operands; torch does not count them), launches per step (mini:
+mini.metrics.kernel_launches; torch: the kernels its
 profiler sees) and, on the GPU where torch imports, the GPU time of one step by kernel class
 (GEMM, attention, generated, optimizer, copies, other) from torch's profiler, which sees mini's
 kernels as it sees its own.
 
     PYTHONPATH=build/python python labs/bench/bench_gpt2.py [--quick] [--device cpu|cuda]
         [--modes mini-eager,mini-compiled,...] [--dtypes float32,bfloat16] [--out DIR]
-        [--timeout S] [--budget S]
+        [--timeout S] [--budget S] [--layers N] [--batch N]
 
 --quick: a tiny GPT (2 layers, width 32, context 32) for 3 steps, in seconds on the CPU (the
 test runs it). --device cuda without a GPU prints one line why and exits 0. Writes
@@ -29,6 +31,7 @@ gpt2_step.txt, .json and .png (step time and its breakdown, mini beside torch) i
 """
 import argparse
 import collections
+import copy
 import importlib.util
 import json
 import os
@@ -177,19 +180,21 @@ def run_config(mode, dtype, device, size):
         return loss
 
     is_mini = lib_name == "mini"
-    times, losses, launches = [], [], []
+    times, losses, launches, moved = [], [], [], []
     for i in range(size["warmup"] + size["steps"]):
         if i == size["warmup"] and cuda:
             lib.cuda.reset_peak_memory_stats()
         if i == size["warmup"] and not cuda and is_mini:
             lib.metrics.reset_peak_memory()
         before = lib.metrics.kernel_launches if is_mini else 0
+        bytes_before = lib.metrics.bytes_moved if is_mini else 0
         sync()
         t0 = time.perf_counter()
         loss = step()
         sync()
         times.append(time.perf_counter() - t0)
         launches.append(lib.metrics.kernel_launches - before if is_mini else None)
+        moved.append(lib.metrics.bytes_moved - bytes_before if is_mini else None)
         losses.append(float(loss.item()))
     timed = times[size["warmup"]:]
     ms = statistics.median(timed) * 1e3
@@ -205,7 +210,8 @@ def run_config(mode, dtype, device, size):
                   mfu=flops_per_token * tokens_per_s / (PEAK_TFLOPS * 1e12),
                   peak_memory_bytes=peak, first_step_s=times[0], parameters=n_params,
                   flops_per_token=flops_per_token, losses=losses,
-                  launches_per_step=statistics.median(launches[size["warmup"]:]) if is_mini else None)
+                  launches_per_step=statistics.median(launches[size["warmup"]:]) if is_mini else None,
+                  bytes_per_step=statistics.median(moved[size["warmup"]:]) if is_mini else None)
     if cuda:
         result["memory_phases"] = memory_phases(lib, fn, batches[-1], autocast, opt, sync)
         try:
@@ -225,6 +231,9 @@ def run_in_subprocess(mode, dtype, args):
     cmd = [sys.executable, __file__, "--worker", mode, dtype, "--device", args.device]
     if args.quick:
         cmd.append("--quick")
+    for flag, value in (("--layers", args.layers), ("--batch", args.batch)):
+        if value is not None:
+            cmd += [flag, str(value)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -243,7 +252,7 @@ def fmt(value, spec, unit=""):
 def table(results, header):
     lines = [header, "",
              f"{'mode':<18} {'dtype':<9} {'ms/step':>9} {'tokens/s':>10} {'MFU':>6} {'peak mem':>9} "
-             f"{'1st step':>9} {'launches':>9}   GPU ms by class ({', '.join(CLASSES)})"]
+             f"{'1st step':>9} {'launches':>9} {'moved':>9}   GPU ms by class ({', '.join(CLASSES)})"]
     for r in results:
         if "error" in r:
             said = r["error"] if r["error"].startswith("skipped") else f"failed: {r['error']}"
@@ -254,7 +263,8 @@ def table(results, header):
         split = " ".join(f"{by_class[c]:.1f}" for c in CLASSES) if by_class else r.get("profile_skipped", "-")
         lines.append(f"{r['mode']:<18} {r['dtype']:<9} {r['ms']:9.2f} {r['tokens_per_s']:10.0f} "
                      f"{100 * r['mfu']:5.1f}% {fmt(peak, '.0f', ' MB'):>9} {r['first_step_s']:8.2f}s "
-                     f"{fmt(r['launches_per_step'], '.0f'):>9}   {split}")
+                     f"{fmt(r['launches_per_step'], '.0f'):>9} "
+                     f"{fmt(None if r.get('bytes_per_step') is None else r['bytes_per_step'] / 1e9, '.2f', ' GB'):>9}   {split}")
     by_key = {(r["mode"], r["dtype"]): r for r in results if "error" not in r}
     for mini_mode, torch_mode in (("mini-eager", "torch-eager"), ("mini-compiled", "torch-compile")):
         for dtype in DTYPES:
@@ -318,9 +328,15 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a configuration may take")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds for the whole run: configurations that would start later are skipped")
+    parser.add_argument("--layers", type=int, default=None, help="layers (default: GPT-2's 12; --quick's 2)")
+    parser.add_argument("--batch", type=int, default=None, help="sequences a step (default: 8; --quick's 2)")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "DTYPE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
+    size = copy.deepcopy(QUICK if args.quick else FULL)
+    if args.layers is not None:
+        size["config"]["n_layer"] = args.layers
+    if args.batch is not None:
+        size["batch"] = args.batch
     if args.worker:
         from measure import cold_kernel_cache
         with cold_kernel_cache("inductor"):  # mini's first step compiles for real, as a new user's
