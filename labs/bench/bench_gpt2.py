@@ -103,9 +103,9 @@ def profile_step(step, sync):
         us = e.time_range.end - e.time_range.start
         by_class[kernel_class(e.name)] += us
         if kernel_class(e.name) == "other":
-            other[e.name[:80]] += us
-        every[e.name[:80]] += us
-        calls[e.name[:80]] += 1
+            other[e.name[:240]] += us
+        every[e.name[:240]] += us
+        calls[e.name[:240]] += 1
         kernels += not (e.name.startswith("Memcpy") or e.name.startswith("Memset"))
     top_other = [(name, round(us / 1e3, 2)) for name, us in other.most_common(5)]
     top = [(name, kernel_class(name), calls[name], round(us / 1e3, 2)) for name, us in every.most_common()]

@@ -133,11 +133,42 @@ class CudaKernelWriter {
   // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
   bool assumes_aligned() {
     if (k_.reduced.empty()) return layout_.vector_pointwise;
-    if (cuda_column_reduction(k_, layout_)) return false;
+    if (cuda_column_reduction(k_, layout_)) return column_vector() > 1;
     VectorRows rows;
     const bool looped = cuda_split_reductions(s_, k_, layout_) == 0 && vector_loop_shape(&rows);
     if (L_.has_online_pairs() && !looped) return CudaKernelWriter(s_, k_, without_online()).assumes_aligned();
     return looped;
+  }
+
+  // Vector columns (layouts 2 and up, split columns only: one pass, no full value after the
+  // sums): as write_column_reduction, but each thread takes CV consecutive kept elements, so
+  // that a warp's load of a row is 32 x 16 bytes (bfloat16 columns read 64 bytes a warp
+  // load one at a time: GPT-2's MLP bias gradient ran at 0.75 TB/s). A load running along the
+  // innermost dim with stride 1 (and every other stride a multiple of CV) is one Vec a row;
+  // any other load is read per element. Each of the CV columns keeps its own accumulators, and
+  // a full value the kernel stores is stored as one Vec. CV: 16 bytes of the widest such load
+  // or store, halved until the innermost dim divides by it and 32 threads have columns.
+  int column_vector() {
+    if (column_vector_ >= 0) return column_vector_;
+    column_vector_ = 1;
+    if (!layout_.vector_pointwise || !cuda_column_reduction(k_, layout_) || cuda_column_splits(s_, k_, layout_) == 0)
+      return 1;
+    size_t widest = 0;
+    cs_.load_hook = [&](const Expr& e, const std::string&) {
+      if (runs_along_columns(e, 1)) widest = std::max(widest, itemsize(e.dtype));
+      return std::string();
+    };
+    row_pass_source(0, "");  // a dry run: which loads run along the columns
+    cs_.load_hook = nullptr;
+    for (int id : k_.stores)
+      if (L_.is_full(id)) widest = std::max(widest, itemsize(g_.nodes[id].meta.dtype));
+    if (widest == 0) return 1;
+    const int64_t last = k_.space.back();
+    int64_t cols = 1;
+    for (int64_t d : L_.kept_dims()) cols *= k_.space[d];
+    int cv = (int)(16 / widest);
+    while (cv > 1 && (last % cv || cols / cv < 32)) cv /= 2;
+    return column_vector_ = cv;
   }
 
   std::string write() {
@@ -175,6 +206,7 @@ class CudaKernelWriter {
     o << "  (void)symbols; (void)strides;\n";
     if (k_.reduced.empty()) write_pointwise(o);
     else if (split) write_split_reduction(o);
+    else if (columns && column_vector() > 1) write_vector_columns(o, column_vector());
     else if (columns) write_column_reduction(o, split_columns);
     else if (looped) write_vector_loop_reduction(o, rows);
     else write_reduction(o);
@@ -493,20 +525,213 @@ class CudaKernelWriter {
         o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
   }
 
-  // The 32 lanes of each column fold their accumulators of reduction `id` through shared memory;
-  // every lane then holds the column's value.
-  void write_column_fold(std::ostringstream& o, int id) {
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n), N = std::to_string(id);
-    o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = acc" << N << ";\n";
+  // `text` with every line indented two more spaces (a block written for the body of a loop).
+  static std::string indented(const std::string& text) {
+    std::string o;
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      end = end == std::string::npos ? text.size() : end + 1;
+      o += "  " + text.substr(at, end - at);
+      at = end;
+    }
+    return o;
+  }
+
+  // Whether load e reads consecutive elements along the innermost dim (a term over it of
+  // stride 1, every stride static and every other one a multiple of cv): a Vec of cv elements
+  // at an aligned address when the innermost index is a multiple of cv.
+  bool runs_along_columns(const Expr& e, int cv) const {
+    bool along = false;
+    for (const IndexTerm& t : e.index.terms) {
+      if (t.axis >= 0) return false;
+      if (t.dim == rank_ - 1 && t.stride == 1) along = true;
+      else if (t.stride % cv) return false;
+    }
+    return along;
+  }
+
+  // The definitions and folds of one row of phase 0's pass, as write_column_reduction writes
+  // them (acc<id><index>), each line indented by `pad`.
+  std::string row_pass_source(int p, const std::string& index) {
+    std::vector<int> reds, stores;
+    L_.phase_targets(p, &reds, &stores);
+    RowPlan plan = L_.plan_rows(0);
+    std::string o;
+    for (int id : k_.nodes)
+      if (plan.compute[p].count(id)) o += define("      ", 't', id, false);
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = acc_type(n);
+      o += "      acc" + std::to_string(id) + index + " = " + combine(n) + "<" + A + ">(acc" + std::to_string(id) + index +
+           ", " + A + "(" + cs_.expr(L_.reduction_input(id)) + "));\n";
+    }
+    return o;
+  }
+
+  void write_vector_columns(std::ostringstream& o, int CV) {
+    const std::string X = "x" + std::to_string(rank_ - 1);  // the innermost (kept) dim's index
+    std::vector<int> reds, stores;
+    L_.phase_targets(0, &reds, &stores);
+    o << "  // columns in vectors: " << CV << " consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),\n"
+      << "  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks\n";
+    o << "  constexpr int CV = " << CV << ";\n";
+    o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
+      << ";\n";
+    o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
+    o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
+    o << "  __shared__ bool last;\n";
+    o << "  const int64_t col0 = (int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)) * CV;\n";
+    o << "  const bool live = col0 < cols;\n";
+    o << "  const int64_t r = live ? col0 : cols - CV;  // a thread past the end computes the last columns, stores nothing\n";
+    o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
+    o << "  __shared__ double fold[32][33];  // a lane's partial per column, and each column's sum (padded)\n";
+    o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
+    o << "  const int64_t " << X << "_0 = " << X << ";  // the thread's first column; column u is " << X << "_0 + u\n";
+    // values of the columns that need no reduction, one a column
+    std::vector<int> column_values;
+    for (int id : k_.nodes)
+      if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
+    for (int id : column_values) o << "  " << cuda_type(g_.nodes[id].meta.dtype) << " rv" << id << "[CV];\n";
+    for (int id : reds) {
+      std::string A = acc_type(g_.nodes[id]);
+      o << "  " << A << " acc" << id << "[CV];\n";
+    }
+    o << "  #pragma unroll\n";
+    o << "  for (int u = 0; u < CV; u++) {\n";
+    if (!column_values.empty()) o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+    for (int id : column_values) {
+      o << define("    ", 'r', id, false);
+      o << "    rv" << id << "[u] = r" << id << ";\n";
+    }
+    for (int id : reds) o << "    acc" << id << "[u] = " << identity(g_.nodes[id], acc_type(g_.nodes[id])) << ";\n";
+    o << "  }\n";
+
+    // the pass over this block's chunk of rows: vector loads at the first column, the CV
+    // columns unrolled
+    std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
+    std::map<std::string, DType> vector_types;
+    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+      if (runs_along_columns(e, CV) && !vectors.count(spelled)) {
+        vectors[spelled] = "v" + std::to_string(vectors.size());
+        vector_types[spelled] = e.dtype;
+      }
+      return std::string();
+    };
+    row_pass_source(0, "[u]");  // a dry run: the vector loads
+    o << "  #pragma unroll 2\n";
+    o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
+    o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+    for (auto& [spelled, name] : vectors) {
+      std::string T = cuda_type(vector_types[spelled]);
+      o << "    const mini::Vec<" << T << ", CV> " << name << " = *reinterpret_cast<const mini::Vec<" << T << ", CV>*>(&"
+        << spelled << ");\n";
+    }
+    std::vector<int> full_stores;
+    for (int id : k_.stores)
+      if (L_.is_full(id)) full_stores.push_back(id);
+    for (int id : full_stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV> s" << id << ";\n";
+    o << "    #pragma unroll\n";
+    o << "    for (int u = 0; u < CV; u++) {\n";
+    o << "      const int64_t " << X << " = " << X << "_0 + u;\n";
+    for (int id : column_values) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+    cs_.load_hook = [&](const Expr&, const std::string& spelled) {
+      auto it = vectors.find(spelled);
+      return it == vectors.end() ? std::string() : it->second + ".v[u]";
+    };
+    o << row_pass_source(0, "[u]");
+    cs_.load_hook = nullptr;
+    for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
+    o << "    }\n";
+    for (int id : full_stores)
+      o << "    if (live) *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV>*>(&" << out(id) << "["
+        << linear_full() << "]) = s" << id << ";\n";
+    o << "  }\n";
+
+    // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
+    o << "  #pragma unroll\n";
+    o << "  for (int u = 0; u < CV; u++) {\n";
+    for (int id : reds) {
+      std::ostringstream fold;
+      write_column_fold(fold, id, "acc" + std::to_string(id) + "[u]");
+      o << indented(fold.str());
+    }
+    o << "  }\n";
+    for (size_t ri = 0; ri < reds.size(); ri++) {
+      std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
+      o << "  if (live && lane == 0)\n";
+      o << "    for (int u = 0; u < CV; u++)\n";
+      o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
+        << "[u];\n";
+    }
+    o << "  __threadfence();  // the partials are visible before the block counts itself\n";
     o << "  __syncthreads();\n";
-    o << "  if (lane == 0) {\n";
-    o << "    for (int l = 1; l < 32; l++) acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N
-      << ", reinterpret_cast<" << A << "*>(&fold[l][c])[0]);\n";
-    o << "    reinterpret_cast<" << A << "*>(&fold[0][c])[0] = acc" << N << ";\n";
+    o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
+    o << "  __syncthreads();\n";
+    o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
+    o << "  __threadfence();\n";
+    o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+    o << "  #pragma unroll\n";
+    o << "  for (int u = 0; u < CV; u++) {\n";
+    for (size_t ri = 0; ri < reds.size(); ri++) {
+      const Node& n = g_.nodes[reds[ri]];
+      std::string A = acc_type(n), N = std::to_string(reds[ri]);
+      std::ostringstream fold;
+      fold << "  acc" << N << "[u] = " << identity(n, A) << ";\n";
+      fold << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
+      fold << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + r + u]);\n";
+      fold << "    acc" << N << "[u] = " << combine(n) << "<" << A << ">(acc" << N << "[u], reinterpret_cast<const " << A
+           << "*>(&bits)[0]);\n";
+      fold << "  }\n";
+      write_column_fold(fold, reds[ri], "acc" + N + "[u]");
+      o << indented(fold.str());
+    }
+    o << "  }\n";
+    // the column values, a column at a time: the sums, then what they feed; stored by lane 0
+    o << "  if (!live || lane != 0) return;\n";
+    o << "  #pragma unroll\n";
+    o << "  for (int u = 0; u < CV; u++) {\n";
+    o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+    std::set<int> done;
+    for (int id : column_values) {
+      o << "    const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+      done.insert(id);
+    }
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string fin = "acc" + std::to_string(id) + "[u]";
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "    const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+      done.insert(id);
+    }
+    for (int id : k_.nodes) {
+      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+      o << define("    ", 'r', id, false);
+      done.insert(id);
+    }
+    for (int id : k_.stores)
+      if (!L_.is_full(id)) o << "    " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+    o << "  }\n";
+  }
+
+  // The 32 lanes of each column fold their accumulators of reduction `id` (`acc`, by default
+  // acc<id>) through shared memory: each lane writes its partial, then warp w reads column w's
+  // 32 partials (a thread each, the padded row spares bank conflicts), folds them with five
+  // shuffles and leaves the result in the spare 33rd slot of fold[w], where every lane of the
+  // column reads it. (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
+  void write_column_fold(std::ostringstream& o, int id, std::string acc = "") {
+    const Node& n = g_.nodes[id];
+    std::string A = acc_type(n);
+    if (acc.empty()) acc = "acc" + std::to_string(id);
+    o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = " << acc << ";\n";
+    o << "  __syncthreads();\n";
+    o << "  {\n";
+    o << "    const " << A << " v = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A
+      << ">>(reinterpret_cast<" << A << "*>(&fold[c][lane])[0]);\n";
+    o << "    if (c == 0) reinterpret_cast<" << A << "*>(&fold[lane][32])[0] = v;\n";
     o << "  }\n";
     o << "  __syncthreads();\n";
-    o << "  acc" << N << " = reinterpret_cast<" << A << "*>(&fold[0][c])[0];\n";
+    o << "  " << acc << " = reinterpret_cast<" << A << "*>(&fold[c][32])[0];\n";
     o << "  __syncthreads();  // fold is written again by the next reduction\n";
   }
 
@@ -1009,6 +1234,7 @@ class CudaKernelWriter {
   // row writers spell a thread's place in its row, the threads of a row, and the rows a block
   // takes in turn.
   const int warp_rows_;
+  int column_vector_ = -1;  // column_vector(), once decided
   const int row_lanes_;  // a reduction's threads per row (cuda_reduction_threads)
   std::string lane_ = "threadIdx.x", row_threads_ = "blockDim.x", first_row_ = "blockIdx.x", row_step_ = "gridDim.x";
 
@@ -1165,8 +1391,12 @@ int cuda_column_splits(const Schedule& s, const FusionGroup& k, const CudaLayout
   return later_stores.empty() ? (int)reds.size() : 0;  // a full value stored after the column sums needs all of them
 }
 
-int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms) {
-  const int64_t strips = (cols + 31) / 32;
+int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  return cuda_column_reduction(k, layout) ? CudaKernelWriter(s, k, layout).column_vector() : 1;
+}
+
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms, int vector) {
+  const int64_t strips = (cols / vector + 31) / 32;
   // blocks of 1024 threads, two an SM: fill the GPU twice over, each lane folding 8 elements at least
   const int64_t want = (2 * int64_t(sms) + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * 8));
   return std::max<int64_t>(1, std::min({want, most, cuda_column_max_splits()}));
@@ -1239,7 +1469,7 @@ bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLay
 }
 
 int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& layout, const std::vector<int64_t>& symbols,
-                  int sms) {
+                  int sms, int column_vector) {
   auto extent = [&](const std::vector<int64_t>& dims) {
     int64_t n = 1;
     for (int64_t d : dims) n *= graph::is_symbol(k.space[d]) ? symbols[graph::symbol_index(k.space[d])] : k.space[d];
@@ -1248,7 +1478,8 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)
     if (!std::count(k.reduced.begin(), k.reduced.end(), d)) kept.push_back(d);
-  if (cuda_column_reduction(k, layout)) return std::max<int64_t>(1, (extent(kept) + 31) / 32);  // 32 kept elements a block
+  if (cuda_column_reduction(k, layout))  // 32 x column_vector kept elements a block
+    return std::max<int64_t>(1, (extent(kept) / column_vector + 31) / 32);
   const int rows_a_block = k.reduced.empty() ? 1 : cuda_rows_per_block(cuda_row_length(k), layout);
   int64_t work = k.reduced.empty() ? (extent(kept) + kCudaThreads - 1) / kCudaThreads
                                    : (extent(kept) + rows_a_block - 1) / rows_a_block;

@@ -108,9 +108,13 @@ bool cuda_column_reduction(const fusion::FusionGroup& k, const CudaLayout& layou
 // Such a kernel takes `partials` (a slot per reduction per y block per kept element) and
 // `arrived` (a counter per x block, each starting at 0 and left at 0) after `sizes`.
 int cuda_column_splits(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
-// Its blocks in y for `cols` kept elements and `rnumel` reduced ones: enough that the GPU holds
-// two blocks an SM, at most cuda_column_max_splits(), each lane folding 8 elements at least.
-int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms);
+// The kept elements each thread of column kernel `k` takes (1, or a Vec of 2 to 16 in vector
+// columns: split columns whose innermost dim divides into 16-byte loads; layouts 2 and up).
+int cuda_column_vector(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
+// Its blocks in y for `cols` kept elements and `rnumel` reduced ones, `vector` kept elements a
+// thread: enough that the GPU holds two blocks an SM, at most cuda_column_max_splits(), each
+// lane folding 8 rows at least.
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms, int vector = 1);
 constexpr int64_t cuda_column_max_splits() { return 64; }
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
 // threads times the rows a block takes.
@@ -135,8 +139,8 @@ int64_t cuda_split_max_grid(int sms);
 constexpr int kCudaAlignment = 16;
 bool cuda_assumes_aligned(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 // The grid of kernel `k` of `s` under `layout` for the sizes of this call (symbols resolved):
-// blocks in x.
+// blocks in x. column_vector: cuda_column_vector's, for a column kernel (decided once, by the caller).
 int64_t cuda_grid(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout,
-                  const std::vector<int64_t>& symbols, int sms);
+                  const std::vector<int64_t>& symbols, int sms, int column_vector = 1);
 
 }  // namespace mini::codegen

@@ -306,6 +306,7 @@ void bind_inductor(py::module_& m) {
       d["rows_per_block"] = k.reduced.empty() ? 0 : mini::codegen::cuda_rows_per_block(R, cg->layouts[i]);
       d["split"] = cg->split[i];
       d["column_split"] = cg->column_split[i];
+      d["column_vector"] = cg->column_vector[i];
       d["layout"] = cg->layouts[i].number;
       kernels.append(d);
     }
@@ -324,7 +325,8 @@ void bind_inductor(py::module_& m) {
     return mini::codegen::cuda_min_blocks_per_sm(threads, mini::codegen::cuda_layout(layout));
   });
   m.def("_cuda_split_grid", &mini::codegen::cuda_split_grid);
-  m.def("_cuda_column_split_grid", &mini::codegen::cuda_column_split_grid);
+  m.def("_cuda_column_split_grid", &mini::codegen::cuda_column_split_grid, py::arg("cols"), py::arg("rnumel"),
+        py::arg("sms"), py::arg("vector") = 1);
   m.def("_cuda_column_max_splits", [] { return mini::codegen::cuda_column_max_splits(); });
   m.def("_cuda_layout", [](int number) {
     const auto l = mini::codegen::cuda_layout(number);

@@ -167,6 +167,7 @@ std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, con
   for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
     cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
     cg->column_split.push_back(codegen::cuda_column_splits(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
+    cg->column_vector.push_back(codegen::cuda_column_vector(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
     cg->aligned.push_back(codegen::cuda_assumes_aligned(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
   }
   return cg;
@@ -204,7 +205,7 @@ void CompiledCudaGraph::load() const {
       counters += 1;
     } else if (column_split[i]) {  // static sizes: a slot per reduction per y block per column
       auto [cols, rnumel] = column_extents(schedule.groups[i]);
-      slots += column_split[i] * codegen::cuda_column_split_grid(cols, rnumel, cuda::sm_count()) * cols;
+      slots += column_split[i] * codegen::cuda_column_split_grid(cols, rnumel, cuda::sm_count(), column_vector[i]) * cols;
       counters += (cols + 31) / 32;
     }
   }
@@ -309,7 +310,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
       for (void*& p : pointers) args.push_back(&p);
       args.push_back(&sizes);
       unsigned block[3] = {(unsigned)codegen::cuda_block(k, layout), 1, 1};
-      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, layout, symbols, sms), 1, 1};
+      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, layout, symbols, sms, column_vector[st.group]), 1, 1};
       void* partials = nullptr;
       void* arrived = nullptr;
       if (split[st.group]) {
@@ -322,7 +323,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
         args.push_back(&arrived);
       } else if (column_split[st.group]) {
         auto [cols, rnumel] = column_extents(k);
-        grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, sms);
+        grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, sms, column_vector[st.group]);
         partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
         arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[st.group];  // a counter per x block
         args.push_back(&partials);

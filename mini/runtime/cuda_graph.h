@@ -37,6 +37,7 @@ struct CompiledCudaGraph {
   std::vector<std::vector<int>> frees;   // per step: the buffers no later step reads
   std::vector<int> split;                // per kernel: reductions in two stages (0: not split)
   std::vector<int> column_split;         // per kernel: column sums shared among blocks in y (0: not)
+  std::vector<int> column_vector;        // per kernel: kept elements a thread of a column kernel (1: one)
   // per kernel: it takes its pointers aligned (codegen::cuda_assumes_aligned, which lowers the
   // kernel to decide: once here, not at every launch)
   std::vector<char> aligned;

@@ -18,6 +18,7 @@ import pytest
 
 import mini
 import mini.inductor as inductor
+import mini.nn.functional as F
 from conftest import CUDA_SKIP_REASON, HAS_CUDA, cuda_like, requires_no_cuda, to_np
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,6 +219,14 @@ LAYOUT_CASES = {
                      lambda: (mini.randn(8, 300, 96), mini.randn(8, 300, 96))),
     "column_split_bf16": (lambda g: (g.float().sum(0), g.sum(0)), lambda: (bf16(3000, 40),)),
     "columns_then_rows": (lambda x: x - x.mean(0, keepdim=True), lambda: (mini.randn(2000, 70),)),
+    # vector columns (layouts 2 and up): gelu's backward with the MLP bias gradient in bfloat16
+    # (8 columns a thread, a bias read per column, the full gradient stored as vectors); float32
+    # layer norm weight gradients with a transposed load (per element) and a row value
+    "vector_columns_bf16": (lambda g, h, b: (lambda t: (t, t.float().sum((0, 1))))(g * F.gelu(h + b)),
+                            lambda: (bf16(4, 96, 512), bf16(4, 96, 512), bf16(512))),
+    "vector_columns_f32": (lambda g, x, xt, m: ((g * (x - m)).sum(0), (g + xt.t()).amax(0), g.mean(0), g * x),
+                           lambda: (mini.randn(600, 256), mini.randn(600, 256), mini.randn(256, 600),
+                                    mini.randn(600, 1))),
     "strided": (lambda x, b: (x.t() + b).relu(), lambda: (mini.randn(33, 65), mini.randn(33))),
     "bf16_rows": (softmax_decomp, lambda: (bf16(16, 1000),)),
     # full reductions in two stages (layouts 2 and up): many blocks, the last one folds
@@ -622,6 +631,37 @@ def test_few_columns_over_many_rows_share_the_rows_among_blocks():
     (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
     assert col["column_split"] == 0, col
     assert inductor.cuda_column_split_grid(768, 64, 132) == 1  # too few rows to share
+
+
+def test_columns_of_bfloat16_are_read_in_16_byte_vectors():
+    # GPT-2's MLP bias gradient beside gelu's backward over [8192, 3072] bfloat16: a warp reading
+    # 32 columns of one row moves 64 bytes a load; 8 columns a thread make it 512
+    def mlp_bias_grad(g, h):
+        t = g * F.gelu(h)
+        return t, t.float().sum((0, 1))
+    info = inductor.render_graph_cuda(graph_of(mlp_bias_grad, bf16(8, 64, 3072), bf16(8, 64, 3072)))
+    (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
+    assert col["column_vector"] == 8 and col["column_split"] == 1, col
+    source = info["source"][info["source"].index(f" {col['name']}("):]
+    assert "constexpr int CV = 8;" in source
+    assert source.count("const mini::Vec<mini::bf16, CV> v") == 2  # g and h, one Vec load a row each
+    assert "*reinterpret_cast<mini::Vec<mini::bf16, CV>*>(&out" in source  # the gradient stored as a Vec
+    # the blocks: 3072 / 8 / 32 = 12 strips, each shared among rows in y
+    assert inductor.cuda_column_split_grid(3072, 512, 132, 8) >= 2
+    # float32 takes 4 a thread; a transposed input is read per element; too few columns for
+    # vectors (96 / 4 = 24 threads) halve the vector
+    def f32(g, xt):
+        return (g + xt.t()).sum(0)
+    (col,) = [k for k in inductor.render_graph_cuda(graph_of(f32, mini.randn(300, 256), mini.randn(256, 300)))["kernels"]
+              if k["shape"] == "col"]
+    assert col["column_vector"] == 4, col
+    (col,) = [k for k in inductor.render_graph_cuda(graph_of(lambda g: g.sum(0), mini.randn(300, 96)))["kernels"]
+              if k["shape"] == "col"]
+    assert col["column_vector"] == 2, col
+    # a full value stored after the sums needs every row: scalar columns, one block a strip
+    (col,) = [k for k in inductor.render_graph_cuda(graph_of(lambda x: x - x.mean(0, keepdim=True),
+                                                             mini.randn(2000, 512)))["kernels"] if k["shape"] == "col"]
+    assert col["column_vector"] == 1 and col["column_split"] == 0, col
 
 
 @pytest.mark.cuda

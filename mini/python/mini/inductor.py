@@ -92,14 +92,15 @@ def render_graph_cuda(gm, layouts=None):
     (threads), row_threads and rows_per_block (a reduction's: block = row_threads x
     rows_per_block; 0 for a pointwise kernel), split (reductions of one row split over blocks),
     column_split (a "col" kernel's reductions whose reduced elements are shared among blocks in
-    y; 0 where not) and layout."""
+    y; 0 where not), column_vector (the kept elements each thread of a "col" kernel takes: 1, or
+    a 16-byte Vec of them) and layout."""
     return _C._inductor_render_cuda(gm, *_layouts(layouts))
 
 
-def cuda_column_split_grid(cols, rnumel, sms):
+def cuda_column_split_grid(cols, rnumel, sms, vector=1):
     """The blocks in y that share the `rnumel` reduced elements of a column kernel of `cols` kept
-    elements on a GPU of `sms` SMs (1: not shared)."""
-    return _C._cuda_column_split_grid(int(cols), int(rnumel), int(sms))
+    elements, `vector` a thread, on a GPU of `sms` SMs (1: not shared)."""
+    return _C._cuda_column_split_grid(int(cols), int(rnumel), int(sms), int(vector))
 
 
 def cuda_column_max_splits():
