@@ -38,6 +38,8 @@ struct GraphBuilder {
     std::vector<int> ids;
     for (const Value& v : in) ids.push_back(v.id);
     if (Value folded = fold(k, ids, a)) return folded;
+    if (k == OpKind::Transpose && ids.size() == 1 && ids[0] >= 0)
+      if (Value back = fold_transpose(ids[0], a)) return back;
     if (op_outputs(k) > 1) {  // an output of a call already in the graph (add_other_outputs)
       Node want;
       want.op = k, want.inputs = ids, want.attrs = a;
@@ -92,6 +94,37 @@ struct GraphBuilder {
     if (picked.meta.sizes != out.sizes || picked.meta.dtype != out.dtype || picked_wrapped != all_wrapped)
       return {};
     return {cond.value != 0 ? ids[1] : ids[2]};
+  }
+  // A transpose of a transpose of the same two dims is the value itself, also through a cast
+  // between them (a cast is elementwise: transpose(cast(transpose(w))) = cast(w)). A Linear's
+  // weight gradient comes out so: the weight is used as W^T (through autocast's cast), matmul's
+  // rule gives the gradient of W^T transposed (prefers_transposed_grad), and W's gradient is
+  // then contiguous, not a transposed view the optimizer's .grad copies.
+  Value fold_transpose(int x_id, const Attrs& a) {
+    const Node& x = g.nodes[x_id];
+    auto pair = [](const Node& n, const Attrs& at) {  // the transposed dims, normalized
+      int64_t r = (int64_t)n.meta.sizes.size(), d0 = at.dim < 0 ? at.dim + r : at.dim,
+              d1 = at.dim2 < 0 ? at.dim2 + r : at.dim2;
+      return std::make_pair(std::min(d0, d1), std::max(d0, d1));
+    };
+    auto transposes_back = [&](const Node& n) {
+      return n.kind == NodeKind::Op && n.op == OpKind::Transpose && pair(g.nodes[n.inputs[0]], n.attrs) == pair(x, a);
+    };
+    if (x.kind != NodeKind::Op) return {};
+    if (transposes_back(x)) return {x.inputs[0]};
+    if (x.op == OpKind::Cast && x.inputs[0] >= 0 && transposes_back(g.nodes[x.inputs[0]])) {
+      const Attrs cast = x.attrs;
+      return call(OpKind::Cast, {Value{g.nodes[x.inputs[0]].inputs[0]}}, cast);
+    }
+    return {};
+  }
+  // Whether w (a matmul's right operand) is a transpose of a matrix, through casts: its
+  // gradient is better computed transposed (fold_transpose).
+  bool prefers_transposed_grad(const Value& w) {
+    int id = w.id;
+    while (id >= 0 && g.nodes[id].kind == NodeKind::Op && g.nodes[id].op == OpKind::Cast) id = g.nodes[id].inputs[0];
+    return id >= 0 && g.nodes[id].kind == NodeKind::Op && g.nodes[id].op == OpKind::Transpose &&
+           g.nodes[id].meta.sizes.size() == 2;
   }
   Shape shape(const Value& v) { return g.nodes[v.id].meta.sizes; }
   DType dtype(const Value& v) { return g.nodes[v.id].meta.dtype; }

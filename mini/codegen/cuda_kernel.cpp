@@ -1397,8 +1397,11 @@ int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout
 
 int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms, int vector) {
   const int64_t strips = (cols / vector + 31) / 32;
-  // blocks of 1024 threads, two an SM: fill the GPU twice over, each lane folding 8 elements at least
-  const int64_t want = (2 * int64_t(sms) + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * 8));
+  // blocks of 1024 threads, two an SM: fill the GPU twice over, each lane folding 8 rows at least
+  // (4 rows of `vector` elements in vector columns: layer norm's 768 float32 columns are 6
+  // strips, which 8 rows a lane left at 192 blocks)
+  const int64_t rows_a_lane = vector > 1 ? 4 : 8;
+  const int64_t want = (2 * int64_t(sms) + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * rows_a_lane));
   return std::max<int64_t>(1, std::min({want, most, cuda_column_max_splits()}));
 }
 

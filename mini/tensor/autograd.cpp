@@ -20,6 +20,11 @@ struct EagerBuilder {
   Shape shape(const Value& v) { return v->sizes; }
   DType dtype(const Value& v) { return v->dtype; }
   Value scalar(double x, DType d) { return scalar_tensor(x, d, /*wrapped_number=*/true); }
+  // A column-major matrix (a Linear's W^T): its gradient computed transposed leaves the
+  // transpose's own gradient, W's, contiguous (torch's mm_mat2_backward).
+  bool prefers_transposed_grad(const Value& w) {
+    return w->dim() == 2 && w->sizes[0] > 1 && w->sizes[1] > 1 && w->strides[0] == 1 && w->strides[1] == w->sizes[0];
+  }
 };
 }  // namespace
 

@@ -9,6 +9,8 @@
 //   Value call(OpKind, std::vector<Value>, Attrs)    apply an op
 //   Shape shape(const Value&);  DType dtype(const Value&)
 //   Value scalar(double, DType)                      a 0-d constant
+//   bool prefers_transposed_grad(const Value& w)     w is a transposed matrix (matmul's rule
+//                                                    then gives its gradient transposed)
 // A default-constructed Value means "no gradient" (and must test false).
 #pragma once
 #include <algorithm>
@@ -317,12 +319,22 @@ struct Rules {
         int64_t rows = 1;
         for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
         V x2 = reshape(xm, {rows, x.back()}), g2 = reshape(g, {rows, w.back()});
-        gi[1] = reshape(op(OpKind::Matmul, {transpose_last(x2), g2}), ws);
+        gi[1] = reshape(weight_grad(x2, g2, in[1]), ws);
+      } else if (w.size() == 2 && x.size() == 2) {
+        gi[1] = reshape(weight_grad(xm, g, in[1]), ws);
       } else {
         gi[1] = reshape(sum_to(op(OpKind::Matmul, {transpose_last(xm), g}), w), ws);
       }
     }
     return gi;
+  }
+
+  // The gradient x^T @ g of a matrix w in x @ w. Where w is a transpose (a Linear's W^T), as
+  // (g^T @ x)^T: W's gradient, the transpose of this one, is then g^T @ x itself, contiguous
+  // (torch's mm_mat2_backward makes the same choice from w's strides).
+  V weight_grad(V x, V g, V w) {
+    if (f.prefers_transposed_grad(w)) return transpose_last(op(OpKind::Matmul, {transpose_last(g), x}));
+    return op(OpKind::Matmul, {transpose_last(x), g});
   }
 
   // layer_norm over the last a.dim dims: y = (x - mean) * rstd * w + b.

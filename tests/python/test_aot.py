@@ -545,3 +545,50 @@ def test_an_unknown_partitioner_is_refused_by_name():
     with pytest.raises(ValueError, match="mini.config.partitioner must be one of 'recompute', 'min-cut'"):
         mini.config.partitioner = "greedy"
     assert mini.config.partitioner == "recompute"
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast"])
+def test_a_linear_weights_gradient_leaves_the_backward_contiguous(capsys, autocast):
+    # x @ W^T: matmul's rule gives W^T's gradient as (g^T @ x)^T where W^T is a transpose
+    # (through autocast's cast too), so that the transpose's own gradient, W's, is g^T @ x itself:
+    # contiguous. It was a transposed view, which .grad then copied (4 float32 copies a layer of
+    # a GPT-2 step); torch's mm_mat2_backward makes the same choice from the strides.
+    import mini.nn as nn
+    mini.manual_seed(0)
+    lin = nn.Linear(16, 8)
+    x = T(4, 5, 16, seed=1)
+
+    def loss(x):
+        return lin(x).float().pow(2).mean()
+
+    def step(fn):
+        lin.zero_grad()
+        if autocast:
+            with mini.autocast(device_type="cpu", dtype=mini.bfloat16):
+                out = fn(x)
+        else:
+            out = fn(x)
+        out.backward()
+        return lin.weight.grad.clone(), lin.bias.grad.clone()
+
+    want = step(loss)
+    mini.set_logs("aot_graphs")
+    got = step(mini.compile(loss, backend="aot_eager"))
+    mini.set_logs("")
+    err = capsys.readouterr().err
+    backward = err[err.index("===== Backward graph 1"):]
+    returned = re.search(r"return \(([^)]*)\)", backward).group(1).replace(",", " ").split()
+    checked = 0
+    for name in returned:
+        m = re.search(rf"\n\s+{name}: \"\w+\[([\d, ]*)\]\[([\d, ]*)\]", backward)
+        if not m:
+            continue  # a graph input passed through
+        sizes = [int(v) for v in m.group(1).split(",") if v.strip()]
+        strides = [int(v) for v in m.group(2).split(",") if v.strip()]
+        contiguous = [int(np.prod(sizes[d + 1:])) for d in range(len(sizes))]
+        assert strides == contiguous or 1 in sizes, f"{name}: sizes {sizes}, strides {strides}\n{backward}"
+        checked += len(sizes) == 2
+    assert checked >= 1, backward  # the weight's gradient
+    tol = dict(rtol=2e-2, atol=2e-2) if autocast else dict(rtol=1e-5, atol=1e-6)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(to_np(g), to_np(w), **tol)
