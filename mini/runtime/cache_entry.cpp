@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -177,9 +178,10 @@ void remove_stale_files(const std::string& dir) {
 std::string usable_cache_dir(const std::string& requested, std::vector<std::string>* warnings) {
   struct Fallbacks : std::map<std::string, std::string> {
     pid_t owner = getpid();
+    std::set<std::string> temporary;  // the folders mkdtemp made in place of unusable ones
     ~Fallbacks() {  // at exit, by the process that made them (not a forked child)
-      for (const auto& [requested, dir] : *this)
-        if (dir != requested && getpid() == owner) std::filesystem::remove_all(dir);
+      for (const std::string& dir : temporary)
+        if (getpid() == owner) std::filesystem::remove_all(dir);
     }
   };
   static std::mutex mu;
@@ -188,12 +190,20 @@ std::string usable_cache_dir(const std::string& requested, std::vector<std::stri
   auto it = chosen.find(requested);
   if (it != chosen.end()) return it->second;
   std::error_code ec;
-  std::filesystem::create_directories(requested, ec);
+  // A relative folder is made absolute (from the working folder of its first use): every path
+  // mini passes to the compiler then starts with '/', so a folder named "-o" or "-fplugin=x"
+  // is never read as one of its options.
+  std::string dir = requested;
+  if (!dir.empty() && dir[0] != '/') {
+    std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+    dir = ec ? "./" + dir : abs.lexically_normal().string();  // no working folder: ./-o is a path too
+  }
+  std::filesystem::create_directories(dir, ec);
   std::string why;
-  if (!std::filesystem::is_directory(requested))
-    why = std::filesystem::exists(requested) ? "it is not a folder" : "it cannot be created: " + ec.message();
+  if (!std::filesystem::is_directory(dir))
+    why = std::filesystem::exists(dir) ? "it is not a folder" : "it cannot be created: " + ec.message();
   else {
-    std::string probe = requested + "/.probe." + std::to_string(getpid());
+    std::string probe = dir + "/.probe." + std::to_string(getpid());
     int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) why = cat("a file cannot be created in it: ", strerror(errno));
     else {
@@ -202,8 +212,8 @@ std::string usable_cache_dir(const std::string& requested, std::vector<std::stri
     }
   }
   if (why.empty()) {
-    remove_stale_files(requested);  // once per folder and process: `chosen` remembers it
-    return chosen[requested] = requested;
+    remove_stale_files(dir);  // once per folder and process: `chosen` remembers it
+    return chosen[requested] = dir;
   }
   const char* tmp = getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/mini-cache-" + std::to_string(getpid()) + "-XXXXXX";
@@ -214,6 +224,7 @@ std::string usable_cache_dir(const std::string& requested, std::vector<std::stri
   warnings->push_back(cat("mini.config.cache_dir '", requested, "' cannot hold generated kernels (", why,
                           "); this process uses ", pattern, " instead, which the next process does not reuse. "
                           "Set mini.config.cache_dir or MINI_CACHE_DIR to a writable folder."));
+  chosen.temporary.insert(pattern);
   return chosen[requested] = pattern;
 }
 

@@ -173,7 +173,17 @@ std::vector<GradNode*> topological_order(GradNode* root) {
   return {post.rbegin(), post.rend()};
 }
 
-void accumulate_into_leaf(GradNode* acc, const Tensor& g) {
+// Whether the leaf may take gradient g as its .grad without a copy (torch's AccumulateGrad
+// steals it too): nothing else holds g or its memory (the backward made it for this leaf),
+// and it is laid out as the leaf is, a whole dense buffer. A compiled backward's weight
+// gradients are such tensors: copying them cost a GPT-2 step 48 copies.
+static bool can_steal(const Tensor& g, const Tensor& leaf) {
+  return g.use_count() == 1 && g->storage.use_count() == 1 && !g->grad_fn && !g->wrapped_number &&
+         !g->requires_grad && g->dtype == leaf->dtype && g->device() == leaf->device() && g->offset == 0 &&
+         g->is_contiguous() && leaf->is_contiguous() && g->storage->nbytes == (size_t)g->nbytes();
+}
+
+void accumulate_into_leaf(GradNode* acc, Tensor g) {
   Tensor leaf = acc->leaf.lock();
   if (!leaf) return;
   NoGradGuard no_grad;
@@ -181,7 +191,8 @@ void accumulate_into_leaf(GradNode* acc, const Tensor& g) {
     fail("gradient of shape ", shape_str(g->sizes), " does not match the leaf's shape ",
          shape_str(leaf->sizes));
   if (!leaf->grad) {
-    leaf->grad = clone(g);  // the leaf owns its own buffer, never an alias of another grad
+    // the leaf owns its own buffer, never an alias of another grad or of a value in use
+    leaf->grad = can_steal(g, leaf) ? std::move(g) : clone(g);
   } else {
     leaf->grad = binary(OpKind::Add, leaf->grad, g);
   }
@@ -223,7 +234,7 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
     std::vector<Tensor> slots = std::move(it->second);
     pending.erase(it);
     if (node->is_accumulator()) {
-      accumulate_into_leaf(node, slots[0]);
+      accumulate_into_leaf(node, std::move(slots[0]));
       continue;
     }
     if (node->released)

@@ -347,6 +347,26 @@ def test_a_cache_folder_of_any_name_compiles_and_runs_nothing(tmp_path, name):
     assert not list(tmp_path.rglob("pwned"))  # nothing the name holds ran
 
 
+@pytest.mark.parametrize("name", ["-o", "-dash", "-fplugin=x"])
+def test_a_relative_cache_folder_named_like_an_option_is_a_folder(tmp_path, name):
+    # a relative folder "-o" reached the compiler as `-o/<key>.cpp`, an option: every compile
+    # failed, blamed on the compiler's setup. A relative folder is made absolute at first use.
+    work = tmp_path / "cwd"
+    work.mkdir()
+    r = subprocess.run([sys.executable, "-c", HOSTILE_VICTIM], cwd=work, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=PKG_DIR, MINI_CACHE_DIR=name, MINI_COMPILE_THREADS="2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ok"] == [True, True]
+    assert sum(f.endswith(".so") for f in os.listdir(work / name)) == 2  # in the working folder's "-o"
+
+
+def test_an_empty_cache_folder_name_is_refused():
+    with pytest.raises(ValueError, match="must name a folder, got ''; None restores the default"):
+        mini.config.cache_dir = ""
+    assert mini.config.cache_dir  # unchanged
+
+
 def test_mini_config_cache_dir_takes_a_hostile_name_and_a_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where a shell would have run `touch pwned`
     folder = tmp_path / "a b;$(touch pwned)"

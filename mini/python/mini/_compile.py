@@ -56,6 +56,9 @@ class _Config:
             if not isinstance(path, str):
                 raise TypeError(f"mini.config.cache_dir must be a folder (str or os.PathLike), or None for the "
                                 f"default ($MINI_CACHE_DIR or ~/.cache/mini), got {type(value).__name__}")
+            if not path:
+                raise ValueError("mini.config.cache_dir must name a folder, got ''; None restores the default "
+                                 "($MINI_CACHE_DIR or ~/.cache/mini)")
             object.__setattr__(self, name, path)
             self._push()
             return
