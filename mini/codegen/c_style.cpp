@@ -204,7 +204,12 @@ std::string CStyle::index(const Expr& load) const {
   for (const IndexTerm& term : load.index.terms) {
     std::string stride = term.axis >= 0 ? "strides[" + std::to_string(load.buffer) + "][" + std::to_string(term.axis) + "]"
                                         : std::to_string(term.stride);
-    idx += (idx.empty() ? "" : " + ") + std::string("x") + std::to_string(term.dim) + " * " + stride;
+    std::string x = "x" + std::to_string(term.dim);
+    if (term.dim == load.index.pad_dim) {  // x - lo, clamped into the input's [0, len)
+      const std::string lo = std::to_string(load.index.pad_lo), last = std::to_string(load.index.pad_len - 1);
+      x = "(" + x + " < " + lo + " ? 0 : " + x + " - " + lo + " > " + last + " ? " + last + " : " + x + " - " + lo + ")";
+    }
+    idx += (idx.empty() ? "" : " + ") + x + " * " + stride;
   }
   return idx.empty() ? "0" : idx;
 }
@@ -218,7 +223,14 @@ std::string CStyle::expr(const ExprPtr& e) const {
       // byte compare where a bool load kept a masked softmax's loops 3x slower
       if (e->dtype == DType::Bool && std::string(t_.name) == "cpp") spelled = "(" + spelled + " != 0)";
       std::string hooked = load_hook ? load_hook(*e, spelled) : std::string();
-      return hooked.empty() ? spelled : hooked;
+      if (!hooked.empty()) return hooked;
+      if (e->index.pad_dim >= 0) {  // 0 outside [lo, lo + len): a select of two evaluated values
+        const std::string T = type(e->dtype), x = "x" + std::to_string(e->index.pad_dim);
+        const int64_t lo = e->index.pad_lo, hi = e->index.pad_lo + e->index.pad_len;
+        return "mini::select<" + T + ">(" + x + " >= " + std::to_string(lo) + " && " + x + " < " + std::to_string(hi) +
+               ", " + T + "(" + spelled + "), " + T + "(0))";
+      }
+      return spelled;
     }
     case Expr::Kind::Temp: {
       std::string hooked = temp_hook ? temp_hook(*e) : std::string();

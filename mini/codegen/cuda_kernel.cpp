@@ -543,6 +543,7 @@ class CudaKernelWriter {
   // at an aligned address when the innermost index is a multiple of cv.
   bool runs_along_columns(const Expr& e, int cv) const {
     bool along = false;
+    if (e.index.pad_dim >= 0) return false;  // a padded load: element by element, masked
     for (const IndexTerm& t : e.index.terms) {
       if (t.axis >= 0) return false;
       if (t.dim == rank_ - 1 && t.stride == 1) along = true;
@@ -759,6 +760,7 @@ class CudaKernelWriter {
     std::vector<IndexTerm> terms;
     DType dtype = DType::Float32;
     std::set<int> passes;
+    bool padded = false;  // a slice_backward's read (Index::pad_dim): element by element, masked
   };
 
   std::vector<RowLoad> row_loads(const RowPlan& plan) {  // in the order first read
@@ -771,7 +773,8 @@ class CudaKernelWriter {
       for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
       if (!along_row) return std::string();
       auto [it, fresh] = at.emplace(spelled, loads.size());
-      if (fresh) loads.push_back({spelled, spelled.substr(0, spelled.find('[')), e.index.terms, e.dtype, {}});
+      if (fresh)
+        loads.push_back({spelled, spelled.substr(0, spelled.find('[')), e.index.terms, e.dtype, {}, e.index.pad_dim >= 0});
       loads[it->second].passes.insert(pass);
       return std::string();
     };
@@ -808,7 +811,7 @@ class CudaKernelWriter {
     std::vector<const RowLoad*> kept;
     size_t widest = 1;
     for (const RowLoad& l : loads) {
-      if (layout_.lean_rows && l.passes.size() < 2) continue;
+      if (l.padded || (layout_.lean_rows && l.passes.size() < 2)) continue;
       row.kept[l.spelled] = "k" + std::to_string(row.kept.size());
       row.types[l.spelled] = l.dtype;
       kept.push_back(&l);
@@ -920,6 +923,7 @@ class CudaKernelWriter {
     std::vector<const RowLoad*> all;
     size_t widest = 1;
     for (const RowLoad& l : rows->loads) {
+      if (l.padded) return false;  // read in vectors, a padded load would not be masked
       all.push_back(&l);
       rows->names[l.spelled] = "k" + std::to_string(rows->names.size());
       widest = std::max(widest, (size_t)itemsize(l.dtype));

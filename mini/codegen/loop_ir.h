@@ -28,9 +28,14 @@ struct IndexTerm {
 };
 
 // Where a load reads: the flat loop index i, or the sum of its terms (none: element 0).
+// A padded load (slice_backward: a gradient placed at [lo, lo + len) of a longer dim, zeros
+// around it) reads x<pad_dim> - pad_lo along pad_dim, clamped into [0, len) so that every
+// address is in bounds, and its value is 0 where x<pad_dim> lies outside [lo, lo + len).
 struct Index {
   bool flat = false;
   std::vector<IndexTerm> terms;
+  int64_t pad_dim = -1;  // >= 0: a padded load; its term over pad_dim is the clamped one
+  int64_t pad_lo = 0, pad_len = 0;
 };
 
 struct Expr;
@@ -134,6 +139,7 @@ class LoopKernel {
  private:
   ExprPtr value(int id, bool flat_ok, bool row_context) const;
   ExprPtr load(int id, bool flat_ok, bool row_context) const;
+  ExprPtr padded_load(const graph::Node& n, bool row_context) const;
   int find_online_max(int sum) const;
 
   const graph::Graph& g_;

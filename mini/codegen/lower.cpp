@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "codegen/loop_ir.h"
+#include "tensor/errors.h"
 
 namespace mini::codegen {
 
@@ -193,6 +194,7 @@ ExprPtr LoopKernel::expr(int id, bool flat_ok) const {
   // a row value whose shape dropped the reduced dims indexes its inputs by the kept dims
   bool row_context = !k_.reduced.empty() && n.meta.sizes.size() == kept_dims_.size() &&
                      n.meta.sizes.size() != k_.space.size();
+  if (n.op == OpKind::SliceBackward) return padded_load(n, row_context);
   Expr e;
   e.kind = Expr::Kind::Op;
   e.node = id;
@@ -212,6 +214,23 @@ ExprPtr LoopKernel::expr(int id, bool flat_ok) const {
     c.args = {v};
     e.args.push_back(make(std::move(c)));
   }
+  return make(std::move(e));
+}
+
+// slice_backward(g): g read at x - start along the sliced dim, 0 outside [start, start + len).
+// Its input is always a load (decompose puts a view between it and whatever computes g, and
+// a kernel reads a view from memory), never a value computed at this element.
+ExprPtr LoopKernel::padded_load(const Node& n, bool row_context) const {
+  const int in = n.inputs[0];
+  if (in < 0 || in_kernel_.count(in) || !load_index_.count(in))
+    fail("codegen: slice_backward ", n.name, " reads a value computed in its own kernel (decompose puts a view first)");
+  Expr e = *load(in, false, row_context);
+  const graph::TensorMeta& m = g_.nodes[in].meta;
+  const std::vector<int64_t>& dims = row_context ? kept_dims_ : all_dims_;
+  const int64_t rank = (int64_t)m.sizes.size(), d = n.attrs.dim < 0 ? n.attrs.dim + rank : n.attrs.dim;
+  e.index.pad_dim = dims[d + (int64_t)dims.size() - rank];
+  e.index.pad_lo = n.attrs.start;
+  e.index.pad_len = m.sizes[d];
   return make(std::move(e));
 }
 

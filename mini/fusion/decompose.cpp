@@ -195,6 +195,36 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
         map[id] = a.mode == "none" ? sq : b.reduce(a.mode == "mean" ? OpKind::Mean : OpKind::Sum, sq, {}, false);
         break;
       }
+      case OpKind::SliceBackward: {
+        // A gradient placed in the slice it came from, zeros around it: generated code (a padded
+        // load, codegen/loop_ir.h), so that the qkv split's three gradients and their sum are one
+        // kernel, not three extern fills and copies. Its input is read from memory: a view of
+        // whatever computes it (a kernel reads a view only once the value is stored). A step
+        // other than 1 or a symbolic size along the sliced dim stays an extern call: a slice_scatter
+        // into zeros.
+        const graph::TensorMeta& gm = g.nodes[in[0]].meta;
+        const int64_t rank = (int64_t)gm.sizes.size(), d = a.dim < 0 ? a.dim + rank : a.dim;
+        bool padded = a.step == 1 && d >= 0 && d < rank && (int64_t)a.shape.size() == rank && a.start >= 0 &&
+                      !graph::is_symbol(a.start);  // the sliced dim static (any other may be a symbol)
+        padded = padded && gm.sizes[d] >= 0 && a.shape[d] >= 0 && a.start + gm.sizes[d] <= a.shape[d];
+        if (!padded) {
+          Attrs z;
+          z.shape = a.shape;
+          z.dtype = n.meta.dtype;
+          z.device = src.device;
+          map[id] = b.op(OpKind::SliceScatter, {b.op(OpKind::Full, {}, z), in[0]}, a);
+          break;
+        }
+        int x = in[0];
+        const graph::Node& made = g.nodes[x];
+        if (made.kind == graph::NodeKind::Op && op_class(made.op) != OpClass::View) {
+          Attrs same;
+          same.shape = gm.sizes;
+          x = b.op(OpKind::Reshape, {x}, same);
+        }
+        map[id] = b.op(OpKind::SliceBackward, {x}, a);
+        break;
+      }
       case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
         // A reduction of a 0-d tensor: a cast (Builder::reduce), to the result's dtype.
         if (g.nodes[in[0]].meta.sizes.empty()) {

@@ -98,8 +98,11 @@ constexpr int kMaxReductionPasses = 4;
 
 // Ops fusion has no loop lowering for: they run as extern calls (matmul through BLAS; the
 // factories as the eager kernel, so random numbers come from the eager generator, in order).
+// slice_backward is the one composite op a kernel computes: a padded load of its input, which
+// decompose makes a view (so never a value of the same kernel).
 bool is_extern(OpKind op) {
   OpClass c = op_class(op);
+  if (op == OpKind::SliceBackward) return false;
   return c == OpClass::Extern || c == OpClass::Composite || c == OpClass::Factory;
 }
 

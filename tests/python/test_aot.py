@@ -592,3 +592,44 @@ def test_a_linear_weights_gradient_leaves_the_backward_contiguous(capsys, autoca
     tol = dict(rtol=2e-2, atol=2e-2) if autocast else dict(rtol=1e-5, atol=1e-6)
     for g, w in zip(got, want):
         np.testing.assert_allclose(to_np(g), to_np(w), **tol)
+
+
+def split_heads(x, w):
+    q, k, v = (x @ w).split(16, dim=-1)
+    return (q.sin() * 2 + k.cos() * v).sum() + (q * k).sum() * 0.1
+
+
+def split_rows(x, w):  # along a middle dim, uneven pieces (5, 5, 2)
+    a, b, c = (x @ w).split(5, dim=1)
+    return (a.exp() * 0.1).sum() + (b * b).sum() + c.tanh().sum()
+
+
+def every_other(x, w):  # a slice of step 2: its backward stays an extern call
+    y = x @ w
+    return (y[:, :, ::2].sin() + y[:, :, 1::2]).sum()
+
+
+@pytest.mark.a3  # generated kernels
+@pytest.mark.parametrize("fn,shape", [(split_heads, (4, 10, 32)), (split_rows, (3, 12, 32)), (every_other, (2, 6, 32))],
+                         ids=["split_heads", "split_rows", "every_other"])
+@pytest.mark.parametrize("dynamic", ["static", "all"])
+def test_a_splits_backward_is_one_generated_kernel_with_eager_gradients(capsys, fn, shape, dynamic):
+    # slice_backward (a gradient placed into zeros where its slice was) ran as an extern call:
+    # GPT-2's qkv split took a fill and a strided copy per piece, then a kernel adding the three
+    # (0.36 ms a layer on the H100). Now a padded load: the pieces and their sum are one kernel.
+    rng = np.random.default_rng(3)
+    x = mini.tensor(rng.standard_normal(shape).astype(np.float32))
+    w = mini.tensor(rng.standard_normal((32, 48)).astype(np.float32) * 0.2, requires_grad=True)
+    w2 = clone_inputs([w])[0]
+    mini.set_logs("output_code")
+    mini.compile(fn, backend="inductor", dynamic=True if dynamic == "all" else None)(x, w).backward()
+    mini.set_logs("")
+    code = capsys.readouterr().err
+    fn(x, w2).backward()
+    np.testing.assert_allclose(to_np(w.grad), to_np(w2.grad), rtol=1e-4, atol=1e-5)
+    generated = re.findall(r"// cpp_\w+: graph nodes[^\n]*", code)
+    padded = [k for k in generated if "slice_backward" in k]
+    if fn is every_other or dynamic == "all":  # a step of 2 (a slice_scatter into zeros); symbolic sizes (eager)
+        assert not padded, padded
+    else:
+        assert len(padded) == 1 and padded[0].count("slice_backward") >= 3, generated

@@ -208,6 +208,10 @@ def test_on_cuda_flash_reads_the_heads_in_place_and_attention_is_one_call():
     kernels = info["forward_kernels"] + info["backward_kernels"]
     assert not [k for k in kernels if "clone" in k], kernels
     assert info["forward_kernels"] == ["cuda_red_fused_mean_pow_to_0"], info["forward_kernels"]
+    # the split's backward: the three gradients placed into the projection's gradient by one
+    # generated kernel (padded loads), no extern slice_backward
+    assert not [d for d in bwd if "slice_backward (slice_backward) is an extern call" in d], bwd
+    assert [k for k in info["backward_kernels"] if "slice_backward" in k], info["backward_kernels"]
 
 
 def test_attention_writes_its_output_in_the_layout_of_the_heads():
