@@ -246,16 +246,37 @@ class CudaKernelWriter {
       return;
     }
     std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
-    cs_.load_hook = [&](const Expr& e, const std::string&) {
+    std::map<std::string, const Expr*> padded;  // padded loads along the innermost dim, by spelling
+    std::vector<ExprPtr> keep;
+    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
       if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
+      if (e.index.pad_dim >= 0) padded[spelled] = &e;
       return std::string();
     };
-    for (int id : full) define("", 't', id, true);  // a dry run: which loads are contiguous
+    for (int id : full) {  // a dry run: which loads are contiguous
+      keep.push_back(L_.expr(id, true));
+      cs_.expr(keep.back());
+    }
     cs_.load_hook = nullptr;
     size_t widest = 1;
     for (auto& [b, T] : flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
     for (int id : k_.stores) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
-    const int V = (int)(16 / widest);
+    int V = (int)(16 / widest);
+    // A padded load (slice_backward) reads a Vec too where every vector lies in one row of the
+    // innermost dim and wholly inside or outside its slice: from where lane 0 reads, or zeros.
+    std::map<std::string, std::string> pad_vectors;
+    const int64_t last = k_.space.empty() ? -1 : k_.space.back();
+    for (auto& [spelled, e] : padded) {
+      bool along = e->index.pad_dim == rank_ - 1 && last > 0 && last % V == 0 && e->index.pad_lo % V == 0 &&
+                   e->index.pad_len % V == 0 && itemsize(e->dtype) * V <= 16;
+      bool unit = false;
+      for (const IndexTerm& t : e->index.terms) {
+        if (t.axis >= 0) along = false;
+        else if (t.dim == rank_ - 1) unit = t.stride == 1;
+        else along = along && t.stride % V == 0;
+      }
+      if (along && unit) pad_vectors[spelled] = "p" + std::to_string(pad_vectors.size());
+    }
     const std::string index_type = fits_int32() ? "int" : "int64_t";
 
     o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
@@ -266,6 +287,23 @@ class CudaKernelWriter {
     for (auto& [b, T] : flat)
       o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
         << " + i);\n";
+    if (!pad_vectors.empty()) {  // at lane 0's index: the vector's row and first column
+      for (auto& [spelled, name] : pad_vectors) {
+        std::string T = cuda_type(padded[spelled]->dtype);
+        o << "    mini::Vec<" << T << ", V> " << name << ";\n";
+      }
+      o << "    {\n";
+      o << "      const " << index_type << " il = " << index_type << "(i);\n";
+      o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
+      for (auto& [spelled, name] : pad_vectors) {
+        const Expr* e = padded[spelled];
+        std::string T = cuda_type(e->dtype), x = "x" + std::to_string(rank_ - 1);
+        o << "      " << name << " = (" << x << " >= " << e->index.pad_lo << " && " << x << " < "
+          << e->index.pad_lo + e->index.pad_len << ") ? *reinterpret_cast<const mini::Vec<" << T << ", V>*>(&" << spelled
+          << ") : mini::Vec<" << T << ", V>{};  // a slice's gradient, or the zeros around it\n";
+      }
+      o << "    }\n";
+    }
     for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
     o << "    #pragma unroll\n";
     o << "    for (int lane = 0; lane < V; lane++) {\n";
@@ -273,8 +311,10 @@ class CudaKernelWriter {
       o << "      const " << index_type << " il = " << index_type << "(i + lane);\n";
       o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
     }
-    cs_.load_hook = [](const Expr& e, const std::string&) {
-      return e.index.flat ? "l" + std::to_string(e.buffer) + ".v[lane]" : std::string();
+    cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+      if (e.index.flat) return "l" + std::to_string(e.buffer) + ".v[lane]";
+      auto p = pad_vectors.find(spelled);
+      return p == pad_vectors.end() ? std::string() : p->second + ".v[lane]";
     };
     for (int id : full) o << define("      ", 't', id, true);
     cs_.load_hook = nullptr;
@@ -543,7 +583,10 @@ class CudaKernelWriter {
   // at an aligned address when the innermost index is a multiple of cv.
   bool runs_along_columns(const Expr& e, int cv) const {
     bool along = false;
-    if (e.index.pad_dim >= 0) return false;  // a padded load: element by element, masked
+    // a padded load (slice_backward) whose slice starts and ends on vector boundaries: each
+    // thread's cv columns lie wholly inside it or wholly outside (then the Vec is zeros)
+    if (e.index.pad_dim >= 0 && (e.index.pad_dim != rank_ - 1 || e.index.pad_lo % cv || e.index.pad_len % cv))
+      return false;
     for (const IndexTerm& t : e.index.terms) {
       if (t.axis >= 0) return false;
       if (t.dim == rank_ - 1 && t.stride == 1) along = true;
@@ -612,10 +655,12 @@ class CudaKernelWriter {
     // columns unrolled
     std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
     std::map<std::string, DType> vector_types;
+    std::map<std::string, std::pair<int64_t, int64_t>> vector_pads;  // a padded load's [lo, hi)
     cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
       if (runs_along_columns(e, CV) && !vectors.count(spelled)) {
         vectors[spelled] = "v" + std::to_string(vectors.size());
         vector_types[spelled] = e.dtype;
+        if (e.index.pad_dim >= 0) vector_pads[spelled] = {e.index.pad_lo, e.index.pad_lo + e.index.pad_len};
       }
       return std::string();
     };
@@ -625,8 +670,13 @@ class CudaKernelWriter {
     o << unflatten(k_.space, "j", L_.red_dims(), "    ");
     for (auto& [spelled, name] : vectors) {
       std::string T = cuda_type(vector_types[spelled]);
-      o << "    const mini::Vec<" << T << ", CV> " << name << " = *reinterpret_cast<const mini::Vec<" << T << ", CV>*>(&"
-        << spelled << ");\n";
+      o << "    const mini::Vec<" << T << ", CV> " << name << " = ";
+      auto pad = vector_pads.find(spelled);
+      if (pad != vector_pads.end())  // the slice a padded load's columns lie in, or zeros
+        o << "(" << X << " >= " << pad->second.first << " && " << X << " < " << pad->second.second << ") ? ";
+      o << "*reinterpret_cast<const mini::Vec<" << T << ", CV>*>(&" << spelled << ")";
+      if (pad != vector_pads.end()) o << " : mini::Vec<" << T << ", CV>{}";
+      o << ";\n";
     }
     std::vector<int> full_stores;
     for (int id : k_.stores)

@@ -212,6 +212,8 @@ def test_on_cuda_flash_reads_the_heads_in_place_and_attention_is_one_call():
     # generated kernel (padded loads), no extern slice_backward
     assert not [d for d in bwd if "slice_backward (slice_backward) is an extern call" in d], bwd
     assert [k for k in info["backward_kernels"] if "slice_backward" in k], info["backward_kernels"]
+    # each piece is 256 columns wide: every 16-byte vector lies wholly in one piece, read as one
+    assert "? *reinterpret_cast<const mini::Vec<mini::bf16, V>*>(&in" in info["backward_source"], info["backward_source"]
 
 
 def test_attention_writes_its_output_in_the_layout_of_the_heads():
@@ -246,3 +248,32 @@ def test_a_compiled_gpt_attention_on_cuda_runs_flash_with_eager_gradients():
     (l_c, g_c), (l_e, g_e) = run(True), run(False)
     np.testing.assert_allclose(l_c, l_e, rtol=2e-2)
     assert np.linalg.norm(g_c - g_e) / np.linalg.norm(g_e) < 2e-2
+
+
+def gpt_attention_bias(x, w_qkv, b_qkv):
+    """gpt_attention with the projection's bias: the split's backward feeds the bias gradient,
+    a column sum, so its padded loads run in a column kernel."""
+    B, T, C = x.shape
+    q, k, v = (x @ w_qkv + b_qkv).split(C, dim=2)
+    q, k, v = (t.view(B, T, 4, C // 4).transpose(1, 2) for t in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y.transpose(1, 2).contiguous().view(B, T, C).float().pow(2).mean()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("C", [256, 96])  # pieces of whole 16-byte vectors, and of 96 (12 vectors of 8)
+def test_a_split_projections_bias_gradient_on_cuda_is_eagers(C):
+    def run(compiled):
+        mini.manual_seed(0)
+        x = mini.randn(2, 128, C, device="cuda")
+        w = (mini.randn(C, 3 * C, device="cuda") * 0.05).requires_grad_()
+        b = (mini.randn(3 * C, device="cuda") * 0.05).requires_grad_()
+        fn = mini.compile(gpt_attention_bias, backend="inductor") if compiled else gpt_attention_bias
+        with mini.autocast("cuda", dtype=mini.bfloat16):
+            loss = fn(x, w, b)
+        loss.backward()
+        return to_np(w.grad), to_np(b.grad)
+    (w_c, b_c), (w_e, b_e) = run(True), run(False)
+    assert np.linalg.norm(w_c - w_e) / np.linalg.norm(w_e) < 2e-2
+    assert np.linalg.norm(b_c - b_e) / np.linalg.norm(b_e) < 2e-2
