@@ -262,15 +262,15 @@ def gpt_attention_bias(x, w_qkv, b_qkv):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
-@pytest.mark.parametrize("C", [256, 96])  # pieces of whole 16-byte vectors, and of 96 (12 vectors of 8)
-def test_a_split_projections_bias_gradient_on_cuda_is_eagers(C):
+@pytest.mark.parametrize("C,autocast", [(256, True), (100, False)], ids=["bf16_flash", "f32_decomposed"])
+def test_a_split_projections_bias_gradient_on_cuda_is_eagers(C, autocast):
     def run(compiled):
         mini.manual_seed(0)
         x = mini.randn(2, 128, C, device="cuda")
         w = (mini.randn(C, 3 * C, device="cuda") * 0.05).requires_grad_()
         b = (mini.randn(3 * C, device="cuda") * 0.05).requires_grad_()
         fn = mini.compile(gpt_attention_bias, backend="inductor") if compiled else gpt_attention_bias
-        with mini.autocast("cuda", dtype=mini.bfloat16):
+        with mini.autocast("cuda", dtype=mini.bfloat16, enabled=autocast):
             loss = fn(x, w, b)
         loss.backward()
         return to_np(w.grad), to_np(b.grad)
