@@ -78,6 +78,7 @@ LoopKernel::LoopKernel(const fusion::Schedule& s, const fusion::FusionGroup& k, 
     std::set<int> targets(k.stores.begin(), k.stores.end());
     for (int id : full_values_for(targets))
       for (int i : g_.nodes[id].inputs) {
+        if (g_.nodes[id].op == OpKind::SliceBackward) flat_uses_index_ = true;  // its mask reads x
         if (i < 0 || in_kernel_.count(i) || g_.nodes[i].kind == NodeKind::Constant) continue;
         const graph::TensorMeta& m = g_.nodes[i].meta;
         bool scalar = std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v == 1; });
@@ -231,6 +232,9 @@ ExprPtr LoopKernel::padded_load(const Node& n, bool row_context) const {
   e.index.pad_dim = dims[d + (int64_t)dims.size() - rank];
   e.index.pad_lo = n.attrs.start;
   e.index.pad_len = m.sizes[d];
+  bool has_term = false;  // a slice of length 1 has no term over the dim; its mask still reads x
+  for (const IndexTerm& t : e.index.terms) has_term = has_term || t.dim == e.index.pad_dim;
+  if (!has_term) e.index.terms.push_back({e.index.pad_dim, 0, -1});
   return make(std::move(e));
 }
 

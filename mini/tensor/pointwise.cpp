@@ -155,9 +155,13 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 }  // namespace
 
 void check_binary(OpKind k, const Tensor& a, const Tensor& b) {
-  if (k == OpKind::Sub && result_type({a, b}) == DType::Bool)
+  if (k != OpKind::Sub) return;
+  if (a->dtype == DType::Bool && b->dtype == DType::Bool)
     fail("Subtraction, the `-` operator, with two bool tensors is not supported. "
          "Use the `^` or `logical_xor()` operator instead.");
+  if (a->dtype == DType::Bool || b->dtype == DType::Bool)  // a mask minus a number too, as torch
+    fail("Subtraction, the `-` operator, with a bool tensor is not supported. "
+         "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
 void check_unary(OpKind k, const Tensor& a) {

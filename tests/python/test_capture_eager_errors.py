@@ -58,6 +58,9 @@ CASES = {
     "neg() of a bool tensor": (lambda x: x.neg(), lambda: (_bool(3),)),
     "sign() of a bool tensor": (lambda x: x.sign(), lambda: (_bool(3),)),
     "subtraction of bool tensors": (lambda a, b: a - b, lambda: (_bool(3), _bool(3))),
+    "a bool tensor minus a number": (lambda a: a - 1, lambda: (_bool(3),)),
+    "a number minus a bool tensor": (lambda a: 1 - a, lambda: (_bool(3),)),
+    "a float tensor minus a bool one": (lambda x, a: x - a, lambda: (T(3), _bool(3))),
     "mean of an int tensor": (lambda x: x.mean(), lambda: (_int(3),)),
     "softmax of an int tensor": (lambda x: x.softmax(0), lambda: (_int(3),)),
     "log_softmax of a bool tensor": (lambda x: x.log_softmax(0), lambda: (_bool(3),)),
@@ -171,3 +174,12 @@ def test_dynamic_sizes_that_broadcast_together_are_guarded_equal(backend):
     assert str(got.value) == str(expected)
     if backend == "eager":
         assert cnt.frame_count == 1  # the equal sizes of the second call hit the first graph
+
+
+def test_subtraction_with_a_bool_tensor_is_refused_in_torchs_words():
+    mask = mini.tensor([True, False])
+    for fn in (lambda: mask - 1, lambda: 1 - mask, lambda: mini.ones(2) - mask):
+        with pytest.raises(RuntimeError, match=r"with a bool tensor is not supported. If you are trying to invert "
+                                               r"a mask, use the `~` or `logical_not\(\)` operator instead"):
+            fn()
+    assert (mask.long() - 1).tolist() == [0, -1]  # what the message means: convert first
