@@ -155,10 +155,10 @@ class CudaKernelWriter {
       return 1;
     size_t widest = 0;
     cs_.load_hook = [&](const Expr& e, const std::string&) {
-      if (runs_along_columns(e, 1)) widest = std::max(widest, itemsize(e.dtype));
+      if (runs_along_innermost(e, 1)) widest = std::max(widest, itemsize(e.dtype));
       return std::string();
     };
-    row_pass_source(0, "");  // a dry run: which loads run along the columns
+    row_pass_source("");  // a dry run: which loads run along the columns
     cs_.load_hook = nullptr;
     for (int id : k_.stores)
       if (L_.is_full(id)) widest = std::max(widest, itemsize(g_.nodes[id].meta.dtype));
@@ -246,37 +246,25 @@ class CudaKernelWriter {
       return;
     }
     std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
-    std::map<std::string, const Expr*> padded;  // padded loads along the innermost dim, by spelling
-    std::vector<ExprPtr> keep;
+    std::map<std::string, Expr> padded;  // padded loads (slice_backward), by spelling
     cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
       if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
-      if (e.index.pad_dim >= 0) padded[spelled] = &e;
+      if (e.index.pad_dim >= 0) padded.emplace(spelled, e);
       return std::string();
     };
-    for (int id : full) {  // a dry run: which loads are contiguous
-      keep.push_back(L_.expr(id, true));
-      cs_.expr(keep.back());
-    }
+    for (int id : full) define("", 't', id, true);  // a dry run: which loads are contiguous
     cs_.load_hook = nullptr;
     size_t widest = 1;
     for (auto& [b, T] : flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
     for (int id : k_.stores) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
-    int V = (int)(16 / widest);
-    // A padded load (slice_backward) reads a Vec too where every vector lies in one row of the
-    // innermost dim and wholly inside or outside its slice: from where lane 0 reads, or zeros.
+    const int V = (int)(16 / widest);
+    // A padded load reads a Vec too where every vector lies in one row of the innermost dim and
+    // wholly inside or outside its slice: from where lane 0 reads, or zeros.
     std::map<std::string, std::string> pad_vectors;
     const int64_t last = k_.space.empty() ? -1 : k_.space.back();
-    for (auto& [spelled, e] : padded) {
-      bool along = e->index.pad_dim == rank_ - 1 && last > 0 && last % V == 0 && e->index.pad_lo % V == 0 &&
-                   e->index.pad_len % V == 0 && itemsize(e->dtype) * V <= 16;
-      bool unit = false;
-      for (const IndexTerm& t : e->index.terms) {
-        if (t.axis >= 0) along = false;
-        else if (t.dim == rank_ - 1) unit = t.stride == 1;
-        else along = along && t.stride % V == 0;
-      }
-      if (along && unit) pad_vectors[spelled] = "p" + std::to_string(pad_vectors.size());
-    }
+    for (auto& [spelled, e] : padded)
+      if (last > 0 && last % V == 0 && itemsize(e.dtype) * V <= 16 && runs_along_innermost(e, V))
+        pad_vectors[spelled] = "p" + std::to_string(pad_vectors.size());
     const std::string index_type = fits_int32() ? "int" : "int64_t";
 
     o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
@@ -288,20 +276,14 @@ class CudaKernelWriter {
       o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
         << " + i);\n";
     if (!pad_vectors.empty()) {  // at lane 0's index: the vector's row and first column
-      for (auto& [spelled, name] : pad_vectors) {
-        std::string T = cuda_type(padded[spelled]->dtype);
-        o << "    mini::Vec<" << T << ", V> " << name << ";\n";
-      }
+      for (auto& [spelled, name] : pad_vectors)
+        o << "    mini::Vec<" << cuda_type(padded.at(spelled).dtype) << ", V> " << name << ";\n";
       o << "    {\n";
       o << "      const " << index_type << " il = " << index_type << "(i);\n";
       o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
-      for (auto& [spelled, name] : pad_vectors) {
-        const Expr* e = padded[spelled];
-        std::string T = cuda_type(e->dtype), x = "x" + std::to_string(rank_ - 1);
-        o << "      " << name << " = (" << x << " >= " << e->index.pad_lo << " && " << x << " < "
-          << e->index.pad_lo + e->index.pad_len << ") ? *reinterpret_cast<const mini::Vec<" << T << ", V>*>(&" << spelled
-          << ") : mini::Vec<" << T << ", V>{};  // a slice's gradient, or the zeros around it\n";
-      }
+      for (auto& [spelled, name] : pad_vectors)
+        o << "      " << name << " = " << vector_read(padded.at(spelled), spelled, "V")
+          << ";  // a slice's gradient, or the zeros around it\n";
       o << "    }\n";
     }
     for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
@@ -525,24 +507,8 @@ class CudaKernelWriter {
           o << "  if (live && lane == 0) reinterpret_cast<" << A << "*>(&partials[(" << ri
             << " * gridDim.y + blockIdx.y) * cols + col])[0] = acc" << N << ";\n";
         }
-        o << "  __threadfence();  // the partials are visible before the block counts itself\n";
-        o << "  __syncthreads();\n";
-        o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
-        o << "  __syncthreads();\n";
-        o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
-        o << "  __threadfence();\n";
-        o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
-        for (size_t ri = 0; ri < reds.size(); ri++) {
-          const Node& n = g_.nodes[reds[ri]];
-          std::string A = acc_type(n), N = std::to_string(reds[ri]);
-          o << "  acc" << N << " = " << identity(n, A) << ";\n";
-          o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
-          o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + r]);\n";
-          o << "    acc" << N << " = " << combine(n) << "<" << A << ">(acc" << N << ", reinterpret_cast<const " << A
-            << "*>(&bits)[0]);\n";
-          o << "  }\n";
-          write_column_fold(o, reds[ri]);
-        }
+        write_strip_arrival(o);
+        for (size_t ri = 0; ri < reds.size(); ri++) write_partials_fold(o, ri, reds[ri], "acc" + std::to_string(reds[ri]), "r");
       }
       for (int id : reds) {
         const Node& n = g_.nodes[id];
@@ -578,10 +544,21 @@ class CudaKernelWriter {
     return o;
   }
 
+  // A Vec of `width` elements of load e from where `spelled` points; for a padded load, zeros
+  // where the vector lies outside its slice (runs_along_innermost: wholly in or out).
+  std::string vector_read(const Expr& e, const std::string& spelled, const std::string& width) const {
+    const std::string V = "mini::Vec<" + cuda_type(e.dtype) + ", " + width + ">";
+    const std::string read = "*reinterpret_cast<const " + V + "*>(&" + spelled + ")";
+    if (e.index.pad_dim < 0) return read;
+    const std::string x = "x" + std::to_string(e.index.pad_dim);
+    return "(" + x + " >= " + std::to_string(e.index.pad_lo) + " && " + x + " < " +
+           std::to_string(e.index.pad_lo + e.index.pad_len) + ") ? " + read + " : " + V + "{}";
+  }
+
   // Whether load e reads consecutive elements along the innermost dim (a term over it of
   // stride 1, every stride static and every other one a multiple of cv): a Vec of cv elements
   // at an aligned address when the innermost index is a multiple of cv.
-  bool runs_along_columns(const Expr& e, int cv) const {
+  bool runs_along_innermost(const Expr& e, int cv) const {
     bool along = false;
     // a padded load (slice_backward) whose slice starts and ends on vector boundaries: each
     // thread's cv columns lie wholly inside it or wholly outside (then the Vec is zeros)
@@ -595,15 +572,15 @@ class CudaKernelWriter {
     return along;
   }
 
-  // The definitions and folds of one row of phase 0's pass, as write_column_reduction writes
-  // them (acc<id><index>), each line indented by `pad`.
-  std::string row_pass_source(int p, const std::string& index) {
+  // The definitions and folds of one row of the (one) pass of vector columns, as
+  // write_column_reduction writes them, each accumulator acc<id><index>.
+  std::string row_pass_source(const std::string& index) {
     std::vector<int> reds, stores;
-    L_.phase_targets(p, &reds, &stores);
+    L_.phase_targets(0, &reds, &stores);
     RowPlan plan = L_.plan_rows(0);
     std::string o;
     for (int id : k_.nodes)
-      if (plan.compute[p].count(id)) o += define("      ", 't', id, false);
+      if (plan.compute[0].count(id)) o += define("      ", 't', id, false);
     for (int id : reds) {
       const Node& n = g_.nodes[id];
       std::string A = acc_type(n);
@@ -654,29 +631,21 @@ class CudaKernelWriter {
     // the pass over this block's chunk of rows: vector loads at the first column, the CV
     // columns unrolled
     std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
-    std::map<std::string, DType> vector_types;
-    std::map<std::string, std::pair<int64_t, int64_t>> vector_pads;  // a padded load's [lo, hi)
+    std::map<std::string, Expr> vector_loads;    // ... and the load
     cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-      if (runs_along_columns(e, CV) && !vectors.count(spelled)) {
+      if (runs_along_innermost(e, CV) && !vectors.count(spelled)) {
         vectors[spelled] = "v" + std::to_string(vectors.size());
-        vector_types[spelled] = e.dtype;
-        if (e.index.pad_dim >= 0) vector_pads[spelled] = {e.index.pad_lo, e.index.pad_lo + e.index.pad_len};
+        vector_loads.emplace(spelled, e);
       }
       return std::string();
     };
-    row_pass_source(0, "[u]");  // a dry run: the vector loads
+    row_pass_source("[u]");  // a dry run: the vector loads
     o << "  #pragma unroll 2\n";
     o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
     o << unflatten(k_.space, "j", L_.red_dims(), "    ");
     for (auto& [spelled, name] : vectors) {
-      std::string T = cuda_type(vector_types[spelled]);
-      o << "    const mini::Vec<" << T << ", CV> " << name << " = ";
-      auto pad = vector_pads.find(spelled);
-      if (pad != vector_pads.end())  // the slice a padded load's columns lie in, or zeros
-        o << "(" << X << " >= " << pad->second.first << " && " << X << " < " << pad->second.second << ") ? ";
-      o << "*reinterpret_cast<const mini::Vec<" << T << ", CV>*>(&" << spelled << ")";
-      if (pad != vector_pads.end()) o << " : mini::Vec<" << T << ", CV>{}";
-      o << ";\n";
+      const Expr& e = vector_loads.at(spelled);
+      o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(e, spelled, "CV") << ";\n";
     }
     std::vector<int> full_stores;
     for (int id : k_.stores)
@@ -690,7 +659,7 @@ class CudaKernelWriter {
       auto it = vectors.find(spelled);
       return it == vectors.end() ? std::string() : it->second + ".v[u]";
     };
-    o << row_pass_source(0, "[u]");
+    o << row_pass_source("[u]");
     cs_.load_hook = nullptr;
     for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
     o << "    }\n";
@@ -715,26 +684,12 @@ class CudaKernelWriter {
       o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
         << "[u];\n";
     }
-    o << "  __threadfence();  // the partials are visible before the block counts itself\n";
-    o << "  __syncthreads();\n";
-    o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
-    o << "  __syncthreads();\n";
-    o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
-    o << "  __threadfence();\n";
-    o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+    write_strip_arrival(o);
     o << "  #pragma unroll\n";
     o << "  for (int u = 0; u < CV; u++) {\n";
     for (size_t ri = 0; ri < reds.size(); ri++) {
-      const Node& n = g_.nodes[reds[ri]];
-      std::string A = acc_type(n), N = std::to_string(reds[ri]);
       std::ostringstream fold;
-      fold << "  acc" << N << "[u] = " << identity(n, A) << ";\n";
-      fold << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
-      fold << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + r + u]);\n";
-      fold << "    acc" << N << "[u] = " << combine(n) << "<" << A << ">(acc" << N << "[u], reinterpret_cast<const " << A
-           << "*>(&bits)[0]);\n";
-      fold << "  }\n";
-      write_column_fold(fold, reds[ri], "acc" + N + "[u]");
+      write_partials_fold(fold, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
       o << indented(fold.str());
     }
     o << "  }\n";
@@ -763,6 +718,32 @@ class CudaKernelWriter {
     for (int id : k_.stores)
       if (!L_.is_full(id)) o << "    " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
     o << "  }\n";
+  }
+
+  // Split columns: the block counts itself in once its partials are visible; all but the
+  // strip's last block to arrive are done, and that one resets the counter for the next launch.
+  void write_strip_arrival(std::ostringstream& o) {
+    o << "  __threadfence();  // the partials are visible before the block counts itself\n";
+    o << "  __syncthreads();\n";
+    o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
+    o << "  __syncthreads();\n";
+    o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
+    o << "  __threadfence();\n";
+    o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+  }
+
+  // The strip's last block: accumulator `acc` of reduction `id` (the ri-th of the pass) folded
+  // from every block's partial of column `col`, in y order (the same sum every launch), then
+  // over the lanes.
+  void write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col) {
+    const Node& n = g_.nodes[id];
+    const std::string A = acc_type(n);
+    o << "  " << acc << " = " << identity(n, A) << ";\n";
+    o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
+    o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + " << col << "]);\n";
+    o << "    " << acc << " = " << combine(n) << "<" << A << ">(" << acc << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
+    o << "  }\n";
+    write_column_fold(o, id, acc);
   }
 
   // The 32 lanes of each column fold their accumulators of reduction `id` (`acc`, by default
