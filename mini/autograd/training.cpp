@@ -34,6 +34,7 @@ struct GraphValue {
 struct GraphBuilder {
   using Value = GraphValue;
   Graph& g;
+  int first_backward = 0;  // the first node the backward's rules append
   Value call(OpKind k, std::vector<Value> in, const Attrs& a) {
     std::vector<int> ids;
     for (const Value& v : in) ids.push_back(v.id);
@@ -99,7 +100,10 @@ struct GraphBuilder {
   // between them (a cast is elementwise: transpose(cast(transpose(w))) = cast(w)). A Linear's
   // weight gradient comes out so: the weight is used as W^T (through autocast's cast), matmul's
   // rule gives the gradient of W^T transposed (prefers_transposed_grad), and W's gradient is
-  // then contiguous, not a transposed view the optimizer's .grad copies.
+  // then contiguous, not a transposed view the optimizer's .grad copies. Only a cast the
+  // backward makes folds: the forward's cast of W^T is in memory already (its matmul read it),
+  // and the input gradient's matmul reads its transpose as it is, where cast(w) would be a new
+  // kernel a step and a second copy of the weight.
   Value fold_transpose(int x_id, const Attrs& a) {
     const Node& x = g.nodes[x_id];
     auto pair = [](const Node& n, const Attrs& at) {  // the transposed dims, normalized
@@ -112,7 +116,7 @@ struct GraphBuilder {
     };
     if (x.kind != NodeKind::Op) return {};
     if (transposes_back(x)) return {x.inputs[0]};
-    if (x.op == OpKind::Cast && x.inputs[0] >= 0 && transposes_back(g.nodes[x.inputs[0]])) {
+    if (x.op == OpKind::Cast && x_id >= first_backward && x.inputs[0] >= 0 && transposes_back(g.nodes[x.inputs[0]])) {
       const Attrs cast = x.attrs;
       return call(OpKind::Cast, {Value{g.nodes[x.inputs[0]].inputs[0]}}, cast);
     }
@@ -353,6 +357,41 @@ std::vector<bool> used_far_apart(const Graph& J, int n_fwd) {
   return far;
 }
 
+// Forward values (ids below n_fwd) that an extern call (a matmul, attention) reads in the
+// forward and only extern calls read in the backward, directly or through views: autocast's
+// bfloat16 copy of a weight, a layer norm's output cast for the projection. The forward has them
+// in memory anyway (an extern call reads memory), and recomputed in the backward each would be
+// a kernel of its own that reads its inputs again for a reader no kernel can fuse into; saved,
+// they cost only memory (a GPT-2 step: 96 kernels fewer, their passes over the weights and the
+// layer norms' inputs). The recompute partitioner saves these.
+std::vector<bool> read_by_externs_only(const Graph& J, int n_fwd) {
+  std::vector<std::vector<int>> readers(J.nodes.size());
+  for (int id = 0; id < (int)J.nodes.size(); id++)
+    for (int i : J.nodes[id].inputs)
+      if (i >= 0) readers[i].push_back(id);
+  auto is_view = [&](int id) { return J.nodes[id].kind == NodeKind::Op && op_class(J.nodes[id].op) == OpClass::View; };
+  auto is_extern = [&](int id) { return J.nodes[id].kind == NodeKind::Op && op_class(J.nodes[id].op) == OpClass::Extern; };
+  std::vector<bool> only(n_fwd, false);
+  for (int id = 0; id < n_fwd; id++) {
+    if (J.nodes[id].kind != NodeKind::Op || is_view(id)) continue;
+    bool extern_in_forward = false, extern_in_backward = false, other_in_backward = false;
+    std::vector<int> todo = readers[id];  // its readers, and the readers of its views
+    while (!todo.empty()) {
+      int r = todo.back();
+      todo.pop_back();
+      if (is_view(r)) {
+        todo.insert(todo.end(), readers[r].begin(), readers[r].end());
+        continue;
+      }
+      bool backward = r >= n_fwd;
+      if (is_extern(r)) (backward ? extern_in_backward : extern_in_forward) = true;
+      else if (backward) other_in_backward = true;
+    }
+    only[id] = extern_in_forward && extern_in_backward && !other_in_backward;
+  }
+  return only;
+}
+
 // Per output of the joint graph J, the tangents (by index; tangent_inputs[t] is tangent t's
 // input node) it is computed from: the eager engine reaches an input only through outputs
 // that got a gradient, and the compiled node must know which of its gradients those are.
@@ -446,7 +485,7 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
   const int first_backward = n_fwd;
 
   // Backward, traced: each forward op in reverse order hands its gradient to its inputs.
-  GraphBuilder builder{J};
+  GraphBuilder builder{J, first_backward};
   Rules<GraphBuilder> rules{builder};
   for (int id = n_fwd - 1; id >= 0; id--) {
     if (!grad[id] || J.nodes[id].kind != NodeKind::Op) continue;
@@ -511,6 +550,7 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
   // partitioner says: recomputed, it would be rebuilt in the backward from the first layer's
   // values, the whole stream at once (torch bans these too).
   const std::vector<bool> far = used_far_apart(J, first_backward);
+  const std::vector<bool> for_externs = read_by_externs_only(J, first_backward);
   enum class Fate { Unseen, Constant, Recompute, Saved };
   std::vector<Fate> fate(first_backward, Fate::Unseen);
   std::vector<int> chain(first_backward, 0);  // a recomputed value: the recomputed ops it waits on, itself included
@@ -519,7 +559,7 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
     const Node& n = J.nodes[id];
     bool recompute = n.kind == NodeKind::Op && !far[id] &&
                      ((partitioner != Partitioner::SaveAll && recompute_widened_softmax(J, n)) ||
-                      (partitioner == Partitioner::Recompute && recompute_in_backward(n)) ||
+                      (partitioner == Partitioner::Recompute && !for_externs[id] && recompute_in_backward(n)) ||
                       (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id]));
     fate[id] = n.kind == NodeKind::Constant ? Fate::Constant : recompute ? Fate::Recompute : Fate::Saved;
     if (!recompute) return;

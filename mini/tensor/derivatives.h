@@ -65,8 +65,15 @@ struct Rules {
     if (gs == shape) return g;
     size_t lead = gs.size() - shape.size();
     std::vector<int64_t> dims;
+    bool only_lead = true;  // only leading dims summed: the sum without keepdim has the shape
     for (size_t i = 0; i < gs.size(); i++)
-      if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) dims.push_back((int64_t)i);
+      if (i < lead || (shape[i - lead] == 1 && gs[i] != 1)) {
+        dims.push_back((int64_t)i);
+        only_lead = only_lead && i < lead;
+      }
+    // A bias's gradient, [B, T, C] summed to [C], is the sum itself, not a view of a kept-dims
+    // sum: a cast of it (autocast's float32 of a bfloat16 bias) then fuses into the sum's kernel.
+    if (only_lead && !dims.empty()) return sum(g, dims, false);
     if (!dims.empty()) g = sum(g, dims, true);
     return reshape(g, shape);
   }

@@ -166,7 +166,9 @@ def autocast_loss(fn, *args):
 def test_a_widened_log_softmax_is_recomputed_from_the_narrow_logits_not_saved(capsys, partitioner):
     # the loss of a large vocabulary under autocast: saving log_softmax's float32 [N, C] output
     # would be the largest value saved; the bfloat16 logits (half the bytes) are saved instead
-    n, c = 16, 512
+    # (beside the bfloat16 copies of x and w that the matmuls read: 64 * 512 * 4 bytes of
+    # float32 [N, C] are more than all of them)
+    n, c = 64, 512
     args = [T(n, 32, seed=1, grad=True), T(32, c, seed=2, grad=True),
             mini.tensor(np.random.default_rng(3).integers(0, c, n).tolist())]
     with mini.config.patch(partitioner=partitioner):
@@ -592,6 +594,39 @@ def test_a_linear_weights_gradient_leaves_the_backward_contiguous(capsys, autoca
     tol = dict(rtol=2e-2, atol=2e-2) if autocast else dict(rtol=1e-5, atol=1e-6)
     for g, w in zip(got, want):
         np.testing.assert_allclose(to_np(g), to_np(w), **tol)
+
+
+def autocast_linear_gelu(x, w, b):
+    with mini.autocast(device_type="cpu", dtype=mini.bfloat16):
+        y = mini.nn.functional.linear(x, w, b)
+    return mini.nn.functional.gelu(y.float()).sum()
+
+
+@pytest.mark.a3  # generated kernels in training graphs
+def test_an_autocast_linears_backward_reads_the_forwards_bfloat16_weight_and_casts_its_sums_in_place():
+    # The forward casts W^T to bfloat16 for its matmul, so that copy is in memory anyway: the
+    # backward's matmul for x's gradient reads it saved, where it used to cast W again (a kernel
+    # a Linear a step). The bias's gradient, a sum over [B, T] of bfloat16, is cast to float32
+    # in the sum's own kernel, not by a kernel of its own after it.
+    x, w, b = T(4, 8, 32, seed=1, grad=True), T(48, 32, seed=2, grad=True), T(48, seed=3, grad=True)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    mini.compile(autocast_linear_gelu, backend=backend)(*clone_inputs([x, w, b]))
+    info = mini._C._inductor_compile_training_cuda(graphs[0], "sm_90")
+    src = info["backward_source"]
+    casts_down = re.findall(r"void __launch_bounds__\(\d+\) (\w+)\(const float\* __restrict__ in0, mini::bf16\*", src)
+    assert not casts_down, (casts_down, info["backward_kernels"])
+    assert [k for k in info["backward_kernels"] if k.startswith("cuda_col_fused_sum_to")], info["backward_kernels"]
+    # what is left: x's and W's gradients cast to float32 after their matmuls
+    assert len(info["backward_kernels"]) == 3, info["backward_kernels"]
+    eager_args, compiled_args = clone_inputs([x, w, b]), clone_inputs([x, w, b])
+    autocast_linear_gelu(*eager_args).backward()
+    mini.compile(autocast_linear_gelu, backend="inductor")(*compiled_args).backward()
+    for e, g in zip(eager_args, compiled_args):
+        np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=2e-2, atol=2e-2)
 
 
 def split_heads(x, w):
