@@ -134,6 +134,13 @@ VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs_in, con
       if (n.kind == graph::NodeKind::Constant || n.wrapped_number || !autocast_casts(n.meta.dtype, to)) continue;
       Attrs a;
       a.dtype = to;
+      // as eager's cast_keeping_layout: a transpose's operand is cast, then transposed again
+      if (n.kind == graph::NodeKind::Op && n.op == OpKind::Transpose && n.inputs[0] >= 0) {
+        Attrs view = n.attrs;
+        int base = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Cast, {n.inputs[0]}, a));
+        in = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Transpose, {base}, view));
+        continue;
+      }
       in = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Cast, {in}, a));
     }
   }

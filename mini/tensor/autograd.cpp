@@ -56,6 +56,18 @@ bool autocast_target(OpKind k, Device device, DType* to) {
   }
 }
 
+// Autocast's cast keeps its operand's layout (torch's preserve_format): a transposed matrix (a
+// Linear's W.t()) is cast as the matrix it views and transposed back, not copied into a new
+// layout, which reads every element strided (GPT-2's tied lm_head: 0.28 ms a step).
+Tensor cast_keeping_layout(const Tensor& t, DType to) {
+  int64_t r = (int64_t)t->sizes.size();
+  if (r >= 2 && !t->is_contiguous()) {
+    Tensor back = transpose(t, r - 2, r - 1);
+    if (back->is_contiguous()) return transpose(cast(back, to), r - 2, r - 1);
+  }
+  return cast(t, to);
+}
+
 std::vector<Tensor> autocast_inputs(OpKind k, std::vector<Tensor> inputs) {
   Device device;
   bool found = false;
@@ -64,7 +76,7 @@ std::vector<Tensor> autocast_inputs(OpKind k, std::vector<Tensor> inputs) {
   DType to;
   if (!found || !autocast_target(k, device, &to)) return inputs;
   for (Tensor& t : inputs)
-    if (t && !t->wrapped_number && autocast_casts(t->dtype, to)) t = cast(t, to);
+    if (t && !t->wrapped_number && autocast_casts(t->dtype, to)) t = cast_keeping_layout(t, to);
   return inputs;
 }
 
