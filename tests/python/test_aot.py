@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import mini
+import mini.inductor as inductor
 from capture_helpers import fresh_mini  # noqa: F401  (autouse: mini.reset() around each test)
 from conftest import to_np
 
@@ -602,7 +603,9 @@ def autocast_linear_gelu(x, w, b):
     return mini.nn.functional.gelu(y.float()).sum()
 
 
-@pytest.mark.a3  # generated kernels in training graphs
+@pytest.mark.a3  # generated kernels in training graphs, rendered for CUDA (A10's layouts)
+@pytest.mark.a10
+@pytest.mark.skipif(inductor.nvrtc_version() is None, reason="this build has no CUDA toolkit (NVRTC)")
 def test_an_autocast_linears_backward_reads_the_forwards_bfloat16_weight_and_casts_its_sums_in_place():
     # The forward casts W^T to bfloat16 for its matmul, so that copy is in memory anyway: the
     # backward's matmul for x's gradient reads it saved, where it used to cast W again (a kernel
