@@ -123,6 +123,13 @@ int mark_grad_mode(TraceContext& ctx, int id) {
   return id;
 }
 
+// Whether transpose node n swaps the last two dims of its operand (a Linear's W.t()).
+bool swaps_last_two(const graph::Node& n) {
+  const int64_t r = (int64_t)n.meta.sizes.size();
+  int64_t d0 = n.attrs.dim < 0 ? n.attrs.dim + r : n.attrs.dim, d1 = n.attrs.dim2 < 0 ? n.attrs.dim2 + r : n.attrs.dim2;
+  return r >= 2 && std::min(d0, d1) == r - 2 && std::max(d0, d1) == r - 1;
+}
+
 VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs_in, const Attrs& attrs = {}) {
   std::vector<int> inputs = inputs_in;
   DType to;
@@ -134,8 +141,10 @@ VarRef node(TraceContext& ctx, OpKind op, const std::vector<int>& inputs_in, con
       if (n.kind == graph::NodeKind::Constant || n.wrapped_number || !autocast_casts(n.meta.dtype, to)) continue;
       Attrs a;
       a.dtype = to;
-      // as eager's cast_keeping_layout: a transpose's operand is cast, then transposed again
-      if (n.kind == graph::NodeKind::Op && n.op == OpKind::Transpose && n.inputs[0] >= 0) {
+      // as eager's cast_keeping_layout: a contiguous matrix's transpose (of its last two dims)
+      // is cast as that matrix, then transposed again
+      if (n.kind == graph::NodeKind::Op && n.op == OpKind::Transpose && n.inputs[0] >= 0 &&
+          swaps_last_two(n) && g.nodes[n.inputs[0]].meta.strides == contiguous_strides(g.nodes[n.inputs[0]].meta.sizes)) {
         Attrs view = n.attrs;
         int base = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Cast, {n.inputs[0]}, a));
         in = mark_grad_mode(ctx, add_tensor_op(ctx, OpKind::Transpose, {base}, view));
