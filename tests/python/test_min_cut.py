@@ -110,7 +110,10 @@ def test_min_cut_passes_through_a_reductions_small_output(capsys):
     def f(x, y):
         return (x.sum(1, keepdim=True) + y).exp()
 
-    x, y = mini.randn(64, 64, requires_grad=True), mini.randn(64, 64, requires_grad=True)
+    # x is scaled so that the sum stays near 1: exp of a row sum near 20 (unscaled) amplifies the
+    # sum's rounding, which depends on the order of its terms, past the gradients' tolerance.
+    x = (mini.randn(64, 64) / 8).requires_grad_()
+    y = mini.randn(64, 64, requires_grad=True)
     want = eager_grads(f, (x, y))
     save_all = partition(f, clone_inputs((x, y)), capsys, backend="aot_eager")
     greedy = partition(f, clone_inputs((x, y)), capsys, partitioner="recompute")
