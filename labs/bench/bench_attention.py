@@ -1,11 +1,13 @@
 """Attention on the GPU: mini's eager F.scaled_dot_product_attention (FlashAttention-2 on the
-tensor cores for bfloat16, head dim 64 or 128: mini/tensor/cuda/flash_attention.cu) against
-torch's F.scaled_dot_product_attention (its flash kernel), in one process on one GPU.
+tensor cores, head dim 64 or 128: mini/tensor/cuda/flash_attention.cu for bfloat16,
+flash_attention_f32.cu for float32 as three TF32 products a product) against torch's
+F.scaled_dot_product_attention (its flash or cuDNN kernel for bfloat16, its memory-efficient
+kernel for float32), in one process on one GPU.
 
-    PYTHONPATH=build/python python labs/bench/bench_attention.py [--out DIR] [--repeats N]
+    PYTHONPATH=build/python python labs/bench/bench_attention.py [--out DIR] [--repeats N] [--dtypes ...]
 
-Shapes (batch, heads, L, D) = (8, 12, 1024, 64) and (8, 12, 1024, 128), bfloat16, causal and
-not; for each, the forward alone and the forward + backward (the gradient of q, k and v for a
+Shapes (batch, heads, L, D) = (8, 12, 1024, 64) and (8, 12, 1024, 128), bfloat16 and float32
+(--dtypes), causal and not; for each, the forward alone and the forward + backward (the gradient of q, k and v for a
 fixed incoming gradient), each timed with CUDA events, the median of --repeats calls after
 --warmup untimed ones; mini's and torch's timings alternate over --rounds rounds and each keeps
 its best round (torch's own time moved by 15% between two runs on one machine otherwise). TFLOP/s counts the matrix products a causal-aware kernel must do:
@@ -46,6 +48,7 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=30, help="timed calls per case (median)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls before timing")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of mini and torch (best kept)")
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"], choices=["bfloat16", "float32"])
     return parser.parse_args(argv)
 
 
@@ -60,8 +63,8 @@ def rel_err(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-def torch_case(torch, arrays, causal):
-    q, k, v, g = (torch.tensor(a, device="cuda").to(torch.bfloat16) for a in arrays)
+def torch_case(torch, arrays, causal, dtype):
+    q, k, v, g = (torch.tensor(a, device="cuda").to(getattr(torch, dtype)) for a in arrays)
     qkv = [t.requires_grad_() for t in (q, k, v)]
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
@@ -79,8 +82,8 @@ def torch_case(torch, arrays, causal):
     return fwd, fwd_bwd, values
 
 
-def mini_case(arrays, causal):
-    q, k, v, g = (mini.tensor(a, dtype=mini.bfloat16, device="cuda") for a in arrays)
+def mini_case(arrays, causal, dtype):
+    q, k, v, g = (mini.tensor(a, dtype=getattr(mini, dtype), device="cuda") for a in arrays)
     qkv = [t.requires_grad_() for t in (q, k, v)]
 
     def fwd():
@@ -108,30 +111,29 @@ def main(argv=None):
     if torch is None:
         print(f"bench_attention: torch is not here ({why}): mini alone", flush=True)
     rows = []
-    for shape in SHAPES:
-        for causal in (False, True):
-            rng = np.random.default_rng(len(rows))
-            arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
-            m_fwd, m_both, m_vals = mini_case(arrays, causal)
-            runs = {"mini": (mini.cuda, m_fwd, m_both)}
-            errors = {}
-            if torch is not None:
-                t_fwd, t_both, t_vals = torch_case(torch, arrays, causal)
-                runs["torch"] = (torch.cuda, t_fwd, t_both)
-                errors = {name: rel_err(a, b) for name, a, b in zip(("out", "dq", "dk", "dv"), m_vals, t_vals)}
-            times = {who: (float("inf"), float("inf")) for who in runs}
-            for _ in range(args.rounds):
-                for who, (cuda, fwd, both) in runs.items():
-                    f_ms = cuda_ms(cuda, fwd, args.repeats, args.warmup, statistics.median)
-                    fb_ms = cuda_ms(cuda, both, args.repeats, args.warmup, statistics.median)
-                    times[who] = (min(times[who][0], f_ms), min(times[who][1], fb_ms))
-            row = {"shape": list(shape), "causal": causal, "errors_vs_torch": errors}
-            for who, (f_ms, fb_ms) in times.items():
-                row[who] = {"fwd_ms": f_ms, "fwd_bwd_ms": fb_ms,
-                            "fwd_tflops": flops(shape, causal, False) / f_ms / 1e9,
-                            "fwd_bwd_tflops": flops(shape, causal, True) / fb_ms / 1e9}
-            rows.append(row)
-            print_row(row, flush=True)
+    for dtype, shape, causal in ((d, s, c) for d in args.dtypes for s in SHAPES for c in (False, True)):
+        rng = np.random.default_rng(len(rows))
+        arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+        m_fwd, m_both, m_vals = mini_case(arrays, causal, dtype)
+        runs = {"mini": (mini.cuda, m_fwd, m_both)}
+        errors = {}
+        if torch is not None:
+            t_fwd, t_both, t_vals = torch_case(torch, arrays, causal, dtype)
+            runs["torch"] = (torch.cuda, t_fwd, t_both)
+            errors = {name: rel_err(a, b) for name, a, b in zip(("out", "dq", "dk", "dv"), m_vals, t_vals)}
+        times = {who: (float("inf"), float("inf")) for who in runs}
+        for _ in range(args.rounds):
+            for who, (cuda, fwd, both) in runs.items():
+                f_ms = cuda_ms(cuda, fwd, args.repeats, args.warmup, statistics.median)
+                fb_ms = cuda_ms(cuda, both, args.repeats, args.warmup, statistics.median)
+                times[who] = (min(times[who][0], f_ms), min(times[who][1], fb_ms))
+        row = {"dtype": dtype, "shape": list(shape), "causal": causal, "errors_vs_torch": errors}
+        for who, (f_ms, fb_ms) in times.items():
+            row[who] = {"fwd_ms": f_ms, "fwd_bwd_ms": fb_ms,
+                        "fwd_tflops": flops(shape, causal, False) / f_ms / 1e9,
+                        "fwd_bwd_tflops": flops(shape, causal, True) / fb_ms / 1e9}
+        rows.append(row)
+        print_row(row, flush=True)
     device = mini.cuda.get_device_name(0)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     bar = verdict(rows)
@@ -146,7 +148,7 @@ def main(argv=None):
 
 
 def label(row):
-    return f"{tuple(row['shape'])} {'causal' if row['causal'] else 'full  '}"
+    return f"{row['dtype']:8} {tuple(row['shape'])} {'causal' if row['causal'] else 'full  '}"
 
 
 def print_row(row, flush=False):
@@ -162,9 +164,9 @@ def print_row(row, flush=False):
 
 
 def markdown(rows, device, date):
-    lines = [f"Attention, bfloat16, {device}, {date} (TFLOP/s; time in ms; mini / torch: time ratio)", "",
-             "| shape (B, H, L, D) | mask | mini fwd | torch fwd | fwd ratio | mini fwd+bwd | torch fwd+bwd | fwd+bwd ratio |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"Attention, {device}, {date} (TFLOP/s; time in ms; mini / torch: time ratio)", "",
+             "| dtype | shape (B, H, L, D) | mask | mini fwd | torch fwd | fwd ratio | mini fwd+bwd | torch fwd+bwd | fwd+bwd ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         m, t = row["mini"], row.get("torch")
 
@@ -173,7 +175,7 @@ def markdown(rows, device, date):
 
         def ratio(key):
             return f"{m[key + '_ms'] / t[key + '_ms']:.2f}x" if t else "-"
-        lines.append(f"| {tuple(row['shape'])} | {'causal' if row['causal'] else 'none'} | {cell(m, 'fwd')} | "
+        lines.append(f"| {row['dtype']} | {tuple(row['shape'])} | {'causal' if row['causal'] else 'none'} | {cell(m, 'fwd')} | "
                      f"{cell(t, 'fwd')} | {ratio('fwd')} | {cell(m, 'fwd_bwd')} | {cell(t, 'fwd_bwd')} | "
                      f"{ratio('fwd_bwd')} |")
     return "\n".join(lines)
@@ -181,7 +183,7 @@ def markdown(rows, device, date):
 
 def verdict(rows):
     for row in rows:
-        if (tuple(row["shape"]), row["causal"]) == BAR_CASE and "torch" in row:
+        if (tuple(row["shape"]), row["causal"]) == BAR_CASE and row["dtype"] == "bfloat16" and "torch" in row:
             r = row["mini"]["fwd_bwd_ms"] / row["torch"]["fwd_bwd_ms"]
             return (f"bar: forward+backward (8, 12, 1024, 64) causal at {r:.2f}x torch's time "
                     f"({'PASS' if r <= BAR else 'FAIL'}, bar {BAR}x)")

@@ -81,13 +81,13 @@ bool dense(const graph::TensorMeta& m) {
 bool reads_dense(OpKind op) { return op == OpKind::Attention || op == OpKind::AttentionBackward; }
 
 // Whether the extern call of attention node `n` reads operand `m` as it is: the flash kernels
-// (CUDA bfloat16, head dim 64 or 128) take strided heads (cuda::flash_attention_reads); the
-// others read dense rows.
+// (CUDA bfloat16 or float32, head dim 64 or 128) take strided heads of their dtype
+// (cuda::flash_attention_reads); the others read dense rows.
 bool attention_reads(const graph::Node& n, const graph::Graph& g, const graph::TensorMeta& m) {
   const graph::TensorMeta& q = g.nodes[n.inputs[0]].meta;
   const graph::TensorMeta& v = g.nodes[n.inputs[2]].meta;
-  if (!q.sizes.empty() && !v.sizes.empty() && cuda::flash_attention_supports(q.dtype, q.sizes.back(), v.sizes.back()) &&
-      m.dtype == DType::BFloat16)
+  if (!q.sizes.empty() && !v.sizes.empty() &&
+      cuda::flash_attention_supports(q.dtype, q.sizes.back(), v.sizes.back()) && m.dtype == q.dtype)
     return cuda::flash_attention_reads(graph::meta_tensor(m));
   return dense(m);
 }

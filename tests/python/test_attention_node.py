@@ -241,10 +241,13 @@ def test_a_compiled_gpt_attention_on_cuda_runs_flash_with_eager_gradients():
         loss.backward()
         return to_np(loss.detach()), to_np(w.grad)
     text = graph_text(gpt_attention, mini.randn(2, 128, 256, device="cuda"), mini.randn(256, 768, device="cuda"))
-    assert "mini.attention(" not in text  # float32 outside autocast: decomposed under "auto"
+    assert text.count("mini.attention(") == 1, text  # float32, head dim 64: flash (3xTF32)
     with mini.autocast("cuda", dtype=mini.bfloat16):
         text = graph_text(gpt_attention, mini.randn(2, 128, 256, device="cuda"), mini.randn(256, 768, device="cuda"))
     assert text.count("mini.attention(") == 1, text  # bfloat16, head dim 64: flash
+    x = mini.randn(2, 128, 100, device="cuda")
+    text = graph_text(gpt_attention, x, mini.randn(100, 300, device="cuda"))
+    assert "mini.attention(" not in text, text  # head dim 25: no flash kernel, decomposed under "auto"
     (l_c, g_c), (l_e, g_e) = run(True), run(False)
     np.testing.assert_allclose(l_c, l_e, rtol=2e-2)
     assert np.linalg.norm(g_c - g_e) / np.linalg.norm(g_e) < 2e-2

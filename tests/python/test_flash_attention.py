@@ -1,7 +1,8 @@
-"""FlashAttention on the GPU (mini/tensor/cuda/flash_attention.cu): eager
-F.scaled_dot_product_attention on CUDA bfloat16 with head dim 64 or 128 runs tiled kernels on the
-tensor cores, the backward recomputing the scores from the saved log-sum-exp. Each case against
-a float64 numpy reference on the same (bfloat16-rounded) inputs: the output, the lse and the three
+"""FlashAttention on the GPU (mini/tensor/cuda/flash_attention.cu and flash_attention_f32.cu):
+eager F.scaled_dot_product_attention on CUDA bfloat16 or float32 with head dim 64 or 128 runs
+tiled kernels on the tensor cores (float32 as three TF32 products a product), the backward
+recomputing the scores from the saved log-sum-exp. Each case against a float64 numpy reference on
+the same (rounded) inputs: the output, the lse and the three
 gradients, by relative error ||x - ref|| / ||ref||; shapes with L and S not multiples of the tiles,
 S != L, odd batch and head counts, inputs that are transposed views (as a GPT's heads are).
 
@@ -18,7 +19,10 @@ pytestmark = requires_cuda
 
 # bfloat16 operands, float32 accumulation: errors of a few 1e-3 (the output rounds once, P is
 # rounded to bfloat16 before P V as FlashAttention does); 2e-2 leaves room, a wrong tile is ~1.
-TOL = 2e-2
+# float32 (3xTF32): about 1e-6; a single TF32 product a product (10 mantissa bits) would be ~5e-4.
+TOL = {"bfloat16": 2e-2, "float32": 2e-5}
+LSE_TOL = {"bfloat16": 2e-2, "float32": 1e-4}  # log units; a wrong row is off by O(1)
+DTYPES = {"bfloat16": mini.bfloat16, "float32": mini.float32}
 
 SHAPES = {  # (batch dims, L, S, head dim)
     "one_tile": ((2, 3), 128, 128, 64),
@@ -55,54 +59,57 @@ def rel_err(got, want):
     return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-3 * np.sqrt(want.size))
 
 
-def bf16_cuda(a, transposed=False):
-    """a as a CUDA bfloat16 tensor; transposed: a view of a [..., L, H, D] tensor with its dims
+def on_cuda(a, dtype, transposed=False):
+    """a as a CUDA tensor of dtype; transposed: a view of a [..., L, H, D] tensor with its dims
     -2 and -3 swapped, as q, k, v are in a transformer (not contiguous)."""
     if transposed:
-        return mini.tensor(np.ascontiguousarray(np.swapaxes(a, -2, -3)), dtype=mini.bfloat16,
+        return mini.tensor(np.ascontiguousarray(np.swapaxes(a, -2, -3)), dtype=dtype,
                            device="cuda").transpose(-2, -3)
-    return mini.tensor(a, dtype=mini.bfloat16, device="cuda")
+    return mini.tensor(a, dtype=dtype, device="cuda")
 
 
-def run_case(batch, L, S, D, causal, seed, transposed=False):
+def run_case(batch, L, S, D, causal, seed, dtype_name, transposed=False):
+    dtype, tol = DTYPES[dtype_name], TOL[dtype_name]
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((*batch, n, D)) for n in (L, S, S))
     g = rng.standard_normal((*batch, L, D))
     scale = 0.9 / np.sqrt(D)
-    qkv = [bf16_cuda(a, transposed).requires_grad_() for a in (q, k, v)]
+    qkv = [on_cuda(a, dtype, transposed).requires_grad_() for a in (q, k, v)]
     exact = [to_np(t.detach().float()).astype(np.float64) for t in qkv]
-    gt = bf16_cuda(g)
+    gt = on_cuda(g, dtype)
     want_out, want_lse, want_grads = reference(*exact, causal, scale, to_np(gt.float()).astype(np.float64))
 
     out, lse = mini._C.fused_attention_lse(*(t.detach() for t in qkv), causal, scale)
-    assert out.dtype == mini.bfloat16 and lse.dtype == mini.float32 and tuple(lse.shape) == (*batch, L)
-    assert rel_err(to_np(out.float()), want_out) < TOL
-    assert np.abs(to_np(lse) - want_lse).max() < 2e-2  # log units; a wrong row is off by O(1)
+    assert out.dtype == dtype and lse.dtype == mini.float32 and tuple(lse.shape) == (*batch, L)
+    assert rel_err(to_np(out.float()), want_out) < tol
+    assert np.abs(to_np(lse) - want_lse).max() < LSE_TOL[dtype_name]
 
     out = F.scaled_dot_product_attention(*qkv, is_causal=causal, scale=scale)
-    assert rel_err(to_np(out.detach().float()), want_out) < TOL
+    assert rel_err(to_np(out.detach().float()), want_out) < tol
     out.backward(gt)
     for name, t, want in zip("qkv", qkv, want_grads):
-        assert t.grad.dtype == mini.bfloat16 and tuple(t.grad.shape) == want.shape
+        assert t.grad.dtype == dtype and tuple(t.grad.shape) == want.shape
         err = rel_err(to_np(t.grad.float()), want)
-        assert err < TOL, f"d{name}: relative error {err:.3g}"
+        assert err < tol, f"d{name}: relative error {err:.3g}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_flash_forward_lse_and_gradients_match_float64(shape, causal):
+def test_flash_forward_lse_and_gradients_match_float64(shape, causal, dtype):
     batch, L, S, D = SHAPES[shape]
-    run_case(batch, L, S, D, causal, seed=len(shape) * 7 + causal)
+    run_case(batch, L, S, D, causal, len(shape) * 7 + causal, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("D", [64, 128])
-def test_flash_takes_transposed_views_as_a_transformer_passes_them(D):
-    run_case((2,), 65, 65, D, True, seed=D, transposed=True)
+def test_flash_takes_transposed_views_as_a_transformer_passes_them(D, dtype):
+    run_case((2,), 65, 65, D, True, D, dtype, transposed=True)
 
 
 def test_flash_gradients_agree_with_the_float32_path():
-    """The same inputs in float32 run the other kernel and the decomposed backward: the two
-    paths agree to bfloat16's rounding (each against the other, not against itself)."""
+    """The same (bfloat16-exact) inputs in bfloat16 and in float32 run two different kernels
+    (m16n8k16 on bfloat16, 3xTF32 on float32): they agree to bfloat16's rounding."""
     rng = np.random.default_rng(3)
     q, k, v = (rng.standard_normal((2, 3, 96, 64)) for _ in range(3))
     g = rng.standard_normal((2, 3, 96, 64))
@@ -113,4 +120,4 @@ def test_flash_gradients_agree_with_the_float32_path():
         out.backward(mini.tensor(g, dtype=mini.bfloat16, device="cuda").to(dt))
         grads[dt] = [to_np(out.detach().float())] + [to_np(t.grad.float()) for t in qkv]
     for fast, slow in zip(grads[mini.bfloat16], grads[mini.float32]):
-        assert rel_err(fast, slow.astype(np.float64)) < TOL
+        assert rel_err(fast, slow.astype(np.float64)) < TOL["bfloat16"]

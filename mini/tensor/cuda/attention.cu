@@ -1,6 +1,7 @@
 // cuda/attention.cu — eager scaled dot-product attention in one kernel (attention.cpp is the
-// op and its CPU twin). bfloat16 with head dim 64 or 128 goes to the tensor-core kernels of
-// flash_attention.cu instead; this one takes the rest (float32, float64, other head dims).
+// op and its CPU twin). bfloat16 and float32 with head dim 64 or 128 go to the tensor-core
+// kernels of flash_attention.cu and flash_attention_f32.cu instead; this one takes the rest
+// (float64, other head dims).
 //
 // A warp per query row i, four rows a block. The row's q is staged in shared memory (every
 // lane reads all of it). The keys it may see go by in chunks of 32, lane l taking key

@@ -34,9 +34,12 @@
 #include <vector>
 
 #include "common.cuh"
+#include "flash_common.cuh"
 #include "kernels.h"
 
 namespace mini::cuda {
+
+using namespace flash;
 
 namespace {
 
@@ -45,28 +48,6 @@ constexpr int kFlashWarps = 4;  // the forward's block
 constexpr int kFlashThreads = kFlashWarps * 32;
 constexpr int kBwdWarps = 8;  // the backward's block: 128 keys
 constexpr int kBwdThreads = kBwdWarps * 32;
-constexpr float kLog2e = 1.4426950408889634f;
-
-// ---- PTX wrappers ---------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared without a register round trip; `valid` false writes 16 zero bytes
-// (src must still be a mapped address).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8 and receives, of each,
 // row l / 4, columns 2 (l % 4) and +1 (transposed: column l / 4, rows 2 (l % 4) and +1).
@@ -124,27 +105,11 @@ __device__ __forceinline__ const bf16* bt_addr(const bf16* t, int k0, int c0, in
   return t + (k0 + lane % 8 + ((lane / 8) % 2) * 8) * P + c0 + (lane / 16) * 8;
 }
 
-// Where row `row` of batch-and-head `bh` of an operand starts, in elements: bh = b * heads + h,
-// b, h and the rows each at their own stride (D is dense).
-struct Rows {
-  int64_t batch = 0, head = 0, row = 0;
-  int64_t heads = 1;
-  __device__ __forceinline__ int64_t at(int64_t bh, int64_t r) const {
-    return (bh / heads) * batch + (bh % heads) * head + r * row;
-  }
-};
-
-// Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix whose rows are `stride` elements apart into a
-// tile of row stride D + 8 (the pad keeps ldmatrix's 8 row reads in distinct banks); rows >= n
-// are zeros.
+// Rows row0 .. row0 + ROWS - 1 of a [n, D] matrix into a tile of row stride D + 8 (the pad keeps
+// ldmatrix's 8 row reads in distinct banks); rows >= n are zeros.
 template <int ROWS, int D, int THREADS = kFlashThreads>
 __device__ __forceinline__ void load_tile(bf16* tile, const bf16* g, int64_t stride, int row0, int n) {
-  constexpr int kChunks = D / 8;  // 16 bytes each
-  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
-    const int r = c / kChunks, col = (c % kChunks) * 8;
-    const bool valid = row0 + r < n;
-    cp_async16(tile + r * (D + 8) + col, g + int64_t(valid ? row0 + r : 0) * stride + col, valid);
-  }
+  load_rows<bf16, ROWS, D, D + 8, THREADS>(tile, g, stride, row0, n);
 }
 
 // ---- forward --------------------------------------------------------------------------------
@@ -251,45 +216,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
     const int key0 = j * BC;
     if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) {  // some key past S or after a row
 #pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < BC / 8; nt++)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int key = key0 + nt * 8 + 2 * t + (e & 1), row = wrow + mt * 16 + g + (e / 2) * 8;
-            if (key >= S || (causal && key > row)) s[mt][nt][e] = -INFINITY;
-          }
+      for (int mt = 0; mt < MT; mt++) mask_scores(s[mt], key0, wrow + mt * 16, S, causal, g, t);
     }
-
-    // online softmax: each row's values are spread over the 4 lanes of a quad
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        float mx = m[mt][h];
-#pragma unroll
-        for (int nt = 0; nt < BC / 8; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;  // a row with no key yet
-        const float alpha = exp2f(m[mt][h] * scale_log2 - ms);    // 0 on the row's first keys
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < BC / 8; nt++)
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; e++) {
-            const float p = exp2f(fmaf(s[mt][nt][e], scale_log2, -ms));
-            s[mt][nt][e] = p;
-            sum += p;
-          }
-        l[mt][h] = l[mt][h] * alpha + sum;  // this lane's part; the quad adds them at the end
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt++) {
-          acc[mt][dt][2 * h] *= alpha;
-          acc[mt][dt][2 * h + 1] *= alpha;
-        }
-        m[mt][h] = mx;
-      }
+    for (int mt = 0; mt < MT; mt++) online_softmax(s[mt], acc[mt], m[mt], l[mt], scale_log2);
 
     // acc += P V
 #pragma unroll
@@ -312,60 +242,10 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
   }
 
 #pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      float sum = l[mt][h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int row = wrow + mt * 16 + g + h * 8;
-      if (row >= L) continue;
-      const float inv = 1.f / sum;
-      uint32_t* orow = reinterpret_cast<uint32_t*>(o + orows.at(bh, row));
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt++)
-        orow[dt * 4 + t] = pack(acc[mt][dt][2 * h] * inv, acc[mt][dt][2 * h + 1] * inv);
-      if (t == 0) lse[bh * L + row] = m[mt][h] * scale + logf(sum);
-    }
+  for (int mt = 0; mt < MT; mt++) finish_rows(acc[mt], m[mt], l[mt], o, orows, lse, bh, wrow + mt * 16, L, scale, g, t);
 }
 
 // ---- backward -------------------------------------------------------------------------------
-// delta[row] = sum_d dout[row, d] * out[row, d] in float, a warp a row; it also writes the row's
-// lse in log2 units (lse2) and zeroes its row of dq_acc, which the main kernel's atomics add into.
-__global__ void flash_bwd_delta_kernel(const bf16* __restrict__ dout, const bf16* __restrict__ out,
-                                       const float* __restrict__ lse, float* __restrict__ delta,
-                                       float* __restrict__ lse2, float* __restrict__ dq_acc, Rows dor, Rows outr,
-                                       int64_t rows, int L, int D) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const bf16* dorow = dout + dor.at(row / L, row % L);
-  const bf16* outrow = out + outr.at(row / L, row % L);
-  float sum = 0.f;
-  for (int d = lane * 2; d < D; d += 64) {
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dorow + d));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(outrow + d));
-    sum += a.x * b.x + a.y * b.y;
-    *reinterpret_cast<float2*>(dq_acc + row * D + d) = make_float2(0.f, 0.f);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) {
-    delta[row] = sum;
-    lse2[row] = lse[row] * kLog2e;
-  }
-}
-
-// dq = bfloat16(dq_acc * scale), two elements a thread, written in dq's layout
-__global__ void flash_bwd_dq_kernel(const float* __restrict__ acc, bf16* __restrict__ dq, Rows dqr, int64_t n,
-                                    int L, int D, float scale) {
-  for (int64_t i = 2 * (int64_t(blockIdx.x) * blockDim.x + threadIdx.x); i < n; i += 2 * int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / D;
-    const float2 a = *reinterpret_cast<const float2*>(acc + i);
-    *reinterpret_cast<uint32_t*>(dq + dqr.at(row / L, row % L) + i % D) = pack(a.x * scale, a.y * scale);
-  }
-}
-
 template <int D>
 struct BwdShape {
   static constexpr int kP = D + 8;
@@ -414,11 +294,7 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     load_tile<BR, D, kBwdThreads>(sdO + st * BR * P, doh, dor.row, i * BR, L);
     // rows past L read 0 for both: their Q and dO rows are 0 too, so P = 1 there but
     // dP = 0, dS = 0 and P^T dO = 0 (their dQ is not stored)
-    for (int r = threadIdx.x; r < BR; r += kBwdThreads) {
-      const int row = i * BR + r;
-      cp_async4(sLse + st * BR + r, lseh + (row < L ? row : 0), row < L);
-      cp_async4(sDelta + st * BR + r, deltah + (row < L ? row : 0), row < L);
-    }
+    load_row_stats<BR, kBwdThreads>(sLse + st * BR, sDelta + st * BR, lseh, deltah, i * BR, L);
   };
   load_tile<BC, D, kBwdThreads>(sK, k + kr.at(bh, 0), kr.row, n0, S);
   load_tile<BC, D, kBwdThreads>(sV, v + vr.at(bh, 0), vr.row, n0, S);
@@ -481,17 +357,7 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
       }
     }
 
-    // P^T from the saved lse (0 where masked), then dS^T = P^T (dP^T - delta) into dpT
-#pragma unroll
-    for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int ql = nt * 8 + 2 * t + (e & 1), key = wkey + g + (e / 2) * 8;
-        float p = exp2f(fmaf(sT[nt][e], scale_log2, -cLse[ql]));
-        if (key >= S || (causal && key > q0 + ql)) p = 0.f;
-        sT[nt][e] = p;
-        dpT[nt][e] = p * (dpT[nt][e] - cDelta[ql]);
-      }
+    probs_and_score_grads(sT, dpT, cLse, cDelta, wkey, q0, S, causal, scale_log2, g, t);
 
     // dV += P^T dO and dK += dS^T Q (k = the BR queries)
 #pragma unroll
@@ -552,76 +418,10 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     }
   }
   cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
-
-#pragma unroll
-  for (int h = 0; h < 2; h++) {
-    const int key = wkey + g + h * 8;
-    if (key >= S) continue;
-    uint32_t* dkrow = reinterpret_cast<uint32_t*>(dk + dkr.at(bh, key));
-    uint32_t* dvrow = reinterpret_cast<uint32_t*>(dv + dvr.at(bh, key));
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++) {
-      dkrow[dt * 4 + t] = pack(dkacc[dt][2 * h] * scale, dkacc[dt][2 * h + 1] * scale);
-      dvrow[dt * 4 + t] = pack(dvacc[dt][2 * h], dvacc[dt][2 * h + 1]);
-    }
-  }
+  finish_keys(dkacc, dvacc, dk, dkr, dv, dvr, bh, wkey, S, scale, g, t);
 }
 
 // ---- host side ------------------------------------------------------------------------------
-template <class Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  MINI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-                  "scaled_dot_product_attention");
-}
-
-struct Dims {
-  int64_t bh;
-  int L, S, D;
-};
-
-Dims dims_of(const Tensor& q, const Tensor& k) {
-  const int64_t r = q->dim();
-  const int64_t L = q->sizes[r - 2], S = k->sizes[r - 2], D = q->sizes[r - 1];
-  // grid.y counts 64-row tiles (at most 65535), grid.x the batch x heads (at most 2^31 - 1)
-  if (L > 65535 * 64 || S > 65535 * 64 || q->numel() / (L * D) > INT32_MAX)
-    fail("scaled_dot_product_attention(): too long a sequence or too many heads for the flash kernel");
-  return {q->numel() / (L * D), int(L), int(S), int(D)};
-}
-
-// The Rows of `t` ([..., rows, D], D dense), or false where the kernels cannot read it in place:
-// batch dims that do not fold into (batch, head), strides that are not multiples of 8 elements
-// (16 bytes: cp.async's unit), or (with `check_pointer`) a start that is not 16-byte aligned.
-bool rows_of(const Tensor& t, Rows* out, bool check_pointer = true) {
-  const int64_t r = t->dim();
-  if (r < 2 || (t->sizes[r - 1] > 1 && t->strides[r - 1] != 1)) return false;
-  std::vector<std::pair<int64_t, int64_t>> batch;  // (size, stride) of the batch dims of size > 1, outer first
-  for (int64_t d = 0; d < r - 2; d++) {
-    if (t->sizes[d] == 1) continue;
-    if (!batch.empty() && batch.back().second == t->strides[d] * t->sizes[d])
-      batch.back() = {batch.back().first * t->sizes[d], t->strides[d]};  // one run at one stride
-    else
-      batch.push_back({t->sizes[d], t->strides[d]});
-  }
-  if (batch.size() > 2) return false;
-  Rows rows;
-  if (!batch.empty()) rows.heads = batch.back().first, rows.head = batch.back().second;
-  if (batch.size() == 2) rows.batch = batch.front().second;
-  rows.row = t->sizes[r - 2] > 1 ? t->strides[r - 2] : 0;
-  for (int64_t stride : {rows.batch, rows.head, rows.row})
-    if (stride % 8 != 0) return false;
-  if (check_pointer && reinterpret_cast<uintptr_t>(t->device_raw()) % 16 != 0) return false;
-  *out = rows;
-  return true;
-}
-
-Rows rows_or_fail(const Tensor& t, const char* what) {
-  Rows rows;
-  if (!rows_of(t, &rows))
-    fail("scaled_dot_product_attention (flash): ", what, " is not in a layout the kernel reads (the caller copies "
-         "such operands first: flash_attention_reads)");
-  return rows;
-}
-
 template <int D, int MT, int BC, bool QR>
 void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Dims& s, bool causal, double scale) {
@@ -657,7 +457,7 @@ void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const 
 }  // namespace
 
 bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev) {
-  return dtype == DType::BFloat16 && E == Ev && (E == 64 || E == 128);
+  return (dtype == DType::BFloat16 || dtype == DType::Float32) && E == Ev && (E == 64 || E == 128);
 }
 
 bool flash_attention_reads(const Tensor& t) {
@@ -667,6 +467,7 @@ bool flash_attention_reads(const Tensor& t) {
 
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                      bool causal, double scale) {
+  if (q->dtype == DType::Float32) return flash_attention_f32(out, lse, q, k, v, causal, scale);
   const Dims s = dims_of(q, k);
   // tiles measured on the H200 (notes/attention.md): 128 keys beat 64 at D = 64; at D = 128,
   // 2 x 16 rows a warp with 32-key tiles beat 16 rows with 64
@@ -678,27 +479,12 @@ void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, cons
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
                               const Tensor& lse, bool causal, double scale) {
+  if (q->dtype == DType::Float32) return flash_attention_backward_f32(dq, dk, dv, q, k, v, out, dout, lse, causal, scale);
   const Dims s = dims_of(q, k);
-  const int64_t rows = s.bh * s.L;
-  Tensor delta = TensorImpl::empty({rows}, DType::Float32, q->device());
-  Tensor lse2 = TensorImpl::empty({rows}, DType::Float32, q->device());
-  Tensor dq_acc = TensorImpl::empty({rows * s.D}, DType::Float32, q->device());
-  constexpr int kRowsABlock = 8;
-  flash_bwd_delta_kernel<<<unsigned((rows + kRowsABlock - 1) / kRowsABlock), kRowsABlock * 32, 0, current_stream()>>>(
-      static_cast<const bf16*>(dout->device_raw()), static_cast<const bf16*>(out->device_raw()),
-      static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
-      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()),
-      rows_or_fail(dout, "the output's gradient"), rows_or_fail(out, "the output"), rows, s.L, s.D);
-  check_launch("scaled_dot_product_attention backward");
-  if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
-  else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
-  check_launch("scaled_dot_product_attention backward");
-  const int64_t n = rows * s.D;
-  flash_bwd_dq_kernel<<<unsigned(std::min<int64_t>((n / 2 + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
-                        current_stream()>>>(static_cast<const float*>(dq_acc->device_raw()),
-                                            static_cast<bf16*>(dq->device_raw()), rows_or_fail(dq, "dq"), n, s.L,
-                                            s.D, float(scale));
-  check_launch("scaled_dot_product_attention backward");
+  run_backward<bf16>(dq, out, dout, lse, s, scale, [&](const Tensor& dq_acc, const Tensor& lse2, const Tensor& delta) {
+    if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+    else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+  });
 }
 
 }  // namespace mini::cuda

@@ -124,15 +124,16 @@ void attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tens
                bool causal, double scale);
 // Whether the kernel holds head dims E and Ev (it keeps a row of each in registers).
 bool attention_supports(int64_t E, int64_t Ev);
-// FlashAttention-2 on the tensor cores (flash_attention.cu), which attention() runs where
-// flash_attention_supports(dtype, E, Ev): bfloat16, E == Ev, 64 or 128. Its backward takes the
-// forward's q, k, v, out and lse and the incoming gradient dout (bfloat16 but lse) and writes dq,
-// dk, dv (of q's, k's and v's shapes), recomputing the scores. Every bfloat16 operand, outputs
-// included, is in any layout flash_attention_reads takes (contiguous ones always are).
+// FlashAttention-2 on the tensor cores (flash_attention.cu; float32 in flash_attention_f32.cu),
+// which attention() runs where flash_attention_supports(dtype, E, Ev): bfloat16 or float32,
+// E == Ev, 64 or 128. Its backward takes the forward's q, k, v, out and lse and the incoming
+// gradient dout (q's dtype but lse, float32) and writes dq, dk, dv (of q's, k's and v's shapes),
+// recomputing the scores. Every operand, outputs included, is in any layout
+// flash_attention_reads takes (contiguous ones always are).
 bool flash_attention_supports(DType dtype, int64_t E, int64_t Ev);
 // Whether the flash kernels read (or write) `t` where it is: [..., rows, D] with D dense, the
-// batch dims folding into a batch and a head dim each at one stride, strides multiples of 8
-// elements, its start 16-byte aligned (not checked for a meta tensor, which has no data).
+// batch dims folding into a batch and a head dim each at one stride, strides multiples of 16
+// bytes, its start 16-byte aligned (not checked for a meta tensor, which has no data).
 bool flash_attention_reads(const Tensor& t);
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                      bool causal, double scale);
