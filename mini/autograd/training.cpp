@@ -158,19 +158,42 @@ bool recompute_in_backward(const Node& n) {
   // A2 END
 }
 
+// Whether the backward can rebuild value `id` (of `numel` elements) from one full-size value
+// that is in memory anyway, no wider than it: a cast's narrow operand (autocast's bfloat16
+// logits under their float32 copy), with `extern_root` also an extern call's output (a matmul's:
+// the logits themselves) or a graph input, through views of it and up to `depth` pointwise ops that combine it
+// with smaller values (x - its row's max).
+bool rebuilt_from_memory(const Graph& g, int id, int64_t numel, int depth, bool extern_root) {
+  const Node& n = g.nodes[id];
+  if (n.kind == NodeKind::Input) return extern_root;  // the graph's input: saved for nothing
+  if (n.kind != NodeKind::Op || n.symbolic_attrs || n.inputs.empty() || n.inputs[0] < 0) return false;
+  if (n.op == OpKind::Cast) return itemsize(g.nodes[n.inputs[0]].meta.dtype) < itemsize(n.meta.dtype);
+  if (op_class(n.op) == OpClass::View) return rebuilt_from_memory(g, n.inputs[0], numel, depth, extern_root);
+  if (op_class(n.op) == OpClass::Extern) return extern_root;
+  if (depth == 0 || op_class(n.op) != OpClass::Pointwise || is_random(n.op)) return false;
+  int full = -1;
+  for (int i : n.inputs)
+    if (i >= 0 && numel_of(g.nodes[i].meta.sizes) == numel) {
+      if (full >= 0) return false;  // two full-size operands: not one value's rebuild
+      full = i;
+    }
+  return full >= 0 && rebuilt_from_memory(g, full, numel, depth - 1, extern_root);
+}
+
 // A softmax or log_softmax of a widened value (autocast's float32 of bfloat16 logits or
-// scores) runs again in the backward, from the narrow value, rather than saving its float32
-// output: at a 50k vocabulary that output is the largest tensor of a GPT's step (8192 x 50304
-// floats, 1.6 GB), while the narrow logits are half its bytes and often saved anyway (a
-// matmul's output). The backward pays one more pass over each row; torch.compile's
-// partitioner makes the same trade for the loss. Both recompute and min-cut ask this first.
-bool recompute_widened_softmax(const Graph& g, const Node& n) {
-  if (n.kind != NodeKind::Op || (n.op != OpKind::Softmax && n.op != OpKind::LogSoftmax) || n.symbolic_attrs)
-    return false;
-  int in = n.inputs.empty() ? -1 : n.inputs[0];
-  if (in < 0 || g.nodes[in].kind != NodeKind::Op || g.nodes[in].op != OpKind::Cast) return false;
-  int narrow = g.nodes[in].inputs[0];
-  return narrow >= 0 && itemsize(g.nodes[narrow].meta.dtype) < itemsize(n.meta.dtype);
+// scores), or an exp of logits less their row's max (cross-entropy's logsumexp), runs again in
+// the backward rather than saving its float32 output: at a 50k vocabulary that output is the
+// largest tensor of a GPT's step (8192 x 50304 floats, 1.6 GB). The narrow logits are half its
+// bytes, and the logits a matmul wrote are in memory already: saving them instead spares the
+// forward a pass that writes the output, and the backward pays one pass over each row (one
+// more for a softmax, which needs its row's sum again). torch.compile's partitioner makes the
+// same trade for the loss. Both recompute and min-cut ask this first.
+bool recompute_widened(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::Op || n.symbolic_attrs || n.inputs.empty() || n.inputs[0] < 0) return false;
+  const int64_t numel = numel_of(n.meta.sizes);
+  if (n.op == OpKind::Softmax || n.op == OpKind::LogSoftmax) return rebuilt_from_memory(g, n.inputs[0], numel, 0, false);
+  return op_class(n.op) == OpClass::Pointwise && n.op == OpKind::Exp && n.inputs.size() == 1 &&
+         rebuilt_from_memory(g, n.inputs[0], numel, 2, true);
 }
 
 int64_t meta_bytes(const TensorMeta& m) {
@@ -558,7 +581,7 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
     if (fate[id] != Fate::Unseen) return;
     const Node& n = J.nodes[id];
     bool recompute = n.kind == NodeKind::Op && !far[id] &&
-                     ((partitioner != Partitioner::SaveAll && recompute_widened_softmax(J, n)) ||
+                     ((partitioner != Partitioner::SaveAll && recompute_widened(J, n)) ||
                       (partitioner == Partitioner::Recompute && !for_externs[id] && recompute_in_backward(n)) ||
                       (partitioner == Partitioner::MinCut && recomputable(n) && !cut_saved[id]));
     fate[id] = n.kind == NodeKind::Constant ? Fate::Constant : recompute ? Fate::Recompute : Fate::Saved;

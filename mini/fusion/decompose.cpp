@@ -225,6 +225,9 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
         map[id] = b.op(OpKind::SliceBackward, {x}, a);
         break;
       }
+      case OpKind::Detach:  // only autograd tells it from its input, and a compiled graph has none
+        map[id] = in[0];
+        break;
       case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
         // A reduction of a 0-d tensor: a cast (Builder::reduce), to the result's dtype.
         if (g.nodes[in[0]].meta.sizes.empty()) {

@@ -185,6 +185,29 @@ def test_a_widened_log_softmax_is_recomputed_from_the_narrow_logits_not_saved(ca
         np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=2e-2, atol=2e-3)
 
 
+def test_cross_entropy_rebuilds_its_exp_in_the_backward_from_the_logits_a_matmul_wrote(capsys):
+    # float32 logits: cross-entropy's backward needs exp(x - max) [N, C]. The logits are in memory
+    # anyway (the matmul wrote them), so they are saved and the backward rebuilds exp from them and
+    # the rows' max and sum; saving exp (or log_softmax's output) instead would cost the forward a
+    # pass that writes [N, C] floats, for the same bytes kept
+    n, c = 64, 512
+    args = [T(n, 32, seed=1, grad=True), T(32, c, seed=2, grad=True),
+            mini.tensor(np.random.default_rng(3).integers(0, c, n).tolist())]
+    eager_args, compiled_args = clone_inputs(args), clone_inputs(args)
+    mini.reset()
+    mini.set_logs("aot_graphs")
+    mini.compile(lm_loss, backend="inductor")(*compiled_args).backward()
+    err = capsys.readouterr().err
+    signature = re.search(r"===== Backward graph 1 =====.*?def forward\(self, (.*?)\):", err, re.S).group(1)
+    saved = re.findall(r"(\w+): \"", signature)
+    assert "matmul" in saved and not [s for s in saved if s.startswith(("exp", "log_softmax"))], saved
+    nbytes = int(re.search(r"values saved for backward \((\d+) bytes", err).group(1))
+    assert n * c * 4 <= nbytes < n * c * 4 + 64 * 1024, nbytes  # the logits, the rows' values, x
+    lm_loss(*eager_args).backward()
+    for e, g in zip(eager_args[:2], compiled_args[:2]):
+        np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.a3  # generated kernels in training graphs: through A3 (and A4)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_outputs_get_a_compiled_backward_node(backend):

@@ -697,3 +697,21 @@ def test_cross_entropys_target_mask_is_computed_in_the_kernel_that_reads_it():
     rows = [k for k in info["forward_kernels"] if "amax" in k]
     assert len(rows) == 1 and "where" in rows[0], info["forward_kernels"]
     assert len(info["forward_kernels"]) <= 2, info["forward_kernels"]
+
+
+def test_cross_entropy_reads_the_logits_once_forward_and_once_backward():
+    # -log_softmax(x)[t] = logsumexp(x) - x[t]: the row's max, its sum of exp and the pick of
+    # x[t] are reductions of one pass; the backward rebuilds exp(x - max) from the logits and the
+    # rows' max and sum, a pointwise pass. Through log_softmax the forward read each row twice (the
+    # pick needed the logsumexp first) and the backward computed log_softmax again (two more).
+    def loss(logits, target):
+        return F.cross_entropy(logits, target)
+    gm = graph_of(loss, mini.randn(64, 512, requires_grad=True), mini.randint(0, 512, (64,)))
+    info = mini._C._inductor_compile_training_cuda(gm, "sm_90")
+    src = info["forward_source"]
+    (row,) = [k for k in info["forward_kernels"] if "amax" in k]
+    body = src[src.index(row + "("):]
+    body = body[:body.index("\n}\n")]
+    assert "read the row again" not in body, body
+    full = [d for d in info["backward_decisions"] if re.match(r"cuda_\w+: \d+ ops over \[64, 512\]", d)]
+    assert len(full) == 1 and full[0].startswith("cuda_poi_") and "exp" in full[0].split(":")[0], full

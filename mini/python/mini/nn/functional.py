@@ -105,14 +105,24 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 
 
 def _cross_entropy_ops(input, target, ignore_index):
-    logp = input.log_softmax(-1)
+    # -log_softmax(x)[t] = logsumexp(x) - x[t]. The row's max, its sum of exp and the pick of
+    # x[t] (a sum of a one-hot select) are all reductions over the row, which fusion puts in one
+    # kernel: one pass over the logits. The backward reads the logits and the rows' logsumexp
+    # (N values), one more pass. Through log_softmax the pick needs the logsumexp first: a second
+    # pass forward, and the backward computed log_softmax again (two more).
+    dtype = input[..., :1].log_softmax(-1).dtype  # log_softmax's (float32 under autocast); the graph drops the call
     classes = mini.arange(input.shape[-1], device=input.device)
     hit = target.unsqueeze(-1) == classes
-    picked = mini.where(hit, logp, 0.0).sum(-1)
+    # x's readers stay close together: the partitioner then rebuilds x (and exp) in the backward
+    # from the logits rather than save the float32 copy (values read far apart are saved)
+    x = input.float() if input.dtype == mini.bfloat16 else input  # the row's math in float32, as log_softmax's
+    picked = mini.where(hit, x, 0.0).sum(-1)
+    shift = x.detach().amax(-1, keepdim=True)  # any per-row constant: no gradient flows through it
+    lse = (x - shift).exp().sum(-1).log() + shift.squeeze(-1)
     # a target in [0, C) hits exactly one class: checked on the [N] targets, not the [N, C] mask
     in_range = (target >= 0) & (target < input.shape[-1])
     ignored = target == ignore_index
-    return mini.where(in_range, -picked, float("nan")).masked_fill(ignored, 0.0)
+    return mini.where(in_range, (lse - picked).to(dtype), float("nan")).masked_fill(ignored, 0.0)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
