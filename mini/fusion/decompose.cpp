@@ -225,8 +225,12 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
         map[id] = b.op(OpKind::SliceBackward, {x}, a);
         break;
       }
-      case OpKind::Detach:  // only autograd tells it from its input, and a compiled graph has none
-        map[id] = in[0];
+      case OpKind::Detach:  // inside the graph only autograd tells it from its input
+        if (std::find(src.outputs.begin(), src.outputs.end(), (int)id) != src.outputs.end()) {
+          map[id] = g.add_op(n.op, in, a, n.code);  // an output: its own tensor, no history
+        } else {
+          map[id] = in[0];
+        }
         break;
       case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
         // A reduction of a 0-d tensor: a cast (Builder::reduce), to the result's dtype.
