@@ -13,8 +13,11 @@ namespace mini::graph {
 // ---- names and printing ------------------------------------------------------------------
 
 std::string Graph::unique_name(const std::string& base) {
-  int count = name_counts_[base]++;  // a map, not a scan of every name: linear graph building
-  return count ? base + "_" + std::to_string(count) : base;
+  for (;;) {  // a map of counts, not a scan of every name: linear graph building
+    int count = name_counts_[base]++;
+    std::string name = count ? base + "_" + std::to_string(count) : base;
+    if (names_.insert(name).second) return name;  // else taken by a name given as it was (a saved value's)
+  }
 }
 
 static const char* short_dtype(DType d) {

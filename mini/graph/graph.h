@@ -9,6 +9,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,7 @@ struct Graph {
  private:
   std::string unique_name(const std::string& base);
   std::map<std::string, int> name_counts_;  // base name -> nodes named from it so far
+  std::set<std::string> names_;             // every name given: "reshape_1" of a saved value is not reshape's second
 };
 
 // Output meta of `op` applied to inputs of these metas (with attrs), without running it.

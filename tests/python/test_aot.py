@@ -185,6 +185,25 @@ def test_a_widened_log_softmax_is_recomputed_from_the_narrow_logits_not_saved(ca
         np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=2e-2, atol=2e-3)
 
 
+def test_a_backward_graph_never_gives_one_name_twice(capsys):
+    # the backward's inputs keep the forward's names (a saved `reshape_1`); its own nodes are
+    # named by op, and the second reshape must not be called `reshape_1` again
+    def loss(x, w, t):
+        logits = x @ w
+        return mini.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), t.view(-1))
+
+    args = [T(2, 8, 8, seed=1, grad=True), T(8, 32, seed=2, grad=True),
+            mini.tensor(np.random.default_rng(3).integers(0, 32, (2, 8)).tolist())]
+    mini.reset()
+    mini.set_logs("aot_graphs")
+    autocast_loss(mini.compile(loss, backend="inductor"), *args).backward()
+    err = capsys.readouterr().err
+    backward = err[err.index("===== Backward graph 1 ====="):]
+    signature = re.search(r"def forward\(self, (.*?)\):", backward, re.S).group(1)
+    names = re.findall(r"(\w+): \"", signature) + re.findall(r"^\s+(\w+): \".*\" = mini\.", backward, re.M)
+    assert len(names) > 5 and len(names) == len(set(names)), names
+
+
 def test_cross_entropy_rebuilds_its_exp_in_the_backward_from_the_logits_a_matmul_wrote(capsys):
     # float32 logits: cross-entropy's backward needs exp(x - max) [N, C]. The logits are in memory
     # anyway (the matmul wrote them), so they are saved and the backward rebuilds exp from them and
