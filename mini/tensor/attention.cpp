@@ -212,6 +212,8 @@ std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const T
                                        const Tensor& lse, const Tensor& grad_out, bool causal, double scale) {
   const DType dtype = q->dtype;
   const int64_t r = q->dim();
+  if (q->numel() == 0)  // no query (or no batch): no score reaches k or v, and the kernels have no rows
+    return {zeros(q->sizes, dtype, q->device()), zeros(k->sizes, dtype, q->device()), zeros(v->sizes, dtype, q->device())};
   Tensor dO = grad_out ? cast(grad_out, dtype) : zeros(out->sizes, dtype, q->device());
   if (q->is_cuda() && cuda::flash_attention_supports(dtype, q->sizes[r - 1], v->sizes[r - 1])) {
     // the tensor-core backward (cuda/flash_attention.cu): the scores recomputed tile by tile

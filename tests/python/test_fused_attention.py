@@ -179,3 +179,19 @@ def test_writing_an_input_after_the_forward_is_caught_at_backward(device):
     kk.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_no_query_rows_give_zero_gradients_of_the_keys_and_values(device, dtype):
+    # L = 0: the forward writes nothing and the backward has no score to go through; on CUDA the
+    # flash kernels (head dim 64) would divide by the rows and launch an empty grid
+    dt = DTYPES[dtype][0]
+    q = mini.zeros(2, 3, 0, 64, dtype=dt, device=device).requires_grad_()
+    k, v = (mini.ones(2, 3, 5, 64, dtype=dt, device=device).requires_grad_() for _ in range(2))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+    assert tuple(out.shape) == (2, 3, 0, 64)
+    out.backward(mini.zeros(2, 3, 0, 64, dtype=dt, device=device))
+    assert tuple(q.grad.shape) == (2, 3, 0, 64)
+    for t in (k, v):
+        assert tuple(t.grad.shape) == (2, 3, 5, 64) and t.grad.dtype == dt
+        assert not to_np(t.grad.float()).any()
