@@ -156,8 +156,8 @@ std::vector<Tensor> attention_backward(const Tensor& q, const Tensor& k, const T
 Strides attention_out_strides(const Shape& sizes, const Shape& like_sizes, const Strides& like_strides);
 // Whether a compiled graph should hold attention as one Attention node (an extern call to the
 // tiled kernel) rather than its matmuls and softmax: `policy` "auto" takes it where the
-// FlashAttention kernel runs (CUDA, bfloat16, head dim 64 or 128), "always" wherever the fused
-// kernel takes the operands (the CPU too), "never" nowhere. Metas: sizes, dtype, device only.
+// FlashAttention kernels run (CUDA, bfloat16 or float32, head dim 64 or 128), "always" wherever
+// the fused kernel takes the operands (the CPU too), "never" nowhere. Metas: sizes, dtype, device only.
 bool attention_node_fits(const Tensor& q, const Tensor& k, const Tensor& v, const std::string& policy);
 
 // ---- optimizers ---------------------------------------------------------------------------

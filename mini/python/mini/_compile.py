@@ -20,8 +20,8 @@ class _Config:
     # partitioner: how "inductor" splits a training graph: "recompute" (mini's greedy rule:
     # cheap pointwise ops recomputed in the backward) or "min-cut" (torch's max-flow over bytes)
     # fused_attention: F.scaled_dot_product_attention in a compiled graph: one extern call to the
-    # fused kernel with its backward ("auto": where FlashAttention runs, CUDA bfloat16 with head
-    # dim 64 or 128; "always": wherever the fused kernel runs, the CPU too; "never": its matmuls
+    # fused kernel with its backward ("auto": where FlashAttention runs, CUDA bfloat16 or float32
+    # with head dim 64 or 128; "always": wherever the fused kernel runs, the CPU too; "never": its matmuls
     # and softmax, which fusion sees). Read while tracing: it applies to graphs compiled after.
     _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
                    suppress_errors=False, partitioner="recompute", fused_attention="auto")

@@ -76,8 +76,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     """The negative log-likelihood of each row's target class under log_softmax(input): input
     [N, C] (or [C]) logits, target [N] (or []) int64 class indices. Rows whose target is
     ignore_index count for nothing (and "mean" divides by the rows that count). Written as
-    log_softmax and a one-hot select inside mini.compile (Inductor decomposes it the same way,
-    with a gather), so that fusion sees it; eagerly one fused kernel (and one for its backward). A target outside [0, C) that is not ignore_index gives a NaN loss for
+    logsumexp(x) - x[t] with a one-hot select inside mini.compile (Inductor decomposes it into
+    log_softmax and a gather), so that fusion sees it; eagerly one fused kernel (and one for its backward). A target outside [0, C) that is not ignore_index gives a NaN loss for
     its row (torch raises; a compiled graph cannot)."""
     if weight is not None or label_smoothing:
         raise NotImplementedError("F.cross_entropy: weight= and label_smoothing= are not supported by mini yet")
@@ -107,8 +107,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 def _cross_entropy_ops(input, target, ignore_index):
     # -log_softmax(x)[t] = logsumexp(x) - x[t]. The row's max, its sum of exp and the pick of
     # x[t] (a sum of a one-hot select) are all reductions over the row, which fusion puts in one
-    # kernel: one pass over the logits. The backward reads the logits and the rows' logsumexp
-    # (N values), one more pass. Through log_softmax the pick needs the logsumexp first: a second
+    # kernel: one pass over the logits. The backward reads the logits and the rows' max and sum
+    # of exp (N values each), one more pass. Through log_softmax the pick needs the logsumexp first: a second
     # pass forward, and the backward computed log_softmax again (two more).
     dtype = input[..., :1].log_softmax(-1).dtype  # log_softmax's (float32 under autocast); the graph drops the call
     classes = mini.arange(input.shape[-1], device=input.device)
@@ -138,7 +138,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     Attention node of the graph, an extern call to the same kernel with its backward
     (FlashAttention-2 on CUDA; mini.config.fused_attention says where), as Inductor calls aten's
     flash attention. With a mask, dropout or operands the node does not take (broadcast batch
-    dims, mixed dtypes, float32 on CUDA under "auto"), it is written as the ops below, so that
+    dims, mixed dtypes, on CUDA head dims other than 64 and 128 under "auto"), it is written as the ops below, so that
     capture records them and fusion sees the softmax."""
     if enable_gqa:
         raise NotImplementedError("scaled_dot_product_attention(enable_gqa=True) is not supported by mini yet")
