@@ -139,11 +139,14 @@ TensorMeta contiguous_meta(const TensorMeta& m) {
   return {m.sizes, contiguous_strides(m.sizes), m.dtype, false};
 }
 
-// Ops the recompute partitioner would rather save than run twice.
+// Ops the recompute partitioner would rather save than run twice. An arange or a full is made
+// again where the backward needs it (a kernel computes an arange's elements from their index,
+// codegen's Iota); a random draw never runs twice.
 bool expensive(OpKind op) {
   switch (op_class(op)) {
     case OpClass::Pointwise: break;
     case OpClass::View: return false;
+    case OpClass::Factory: return is_random(op);
     default: return true;  // reductions, matmul, composites
   }
   return is_transcendental(op);
@@ -660,8 +663,11 @@ TrainingGraphs make_training_graphs(const Graph& traced, Partitioner partitioner
     if (late[id]) recompute_before[first_reader[id]].push_back(id);
     else recompute_at[first_stretch[id]].push_back(id);
   }
-  auto emit_op = [&](int id) {
+  std::function<void(int)> emit_op = [&](int id) {
     const Node& n = J.nodes[id];
+    if (id < first_backward && to_bwd.at(id) >= 0) return;  // a recomputed op emitted early (below)
+    for (int i : n.inputs)  // a late recomputed input (an arange read by a pointwise op): now
+      if (i >= 0 && i < first_backward && fate[i] == Fate::Recompute && to_bwd.at(i) < 0) emit_op(i);
     std::vector<int> ins;
     for (int i : n.inputs)
       ins.push_back(i < 0 ? -1 : i < first_backward && fate[i] == Fate::Constant ? bwd->add_constant(J.nodes[i].value, J.nodes[i].meta.dtype) : to_bwd.at(i));

@@ -232,6 +232,12 @@ std::string CStyle::expr(const ExprPtr& e) const {
       }
       return spelled;
     }
+    case Expr::Kind::Iota: {  // start + step * index, each part only where it is not 0 or 1
+      std::string v = "int64_t(" + index(*e) + ")";
+      if (e->step != 1) v = std::to_string(e->step) + "LL * " + v;
+      if (e->start != 0) v = std::to_string(e->start) + "LL + " + v;
+      return "(" + v + ")";
+    }
     case Expr::Kind::Temp: {
       std::string hooked = temp_hook ? temp_hook(*e) : std::string();
       return hooked.empty() ? (e->row ? "r" : "t") + std::to_string(e->node) : hooked;

@@ -48,12 +48,14 @@ struct Expr {
     Temp,      // the value of node `node` computed earlier in the kernel: per element, or per row
     Cast,      // args[0] converted to dtype
     Op,        // op over args (each already converted to `compute`, but where's condition)
+    Iota,      // an int64 arange's element at `index` (start + step * index), computed, not loaded
   };
   Kind kind = Kind::Constant;
   DType dtype = DType::Float32;  // the type of the result
   double value = 0;              // Constant
-  int buffer = -1;               // Load
-  Index index;                   // Load
+  int64_t start = 0, step = 1;   // Iota
+  int buffer = -1;               // Load, Iota (the arange's buffer, which it does not read)
+  Index index;                   // Load, Iota
   int node = -1;                 // Temp, Op: the graph node
   bool row = false;              // Temp: a row value (r<node>) rather than a full one (t<node>)
   OpKind op = OpKind::Add;       // Op

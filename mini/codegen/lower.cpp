@@ -165,12 +165,23 @@ ExprPtr LoopKernel::load(int id, bool flat_ok, bool row_context) const {
   const graph::TensorMeta& m = g_.nodes[id].meta;
   Expr e;
   e.kind = Expr::Kind::Load;
+  // An int64 arange (cross-entropy's classes) is its index: computed where it is read, not
+  // loaded, 8 bytes an element that also narrowed a row kernel's vectors to 16 bytes of int64.
+  const Node& src = g_.nodes[id];
+  if (src.kind == NodeKind::Op && src.op == OpKind::Arange && !src.symbolic_attrs && m.dtype == DType::Int64 &&
+      m.sizes.size() == 1) {
+    e.kind = Expr::Kind::Iota;
+    e.start = src.attrs.start;
+    e.step = src.attrs.step;
+  }
   e.dtype = m.dtype;
   e.node = id;
   e.buffer = load_index_.at(id);
   bool static_strides = std::all_of(m.strides.begin(), m.strides.end(), [](int64_t v) { return v >= 0; }) &&
                         std::all_of(m.sizes.begin(), m.sizes.end(), [](int64_t v) { return v >= 0; });
-  if (flat_ok && m.sizes == k_.space && static_strides && m.strides == contiguous_strides(m.sizes)) {
+  // (an iota is spelled by its x<d>, never by a flat loop's i: vector lanes read i + lane)
+  if (e.kind == Expr::Kind::Load && flat_ok && m.sizes == k_.space && static_strides &&
+      m.strides == contiguous_strides(m.sizes)) {
     e.index.flat = true;
     return make(std::move(e));
   }

@@ -185,6 +185,24 @@ def test_a_widened_log_softmax_is_recomputed_from_the_narrow_logits_not_saved(ca
         np.testing.assert_allclose(to_np(g.grad), to_np(e.grad), rtol=2e-2, atol=2e-3)
 
 
+@pytest.mark.parametrize("start,step", [(0, 1), (5, 3), (7, -2)])
+def test_an_int64_arange_read_by_a_kernel_gives_eagers_values(start, step):
+    # a kernel computes an arange's elements from their index (codegen's Iota), start and step
+    # included; the backward makes it again where it needs it (a factory is cheap to rerun)
+    def f(x):
+        idx = mini.arange(start, start + step * 6, step)
+        return (x * idx).sum(-1) + (idx.unsqueeze(0) == x.long()).float().sum(-1)
+
+    x = T(4, 6, seed=7, grad=True)
+    x2 = clone_inputs([x])[0]
+    want = f(x2)
+    want.sum().backward()
+    got = mini.compile(f, backend="inductor")(x)
+    got.sum().backward()
+    np.testing.assert_allclose(to_np(got.detach()), to_np(want.detach()), rtol=1e-6)
+    np.testing.assert_allclose(to_np(x.grad), to_np(x2.grad), rtol=1e-6)
+
+
 def test_a_backward_graph_never_gives_one_name_twice(capsys):
     # the backward's inputs keep the forward's names (a saved `reshape_1`); its own nodes are
     # named by op, and the second reshape must not be called `reshape_1` again
@@ -219,7 +237,7 @@ def test_cross_entropy_rebuilds_its_exp_in_the_backward_from_the_logits_a_matmul
     err = capsys.readouterr().err
     signature = re.search(r"===== Backward graph 1 =====.*?def forward\(self, (.*?)\):", err, re.S).group(1)
     saved = re.findall(r"(\w+): \"", signature)
-    assert "matmul" in saved and not [s for s in saved if s.startswith(("exp", "log_softmax"))], saved
+    assert "matmul" in saved and not [s for s in saved if s.startswith(("exp", "log_softmax", "arange"))], saved
     nbytes = int(re.search(r"values saved for backward \((\d+) bytes", err).group(1))
     assert n * c * 4 <= nbytes < n * c * 4 + 64 * 1024, nbytes  # the logits, the rows' values, x
     lm_loss(*eager_args).backward()

@@ -715,3 +715,26 @@ def test_cross_entropy_reads_the_logits_once_forward_and_once_backward():
     assert "read the row again" not in body, body
     full = [d for d in info["backward_decisions"] if re.match(r"cuda_\w+: \d+ ops over \[64, 512\]", d)]
     assert len(full) == 1 and full[0].startswith("cuda_poi_") and "exp" in full[0].split(":")[0], full
+
+
+def test_an_int64_arange_is_computed_from_the_index_where_it_is_read():
+    # cross-entropy's classes, arange(C): a kernel computes class j as x<d>, where it loaded 8
+    # bytes an element (and, in a row kernel, narrowed the bfloat16 logits' vectors to the int64
+    # load's 2 elements); the backward makes the arange again rather than save it
+    def loss(x, w, t):
+        return F.cross_entropy(x @ w, t)
+    with mini.autocast("cpu", dtype=mini.bfloat16):
+        gm = graph_of(loss, mini.randn(64, 32), mini.randn(32, 512, requires_grad=True), mini.randint(0, 512, (64,)))
+    info = mini._C._inductor_compile_training_cuda(gm, "sm_90")
+    def body(side, kernel):
+        src = info[side + "_source"]
+        text = src[src.index(kernel + "("):]
+        return text[:text.index("\n}\n")]
+    (row,) = [k for k in info["forward_kernels"] if "amax" in k]
+    (grad,) = [k for k in info["backward_kernels"] if "exp" in k]  # the logits' gradient, [64, 512]
+    for side, kernel in (("forward", row), ("backward", grad)):
+        text = body(side, kernel)
+        assert "== int64_t((int64_t(x1 * 1)))" in text, text
+        int64_buffers = re.findall(r"const int64_t\* __restrict__ (in\d+)", text.split("{")[0])
+        assert not [b for b in int64_buffers if b + "[x1" in text], text  # no class index loaded
+    assert "mini::Vec<mini::bf16, 8>" in body("forward", row)
