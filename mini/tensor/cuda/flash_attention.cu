@@ -154,10 +154,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
   float m[MT][2], l[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-    for (int dt = 0; dt < D / 8; dt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) acc[mt][dt][e] = 0.f;
+    zero(acc[mt]);
     m[mt][0] = m[mt][1] = -INFINITY;
     l[mt][0] = l[mt][1] = 0.f;
   }
@@ -184,11 +181,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 
     float s[MT][BC / 8][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int nt = 0; nt < BC / 8; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[mt][nt][e] = 0.f;
+    for (int mt = 0; mt < MT; mt++) zero(s[mt]);
 #pragma unroll
     for (int ks = 0; ks < KD; ks++) {
       uint32_t qa[MT][4];
@@ -303,10 +296,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
 
   uint32_t kf[Sh::kKVInRegs ? KD : 1][4], vf[Sh::kKVInRegs ? KD : 1][4];
   float dkacc[D / 8][4], dvacc[D / 8][4];
-#pragma unroll
-  for (int dt = 0; dt < D / 8; dt++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) dkacc[dt][e] = dvacc[dt][e] = 0.f;
+  zero(dkacc);
+  zero(dvacc);
 
   for (int i = first; i < tiles; i++) {
     const int st = (i - first) & 1;
@@ -331,10 +322,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
 
     // S^T = K_w Q^T and dP^T = V_w dO^T, 16 keys x BR queries each
     float sT[BR / 8][4], dpT[BR / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) sT[nt][e] = dpT[nt][e] = 0.f;
+    zero(sT);
+    zero(dpT);
 #pragma unroll
     for (int ks = 0; ks < KD; ks++) {
       uint32_t ka[4], va[4];
@@ -391,10 +380,7 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     constexpr int DH = D / 2;
     const int qr = (warp % 4) * 16, c0 = (warp / 4) * DH;
     float dqacc[DH / 8][4];
-#pragma unroll
-    for (int dt = 0; dt < DH / 8; dt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) dqacc[dt][e] = 0.f;
+    zero(dqacc);
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++) {
       uint32_t a[4];

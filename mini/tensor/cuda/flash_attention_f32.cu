@@ -124,10 +124,7 @@ __global__ void __launch_bounds__(kFwdThreads)
   cp_async_commit();
 
   float acc[D / 8][4];
-#pragma unroll
-  for (int dt = 0; dt < D / 8; dt++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) acc[dt][e] = 0.f;
+  zero(acc);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
   for (int j = 0; j < tiles; j++) {
@@ -142,10 +139,7 @@ __global__ void __launch_bounds__(kFwdThreads)
     const float* cV = sV + (j & 1) * BC * P;
 
     float s[BC / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < BC / 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) s[nt][e] = 0.f;
+    zero(s);
 #pragma unroll
     for (int ks = 0; ks < D / 8; ks++) {
       Split a[4];
@@ -235,10 +229,8 @@ __global__ void __launch_bounds__(W * 32)
   cp_async_commit();
 
   float dkacc[D / 8][4], dvacc[D / 8][4];
-#pragma unroll
-  for (int dt = 0; dt < D / 8; dt++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) dkacc[dt][e] = dvacc[dt][e] = 0.f;
+  zero(dkacc);
+  zero(dvacc);
 
   for (int i = first; i < tiles; i++) {
     const int st = (i - first) & 1;
@@ -254,10 +246,8 @@ __global__ void __launch_bounds__(W * 32)
 
     // S^T = K_w Q^T and dP^T = V_w dO^T, 16 keys x BR queries each
     float sT[BR / 8][4], dpT[BR / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) sT[nt][e] = dpT[nt][e] = 0.f;
+    zero(sT);
+    zero(dpT);
 #pragma unroll
     for (int ks = 0; ks < D / 8; ks++) {
       Split ka[4], va[4];
@@ -303,10 +293,7 @@ __global__ void __launch_bounds__(W * 32)
     // dS^T read transposed, the keys in the permuted order on both sides
     const int qrow = (warp % 4) * 16, c0 = (warp / 4) * DH;
     float dqacc[DH / 8][4];
-#pragma unroll
-    for (int dt = 0; dt < DH / 8; dt++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) dqacc[dt][e] = 0.f;
+    zero(dqacc);
 #pragma unroll
     for (int kk = 0; kk < BC / 8; kk++) {
       const float* r0 = sdS + (kk * 8 + 2 * t) * PS + qrow + g;

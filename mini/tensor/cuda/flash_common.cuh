@@ -76,6 +76,15 @@ __device__ __forceinline__ void load_rows(T* tile, const T* g, int64_t stride, i
 // 2t + 1, and c[2], c[3] of row g + 8; s[nt] is the 8 columns from 8 nt. A row's values are
 // spread over the 4 lanes of a quad.
 
+// Accumulator tiles to 0.
+template <int N>
+__device__ __forceinline__ void zero(float (&c)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) c[n][e] = 0.f;
+}
+
 // Scores of keys past S, or (causal) after their row, to -inf: s[nt] covers keys key0 + 8 nt ..
 // and rows row0 + g, row0 + g + 8.
 template <int NT>
