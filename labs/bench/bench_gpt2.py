@@ -89,17 +89,20 @@ def load_library(lib_name):
 
 def profile_step(step, sync):
     """One step under torch's profiler: GPU milliseconds by kernel class, the kernels launched,
-    and the costliest kernels: of all (with their class and calls; the table shows 12, the JSON
-    report keeps every one) and of those classed "other" (so that a name the classes miss shows)."""
+    the costliest kernels: of all (with their class and calls; the table shows 12, the JSON
+    report keeps every one) and of those classed "other" (so that a name the classes miss shows),
+    and where the GPU waited for the host (idle_gaps)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         sync()
     by_class, other, every, calls = collections.Counter(), collections.Counter(), collections.Counter(), collections.Counter()
     kernels = 0
+    spans = []
     for e in prof.events():
         if e.device_type.name != "CUDA":
             continue
+        spans.append((e.time_range.start, e.time_range.end, e.name[:80]))
         us = e.time_range.end - e.time_range.start
         by_class[kernel_class(e.name)] += us
         if kernel_class(e.name) == "other":
@@ -109,7 +112,24 @@ def profile_step(step, sync):
         kernels += not (e.name.startswith("Memcpy") or e.name.startswith("Memset"))
     top_other = [(name, round(us / 1e3, 2)) for name, us in other.most_common(5)]
     top = [(name, kernel_class(name), calls[name], round(us / 1e3, 2)) for name, us in every.most_common()]
-    return {c: by_class.get(c, 0.0) / 1e3 for c in CLASSES}, kernels, top_other, top
+    return {c: by_class.get(c, 0.0) / 1e3 for c in CLASSES}, kernels, top_other, top, idle_gaps(spans)
+
+
+def idle_gaps(spans, shown=8):
+    """Where the GPU sat idle inside the step: the time between one kernel's end and the next's
+    start, summed (the step's GPU time plus this is its span on the GPU), and the longest gaps
+    with the kernels on either side: a gap after a kernel that copies to the host is a sync, a
+    run of short gaps between short kernels is the host's launch rate."""
+    spans.sort()
+    gaps, end = [], None
+    for i, (start, stop, name) in enumerate(spans):
+        if end is not None and start > end:
+            gaps.append((start - end, spans[i - 1][2], name))
+        end = stop if end is None else max(end, stop)
+    total_us = sum(g for g, _, _ in gaps)
+    longest = sorted(gaps, reverse=True)[:shown]
+    return dict(idle_ms=total_us / 1e3, gaps=len(gaps), gaps_over_20us=sum(g > 20 for g, _, _ in gaps),
+                longest=[(round(g / 1e3, 3), before, after) for g, before, after in longest])
 
 
 def memory_phases(lib, fn, batch, autocast, opt, sync):
@@ -215,9 +235,9 @@ def run_config(mode, dtype, device, size):
     if cuda:
         result["memory_phases"] = memory_phases(lib, fn, batches[-1], autocast, opt, sync)
         try:
-            gpu_ms, kernels, top_other, top = profile_step(step, sync)
+            gpu_ms, kernels, top_other, top, idle = profile_step(step, sync)
             result.update(gpu_ms_by_class=gpu_ms, gpu_ms=sum(gpu_ms.values()), profiled_kernels=kernels,
-                          top_other_kernels=top_other, top_kernels=top[:12], kernels=top)
+                          top_other_kernels=top_other, top_kernels=top[:12], kernels=top, idle=idle)
             if not is_mini:
                 result["launches_per_step"] = kernels
         except ImportError:
@@ -280,6 +300,15 @@ def table(results, header):
             lines.append(f"  {r['mode']:<18} {r['dtype']:<9} start {m['start']:.2f}  forward peak {m['forward_peak']:.2f}  "
                          f"after forward {m['after_forward']:.2f}  backward peak {m['backward_peak']:.2f}  "
                          f"optimizer peak {m['optimizer_peak']:.2f}")
+    idled = [r for r in results if r.get("idle")]
+    if idled:
+        lines += ["", "the GPU idle inside one profiled step (ms in all, gaps; the longest with the kernels "
+                  "before and after it)"]
+        for r in idled:
+            i = r["idle"]
+            lines.append(f"  {r['mode']:<18} {r['dtype']:<9} idle {i['idle_ms']:.2f} ms in {i['gaps']} gaps "
+                         f"({i['gaps_over_20us']} over 20 us)")
+            lines += [f"      {ms:.3f} ms after {before[:50]} before {after[:50]}" for ms, before, after in i["longest"][:4]]
     for r in results:  # where each mode's GPU time goes, kernel by kernel
         if r.get("top_kernels"):
             lines += ["", f"{r['mode']} {r['dtype']}: the costliest kernels of one step (ms, calls, class)"]

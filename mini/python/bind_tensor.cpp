@@ -572,6 +572,9 @@ void bind_tensor(py::module_& m) {
   m.def("cross_entropy_nll", [](const Tensor& logits, const Tensor& target, int64_t ignore_index) {
     return mini::cross_entropy_nll(logits, target, ignore_index);
   }, py::arg("input"), py::arg("target"), py::arg("ignore_index"));
+  m.def("linear", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
+    return mini::linear(x, w, b.value_or(nullptr));
+  }, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
   m.def("embedding", [](const Tensor& weight, const Tensor& indices) { return mini::embedding(weight, indices); },
         py::arg("weight"), py::arg("indices"));
   m.def("fused_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {

@@ -1,7 +1,8 @@
 // matmul.cpp — torch.matmul semantics on top of one batched GEMM kernel (OpenBLAS for
 // float32/float64, and for bfloat16 widened to float32; a plain loop for int64). 1-D operands
 // are unsqueezed to matrices and the extra dim squeezed away afterwards, so the core op and
-// its derivative only ever see operands of rank >= 2.
+// its derivative only ever see operands of rank >= 2. linear() is F.linear's eager form: on
+// CUDA one GEMM with the bias in its epilogue, with a backward node of its own.
 #include <cblas.h>
 
 #include "autograd.h"
@@ -230,6 +231,82 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a->dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b), {-2});
   if (b->dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, 1)), {-1});
   return matmul_nd(a, b);
+}
+
+namespace {
+
+// The backward of linear's one-GEMM forward: the gradients of x @ w^T + b, as eager ops (two
+// GEMMs and a column sum), each only where its input needs one.
+struct LinearBackward : CustomBackward {
+  SavedTensor x, w;  // x as its [n, k] rows
+  Shape x_sizes;
+  bool need_x = false, need_w = false, need_b = false;
+
+  const char* name() const override { return "Linear"; }
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override {
+    Tensor g = grad_outputs.empty() ? nullptr : grad_outputs[0];
+    if (!g) return {nullptr, nullptr, nullptr};
+    const Tensor& X = x.unpack(name());
+    const Tensor& W = w.unpack(name());
+    Tensor g2 = reshape(g, {X->sizes[0], W->sizes[0]});
+    return {need_x ? reshape(matmul(g2, W), x_sizes) : nullptr,
+            need_w ? matmul(transpose(g2, 0, 1), X) : nullptr,  // [m, k], contiguous: a leaf takes it as is
+            need_b ? reduce(OpKind::Sum, g2, {0}, false) : nullptr};
+  }
+
+  void release() override { x = w = SavedTensor{}; }
+};
+
+// x [..., k] as [n, k] rows: a view where the leading dims fold into one, else a copy.
+Tensor as_rows(const Tensor& x) {
+  const int64_t k = x->sizes.back();
+  Shape lead(x->sizes.begin(), x->sizes.end() - 1);
+  Strides rows;
+  if (view_strides(lead, Strides(x->strides.begin(), x->strides.end() - 1), {numel_of(lead)}, &rows))
+    return TensorImpl::view_of(x, {numel_of(lead), k}, {rows[0], x->strides.back()}, x->offset);
+  return reshape(contiguous(detach(x)), {numel_of(lead), k});
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (!x_in || !w_in) fail_type("linear(): input and weight must be Tensors, not None");
+  Tensor x = x_in, w = w_in, b = b_in;
+  if (autocast_state().on(x->device())) {  // torch's autocast casts all three to the lower precision
+    std::vector<Tensor> in = autocast_inputs(OpKind::Matmul, {x, w, b});
+    x = in[0], w = in[1], b = in[2];
+  }
+  auto by_ops = [&] {  // a GEMM, then the bias's broadcast add
+    Tensor out = matmul(x, w->dim() == 2 ? transpose(w, 0, 1) : w);
+    return b ? binary(OpKind::Add, out, b) : out;
+  };
+  const DType dtype = x->dtype;
+  if (!b || !x->is_cuda() || x->dim() < 2 || w->dim() != 2 || b->dim() != 1 || w->dtype != dtype ||
+      b->dtype != dtype || (dtype != DType::Float32 && dtype != DType::BFloat16) || w->device() != x->device() ||
+      b->device() != x->device() || x->sizes.back() != w->sizes[1] || b->sizes[0] != w->sizes[0] || x->numel() == 0)
+    return by_ops();
+  Tensor x2 = as_rows(x);
+  const int64_t n = x2->sizes[0], m = w->sizes[0];
+  Shape out_sizes(x->sizes.begin(), x->sizes.end() - 1);
+  out_sizes.push_back(m);
+  Tensor out = TensorImpl::empty(out_sizes, dtype, x->device());
+  if (!cuda::linear(TensorImpl::view_of(out, {n, m}, {m, 1}, 0), x2, w, b)) return by_ops();
+  metrics().matmuls[int(dtype)] += 1;
+  count_kernel(x2->nbytes() + w->nbytes() + b->nbytes() + out->nbytes());
+  if (should_record({x, w, b})) {
+    auto bw = std::make_shared<LinearBackward>();
+    bw->x.save(detach(x2));
+    bw->w.save(detach(w));
+    bw->x_sizes = x->sizes;
+    bw->need_x = x->needs_grad(), bw->need_w = w->needs_grad(), bw->need_b = b->needs_grad();
+    auto node = std::make_shared<GradNode>();
+    node->custom = bw;
+    for (const Tensor* t : {&x, &w, &b}) node->next.push_back(edge_of(*t));
+    out->grad_fn = node;
+    out->output_nr = 0;
+  }
+  return out;
 }
 
 }  // namespace mini

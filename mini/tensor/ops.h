@@ -109,6 +109,10 @@ Tensor detach(const Tensor& a);  // shares storage, no autograd history
 
 // ---- matmul and composite kernels -----------------------------------------------------
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul: 1-D, 2-D, batched
+// F.linear eagerly: x @ w^T + b (b may be null; autocast casts all three). On CUDA, float32 or
+// bfloat16, one cuBLASLt GEMM that adds b in its epilogue (cuda::linear), with a custom
+// backward node; elsewhere matmul then a broadcast add, recorded as those ops.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor softmax(const Tensor& a, int64_t dim, bool log);
 // The gradients of layer_norm's recorded inputs {x, weight, bias} (weight, bias null when absent)
 // for the output's gradient g, on CUDA by one fused kernel over the rows (dx) and one over the

@@ -96,3 +96,14 @@ def test_kernel_classes_name_mini_and_torch_kernels():
              "Memcpy DtoD (Device -> Device)": "copies", "strided_copy_kernel": "copies",
              "void at::native::vectorized_elementwise_kernel": "other"}
     assert {name: kernel_class(name) for name in cases} == cases
+
+
+def test_idle_gaps_sum_the_time_between_kernels_and_name_the_longest():
+    sys.path.insert(0, str(LAB.parent))
+    from bench_gpt2 import idle_gaps
+    # b overlaps c (another stream): no gap between them; 5 us after a, 70 us after c
+    spans = [(100, 110, "d"), (0, 10, "a"), (15, 20, "b"), (18, 30, "c")]
+    got = idle_gaps(spans)
+    assert got["gaps"] == 2 and got["gaps_over_20us"] == 1
+    assert got["idle_ms"] == pytest.approx(0.075)
+    assert got["longest"][0] == (0.07, "c", "d") and got["longest"][1] == (0.005, "a", "b")

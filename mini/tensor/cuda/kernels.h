@@ -163,5 +163,10 @@ int adam_steps(const std::vector<AdamOperands>& operands, const double scalars[9
 // (stride 0 on broadcast batch dims); copies an operand cuBLAS cannot read as it is. float32
 // without TF32 unless allow_tf32(); bfloat16 accumulates in float32. k == 0 gives zeros.
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+// out [n, m] (contiguous) = x [n, k] @ w [m, k]^T + bias [m], one cuBLASLt GEMM that adds the
+// bias in its epilogue; x and w row- or column-major 2-D views, all four of one dtype (float32
+// or bfloat16). Returns false, having launched nothing, where cuBLASLt has no kernel for these
+// operands (an empty size, a bias not 16-byte aligned, another dtype): the caller adds the bias.
+bool linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias);
 
 }  // namespace mini::cuda

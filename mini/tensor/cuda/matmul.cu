@@ -8,10 +8,15 @@
 // One handle, created on first use, on the default stream, with a 32 MiB workspace as torch
 // gives cuBLAS on Hopper. Math: float32 in float32 (TF32 only when allow_tf32()), float64 in
 // float64, bfloat16 in and out with float32 accumulation.
+// linear() is x @ w^T + bias through cuBLASLt, the bias added in the GEMM's epilogue; it shares
+// the workspace.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <climits>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 #include "common.cuh"
 #include "kernels.h"
@@ -32,6 +37,13 @@ constexpr size_t kWorkspaceBytes = 32u << 20;
     if (mini_status_ != CUBLAS_STATUS_SUCCESS) fail_cublas(mini_status_, #call);      \
   } while (0)
 
+// The 32 MiB workspace cuBLAS and cuBLASLt share: both run on mini's one stream, so their
+// calls never overlap. Allocated on first use, never freed (as the handles).
+void* workspace() {
+  static void* w = allocate(kWorkspaceBytes);
+  return w;
+}
+
 // The process's cuBLAS handle. It is never destroyed: cuBLAS's teardown at process exit can
 // run after the CUDA context is gone (torch leaks its handles for the same reason).
 cublasHandle_t handle() {
@@ -41,13 +53,10 @@ cublasHandle_t handle() {
   if (!h) {
     cublasHandle_t created;
     MINI_CUBLAS_CHECK(cublasCreate(&created));
-    void* workspace = nullptr;
     try {
       MINI_CUBLAS_CHECK(cublasSetStream(created, 0));
-      workspace = allocate(kWorkspaceBytes);
-      MINI_CUBLAS_CHECK(cublasSetWorkspace(created, workspace, kWorkspaceBytes));
+      MINI_CUBLAS_CHECK(cublasSetWorkspace(created, workspace(), kWorkspaceBytes));
     } catch (...) {
-      if (workspace) release(workspace);
       cublasDestroy(created);
       throw;
     }
@@ -167,6 +176,109 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b) {
   check_launch("matmul");
 }
 
+
+// ---- Linear with its bias in the epilogue (cuBLASLt) -------------------------------------
+// out = x @ w^T + bias as one GEMM: cuBLASLt's BIAS epilogue adds bias[j] to column j while
+// the tile is still in registers (in float32, rounded once), as torch's eager addmm does. A
+// separate broadcast add would read and write the whole output again.
+
+[[noreturn]] void fail_lt(cublasStatus_t status, const char* call) {
+  fail("linear: ", call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ")");
+}
+#define MINI_LT_CHECK(call)                                                      \
+  do {                                                                           \
+    cublasStatus_t mini_status_ = (call);                                        \
+    if (mini_status_ != CUBLAS_STATUS_SUCCESS) fail_lt(mini_status_, #call);     \
+  } while (0)
+
+cublasLtHandle_t lt_handle() {  // never destroyed, as handle()
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t created;
+    MINI_LT_CHECK(cublasLtCreate(&created));
+    return created;
+  }();
+  return h;
+}
+
+// How cuBLASLt stores an operand: op, rows and columns as stored (column-major), leading dim.
+struct LtOperand {
+  cublasOperation_t op = CUBLAS_OP_N;
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+
+// A row-major [r, c] view read column-major is its transpose: with unit column stride it is a
+// stored (c x r) matrix that `want_t` reads transposed; with unit row stride it is (r x c) as is.
+bool lt_operand(const Tensor& t, bool want_t, LtOperand* o) {
+  int64_t r = t->sizes[0], c = t->sizes[1], rs = t->strides[0], cs = t->strides[1];
+  if (cs == 1 && rs >= std::max<int64_t>(c, 1)) {
+    *o = {want_t ? CUBLAS_OP_T : CUBLAS_OP_N, c, r, rs};
+    return true;
+  }
+  if (rs == 1 && cs >= std::max<int64_t>(r, 1)) {
+    *o = {want_t ? CUBLAS_OP_N : CUBLAS_OP_T, r, c, cs};
+    return true;
+  }
+  return false;
+}
+
+// The largest power of two (at most 256) that divides a pointer: cuBLASLt's heuristic must be
+// told, or it may pick a kernel that assumes 256-byte alignment.
+uint32_t alignment(const void* p) {
+  uint32_t a = 1;
+  auto v = reinterpret_cast<uintptr_t>(p);
+  while (a < 256 && v % (2 * a) == 0) a *= 2;
+  return a;
+}
+
+// A GEMM's descriptors and the algorithm the heuristic chose, made once per shape, layout,
+// dtype and alignment (the heuristic query costs tens of microseconds of host time).
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;
+};
+using LtKey = std::tuple<int, bool, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t,
+                         uint32_t>;
+
+const LtPlan& lt_plan(const LtKey& key, cudaDataType_t type, cublasComputeType_t compute, const LtOperand& oa,
+                      const LtOperand& ob, int64_t m, int64_t n, uint32_t align_a, uint32_t align_b,
+                      uint32_t align_d, uint32_t align_bias) {
+  static std::mutex mutex;
+  static std::map<LtKey, LtPlan> plans;  // kept for the process, as the handle
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = plans.find(key);
+  if (found != plans.end()) return found->second;
+  LtPlan plan;
+  MINI_LT_CHECK(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+  MINI_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &oa.op, sizeof(oa.op)));
+  MINI_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &ob.op, sizeof(ob.op)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  MINI_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  MINI_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.a, type, oa.rows, oa.cols, oa.ld));
+  MINI_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.b, type, ob.rows, ob.cols, ob.ld));
+  MINI_LT_CHECK(cublasLtMatrixLayoutCreate(&plan.d, type, m, n, m));
+  cublasLtMatmulPreference_t pref;
+  MINI_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t bytes = kWorkspaceBytes;
+  MINI_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+  for (const auto& [attr, value] : aligns)
+    MINI_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found_algos = 0;
+  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_handle(), plan.desc, plan.a, plan.b, plan.d, plan.d, pref,
+                                                         1, &result, &found_algos);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // The bias is read by the epilogue's vector loads: one that is not 16-byte aligned (a bias
+  // sliced at an odd offset) goes the caller's way, as torch's addmm does.
+  plan.usable = status == CUBLAS_STATUS_SUCCESS && found_algos > 0 && align_bias >= 16;
+  if (plan.usable) plan.algo = result.algo;
+  return plans.emplace(key, plan).first->second;
+}
+
 }  // namespace
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
@@ -182,6 +294,35 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
     default: fail("matmul: CUDA matmul supports float32, float64 and bfloat16, got ",
                   dtype_name(out->dtype), "; convert first, e.g. a.float() @ b.float()");
   }
+}
+
+
+bool linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias) {
+  const int64_t n = x->sizes[0], k = x->sizes[1], m = w->sizes[0];
+  if (n == 0 || k == 0 || m == 0) return false;
+  if (n > INT_MAX || k > INT_MAX || m > INT_MAX) return false;
+  if (bias->strides[0] != 1 && m > 1) return false;
+  if (out->dtype != DType::Float32 && out->dtype != DType::BFloat16) return false;
+  LtOperand oa, ob;  // D (m x n) = op(w') (m x k) op(x') (k x n): w read transposed, x as is
+  if (!lt_operand(w, true, &oa) || !lt_operand(x, false, &ob)) return false;
+  const bool f32 = out->dtype == DType::Float32;
+  const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cublasComputeType_t compute = f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const uint32_t align_a = alignment(w->device_raw()), align_b = alignment(x->device_raw()),
+                 align_d = alignment(out->device_raw()), align_bias = alignment(bias->device_raw());
+  LtKey key{int(out->dtype), compute == CUBLAS_COMPUTE_32F_FAST_TF32, int(oa.op), int(ob.op), m, n, k, oa.ld, ob.ld,
+            align_a, align_b, align_d, std::min<uint32_t>(align_bias, 16)};
+  const LtPlan& plan = lt_plan(key, type, compute, oa, ob, m, n, align_a, align_b, align_d, align_bias);
+  if (!plan.usable) return false;
+  const void* bias_ptr = bias->device_raw();
+  MINI_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                               sizeof(bias_ptr)));
+  const float alpha = 1.0f, beta = 0.0f;
+  MINI_LT_CHECK(cublasLtMatmul(lt_handle(), plan.desc, &alpha, w->device_raw(), plan.a, x->device_raw(), plan.b,
+                               &beta, out->device_raw(), plan.d, out->device_raw(), plan.d, &plan.algo, workspace(),
+                               kWorkspaceBytes, current_stream()));
+  check_launch("linear");
+  return true;
 }
 
 }  // namespace mini::cuda

@@ -112,6 +112,7 @@ void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const T
   no_cuda("a CUDA kernel");
 }
 void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+bool linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 int adam_steps(const std::vector<AdamOperands>&, const double*, bool, bool) { no_cuda("a CUDA kernel"); }
 
 }  // namespace mini::cuda

@@ -10,7 +10,11 @@ from mini import _C
 
 def linear(input, weight, bias=None):
     """input @ weight.t() + bias, with weight [out_features, in_features]. Where autocast ran
-    the matmul in bfloat16, the bias is added in bfloat16 too, as torch's linear does."""
+    the matmul in bfloat16, the bias is added in bfloat16 too, as torch's linear does.
+    Eagerly on CUDA it is one cuBLASLt GEMM that adds the bias in its epilogue (torch's addmm
+    does the same); a compiled graph records the matmul and the add, which fusion sees."""
+    if not mini.compiler.is_compiling() and input.is_cuda:
+        return _C.linear(input, weight, bias)
     output = mini.matmul(input, weight.t())
     if bias is not None:
         if output.dtype != input.dtype and output.dtype != bias.dtype:  # autocast's lower precision
