@@ -357,7 +357,7 @@ static void check_embedding(const Tensor& weight, const Tensor& indices, const c
 }
 
 // The indices on the host (a copy where they live on the GPU: each one is checked before any
-// is used, as the CPU path does, and the backward sorts them there).
+// is used, as the CPU path does; the backward sorts them on the device instead).
 static Tensor host_indices(const Tensor& idx) { return idx->is_cuda() ? to_device(idx, Device::cpu()) : idx; }
 
 // Each index checked against [0, rows): an IndexError naming it, as torch's "index out of range".
@@ -402,31 +402,15 @@ Tensor embedding_backward(const Tensor& grad_in, const Tensor& indices_in, const
     fail("embedding_backward(): grad ", shape_str(grad->sizes), " does not match indices ", shape_str(idx->sizes),
          " and rows of ", d);
   Tensor out = zeros(weight_shape, grad->dtype, grad->device());
-  const Tensor host = host_indices(idx);
-  const int64_t* ix = checked_indices(host, rows);
   if (grad->is_cuda()) {
-    // the positions sorted by row (stably: each row's gradients are added in position order,
-    // as the CPU loop adds them), the runs of one row, and the row of each run
-    const int64_t n = idx->numel();
-    std::vector<int64_t> order(n), starts, seg_rows;
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ix[a] < ix[b]; });
-    for (int64_t k = 0; k < n; k++)
-      if (k == 0 || ix[order[k]] != ix[order[k - 1]]) {
-        starts.push_back(k);
-        seg_rows.push_back(ix[order[k]]);
-      }
-    starts.push_back(n);
-    auto on_gpu = [&](const std::vector<int64_t>& v) {
-      Tensor t = TensorImpl::empty({(int64_t)v.size()}, DType::Int64, Device::cpu());
-      if (!v.empty()) std::memcpy(t->raw(), v.data(), v.size() * sizeof(int64_t));
-      return to_device(t, grad->device());
-    };
+    // sorted by row on the device, never waiting for the host (the forward checked these
+    // indices; one outside [0, rows) is skipped there, never written)
     NoGradGuard no_grad;
-    cuda::embedding_backward(out, grad, on_gpu(order), on_gpu(starts), on_gpu(seg_rows));
+    cuda::embedding_backward(out, grad, idx);
   } else {
     MINI_DISPATCH(grad->dtype, T, [&] {
       if constexpr (is_floating_v<T>) {
+        const int64_t* ix = checked_indices(idx, rows);
         const T* g = grad->data<const T>();
         T* o = out->data<T>();
         for (int64_t i = 0; i < idx->numel(); i++)  // in index order: a row's sum is deterministic

@@ -466,6 +466,27 @@ def test_embedding_on_cuda_matches_the_cpu_with_repeated_indices(dtype):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+def test_embedding_backward_on_cuda_sorts_on_the_device_and_adds_in_position_order():
+    # 5000 positions over 300 rows (about 17 a row, some rows never picked): the GPU sorts the
+    # positions by row and adds each row's gradients in position order, so float32 sums equal
+    # the CPU's loop bit for bit, and two runs agree bit for bit
+    rng = np.random.default_rng(33)
+    idx_np = rng.integers(0, 300, size=(5, 1000))
+    idx_np[0, :50] = 299  # a long run of one row
+    g_np = rng.standard_normal((5, 1000, 48)).astype(np.float32)
+    grads = {}
+    for device in ("cpu", "cuda", "cuda again"):
+        dev = device.split()[0]
+        w = mini.zeros(300, 48, device=dev).requires_grad_()
+        F.embedding(mini.tensor(idx_np, device=dev), w).backward(mini.tensor(g_np, device=dev))
+        grads[device] = to_np(w.grad.cpu())
+    np.testing.assert_array_equal(grads["cuda"], grads["cpu"])
+    np.testing.assert_array_equal(grads["cuda again"], grads["cuda"])
+    assert not grads["cpu"][np.setdiff1d(np.arange(300), idx_np)].any()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
 def test_the_model_ops_run_on_cuda_as_on_the_cpu():
     a = data(3, 6, seed=31)
     results = []

@@ -16,9 +16,11 @@
 // (x - mean) * rstd * w + b written. Other rows: Welford's mean and variance per thread,
 // merged across the block, then a second pass writes.
 // Math in float for float32/bfloat16, in double for float64.
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "block_reduce.cuh"
 #include "common.cuh"
@@ -392,17 +394,28 @@ __global__ void embedding_kernel(const T* w, const int64_t* index, T* out, int64
     out[i] = w[index[i / d] * d + i % d];
 }
 
-// A block a row that some index picks, its threads over the columns: the gradient rows of the
-// positions that picked it, in position order (deterministic), summed in opmath.
+// One block a position of the indices sorted by row (stably, so a row's positions keep their
+// order): the block at the start of a row's run sums that run's gradient rows, in position
+// order, in opmath (deterministic, no atomics), and writes the row once; the others return. An
+// index outside [0, rows) (the forward refused it; a direct call may not) is skipped, never
+// written.
 template <class T>
-__global__ void embedding_backward_kernel(const T* grad, const int64_t* order, const int64_t* starts,
-                                          const int64_t* seg_rows, T* out, int64_t d) {
-  const int64_t seg = blockIdx.x, row = seg_rows[seg];
+__global__ void embedding_backward_kernel(const T* grad, const int64_t* sorted_rows, const int32_t* order, T* out,
+                                          int64_t n, int64_t d, int64_t rows) {
+  const int64_t k = blockIdx.x, row = sorted_rows[k];
+  if ((k > 0 && sorted_rows[k - 1] == row) || row < 0 || row >= rows) return;
+  int64_t end = k + 1;
+  while (end < n && sorted_rows[end] == row) end++;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     opmath_t<T> acc = 0;
-    for (int64_t k = starts[seg]; k < starts[seg + 1]; k++) acc += load_op(&grad[order[k] * d + j]);
+    for (int64_t p = k; p < end; p++) acc += load_op(&grad[int64_t(order[p]) * d + j]);
     out[row * d + j] = T(acc);
   }
+}
+
+__global__ void positions_kernel(int32_t* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = int32_t(i);
 }
 
 // ---- layer norm's backward ----------------------------------------------------------------------
@@ -662,19 +675,36 @@ void embedding(const Tensor& out, const Tensor& weight, const Tensor& index) {
   check_launch("embedding");
 }
 
-void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& order, const Tensor& starts,
-                        const Tensor& seg_rows) {
-  const int64_t segments = seg_rows->numel(), d = grad_weight->sizes[1];
-  if (segments == 0 || d == 0) return;
-  if (segments > INT32_MAX) fail("embedding_backward(): too many rows for one CUDA launch: ", segments);
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& index) {
+  const int64_t n = index->numel(), d = grad_weight->sizes[1], rows = grad_weight->sizes[0];
+  if (n == 0 || d == 0) return;
+  if (n > INT32_MAX) fail("embedding_backward(): more than 2^31 indices for one CUDA sort: ", n);
+  // The positions sorted by row on the device (CUB's radix sort is stable), so the step never
+  // waits for the indices to reach the host: torch's embedding backward sorts on the GPU too.
+  cudaStream_t stream = current_stream();
+  struct Buffers {  // released in stream order after the kernels that read them are queued
+    std::vector<void*> held;
+    void* get(size_t bytes) { return held.emplace_back(allocate(std::max<size_t>(bytes, 1))); }
+    ~Buffers() { for (void* p : held) release(p); }
+  } buffers;
+  auto* positions = static_cast<int32_t*>(buffers.get(n * sizeof(int32_t)));
+  auto* order = static_cast<int32_t*>(buffers.get(n * sizeof(int32_t)));
+  auto* sorted_rows = static_cast<int64_t*>(buffers.get(n * sizeof(int64_t)));
+  const auto* keys = static_cast<const int64_t*>(index->device_raw());
+  positions_kernel<<<(unsigned)grid_for(n), kThreads, 0, stream>>>(positions, n);
+  size_t temp_bytes = 0;
+  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, sorted_rows, positions, order, n, 0,
+                                                  64, stream), "embedding_backward");
+  void* temp = buffers.get(temp_bytes);
+  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted_rows, positions, order, n, 0, 64,
+                                                  stream), "embedding_backward");
   MINI_DISPATCH(grad->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {
       int threads = kWarp;
       while (threads < 256 && threads < d) threads *= 2;
-      embedding_backward_kernel<T><<<(unsigned)segments, threads, 0, ::mini::cuda::current_stream()>>>(
-          static_cast<const T*>(grad->device_raw()), static_cast<const int64_t*>(order->device_raw()),
-          static_cast<const int64_t*>(starts->device_raw()), static_cast<const int64_t*>(seg_rows->device_raw()),
-          static_cast<T*>(grad_weight->device_raw()), d);
+      embedding_backward_kernel<T><<<(unsigned)n, threads, 0, stream>>>(
+          static_cast<const T*>(grad->device_raw()), sorted_rows, order,
+          static_cast<T*>(grad_weight->device_raw()), n, d, rows);
     } else {
       fail_dtype("embedding_backward", grad->dtype);
     }
