@@ -32,7 +32,7 @@ ASSIGNMENTS = {a.id: a for a in [
     # A3 and A4 are the code generator's two halves: each one's tests compile kernels through the
     # other, so a tree with both stubbed writes them together (with --only, one at a time)
     Assignment("A3", "fusion legality and the greedy scheduler", "a3", ("labs/fusion_wins.py", "--quick"),
-               requires=("A4",)),
+               catch2="[A3]", requires=("A4",)),
     Assignment("A4", "how each op is spelled in C++", "a4", ("labs/fusion_wins.py", "--quick"),
                requires=("A3",)),
     Assignment("A5", "the tensor guard (TENSOR_MATCH)", "a5", ("labs/shape_thrash.py", "--quick")),

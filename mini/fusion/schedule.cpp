@@ -106,7 +106,83 @@ bool is_extern(OpKind op) {
   return c == OpClass::Extern || c == OpClass::Composite || c == OpClass::Factory;
 }
 
-}  // namespace
+// -- the checks: may a node join the open kernel? -------------------------------------------
+
+// A verdict on one node and the open kernel (Inductor's WhyNoFuse): whether the node joins it,
+// and why, in the words the fusion log prints ("fuse X into K: <why>", "cannot fuse X into K:
+// <why>"), written where the check decides.
+struct Verdict {
+  bool fuse = true;
+  std::string why;
+};
+Verdict refuse(std::string why) { return {false, std::move(why)}; }
+
+// What the walk knows of the node it decides on.
+struct Candidate {
+  std::string what;            // "mul_1 (mul)"
+  bool reduction = false;
+  Shape shape, in_shape;       // its space; for a reduction, its input's
+  std::vector<int64_t> dims;   // a reduction's dims (wrapped, sorted)
+  int waits = 0;               // reductions of the open kernel it waits for, in sequence
+  std::set<int> loads;         // the tensors it would add to the open kernel's loads
+};
+
+Verdict fits_size(const FusionGroup& k) {
+  // A3 BEGIN: fusion legality and the greedy scheduler
+  if (k.nodes.size() >= kMaxFusionSize)
+    return refuse("the kernel holds " + std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
+  return {};
+  // A3 END
+}
+
+Verdict fits_passes(const Candidate& c) {
+  // A3 BEGIN: fusion legality and the greedy scheduler
+  if (c.reduction && c.waits >= kMaxReductionPasses)
+    return refuse("it would be pass " + std::to_string(c.waits + 1) +
+                  " over the kernel's rows, each recomputing the passes before (at most " +
+                  std::to_string(kMaxReductionPasses) + ")");
+  return {};
+  // A3 END
+}
+
+// max_loads 0: no limit.
+Verdict fits_loads(const Candidate& c, const std::set<int>& open_loads, int max_loads) {
+  // A3 BEGIN: fusion legality and the greedy scheduler
+  if (max_loads <= 0) return {};
+  std::set<int> all = open_loads;
+  all.insert(c.loads.begin(), c.loads.end());
+  if ((int)all.size() > max_loads)
+    return refuse("the kernel would read " + std::to_string(all.size()) + " tensors (the target passes at most " +
+                  std::to_string(max_loads) + ")");
+  return {};
+  // A3 END
+}
+
+// The four legality rules above, the first that applies naming itself.
+Verdict fits_shape(const FusionGroup& k, const Candidate& c) {
+  // A3 BEGIN: fusion legality and the greedy scheduler
+  if (!c.reduction && same_space(k, c.shape)) return {true, "same iteration space " + space_str(c.shape)};
+  if (!c.reduction && is_row_epilogue(k, c.shape))
+    return {true, "per-row epilogue of the kernel's reduction over rows of " + space_str(k.space)};
+  if (c.reduction && reduction_absorbs_producers(k, c.in_shape))
+    return {true, "reduction over " + space_str(c.in_shape) + " absorbs its pointwise producers"};
+  if (c.reduction && same_rows(k, c.in_shape, c.dims)) return {true, "another reduction over the same rows"};
+  if (c.reduction)
+    return refuse("it reduces " + space_str(c.in_shape) + " over other dims than the kernel's space " +
+                  space_str(k.space));
+  return refuse("its iteration space " + space_str(c.shape) + " differs from the kernel's " + space_str(k.space));
+  // A3 END
+}
+
+// The checks in the order the walk asks them: the first refusal decides; if none refuses, the
+// shape rule that applies is the reason to fuse.
+Verdict judge(const FusionGroup& k, const Candidate& c, const std::set<int>& open_loads, int max_loads) {
+  for (const Verdict& v : {fits_size(k), fits_passes(c), fits_loads(c, open_loads, max_loads)})
+    if (!v.fuse) return v;
+  return fits_shape(k, c);
+}
+
+// -- the walk ------------------------------------------------------------------------------
 
 // The greedy scheduler (Inductor's scheduler, one pass): walks the decomposed graph in program
 // order with one kernel open, and puts each node in it or starts a new one.
@@ -121,152 +197,152 @@ bool is_extern(OpKind op) {
 //      joins a kernel ("fuse X into K: <rule>"), is refused ("cannot fuse X into K: <why>"),
 //      or ends one ("close K: X is an extern call ..."), the kernel named by its temporary
 //      name "kernel<i>"; first_decision[k] the index of kernel k's first decision.
-// Guarantees: a node joins the open kernel only where a legality rule above allows it, no
-//      kernel holds more than kMaxFusionSize nodes, waits for more than kMaxReductionPasses
-//      reductions in sequence, or reads more than max_loads tensors (0: no limit); a view of a
-//      value the open kernel computes stores that value and runs after the kernel, and a node
-//      that reads such a view starts a new kernel; extern calls (is_extern) end the open kernel.
-static void group_greedily(Schedule& s, int max_loads, std::vector<int>& group_of, std::vector<size_t>& first_decision) {
-  // A3 BEGIN: fusion legality and the greedy scheduler
+// Guarantees: a node joins the open kernel only where judge() allows it: no kernel holds more
+//      than kMaxFusionSize nodes, waits for more than kMaxReductionPasses reductions in
+//      sequence, or reads more than max_loads tensors (0: no limit); a view of a value the open
+//      kernel computes stores that value and runs after the kernel, and a node that reads such a
+//      view starts a new kernel; extern calls (is_extern) end the open kernel.
+struct GreedyWalk {
+  Schedule& s;
+  int max_loads;
+  std::vector<int>& group_of;
+  std::vector<size_t>& first_decision;
   graph::Graph& g = s.graph;
-  size_t n = g.nodes.size();
-  std::vector<int> passes(n, 0);  // node -> reductions of its kernel it waits for, in sequence
+  std::vector<int> passes = std::vector<int>(g.nodes.size(), 0);  // node -> reductions of its kernel it waits for
   int open = -1;
   std::set<int> open_loads;  // what the open kernel reads from memory so far
   std::set<int> pending;     // views of values the open kernel computes: read after it runs
-  auto reads = [&](const Node& node, int group) {  // node's inputs made outside kernel `group`
+
+  void log(const std::string& t) { s.decisions.push_back({t}); }
+  static std::string what(const Node& node) { return node.name + " (" + op_name(node.op) + ")"; }
+
+  // node's inputs made outside kernel `group` (all of them for -1)
+  std::set<int> reads(const Node& node, int group) const {
     std::set<int> r;
     for (int i : node.inputs)
       if (i >= 0 && (group < 0 || group_of[i] != group) && g.nodes[i].kind != NodeKind::Constant) r.insert(i);
     return r;
-  };
-  auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
+  }
 
-  for (size_t id = 0; id < n; id++) {
-    const Node& node = g.nodes[id];
-    if (node.kind == NodeKind::Input) s.realized[id] = true;
-    if (node.kind != NodeKind::Op) continue;
-    OpClass cls = op_class(node.op);
-    std::string what = node.name + " (" + op_name(node.op) + ")";
-    if (cls == OpClass::View) {
-      int src = node.inputs[0];
-      if (group_of[src] >= 0) s.realized[src] = true;
-      if (open >= 0 && (group_of[src] == open || pending.count(src))) {
-        // a view of a value the open kernel computes: the value is stored and the view reads
-        // its buffer once the kernel has run (an index rewrite, no copy), so the view's step
-        // goes after the kernel's; the kernel stays open for what does not read the view
-        if (group_of[src] == open)
-          log("store " + g.nodes[src].name + " of " + s.groups[open].name + ": " + what +
-              " views it; the kernel goes on with what does not read the view");
-        pending.insert((int)id);
-        s.steps.push_back({StepKind::View, (int)id, -1});
-        s.realized[id] = true;
+  void run() {
+    // A3 BEGIN: fusion legality and the greedy scheduler
+    for (size_t id = 0; id < g.nodes.size(); id++) {
+      const Node& node = g.nodes[id];
+      if (node.kind == NodeKind::Input) s.realized[id] = true;
+      if (node.kind != NodeKind::Op) continue;
+      if (op_class(node.op) == OpClass::View) {
+        place_view((int)id);
         continue;
       }
-      // A view of a buffer made before the open kernel runs before that kernel: the kernel
-      // may read it (it is metadata only, so moving it earlier changes nothing else).
-      auto at = s.steps.end();
-      if (open >= 0) {
-        for (auto it = s.steps.begin(); it != s.steps.end(); ++it)
-          if (it->kind == StepKind::Kernel && it->group == open) at = it;
+      if (is_extern(node.op)) {
+        place_extern((int)id);
+        continue;
       }
-      s.steps.insert(at, {StepKind::View, (int)id, -1});
-      s.realized[id] = true;
-      continue;
-    }
-    if (is_extern(node.op)) {
-      if (open >= 0) log("close " + s.groups[open].name + ": " + what + " is an extern call (" +
-                         std::string(op_name(node.op)) + " runs as a library kernel, not generated code)");
-      open = -1;
       for (int i : node.inputs)
-        if (i >= 0 && group_of[i] >= 0) s.realized[i] = true;
-      s.steps.push_back({StepKind::Extern, (int)id, -1});
-      s.realized[id] = true;
-      continue;
-    }
-    for (int i : node.inputs)
-      if (open >= 0 && i >= 0 && pending.count(i)) {
-        log("close " + s.groups[open].name + ": " + what + " reads " + g.nodes[i].name +
-            ", a view of a value the kernel computes; it waits for the kernel to store it");
-        open = -1;
-        break;
+        if (open >= 0 && i >= 0 && pending.count(i)) {
+          log("close " + s.groups[open].name + ": " + what(node) + " reads " + g.nodes[i].name +
+              ", a view of a value the kernel computes; it waits for the kernel to store it");
+          open = -1;
+          break;
+        }
+      bool fused = false;
+      if (open >= 0) {
+        Candidate c = candidate(node);
+        Verdict v = judge(s.groups[open], c, open_loads, max_loads);
+        log(std::string(v.fuse ? "fuse " : "cannot fuse ") + c.what + " into " + s.groups[open].name + ": " + v.why);
+        if (v.fuse) join((int)id, c);
+        else open = -1;
+        fused = v.fuse;
       }
-    bool reduction = cls == OpClass::Reduction;
-    Shape shape = node.meta.sizes;
-    Shape in_shape = reduction ? g.nodes[node.inputs[0]].meta.sizes : shape;
-    std::vector<int64_t> dims = reduction ? dims_of(g, node) : std::vector<int64_t>{};
-    bool fused = false;
-    if (open >= 0 && s.groups[open].nodes.size() >= kMaxFusionSize) {
-      log("cannot fuse " + what + " into " + s.groups[open].name + ": the kernel holds " +
-          std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
-      open = -1;
+      if (!fused) start_kernel((int)id);
+      for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
+        if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
     }
-    int waits = 0;  // reductions of the open kernel this node waits for, in sequence
-    for (int i : node.inputs)
-      if (open >= 0 && i >= 0 && group_of[i] == open)
-        waits = std::max(waits, passes[i] + (op_class(g.nodes[i].op) == OpClass::Reduction));
-    if (open >= 0 && reduction && waits >= kMaxReductionPasses) {
-      log("cannot fuse " + what + " into " + s.groups[open].name + ": it would be pass " + std::to_string(waits + 1) +
-          " over the kernel's rows, each recomputing the passes before (at most " +
-          std::to_string(kMaxReductionPasses) + ")");
-      open = -1;
-    }
-    std::set<int> more = reads(node, open);
-    if (open >= 0 && max_loads > 0) {
-      std::set<int> all = open_loads;
-      all.insert(more.begin(), more.end());
-      if ((int)all.size() > max_loads) {
-        log("cannot fuse " + what + " into " + s.groups[open].name + ": the kernel would read " +
-            std::to_string(all.size()) + " tensors (the target passes at most " + std::to_string(max_loads) + ")");
-        open = -1;
-        more = reads(node, -1);
-      }
-    }
-    if (open >= 0) {
-      FusionGroup& k = s.groups[open];
-      std::string why;
-      if (!reduction && same_space(k, shape)) {
-        why = "same iteration space " + space_str(shape);
-      } else if (!reduction && is_row_epilogue(k, shape)) {
-        why = "per-row epilogue of the kernel's reduction over rows of " + space_str(k.space);
-      } else if (reduction && reduction_absorbs_producers(k, in_shape)) {
-        why = "reduction over " + space_str(in_shape) + " absorbs its pointwise producers";
-        k.reduced = dims;
-      } else if (reduction && same_rows(k, in_shape, dims)) {
-        why = "another reduction over the same rows";
-      }
-      if (!why.empty()) {
-        k.nodes.push_back((int)id);
-        group_of[id] = open;
-        passes[id] = waits;
-        open_loads.insert(more.begin(), more.end());
-        fused = true;
-        log("fuse " + what + " into " + k.name + ": " + why);
-      } else {
-        std::string reason = reduction
-            ? "it reduces " + space_str(in_shape) + " over other dims than the kernel's space " + space_str(k.space)
-            : "its iteration space " + space_str(shape) + " differs from the kernel's " + space_str(k.space);
-        log("cannot fuse " + what + " into " + k.name + ": " + reason);
-      }
-    }
-    if (!fused) {
-      FusionGroup k;
-      k.space = in_shape;
-      k.reduced = dims;
-      k.nodes.push_back((int)id);
-      k.name = "kernel" + std::to_string(s.groups.size());
-      s.groups.push_back(k);
-      first_decision.push_back(s.decisions.size());
-      open = (int)s.groups.size() - 1;
-      open_loads = reads(node, -1);
-      pending.clear();
-      group_of[id] = open;
-      s.steps.push_back({StepKind::Kernel, -1, open});
-    }
-    for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
-      if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
+    // A3 END
   }
-  // A3 END
+
+  Candidate candidate(const Node& node) const {
+    Candidate c;
+    c.what = what(node);
+    c.reduction = op_class(node.op) == OpClass::Reduction;
+    c.shape = node.meta.sizes;
+    c.in_shape = c.reduction ? g.nodes[node.inputs[0]].meta.sizes : c.shape;
+    if (c.reduction) c.dims = dims_of(g, node);
+    for (int i : node.inputs)
+      if (i >= 0 && group_of[i] == open)
+        c.waits = std::max(c.waits, passes[i] + (op_class(g.nodes[i].op) == OpClass::Reduction));
+    c.loads = reads(node, open);
+    return c;
+  }
+
+  void join(int id, const Candidate& c) {
+    FusionGroup& k = s.groups[open];
+    if (c.reduction && k.reduced.empty()) k.reduced = c.dims;  // the first reduction names the rows
+    k.nodes.push_back(id);
+    group_of[id] = open;
+    passes[id] = c.waits;
+    open_loads.insert(c.loads.begin(), c.loads.end());
+  }
+
+  void start_kernel(int id) {
+    const Node& node = g.nodes[id];
+    const bool reduction = op_class(node.op) == OpClass::Reduction;
+    FusionGroup k;
+    k.space = reduction ? g.nodes[node.inputs[0]].meta.sizes : node.meta.sizes;
+    if (reduction) k.reduced = dims_of(g, node);
+    k.nodes.push_back(id);
+    k.name = "kernel" + std::to_string(s.groups.size());
+    s.groups.push_back(k);
+    first_decision.push_back(s.decisions.size());
+    open = (int)s.groups.size() - 1;
+    open_loads = reads(node, -1);
+    pending.clear();
+    group_of[id] = open;
+    s.steps.push_back({StepKind::Kernel, -1, open});
+  }
+
+  void place_view(int id) {
+    const Node& node = g.nodes[id];
+    int src = node.inputs[0];
+    if (group_of[src] >= 0) s.realized[src] = true;
+    s.realized[id] = true;
+    if (open >= 0 && (group_of[src] == open || pending.count(src))) {
+      // a view of a value the open kernel computes: the value is stored and the view reads
+      // its buffer once the kernel has run (an index rewrite, no copy), so the view's step
+      // goes after the kernel's; the kernel stays open for what does not read the view
+      if (group_of[src] == open)
+        log("store " + g.nodes[src].name + " of " + s.groups[open].name + ": " + what(node) +
+            " views it; the kernel goes on with what does not read the view");
+      pending.insert(id);
+      s.steps.push_back({StepKind::View, id, -1});
+      return;
+    }
+    // A view of a buffer made before the open kernel runs before that kernel: the kernel
+    // may read it (it is metadata only, so moving it earlier changes nothing else).
+    auto at = s.steps.end();
+    if (open >= 0)
+      for (auto it = s.steps.begin(); it != s.steps.end(); ++it)
+        if (it->kind == StepKind::Kernel && it->group == open) at = it;
+    s.steps.insert(at, {StepKind::View, id, -1});
+  }
+
+  void place_extern(int id) {
+    const Node& node = g.nodes[id];
+    if (open >= 0)
+      log("close " + s.groups[open].name + ": " + what(node) + " is an extern call (" + std::string(op_name(node.op)) +
+          " runs as a library kernel, not generated code)");
+    open = -1;
+    for (int i : node.inputs)
+      if (i >= 0 && group_of[i] >= 0) s.realized[i] = true;
+    s.steps.push_back({StepKind::Extern, id, -1});
+    s.realized[id] = true;
+  }
+};
+
+}  // namespace
+
+static void group_greedily(Schedule& s, int max_loads, std::vector<int>& group_of, std::vector<size_t>& first_decision) {
+  GreedyWalk{s, max_loads, group_of, first_decision}.run();
 }
 
 // g with its nodes in `order` (a topological order: order[i] is the old id of new node i).
