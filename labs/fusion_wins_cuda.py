@@ -35,9 +35,9 @@ import types
 
 import mini
 
-from fusion_wins import (FLOAT32_BYTES, FULL, MB, QUICK, compiled_side, count_one_call,
-                         eager_side, kernels_text, make_programs, measure_copy_bandwidth,
-                         plot_chain_traffic, program_record, read_torch_anchors, side_value)
+from fusion_programs import (FLOAT32_BYTES, FULL, MB, QUICK, compiled_side, count_one_call,
+                             eager_side, kernels_text, make_programs, measure_copy_bandwidth,
+                             plot_chain_traffic, program_record, read_torch_anchors, side_value)
 from measure import cuda_ms, pyplot, save_figure
 
 # torch's anchor size, every tensor far larger than the GPU's L2 cache
