@@ -245,22 +245,24 @@ struct GreedyWalk {
           open = -1;
           break;
         }
+      Candidate c = candidate(node);
       bool fused = false;
       if (open >= 0) {
-        Candidate c = candidate(node);
         Verdict v = judge(s.groups[open], c, open_loads, max_loads);
         log(std::string(v.fuse ? "fuse " : "cannot fuse ") + c.what + " into " + s.groups[open].name + ": " + v.why);
         if (v.fuse) join((int)id, c);
         else open = -1;
         fused = v.fuse;
       }
-      if (!fused) start_kernel((int)id);
+      if (!fused) start_kernel((int)id, c);
       for (int i : node.inputs)  // a value made by an earlier kernel is read from memory
         if (i >= 0 && group_of[i] >= 0 && group_of[i] != group_of[id]) s.realized[i] = true;
     }
     // A3 END
   }
 
+  // What judge() needs to know of node against the open kernel (waits 0, loads all of its
+  // inputs where no kernel is open).
   Candidate candidate(const Node& node) const {
     Candidate c;
     c.what = what(node);
@@ -284,12 +286,11 @@ struct GreedyWalk {
     open_loads.insert(c.loads.begin(), c.loads.end());
   }
 
-  void start_kernel(int id) {
+  void start_kernel(int id, const Candidate& c) {
     const Node& node = g.nodes[id];
-    const bool reduction = op_class(node.op) == OpClass::Reduction;
     FusionGroup k;
-    k.space = reduction ? g.nodes[node.inputs[0]].meta.sizes : node.meta.sizes;
-    if (reduction) k.reduced = dims_of(g, node);
+    k.space = c.in_shape;
+    k.reduced = c.dims;
     k.nodes.push_back(id);
     k.name = "kernel" + std::to_string(s.groups.size());
     s.groups.push_back(k);

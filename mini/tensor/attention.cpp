@@ -259,11 +259,7 @@ std::vector<Tensor> attention_with_grad(const Tensor& q, const Tensor& k, const 
     bw->lse.save(lse);
     bw->causal = causal;
     bw->scale = scale;
-    auto node = std::make_shared<GradNode>();
-    node->custom = bw;
-    for (const Tensor* t : {&q, &k, &v}) node->next.push_back(edge_of(*t));
-    out->grad_fn = node;
-    out->output_nr = 0;
+    attach_custom_backward(out, bw, {q, k, v});
   }
   return fwd;
 }

@@ -112,6 +112,14 @@ Edge edge_of(const Tensor& t) {
   return {acc};
 }
 
+void attach_custom_backward(const Tensor& out, std::shared_ptr<CustomBackward> bw, const std::vector<Tensor>& inputs) {
+  auto node = std::make_shared<GradNode>();
+  node->custom = std::move(bw);
+  for (const Tensor& t : inputs) node->next.push_back(edge_of(t));
+  out->grad_fn = node;
+  out->output_nr = 0;
+}
+
 bool should_record(const std::vector<Tensor>& inputs) {
   if (!g_grad_enabled) return false;
   for (const auto& t : inputs)

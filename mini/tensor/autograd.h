@@ -131,4 +131,8 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph);
 // Gradient edge of an input: its grad_fn, or its leaf accumulator, or none.
 Edge edge_of(const Tensor& t);
 
+// Makes `out` the one output of a node whose backward is `bw`, with one edge per input (the
+// gradients bw->apply returns, in that order). Callers check should_record first.
+void attach_custom_backward(const Tensor& out, std::shared_ptr<CustomBackward> bw, const std::vector<Tensor>& inputs);
+
 }  // namespace mini

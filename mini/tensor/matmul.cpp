@@ -300,11 +300,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     bw->w.save(detach(w));
     bw->x_sizes = x->sizes;
     bw->need_x = x->needs_grad(), bw->need_w = w->needs_grad(), bw->need_b = b->needs_grad();
-    auto node = std::make_shared<GradNode>();
-    node->custom = bw;
-    for (const Tensor* t : {&x, &w, &b}) node->next.push_back(edge_of(*t));
-    out->grad_fn = node;
-    out->output_nr = 0;
+    attach_custom_backward(out, bw, {x, w, b});
   }
   return out;
 }

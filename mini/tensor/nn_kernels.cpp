@@ -336,11 +336,7 @@ Tensor cross_entropy_nll(const Tensor& logits, const Tensor& target, int64_t ign
     bw->target.save(t);
     bw->lse.save(lse);
     bw->ignore_index = ignore_index;
-    auto node = std::make_shared<GradNode>();
-    node->custom = bw;
-    node->next.push_back(edge_of(logits));
-    nll->grad_fn = node;
-    nll->output_nr = 0;
+    attach_custom_backward(nll, bw, {logits});
   }
   return nll->dtype == out_dtype ? nll : cast(nll, out_dtype);
 }
@@ -406,7 +402,7 @@ Tensor embedding_backward(const Tensor& grad_in, const Tensor& indices_in, const
     // sorted by row on the device, never waiting for the host (the forward checked these
     // indices; one outside [0, rows) is skipped there, never written)
     NoGradGuard no_grad;
-    cuda::embedding_backward(out, grad, idx);
+    cuda::embedding_backward(out, grad, idx, arange(0, double(idx->numel()), 1, DType::Int64, grad->device()));
   } else {
     MINI_DISPATCH(grad->dtype, T, [&] {
       if constexpr (is_floating_v<T>) {

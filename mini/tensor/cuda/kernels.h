@@ -141,8 +141,9 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
                               const Tensor& lse, bool causal, double scale);
 // grad_weight (zeros, [rows, d]) gets each picked row's gradient rows summed in position order:
-// the positions sorted by row on the device (no host sync); indices outside [0, rows) skipped.
-void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& index);
+// `positions` (int64 0, 1, ..., n - 1) sorted by `index` on the device (no host sync); indices
+// outside [0, rows) skipped.
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& index, const Tensor& positions);
 
 // ---- optimizers (optim.cu) --------------------------------------------------------------------
 // One Adam/AdamW step of several parameters: for each (param, grad, exp_avg, exp_avg_sq), all

@@ -238,12 +238,11 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   bool usable = false;
 };
-using LtKey = std::tuple<int, bool, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t,
-                         uint32_t>;
+using LtKey = std::tuple<int, bool, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
 
 const LtPlan& lt_plan(const LtKey& key, cudaDataType_t type, cublasComputeType_t compute, const LtOperand& oa,
                       const LtOperand& ob, int64_t m, int64_t n, uint32_t align_a, uint32_t align_b,
-                      uint32_t align_d, uint32_t align_bias) {
+                      uint32_t align_d) {
   static std::mutex mutex;
   static std::map<LtKey, LtPlan> plans;  // kept for the process, as the handle
   std::lock_guard<std::mutex> lock(mutex);
@@ -272,9 +271,7 @@ const LtPlan& lt_plan(const LtKey& key, cudaDataType_t type, cublasComputeType_t
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_handle(), plan.desc, plan.a, plan.b, plan.d, plan.d, pref,
                                                          1, &result, &found_algos);
   cublasLtMatmulPreferenceDestroy(pref);
-  // The bias is read by the epilogue's vector loads: one that is not 16-byte aligned (a bias
-  // sliced at an odd offset) goes the caller's way, as torch's addmm does.
-  plan.usable = status == CUBLAS_STATUS_SUCCESS && found_algos > 0 && align_bias >= 16;
+  plan.usable = status == CUBLAS_STATUS_SUCCESS && found_algos > 0;
   if (plan.usable) plan.algo = result.algo;
   return plans.emplace(key, plan).first->second;
 }
@@ -302,6 +299,9 @@ bool linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b
   if (n == 0 || k == 0 || m == 0) return false;
   if (n > INT_MAX || k > INT_MAX || m > INT_MAX) return false;
   if (bias->strides[0] != 1 && m > 1) return false;
+  // The epilogue reads the bias in vectors: one not 16-byte aligned (a bias sliced at an odd
+  // offset) goes the caller's way, as torch's addmm does.
+  if (alignment(bias->device_raw()) < 16) return false;
   if (out->dtype != DType::Float32 && out->dtype != DType::BFloat16) return false;
   LtOperand oa, ob;  // D (m x n) = op(w') (m x k) op(x') (k x n): w read transposed, x as is
   if (!lt_operand(w, true, &oa) || !lt_operand(x, false, &ob)) return false;
@@ -309,10 +309,10 @@ bool linear(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b
   const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_16BF;
   const cublasComputeType_t compute = f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const uint32_t align_a = alignment(w->device_raw()), align_b = alignment(x->device_raw()),
-                 align_d = alignment(out->device_raw()), align_bias = alignment(bias->device_raw());
+                 align_d = alignment(out->device_raw());
   LtKey key{int(out->dtype), compute == CUBLAS_COMPUTE_32F_FAST_TF32, int(oa.op), int(ob.op), m, n, k, oa.ld, ob.ld,
-            align_a, align_b, align_d, std::min<uint32_t>(align_bias, 16)};
-  const LtPlan& plan = lt_plan(key, type, compute, oa, ob, m, n, align_a, align_b, align_d, align_bias);
+            align_a, align_b, align_d};
+  const LtPlan& plan = lt_plan(key, type, compute, oa, ob, m, n, align_a, align_b, align_d);
   if (!plan.usable) return false;
   const void* bias_ptr = bias->device_raw();
   MINI_LT_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,

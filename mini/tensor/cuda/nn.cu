@@ -400,7 +400,7 @@ __global__ void embedding_kernel(const T* w, const int64_t* index, T* out, int64
 // index outside [0, rows) (the forward refused it; a direct call may not) is skipped, never
 // written.
 template <class T>
-__global__ void embedding_backward_kernel(const T* grad, const int64_t* sorted_rows, const int32_t* order, T* out,
+__global__ void embedding_backward_kernel(const T* grad, const int64_t* sorted_rows, const int64_t* order, T* out,
                                           int64_t n, int64_t d, int64_t rows) {
   const int64_t k = blockIdx.x, row = sorted_rows[k];
   if ((k > 0 && sorted_rows[k - 1] == row) || row < 0 || row >= rows) return;
@@ -408,14 +408,9 @@ __global__ void embedding_backward_kernel(const T* grad, const int64_t* sorted_r
   while (end < n && sorted_rows[end] == row) end++;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     opmath_t<T> acc = 0;
-    for (int64_t p = k; p < end; p++) acc += load_op(&grad[int64_t(order[p]) * d + j]);
+    for (int64_t p = k; p < end; p++) acc += load_op(&grad[order[p] * d + j]);
     out[row * d + j] = T(acc);
   }
-}
-
-__global__ void positions_kernel(int32_t* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = int32_t(i);
 }
 
 // ---- layer norm's backward ----------------------------------------------------------------------
@@ -675,10 +670,10 @@ void embedding(const Tensor& out, const Tensor& weight, const Tensor& index) {
   check_launch("embedding");
 }
 
-void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& index) {
+void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Tensor& index, const Tensor& positions) {
   const int64_t n = index->numel(), d = grad_weight->sizes[1], rows = grad_weight->sizes[0];
   if (n == 0 || d == 0) return;
-  if (n > INT32_MAX) fail("embedding_backward(): more than 2^31 indices for one CUDA sort: ", n);
+  if (n > INT32_MAX) fail("embedding_backward(): more than 2^31 indices for one CUDA launch: ", n);
   // The positions sorted by row on the device (CUB's radix sort is stable), so the step never
   // waits for the indices to reach the host: torch's embedding backward sorts on the GPU too.
   cudaStream_t stream = current_stream();
@@ -687,16 +682,15 @@ void embedding_backward(const Tensor& grad_weight, const Tensor& grad, const Ten
     void* get(size_t bytes) { return held.emplace_back(allocate(std::max<size_t>(bytes, 1))); }
     ~Buffers() { for (void* p : held) release(p); }
   } buffers;
-  auto* positions = static_cast<int32_t*>(buffers.get(n * sizeof(int32_t)));
-  auto* order = static_cast<int32_t*>(buffers.get(n * sizeof(int32_t)));
+  auto* order = static_cast<int64_t*>(buffers.get(n * sizeof(int64_t)));
   auto* sorted_rows = static_cast<int64_t*>(buffers.get(n * sizeof(int64_t)));
   const auto* keys = static_cast<const int64_t*>(index->device_raw());
-  positions_kernel<<<(unsigned)grid_for(n), kThreads, 0, stream>>>(positions, n);
+  const auto* values = static_cast<const int64_t*>(positions->device_raw());
   size_t temp_bytes = 0;
-  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, sorted_rows, positions, order, n, 0,
-                                                  64, stream), "embedding_backward");
+  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, sorted_rows, values, order, n, 0, 64,
+                                                  stream), "embedding_backward");
   void* temp = buffers.get(temp_bytes);
-  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted_rows, positions, order, n, 0, 64,
+  MINI_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, sorted_rows, values, order, n, 0, 64,
                                                   stream), "embedding_backward");
   MINI_DISPATCH(grad->dtype, T, [&] {
     if constexpr (is_floating_v<T>) {

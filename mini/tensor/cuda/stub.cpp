@@ -94,7 +94,7 @@ void flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const
                               const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double) {
   no_cuda("a CUDA kernel");
 }
-void embedding_backward(const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
+void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("a CUDA kernel"); }
 void layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, double) {
   no_cuda("a CUDA kernel");
 }
