@@ -16,7 +16,7 @@ namespace mini::capture {
 namespace {
 
 const char* const kOpcodeNames[] = {
-#define MINI_OPCODE(name) #name,
+#define MINI_OPCODE(name, handler) #name,
 #include "opcodes.def"
 #undef MINI_OPCODE
     "Unknown",

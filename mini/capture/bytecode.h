@@ -30,7 +30,7 @@ namespace mini::capture {
 // The normalized opcode: CPython's name, the same on every version. 3.11's
 // POP_JUMP_{FORWARD,BACKWARD}_IF_X are normalized to POP_JUMP_IF_X. See opcodes.def.
 enum class Opcode : unsigned char {
-#define MINI_OPCODE(name) name,
+#define MINI_OPCODE(name, handler) name,
 #include "opcodes.def"
 #undef MINI_OPCODE
   Unknown,  // anything else: report it by Instruction::name and raw_opcode

@@ -40,7 +40,7 @@ NEVER_DECODED = {"RESERVED", "ENTER_EXECUTOR"}
 
 def normalized_names():
     with open(os.path.join(HERE, "opcodes.def")) as f:
-        return set(re.findall(r"^MINI_OPCODE\((\w+)\)", f.read(), re.M))
+        return set(re.findall(r"^MINI_OPCODE\((\w+),", f.read(), re.M))
 
 
 def cache_entries(op, name):

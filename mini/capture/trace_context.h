@@ -1,6 +1,8 @@
 // trace_context.h — the state shared by every frame of one trace (the root frame and the
 // functions it inlines), and the pieces of the interpreter split across files:
-//   tracer.cpp       the instruction loop
+//   tracer.cpp       the instruction loop; interpret_*.cpp the opcode handlers
+//                    (frame_interpreter.h); rebuild.cpp Vars back into objects
+//   variables.cpp    Vars, cells, dicts made while tracing, stores into program state
 //   wrap.cpp         turning a real object read from the frame into a Var (+ its guards)
 //   calls.cpp        calling a Var: inlining functions and modules, builtins
 //   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
@@ -101,7 +103,7 @@ bool is_module(PyObject* value);
 // The value of dict->items[i], read from the real dict (and guarded) on first use.
 VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i);
 
-// tracer.cpp: cells, dicts, stores
+// variables.cpp: cells, dicts, stores
 // The Var of a real cell (one per cell in a trace); its contents are read through
 // `contents_source` on first use, and stores into it are replayed at `cell_source`.
 VarRef cell_var(TraceContext& ctx, PyObject* cell, SourceRef contents_source, SourceRef cell_source);
@@ -125,9 +127,9 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name);
 void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, const VarRef& value);
 // The items of a tuple, list, iterator, dict (its keys) or dict view.
 std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v);
-// Runs an inlined function's code: the interpreter (tracer.cpp). `made`: the function was
+// Runs an inlined function's code: the interpreter (interpret_control.cpp). `made`: the function was
 // made while tracing (its defaults and closure are Vars).
-// Globals of mini's own Python modules (mini, mini.nn, ...): read unguarded (tracer.cpp).
+// Globals of mini's own Python modules (mini, mini.nn, ...): read unguarded (interpret_locals.cpp).
 bool is_mini_library(PyObject* globals);
 VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef function_source,
                        std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs,
