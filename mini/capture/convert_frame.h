@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "capture/compile_log.h"
 #include "capture/compile_stats.h"
+#include "capture/config.h"
 #include "capture/tracer.h"
 #include "guards/cache.h"
 
@@ -36,37 +38,6 @@ extern GraphCompiler g_inductor;
 using TrainingCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, bool inductor);
 extern TrainingCompiler g_training;
 
-struct CompileConfig {
-  std::string cache_dir;
-  int cache_size_limit = 8;
-  bool automatic_dynamic_shapes = true;
-  bool capture_scalar_outputs = false;
-  bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning
-  std::string partitioner = "recompute";  // inductor's training graphs: "recompute" or "min-cut"
-  // F.scaled_dot_product_attention in a graph: one fused node ("auto": where FlashAttention runs;
-  // "always": wherever the fused kernel does; "never": its matmuls and softmax)
-  std::string fused_attention = "auto";
-};
-CompileConfig& compile_config();
-
-// MINI_LOGS channels.
-struct LogChannels {
-  bool graph_breaks = false, recompiles = false, guards = false, graph_code = false,
-       dynamic = false, output_code = false, fusion = false, aot_graphs = false;
-};
-LogChannels& log_channels();
-void log_write(const std::string& text);  // to Python's sys.stderr
-
-// MINI_COMPILE_DEBUG=1: every artifact of every graph (captured graph, guards, graph break,
-// joint, forward and backward graphs, fusion decisions, generated source) also goes to a file,
-// ./mini_compile_debug/run_<date>_<time>-pid_<pid>/<graph title>/<name>, as torch's
-// TORCH_COMPILE_DEBUG=1 writes torch_compile_debug/. On for 1, true, yes, on (any case); off
-// when unset or 0, false, no, off, empty; any other value is off with a warning at import
-// (compile_debug_warning). Callers check compile_debug() before building a text only the file
-// would hold.
-bool compile_debug();
-const std::string& compile_debug_warning();  // "" when MINI_COMPILE_DEBUG is understood
-void debug_write(const std::string& title, const std::string& name, const std::string& text);
 
 // One mini.compile(...) wrapper's settings, active while its function runs.
 struct CompileRequest {
@@ -82,32 +53,9 @@ struct CompileRequest {
 void enter_compiled_region(CompileRequest* request);
 void exit_compiled_region();
 
-// What explain() reads: the graphs compiled and the breaks since the last reset, the newest
-// kMaxEvents of each (explain resets and reads back at once; a long run compiling many
-// short-lived functions must not grow), and how many older ones were dropped.
-struct CompileEvent {
-  std::shared_ptr<graph::Graph> graph;
-  std::string guards;      // the GuardSet, printed
-  std::string function;    // "fn (file:line)"
-};
-struct BreakEvent {
-  std::string reason;
-  std::string location;    // "file:line in fn"
-  std::string code;        // the user's source line
-};
-constexpr size_t kMaxEvents = 256;
-std::deque<CompileEvent>& compile_events();
-std::deque<BreakEvent>& break_events();
-size_t dropped_events();
-void clear_events();
-
 // mini.reset()
 void reset_all();
 
-// The exception type raised under fullgraph=True (mini.Unsupported), set by the module.
-extern PyObject* g_unsupported_error;
-// Files under this prefix are mini's own: never captured.
-extern std::string g_skip_prefix;
 
 // The compiled form of one resume unit.
 struct Artifact : guards::CompiledArtifact {
@@ -135,11 +83,5 @@ struct Artifact : guards::CompiledArtifact {
 // Sets the Python error for a mini::Error (the exception torch would raise).
 void set_python_error(const std::exception& e);
 
-// A Python int (Borrowed) as int64; throws mini::Error (a RuntimeError, as eager ops and
-// torch raise) when it is outside int64.
-int64_t python_int64(PyObject* number);
-// A Python int or float (Borrowed) as the 0-d "wrapped number" tensor eager ops make of it:
-// int64 exactly, or float64. Throws as python_int64 does.
-Tensor wrapped_number_tensor(PyObject* number);
 
 }  // namespace mini::capture

@@ -7,7 +7,7 @@
 // (slice_scatter), and then recomputes every tensor in that memory — x, its base, its other
 // views, every name bound to them — by replaying their views on the new base. A written
 // graph input's final value becomes a graph output that the driver copies into the real
-// tensor after the graph ran (convert_frame.cpp), as AOTAutograd's epilogue does.
+// tensor after the graph ran (run_unit.cpp), as AOTAutograd's epilogue does.
 //
 // A write inside an instruction that then breaks the graph is undone (ctx.writes): the
 // instruction runs again eagerly and must find the values from before it.

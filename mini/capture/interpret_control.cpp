@@ -3,7 +3,7 @@
 // and raise; and inline_function, which runs a called function's frame.
 #include <cstring>
 
-#include "capture/convert_frame.h"
+#include "capture/config.h"
 #include "capture/frame_interpreter.h"
 
 namespace mini::capture {

@@ -210,7 +210,6 @@ static bool same_object(TraceContext& ctx, const VarRef& a, const VarRef& b) {
     return same;
   }
   const VarRef& tracked = loose(a) ? a : b;
-  const VarRef& fixed = loose(a) ? b : a;
   if (Py_TYPE(a->obj) != Py_TYPE(b->obj)) return false;  // the type guard keeps them apart
   // the other object has no source: it is fixed by what the trace is guarded on (x.dtype by
   // x's guards, a constant), so pinning the tracked one keeps the answer, same or not

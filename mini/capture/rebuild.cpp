@@ -2,6 +2,7 @@
 // again after the graph ran (rebuild: a Var -> an OutputSpec, at trace time), and the
 // stores the trace made, as side effects to replay.
 #include "capture/frame_interpreter.h"
+#include "capture/unit.h"
 
 namespace mini::capture {
 
@@ -212,4 +213,160 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
       if (v->cell_source->kind != guards::Source::Kind::Item) ctx.guards().add_id_match(v->cell_source, cell);
   return out;
 }
+
+// ---- at run time: an OutputSpec -> a real object ---------------------------------------------
+
+// A real object from its reconstruction spec. New reference; NULL for Null/Absent slots
+// (no error set); NULL with an error set when something cannot be rebuilt. `made` holds
+// the objects built so far for each alias (New references, released by the caller).
+PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, const guards::FrameValues& fv,
+                bool* failed, std::vector<PyObject*>& made) {
+  auto remember = [&](PyObject* o) {  // a mutable object made while tracing: built once
+    if (spec.alias < 0 || !o) return o;
+    if ((int)made.size() <= spec.alias) made.resize(spec.alias + 1, nullptr);
+    made[spec.alias] = o;
+    Py_INCREF(o);
+    return o;
+  };
+  switch (spec.kind) {
+    case OutputSpec::Kind::GraphOutput: {
+      PyObject* o = outs.at(spec.index);
+      Py_INCREF(o);
+      return o;
+    }
+    case OutputSpec::Kind::Number: {  // a number that went through the graph as a 0-d tensor
+      PyObject* o = PyObject_CallMethod(outs.at(spec.index), "item", nullptr);
+      if (!o) *failed = true;
+      return o;
+    }
+    case OutputSpec::Kind::Constant:
+      Py_INCREF(spec.value);
+      return spec.value;
+    case OutputSpec::Kind::SizeExpr: {  // a dynamic size, from this call's tensors
+      int64_t v;
+      if (spec.expr.evaluate(fv, &v)) return PyLong_FromLongLong(v);
+      *failed = true;
+      PyErr_Format(PyExc_RuntimeError, "mini: cannot evaluate %s again", spec.expr.str().c_str());
+      return nullptr;
+    }
+    case OutputSpec::Kind::Source: {
+      PyObject* o = guards::fetch(*spec.source, fv);
+      if (!o) {
+        *failed = true;
+        PyErr_Format(PyExc_RuntimeError, "mini: cannot read %s again", spec.source->str().c_str());
+      }
+      return o;
+    }
+    case OutputSpec::Kind::Local: {
+      PyObject* o = spec.index < fv.nlocals ? fv.locals[spec.index] : nullptr;
+      Py_XINCREF(o);
+      return o;
+    }
+    case OutputSpec::Kind::Alias: {
+      PyObject* o = spec.index < (int)made.size() ? made[spec.index] : nullptr;
+      if (!o) {
+        *failed = true;
+        PyErr_SetString(PyExc_SystemError, "mini: an object rebuilt after the graph was used before it was built");
+      }
+      Py_XINCREF(o);
+      return o;
+    }
+    case OutputSpec::Kind::Null: case OutputSpec::Kind::Absent:
+      return nullptr;
+    case OutputSpec::Kind::View: {  // a view of an input written in place, made on the input
+      // (without a source: a view of graph output `index`)
+      PyObject* base = spec.source ? guards::fetch(*spec.source, fv) : outs.at(spec.index);
+      if (!spec.source) Py_INCREF(base);
+      TensorImpl* t = base ? guards::unwrap_tensor(base) : nullptr;
+      if (!t) {
+        Py_XDECREF(base);
+        *failed = true;
+        PyErr_Format(PyExc_RuntimeError, "mini: cannot read %s again", spec.source->str().c_str());
+        return nullptr;
+      }
+      Tensor v = t->shared_from_this();
+      Py_DECREF(base);
+      try {
+        for (const auto& [op, attrs] : spec.views) v = call_op(op, {v}, attrs);
+      } catch (const std::exception& e) {
+        *failed = true;
+        set_python_error(e);
+        return nullptr;
+      }
+      return python_bridge().wrap_tensor(v);
+    }
+    case OutputSpec::Kind::Method: case OutputSpec::Kind::Call: {
+      PyObject* self = build(spec.items[0], outs, fv, failed, made);
+      if (!self) return nullptr;
+      PyObject* m = spec.kind == OutputSpec::Kind::Call ? PyObject_CallMethod(self, spec.name.c_str(), nullptr)
+                                                        : PyObject_GetAttrString(self, spec.name.c_str());
+      Py_DECREF(self);
+      if (!m) *failed = true;
+      return m;
+    }
+    case OutputSpec::Kind::Tuple: case OutputSpec::Kind::List: case OutputSpec::Kind::Iterator:
+    case OutputSpec::Kind::Size: {
+      bool list = spec.kind == OutputSpec::Kind::List;
+      PyObject* r = list ? PyList_New((Py_ssize_t)spec.items.size()) : PyTuple_New((Py_ssize_t)spec.items.size());
+      if (list) remember(r);  // before its items: an item may hold the list itself
+      for (size_t i = 0; i < spec.items.size(); i++) {
+        PyObject* item = build(spec.items[i], outs, fv, failed, made);
+        if (*failed) { Py_DECREF(r); return nullptr; }
+        if (list) PyList_SET_ITEM(r, i, item);
+        else PyTuple_SET_ITEM(r, i, item);
+      }
+      if (spec.kind == OutputSpec::Kind::Tuple && spec.value) {  // a record built in the trace: cls(*fields)
+        PyObject* record = PyObject_CallObject(spec.value, r);
+        Py_DECREF(r);
+        if (!record) *failed = true;
+        return record;
+      }
+      if (spec.kind == OutputSpec::Kind::Tuple || spec.kind == OutputSpec::Kind::List) return r;
+      PyObject* made = spec.kind == OutputSpec::Kind::Size ? PyObject_CallOneArg(python_bridge().size_type, r)
+                                                            : PyObject_GetIter(r);
+      Py_DECREF(r);
+      if (!made) *failed = true;
+      return made;
+    }
+    case OutputSpec::Kind::Dict: {
+      PyObject* d = remember(PyDict_New());
+      for (size_t i = 0; i + 1 < spec.items.size(); i += 2) {
+        PyObject* k = build(spec.items[i], outs, fv, failed, made);
+        PyObject* v = *failed ? nullptr : build(spec.items[i + 1], outs, fv, failed, made);
+        if (!*failed && PyDict_SetItem(d, k, v) < 0) *failed = true;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (*failed) { Py_DECREF(d); return nullptr; }
+      }
+      return d;
+    }
+    case OutputSpec::Kind::Cell: {
+      PyObject* cell = remember(PyCell_New(nullptr));
+      if (!spec.items.empty()) {
+        PyObject* v = build(spec.items[0], outs, fv, failed, made);
+        if (*failed) { Py_DECREF(cell); return nullptr; }
+        PyCell_Set(cell, v);
+        Py_XDECREF(v);
+      }
+      return cell;
+    }
+    case OutputSpec::Kind::Function: {  // as MAKE_FUNCTION would have made it
+      auto* bare = (PyFunctionObject*)spec.value;
+      PyObject* fn = remember(PyFunction_NewWithQualName(bare->func_code, bare->func_globals, bare->func_qualname));
+      if (!fn) { *failed = true; return nullptr; }
+      if (bare->func_annotations) PyFunction_SetAnnotations(fn, bare->func_annotations);
+      int (*setters[])(PyObject*, PyObject*) = {PyFunction_SetDefaults, PyFunction_SetKwDefaults, PyFunction_SetClosure};
+      for (int i = 0; i < 3 && !*failed; i++) {
+        if (spec.items[i].kind == OutputSpec::Kind::Null) continue;
+        PyObject* part = build(spec.items[i], outs, fv, failed, made);
+        if (!*failed && setters[i](fn, part) < 0) *failed = true;
+        Py_XDECREF(part);
+      }
+      if (*failed) { Py_DECREF(fn); return nullptr; }
+      return fn;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace mini::capture

@@ -6,7 +6,8 @@
 // A SymInt used as a size of the graph (a factory's size, a slice bound) becomes a graph
 // symbol (graph_size), and the relations meta inference assumed between symbols become
 // shape guards at the end of the trace (guard_size_facts).
-#include "capture/convert_frame.h"
+#include "capture/compile_log.h"
+#include "capture/config.h"
 #include "capture/trace_context.h"
 #include <unordered_map>
 

@@ -6,7 +6,8 @@
 // graph::infer_meta, so a bad shape fails here with the eager op's message.
 #include <algorithm>
 
-#include "capture/convert_frame.h"
+#include "capture/compile_log.h"
+#include "capture/config.h"
 #include "capture/trace_context.h"
 #include "tensor/autograd.h"
 

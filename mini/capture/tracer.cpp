@@ -5,7 +5,6 @@
 
 #include <cstring>
 
-#include "capture/convert_frame.h"
 #include "capture/frame_hook.h"
 #include "capture/frame_interpreter.h"
 #include "tensor/autograd.h"
@@ -119,7 +118,7 @@ bool FrameInterpreter::in_loop(size_t index) {
 }
 
 // exit_at: how a unit ends at an instruction capture cannot trace (assignment A9, with
-// convert_frame.cpp's run_instruction; notes/assignments/A9.md).
+// resume.cpp's run_instruction; notes/assignments/A9.md).
 //   in:  `in`, the instruction that raised Unsupported; `stack`, the symbolic value stack just
 //        before it; skip_unit, the Unsupported asked for the whole unit to be left to CPython;
 //        in_callee, it was raised inside a function being inlined at `in`.

@@ -164,4 +164,12 @@ struct DynamicPolicy {
 Trace trace_frame(PyCodeObject* code, const guards::FrameValues& frame, int start_offset,
                   const DynamicPolicy& dynamic, const TraceOptions& options);
 
+// wrap.cpp
+// A Python int (Borrowed) as int64; throws mini::Error (a RuntimeError, as eager ops and
+// torch raise) when it is outside int64.
+int64_t python_int64(PyObject* number);
+// A Python int or float (Borrowed) as the 0-d "wrapped number" tensor eager ops make of it:
+// int64 exactly, or float64. Throws as python_int64 does.
+Tensor wrapped_number_tensor(PyObject* number);
+
 }  // namespace mini::capture

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "capture/convert_frame.h"
+#include "capture/compile_log.h"
+#include "capture/config.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {
@@ -365,6 +366,24 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
                                                                         ((PyTypeObject*)v)->tp_name) == v))
     return object_var(Var::Kind::Builtin, v, nullptr);  // len, range, int: as wrap() makes them
   return object_var(Var::Kind::Object, v, nullptr);
+}
+
+int64_t python_int64(PyObject* number) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(number, &overflow);
+  if (!overflow) return v;
+  PyObject* r = PyObject_Repr(number);
+  std::string digits = r ? PyUnicode_AsUTF8(r) : "?";
+  Py_XDECREF(r);
+  if (digits.size() > 40) digits = digits.substr(0, 20) + "..." + digits.substr(digits.size() - 10);
+  fail("Overflow when unpacking long: the Python int ", digits, " is outside int64, the range "
+       "a number must fit in to meet a tensor (write it as a float to compute in floating point)");
+}
+
+Tensor wrapped_number_tensor(PyObject* number) {
+  if (PyBool_Check(number)) return scalar_tensor(number == Py_True, DType::Bool, true);
+  if (PyLong_Check(number)) return int_scalar_tensor(python_int64(number), true);
+  return scalar_tensor(PyFloat_AsDouble(number), DType::Float64, true);
 }
 
 }  // namespace mini::capture

@@ -311,9 +311,9 @@ ASSIGNMENTS = {
     "a4": "A4 how each op is spelled in C++ (mini/codegen/c_style.cpp)",
     "a5": "A5 the tensor guard (mini/guards/guards.cpp)",
     "a6": "A6 the guard cache (mini/guards/cache.cpp)",
-    "a7": "A7 automatic dynamic shapes (mini/capture/convert_frame.cpp)",
+    "a7": "A7 automatic dynamic shapes (mini/capture/automatic_dynamic.cpp)",
     "a8": "A8 the min-cut partitioner (mini/autograd/training.cpp)",
-    "a9": "A9 resume units (mini/capture/convert_frame.cpp, mini/capture/tracer.cpp)",
+    "a9": "A9 resume units (mini/capture/resume.cpp, mini/capture/tracer.cpp)",
     "a10": "A10 a CUDA reduction's layout (mini/codegen/cuda_kernel.cpp)",
 }
 

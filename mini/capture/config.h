@@ -1,0 +1,28 @@
+// config.h — capture's settings (mini.config), read by the driver and the tracer alike.
+#pragma once
+#include <Python.h>
+
+#include <string>
+
+namespace mini::capture {
+
+struct CompileConfig {
+  std::string cache_dir;
+  int cache_size_limit = 8;
+  bool automatic_dynamic_shapes = true;
+  bool capture_scalar_outputs = false;
+  bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning
+  std::string partitioner = "recompute";  // inductor's training graphs: "recompute" or "min-cut"
+  // F.scaled_dot_product_attention in a graph: one fused node ("auto": where FlashAttention runs;
+  // "always": wherever the fused kernel does; "never": its matmuls and softmax)
+  std::string fused_attention = "auto";
+};
+CompileConfig& compile_config();
+
+// The exception type raised under fullgraph=True (mini.Unsupported), set by the module.
+extern PyObject* g_unsupported_error;
+
+// Files under this prefix are mini's own: never captured.
+extern std::string g_skip_prefix;
+
+}  // namespace mini::capture

@@ -1,0 +1,71 @@
+// unit.h — the parts of the frame driver (convert_frame.cpp) that act on one resume unit,
+// each in a file of its own. Internal to capture/.
+//   run_unit.cpp           run a unit's artifact, write back inputs, replay side effects,
+//                          rebuild the frame after it
+//   rebuild.cpp            build: an OutputSpec back into a real object (its trace-time half,
+//                          rebuild, makes the OutputSpec)
+//   resume.cpp             the resume point after a graph break (assignment A9)
+//   automatic_dynamic.cpp  what a unit's compiles saw; what a recompile makes symbolic (A7)
+#pragma once
+#include <Python.h>
+
+#include <string>
+#include <vector>
+
+#include "capture/convert_frame.h"
+
+namespace mini::capture {
+
+// How a unit runs on this call, as lookup_or_compile decided.
+enum class UnitPlan {
+  Run,          // run the artifact found in the cache or just compiled
+  RunNatively,  // CPython runs the unit capture cannot handle; what it calls is captured
+  RunOnly,      // past the cache size limit: CPython runs the unit with the hook off for
+                // the functions it calls (torch's RUN_ONLY for them: no new compiles)
+  Error,        // a Python error is set
+};
+
+// convert_frame.cpp
+// Sets `e` as the Python error, unless one is set already (a warning turned into an error).
+UnitPlan python_error(const std::exception& e);
+void release_all(std::vector<PyObject*>& v);  // Py_XDECREF each, then clear
+std::string function_label(PyCodeObject* code);  // "'fn' (file:line)"
+
+// rebuild.cpp
+// A real object from its reconstruction spec. New reference; NULL for Null/Absent slots
+// (no error set); NULL with an error set when something cannot be rebuilt. `made` holds
+// the objects built so far for each alias (New references, released by the caller).
+PyObject* build(const OutputSpec& spec, const std::vector<PyObject*>& outs, const guards::FrameValues& fv,
+                bool* failed, std::vector<PyObject*>& made);
+
+// run_unit.cpp
+// True (after logging why) when the unit's inputs alias differently from the traced call's:
+// the unit then runs eagerly (torch's NO_TENSOR_ALIASING guard).
+bool inputs_alias_differently(const Artifact& art, const guards::FrameValues& fv, PyCodeObject* code);
+// Runs one unit's artifact on the frame's values and rebuilds what follows it: the return
+// value (*result, New) or, at a break, the frame's new locals and stack, which replace
+// `locals` and `stack`. False with a Python error set, and nothing replaced.
+bool run_unit(const Artifact& art, const guards::FrameValues& fv, std::vector<PyObject*>& locals,
+              std::vector<PyObject*>& stack, PyObject** result);
+
+// resume.cpp
+// While A9 is a stub (exit_at or run_instruction), every break is left to CPython: said once.
+extern const char* const kResumeStubFallback;
+// The breaking instruction, run for real: the next unit's offset, or -1 with a Python error.
+int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObject* kw_names);
+// Next: *offset is the next unit's start; Native: CPython runs the rest of the frame (A9 is
+// a stub); Error: a Python error is set.
+enum class ResumePlan { Next, Native, Error };
+ResumePlan resume_after_break(const Artifact& art, std::vector<PyObject*>& stack, int* offset);
+
+// automatic_dynamic.cpp
+std::string repr_of(PyObject* o);
+void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs);
+void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv);
+// Before a recompile: automatic dynamic's decision (automatic_dynamic_on_recompile) unless it
+// is off; after a compile: record_seen. Both true to go on, false with a Python error set
+// (while A7 is a stub they say so once and recompiles stay static).
+bool decide_dynamic(guards::UnitCache& unit, const guards::FrameValues& fv, const CompileRequest* req);
+bool remember_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs);
+
+}  // namespace mini::capture
