@@ -19,16 +19,20 @@ from ._cpu import choose_openblas_core as _choose_openblas_core  # noqa: E402
 _choose_openblas_core()
 
 from . import _C  # noqa: E402
-from ._tensor import (Tensor, Size, device, dtype, float32, float64, int64, bool, float,  # noqa: F401,A004
-                      double, long, bfloat16, zeros, ones, empty, full, zeros_like, ones_like, full_like,
-                      empty_like, randn, rand, randn_like, rand_like, randint, randint_like, randperm, arange,
-                      manual_seed, set_num_threads,
-                      get_num_threads, from_numpy, tensor,
-                      no_grad, enable_grad, set_grad_enabled, is_grad_enabled, autocast,
-                      is_autocast_enabled, get_autocast_dtype, where, layer_norm,
-                      mse_loss, split, chunk, tril, triu, argmax, argmin, slice_scatter, cat, concat, stack,
-                      gather, index_select, topk, multinomial,
-                      allclose, metrics, functions as _functions)
+from ._types import (Size, device, dtype, float32, float64, int64, bool, float, double, long,  # noqa: F401,A004
+                     bfloat16)
+from ._factories import (zeros, ones, empty, full, zeros_like, ones_like, full_like, empty_like,  # noqa: F401
+                         randn, rand, randn_like, rand_like, arange, from_numpy, tensor)
+from ._random import manual_seed, randint, randint_like, randperm, multinomial  # noqa: F401
+from ._threads import set_num_threads, get_num_threads  # noqa: F401
+from ._grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: F401
+from ._autocast_mode import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: F401
+from ._functional import (where, layer_norm, mse_loss, slice_scatter, cat, concat, stack,  # noqa: F401
+                          allclose, functions as _functions)
+from ._indexing import gather, index_select, topk  # noqa: F401
+from ._tensor import Tensor, split, chunk, tril, triu, argmax, argmin  # noqa: F401
+from ._metrics import metrics  # noqa: F401
+from . import _factories, _functional, _grad_mode, _random, _tensor  # noqa: E402
 
 globals().update(_functions)
 del _functions
@@ -42,28 +46,31 @@ from . import _compile as _compile_module  # noqa: E402
 
 def _register_capture():
     import os
-    graph_functions = {fn: name for name, fn in _tensor.functions.items()}
-    graph_functions.update({_tensor.where: "where", _tensor.layer_norm: "layer_norm",
-                            _tensor.mse_loss: "mse_loss", _tensor.embedding: "embedding",
-                            _tensor.attention_node: "attention_node",
-                            _tensor.slice_scatter: "slice_scatter", compiler.is_compiling: "is_compiling"})
+    graph_functions = {fn: name for name, fn in _functional.functions.items()}
+    graph_functions.update({_functional.where: "where", _functional.layer_norm: "layer_norm",
+                            _functional.mse_loss: "mse_loss", _functional.embedding: "embedding",
+                            _functional.attention_node: "attention_node",
+                            _functional.slice_scatter: "slice_scatter", compiler.is_compiling: "is_compiling"})
     # function forms of methods capture handles itself (mini.split(x, 2) as x.split(2))
     graph_functions.update({getattr(_tensor, name): name for name in ("split", "chunk", "tril", "triu")})
     # factories and grad mode: capture records them by name (graph nodes, or the grad mode
     # the ops that follow are traced in)
-    graph_functions.update({getattr(_tensor, name): name for name in _CAPTURED_BY_NAME})
+    for module, names in _CAPTURED_BY_NAME.items():
+        graph_functions.update({getattr(module, name): name for name in names})
     _C._register_bridge(nn.Module, Tensor, [bool, int64, float32, float64, bfloat16], graph_functions,
                         os.path.dirname(os.path.abspath(__file__)) + os.sep)
-    _C._register_capture_types(Size, _tensor._GradMode,
-                               _tensor._GradMode(False)(lambda: None).__code__)
+    _C._register_capture_types(Size, _grad_mode._GradMode,
+                               _grad_mode._GradMode(False)(lambda: None).__code__)
 
 
-_CAPTURED_BY_NAME = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                     "empty_like", "rand", "randn", "randn_like", "rand_like", "randint", "arange", "no_grad",
-                     "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+_CAPTURED_BY_NAME = {
+    _factories: ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand",
+                 "randn", "randn_like", "rand_like", "arange"],
+    _random: ["randint"],
+    _grad_mode: ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"],
+}
 
 
-from . import _tensor  # noqa: E402
 _register_capture()
 Unsupported = _C.Unsupported
 

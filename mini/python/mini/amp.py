@@ -1,5 +1,5 @@
 """mini.amp: torch.amp's name for autocast (torch.amp.autocast(device_type=..., dtype=...))."""
 
-from ._tensor import autocast
+from ._autocast_mode import autocast
 
 __all__ = ["autocast"]

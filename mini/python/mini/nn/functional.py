@@ -154,7 +154,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             if not _C.fused_attention_supports(query, key, value):  # '' where the kernel takes them
                 return _C.fused_attention(query, key, value, bool(is_causal), float(scale))
         else:  # one Attention node (an extern call, FlashAttention on CUDA), or None: decomposed below
-            out = mini._tensor.attention_node(query, key, value, bool(is_causal), float(scale))
+            out = mini._functional.attention_node(query, key, value, bool(is_causal), float(scale))
             if out is not None:
                 return out
     scores = (query @ key.transpose(-2, -1)) * scale
@@ -173,9 +173,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, scale_grad_by_freq=False, sparse=False):
-    """weight[input] (mini._tensor.embedding): a token's vector by its index. padding_idx,
+    """weight[input] (mini._functional.embedding): a token's vector by its index. padding_idx,
     max_norm, scale_grad_by_freq and sparse are not supported (they raise)."""
     if padding_idx is not None or max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("F.embedding: padding_idx, max_norm, scale_grad_by_freq and sparse are not "
                                   "supported by mini yet")
-    return mini._tensor.embedding(input, weight)
+    return mini._functional.embedding(input, weight)
