@@ -63,7 +63,6 @@ UnitPlan python_error(const std::exception& e) {
 namespace {
 
 thread_local std::vector<CompileRequest*> t_requests;
-PyObject* g_class_cell_name = PyUnicode_InternFromString("__class__");
 int g_graph_counter = 0;
 
 // "backend 'name'" for messages about what a Python backend returned.
@@ -76,48 +75,6 @@ std::string backend_label(PyObject* backend) {
   return "backend '" + s + "'";
 }
 
-bool holds_tensor(PyObject* v, int depth = 0) {
-  if (!v || depth > 2) return false;
-  if (guards::unwrap_tensor(v)) return true;
-  if (python_bridge().module_class && PyObject_IsInstance(v, python_bridge().module_class) == 1) return true;
-  PyErr_Clear();
-  if (PyTuple_Check(v) || PyList_Check(v))
-    for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
-      if (holds_tensor(PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i), depth + 1)) return true;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Check(v) && PyDict_Next(v, &pos, &key, &value))  // **kwargs
-    if (holds_tensor(value, depth + 1)) return true;
-  // a plain object's attributes (a dataclass batch as the only argument); not a class's
-  // or a module's, whose namespaces are everything they define
-  if (!PyType_Check(v) && !PyModule_Check(v) && !PyCallable_Check(v)) {
-    PyObject* dict = Py_TYPE(v)->tp_dictoffset ? PyObject_GenericGetDict(v, nullptr) : nullptr;
-    if (!dict) PyErr_Clear();
-    bool found = false;
-    pos = 0;
-    while (!found && dict && PyDict_Check(dict) && PyDict_Next(dict, &pos, &key, &value))
-      found = holds_tensor(value, depth + 1);
-    Py_XDECREF(dict);
-    if (found) return true;
-  }
-  return false;
-}
-
-// Dynamo compiles a frame only if it can see a tensor or module in it.
-// (or a global it names that is one, or is the mini module: torch checks for torch.*)
-bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& locals) {
-  for (PyObject* v : locals)
-    if (holds_tensor(v)) return true;
-  PyObject* names = view.code->co_names;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-    PyObject* g = PyDict_GetItem(view.globals, PyTuple_GET_ITEM(names, i));
-    if (!g) continue;
-    if (holds_tensor(g)) return true;
-    if (PyModule_Check(g) && strcmp(PyModule_GetName(g), "mini") == 0) return true;
-    PyErr_Clear();
-  }
-  return false;
-}
 
 
 // Adds the user's line to the traceback of the error being raised: CPython's loop adds one for
@@ -458,22 +415,6 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   return UnitPlan::Run;
 }
 
-// Frames the hook never captures (Dynamo's skip rules): code that is not a function's,
-// mini's own files, and code that uses zero-argument super(). Returns why, or null.
-const char* skip_reason(const FrameView& view) {
-  PyCodeObject* code = view.code;
-  if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return "not a function's code (a module or class body)";
-  const char* file = PyUnicode_AsUTF8(code->co_filename);
-  // mini's own frames run as they are, except mini.nn's modules, which user code calls and
-  // capture inlines (as Dynamo traces torch.nn)
-  if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
-      strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
-    return "mini's own code";
-  // zero-argument super() needs CPython's own frame
-  if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)
-    return "it calls zero-argument super()";
-  return nullptr;
-}
 
 // CPython counts a frame against the recursion limit when its own loop runs it; a frame mini
 // runs (its graph, then the call at a break, which re-enters the hook) recursed on the C stack

@@ -8,7 +8,7 @@
 // through an op traced with grad off. After a unit's graph runs, the compiler sets the mode
 // the traced code left (Trace::grad_enabled_after), as running the code would have.
 //
-// The objects mini.no_grad() & co. return are real Python objects (mini._tensor._GradMode)
+// The objects mini.no_grad() & co. return are real Python objects (mini._grad_mode._GradMode)
 // whose state is plain attributes: enabled, set_on_enter (false for set_grad_enabled(),
 // which sets the mode at the call) and prev (the mode the block's end restores). Capture
 // makes fresh ones and never changes an object the program can see, so a graph break inside

@@ -4,8 +4,9 @@
 //                    (frame_interpreter.h); rebuild.cpp Vars back into objects
 //   variables.cpp    Vars, cells, dicts made while tracing, stores into program state
 //   wrap.cpp         turning a real object read from the frame into a Var (+ its guards)
-//   calls.cpp        calling a Var: inlining functions and modules, builtins
-//   tensor_calls.cpp tensor methods and mini functions as graph ops (the op table)
+//   calls.cpp        calling a Var: inlining functions and modules; attributes
+//   builtins.cpp     Python's builtins over Vars
+//   tensor_*.cpp     tensor methods and mini functions as graph ops (the op table, tensor_calls.h)
 //   symbolic_sizes.cpp  arithmetic and decisions on dynamic sizes (SymInts)
 //   functionalize.cpp in-place ops: the memory traced tensors share, and writes into it
 // Internal to capture/.
@@ -119,7 +120,18 @@ VarRef find_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, co
 void record_store(TraceContext& ctx, SideEffect::Kind kind, PyObject* target, SourceRef target_source,
                   const std::string& name, VarRef value);
 
+// builtins.cpp
+VarRef call_builtin(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args,
+                    const std::vector<std::pair<std::string, VarRef>>& kwargs);
+// Calls a real callable on constant arguments; the result is untracked (a constant).
+VarRef call_on_constants(TraceContext& ctx, PyObject* fn, const std::vector<VarRef>& args,
+                         const std::vector<std::pair<std::string, VarRef>>& kwargs, const std::string& what);
+bool all_constant(const std::vector<VarRef>& args, const std::vector<std::pair<std::string, VarRef>>& kwargs);
+
 // calls.cpp
+// Calls `module.name(*args)` as Python would (module.forward(...), a ModuleList's __len__).
+VarRef call_module_method(TraceContext& ctx, const VarRef& module, const std::string& name,
+                          std::vector<VarRef> args, std::vector<std::pair<std::string, VarRef>> kwargs);
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args,
                 std::vector<std::pair<std::string, VarRef>> kwargs);
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name);

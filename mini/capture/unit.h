@@ -6,6 +6,7 @@
 //                          rebuild, makes the OutputSpec)
 //   resume.cpp             the resume point after a graph break (assignment A9)
 //   automatic_dynamic.cpp  what a unit's compiles saw; what a recompile makes symbolic (A7)
+//   skip_rules.cpp         which frames are captured at all
 #pragma once
 #include <Python.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "capture/convert_frame.h"
+#include "capture/frame_hook.h"
 
 namespace mini::capture {
 
@@ -57,6 +59,14 @@ int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObje
 // a stub); Error: a Python error is set.
 enum class ResumePlan { Next, Native, Error };
 ResumePlan resume_after_break(const Artifact& art, std::vector<PyObject*>& stack, int* offset);
+
+// skip_rules.cpp
+// Why the hook leaves a frame to CPython (not a function's code, mini's own file, zero-argument
+// super()), or null.
+const char* skip_reason(const FrameView& view);
+// Dynamo compiles a frame only if it can see a tensor or module in it: in its locals, or a
+// global it names that is one or is the mini module.
+bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& locals);
 
 // automatic_dynamic.cpp
 std::string repr_of(PyObject* o);

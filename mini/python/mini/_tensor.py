@@ -2,9 +2,8 @@
 (mini._C.Tensor, bind_tensor.cpp); this module adds shape, dtype and device, size, to, max and
 min, repr, iteration, numpy's __array__, the varargs forms of reshape & co., and the methods
 composed from ops capture knows (split, chunk, tril, triu, argmax, argmin, flatten, ~, & and |),
-with their function forms (mini.split, ...). Capture's tensor_calls.cpp imports this module for
-`device`; the other Python methods come from _indexing.py (indexing, gather, topk) and
-_random.py (normal_, uniform_, multinomial)."""
+with their function forms (mini.split, ...). The other Python methods come from _indexing.py
+(indexing, gather, topk) and _random.py (normal_, uniform_, multinomial)."""
 import builtins
 import collections
 
