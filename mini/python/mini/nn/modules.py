@@ -469,8 +469,8 @@ class LayerNorm(Module):
 class _ModuleSequence(Module):
     """What Sequential and ModuleList share: their modules in order, named "0", "1", ...,
     with len(), iteration and indexing. mini's capture reads these two classes' modules from
-    `_modules` itself (capture/tracer.cpp), guarded on its keys, so a compiled forward may
-    loop over them or index them with a constant."""
+    `_modules` itself (capture/interpret_containers.cpp), guarded on its keys, so a compiled
+    forward may loop over them or index them with a constant."""
 
     def __len__(self):
         return len(self._modules)
