@@ -4,6 +4,8 @@
 
 namespace mini::capture {
 
+namespace {
+
 std::string repr_of(PyObject* o) {
   PyObject* r = PyObject_Repr(o);
   std::string s = r ? PyUnicode_AsUTF8(r) : "?";
@@ -11,6 +13,8 @@ std::string repr_of(PyObject* o) {
   PyErr_Clear();
   return s;
 }
+
+}  // namespace
 
 // ---- automatic dynamic shapes (A7) -----------------------------------------------------------
 // torch's automatic_dynamic_shapes (kept per code in pgo.py's CodeState): a unit is first
@@ -119,7 +123,7 @@ void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::Frame
 
 // While A7 (automatic dynamic shapes) is a stub, recompiles stay static, as with
 // mini.config.automatic_dynamic_shapes = False. True to go on; false with a Python error set.
-bool static_instead(const std::exception& e) {
+static bool static_instead(const std::exception& e) {
   if (!is_assignment_stub(e)) {
     python_error(e);
     return false;

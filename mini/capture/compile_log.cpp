@@ -29,7 +29,7 @@ std::deque<BreakEvent>& break_events() {
 
 namespace {
 size_t g_dropped_events = 0;
-size_t g_break_count = 0;  // since the reset, dropped ones included (names debug files)
+size_t g_break_count = 0;  // debug files of graph breaks written since the reset
 
 template <class Event>
 void record_event(std::deque<Event>& log, Event event) {
@@ -52,10 +52,9 @@ void clear_events() {
 
 void record_compile(CompileEvent event) { record_event(compile_events(), std::move(event)); }
 
-size_t record_break(BreakEvent event) {
-  record_event(break_events(), std::move(event));
-  return ++g_break_count;
-}
+void record_break(BreakEvent event) { record_event(break_events(), std::move(event)); }
+
+size_t next_break_file() { return ++g_break_count; }
 
 void log_write(const std::string& text) {
   PyObject* err = PySys_GetObject("stderr");  // Borrowed

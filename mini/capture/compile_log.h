@@ -49,6 +49,9 @@ size_t dropped_events();
 void clear_events();
 
 void record_compile(CompileEvent event);
-size_t record_break(BreakEvent event);  // returns the break's number since the last reset
+void record_break(BreakEvent event);
+// The number of the next graph break's debug file (graph_breaks/break_<n>.txt): 1, 2, ... since
+// the last reset.
+size_t next_break_file();
 
 }  // namespace mini::capture

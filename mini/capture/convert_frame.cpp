@@ -178,8 +178,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
                                             (trace.break_code.empty() ? where : trace.break_code)).c_str());
       return nullptr;
     }
-    size_t number = record_break(BreakEvent{trace.break_reason, where, trace.break_code});
-    debug_write("graph_breaks", "break_" + std::to_string(number) + ".txt",
+    record_break(BreakEvent{trace.break_reason, where, trace.break_code});
+    debug_write("graph_breaks", "break_" + std::to_string(next_break_file()) + ".txt",
                 "Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
                     (trace.break_code.empty() ? "" : "\n  " + trace.break_code) +
                     (has_graph ? "\nThe graph before it: " + title : "") + "\n");

@@ -69,7 +69,6 @@ const char* skip_reason(const FrameView& view);
 bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& locals);
 
 // automatic_dynamic.cpp
-std::string repr_of(PyObject* o);
 void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs);
 void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv);
 // Before a recompile: automatic dynamic's decision (automatic_dynamic_on_recompile) unless it
