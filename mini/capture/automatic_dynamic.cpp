@@ -6,7 +6,8 @@ namespace mini::capture {
 
 namespace {
 
-std::string repr_of(PyObject* o) {
+// A number's repr, as record_seen keeps it (unused in a student tree where A7 is the stub).
+[[maybe_unused]] std::string repr_of(PyObject* o) {
   PyObject* r = PyObject_Repr(o);
   std::string s = r ? PyUnicode_AsUTF8(r) : "?";
   Py_XDECREF(r);
