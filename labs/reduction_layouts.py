@@ -1,7 +1,7 @@
 """Lab -- a CUDA reduction's layout: how mini's generated kernels meet rows of every length.
 
 How many threads reduce a row, and whether the row stays in registers, depends on the row's
-length and the kernel layout (mini/codegen/cuda_kernel.cpp, assignment A10): rows that need a
+length and the kernel layout (mini/codegen/cuda_launch.cpp, assignment A10): rows that need a
 warp or fewer lanes share a block of 8 warps (a thread per row, a few lanes per row, a warp per
 row), each row combined with shuffles alone; a longer row gets a block of its own, whose warps
 combine through shared memory too; a row held in registers ("per") is read from memory once, a

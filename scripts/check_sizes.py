@@ -24,7 +24,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 
 # What was over the limits, and its size then: "path" for a file, "path:function" for a function.
 KNOWN = {
-    "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
     "mini/capture/tensor_methods.cpp:call_tensor_method": 199,
     "mini/capture/wrap.cpp:wrap": 186,
@@ -40,6 +39,11 @@ KNOWN = {
     "mini/capture/tensor_methods.cpp:tensor_getitem": 90,
     "mini/capture/tracer.cpp:trace_pass": 87,
     "mini/capture/convert_frame.cpp:on_frame": 81,
+    # written inside the CUDA writer's class body until it was split into files, where the
+    # column-0 rule did not see them
+    "mini/codegen/cuda_rows.cpp:write_vector_loop_reduction": 162,
+    "mini/codegen/cuda_columns.cpp:write_vector_columns": 129,
+    "mini/codegen/cuda_rows.cpp:write_reduction": 115,
     "mini/fusion/schedule.cpp:rematerialize": 193,
     "mini/fusion/decompose.cpp:decompose": 155,
     "mini/fusion/schedule.cpp:schedule": 132,
@@ -47,7 +51,7 @@ KNOWN = {
     "mini/graph/graph.cpp:symbolic_view_meta": 100,
     "mini/autograd/training.cpp:build_backward": 99,
     "mini/guards/source.cpp:fetch_from": 88,
-    "mini/runtime/cuda_graph.cpp:run_timed": 123,
+    "mini/runtime/compiled_cuda_graph.cpp:run_timed": 123,
     "mini/tensor/cuda/flash_attention.cu:flash_bwd_kernel": 153,
     "mini/tensor/cuda/flash_attention.cu:flash_fwd_kernel": 116,
     "mini/tensor/cuda/flash_attention_f32.cu:bwd_kernel": 131,

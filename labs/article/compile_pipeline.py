@@ -54,14 +54,14 @@ STAGES = [
     ("fusion", "fusion", "mini/fusion/", "decompose.cpp, schedule.cpp"),
     ("codegen", "codegen", "mini/codegen/", "lower.cpp, cpp_kernel.cpp"),
     ("compile", "compile (C++)", "mini/runtime/", "compiled_graph.cpp"),
-    ("disk cache", "disk cache", "mini/runtime/", "cache_entry.cpp"),
+    ("disk cache", "disk cache", "mini/runtime/", "code_cache.cpp"),
     ("first run", "first run", "mini/runtime/", "compiled_graph.cpp"),
 ]
 # what differs on the GPU: the kernels are CUDA, compiled by NVRTC
 CUDA_STAGES = {
     "codegen": ("codegen", "mini/codegen/", "lower.cpp, cuda_kernel.cpp"),
     "compile": ("compile (NVRTC)", "mini/runtime/", "cuda_program.cpp, nvrtc.cpp"),
-    "disk cache": ("disk cache", "mini/runtime/", "cache_entry.cpp"),
+    "disk cache": ("disk cache", "mini/runtime/", "code_cache.cpp"),
     "first run": ("first run", "mini/runtime/", "cuda_program.cpp"),
 }
 # A cache hit's path: (label, folder, file). It is timed as a whole: one call, per call.
@@ -70,7 +70,7 @@ HIT_STAGES = [
     ("guard check", "mini/guards/", "guards.cpp"),
     ("run the cached graph", "mini/runtime/", "compiled_graph.cpp"),
 ]
-CUDA_HIT_FILES = {"run the cached graph": "cuda_program.cpp"}
+CUDA_HIT_FILES = {"run the cached graph": "compiled_cuda_graph.cpp"}
 # The three rows: (key in the JSON, title)
 PATHS = [
     ("cold", "1. first call, empty caches"),

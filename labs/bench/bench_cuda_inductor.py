@@ -451,7 +451,7 @@ def main(argv=None):
     if toy:
         text += "\n\nToyModel (Linear 1024 -> ReLU -> Linear 1024, batch 32, no grad):\n\n" + toy_table(toy)
     if layout_table(rows):
-        text += "\n\nKernel layouts (the graph alone; codegen/cuda_kernel.h numbers them):\n\n" + layout_table(rows)
+        text += "\n\nKernel layouts (the graph alone; codegen/cuda_launch.h numbers them):\n\n" + layout_table(rows)
     variants = [r for r in rows if r.get("nvrtc_variants")]
     if variants:
         text += "\n\nNVRTC options (NVRTC seconds of one compile / ms of the graph alone):\n\n"

@@ -6,7 +6,7 @@ torch.compile's, for Nsight Compute.
         [--programs softmax_decomp,layernorm_decomp,chain8]
 
 Runs each program compiled by mini (mini.compile on CUDA tensors, 8192 x 8192 float32) under
-each kernel layout asked for (MINI_CODEGEN_LAYOUT, codegen/cuda_kernel.h; the default layout
+each kernel layout asked for (MINI_CODEGEN_LAYOUT, codegen/cuda_launch.h; the default layout
 when none is) and by torch.compile, twice each (the first call compiles), so that ncu profiles
 the fused kernels of both side by side: registers, occupancy, achieved bandwidth, what the warps
 wait on. --torch-code writes the Triton source torch.compile generated for each program into

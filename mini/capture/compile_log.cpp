@@ -67,6 +67,22 @@ void log_write(const std::string& text) {
   PyErr_Clear();
 }
 
+void warn_user(const std::string& text) {
+  if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) == 0) return;
+  PyObject *type, *value, *traceback;  // warnings are errors here: that error, as a mini::Error
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string what = text;
+  if (PyObject* s = value ? PyObject_Str(value) : nullptr) {
+    if (const char* c = PyUnicode_AsUTF8(s)) what = std::string(((PyTypeObject*)type)->tp_name) + ": " + c;
+    Py_DECREF(s);
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  throw Error(Error::Kind::Runtime, what);
+}
+
 namespace {
 // MINI_COMPILE_DEBUG read once: on, and the warning an unrecognised value gets ("" if none).
 struct DebugSetting {

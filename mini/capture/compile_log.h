@@ -17,6 +17,9 @@ struct LogChannels {
 };
 LogChannels& log_channels();
 void log_write(const std::string& text);  // to Python's sys.stderr
+// A UserWarning (Python's warnings filters decide); where they make it an error, raises that
+// error as a mini::Error.
+void warn_user(const std::string& text);
 
 // MINI_COMPILE_DEBUG=1: every artifact of every graph (captured graph, guards, graph break,
 // joint, forward and backward graphs, fusion decisions, generated source) also goes to a file,

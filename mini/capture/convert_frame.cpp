@@ -20,8 +20,6 @@ extern "C" PyAPI_FUNC(void) _PyTraceback_Add(const char*, const char*, int);
 namespace mini::capture {
 
 PyObject* g_unsupported_error = nullptr;
-GraphCompiler g_inductor = nullptr;
-TrainingCompiler g_training = nullptr;
 std::string g_skip_prefix;
 
 CompileConfig& compile_config() {
@@ -89,6 +87,17 @@ void add_user_frame(PyCodeObject* code, int line, const std::string& location = 
     fn = location.substr(in + 4);
   }
   if (line > 0) _PyTraceback_Add(fn.c_str(), file.c_str(), line);
+}
+
+// What a built-in backend is told about graph `title` of request `req`.
+static backends::CompileOptions backend_options(const CompileRequest& req, const std::string& title, bool training) {
+  backends::CompileOptions options;
+  options.title = options.debug_dir = title;
+  options.mode = req.mode;
+  options.training = training;
+  options.cache_dir = compile_config().cache_dir;
+  options.partitioner = compile_config().partitioner;
+  return options;
 }
 
 // Traces one unit and hands its graph to the backend. Returns null with a Python error
@@ -199,20 +208,19 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
     eager_autograd |= leaf;
     eager_autograd |= n.grad_mode == graph::GradMode::On && !grad_enabled() && needs_autograd;
   }
-  if (has_graph && req->inductor && unbacked && log_channels().fusion)
+  const bool inductor = req->builtin_name == "inductor", trains = inductor || req->builtin_name == "aot_eager";
+  if (has_graph && inductor && unbacked && log_channels().fusion)
     log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
               "dynamic dim); it runs with eager kernels");
   bool aot_logs = log_channels().fusion || log_channels().aot_graphs;
-  if (has_graph && (req->inductor || req->aot) && eager_autograd && aot_logs)
+  if (has_graph && trains && eager_autograd && aot_logs)
     log_write("aot: " + title + " makes a tensor that requires grad (requires_grad=True, enable_grad()); "
               "it runs with eager kernels, which record autograd");
   needs_autograd &= grad_enabled();
   try {
     bool eager_kernels = unbacked || eager_autograd;
-    if (has_graph && (req->inductor || req->aot) && g_training && needs_autograd && !eager_kernels)
-      art->compiled = g_training(*art->graph, title, req->inductor);
-    else if (has_graph && req->inductor && g_inductor && !needs_autograd && !eager_kernels)
-      art->compiled = g_inductor(*art->graph, title, req->mode);
+    if (has_graph && req->builtin && !eager_kernels)
+      art->compiled = req->builtin->compile(*art->graph, backend_options(*req, title, needs_autograd));
   } catch (const std::exception& e) {
     std::string graph = title + " of " + function_label(code);
     auto* me = dynamic_cast<const Error*>(&e);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "capture/compile_log.h"
 #include "capture/compile_stats.h"
 #include "capture/config.h"
@@ -26,24 +27,11 @@
 
 namespace mini::capture {
 
-// A graph compiled by a built-in compiler backend (inductor): runs the graph's inputs to
-// its outputs. Set by the Python module, which sees every stage.
-using GraphRunner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
-using GraphCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, const std::string& mode);
-extern GraphCompiler g_inductor;
-// A graph whose inputs require grad, for "aot_eager" (inductor = false) or "inductor": the
-// joint forward/backward graph, partitioned, each half run by the interpreter or compiled
-// (mini/autograd). Returns an empty runner (after logging why) when the graph cannot be
-// differentiated as a graph; it then runs with eager kernels, which record autograd.
-using TrainingCompiler = GraphRunner (*)(const graph::Graph& graph, const std::string& title, bool inductor);
-extern TrainingCompiler g_training;
-
-
 // One mini.compile(...) wrapper's settings, active while its function runs.
 struct CompileRequest {
   PyObject* backend = nullptr;  // a Python callable, or nullptr for a built-in backend
-  bool inductor = false;        // built-in "inductor": fuse, generate C++, compile
-  bool aot = false;             // built-in "aot_eager": training graphs, run by the interpreter
+  backends::Backend* builtin = nullptr;  // a built-in backend (backends/backend.h), or nullptr
+  std::string builtin_name;     // its name: "eager", "aot_eager", "inductor"
   PyObject* backend_key = nullptr;  // identity of the backend for cache entries (not owned)
   bool fullgraph = false;
   int dynamic = -1;  // -1 None, 0 False, 1 True
@@ -65,7 +53,7 @@ struct Artifact : guards::CompiledArtifact {
   std::vector<std::pair<int, int>> input_mutations;  // Trace::input_mutations
   PyObject* compiled_fn = nullptr;  // the backend's callable (owned), or null: run_graph
   std::string backend_label;        // "backend 'name'", for errors about what compiled_fn returns
-  GraphRunner compiled;             // inductor's generated code, or empty
+  backends::Runner compiled;        // what the built-in backend made, or empty: the interpreter
   Trace::Exit exit = Trace::Exit::Return;
   OutputSpec output;                // Return
   Instruction exit_instruction{};   // Break / Native

@@ -16,7 +16,7 @@ std::string cpp_type(DType d) {
     case DType::Int64: return "int64_t";
     case DType::Float32: return "float";
     case DType::Float64: return "double";
-    case DType::BFloat16:  // the inductor backend runs such graphs eagerly (bind_inductor.cpp)
+    case DType::BFloat16:  // the inductor backend runs such graphs eagerly (mini/inductor/compile_fx.cpp)
       fail("bfloat16 code generation for the CPU is not implemented");
   }
   return "float";
@@ -40,7 +40,7 @@ std::string cpp_math(OpKind op, const std::string& T) {
 }
 
 std::string cuda_type(DType d) {
-  return d == DType::BFloat16 ? "mini::bf16" : cpp_type(d);  // the prelude's (cuda_kernel.cpp)
+  return d == DType::BFloat16 ? "mini::bf16" : cpp_type(d);  // the prelude's (cuda_prelude.cuh)
 }
 
 // CUDA: scalar_math.h's float32 sin, cos and sigmoid, as the C++ kernels and eager mini compute

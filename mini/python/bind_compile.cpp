@@ -171,8 +171,13 @@ void bind_compile(py::module_& m) {
              r->backend = backend;
              bool builtin = py::isinstance<py::str>(backend);
              r->req.backend = builtin ? nullptr : backend.ptr();
-             r->req.inductor = builtin && backend.cast<std::string>() == "inductor";
-             r->req.aot = builtin && backend.cast<std::string>() == "aot_eager";
+             if (builtin) {
+               r->req.builtin_name = backend.cast<std::string>();
+               r->req.builtin = mini::backends::find_backend(r->req.builtin_name);
+               if (!r->req.builtin)
+                 throw py::value_error("mini.compile: no built-in backend named '" + r->req.builtin_name +
+                                       "'; the built-in ones are 'eager', 'aot_eager' and 'inductor', or pass a callable");
+             }
              r->req.backend_key = backend.ptr();  // the callable, or the interned name
              r->req.fullgraph = fullgraph;
              r->req.dynamic = dynamic;

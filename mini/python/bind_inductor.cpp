@@ -1,6 +1,7 @@
-// bind_inductor.cpp — the "inductor" backend: capture hands a graph here, fusion, codegen
-// and runtime turn it into generated C++ (mini/fusion, mini/codegen, mini/runtime), and the
-// logs MINI_LOGS=fusion and output_code show what happened.
+// bind_inductor.cpp — the inductor's pieces for Python (mini.inductor, mini._C._inductor_*):
+// compiling a GraphModule's graph directly for the CPU or CUDA, the NVRTC and CUDA graph
+// probes, the step profiler. The backend mini.compile uses is mini/inductor/compile_fx.cpp,
+// registered here at import.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -13,8 +14,10 @@
 #include "capture/convert_frame.h"
 #include "codegen/cpp_kernel.h"
 #include "codegen/cuda_kernel.h"
+#include "inductor/autotune.h"
+#include "inductor/compile_fx.h"
 #include "runtime/compiled_graph.h"
-#include "runtime/cuda_graph.h"
+#include "runtime/cuda_graph_replay.h"
 #include "runtime/cuda_program.h"
 #include "runtime/nvrtc.h"
 #include "tensor/cuda/cuda.h"
@@ -24,13 +27,11 @@ namespace cap = mini::capture;
 
 namespace {
 
-// What compile_graph has to tell the user once (an unusable cache folder), as Python warnings.
+// What compile_cpp_graph has to tell the user once (an unusable cache folder), as Python warnings.
 void warn(const mini::runtime::CompiledGraph& cg) {
   for (const auto& w : cg.warnings)
     if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
 }
-
-cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g);
 
 // A Python function of tensors (*args) -> tuple of tensors, over the runner of graph `g`
 // compiled, called directly (tests, labs): the inputs are checked against the graph's sizes and
@@ -48,167 +49,6 @@ py::cpp_function tensor_function(std::shared_ptr<mini::graph::Graph> g,
   });
 }
 
-// What either renderer tells about a compiled graph: the fusion decisions (MINI_LOGS=fusion),
-// the generated source (MINI_LOGS=output_code, where it was compiled or read from) and both as
-// MINI_COMPILE_DEBUG files ("output_code<suffix>.<ext>"). `title` names the graph
-// ("__compiled_fn_3", "__compiled_fn_3_backward"); `debug_dir` is the MINI_COMPILE_DEBUG folder
-// of the captured graph it came from.
-void report(const std::string& title, const std::string& debug_dir, const mini::fusion::Schedule& schedule,
-            const std::string& source, const std::string& ext, const std::string& where) {
-  std::string text = "fusion decisions for " + title + ":\n";
-  for (const auto& d : schedule.decisions) text += "  " + d.text + "\n";
-  if (cap::log_channels().fusion) cap::log_write(text);
-  std::string suffix = title.size() > debug_dir.size() ? title.substr(debug_dir.size()) : "";  // "", "_forward", ...
-  cap::debug_write(debug_dir, "fusion" + suffix + ".txt", text);
-  cap::debug_write(debug_dir, "output_code" + suffix + "." + ext, source);
-  if (cap::log_channels().output_code)
-    cap::log_write("Output code for " + title + " (" + where + "):\n" + mini::codegen::without_prelude(source));
-}
-
-// A compile's stages into mini.compiler.stats() (capture/compile_stats.h): fusion, codegen, then
-// the compiler or a disk-cache hit (the C++ compile includes its dlopen).
-void count_stages(double schedule, double codegen, double compile, bool from_disk_cache) {
-  auto& stats = cap::compile_stats();
-  stats.add(cap::Stage::Fusion, schedule);
-  stats.add(cap::Stage::Codegen, codegen);
-  stats.add(from_disk_cache ? cap::Stage::DiskCache : cap::Stage::Compile, compile);
-}
-
-// A graph of CUDA tensors: rendered by codegen/cuda_kernel.cpp, compiled by NVRTC.
-cap::GraphRunner compile_inductor_cuda(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
-                                       const std::string& mode) {
-  if (mode == "max-autotune") {  // every kernel layout timed at the first call, the fastest kept
-    auto tuner = std::make_shared<mini::runtime::CudaAutotune>(g, "", cap::compile_config().cache_dir);
-    auto logged = std::make_shared<bool>(false);
-    return [tuner, title, logged](const std::vector<mini::Tensor>& inputs) {
-      auto out = tuner->run(inputs);
-      if (!*logged && cap::log_channels().fusion) {
-        *logged = true;
-        std::string chosen, times;
-        for (int n : tuner->layouts()) chosen += mini::cat(chosen.empty() ? "" : " ", n);
-        auto ms = tuner->kernel_times_ms();
-        for (size_t i = 0; i < ms.size(); i++) {
-          times += mini::cat("\n  layout ", i + 1, ":");
-          for (double t : ms[i]) times += mini::cat(" ", t, " ms");
-        }
-        cap::log_write(mini::cat(title, ": mode='max-autotune' chose kernel layouts ", chosen, ", a kernel's each (",
-                                 times.empty() ? "read from " + tuner->path() + ")" : "each kernel's time:" + times + "\n)",
-                                 "\n"));
-      }
-      return out;
-    };
-  }
-  auto cg = mini::runtime::compile_cuda_graph(g, "", cap::compile_config().cache_dir);
-  const mini::runtime::CudaKernels& compiled = cg->compiled;
-  if (!compiled.kernels.empty())
-    count_stages(cg->schedule_seconds, cg->codegen_seconds, compiled.seconds, compiled.nvrtc_runs == 0);
-  report(title, debug_dir, cg->schedule, cg->source + cg->functions(), "cu",
-         compiled.kernels.empty() ? std::string("no generated kernel")
-                                  : mini::cat(compiled.kernels.size(), " kernels of ", compiled.programs,
-                                              " distinct bodies, ", compiled.nvrtc_runs,
-                                              " compiled by NVRTC, the others from memory or ", compiled.cache_dir));
-  if (mode == "reduce-overhead") {
-    std::string why = mini::runtime::CudaGraphReplay::why_not(*cg);
-    if (why.empty()) {
-      if (cap::log_channels().fusion) cap::log_write(title + ": mode='reduce-overhead': replayed as a CUDA graph\n");
-      auto replay = std::make_shared<mini::runtime::CudaGraphReplay>(cg);
-      return [replay](const std::vector<mini::Tensor>& inputs) { return replay->run(inputs); };
-    }
-    if (cap::log_channels().fusion)
-      cap::log_write(title + ": mode='reduce-overhead' runs it without a CUDA graph: " + why + "\n");
-  }
-  return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
-}
-
-cap::GraphRunner compile_inductor(const mini::graph::Graph& g, const std::string& title, const std::string& debug_dir,
-                                  const std::string& mode = "default") {
-  if (g.device.is_cuda()) return compile_inductor_cuda(g, title, debug_dir, mode);
-  for (const auto& n : g.nodes)
-    if (n.meta.dtype == mini::DType::BFloat16) {  // eager kernels: math in float, rounding on store
-      if (cap::log_channels().fusion)
-        cap::log_write(title + " runs with eager kernels: bfloat16 code generation for the CPU is not implemented\n");
-      return interpret(std::make_shared<mini::graph::Graph>(g));
-    }
-  auto cg = mini::runtime::compile_graph(g, cap::compile_config().cache_dir);
-  if (!cg->schedule.groups.empty())
-    count_stages(cg->schedule_seconds, cg->codegen_seconds, cg->cxx_seconds, cg->from_disk_cache);
-  warn(*cg);
-  report(title, debug_dir, cg->schedule, cg->source, "cpp",
-         cg->library_path + (cg->from_disk_cache ? ", from the disk cache" : ""));
-  return [cg](const std::vector<mini::Tensor>& inputs) { return cg->run(inputs); };
-}
-
-cap::GraphRunner compile_inductor_graph(const mini::graph::Graph& g, const std::string& title, const std::string& mode) {
-  return compile_inductor(g, title, title, mode);
-}
-
-cap::GraphRunner interpret(std::shared_ptr<mini::graph::Graph> g) {
-  return [g](const std::vector<mini::Tensor>& inputs) { return mini::graph::run_graph(*g, inputs); };
-}
-
-// "aot_eager" and "inductor" on a graph whose inputs require grad: the joint graph,
-// partitioned (save-all for aot_eager, recompute for inductor, as torch's defaults), each half
-// interpreted or compiled.
-cap::GraphRunner compile_training(const mini::graph::Graph& g, const std::string& title, bool inductor) {
-  namespace ag = mini::autograd;
-  std::shared_ptr<ag::TrainingGraphs> tg;
-  cap::StageTimer joint_time(cap::Stage::JointGraph);
-  try {
-    ag::Partitioner p = !inductor ? ag::Partitioner::SaveAll
-                        : cap::compile_config().partitioner == "min-cut" ? ag::Partitioner::MinCut
-                                                                         : ag::Partitioner::Recompute;
-    tg = std::make_shared<ag::TrainingGraphs>(ag::make_training_graphs(g, p));
-  } catch (const mini::Error& e) {
-    if (cap::log_channels().aot_graphs || cap::log_channels().fusion)
-      cap::log_write("aot: " + title + " runs with eager kernels (which record autograd): " + e.what());
-    return {};
-  }
-  joint_time.stop();
-  for (const std::string& w : tg->warnings) {  // the min-cut still a stub: the greedy rule stood in
-    if (cap::log_channels().aot_graphs) cap::log_write("aot: " + title + ": " + w);
-    static std::set<std::string> told;  // once per process
-    if (told.insert(w).second && PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) throw py::error_already_set();
-  }
-  std::string n = title.substr(title.rfind('_') + 1);  // "__compiled_fn_3" -> "3"
-  if (cap::log_channels().aot_graphs || cap::compile_debug()) {
-    std::string forward = tg->forward->print("Forward graph " + n), backward = tg->backward->print("Backward graph " + n);
-    const char* name = tg->partitioner == ag::Partitioner::SaveAll ? "save-all"
-                       : tg->partitioner == ag::Partitioner::MinCut  ? "min-cut"
-                                                                     : "recompute";
-    std::string saved = std::string("partitioner: ") + name + ", " +
-                        std::to_string(tg->forward->outputs.size() - tg->num_user_outputs) + " values saved for backward (" +
-                        std::to_string(tg->saved_bytes) + " bytes of intermediates, the rest are inputs)\n";
-    if (cap::log_channels().aot_graphs) cap::log_write("TRACED GRAPH\n" + forward + "TRACED GRAPH\n" + backward + saved);
-    if (cap::compile_debug()) {
-      cap::debug_write(title, "aot_joint_graph.txt", tg->joint->print("Joint graph " + n));
-      cap::debug_write(title, "aot_forward_graph.txt", forward);
-      cap::debug_write(title, "aot_backward_graph.txt", backward + saved);
-    }
-  }
-  cap::GraphRunner fwd = inductor ? compile_inductor(*tg->forward, title + "_forward", title) : interpret(tg->forward);
-  cap::GraphRunner bwd = inductor ? compile_inductor(*tg->backward, title + "_backward", title) : interpret(tg->backward);
-  // the backward's first call is mini.compiler.stats()' "first run" too (it runs inside
-  // backward(), after the unit's forward was counted); under the GIL, as backward() is
-  auto first = std::make_shared<bool>(true);
-  cap::GraphRunner counted_bwd = [bwd, first](const std::vector<mini::Tensor>& inputs) {
-    if (!*first) return bwd(inputs);
-    *first = false;
-    cap::StageTimer timer(cap::Stage::FirstRun);
-    return bwd(inputs);
-  };
-  // a call whose loss did not read every output (the logits beside it): the backward without
-  // the missing tangents, compiled at its first such call (ag::backward_for_given)
-  ag::BackwardCompiler compile_variant = [inductor, title, n](std::shared_ptr<mini::graph::Graph> g,
-                                                              const std::string& which) -> cap::GraphRunner {
-    if (cap::log_channels().aot_graphs)
-      cap::log_write("TRACED GRAPH\n" + g->print("Backward graph " + n + " (" + which + ")"));
-    std::string name = which;
-    std::replace(name.begin(), name.end(), ' ', '_');
-    return inductor ? compile_inductor(*g, title + "_backward_" + name, title) : interpret(g);
-  };
-  return ag::make_training_runner(tg, fwd, counted_bwd, compile_variant);
-}
-
 }  // namespace
 
 void bind_inductor(py::module_& m) {
@@ -216,12 +56,11 @@ void bind_inductor(py::module_& m) {
   // the compile stops its compilers. Handlers run on the main thread with the GIL held, which
   // a CPU compile holds; elsewhere nothing is asked.
   mini::runtime::set_interrupt_check([] { return PyGILState_Check() && PyErr_CheckSignals() != 0; });
-  cap::g_inductor = &compile_inductor_graph;
-  cap::g_training = &compile_training;
+  mini::inductor::register_backends();  // "aot_eager" and "inductor", beside "eager"
   // Compile a GraphModule's graph directly (tests, labs and benchmarks look inside).
   m.def("_inductor_compile", [](py::object gm) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
-    auto cg = mini::runtime::compile_graph(*g, cap::compile_config().cache_dir);
+    auto cg = mini::inductor::compile_cpp_graph(*g, cap::compile_config().cache_dir);
     warn(*cg);
     py::dict info;
     info["source"] = cg->source;
@@ -258,7 +97,7 @@ void bind_inductor(py::module_& m) {
     {
       py::gil_scoped_release release;
       const auto every = layout ? mini::codegen::cuda_layout(layout) : mini::codegen::CudaLayout{};
-      cg = mini::runtime::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir, layout ? &every : nullptr,
+      cg = mini::inductor::compile_cuda_graph(*g, arch, cap::compile_config().cache_dir, layout ? &every : nullptr,
                                              layouts.empty() ? nullptr : &layouts);
     }
     py::dict info;
@@ -290,7 +129,7 @@ void bind_inductor(py::module_& m) {
   m.def("_inductor_render_cuda", [](py::object gm, std::vector<int> layouts, int layout) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
     const auto every = layout ? mini::codegen::cuda_layout(layout) : mini::codegen::CudaLayout{};
-    auto cg = mini::runtime::compile_cuda_graph(*g, "", cap::compile_config().cache_dir, layout ? &every : nullptr,
+    auto cg = mini::inductor::compile_cuda_graph(*g, "", cap::compile_config().cache_dir, layout ? &every : nullptr,
                                                 layouts.empty() ? nullptr : &layouts, /*nvrtc=*/false);
     py::dict info;
     info["source"] = cg->source;
@@ -314,7 +153,7 @@ void bind_inductor(py::module_& m) {
     info["decisions"] = [&] { py::list l; for (auto& d : cg->schedule.decisions) l.append(d.text); return l; }();
     return info;
   }, py::arg("gm"), py::arg("layouts") = std::vector<int>{}, py::arg("layout") = 0);
-  // A10's decisions one at a time (mini/codegen/cuda_kernel.h), for tests and the lab
+  // A10's decisions one at a time (mini/codegen/cuda_launch.h), for tests and the lab
   m.def("_cuda_reduction_threads", [](int64_t rnumel, int layout) {
     return mini::codegen::cuda_reduction_threads(rnumel, mini::codegen::cuda_layout(layout));
   });
@@ -350,7 +189,7 @@ void bind_inductor(py::module_& m) {
   // say what it chose and why (the times are empty when the choice came from the cache).
   m.def("_inductor_autotune_cuda", [](py::object gm) {
     auto g = gm.attr("_graph_ptr")().cast<std::shared_ptr<mini::graph::Graph>>();
-    auto tuner = std::make_shared<mini::runtime::CudaAutotune>(*g, "", cap::compile_config().cache_dir);
+    auto tuner = std::make_shared<mini::inductor::CudaAutotune>(*g, "", cap::compile_config().cache_dir);
     py::dict info;
     info["run"] = tensor_function(g, [tuner](const std::vector<mini::Tensor>& in) { return tuner->run(in); });
     info["layouts"] = py::cpp_function([tuner] { return tuner->layouts(); });
@@ -373,8 +212,8 @@ void bind_inductor(py::module_& m) {
     std::shared_ptr<mini::runtime::CompiledCudaGraph> fwd, bwd;
     {
       py::gil_scoped_release release;
-      fwd = mini::runtime::compile_cuda_graph(*tg->forward, arch, cap::compile_config().cache_dir);
-      bwd = mini::runtime::compile_cuda_graph(*tg->backward, arch, cap::compile_config().cache_dir);
+      fwd = mini::inductor::compile_cuda_graph(*tg->forward, arch, cap::compile_config().cache_dir);
+      bwd = mini::inductor::compile_cuda_graph(*tg->backward, arch, cap::compile_config().cache_dir);
     }
     auto kernels = [](const mini::runtime::CompiledCudaGraph& cg) {
       py::list l;
@@ -397,7 +236,7 @@ void bind_inductor(py::module_& m) {
         tg, [fwd](const std::vector<mini::Tensor>& in) { return fwd->run(in); },
         [bwd](const std::vector<mini::Tensor>& in) { return bwd->run(in); },
         [arch](std::shared_ptr<mini::graph::Graph> variant, const std::string&) -> ag::Runner {
-          auto cg = mini::runtime::compile_cuda_graph(*variant, arch, cap::compile_config().cache_dir);
+          auto cg = mini::inductor::compile_cuda_graph(*variant, arch, cap::compile_config().cache_dir);
           return [cg](const std::vector<mini::Tensor>& in) { return cg->run(in); };
         });
     info["run"] = tensor_function(g, runner);

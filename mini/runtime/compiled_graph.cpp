@@ -28,8 +28,8 @@
 
 #include "codegen/c_style.h"
 #include "codegen/cpp_kernel.h"
-#include "runtime/cache_entry.h"
-#include "runtime/cuda_graph.h"
+#include "runtime/code_cache.h"
+#include "runtime/compiled_cuda_graph.h"
 #include "tensor/metrics.h"
 
 namespace mini::runtime {
@@ -302,23 +302,12 @@ static const std::string& cpu_features() {
 
 void set_interrupt_check(InterruptCheck check) { g_interrupted = check; }
 
-std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir) {
+void build_library(CompiledGraph* cg, const std::string& cache_dir) {
   auto start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  require_known_sizes(g);
-  auto cg = std::make_shared<CompiledGraph>();
-  cg->schedule = fusion::schedule(g);
-  codegen::name_kernels(cg->schedule, codegen::kCppTarget);
-  cg->schedule_seconds = since(start);
-  cg->source = codegen::render_cpp(cg->schedule, &cg->functions);
-  cg->codegen_seconds = since(start) - cg->schedule_seconds;
   if (!cg->schedule.groups.empty() && g_inject_codegen_error.exchange(false)) {  // a test's code generation bug
     size_t body = cg->source.find('{', cg->source.find(" " + cg->schedule.groups[0].name + "("));
     cg->source.insert(body + 1, "\n  mini_injected_error;");
   }
-  metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
   if (!cg->schedule.groups.empty()) {
     std::vector<std::string> words = compiler_words();
     std::string key = hex_hash(cg->source + "||" + compiler_command() + "||" + cpu_features());
@@ -353,9 +342,7 @@ std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::s
     }
   }
   cg->frees = plan_frees(cg->schedule);  // what to release after each step, decided once here
-  cg->compile_seconds = since(start);
-  cg->cxx_seconds = cg->compile_seconds - cg->schedule_seconds - cg->codegen_seconds;
-  return cg;
+  cg->cxx_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void inject_codegen_error() { g_inject_codegen_error = true; }

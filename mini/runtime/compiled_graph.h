@@ -1,7 +1,7 @@
-// compiled_graph.h — running generated code: compile the C++ source with the system
-// compiler into a shared object, cache it on disk, dlopen it, and execute a Schedule.
+// compiled_graph.h — running generated C++: compile the source with the system compiler into a
+// shared object, cache it on disk, dlopen it, and execute a Schedule.
 //
-// In:  a captured graph.
+// In:  a Schedule and its rendered source, as the inductor made them (mini/inductor/compile_fx.h).
 // Out: a CompiledGraph whose run() takes the graph's inputs and returns its outputs.
 // Guarantees:
 //  * the .so is cached under `cache_dir`, keyed by a hash of the source and the compiler
@@ -54,8 +54,11 @@ struct CompiledGraph {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 };
 
-// Lowers, fuses, generates, compiles (or loads from the disk cache) and links `g`.
-std::shared_ptr<CompiledGraph> compile_graph(const graph::Graph& g, const std::string& cache_dir);
+// Compiles cg's source with the system compiler into one shared object (unless the code cache
+// under `cache_dir` holds it), loads it and finds each kernel (cg->schedule.groups' names):
+// fills library_path, from_disk_cache, rejected, warnings, compile_units, kernels, frees and
+// cxx_seconds. The inductor (mini/inductor/compile_fx.h) made the schedule and the source.
+void build_library(CompiledGraph* cg, const std::string& cache_dir);
 
 // The step profiler (mini.profiler): while on, every CPU compiled graph's run times each of its
 // steps, a generated kernel by its name, an extern op (a matmul) by its op and operand shapes,

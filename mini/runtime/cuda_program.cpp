@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "codegen/c_style.h"
-#include "runtime/cache_entry.h"
+#include "runtime/code_cache.h"
 #include "runtime/nvrtc.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/tensor.h"

@@ -8,7 +8,7 @@
 //  * a CUBIN of SASS for the one architecture, never PTX (the driver's JIT costs ~190 ms a load);
 //  * the cache key is a hash of the source, NVRTC's options, the architecture and NVRTC's
 //    version; the entry (<key>.cubin under the cache folder) is checked before use and written
-//    by rename (cache_entry.h): a truncated or foreign file is compiled again, never loaded;
+//    by rename (code_cache.h): a truncated or foreign file is compiled again, never loaded;
 //  * a graph's kernels compile one program per distinct body (compile_cuda_kernels): keyed by
 //    codegen::kernel_body, not by name or position, in memory (one CudaProgram per key in the
 //    process, shared by every graph and layer) and on disk, NVRTC running in parallel threads;

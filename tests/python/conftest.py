@@ -314,7 +314,7 @@ ASSIGNMENTS = {
     "a7": "A7 automatic dynamic shapes (mini/capture/automatic_dynamic.cpp)",
     "a8": "A8 the min-cut partitioner (mini/autograd/training.cpp)",
     "a9": "A9 resume units (mini/capture/resume.cpp, mini/capture/tracer.cpp)",
-    "a10": "A10 a CUDA reduction's layout (mini/codegen/cuda_kernel.cpp)",
+    "a10": "A10 a CUDA reduction's layout (mini/codegen/cuda_launch.cpp)",
 }
 
 

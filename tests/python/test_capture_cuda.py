@@ -207,7 +207,7 @@ def test_cpu_graphs_still_say_cpu_and_to_cpu_is_free():
     assert all("]cpu" in line and "device=" not in line for line in nodes), nodes
 
 
-# ---- mode="reduce-overhead": CUDA graphs (runtime/cuda_graph.h, CudaGraphReplay) -----------------
+# ---- mode="reduce-overhead": CUDA graphs (runtime/cuda_graph_replay.h, CudaGraphReplay) -----------------
 
 def toy_model():
     mini.manual_seed(0)

@@ -202,7 +202,7 @@ def test_fuzzer_graphs_run_on_the_gpu_as_eager(index):
         assert_same(g, w, f"output {i} of\n{prog.source()}")
 
 
-# ---- the numbered kernel layouts (MINI_CODEGEN_LAYOUT, codegen/cuda_kernel.h) ----------------
+# ---- the numbered kernel layouts (MINI_CODEGEN_LAYOUT, codegen/cuda_launch.h) ----------------
 
 LAYOUTS = range(1, inductor.cuda_layouts() + 1)
 # short rows, rows that do not divide into vectors, a row longer than a persistent block keeps,

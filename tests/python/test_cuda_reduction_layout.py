@@ -1,4 +1,4 @@
-"""A CUDA reduction kernel's layout (assignment A10, mini/codegen/cuda_kernel.cpp): how many
+"""A CUDA reduction kernel's layout (assignment A10, mini/codegen/cuda_launch.cpp): how many
 threads reduce a row, whether the row is held in registers or looped over, how many blocks
 share an SM, and when one long row is split over many blocks.
 

@@ -72,7 +72,7 @@ def expected_compiled_calls(sizes, mode):
 
 
 def expected_cuda_kinds(sizes, mode):
-    """What each reduce-overhead call is on a GPU (runtime/cuda_graph.h, CudaGraphReplay): per
+    """What each reduce-overhead call is on a GPU (runtime/cuda_graph_replay.h, CudaGraphReplay): per
     compiled graph, a layout's first call warms up (default mode), its second records the CUDA
     graph (and replays it), later ones replay. Under automatic dynamic shapes the calls before
     the first size change run the static graph; from the change on, every call hits the

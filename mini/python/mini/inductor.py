@@ -112,7 +112,7 @@ def cuda_reduction_threads(rnumel, layout=None):
     """The threads that reduce one row of `rnumel` elements (-1: a symbolic length) under kernel
     layout `layout` (default_cuda_layout() if None): a power of two up to 1024, from 1 where
     rows share a block (from 32 in layout 1). Assignment A10's first decision
-    (mini/codegen/cuda_kernel.cpp)."""
+    (mini/codegen/cuda_launch.cpp)."""
     return _C._cuda_reduction_threads(int(rnumel), int(layout or _C._cuda_default_layout()))
 
 
@@ -131,7 +131,7 @@ def cuda_min_blocks_per_sm(threads, layout=None):
 
 def cuda_layout(number=None):
     """Kernel layout `number`'s settings (default_cuda_layout()'s if None), as
-    mini/codegen/cuda_kernel.h's CudaLayout names them, and block_threads: a pointwise
+    mini/codegen/cuda_launch.h's CudaLayout names them, and block_threads: a pointwise
     kernel's block, and a looped row's of symbolic length."""
     return _C._cuda_layout(int(number or _C._cuda_default_layout()))
 
@@ -155,7 +155,7 @@ def autotune_graph_cuda(gm):
 
 def cuda_layouts():
     """How many numbered CUDA kernel layouts there are (MINI_CODEGEN_LAYOUT=1..N;
-    mini/codegen/cuda_kernel.h describes each)."""
+    mini/codegen/cuda_launch.h describes each)."""
     return _C._cuda_layouts()
 
 

@@ -92,7 +92,7 @@ uintptr_t cubin_kernel(uintptr_t library, const char* name);
 void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3],
                    void** args, size_t shared_bytes, const char* op);
 
-// ---- CUDA graphs (mode="reduce-overhead", runtime/cuda_graph.h) ----------------------------
+// ---- CUDA graphs (mode="reduce-overhead", runtime/cuda_graph_replay.h) ----------------------------
 // Runs `work` with every launch, cuBLAS call and device copy recorded into a CUDA graph (on
 // mini's capture stream, in relaxed mode) instead of run, and returns the graph instantiated:
 // an opaque handle for replay_graph (one launch on the default stream replays all of it) and

@@ -1,5 +1,5 @@
-// cache_entry.cpp — see cache_entry.h.
-#include "runtime/cache_entry.h"
+// code_cache.cpp — see code_cache.h.
+#include "runtime/code_cache.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,10 +1,10 @@
-// cuda_graph.h — a captured graph compiled for CUDA: fused, rendered by the CUDA renderer,
-// compiled by NVRTC (cuda_program.h) and run on CUDA tensors.
+// compiled_cuda_graph.h — running a graph compiled for CUDA: its kernels loaded from their
+// CUBINs (cuda_program.h) and launched, step by step, on CUDA tensors.
 //
-// In:  a captured graph (mini/graph).
-// Out: a CompiledCudaGraph whose run() takes the graph's inputs on the GPU and returns its
-//      outputs there: one launch per fused kernel, extern calls (matmul: cuBLAS) and views
-//      through the eager CUDA ops.
+// In:  a CompiledCudaGraph as the inductor made it (mini/inductor/compile_fx.h: fused, rendered
+//      by the CUDA renderer, compiled by NVRTC).
+// Out: run() takes the graph's inputs on the GPU and returns its outputs there: one launch per
+//      fused kernel, extern calls (matmul: cuBLAS) and views through the eager CUDA ops.
 // Guarantees:
 //  * compiling needs no GPU (the null device: CI renders and compiles every graph it tests);
 //  * run() raises where there is no GPU, and for inputs that are not CUDA tensors, naming both;
@@ -68,75 +68,9 @@ struct CompiledCudaGraph {
   mutable std::vector<int64_t> partials_at_, arrived_at_;  // per kernel: its first slot and counter
 };
 
-// mode="reduce-overhead": a compiled graph's launches recorded into a CUDA graph, one per
-// input layout, and replayed: one launch a call instead of one per kernel (torch's
-// cudagraphs). The first call of a layout runs as usual (a warm-up: kernels load, cuBLAS
-// makes its workspace); the second records. Inputs that require grad (parameters) are read
-// where they are, and a new address records again; the others are copied into the recording's
-// own buffers before each replay. Outputs are copies (a replay overwrites the recording's own):
-// a later call never changes a tensor an earlier one returned. Graphs with random ops (a
-// replay would repeat their numbers) are refused by why_not; a recording that meets work a
-// graph cannot replay (a copy from the host) is dropped, and those inputs run in default mode.
-class CudaGraphReplay {
- public:
-  explicit CudaGraphReplay(std::shared_ptr<CompiledCudaGraph> cg) : cg_(std::move(cg)) {}
-  ~CudaGraphReplay();
-  CudaGraphReplay(const CudaGraphReplay&) = delete;
-  CudaGraphReplay& operator=(const CudaGraphReplay&) = delete;
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
-  int recordings() const;  // CUDA graphs recorded so far
-  // "" if `cg` can be replayed, else why not (a random op, a copy to the host).
-  static std::string why_not(const CompiledCudaGraph& cg);
-
- private:
-  struct Recording {
-    std::vector<Tensor> inputs, outputs, values;  // the graph's own buffers, kept while it lives
-    std::vector<void*> freed;                     // blocks freed while recording (capture_graph)
-    uintptr_t exec = 0;
-    bool warmed = false;
-    std::string why_not;  // why these inputs cannot be recorded (they run in default mode)
-  };
-  std::shared_ptr<CompiledCudaGraph> cg_;
-  std::map<std::string, Recording> recordings_;  // by the inputs' layouts and static addresses
-  mutable std::mutex mutex_;
-};
-
-// Lowers, fuses, renders for CUDA and compiles `g` for `arch` ("": the GPU's, else sm_90).
-// `layout`: the kernel layout (null: MINI_CODEGEN_LAYOUT's, else the default); `per_kernel`,
-// where given, one layout number per kernel instead (fusion's kernels do not depend on it).
-// `nvrtc` false: rendered only (no program: run() cannot), where no CUDA toolkit is needed.
-std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
-                                                      const std::string& cache_dir,
-                                                      const codegen::CudaLayout* layout = nullptr,
-                                                      const std::vector<int>* per_kernel = nullptr,
-                                                      bool nvrtc = true);
-
-// mode="max-autotune": the graph compiled in every kernel layout (codegen/cuda_kernel.h), and
-// each kernel timed in each on the first call's inputs (the median of 5 runs, CUDA events
-// around its launch); every kernel keeps its fastest layout, and a graph whose kernels chose
-// differently is compiled once more with each kernel in its own. The choice is written beside
-// the CUBINs (<cache>/<key of the default layout's source>.autotune: "layouts 9 7 ...", a
-// kernel's number each), so that a later process compiles only it. Graphs are functional (a
-// run writes only new tensors), so timing runs change nothing the caller sees.
-class CudaAutotune {
- public:
-  CudaAutotune(const graph::Graph& g, const std::string& arch, const std::string& cache_dir);
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
-  std::vector<int> layouts() const;   // per kernel, the layout chosen (the default until the first run tunes)
-  std::vector<double> times_ms() const;  // per layout 1..: its kernels' times added; empty if read from the cache
-  std::vector<std::vector<double>> kernel_times_ms() const;  // per layout 1.., per kernel
-  std::string path() const { return path_; }
-
- private:
-  void tune(const std::vector<Tensor>& inputs);
-  graph::Graph graph_;
-  std::string arch_, cache_dir_, path_;
-  std::shared_ptr<CompiledCudaGraph> best_;
-  std::vector<double> times_;
-  std::vector<std::vector<double>> kernel_times_;
-  bool tuned_ = false;
-  mutable std::mutex mutex_;
-};
+// A fresh CUDA tensor of t's sizes and strides from offset 0 of its own allocation (which
+// mini's allocator aligns), holding what t holds where `copy` is set.
+Tensor same_layout(const Tensor& t, bool copy);
 
 // What to release after each step of `s`: the values no later step reads (not outputs, not
 // inputs). Shared by the C++ and CUDA compiled graphs.

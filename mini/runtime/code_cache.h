@@ -1,5 +1,6 @@
-// cache_entry.h — the on-disk cache of compiled kernels, shared by the C++ (a shared object)
-// and CUDA (a CUBIN) programs: keys, entries that are checked before use, and the folder.
+// code_cache.h — the kernel code cache (Inductor's codecache): compiled kernels on disk, shared
+// by the C++ (a shared object) and CUDA (a CUBIN) programs: keys, entries that are checked
+// before use, and the folder.
 //
 // An entry is one file, <key>.<ext>: the compiled bytes, then a trailer holding the key, their
 // size and a checksum. Guarantees:

@@ -1,5 +1,5 @@
-// cuda_graph.cpp — see cuda_graph.h.
-#include "runtime/cuda_graph.h"
+// compiled_cuda_graph.cpp — see compiled_cuda_graph.h.
+#include "runtime/compiled_cuda_graph.h"
 
 #include <unistd.h>
 
@@ -15,7 +15,7 @@
 
 #include "codegen/c_style.h"
 #include "codegen/cuda_kernel.h"
-#include "runtime/cache_entry.h"
+#include "runtime/code_cache.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/metrics.h"
 #include "tensor/ops.h"
@@ -31,8 +31,8 @@ struct Sizes {
 };
 static_assert(sizeof(Sizes) == 8 * (64 + 16 * 8), "mini::Sizes of the CUDA prelude");
 
-// A fresh CUDA tensor of t's sizes and strides from offset 0 of its own allocation (which
-// mini's allocator aligns), holding what t holds where `copy` is set.
+}  // namespace
+
 Tensor same_layout(const Tensor& t, bool copy) {
   int64_t span = t->numel() == 0 ? 0 : 1;  // the elements t's layout reaches, from offset 0
   for (size_t d = 0; d < t->sizes.size(); d++)
@@ -42,8 +42,6 @@ Tensor same_layout(const Tensor& t, bool copy) {
   if (copy) copy_(own, t);
   return own;
 }
-
-}  // namespace
 
 std::vector<std::vector<int>> plan_frees(const fusion::Schedule& s) {
   const graph::Graph& planned = s.graph;
@@ -120,57 +118,6 @@ void require_known_sizes(const graph::Graph& g) {
              "kernels need every size as a number or a size symbol. Run it with eager kernels (mini.compile does), "
              "or capture it with static sizes");
       }
-}
-
-std::shared_ptr<CompiledCudaGraph> compile_cuda_graph(const graph::Graph& g, const std::string& arch,
-                                                      const std::string& cache_dir, const codegen::CudaLayout* layout,
-                                                      const std::vector<int>* per_kernel, bool nvrtc) {
-  require_known_sizes(g);
-  auto start = std::chrono::steady_clock::now();
-  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  auto cg = std::make_shared<CompiledCudaGraph>();
-  cg->schedule = fusion::schedule(g, codegen::kCudaMaxLoads, /*one_batch_stride=*/true);
-  // a graph compiled for CUDA makes its tensors there: a factory of a graph traced on the CPU
-  // (compiled for the GPU, as the tests do) creates on the GPU too, as its kernels' buffers do
-  for (auto& n : cg->schedule.graph.nodes)
-    if (op_class(n.op) == OpClass::Factory) n.attrs.device = Device::cuda(0);
-  cg->layout = layout ? *layout : codegen::cuda_layout_from_env();
-  cg->layouts.assign(cg->schedule.groups.size(), cg->layout);
-  if (per_kernel) {
-    if (per_kernel->size() != cg->layouts.size())
-      fail("compile_cuda_graph: ", per_kernel->size(), " layouts for ", cg->layouts.size(), " kernels");
-    for (size_t i = 0; i < cg->layouts.size(); i++) cg->layouts[i] = codegen::cuda_layout((*per_kernel)[i]);
-    if (!cg->layouts.empty()) cg->layout = cg->layouts[0];
-  }
-  const fusion::FusionGroup* first = cg->schedule.groups.data();
-  codegen::name_kernels(cg->schedule, codegen::kCudaTarget, [&](const fusion::FusionGroup& k) {
-    return codegen::cuda_kernel_shape(k, cg->layouts[&k - first]);
-  });
-  if ((int)g.symbols.size() > codegen::kCudaMaxSymbols)
-    fail("this graph has ", g.symbols.size(), " size symbols; CUDA code generation passes at most ",
-         codegen::kCudaMaxSymbols, " (mark fewer dims dynamic)");
-  for (const auto& k : cg->schedule.groups)
-    if ((int)k.loads.size() > codegen::kCudaMaxLoads || (int)k.space.size() > codegen::kCudaMaxRank)
-      fail("kernel ", k.name, " reads ", k.loads.size(), " tensors over ", k.space.size(),
-           " dims; CUDA code generation handles at most ", codegen::kCudaMaxLoads, " and ", codegen::kCudaMaxRank);
-  cg->schedule_seconds = since();
-  std::vector<std::string> kernels = codegen::render_cuda_kernels(cg->schedule, cg->layouts);
-  cg->source = codegen::join_cuda(kernels, cg->layouts);
-  cg->codegen_seconds = since() - cg->schedule_seconds;
-  metrics().generated_kernel_count += (int64_t)cg->schedule.groups.size();
-  if (nvrtc && !cg->schedule.groups.empty()) {
-    std::vector<std::string> names;
-    for (const auto& k : cg->schedule.groups) names.push_back(k.name);
-    cg->compiled = compile_cuda_kernels(codegen::cuda_prelude(), names, kernels, arch, cache_dir);
-  }
-  cg->frees = plan_frees(cg->schedule);
-  for (size_t i = 0; i < cg->schedule.groups.size(); i++) {
-    cg->split.push_back(codegen::cuda_split_reductions(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
-    cg->column_split.push_back(codegen::cuda_column_splits(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
-    cg->column_vector.push_back(codegen::cuda_column_vector(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
-    cg->aligned.push_back(codegen::cuda_assumes_aligned(cg->schedule, cg->schedule.groups[i], cg->layouts[i]));
-  }
-  return cg;
 }
 
 std::string CompiledCudaGraph::functions() const {
@@ -359,178 +306,6 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
   std::vector<Tensor> out;
   for (int o : g.outputs) out.push_back(value(o));
   return out;
-}
-
-// ---- mode="reduce-overhead" -------------------------------------------------------------------
-
-std::string CudaGraphReplay::why_not(const CompiledCudaGraph& cg) {
-  for (const auto& n : cg.schedule.graph.nodes)
-    if (n.kind == graph::NodeKind::Op && (n.op == OpKind::Rand || n.op == OpKind::Randn))
-      return n.name + " draws random numbers, and a CUDA graph's replay would draw the same ones";
-  return "";
-}
-
-CudaGraphReplay::~CudaGraphReplay() {
-  for (auto& [key, r] : recordings_) {
-    cuda::destroy_graph(r.exec);
-    for (void* p : r.freed) cuda::release(p);
-  }
-}
-
-int CudaGraphReplay::recordings() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int n = 0;
-  for (auto& [key, r] : recordings_) n += r.exec != 0;
-  return n;
-}
-
-std::vector<Tensor> CudaGraphReplay::run(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != cg_->schedule.graph.inputs.size())
-    fail("compiled graph expects ", cg_->schedule.graph.inputs.size(), " inputs, got ", inputs.size());
-  // the key: each input's dtype, sizes and strides; and where a parameter lives
-  std::string key;
-  for (const Tensor& t : inputs) {
-    key += std::to_string((int)t->dtype) + (t->is_cuda() ? "c" : "h") + "[";
-    for (int64_t s : t->sizes) key += std::to_string(s) + ",";
-    key += "][";
-    for (int64_t s : t->strides) key += std::to_string(s) + ",";
-    key += "]";
-    if (t->requires_grad) key += "@" + std::to_string(reinterpret_cast<uintptr_t>(t->device_raw()));
-    key += ";";
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  Recording& r = recordings_[key];
-  if (!r.warmed || !r.why_not.empty()) {  // the warm-up call, or a graph that cannot be recorded
-    r.warmed = true;
-    return cg_->run(inputs);
-  }
-  if (!r.exec) {
-    for (const Tensor& t : inputs) {
-      if (t->requires_grad && t->is_cuda()) {
-        r.inputs.push_back(t);  // read where it is
-        continue;
-      }
-      r.inputs.push_back(same_layout(t, false));
-    }
-    for (size_t i = 0; i < inputs.size(); i++)
-      if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);
-    try {
-      r.exec = cuda::capture_graph([&] { r.outputs = cg_->run_keeping(r.inputs, &r.values); }, &r.freed);
-    } catch (const Error& e) {
-      // work a graph cannot replay (a copy from the host): these inputs run in default mode from
-      // now on, as the error says; the recording's buffers go back
-      for (void* p : r.freed) cuda::release(p);
-      r.freed.clear();
-      r.inputs.clear();
-      r.outputs.clear();
-      r.values.clear();
-      r.why_not = e.what();
-      return cg_->run(inputs);
-    } catch (...) {
-      for (void* p : r.freed) cuda::release(p);
-      recordings_.erase(key);
-      throw;
-    }
-  } else {
-    for (size_t i = 0; i < inputs.size(); i++)
-      if (r.inputs[i] != inputs[i]) copy_(r.inputs[i], inputs[i]);
-  }
-  cuda::replay_graph(r.exec);
-  count_kernel(0);
-  std::vector<Tensor> out;
-  for (const Tensor& o : r.outputs) out.push_back(clone(o));
-  return out;
-}
-
-// ---- mode="max-autotune" ------------------------------------------------------------------------
-
-CudaAutotune::CudaAutotune(const graph::Graph& g, const std::string& arch, const std::string& cache_dir)
-    : graph_(g), arch_(arch), cache_dir_(cache_dir) {
-  codegen::CudaLayout dflt = codegen::cuda_layout(codegen::kCudaDefaultLayout);
-  best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt);
-  std::vector<std::string> ignored;
-  path_ = usable_cache_dir(cache_dir_, &ignored) + "/" + hex_hash(best_->source + "|" + arch_) + ".autotune";
-  // "layouts N N ...\n", a number per kernel, written by an earlier tuning
-  std::istringstream saved(read_file(path_));
-  std::string word;
-  std::vector<int> chosen;
-  if (saved >> word && word == "layouts")
-    for (int n; saved >> n;) chosen.push_back(n);
-  bool valid = chosen.size() == best_->schedule.groups.size();
-  for (int n : chosen) valid = valid && n >= 1 && n <= codegen::kCudaLayouts;
-  if (valid) {
-    tuned_ = true;
-    if (chosen != best_->layout_numbers()) best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt, &chosen);
-  }
-}
-
-std::vector<int> CudaAutotune::layouts() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return best_->layout_numbers();
-}
-
-std::vector<double> CudaAutotune::times_ms() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return times_;
-}
-
-std::vector<std::vector<double>> CudaAutotune::kernel_times_ms() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return kernel_times_;
-}
-
-std::vector<Tensor> CudaAutotune::run(const std::vector<Tensor>& inputs) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!tuned_) tune(inputs);
-  return best_->run(inputs);
-}
-
-void CudaAutotune::tune(const std::vector<Tensor>& inputs) {
-  tuned_ = true;  // once, even if timing fails below: the default layout then stays
-  const size_t kernels = best_->schedule.groups.size();
-  std::vector<std::shared_ptr<CompiledCudaGraph>> compiled;
-  for (int n = 1; n <= codegen::kCudaLayouts; n++) {
-    codegen::CudaLayout l = codegen::cuda_layout(n);
-    auto cg = n == best_->layout.number ? best_ : compile_cuda_graph(graph_, arch_, cache_dir_, &l);
-    if (cg->schedule.groups.size() != kernels) fail("max-autotune: layout ", n, " fused the graph differently");
-    cg->run(inputs);  // loads it, warms the caches
-    std::vector<std::vector<double>> reps;
-    for (int rep = 0; rep < 5; rep++) reps.push_back(cg->kernel_ms(inputs));
-    std::vector<double> medians;
-    for (size_t k = 0; k < kernels; k++) {
-      std::vector<double> ms;
-      for (const auto& r : reps) ms.push_back(r[k]);
-      std::sort(ms.begin(), ms.end());
-      medians.push_back(ms[ms.size() / 2]);
-    }
-    kernel_times_.push_back(medians);
-    times_.push_back(std::accumulate(medians.begin(), medians.end(), 0.0));
-    compiled.push_back(cg);
-  }
-  std::vector<int> chosen;  // per kernel, its fastest layout (the lowest number on a tie)
-  for (size_t k = 0; k < kernels; k++) {
-    int best = 0;
-    for (int n = 1; n < codegen::kCudaLayouts; n++)
-      if (kernel_times_[n][k] < kernel_times_[best][k]) best = n;
-    chosen.push_back(best + 1);
-  }
-  bool uniform = std::all_of(chosen.begin(), chosen.end(), [&](int n) { return n == chosen.front(); });
-  if (kernels == 0) {
-    best_ = compiled[best_->layout.number - 1];
-  } else if (uniform) {
-    best_ = compiled[chosen.front() - 1];
-  } else {
-    codegen::CudaLayout dflt = codegen::cuda_layout(codegen::kCudaDefaultLayout);
-    best_ = compile_cuda_graph(graph_, arch_, cache_dir_, &dflt, &chosen);
-  }
-  std::string tmp = cat(path_, ".", getpid(), ".tmp");
-  {
-    std::ofstream out(tmp);
-    out << "layouts";
-    for (int n : best_->layout_numbers()) out << " " << n;
-    out << "\n";
-  }
-  std::rename(tmp.c_str(), path_.c_str());  // a reader sees the old file or the new one, whole
 }
 
 }  // namespace mini::runtime

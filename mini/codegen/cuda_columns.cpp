@@ -1,0 +1,393 @@
+// cuda_columns.cpp — the CUDA writer's column reductions (cuda_writer.h): a block per 32 kept
+// elements, 32 lanes each over the reduced ones, the reduced elements shared among blocks in y
+// where one pass suffices; and one long row split over many blocks (a full reduction), the
+// block that arrives last folding the partials.
+#include "codegen/cuda_writer.h"
+
+#include <algorithm>
+
+namespace mini::codegen {
+
+// Vector columns (layouts 2 and up, split columns only: one pass, no full value after the
+// sums): as write_column_reduction, but each thread takes CV consecutive kept elements, so
+// that a warp's load of a row is 32 x 16 bytes (bfloat16 columns read 64 bytes a warp
+// load one at a time: GPT-2's MLP bias gradient ran at 0.75 TB/s). A load running along the
+// innermost dim with stride 1 (and every other stride a multiple of CV) is one Vec a row;
+// any other load is read per element. Each of the CV columns keeps its own accumulators, and
+// a full value the kernel stores is stored as one Vec. CV: 16 bytes of the widest such load
+// or store, halved until the innermost dim divides by it and 32 threads have columns.
+int CudaKernelWriter::column_vector() {
+  if (column_vector_ >= 0) return column_vector_;
+  column_vector_ = 1;
+  if (!layout_.vector_pointwise || !cuda_column_reduction(k_, layout_) || cuda_column_splits(s_, k_, layout_) == 0)
+    return 1;
+  size_t widest = 0;
+  cs_.load_hook = [&](const Expr& e, const std::string&) {
+    if (runs_along_innermost(e, 1)) widest = std::max(widest, itemsize(e.dtype));
+    return std::string();
+  };
+  row_pass_source("");  // a dry run: which loads run along the columns
+  cs_.load_hook = nullptr;
+  for (int id : k_.stores)
+    if (L_.is_full(id)) widest = std::max(widest, itemsize(g_.nodes[id].meta.dtype));
+  if (widest == 0) return 1;
+  const int64_t last = k_.space.back();
+  int64_t cols = 1;
+  for (int64_t d : L_.kept_dims()) cols *= k_.space[d];
+  int cv = (int)(16 / widest);
+  while (cv > 1 && (last % cv || cols / cv < 32)) cv /= 2;
+  return column_vector_ = cv;
+}
+
+// The definitions and folds of one row of the (one) pass of vector columns, as
+// write_column_reduction writes them, each accumulator acc<id><index>.
+std::string CudaKernelWriter::row_pass_source(const std::string& index) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(0, &reds, &stores);
+  RowPlan plan = L_.plan_rows(0);
+  std::string o;
+  for (int id : k_.nodes)
+    if (plan.compute[0].count(id)) o += define("      ", 't', id, false);
+  for (int id : reds) {
+    const Node& n = g_.nodes[id];
+    std::string A = acc_type(n);
+    o += "      acc" + std::to_string(id) + index + " = " + combine(n) + "<" + A + ">(acc" + std::to_string(id) + index +
+         ", " + A + "(" + cs_.expr(L_.reduction_input(id)) + "));\n";
+  }
+  return o;
+}
+
+// Columns (cuda_column_reduction): a block of 32 kept elements, consecutive in the innermost dim,
+// by 32 lanes over the reduced elements. A warp's 32 threads are one kept element each, so
+// that each of its loads is one line of memory (a block per kept element, as rows have, reads a
+// bias gradient's column 32 times over); each lane folds every 32nd reduced element of its
+// column, and the block folds the 32 lanes through shared memory, whose result every lane then
+// reads (a later phase uses it). A kept element past the end computes the last one again and
+// stores nothing: every thread reaches every __syncthreads.
+//
+// Split columns (cuda_column_splits): a few kept elements have too few blocks to fill the GPU
+// (768 columns are 24 blocks), so the reduced elements are also shared among gridDim.y blocks,
+// each a contiguous chunk of them. Each block folds its chunk and writes one partial per column
+// and reduction (partials[(reduction * gridDim.y + blockIdx.y) * cols + col]); the block of
+// that column strip that arrives last (a counter per strip, as write_split_reduction's) folds
+// the gridDim.y partials in order (the same sum every run), then computes and stores the column
+// values. The full-size values each block stores are its chunk's.
+void CudaKernelWriter::write_column_reduction(std::ostringstream& o, bool split) {
+  o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)"
+    << (split ? ",\n  // the reduced ones shared in chunks among gridDim.y blocks" : "") << "\n";
+  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
+    << ";\n";
+  if (split) {
+    o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
+    o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
+    o << "  __shared__ bool last;\n";
+  }
+  o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
+  o << "  const bool live = col < cols;\n";
+  o << "  const int64_t r = live ? col : cols - 1;\n";
+  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
+  o << "  __shared__ double fold[32][33];  // a lane's partial per column (padded: no bank conflicts)\n";
+  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
+  RowPlan plan = L_.plan_rows(0);
+  std::set<int> done;
+  define_unreduced_row_values(o, "  ", &done);  // values of the column that need no reduction
+  for (int p = 0; p <= L_.phases(); p++) {
+    std::vector<int> reds, stores;
+    L_.phase_targets(p, &reds, &stores);
+    if (reds.empty() && stores.empty()) continue;
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = acc_type(n);
+      o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
+    }
+    o << "  #pragma unroll 4\n";
+    if (split) o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
+    else o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
+    o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+    for (int id : k_.nodes)
+      if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string A = acc_type(n);
+      o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+        << cs_.expr(L_.reduction_input(id)) << "));\n";
+    }
+    for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
+    o << "  }\n";
+    for (int id : reds) write_column_fold(o, id);
+    if (split && !reds.empty()) {
+      for (size_t ri = 0; ri < reds.size(); ri++) {  // this block's partials, then count it in
+        std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
+        o << "  if (live && lane == 0) reinterpret_cast<" << A << "*>(&partials[(" << ri
+          << " * gridDim.y + blockIdx.y) * cols + col])[0] = acc" << N << ";\n";
+      }
+      write_strip_arrival(o);
+      for (size_t ri = 0; ri < reds.size(); ri++) write_partials_fold(o, ri, reds[ri], "acc" + std::to_string(reds[ri]), "r");
+    }
+    for (int id : reds) {
+      const Node& n = g_.nodes[id];
+      std::string fin = "acc" + std::to_string(id);
+      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+      o << "  const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+      done.insert(id);
+    }
+    for (int id : k_.nodes) {  // column values whose reductions are all done
+      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+      bool ready = true;
+      for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
+      if (!ready) continue;
+      o << define("  ", 'r', id, false);
+      done.insert(id);
+    }
+  }
+  for (int id : k_.stores)
+    if (!L_.is_full(id))
+      o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+}
+
+void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
+  const std::string X = "x" + std::to_string(rank_ - 1);  // the innermost (kept) dim's index
+  std::vector<int> reds, stores;
+  L_.phase_targets(0, &reds, &stores);
+  o << "  // columns in vectors: " << CV << " consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),\n"
+    << "  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks\n";
+  o << "  constexpr int CV = " << CV << ";\n";
+  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
+    << ";\n";
+  o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
+  o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
+  o << "  __shared__ bool last;\n";
+  o << "  const int64_t col0 = (int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)) * CV;\n";
+  o << "  const bool live = col0 < cols;\n";
+  o << "  const int64_t r = live ? col0 : cols - CV;  // a thread past the end computes the last columns, stores nothing\n";
+  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
+  o << "  __shared__ double fold[32][33];  // a lane's partial per column, and each column's sum (padded)\n";
+  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
+  o << "  const int64_t " << X << "_0 = " << X << ";  // the thread's first column; column u is " << X << "_0 + u\n";
+  // values of the columns that need no reduction, one a column
+  std::vector<int> column_values;
+  for (int id : k_.nodes)
+    if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
+  for (int id : column_values) o << "  " << cuda_type(g_.nodes[id].meta.dtype) << " rv" << id << "[CV];\n";
+  for (int id : reds) {
+    std::string A = acc_type(g_.nodes[id]);
+    o << "  " << A << " acc" << id << "[CV];\n";
+  }
+  o << "  #pragma unroll\n";
+  o << "  for (int u = 0; u < CV; u++) {\n";
+  if (!column_values.empty()) o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+  for (int id : column_values) {
+    o << define("    ", 'r', id, false);
+    o << "    rv" << id << "[u] = r" << id << ";\n";
+  }
+  for (int id : reds) o << "    acc" << id << "[u] = " << identity(g_.nodes[id], acc_type(g_.nodes[id])) << ";\n";
+  o << "  }\n";
+
+  // the pass over this block's chunk of rows: vector loads at the first column, the CV
+  // columns unrolled
+  std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
+  std::map<std::string, Expr> vector_loads;    // ... and the load
+  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
+    if (runs_along_innermost(e, CV) && !vectors.count(spelled)) {
+      vectors[spelled] = "v" + std::to_string(vectors.size());
+      vector_loads.emplace(spelled, e);
+    }
+    return std::string();
+  };
+  row_pass_source("[u]");  // a dry run: the vector loads
+  o << "  #pragma unroll 2\n";
+  o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
+  o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+  for (auto& [spelled, name] : vectors) {
+    const Expr& e = vector_loads.at(spelled);
+    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(e, spelled, "CV") << ";\n";
+  }
+  std::vector<int> full_stores;
+  for (int id : k_.stores)
+    if (L_.is_full(id)) full_stores.push_back(id);
+  for (int id : full_stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV> s" << id << ";\n";
+  o << "    #pragma unroll\n";
+  o << "    for (int u = 0; u < CV; u++) {\n";
+  o << "      const int64_t " << X << " = " << X << "_0 + u;\n";
+  for (int id : column_values) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+  cs_.load_hook = [&](const Expr&, const std::string& spelled) {
+    auto it = vectors.find(spelled);
+    return it == vectors.end() ? std::string() : it->second + ".v[u]";
+  };
+  o << row_pass_source("[u]");
+  cs_.load_hook = nullptr;
+  for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
+  o << "    }\n";
+  for (int id : full_stores)
+    o << "    if (live) *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV>*>(&" << out(id) << "["
+      << linear_full() << "]) = s" << id << ";\n";
+  o << "  }\n";
+
+  // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
+  o << "  #pragma unroll\n";
+  o << "  for (int u = 0; u < CV; u++) {\n";
+  for (int id : reds) {
+    std::ostringstream fold;
+    write_column_fold(fold, id, "acc" + std::to_string(id) + "[u]");
+    o << indented(fold.str());
+  }
+  o << "  }\n";
+  for (size_t ri = 0; ri < reds.size(); ri++) {
+    std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
+    o << "  if (live && lane == 0)\n";
+    o << "    for (int u = 0; u < CV; u++)\n";
+    o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
+      << "[u];\n";
+  }
+  write_strip_arrival(o);
+  o << "  #pragma unroll\n";
+  o << "  for (int u = 0; u < CV; u++) {\n";
+  for (size_t ri = 0; ri < reds.size(); ri++) {
+    std::ostringstream fold;
+    write_partials_fold(fold, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
+    o << indented(fold.str());
+  }
+  o << "  }\n";
+  // the column values, a column at a time: the sums, then what they feed; stored by lane 0
+  o << "  if (!live || lane != 0) return;\n";
+  o << "  #pragma unroll\n";
+  o << "  for (int u = 0; u < CV; u++) {\n";
+  o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+  std::set<int> done;
+  for (int id : column_values) {
+    o << "    const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+    done.insert(id);
+  }
+  for (int id : reds) {
+    const Node& n = g_.nodes[id];
+    std::string fin = "acc" + std::to_string(id) + "[u]";
+    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+    o << "    const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+    done.insert(id);
+  }
+  for (int id : k_.nodes) {
+    if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+    o << define("    ", 'r', id, false);
+    done.insert(id);
+  }
+  for (int id : k_.stores)
+    if (!L_.is_full(id)) o << "    " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  o << "  }\n";
+}
+
+// Split columns: the block counts itself in once its partials are visible; all but the
+// strip's last block to arrive are done, and that one resets the counter for the next launch.
+void CudaKernelWriter::write_strip_arrival(std::ostringstream& o) {
+  o << "  __threadfence();  // the partials are visible before the block counts itself\n";
+  o << "  __syncthreads();\n";
+  o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
+  o << "  __syncthreads();\n";
+  o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
+  o << "  __threadfence();\n";
+  o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+}
+
+// The strip's last block: accumulator `acc` of reduction `id` (the ri-th of the pass) folded
+// from every block's partial of column `col`, in y order (the same sum every launch), then
+// over the lanes.
+void CudaKernelWriter::write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col) {
+  const Node& n = g_.nodes[id];
+  const std::string A = acc_type(n);
+  o << "  " << acc << " = " << identity(n, A) << ";\n";
+  o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
+  o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + " << col << "]);\n";
+  o << "    " << acc << " = " << combine(n) << "<" << A << ">(" << acc << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
+  o << "  }\n";
+  write_column_fold(o, id, acc);
+}
+
+// The 32 lanes of each column fold their accumulators of reduction `id` (`acc`, by default
+// acc<id>) through shared memory: each lane writes its partial, then warp w reads column w's
+// 32 partials (a thread each, the padded row spares bank conflicts), folds them with five
+// shuffles and leaves the result in the spare 33rd slot of fold[w], where every lane of the
+// column reads it. (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
+void CudaKernelWriter::write_column_fold(std::ostringstream& o, int id, std::string acc) {
+  const Node& n = g_.nodes[id];
+  std::string A = acc_type(n);
+  if (acc.empty()) acc = "acc" + std::to_string(id);
+  o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = " << acc << ";\n";
+  o << "  __syncthreads();\n";
+  o << "  {\n";
+  o << "    const " << A << " v = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A
+    << ">>(reinterpret_cast<" << A << "*>(&fold[c][lane])[0]);\n";
+  o << "    if (c == 0) reinterpret_cast<" << A << "*>(&fold[lane][32])[0] = v;\n";
+  o << "  }\n";
+  o << "  __syncthreads();\n";
+  o << "  " << acc << " = reinterpret_cast<" << A << "*>(&fold[c][32])[0];\n";
+  o << "  __syncthreads();  // fold is written again by the next reduction\n";
+}
+
+// A full reduction in two stages, one launch: every block folds its grid-strided share of
+// the row into a partial per reduction (partials[r * gridDim.x + block]); the block that
+// arrives last (an atomic count after a __threadfence: CUDA's threadFenceReduction) folds the
+// partials, resets the count for the next launch, and computes and stores the results.
+void CudaKernelWriter::write_split_reduction(std::ostringstream& o) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(0, &reds, &stores);
+  RowPlan plan = L_.plan_rows(0);
+  o << "  const int64_t rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
+  for (int64_t d : L_.kept_dims()) o << "  const int64_t x" << d << " = 0;  (void)x" << d << ";  // the one row\n";
+  o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+  o << "  __shared__ bool last;\n";
+  for (int id : reds) {
+    std::string A = acc_type(g_.nodes[id]);
+    o << "  " << A << " acc" << id << " = " << identity(g_.nodes[id], A) << ";\n";
+  }
+  o << "  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < rnumel; j += (int64_t)gridDim.x * blockDim.x) {\n";
+  o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+  for (int id : k_.nodes)
+    if (plan.compute[0].count(id)) o << define("    ", 't', id, false);
+  for (int id : reds) {
+    const Node& n = g_.nodes[id];
+    std::string A = acc_type(n);
+    o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+      << cs_.expr(L_.reduction_input(id)) << "));\n";
+  }
+  o << "  }\n";
+  for (size_t r = 0; r < reds.size(); r++) {
+    const Node& n = g_.nodes[reds[r]];
+    std::string A = acc_type(n), I = std::to_string(reds[r]);
+    o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
+      << ", reinterpret_cast<" << A << "*>(smem));\n";
+    o << "  if (threadIdx.x == 0) reinterpret_cast<" << A << "*>(&partials[" << r << " * gridDim.x + blockIdx.x])[0] = acc"
+      << I << ";\n";
+  }
+  o << "  if (threadIdx.x == 0) {\n";
+  o << "    __threadfence();  // this block's partials are visible before it counts itself\n";
+  o << "    last = atomicAdd(arrived, 1u) == gridDim.x - 1;\n";
+  o << "  }\n";
+  o << "  __syncthreads();\n";
+  o << "  if (!last) return;\n";
+  o << "  __threadfence();\n";
+  for (size_t r = 0; r < reds.size(); r++) {
+    const Node& n = g_.nodes[reds[r]];
+    std::string A = acc_type(n), I = std::to_string(reds[r]);
+    o << "  acc" << I << " = " << identity(n, A) << ";\n";
+    o << "  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {\n";
+    o << "    const unsigned long long bits = __ldcg(&partials[" << r << " * gridDim.x + b]);\n";
+    o << "    acc" << I << " = " << combine(n) << "<" << A << ">(acc" << I << ", reinterpret_cast<const " << A
+      << "*>(&bits)[0]);\n";
+    o << "  }\n";
+    o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
+      << ", reinterpret_cast<" << A << "*>(smem));\n";
+    std::string fin = "acc" + I;
+    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
+    o << "  const " << cuda_type(n.meta.dtype) << " r" << I << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+  }
+  o << "  if (threadIdx.x != 0) return;\n";
+  o << "  *arrived = 0;  // for the next launch\n";
+  std::set<int> done(reds.begin(), reds.end());
+  for (int id : k_.nodes) {  // the row values: what the results feed
+    if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+    o << define("  ", 'r', id, false);
+    done.insert(id);
+  }
+  for (int id : k_.stores) o << "  " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+}
+
+}  // namespace mini::codegen

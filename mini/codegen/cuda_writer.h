@@ -1,0 +1,134 @@
+// cuda_writer.h — the CUDA renderer's writer of one kernel, shared by its files (internal to
+// mini/codegen: cuda_kernel.h is the renderer's interface).
+//
+// A CudaKernelWriter renders one fused group under one CudaLayout. write() decides the kernel's
+// shape once and hands it to the writer of that shape, each in a file of its own:
+//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors)
+//   rows (a block or a warp a row)   cuda_rows.cpp       (held in registers, or looped over in
+//                                                         vectors; the online softmax)
+//   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
+//   many blocks                                           folded by the block that arrives last)
+// The shared helpers (accumulator types, int32 indexing, vector reads) are in cuda_kernel.cpp.
+#pragma once
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "codegen/c_style.h"
+#include "codegen/cuda_kernel.h"
+#include "codegen/loop_ir.h"
+
+namespace mini::codegen {
+
+using fusion::FusionGroup;
+using fusion::Schedule;
+using graph::Node;
+
+// The most inlined copies of transcendental functions one unrolled row pass may hold (layouts
+// 9 and 10): NVRTC's compile time, not the kernel's speed, is what more copies cost.
+constexpr int kUnrolledTranscendentals = 8;
+
+inline std::string cuda_type(DType d) { return kCudaTarget.type(d); }
+
+class CudaKernelWriter {
+ public:
+  CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout);
+  std::string write();     // the kernel's comment and its __global__ function
+  bool assumes_aligned();  // cuda_assumes_aligned
+  int column_vector();     // cuda_column_vector
+
+ private:
+  // ---- the shape, and what every shape uses (cuda_kernel.cpp) ----
+  CudaLayout without_online() const;
+  std::string define(const std::string& pad, char prefix, int id, bool flat_ok);
+  void define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
+  std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
+  std::string linear_full() { return codegen::linear_full(k_.space); }
+  int load_node(int buffer) const;
+  bool fits_int32() const;
+  std::string acc_type(const Node& n);
+  static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
+  std::string combine(const Node& n);
+  std::string identity(const Node& n, const std::string& A);
+  static std::string indented(const std::string& text);
+  std::string vector_read(const Expr& e, const std::string& spelled, const std::string& width) const;
+  bool runs_along_innermost(const Expr& e, int cv) const;
+
+  // ---- pointwise (cuda_pointwise.cpp) ----
+  void write_pointwise(std::ostringstream& o);
+  void write_elements(std::ostringstream& o, const std::string& first, const std::vector<int>& full);
+
+  // ---- columns, and one row split over blocks (cuda_columns.cpp) ----
+  void write_split_reduction(std::ostringstream& o);
+  void write_column_reduction(std::ostringstream& o, bool split);
+  std::string row_pass_source(const std::string& index);
+  void write_vector_columns(std::ostringstream& o, int CV);
+  void write_strip_arrival(std::ostringstream& o);
+  void write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col);
+  void write_column_fold(std::ostringstream& o, int id, std::string acc = "");
+
+  // ---- rows (cuda_rows.cpp) ----
+  // A persistent row (a static row of at most layout.row_registers elements a thread): each
+  // thread reads its `per_thread` elements of every load that runs along the row once, into
+  // registers, and each phase's pass reads them there (softmax and layer norm read the row from
+  // memory once, not 3 times). With vector rows a thread's elements come in runs of `vector`
+  // consecutive ones (16 bytes of the widest kept load), read as one Vec where every kept load
+  // runs contiguously along the row from an aligned start: element u of a thread is
+  // j = (threadIdx.x + u / vector * threads) * vector + u % vector. per_thread 0: a looped row.
+  struct PersistentRow {
+    int threads = 0, per_thread = 0, vector = 1;
+    std::map<std::string, std::string> kept;  // a load's spelling -> its register array
+    std::map<std::string, DType> types;       // ... and its element type
+  };
+  // A load that runs along the row (an index term over a reduced dim), as a dry run of every
+  // pass's definitions finds it: its spelling, index terms, element type, the passes reading it.
+  struct RowLoad {
+    std::string spelled;  // in0[x0 * 8192 + x1 * 1]
+    std::string pointer;  // in0
+    std::vector<IndexTerm> terms;
+    DType dtype = DType::Float32;
+    std::set<int> passes;
+    bool padded = false;  // a slice_backward's read (Index::pad_dim): element by element, masked
+  };
+  // The looped vector rows' plan: the loads along the row (each read as Vec k<n>), V lanes.
+  struct VectorRows {
+    RowPlan plan;
+    std::vector<RowLoad> loads;
+    std::map<std::string, std::string> names;  // a load's spelling -> its Vec variable
+    int V = 0;
+  };
+  // Whether rows of this kernel can be persistent (static, within the layout's registers).
+  bool persistent_rows() { return cuda_kernel_shape(k_, layout_) == "per"; }
+  void define_warp_rows(std::ostringstream& o) const;
+  std::string row_loop(const std::string& I) const;
+  std::vector<RowLoad> row_loads(const RowPlan& plan);
+  bool runs_in_vectors(const std::vector<const RowLoad*>& loads, int V) const;
+  PersistentRow plan_persistent_row(const RowPlan& plan);
+  template <class Begin, class End>
+  void write_row_reads(std::ostringstream& o, const PersistentRow& row, const std::string& I, Begin pass_begin,
+                       End pass_end);
+  std::set<int> running_maxes(const std::vector<int>& reds) const;
+  void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done);
+  void write_reduction(std::ostringstream& o);
+  bool vector_loop_shape(VectorRows* rows);
+  void write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows);
+
+  const LoopKernel L_;
+  const Schedule& s_;
+  const graph::Graph& g_;
+  const FusionGroup& k_;
+  CStyle cs_;
+  const int rank_;
+  const CudaLayout layout_;
+  // A warp per row (warp_rows_ rows a block, cuda_rows_per_block) or a block per row: how the
+  // row writers spell a thread's place in its row, the threads of a row, and the rows a block
+  // takes in turn.
+  const int warp_rows_;
+  int column_vector_ = -1;  // column_vector(), once decided
+  const int row_lanes_;  // a reduction's threads per row (cuda_reduction_threads)
+  std::string lane_ = "threadIdx.x", row_threads_ = "blockDim.x", first_row_ = "blockIdx.x", row_step_ = "gridDim.x";
+};
+
+}  // namespace mini::codegen
