@@ -39,8 +39,6 @@ KNOWN = {
     "mini/capture/tensor_methods.cpp:tensor_getitem": 90,
     "mini/capture/tracer.cpp:trace_pass": 87,
     "mini/capture/convert_frame.cpp:on_frame": 81,
-    "mini/graph/graph.cpp:infer_meta": 172,
-    "mini/graph/graph.cpp:symbolic_view_meta": 100,
     "mini/guards/source.cpp:fetch_from": 88,
     "mini/runtime/cuda_graph.cpp:run_timed": 123,
     "mini/tensor/cuda/flash_attention.cu:flash_bwd_kernel": 153,
