@@ -44,10 +44,6 @@ KNOWN = {
     "mini/tensor/cuda/flash_attention.cu:flash_fwd_kernel": 116,
     "mini/tensor/cuda/flash_attention_f32.cu:bwd_kernel": 131,
     "mini/tensor/cuda/reduce.cu:launch_reduce": 87,
-    "labs/train_gpt.py:main": 111,
-    "labs/fusion_wins.py:plot": 94,
-    "labs/article/graph_breaks.py:draw": 83,
-    "labs/bench/bench_gpt2.py:run_config": 82,
 }
 
 CPP_DEFINITION = re.compile(r"^[A-Za-z_]")
