@@ -190,26 +190,17 @@ def print_torch_beside(results, copy, anchors):
           "(its bf16 GEMM launches two).")
 
 
-def plot(results, copy, copy_same_size, anchors, out_dir):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+EAGER_COLOR, COMPILED_COLOR, MINIMUM_COLOR = "#C44E52", "#4C72B0", "#55A868"
 
-    eager_color, compiled_color, minimum_color = "#C44E52", "#4C72B0", "#55A868"
-    chains = [r for r in results if r["kind"] == "chain"]
+
+def plot_chain_kernels(ax, chains):
+    """Kernels launched per call of each chain, eager's and compiled's, against the minimum of 1."""
     lengths = [r["ops"] for r in chains]
-    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
-
-    plot_chain_traffic(axes[0][0], chains, [("eager (one kernel per op)", "eager", "o-", eager_color),
-                                            ("compiled (inductor)", "compiled", "s-",
-                                             compiled_color)])
-
-    ax = axes[0][1]
     ax.plot(lengths, [r["eager"]["kernel_launches"] for r in chains], "o-",
-            color=eager_color, label="eager")
+            color=EAGER_COLOR, label="eager")
     ax.plot(lengths, [r["compiled"]["kernel_launches"] for r in chains], "s-",
-            color=compiled_color, label="compiled (inductor)")
-    ax.axhline(1, color=minimum_color, linestyle="--", linewidth=1, label="minimum: 1 kernel")
+            color=COMPILED_COLOR, label="compiled (inductor)")
+    ax.axhline(1, color=MINIMUM_COLOR, linestyle="--", linewidth=1, label="minimum: 1 kernel")
     ax.set_xlabel("chain length (pointwise ops)")
     ax.set_ylabel("kernels launched per call")
     ax.set_title("kernels per call")
@@ -217,22 +208,29 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     ax.set_ylim(0, max(lengths) + 1)
     ax.legend(fontsize=9)
 
-    ax = axes[1][0]
-    ax.plot(lengths, [r["compiled"]["minimum_GBps"] for r in chains], "s-",
-            color=compiled_color, label="compiled: minimum bytes / time")
-    ax.plot(lengths, [r["compiled"]["moved_GBps"] for r in chains], "s:",
-            color=compiled_color, alpha=0.6, label="compiled: bytes moved / time")
-    ax.plot(lengths, [r["eager"]["minimum_GBps"] for r in chains], "o-",
-            color=eager_color, label="eager: minimum bytes / time")
-    ax.plot(lengths, [r["eager"]["moved_GBps"] for r in chains], "o:",
-            color=eager_color, alpha=0.6, label="eager: bytes moved / time")
-    same = copy_same_size["chain"]
+
+def draw_copy_ceilings(ax, copy, same, same_label):
+    """The two copy ceilings: a clone of the large copy buffer, and a clone the size of one input."""
     ax.axhline(copy["GBps"], color="black", linestyle="--", linewidth=1,
                label=f"copy: clone of {copy['numel'] * FLOAT32_BYTES / MB:.0f} MB, "
                      f"{copy['GBps']:.1f} GB/s")
-    ax.axhline(same["GBps"], color="gray", linestyle="-.", linewidth=1,
-               label=f"copy: clone of one input "
-                     f"({same['numel'] * FLOAT32_BYTES / MB:.2g} MB), {same['GBps']:.1f} GB/s")
+    ax.axhline(same["GBps"], color="gray", linestyle="-.", linewidth=1, label=same_label)
+
+
+def plot_chain_bandwidth(ax, chains, copy, same):
+    """Each chain's achieved bandwidth (minimum bytes and bytes moved, over time), eager's and
+    compiled's, against the copy ceilings."""
+    lengths = [r["ops"] for r in chains]
+    ax.plot(lengths, [r["compiled"]["minimum_GBps"] for r in chains], "s-",
+            color=COMPILED_COLOR, label="compiled: minimum bytes / time")
+    ax.plot(lengths, [r["compiled"]["moved_GBps"] for r in chains], "s:",
+            color=COMPILED_COLOR, alpha=0.6, label="compiled: bytes moved / time")
+    ax.plot(lengths, [r["eager"]["minimum_GBps"] for r in chains], "o-",
+            color=EAGER_COLOR, label="eager: minimum bytes / time")
+    ax.plot(lengths, [r["eager"]["moved_GBps"] for r in chains], "o:",
+            color=EAGER_COLOR, alpha=0.6, label="eager: bytes moved / time")
+    draw_copy_ceilings(ax, copy, same, f"copy: clone of one input "
+                                       f"({same['numel'] * FLOAT32_BYTES / MB:.2g} MB), {same['GBps']:.1f} GB/s")
     ax.set_xlabel("chain length (pointwise ops)")
     ax.set_ylabel("GB/s")
     ax.set_title(f"achieved bandwidth of a pointwise chain, float32 {chains[0]['shapes'][0]}")
@@ -242,7 +240,10 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     ax.set_ylim(0, top * 1.25)
     ax.legend(fontsize=8, loc="upper right")
 
-    ax = axes[1][1]
+
+def plot_programs(ax, results, copy, same, anchors):
+    """The named programs' bandwidth, eager's and compiled's bars, each labelled with the speedup
+    (and torch's, where the anchors have it), against the copy ceilings."""
     named = [r for r in results if r["kind"] == "named"]
     order = ["transform", "chain8", "softmax", "layernorm", "ffn"]
     named.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
@@ -250,10 +251,10 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     width = 0.38
     eager_bars = ax.bar([p - width / 2 for p in positions],
                         [r["eager"]["minimum_GBps"] for r in named], width,
-                        color=eager_color, label="eager: minimum bytes / time")
+                        color=EAGER_COLOR, label="eager: minimum bytes / time")
     compiled_bars = ax.bar([p + width / 2 for p in positions],
                            [r["compiled"]["minimum_GBps"] for r in named], width,
-                           color=compiled_color, label="compiled: minimum bytes / time")
+                           color=COMPILED_COLOR, label="compiled: minimum bytes / time")
     torch_speedups = (anchors or {}).get("programs", {})
     for position, r, eager_bar, compiled_bar in zip(positions, named, eager_bars,
                                                     compiled_bars):
@@ -262,13 +263,8 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
             label += f"\n(torch {torch_speedups[r['name']]['speedup']:.2f}x)"
         ax.text(position, max(eager_bar.get_height(), compiled_bar.get_height()), label,
                 ha="center", va="bottom", fontsize=8)
-    same = copy_same_size["program"]
-    ax.axhline(copy["GBps"], color="black", linestyle="--", linewidth=1,
-               label=f"copy: clone of {copy['numel'] * FLOAT32_BYTES / MB:.0f} MB, "
-                     f"{copy['GBps']:.1f} GB/s")
-    ax.axhline(same["GBps"], color="gray", linestyle="-.", linewidth=1,
-               label=f"copy: clone of one [{named[0]['shapes'][0][0]}, "
-                     f"{named[0]['shapes'][0][1]}] input, {same['GBps']:.1f} GB/s")
+    draw_copy_ceilings(ax, copy, same, f"copy: clone of one [{named[0]['shapes'][0][0]}, "
+                                       f"{named[0]['shapes'][0][1]}] input, {same['GBps']:.1f} GB/s")
     ax.set_xticks(list(positions))
     ax.set_xticklabels([f"{r['name']}\n{r['eager']['kernel_launches']} -> "
                         f"{r['compiled']['kernel_launches']} kernels" for r in named],
@@ -280,6 +276,20 @@ def plot(results, copy, copy_same_size, anchors, out_dir):
     ax.set_ylim(0, top * 1.3)
     ax.legend(fontsize=8, loc="upper right")
 
+
+def plot(results, copy, copy_same_size, anchors, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    chains = [r for r in results if r["kind"] == "chain"]
+    fig, axes = plt.subplots(2, 2, figsize=(14, 10))
+    plot_chain_traffic(axes[0][0], chains, [("eager (one kernel per op)", "eager", "o-", EAGER_COLOR),
+                                            ("compiled (inductor)", "compiled", "s-",
+                                             COMPILED_COLOR)])
+    plot_chain_kernels(axes[0][1], chains)
+    plot_chain_bandwidth(axes[1][0], chains, copy, copy_same_size["chain"])
+    plot_programs(axes[1][1], results, copy, copy_same_size["program"], anchors)
     fig.tight_layout()
     paths = save_figure(fig, out_dir, "fusion_wins")
     plt.close(fig)

@@ -235,7 +235,8 @@ def train_torch(mode, torch, config, data, args, weights):
     }
 
 
-def main(argv=None):
+def parse_args(argv):
+    """The lab's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures")
     parser.add_argument("--quick", action="store_true", help="a smaller model and 25 steps")
@@ -252,37 +253,45 @@ def main(argv=None):
                              "optimizer stay float32 (torch's runs do the same with torch.autocast)")
     parser.add_argument("--no-torch", action="store_true",
                         help="skip torch's eager and torch.compile runs of the same file (run where torch imports)")
-    args = parser.parse_args(argv)
-    if args.device == "cuda":
-        why = cuda_unavailable_reason()
-        if not why:
-            try:  # the model's first op
-                mini.nn.functional.embedding(mini.zeros(1, dtype=mini.int64, device="cuda"), mini.ones(2, 2, device="cuda"))
-            except (RuntimeError, NotImplementedError) as e:
-                why = str(e).split("\n")[0]
-        if why:
-            print(f"train_gpt: skipped on cuda: {why}")
-            return 0
-    data, chars = corpus()
+    return parser.parse_args(argv)
+
+
+def cuda_skip_reason():
+    """Why the lab cannot train on the GPU here ("" when it can): no GPU, or the model's first op fails."""
+    why = cuda_unavailable_reason()
+    if not why:
+        try:  # the model's first op
+            mini.nn.functional.embedding(mini.zeros(1, dtype=mini.int64, device="cuda"), mini.ones(2, 2, device="cuda"))
+        except (RuntimeError, NotImplementedError) as e:
+            why = str(e).split("\n")[0]
+    return why
+
+
+def model_config(args, chars):
+    """The model's Config, and args' steps, batch and lr filled in for --quick or the full size."""
     if args.quick:
         config = Config(block_size=32, vocab_size=len(chars), n_layer=2, n_head=2, n_embd=32)
         args.steps, args.batch, args.lr = args.steps or 25, args.batch or 8, args.lr or 3e-3
     else:
         config = Config(block_size=64, vocab_size=len(chars), n_layer=4, n_head=4, n_embd=128)
         args.steps, args.batch, args.lr = args.steps or 200, args.batch or 16, args.lr or 1e-3
-    print(f"train_gpt: {len(data)} characters of notes/*.md, vocabulary {len(chars)}; {config.n_layer} layers, "
-          f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}"
-          + (", the forward under autocast(bfloat16)" if args.autocast else ""))
-    if args.autocast and args.device == "cpu":
-        print("  (on the CPU mini's inductor generates no bfloat16 C++: its compiled modes run the bfloat16 "
-              "graph's ops eagerly; CUDA code generation has bfloat16)")
-    results = {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device,
-               "autocast": "bfloat16" if args.autocast else None,
-               "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                            "on": mini.cuda.get_device_name(0) if args.device == "cuda" else platform.processor()
-                            or platform.machine(),
-                            "command": "python labs/train_gpt.py " + " ".join(sys.argv[1:] if argv is None else argv)},
-               "modes": {}}
+    return config
+
+
+def new_results(config, args, argv):
+    """The JSON's fields known before any run: the setup and where and how it was measured."""
+    return {"config": vars(config), "steps": args.steps, "batch": args.batch, "device": args.device,
+            "autocast": "bfloat16" if args.autocast else None,
+            "measured": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                         "on": mini.cuda.get_device_name(0) if args.device == "cuda" else platform.processor()
+                         or platform.machine(),
+                         "command": "python labs/train_gpt.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+            "modes": {}}
+
+
+def run_mini_modes(config, data, args, results):
+    """Trains in each of mini's modes, into results["modes"]; returns the first mode's model and
+    mini's initial weights (for torch's runs of the same file)."""
     model = None
     for mode in MODES:
         if mode == "eager":  # mini's initial weights, for torch's runs of the same file
@@ -296,6 +305,11 @@ def main(argv=None):
               f"breaks {r['graph_breaks']}, kernels a step {r['kernels_per_step']}, "
               f"peak memory {r['peak_memory_bytes'] / 2**20:.1f} MiB", flush=True)
         print(f"            synchronized: {phases_line(r)}", flush=True)
+    return model, weights
+
+
+def run_torch_modes(config, data, args, weights, results):
+    """Trains in torch's modes from mini's initial weights, where torch imports, into results["modes"]."""
     torch = None
     if not args.no_torch:
         try:
@@ -314,6 +328,10 @@ def main(argv=None):
               f"({r['step_ms']:.1f} ms a step), first step +{r['first_step_extra_s']:.2f} s, peak memory {peak} "
               f"(torch {r['torch']})", flush=True)
         print(f"                synchronized: {phases_line(r)}", flush=True)
+
+
+def compare_modes(results):
+    """mini compiled against torch.compile, and each mode's largest loss difference to eager."""
     if "torch.compile" in results["modes"]:
         mini_c, torch_c = results["modes"]["compiled"]["step_ms"], results["modes"]["torch.compile"]["step_ms"]
         print(f"  mini compiled against torch.compile: {mini_c / torch_c:.2f}x its step time; "
@@ -323,12 +341,10 @@ def main(argv=None):
         gap = float(np.max(np.abs(np.array(results["modes"][mode]["losses"]) - eager)))
         results["modes"][mode]["max_loss_gap_to_eager"] = gap
         print(f"  {mode} against eager: largest loss difference over the run {gap:.2e}")
-    results["parameters"] = sum(p.numel() for p in model.parameters())
-    results["samples"] = sample(model, chars, args.device)
-    print("  sampled from the eager model:")
-    for line in results["samples"]:
-        print("    " + line)
 
+
+def plot_losses(results, config, args):
+    """The figure: each mode's training loss by step; written with the JSON."""
     args.out.mkdir(parents=True, exist_ok=True)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -345,6 +361,33 @@ def main(argv=None):
     stem = "train_gpt_autocast" if args.autocast else "train_gpt"
     save_figure(fig, args.out, stem)
     write_json(args.out, stem, results)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device == "cuda":
+        why = cuda_skip_reason()
+        if why:
+            print(f"train_gpt: skipped on cuda: {why}")
+            return 0
+    data, chars = corpus()
+    config = model_config(args, chars)
+    print(f"train_gpt: {len(data)} characters of notes/*.md, vocabulary {len(chars)}; {config.n_layer} layers, "
+          f"width {config.n_embd}, context {config.block_size}; batch {args.batch}, {args.steps} steps on {args.device}"
+          + (", the forward under autocast(bfloat16)" if args.autocast else ""))
+    if args.autocast and args.device == "cpu":
+        print("  (on the CPU mini's inductor generates no bfloat16 C++: its compiled modes run the bfloat16 "
+              "graph's ops eagerly; CUDA code generation has bfloat16)")
+    results = new_results(config, args, argv)
+    model, weights = run_mini_modes(config, data, args, results)
+    run_torch_modes(config, data, args, weights, results)
+    compare_modes(results)
+    results["parameters"] = sum(p.numel() for p in model.parameters())
+    results["samples"] = sample(model, chars, args.device)
+    print("  sampled from the eager model:")
+    for line in results["samples"]:
+        print("    " + line)
+    plot_losses(results, config, args)
     return 0
 
 

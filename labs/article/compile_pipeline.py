@@ -50,7 +50,7 @@ QUICK = {"batch": 32, "features": 64, "hidden": 128, "classes": 10,
 # The folder says where to read the stage; guards are built by mini/guards/ during capture.
 STAGES = [
     ("capture", "capture + guards", "mini/capture/, mini/guards/", "convert_frame.cpp"),
-    ("joint graph", "joint graph", "mini/autograd/", "training.cpp"),
+    ("joint graph", "joint graph", "mini/autograd/", "joint.cpp, partition.cpp"),
     ("fusion", "fusion", "mini/fusion/", "decompose.cpp, schedule.cpp"),
     ("codegen", "codegen", "mini/codegen/", "lower.cpp, cpp_kernel.cpp"),
     ("compile", "compile (C++)", "mini/runtime/", "compiled_graph.cpp"),

@@ -242,13 +242,11 @@ def wrap(text, width):
     return "\n".join(textwrap.wrap(text, width))
 
 
-def draw(data, plt):
+def draw_timeline(ax_line, data):
+    """The timeline: one bar, each part as wide as its measured time, the graphs labelled above
+    and the islands below; the title sums the call up."""
+    from matplotlib.patches import Patch
     parts = data["parts"]
-    fig, (ax_line, ax_bars) = plt.subplots(2, 1, figsize=(13, 9.4),
-                                           gridspec_kw={"height_ratios": [1.25, 1]})
-    fig.subplots_adjust(top=0.87, bottom=0.14, left=0.17, right=0.97, hspace=0.32)
-
-    # the timeline: one bar, each part as wide as its measured time
     total = sum(p["us"] for p in parts)
     islands = sum(p["us"] for p in parts if p["kind"] == "island")
     alone = sum(p["statement_alone_us"] for p in parts if p["kind"] == "island")
@@ -284,18 +282,30 @@ def draw(data, plt):
         f"{data['eager_us']:.0f} us a call", fontsize=9.5, loc="left")
     for side in ("left", "right", "top"):
         ax_line.spines[side].set_visible(False)
+    ax_line.legend(handles=[Patch(color=COLORS["graph"], label="compiled region (one graph)"),
+                            Patch(color=COLORS["island"], label="eager island (a break)"),
+                            Patch(color=COLORS["entry"], label="entry / return")],
+                   loc="upper right", fontsize=8, ncol=3, frameon=False,
+                   bbox_to_anchor=(1.0, 1.0))
 
-    # the same parts as bars, so the thin islands can be read
-    names, values, colors = [], [], []
-    for part in parts:
-        if part["kind"] == "graph":
-            names.append(f"graph {part['index'] + 1} ({len(part['ops'])} ops)")
-        elif part["kind"] == "island":
-            names.append("island: " + ", ".join(b["call"] for b in part["breaks"]))
-        else:
-            names.append(part["kind"] + (" (hook, guards)" if part["kind"] == "entry" else ""))
-        values.append(part["us"])
-        colors.append(COLORS[part["kind"]])
+
+def part_name(part):
+    """A part's row label in the bar chart."""
+    if part["kind"] == "graph":
+        return f"graph {part['index'] + 1} ({len(part['ops'])} ops)"
+    if part["kind"] == "island":
+        return "island: " + ", ".join(b["call"] for b in part["breaks"])
+    return part["kind"] + (" (hook, guards)" if part["kind"] == "entry" else "")
+
+
+def draw_parts(ax_bars, parts):
+    """The same parts as bars, so the thin islands can be read, each island's breaking statement
+    alone marked on its bar."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    names = [part_name(part) for part in parts]
+    values = [part["us"] for part in parts]
+    colors = [COLORS[part["kind"]] for part in parts]
     rows = list(range(len(parts)))[::-1]
     ax_bars.barh(rows, values, color=colors, edgecolor="black", linewidth=0.5)
     alone = [(row, p["statement_alone_us"]) for row, p in zip(rows, parts)
@@ -309,8 +319,6 @@ def draw(data, plt):
     ax_bars.set_xlabel("microseconds per call (median)")
     ax_bars.set_xlim(0, max(values) * 1.18)
     ax_bars.grid(axis="x", alpha=0.3)
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     ax_bars.legend(handles=[Patch(facecolor="white", edgecolor="black",
                                   label="bar: the part in place (timestamps in the call)"),
                             Line2D([], [], color="black", marker="|", linestyle="none",
@@ -319,9 +327,12 @@ def draw(data, plt):
     ax_bars.set_title("each part of the call, in order: an island is the time between two "
                       "regions (the statement + the hook entering the next unit)",
                       fontsize=9.5, loc="left")
-    ax_line.legend(handles=[Patch(color=COLORS["graph"], label="compiled region (one graph)"),
-                            Patch(color=COLORS["island"], label="eager island (a break)"),
-                            Patch(color=COLORS["entry"], label="entry / return")],
-                   loc="upper right", fontsize=8, ncol=3, frameon=False,
-                   bbox_to_anchor=(1.0, 1.0))
+
+
+def draw(data, plt):
+    fig, (ax_line, ax_bars) = plt.subplots(2, 1, figsize=(13, 9.4),
+                                           gridspec_kw={"height_ratios": [1.25, 1]})
+    fig.subplots_adjust(top=0.87, bottom=0.14, left=0.17, right=0.97, hspace=0.32)
+    draw_timeline(ax_line, data)
+    draw_parts(ax_bars, data["parts"])
     return fig

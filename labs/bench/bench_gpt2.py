@@ -161,6 +161,53 @@ def memory_phases(lib, fn, batch, autocast, opt, sync):
     return phases
 
 
+def model_to_run(lib, lib_name, how, model):
+    """The model as the mode runs it: eager, torch.compile, or mini.compile (under the min-cut
+    partitioner, or with max-autotune, where the mode says)."""
+    if how == "eager":
+        return model
+    if lib_name == "torch":
+        return lib.compile(model)
+    if how == "min-cut":
+        lib.config.partitioner = "min-cut"
+    return lib.compile(model, mode="max-autotune" if how == "max-autotune" else "default")
+
+
+def time_steps(step, lib, size, cuda, is_mini, sync):
+    """Runs the warmup and timed steps: per step its seconds and loss, and on mini its kernel
+    launches and bytes moved (None elsewhere); peak memory is counted from the first timed step."""
+    times, losses, launches, moved = [], [], [], []
+    for i in range(size["warmup"] + size["steps"]):
+        if i == size["warmup"] and cuda:
+            lib.cuda.reset_peak_memory_stats()
+        if i == size["warmup"] and not cuda and is_mini:
+            lib.metrics.reset_peak_memory()
+        before = lib.metrics.kernel_launches if is_mini else 0
+        bytes_before = lib.metrics.bytes_moved if is_mini else 0
+        sync()
+        t0 = time.perf_counter()
+        loss = step()
+        sync()
+        times.append(time.perf_counter() - t0)
+        launches.append(lib.metrics.kernel_launches - before if is_mini else None)
+        moved.append(lib.metrics.bytes_moved - bytes_before if is_mini else None)
+        losses.append(float(loss.item()))
+    return times, losses, launches, moved
+
+
+def add_gpu_profile(result, step, sync, is_mini):
+    """The profiled step's GPU time by kernel class and its top kernels (torch's launches per
+    step are its profiled kernels), or why it was skipped."""
+    try:
+        gpu_ms, kernels, top_other, top, idle = profile_step(step, sync)
+        result.update(gpu_ms_by_class=gpu_ms, gpu_ms=sum(gpu_ms.values()), profiled_kernels=kernels,
+                      top_other_kernels=top_other, top_kernels=top[:12], kernels=top, idle=idle)
+        if not is_mini:
+            result["launches_per_step"] = kernels
+    except ImportError:
+        result["profile_skipped"] = "torch is not importable (its profiler reads the GPU's timeline)"
+
+
 def run_config(mode, dtype, device, size):
     """Times one (mode, dtype) training step; returns the result's fields."""
     lib_name, how = mode.split("-", 1)
@@ -170,14 +217,7 @@ def run_config(mode, dtype, device, size):
     lib.manual_seed(0)
     config = gpt.Config(**size["config"])
     model = gpt.GPT(config).to(device)
-    if how == "eager":
-        fn = model
-    elif lib_name == "torch":
-        fn = lib.compile(model)
-    else:
-        if how == "min-cut":
-            lib.config.partitioner = "min-cut"
-        fn = lib.compile(model, mode="max-autotune" if how == "max-autotune" else "default")
+    fn = model_to_run(lib, lib_name, how, model)
     opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, betas=(0.9, 0.95),
                                      device_type=device)
     B, T = size["batch"], config.block_size
@@ -200,24 +240,8 @@ def run_config(mode, dtype, device, size):
         return loss
 
     is_mini = lib_name == "mini"
-    times, losses, launches, moved = [], [], [], []
-    for i in range(size["warmup"] + size["steps"]):
-        if i == size["warmup"] and cuda:
-            lib.cuda.reset_peak_memory_stats()
-        if i == size["warmup"] and not cuda and is_mini:
-            lib.metrics.reset_peak_memory()
-        before = lib.metrics.kernel_launches if is_mini else 0
-        bytes_before = lib.metrics.bytes_moved if is_mini else 0
-        sync()
-        t0 = time.perf_counter()
-        loss = step()
-        sync()
-        times.append(time.perf_counter() - t0)
-        launches.append(lib.metrics.kernel_launches - before if is_mini else None)
-        moved.append(lib.metrics.bytes_moved - bytes_before if is_mini else None)
-        losses.append(float(loss.item()))
-    timed = times[size["warmup"]:]
-    ms = statistics.median(timed) * 1e3
+    times, losses, launches, moved = time_steps(step, lib, size, cuda, is_mini, sync)
+    ms = statistics.median(times[size["warmup"]:]) * 1e3
     params = {id(p): p.numel() for p in model.parameters()}
     n_params = sum(params.values())
     flops_per_token = 6 * n_params + 12 * config.n_layer * T * config.n_embd
@@ -234,14 +258,7 @@ def run_config(mode, dtype, device, size):
                   bytes_per_step=statistics.median(moved[size["warmup"]:]) if is_mini else None)
     if cuda:
         result["memory_phases"] = memory_phases(lib, fn, batches[-1], autocast, opt, sync)
-        try:
-            gpu_ms, kernels, top_other, top, idle = profile_step(step, sync)
-            result.update(gpu_ms_by_class=gpu_ms, gpu_ms=sum(gpu_ms.values()), profiled_kernels=kernels,
-                          top_other_kernels=top_other, top_kernels=top[:12], kernels=top, idle=idle)
-            if not is_mini:
-                result["launches_per_step"] = kernels
-        except ImportError:
-            result["profile_skipped"] = "torch is not importable (its profiler reads the GPU's timeline)"
+        add_gpu_profile(result, step, sync, is_mini)
     return result
 
 

@@ -91,33 +91,114 @@ bool attention_reads(const graph::Node& n, const graph::Graph& g, const graph::T
     return cuda::flash_attention_reads(graph::meta_tensor(m));
   return dense(m);
 }
-}  // namespace
 
-graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
-  graph::Graph g;
-  g.symbols = src.symbols;
-  g.replacements = src.replacements;  // meta inferred again stays as canonical as the source's
-  g.device = src.device;
-  std::vector<int> map(src.nodes.size(), -1);
+// softmax = exp(x - amax) / sum; log_softmax = (x - amax) - log(sum).
+int softmax(Builder& b, const graph::Node& n, const std::vector<int>& in) {
+  const Attrs& a = n.attrs;
+  // nothing to compute (and amax has no identity)
+  if (numel_of(n.meta.sizes) == 0) return b.cast(in[0], n.meta.dtype);
+  int m = b.reduce(OpKind::Amax, in[0], {a.dim}, true);
+  int s = b.op(OpKind::Sub, {in[0], m});
+  int e = b.op(OpKind::Exp, {s});
+  int z = b.reduce(OpKind::Sum, e, {a.dim}, true);
+  return n.op == OpKind::Softmax ? b.op(OpKind::Div, {e, z}) : b.op(OpKind::Sub, {s, b.op(OpKind::Log, {z})});
+}
+
+// layer_norm = (x - mean) * rsqrt(var + eps), then the affine weight and bias.
+int layer_norm(Builder& b, const graph::Node& n, const std::vector<int>& in) {
+  const Attrs& a = n.attrs;
+  int64_t rank = (int64_t)n.meta.sizes.size();
+  std::vector<int64_t> dims;
+  for (int64_t d = rank - a.dim; d < rank; d++) dims.push_back(d);
+  // The mean and x - mean in float64 for a float32 x: a float32 mean of a row with mean
+  // 100 and std 0.01 is off by a few 1e-6 (its rounding, and float partial sums), 1e-4
+  // to 1e-3 of a standard deviation in every output. The casts stay in the kernel.
+  bool f32 = n.meta.dtype == DType::Float32;
+  Attrs to64, to32;
+  to64.dtype = DType::Float64;
+  to32.dtype = DType::Float32;
+  int x = f32 ? b.op(OpKind::Cast, {in[0]}, to64) : in[0];
+  int mu = b.reduce(OpKind::Mean, x, dims, true);
+  int xc = b.op(OpKind::Sub, {x, mu});
+  if (f32) xc = b.op(OpKind::Cast, {xc}, to32);
+  int var = b.reduce(OpKind::Mean, b.op(OpKind::Mul, {xc, xc}), dims, true);
+  int rstd = b.op(OpKind::Rsqrt, {b.op(OpKind::Add, {var, b.number(a.eps)})});
+  int y = b.op(OpKind::Mul, {xc, rstd});
+  if (in.size() > 1 && in[1] >= 0) y = b.op(OpKind::Mul, {y, in[1]});
+  if (in.size() > 2 && in[2] >= 0) y = b.op(OpKind::Add, {y, in[2]});
+  return y;
+}
+
+// mse_loss = (x - y)^2, then its mean or sum.
+int mse_loss(Builder& b, const graph::Node& n, const std::vector<int>& in) {
+  const Attrs& a = n.attrs;
+  int d = b.op(OpKind::Sub, {in[0], in[1]});
+  int sq = b.op(OpKind::Mul, {d, d});
+  return a.mode == "none" ? sq : b.reduce(a.mode == "mean" ? OpKind::Mean : OpKind::Sum, sq, {}, false);
+}
+
+// A gradient placed in the slice it came from, zeros around it: generated code (a padded
+// load, codegen/loop_ir.h), so that the qkv split's three gradients and their sum are one
+// kernel, not three extern fills and copies. Its input is read from memory: a view of
+// whatever computes it (a kernel reads a view only once the value is stored). A step
+// other than 1 or a symbolic size along the sliced dim stays an extern call: a slice_scatter
+// into zeros.
+int slice_backward(Builder& b, const graph::Node& n, const std::vector<int>& in) {
+  const Attrs& a = n.attrs;
+  graph::Graph& g = b.g;
+  const graph::TensorMeta& gm = g.nodes[in[0]].meta;
+  const int64_t rank = (int64_t)gm.sizes.size(), d = a.dim < 0 ? a.dim + rank : a.dim;
+  bool padded = a.step == 1 && d >= 0 && d < rank && (int64_t)a.shape.size() == rank && a.start >= 0 &&
+                !graph::is_symbol(a.start);  // the sliced dim static (any other may be a symbol)
+  padded = padded && gm.sizes[d] >= 0 && a.shape[d] >= 0 && a.start + gm.sizes[d] <= a.shape[d];
+  if (!padded) {
+    Attrs z;
+    z.shape = a.shape;
+    z.dtype = n.meta.dtype;
+    z.device = g.device;
+    return b.op(OpKind::SliceScatter, {b.op(OpKind::Full, {}, z), in[0]}, a);
+  }
+  int x = in[0];
+  const graph::Node& made = g.nodes[x];
+  if (made.kind == graph::NodeKind::Op && op_class(made.op) != OpClass::View) {
+    Attrs same;
+    same.shape = gm.sizes;
+    x = b.op(OpKind::Reshape, {x}, same);
+  }
+  return b.op(OpKind::SliceBackward, {x}, a);
+}
+
+// decompose's state: the graph being built, where each source node went, and the copies made
+// of operands that an extern call cannot read as they are.
+struct Decomposition {
+  const graph::Graph& src;
+  graph::Graph& g;
+  std::vector<int> map = std::vector<int>(src.nodes.size(), -1);  // source node -> its value in g
   // matmul operands BLAS cannot read as they are: the layout of their copy, made where the
   // operand is made (beside its siblings, for fusion to merge), and then the copy's node
-  std::vector<BlasRead> copy(src.nodes.size(), BlasRead::AsIs);
-  std::vector<int> copied(src.nodes.size(), -1);
-  for (const graph::Node& n : src.nodes)
-    if (one_batch_stride && n.kind == graph::NodeKind::Op && n.op == OpKind::Matmul && n.inputs.size() == 2)
-      for (int side = 0; side < 2; side++) {
-        int i = n.inputs[side], j = n.inputs[1 - side];
-        BlasRead how = blas_read(src.nodes[i].meta, src.nodes[j].meta);
-        if (how != BlasRead::AsIs) copy[i] = how;
-      }
-  // the fused attention's operands likewise: q, k and v as heads of one projection (transposed
-  // views) get their copies as one generated kernel, not three extern copies
-  for (const graph::Node& n : src.nodes)
-    if (one_batch_stride && n.kind == graph::NodeKind::Op && reads_dense(n.op))
-      for (int i : n.inputs)
-        if (i >= 0 && copy[i] == BlasRead::AsIs && !attention_reads(n, src, src.nodes[i].meta))
-          copy[i] = BlasRead::CopyRowMajor;
-  auto make_copy = [&](size_t id) {
+  std::vector<BlasRead> copy = std::vector<BlasRead>(src.nodes.size(), BlasRead::AsIs);
+  std::vector<int> copied = std::vector<int>(src.nodes.size(), -1);
+
+  // Which operands get a copy (one_batch_stride: cuBLAS's matmuls and the fused attention).
+  void plan_copies() {
+    for (const graph::Node& n : src.nodes)
+      if (n.kind == graph::NodeKind::Op && n.op == OpKind::Matmul && n.inputs.size() == 2)
+        for (int side = 0; side < 2; side++) {
+          int i = n.inputs[side], j = n.inputs[1 - side];
+          BlasRead how = blas_read(src.nodes[i].meta, src.nodes[j].meta);
+          if (how != BlasRead::AsIs) copy[i] = how;
+        }
+    // the fused attention's operands likewise: q, k and v as heads of one projection (transposed
+    // views) get their copies as one generated kernel, not three extern copies
+    for (const graph::Node& n : src.nodes)
+      if (n.kind == graph::NodeKind::Op && reads_dense(n.op))
+        for (int i : n.inputs)
+          if (i >= 0 && copy[i] == BlasRead::AsIs && !attention_reads(n, src, src.nodes[i].meta))
+            copy[i] = BlasRead::CopyRowMajor;
+  }
+
+  // The copy of source node id, where plan_copies asked for one, right after the node.
+  void make_copy(size_t id) {
     if (copy[id] == BlasRead::AsIs) return;
     Builder b{g, src.nodes[id].code};
     int x = map[id];
@@ -131,121 +212,70 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
     t.dim = (int64_t)src.nodes[id].meta.sizes.size() - 2;
     t.dim2 = t.dim + 1;
     copied[id] = b.op(OpKind::Transpose, {b.op(OpKind::Clone, {b.op(OpKind::Transpose, {x}, t)})}, t);
-  };
-  for (size_t id = 0; id < src.nodes.size(); id++) {
-    const graph::Node& n = src.nodes[id];
-    if (n.kind == graph::NodeKind::Input) {
-      map[id] = g.add_input(n.meta, n.source);
-      g.nodes[map[id]].wrapped_number = n.wrapped_number;
-      make_copy(id);
-      continue;
-    }
-    if (n.kind == graph::NodeKind::Constant) {
-      map[id] = g.add_constant(n.value, n.meta.dtype);
-      continue;
-    }
+  }
+
+  // The values op node n reads in g: an operand's copy where n's extern call needs it.
+  std::vector<int> inputs_of(const graph::Node& n) const {
     std::vector<int> in;
     for (int i : n.inputs)
       in.push_back(i < 0                                                                  ? -1
                    : n.op == OpKind::Matmul && copied[i] >= 0                              ? copied[i]
                    : reads_dense(n.op) && copy[i] == BlasRead::CopyRowMajor && copied[i] >= 0 ? copied[i]
                                                                                            : map[i]);
+    return in;
+  }
+
+  // Op node id of src in g: a composite as its parts, any other op as it is.
+  int op(size_t id) {
+    const graph::Node& n = src.nodes[id];
+    std::vector<int> in = inputs_of(n);
     Builder b{g, n.code};
-    const Attrs& a = n.attrs;
     switch (n.op) {
-      case OpKind::Softmax: case OpKind::LogSoftmax: {
-        if (numel_of(n.meta.sizes) == 0) {  // nothing to compute (and amax has no identity)
-          map[id] = b.cast(in[0], n.meta.dtype);
-          break;
-        }
-        int m = b.reduce(OpKind::Amax, in[0], {a.dim}, true);
-        int s = b.op(OpKind::Sub, {in[0], m});
-        int e = b.op(OpKind::Exp, {s});
-        int z = b.reduce(OpKind::Sum, e, {a.dim}, true);
-        map[id] = n.op == OpKind::Softmax ? b.op(OpKind::Div, {e, z})
-                                          : b.op(OpKind::Sub, {s, b.op(OpKind::Log, {z})});
-        break;
-      }
-      case OpKind::LayerNorm: {
-        int64_t rank = (int64_t)n.meta.sizes.size();
-        std::vector<int64_t> dims;
-        for (int64_t d = rank - a.dim; d < rank; d++) dims.push_back(d);
-        // The mean and x - mean in float64 for a float32 x: a float32 mean of a row with mean
-        // 100 and std 0.01 is off by a few 1e-6 (its rounding, and float partial sums), 1e-4
-        // to 1e-3 of a standard deviation in every output. The casts stay in the kernel.
-        bool f32 = n.meta.dtype == DType::Float32;
-        Attrs to64, to32;
-        to64.dtype = DType::Float64;
-        to32.dtype = DType::Float32;
-        int x = f32 ? b.op(OpKind::Cast, {in[0]}, to64) : in[0];
-        int mu = b.reduce(OpKind::Mean, x, dims, true);
-        int xc = b.op(OpKind::Sub, {x, mu});
-        if (f32) xc = b.op(OpKind::Cast, {xc}, to32);
-        int var = b.reduce(OpKind::Mean, b.op(OpKind::Mul, {xc, xc}), dims, true);
-        int rstd = b.op(OpKind::Rsqrt, {b.op(OpKind::Add, {var, b.number(a.eps)})});
-        int y = b.op(OpKind::Mul, {xc, rstd});
-        if (in.size() > 1 && in[1] >= 0) y = b.op(OpKind::Mul, {y, in[1]});
-        if (in.size() > 2 && in[2] >= 0) y = b.op(OpKind::Add, {y, in[2]});
-        map[id] = y;
-        break;
-      }
-      case OpKind::MseLoss: {
-        int d = b.op(OpKind::Sub, {in[0], in[1]});
-        int sq = b.op(OpKind::Mul, {d, d});
-        map[id] = a.mode == "none" ? sq : b.reduce(a.mode == "mean" ? OpKind::Mean : OpKind::Sum, sq, {}, false);
-        break;
-      }
-      case OpKind::SliceBackward: {
-        // A gradient placed in the slice it came from, zeros around it: generated code (a padded
-        // load, codegen/loop_ir.h), so that the qkv split's three gradients and their sum are one
-        // kernel, not three extern fills and copies. Its input is read from memory: a view of
-        // whatever computes it (a kernel reads a view only once the value is stored). A step
-        // other than 1 or a symbolic size along the sliced dim stays an extern call: a slice_scatter
-        // into zeros.
-        const graph::TensorMeta& gm = g.nodes[in[0]].meta;
-        const int64_t rank = (int64_t)gm.sizes.size(), d = a.dim < 0 ? a.dim + rank : a.dim;
-        bool padded = a.step == 1 && d >= 0 && d < rank && (int64_t)a.shape.size() == rank && a.start >= 0 &&
-                      !graph::is_symbol(a.start);  // the sliced dim static (any other may be a symbol)
-        padded = padded && gm.sizes[d] >= 0 && a.shape[d] >= 0 && a.start + gm.sizes[d] <= a.shape[d];
-        if (!padded) {
-          Attrs z;
-          z.shape = a.shape;
-          z.dtype = n.meta.dtype;
-          z.device = src.device;
-          map[id] = b.op(OpKind::SliceScatter, {b.op(OpKind::Full, {}, z), in[0]}, a);
-          break;
-        }
-        int x = in[0];
-        const graph::Node& made = g.nodes[x];
-        if (made.kind == graph::NodeKind::Op && op_class(made.op) != OpClass::View) {
-          Attrs same;
-          same.shape = gm.sizes;
-          x = b.op(OpKind::Reshape, {x}, same);
-        }
-        map[id] = b.op(OpKind::SliceBackward, {x}, a);
-        break;
-      }
+      case OpKind::Softmax: case OpKind::LogSoftmax: return softmax(b, n, in);
+      case OpKind::LayerNorm: return layer_norm(b, n, in);
+      case OpKind::MseLoss: return mse_loss(b, n, in);
+      case OpKind::SliceBackward: return slice_backward(b, n, in);
       case OpKind::Detach:  // inside the graph only autograd tells it from its input
-        if (std::find(src.outputs.begin(), src.outputs.end(), (int)id) != src.outputs.end()) {
-          map[id] = g.add_op(n.op, in, a, n.code);  // an output: its own tensor, no history
-        } else {
-          map[id] = in[0];
-        }
-        break;
+        if (std::find(src.outputs.begin(), src.outputs.end(), (int)id) != src.outputs.end())
+          return g.add_op(n.op, in, n.attrs, n.code);  // an output: its own tensor, no history
+        return in[0];
       case OpKind::Sum: case OpKind::Mean: case OpKind::Amax: case OpKind::Amin:
         // A reduction of a 0-d tensor: a cast (Builder::reduce), to the result's dtype.
-        if (g.nodes[in[0]].meta.sizes.empty()) {
-          map[id] = b.cast(in[0], n.meta.dtype);
-          break;
-        }
+        if (g.nodes[in[0]].meta.sizes.empty()) return b.cast(in[0], n.meta.dtype);
         [[fallthrough]];
-      default:
-        map[id] = g.add_op(n.op, in, a, n.code);
-        g.nodes[map[id]].wrapped_number = n.wrapped_number;  // item()'s number, marked by capture
+      default: {
+        int out = g.add_op(n.op, in, n.attrs, n.code);
+        g.nodes[out].wrapped_number = n.wrapped_number;  // item()'s number, marked by capture
+        return out;
+      }
     }
-    if (n.kind == graph::NodeKind::Op) make_copy(id);
   }
-  for (int o : src.outputs) g.outputs.push_back(map[o]);
+};
+
+}  // namespace
+
+graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
+  graph::Graph g;
+  g.symbols = src.symbols;
+  g.replacements = src.replacements;  // meta inferred again stays as canonical as the source's
+  g.device = src.device;
+  Decomposition d{src, g};
+  if (one_batch_stride) d.plan_copies();
+  for (size_t id = 0; id < src.nodes.size(); id++) {
+    const graph::Node& n = src.nodes[id];
+    if (n.kind == graph::NodeKind::Constant) {
+      d.map[id] = g.add_constant(n.value, n.meta.dtype);
+      continue;
+    }
+    if (n.kind == graph::NodeKind::Input) {
+      d.map[id] = g.add_input(n.meta, n.source);
+      g.nodes[d.map[id]].wrapped_number = n.wrapped_number;
+    } else {
+      d.map[id] = d.op(id);
+    }
+    d.make_copy(id);  // an operand an extern call cannot read as it is: its copy, right after it
+  }
+  for (int o : src.outputs) g.outputs.push_back(d.map[o]);
   return g;
 }
 

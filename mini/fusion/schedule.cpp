@@ -3,13 +3,15 @@
 // Nodes are visited in program order. The open kernel either takes the node (the reason is
 // recorded) or is closed and a new one opened (the reason not to fuse is recorded). The
 // legality rules are named functions below: same_space, is_row_epilogue,
-// reduction_absorbs_producers, same_rows.
+// reduction_absorbs_producers, same_rows. After the walk, rematerialize.cpp recomputes in later
+// kernels what a kernel stored only for them; then schedule() names the kernels and plans the
+// buffers.
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "fusion/schedule.h"
+#include "fusion/schedule_internal.h"
 
 namespace mini::fusion {
 
@@ -56,13 +58,18 @@ Shape row_shape_squeezed(const FusionGroup& k) {
   return s;
 }
 
+}  // namespace
+
 // -- legality, one rule each ---------------------------------------------------------------
 
+// A pointwise node over exactly the kernel's space (rematerialize asks it too).
 bool same_space(const FusionGroup& k, const Shape& shape) {
   // A3 BEGIN: fusion legality and the greedy scheduler
   return shape == k.space;
   // A3 END
 }
+
+namespace {
 
 // A pointwise node over the rows of a reduction kernel (keepdim or not): computed once the
 // reductions it reads are done, per row.
@@ -87,10 +94,8 @@ bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector
   // A3 END
 }
 
-// Inductor's config.max_fusion_size: a kernel holds at most this many nodes, so a long chain
-// becomes several kernels with a buffer between them. The C++ compiler's time grows faster
-// than the size of one function (a 1,000-op chain as one kernel took 8 s at -O3, notes/perf.md).
-constexpr size_t kMaxFusionSize = 64;
+// (kMaxFusionSize, the most nodes a kernel holds, is in schedule_internal.h: rematerialize
+// respects it too.)
 // A reduction kernel makes one pass over each row per reduction that waits for another, and
 // each pass recomputes what it reads from the kernel's loads: a chain of p such reductions in
 // one kernel is O(p^2) code and work. Softmax and layer norm need two passes.
@@ -423,237 +428,12 @@ graph::Graph hoist_factories(const graph::Graph& g) {
   return moved == order.begin() + first_op ? g : reordered(g, order);
 }
 
-// The most ops one value's recomputation copies into a later kernel (rematerialize).
-constexpr size_t kMaxRecomputedOps = 8;
+namespace {
 
-// Values a kernel stores only for later kernels that could compute them from what those can
-// read anyway, recomputed there instead (Inductor's scheduler likewise computes a pointwise
-// node inside each kernel that reads it, unless something forces it into memory). A layer
-// norm's backward: its row kernel computed x_hat = (x - mean) * rstd, g * w and g * x_hat and
-// stored them, four full-size float32 tensors, for the kernel of the weight and bias
-// gradients, which sums columns and so cannot join the rows' kernel; that kernel now reads g,
-// x, w and the row values mean and rstd, and computes them itself.
-//
-// A candidate is a pointwise value V of kernel A that only other kernels read (no extern call,
-// view or graph output), each iterating V's whole space; its cone (V and the pointwise nodes
-// of A of V's size it is computed from, at most kMaxRecomputedOps, none transcendental or
-// random) reads only values made before A, constants, and A's smaller values (row values, a
-// reduction's or computed from one: stored instead, small).
-// Each reader kernel B gets one copy of the cone's nodes, placed before B's first node that
-// reads one. Taken where the full-size tensors the readers must newly load cost fewer bytes
-// than V's store and loads, the readers' load limits and sizes respected. Returns the graph
-// with the copies in program order, and remaps the schedule built so far (group_greedily's
-// groups, steps, realized and group_of) onto it; unchanged when nothing is taken.
-static void rematerialize(Schedule& s, std::vector<int>& group_of, int max_loads, std::vector<size_t>& first_decision) {
-  graph::Graph& g = s.graph;
-  const int n = (int)g.nodes.size();
-  std::vector<std::vector<int>> readers(n);
-  for (int id = 0; id < n; id++)
-    for (int i : g.nodes[id].inputs)
-      if (i >= 0) readers[i].push_back(id);
-  std::set<int> outputs(g.outputs.begin(), g.outputs.end());
-  auto group_loads = [&](int b) {
-    std::set<int> loads;
-    for (int id : s.groups[b].nodes)
-      for (int i : g.nodes[id].inputs)
-        if (i >= 0 && group_of[i] != b && g.nodes[i].kind != NodeKind::Constant) loads.insert(i);
-    return loads;
-  };
-  std::map<int, std::set<int>> loads_of;             // reader kernel -> what it will load
-  std::map<int, std::map<int, int>> copy_of;         // reader kernel -> original node -> its copy (-1: planned)
-  std::vector<std::pair<int, std::vector<int>>> taken;  // V, the cone's nodes in program order
-  for (int v = 0; v < n; v++) {
-    const Node& node = g.nodes[v];
-    const int a = group_of[v];
-    if (a < 0 || node.kind != NodeKind::Op || op_class(node.op) != OpClass::Pointwise || is_random(node.op) ||
-        is_transcendental(node.op) || outputs.count(v))
-      continue;
-    std::set<int> into;  // reader kernels
-    bool kernels_only = true;
-    for (int r : readers[v]) {
-      if (group_of[r] == a) continue;
-      if (group_of[r] < 0) kernels_only = false;
-      else into.insert(group_of[r]);
-    }
-    if (!kernels_only || into.empty()) continue;
-    // the cone, from V back to what A reads and A's reductions
-    std::set<int> cone, leaves;
-    std::vector<int> stack{v};
-    bool ok = true;
-    while (!stack.empty() && ok) {
-      int id = stack.back();
-      stack.pop_back();
-      if (cone.count(id)) continue;
-      cone.insert(id);
-      for (int i : g.nodes[id].inputs) {
-        if (i < 0 || g.nodes[i].kind == NodeKind::Constant) continue;
-        const Node& in = g.nodes[i];
-        if (group_of[i] != a || op_class(in.op) == OpClass::Reduction || in.meta.sizes != node.meta.sizes) {
-          leaves.insert(i);  // read from memory: made before A, or a row value of A (small)
-        } else if (op_class(in.op) == OpClass::Pointwise && !is_random(in.op) && !is_transcendental(in.op)) {
-          stack.push_back(i);
-        } else {
-          ok = false;  // a view or another kind of node inside A
-        }
-      }
-      ok = ok && cone.size() <= kMaxRecomputedOps;
-    }
-    if (!ok) continue;
-    const int64_t bytes = meta_bytes(g, node.meta);
-    int64_t cost = 0;
-    std::map<int, std::set<int>> new_loads;
-    for (int b : into) {
-      if (!same_space(s.groups[b], node.meta.sizes) || s.groups[b].nodes.size() + cone.size() > kMaxFusionSize) {
-        ok = false;
-        break;
-      }
-      if (!loads_of.count(b)) loads_of[b] = group_loads(b);
-      std::set<int> after = loads_of[b];
-      for (int c : cone) after.erase(c);  // what B read of the cone it now computes
-      for (int l : leaves)
-        if (after.insert(l).second) cost += meta_bytes(g, g.nodes[l].meta);
-      if (max_loads > 0 && (int)after.size() > max_loads) ok = false;
-      new_loads[b] = after;
-    }
-    if (!ok || cost >= bytes * (1 + (int64_t)into.size())) continue;
-    for (auto& [b, l] : new_loads) {
-      loads_of[b] = l;
-      for (int c : cone) copy_of[b].emplace(c, -1);
-    }
-    taken.push_back({v, std::vector<int>(cone.begin(), cone.end())});
-    s.decisions.push_back({cat("recompute ", node.name, " (", op_name(node.op), ") in ", into.size(),
-                               into.size() == 1 ? " later kernel" : " later kernels", " instead of storing it: ",
-                               cone.size(), cone.size() == 1 ? " op" : " ops", " over what ",
-                               into.size() == 1 ? "that kernel reads" : "they read", " (saves ",
-                               bytes * (1 + (int64_t)into.size()) - cost, " bytes of memory traffic)")});
-  }
-  if (taken.empty()) return;
-  // The copies, each reader kernel's in program order; then B's nodes read them.
-  std::map<int, std::vector<int>> copies;  // reader kernel -> its copies, in order
-  for (auto& [b, of] : copy_of) {
-    for (auto& [orig, copy] : of) {  // ascending original ids: a topological order
-      const Node& o = g.nodes[orig];
-      std::vector<int> ins;
-      for (int i : o.inputs) ins.push_back(i >= 0 && of.count(i) ? of.at(i) : i);
-      Node clone_src = o;  // add_op may grow g.nodes
-      copy = g.add_op(clone_src.op, ins, clone_src.attrs, clone_src.code);
-      copies[b].push_back(copy);
-    }
-    for (int id : s.groups[b].nodes)
-      for (int& i : g.nodes[id].inputs)
-        if (i >= 0 && of.count(i)) i = of.at(i);
-  }
-  // what no other kernel reads now stays in registers; a row value a copy reads is stored
-  const int m = (int)g.nodes.size();
-  group_of.resize(m, -1);
-  s.realized.resize(m, false);
-  for (auto& [b, list] : copies)
-    for (int c : list) {
-      group_of[c] = b;
-      for (int i : g.nodes[c].inputs)
-        if (i >= 0 && group_of[i] >= 0 && group_of[i] != b) s.realized[i] = true;
-    }
-  for (auto& [v, cone] : taken)
-    for (int c : cone) {
-      bool outside = outputs.count(c) > 0;
-      for (int id = 0; id < m && !outside; id++)
-        if (group_of[id] != group_of[c])
-          for (int i : g.nodes[id].inputs) outside = outside || i == c;
-      if (!outside) s.realized[c] = false;
-    }
-  // program order: each kernel's copies just before its first node that reads one
-  std::map<int, int> insert_before;  // first reader -> reader kernel
-  for (auto& [b, list] : copies) {
-    std::set<int> mine(list.begin(), list.end());
-    for (int id : s.groups[b].nodes) {
-      if (mine.count(id)) continue;
-      bool reads = false;
-      for (int i : g.nodes[id].inputs) reads = reads || mine.count(i);
-      if (reads) {
-        insert_before[id] = b;
-        break;
-      }
-    }
-    std::vector<int> nodes;
-    for (int id : s.groups[b].nodes) {
-      if (insert_before.count(id) && insert_before[id] == b) nodes.insert(nodes.end(), list.begin(), list.end());
-      nodes.push_back(id);
-    }
-    s.groups[b].nodes = nodes;
-  }
-  std::vector<int> order;
-  for (int id = 0; id < n; id++) {
-    auto it = insert_before.find(id);
-    if (it != insert_before.end()) order.insert(order.end(), copies[it->second].begin(), copies[it->second].end());
-    order.push_back(id);
-  }
-  std::vector<int> new_id(m);
-  for (int i = 0; i < m; i++) new_id[order[i]] = i;
-  g = reordered(g, order);
-  std::vector<int> group_of2(m);
-  std::vector<bool> realized2(m);
-  for (int i = 0; i < m; i++) {
-    group_of2[new_id[i]] = group_of[i];
-    realized2[new_id[i]] = s.realized[i];
-  }
-  group_of = group_of2;
-  s.realized = realized2;
-  for (auto& k : s.groups)
-    for (int& id : k.nodes) id = new_id[id];
-  for (auto& st : s.steps) {
-    if (st.node >= 0) st.node = new_id[st.node];
-    for (int& id : st.also) id = new_id[id];
-  }
-  // a kernel whose every value its readers now compute themselves stores nothing: it goes
-  std::set<int> outs(g.outputs.begin(), g.outputs.end());
-  std::vector<int> renumber(s.groups.size(), -1);
-  std::vector<FusionGroup> kept;
-  std::vector<size_t> kept_first;  // first_decision of the kernels kept (a dropped one's go to the kernel before)
-  for (size_t k = 0; k < s.groups.size(); k++) {
-    bool stores = false;
-    for (int id : s.groups[k].nodes) stores = stores || s.realized[id] || outs.count(id);
-    if (!stores) {
-      s.decisions.push_back({cat("drop ", s.groups[k].name, ": later kernels compute everything it made")});
-      for (int id : s.groups[k].nodes) group_of[id] = -1;
-      continue;
-    }
-    renumber[k] = (int)kept.size();
-    kept.push_back(s.groups[k]);
-    kept_first.push_back(first_decision[k]);
-  }
-  if (kept.size() == s.groups.size()) return;
-  if (!kept_first.empty()) kept_first[0] = 0;
-  s.groups = std::move(kept);
-  first_decision = std::move(kept_first);
-  std::vector<Step> steps;
-  for (Step& st : s.steps) {
-    if (st.kind == StepKind::Kernel) {
-      if (renumber[st.group] < 0) continue;
-      st.group = renumber[st.group];
-    }
-    steps.push_back(std::move(st));
-  }
-  s.steps = std::move(steps);
-  for (int& gid : group_of)
-    if (gid >= 0) gid = renumber[gid];
-}
-
-Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
-  Schedule s;
-  s.graph = sink_pointwise(hoist_factories(decompose(input, one_batch_stride)));
-  graph::Graph& g = s.graph;
-  size_t n = g.nodes.size();
-  s.realized.assign(n, false);
-  std::vector<int> group_of(n, -1);    // kernel computing a node, or -1
-  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
-  auto log = [&](const std::string& t) { s.decisions.push_back({t}); };
-  group_greedily(s, max_loads, group_of, first_decision);
-  rematerialize(s, group_of, max_loads, first_decision);
-  n = g.nodes.size();
-  for (int o : g.outputs) s.realized[o] = true;
-
-  // The nodes of one multi-output call (attention's output and log-sum-exp; dq, dk and dv) are
-  // one step, the first of them in step order: the call runs once.
+// The nodes of one multi-output call (attention's output and log-sum-exp; dq, dk and dv) are
+// one step, the first of them in step order: the call runs once.
+void merge_multi_output_calls(Schedule& s) {
+  const graph::Graph& g = s.graph;
   std::vector<Step> steps;
   for (Step& st : s.steps) {
     if (st.kind == StepKind::Extern && op_outputs(g.nodes[st.node].op) > 1) {
@@ -662,60 +442,78 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
       });
       if (first != steps.end()) {
         first->also.push_back(st.node);
-        log(cat(g.nodes[st.node].name, ": computed by the call of ", g.nodes[first->node].name,
-                " (one ", op_name(g.nodes[st.node].op), " call, ", op_outputs(g.nodes[st.node].op), " outputs)"));
+        s.decisions.push_back({cat(g.nodes[st.node].name, ": computed by the call of ", g.nodes[first->node].name,
+                                   " (one ", op_name(g.nodes[st.node].op), " call, ",
+                                   op_outputs(g.nodes[st.node].op), " outputs)")});
         continue;
       }
     }
     steps.push_back(std::move(st));
   }
   s.steps = std::move(steps);
+}
 
-  // Loads, stores and names of each kernel.
-  first_decision.push_back(s.decisions.size());
-  for (size_t gi = 0; gi < s.groups.size(); gi++) {
-    FusionGroup& k = s.groups[gi];
-    std::set<std::string> ops;
-    std::set<int> loads;
-    for (int id : k.nodes) {
-      ops.insert(op_name(g.nodes[id].op));
-      for (int i : g.nodes[id].inputs)
-        if (i >= 0 && group_of[i] != (int)gi && g.nodes[i].kind != NodeKind::Constant) loads.insert(i);
-      if (s.realized[id]) k.stores.push_back(id);
-    }
-    k.loads.assign(loads.begin(), loads.end());
-    int64_t rnumel = 1;
-    for (int64_t d : k.reduced) rnumel *= k.space[d] >= 0 ? k.space[d] : 1 << 20;
-    std::string cat = k.reduced.empty() ? "poi" : rnumel <= 1024 ? "per" : "red";
-    std::string name = cat + "_fused";  // a renderer prefixes its target (codegen::name_kernels)
-    for (const auto& o : ops) name += "_" + o;
-    std::string old = k.name;
-    k.name = name + "_" + std::to_string(gi);
-    // the decisions naming this kernel were logged while it was open, before the next one
-    // opened: renaming only those keeps this linear in the program
-    for (size_t di = first_decision[gi]; di < first_decision[gi + 1]; di++) {
-      auto& d = s.decisions[di];
-      size_t p;
-      while ((p = d.text.find(old + ":")) != std::string::npos || (p = d.text.find(old + " ")) != std::string::npos)
-        d.text.replace(p, old.size(), k.name);
-    }
-    int64_t saved = 0;
-    for (int id : k.nodes)
-      if (!s.realized[id]) saved += 2 * meta_bytes(g, g.nodes[id].meta);
-    auto count = [](size_t n, const char* one, const char* many) {
-      return std::to_string(n) + " " + (n == 1 ? one : many);
-    };
-    size_t kept = k.nodes.size() - k.stores.size();
-    log(k.name + ": " + count(k.nodes.size(), "op", "ops") + " over " + space_str(k.space) +
-        (k.reduced.empty() ? "" : " reducing dims " + space_str(k.reduced)) + "; " +
-        (kept == 0 ? std::string("no intermediate stays in registers")
-                   : count(kept, "intermediate stays", "intermediates stay") + " in registers, saving " +
-                         std::to_string(saved) + " bytes of memory traffic"));
+// A kernel's final name: its category (poi, per: a reduction held per row, red: looped), then
+// its ops and its index; a renderer prefixes its target (codegen::name_kernels).
+std::string kernel_name(const FusionGroup& k, const std::set<std::string>& ops, size_t index) {
+  int64_t rnumel = 1;
+  for (int64_t d : k.reduced) rnumel *= k.space[d] >= 0 ? k.space[d] : 1 << 20;
+  std::string category = k.reduced.empty() ? "poi" : rnumel <= 1024 ? "per" : "red";
+  std::string name = category + "_fused";
+  for (const auto& o : ops) name += "_" + o;
+  return name + "_" + std::to_string(index);
+}
+
+// The decision that sums kernel k up: its ops, its space, and the bytes its intermediates
+// held in registers save.
+std::string kernel_summary(const Schedule& s, const FusionGroup& k) {
+  int64_t saved = 0;
+  for (int id : k.nodes)
+    if (!s.realized[id]) saved += 2 * meta_bytes(s.graph, s.graph.nodes[id].meta);
+  auto count = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  size_t kept = k.nodes.size() - k.stores.size();
+  return k.name + ": " + count(k.nodes.size(), "op", "ops") + " over " + space_str(k.space) +
+         (k.reduced.empty() ? "" : " reducing dims " + space_str(k.reduced)) + "; " +
+         (kept == 0 ? std::string("no intermediate stays in registers")
+                    : count(kept, "intermediate stays", "intermediates stay") + " in registers, saving " +
+                          std::to_string(saved) + " bytes of memory traffic");
+}
+
+// Kernel gi's loads, stores and name, the decisions logged while it was open renamed with it
+// (first_decision: kernel -> its first decision, one more entry at the end), and its summary.
+void finish_kernel(Schedule& s, size_t gi, const std::vector<int>& group_of,
+                   const std::vector<size_t>& first_decision) {
+  const graph::Graph& g = s.graph;
+  FusionGroup& k = s.groups[gi];
+  std::set<std::string> ops;
+  std::set<int> loads;
+  for (int id : k.nodes) {
+    ops.insert(op_name(g.nodes[id].op));
+    for (int i : g.nodes[id].inputs)
+      if (i >= 0 && group_of[i] != (int)gi && g.nodes[i].kind != NodeKind::Constant) loads.insert(i);
+    if (s.realized[id]) k.stores.push_back(id);
   }
+  k.loads.assign(loads.begin(), loads.end());
+  std::string old = k.name;
+  k.name = kernel_name(k, ops, gi);
+  // the decisions naming this kernel were logged while it was open, before the next one
+  // opened: renaming only those keeps this linear in the program
+  for (size_t di = first_decision[gi]; di < first_decision[gi + 1]; di++) {
+    auto& d = s.decisions[di];
+    size_t p;
+    while ((p = d.text.find(old + ":")) != std::string::npos || (p = d.text.find(old + " ")) != std::string::npos)
+      d.text.replace(p, old.size(), k.name);
+  }
+  s.decisions.push_back({kernel_summary(s, k)});
+}
 
-  // Buffer plan: when each buffer is last read; a dead buffer's memory is reused by the
-  // next one of the same size (graph outputs are never reused: the caller keeps them).
-  s.last_use.assign(n, -1);
+// s.last_use: the index of the last step that reads each buffer. A view shares its base's
+// memory: the base lives as long as any view of it is read.
+void find_last_uses(Schedule& s) {
+  const graph::Graph& g = s.graph;
+  s.last_use.assign(g.nodes.size(), -1);
   for (size_t si = 0; si < s.steps.size(); si++) {
     const Step& st = s.steps[si];
     std::vector<int> reads;
@@ -725,13 +523,20 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
   }
   for (size_t si = 0; si < s.steps.size(); si++)  // an output of a call that nothing reads: freed at once
     for (int id : s.steps[si].also) s.last_use[id] = std::max(s.last_use[id], (int)si);
-  // a view shares its base's memory: the base lives as long as any view of it is read
   for (size_t si = s.steps.size(); si-- > 0;) {
     const Step& st = s.steps[si];
     if (st.kind != StepKind::View) continue;
     int base = g.nodes[st.node].inputs[0];
     s.last_use[base] = std::max(s.last_use[base], s.last_use[st.node]);
   }
+}
+
+// Buffer plan: when each buffer is last read; a dead buffer's memory is reused by the next one
+// of the same size (graph outputs are never reused: the caller keeps them). Fills s.buffers,
+// s.reused, s.peak_bytes and s.unplanned_bytes, and logs them.
+void plan_buffers(Schedule& s) {
+  const graph::Graph& g = s.graph;
+  find_last_uses(s);
   std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   std::multimap<int64_t, int> free_slots;
   int64_t alive = 0;
@@ -767,7 +572,24 @@ Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_strid
   std::ostringstream plan;
   plan << "buffer plan: " << s.buffers << " buffers, " << s.reused << " reuse a freed one; peak "
        << s.peak_bytes << " bytes (" << s.unplanned_bytes << " if none were reused)";
-  log(plan.str());
+  s.decisions.push_back({plan.str()});
+}
+
+}  // namespace
+
+Schedule schedule(const graph::Graph& input, int max_loads, bool one_batch_stride) {
+  Schedule s;
+  s.graph = sink_pointwise(hoist_factories(decompose(input, one_batch_stride)));
+  s.realized.assign(s.graph.nodes.size(), false);
+  std::vector<int> group_of(s.graph.nodes.size(), -1);  // kernel computing a node, or -1
+  std::vector<size_t> first_decision;  // kernel -> its first decision (the ones naming it follow)
+  group_greedily(s, max_loads, group_of, first_decision);
+  rematerialize(s, group_of, max_loads, first_decision);
+  for (int o : s.graph.outputs) s.realized[o] = true;
+  merge_multi_output_calls(s);
+  first_decision.push_back(s.decisions.size());
+  for (size_t gi = 0; gi < s.groups.size(); gi++) finish_kernel(s, gi, group_of, first_decision);
+  plan_buffers(s);
   return s;
 }
 

@@ -84,6 +84,43 @@ PyObject* fetch(const Source& s, const FrameValues& f) {
   return v;
 }
 
+namespace {
+
+// `key` in the module globals `globals` (Borrowed), else in its builtins, as LOAD_GLOBAL finds
+// it in a function of that module. New reference, or NULL (no error set).
+PyObject* global_or_builtin(PyObject* globals, PyObject* key) {
+  PyObject* v = nullptr;
+  if (PyDict_Check(globals)) {
+    v = PyDict_GetItemWithError(globals, key);
+    PyObject* b = v ? nullptr : PyDict_GetItemString(globals, "__builtins__");
+    if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
+    if (!v && !b) b = PyEval_GetBuiltins();
+    if (!v && b && PyDict_Check(b)) v = PyDict_GetItemWithError(b, key);
+    PyErr_Clear();
+  }
+  Py_XINCREF(v);
+  return v;
+}
+
+// The items a tuple iterator (Borrowed) has left, as a tuple, read from its __reduce__():
+// (iter, (tuple,), position). New reference, or NULL (no error set).
+PyObject* remaining_items(PyObject* iterator) {
+  PyObject* r = PyObject_CallMethod(iterator, "__reduce__", nullptr);
+  PyObject* out = nullptr;
+  if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 2) {
+    PyObject* args = PyTuple_GET_ITEM(r, 1);
+    PyObject* seq = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0) : nullptr;
+    Py_ssize_t pos = PyTuple_GET_SIZE(r) > 2 ? PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2)) : 0;
+    if (seq && PyTuple_Check(seq)) out = PyTuple_GetSlice(seq, pos, PyTuple_GET_SIZE(seq));
+    else if (!seq) out = PyTuple_New(0);  // an exhausted iterator reduces to iter(())
+  }
+  Py_XDECREF(r);
+  if (!out) PyErr_Clear();
+  return out;
+}
+
+}  // namespace
+
 PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
   if (s.base && !base) return nullptr;
   switch (s.kind) {
@@ -100,19 +137,7 @@ PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
       Py_XINCREF(v);
       return v;
     }
-    case Source::Kind::GlobalIn: {  // as LOAD_GLOBAL in a function of that module
-      PyObject* v = nullptr;
-      if (PyDict_Check(base)) {
-        v = PyDict_GetItemWithError(base, s.key());
-        PyObject* b = v ? nullptr : PyDict_GetItemString(base, "__builtins__");
-        if (b && PyModule_Check(b)) b = PyModule_GetDict(b);
-        if (!v && !b) b = PyEval_GetBuiltins();
-        if (!v && b && PyDict_Check(b)) v = PyDict_GetItemWithError(b, s.key());
-        PyErr_Clear();
-      }
-      Py_XINCREF(v);
-      return v;
-    }
+    case Source::Kind::GlobalIn: return global_or_builtin(base, s.key());
     case Source::Kind::Attr: {
       PyObject* v = PyObject_GetAttr(base, s.key());
       if (!v) PyErr_Clear();
@@ -137,20 +162,7 @@ PyObject* fetch_from(const Source& s, PyObject* base, const FrameValues& f) {
       Py_XINCREF(v);
       return v;
     }
-    case Source::Kind::IterItems: {  // tuple_iterator.__reduce__() == (iter, (tuple,), position)
-      PyObject* r = PyObject_CallMethod(base, "__reduce__", nullptr);
-      PyObject* out = nullptr;
-      if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 2) {
-        PyObject* args = PyTuple_GET_ITEM(r, 1);
-        PyObject* seq = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1 ? PyTuple_GET_ITEM(args, 0) : nullptr;
-        Py_ssize_t pos = PyTuple_GET_SIZE(r) > 2 ? PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2)) : 0;
-        if (seq && PyTuple_Check(seq)) out = PyTuple_GetSlice(seq, pos, PyTuple_GET_SIZE(seq));
-        else if (!seq) out = PyTuple_New(0);  // an exhausted iterator reduces to iter(())
-      }
-      Py_XDECREF(r);
-      if (!out) PyErr_Clear();
-      return out;
-    }
+    case Source::Kind::IterItems: return remaining_items(base);
     case Source::Kind::Closure: {
       if (!f.closure || !PyTuple_Check(f.closure) || s.index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
       PyObject* v = PyTuple_GET_ITEM(f.closure, s.index);

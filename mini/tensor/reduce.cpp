@@ -100,66 +100,60 @@ struct Plan {
   Strides kept_strides, red_strides;
 };
 
-template <class T, class O>
-void reduce_kernel(Combine c, bool mean, const Tensor& in, const Tensor& out,
-                   const std::vector<int64_t>& dims) {
-  using A = typename AccType<T>::type;
-  Plan plan;
-  std::vector<bool> is_red(in->dim(), false);
-  for (int64_t d : dims) is_red[d] = true;
-  for (int64_t d = 0; d < in->dim(); d++) {
-    (is_red[d] ? plan.red_sizes : plan.kept_sizes).push_back(in->sizes[d]);
-    (is_red[d] ? plan.red_strides : plan.kept_strides).push_back(in->strides[d]);
-  }
-  int64_t n_out = numel_of(plan.kept_sizes), n_red = numel_of(plan.red_sizes);
-  const T* src = in->data<T>();
-  O* dst = out->data<O>();
-  auto finish = [&](A acc) {
+// The output value of a reduction's total: a mean divides by the count (NaN for none).
+template <class A, class O> struct Finish {
+  bool mean;
+  int64_t n_red;
+  O operator()(A acc) const {
     if (mean) acc = n_red ? A(acc / A(n_red)) : A(NAN);
     return O(acc);
-  };
-  bool contiguous = in->is_contiguous();
-  bool red_is_tail = true, red_is_head = true;
-  for (int64_t d = 0; d < in->dim(); d++) {
-    if (is_red[d] && d < in->dim() - (int64_t)dims.size()) red_is_tail = false;
-    if (is_red[d] && d >= (int64_t)dims.size()) red_is_head = false;
   }
-  if (contiguous && red_is_tail) {
-    if (n_out == 1) {  // a full reduction: split the run over threads
-      int threads = n_red >= kParallelGrain ? omp_get_max_threads() : 1;
-      std::vector<A> part(threads, initial<A>(c));
-      int64_t chunk = (n_red + threads - 1) / threads;
+};
+
+// inner: each output reduces one contiguous run of n_red elements (a full reduction's one run
+// is split over threads).
+template <class T, class O, class A>
+void reduce_inner(Combine c, const T* src, O* dst, int64_t n_out, int64_t n_red, const Finish<A, O>& finish) {
+  if (n_out == 1) {  // a full reduction: split the run over threads
+    int threads = n_red >= kParallelGrain ? omp_get_max_threads() : 1;
+    std::vector<A> part(threads, initial<A>(c));
+    int64_t chunk = (n_red + threads - 1) / threads;
 #pragma omp parallel for num_threads(threads) if (threads > 1)
-      for (int t = 0; t < threads; t++) {
-        int64_t b = t * chunk, e = std::min(n_red, b + chunk);
-        if (b < e) part[t] = reduce_run<T, A>(c, src + b, e - b);
-      }
-      A acc = initial<A>(c);
-      for (A v : part) acc = combine<A>(c, acc, v);
-      dst[0] = finish(acc);
-      return;
+    for (int t = 0; t < threads; t++) {
+      int64_t b = t * chunk, e = std::min(n_red, b + chunk);
+      if (b < e) part[t] = reduce_run<T, A>(c, src + b, e - b);
     }
+    A acc = initial<A>(c);
+    for (A v : part) acc = combine<A>(c, acc, v);
+    dst[0] = finish(acc);
+    return;
+  }
 #pragma omp parallel for if (n_out * n_red >= kParallelGrain)
-    for (int64_t o = 0; o < n_out; o++) dst[o] = finish(reduce_run<T, A>(c, src + o * n_red, n_red));
-    return;
-  }
-  if (contiguous && red_is_head) {  // out[j] = reduce_i in[i, j]
-    parallel_chunks(n_out, [&](int64_t b, int64_t e) {
-      std::vector<A> acc(e - b, initial<A>(c));
-      for (int64_t i = 0; i < n_red; i++) {
-        const T* row = src + i * n_out;
-        if (c == Combine::Sum) {
+  for (int64_t o = 0; o < n_out; o++) dst[o] = finish(reduce_run<T, A>(c, src + o * n_red, n_red));
+}
+
+// outer: out[j] = reduce_i in[i, j], the outputs accumulated row by row.
+template <class T, class O, class A>
+void reduce_outer(Combine c, const T* src, O* dst, int64_t n_out, int64_t n_red, const Finish<A, O>& finish) {
+  parallel_chunks(n_out, [&](int64_t b, int64_t e) {
+    std::vector<A> acc(e - b, initial<A>(c));
+    for (int64_t i = 0; i < n_red; i++) {
+      const T* row = src + i * n_out;
+      if (c == Combine::Sum) {
 #pragma omp simd
-          for (int64_t j = b; j < e; j++) acc[j - b] += A(row[j]);
-        } else {
-          for (int64_t j = b; j < e; j++) acc[j - b] = combine<A>(c, acc[j - b], A(row[j]));
-        }
+        for (int64_t j = b; j < e; j++) acc[j - b] += A(row[j]);
+      } else {
+        for (int64_t j = b; j < e; j++) acc[j - b] = combine<A>(c, acc[j - b], A(row[j]));
       }
-      for (int64_t j = b; j < e; j++) dst[j] = finish(acc[j - b]);
-    });
-    return;
-  }
-  // strided: per output, walk the reduced index space
+    }
+    for (int64_t j = b; j < e; j++) dst[j] = finish(acc[j - b]);
+  });
+}
+
+// strided: per output, a walk over the reduced index space at the input's strides.
+template <class T, class O, class A>
+void reduce_strided(Combine c, const T* src, O* dst, const Plan& plan, int64_t n_out, int64_t n_red,
+                    const Finish<A, O>& finish) {
   Strides kept_c = contiguous_strides(plan.kept_sizes);
   int64_t rr = plan.red_sizes.size();
 #pragma omp parallel for if (n_out * n_red >= kParallelGrain)
@@ -182,6 +176,33 @@ void reduce_kernel(Combine c, bool mean, const Tensor& in, const Tensor& out,
     }
     dst[o] = finish(acc);
   }
+}
+
+// Reduces `in` over `dims` into `out`, choosing the loop shape (inner, outer or strided).
+template <class T, class O>
+void reduce_kernel(Combine c, bool mean, const Tensor& in, const Tensor& out,
+                   const std::vector<int64_t>& dims) {
+  using A = typename AccType<T>::type;
+  Plan plan;
+  std::vector<bool> is_red(in->dim(), false);
+  for (int64_t d : dims) is_red[d] = true;
+  for (int64_t d = 0; d < in->dim(); d++) {
+    (is_red[d] ? plan.red_sizes : plan.kept_sizes).push_back(in->sizes[d]);
+    (is_red[d] ? plan.red_strides : plan.kept_strides).push_back(in->strides[d]);
+  }
+  int64_t n_out = numel_of(plan.kept_sizes), n_red = numel_of(plan.red_sizes);
+  const T* src = in->data<T>();
+  O* dst = out->data<O>();
+  Finish<A, O> finish{mean, n_red};
+  bool contiguous = in->is_contiguous();
+  bool red_is_tail = true, red_is_head = true;
+  for (int64_t d = 0; d < in->dim(); d++) {
+    if (is_red[d] && d < in->dim() - (int64_t)dims.size()) red_is_tail = false;
+    if (is_red[d] && d >= (int64_t)dims.size()) red_is_head = false;
+  }
+  if (contiguous && red_is_tail) reduce_inner(c, src, dst, n_out, n_red, finish);
+  else if (contiguous && red_is_head) reduce_outer(c, src, dst, n_out, n_red, finish);
+  else reduce_strided(c, src, dst, plan, n_out, n_red, finish);
 }
 
 Shape reduced_shape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {

@@ -306,13 +306,13 @@ def own_cache_dir(tmp_path_factory):
 # of assignment A3, which fail in a student tree until its regions are written.
 ASSIGNMENTS = {
     "a1": "A1 derivative rules (mini/tensor/derivatives.h)",
-    "a2": "A2 the recompute partitioner (mini/autograd/training.cpp)",
+    "a2": "A2 the recompute partitioner (mini/autograd/partition.cpp)",
     "a3": "A3 fusion legality and the greedy scheduler (mini/fusion/schedule.cpp)",
     "a4": "A4 how each op is spelled in C++ (mini/codegen/c_style.cpp)",
     "a5": "A5 the tensor guard (mini/guards/guards.cpp)",
     "a6": "A6 the guard cache (mini/guards/cache.cpp)",
     "a7": "A7 automatic dynamic shapes (mini/capture/automatic_dynamic.cpp)",
-    "a8": "A8 the min-cut partitioner (mini/autograd/training.cpp)",
+    "a8": "A8 the min-cut partitioner (mini/autograd/partition.cpp)",
     "a9": "A9 resume units (mini/capture/resume.cpp, mini/capture/tracer.cpp)",
     "a10": "A10 a CUDA reduction's layout (mini/codegen/cuda_launch.cpp)",
 }

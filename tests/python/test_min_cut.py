@@ -1,4 +1,4 @@
-"""The min-cut partitioner (mini/autograd/training.cpp: MaxFlow and min_cut_saved; assignment A8,
+"""The min-cut partitioner (mini/autograd/partition.cpp: MaxFlow and min_cut_saved; assignment A8,
 notes/assignments/A8.md): with mini.config.partitioner = "min-cut", "inductor" splits a training
 graph where a max-flow over the forward, whose edge weights are bytes, cuts it.
 
