@@ -43,7 +43,6 @@ KNOWN = {
     "mini/codegen/cuda_rows.cpp:write_vector_loop_reduction": 162,
     "mini/codegen/cuda_columns.cpp:write_vector_columns": 129,
     "mini/codegen/cuda_rows.cpp:write_reduction": 115,
-    "mini/runtime/compiled_cuda_graph.cpp:run_timed": 123,
     "mini/tensor/cuda/flash_attention.cu:flash_bwd_kernel": 153,
     "mini/tensor/cuda/flash_attention.cu:flash_fwd_kernel": 116,
     "mini/tensor/cuda/flash_attention_f32.cu:bwd_kernel": 131,

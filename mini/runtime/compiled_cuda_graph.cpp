@@ -184,12 +184,30 @@ std::vector<double> CompiledCudaGraph::kernel_ms(const std::vector<Tensor>& inpu
   return ms;
 }
 
-std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept,
-                                                 std::vector<double>* kernel_ms) const {
+// One call's state: every node's value, the size symbols, the mini::Sizes the kernels take, the
+// launch arguments, aligned copies of inputs at odd offsets, and each timed launch's events.
+struct CompiledCudaGraph::Run {
+  struct Timed {
+    int group;
+    uintptr_t start, stop;
+  };
+  std::vector<Tensor> values;
+  std::vector<int64_t> symbols;
+  Sizes sizes{};
+  int sms = 0;
+  std::vector<void*> pointers, args;
+  std::deque<Tensor> misaligned;  // stable addresses: kept until the launches reading them are done
+  std::vector<Timed> events;      // kernel_ms: each launch's start and stop
+  ~Run() {
+    for (auto& t : events) cuda::event_destroy(t.start), cuda::event_destroy(t.stop);
+  }
+};
+
+// The inputs with each 0-d CPU tensor moved to the GPU (a Python number's, or the seed 1.0 that
+// loss.backward() hands the compiled backward: torch lets one meet CUDA tensors as a scalar), or
+// empty where none is; raises for any other input not on the GPU, and for a wrong count.
+std::vector<Tensor> CompiledCudaGraph::inputs_on_device(const std::vector<Tensor>& inputs) const {
   const graph::Graph& g = schedule.graph;
-  // a Python number's 0-d input (made on the CPU), and any 0-d CPU tensor (torch lets one meet
-  // CUDA tensors as a scalar: the seed 1.0 that loss.backward() hands the compiled backward),
-  // goes to the GPU
   std::vector<Tensor> moved;
   for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
     if (inputs[i] && !inputs[i]->is_cuda() && (g.nodes[g.inputs[i]].wrapped_number || inputs[i]->sizes.empty())) {
@@ -197,108 +215,107 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
       moved[i] = to_device(inputs[i], Device::cuda(0));
       moved[i]->wrapped_number = g.nodes[g.inputs[i]].wrapped_number || inputs[i]->wrapped_number;
     }
-  if (!moved.empty()) return run_timed(moved, kept, kernel_ms);
-  for (size_t i = 0; i < inputs.size() && i < g.inputs.size(); i++)
-    if (inputs[i] && !inputs[i]->is_cuda())
-      fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", inputs[i]->device().str(),
+  const std::vector<Tensor>& now = moved.empty() ? inputs : moved;
+  for (size_t i = 0; i < now.size() && i < g.inputs.size(); i++)
+    if (now[i] && !now[i]->is_cuda())
+      fail("a graph compiled for CUDA takes CUDA tensors: input ", i, " is on ", now[i]->device().str(),
            " (move it with .cuda())");
   if (inputs.size() != g.inputs.size()) fail("compiled graph expects ", g.inputs.size(), " inputs, got ", inputs.size());
-  std::call_once(loaded_, [this] { load(); });
-  std::vector<Tensor> values(g.nodes.size());
-  for (size_t i = 0; i < inputs.size(); i++) values[g.inputs[i]] = inputs[i];
-  std::vector<int64_t> symbols = g.symbol_values(inputs);
-  auto value = [&](int id) -> const Tensor& { return values[id] ? values[id] : device_constants_[id]; };
-  Sizes sizes{};
-  for (size_t i = 0; i < symbols.size(); i++) sizes.symbols[i] = symbols[i];
-  int sms = cuda::sm_count();
-  std::vector<void*> pointers;
-  std::vector<void*> args;
-  std::deque<Tensor> misaligned;  // aligned copies of inputs at odd offsets (stable addresses)
-  struct Timed {
-    int group;
-    uintptr_t start, stop;
-  };
-  std::vector<Timed> events;  // kernel_ms: each launch's start and stop
-  struct Events {             // destroyed however the run ends
-    std::vector<Timed>& e;
-    ~Events() {
-      for (auto& t : e) cuda::event_destroy(t.start), cuda::event_destroy(t.stop);
+  return moved;
+}
+
+// Launches kernel `group` on this call's values: a pointer per load (an aligned copy of an input
+// at an odd offset, where the kernel assumes alignment) and per new output, the loads' strides,
+// the block and grid of cuda_launch.h, a split kernel's partials and counters; between two
+// events where `timed`.
+void CompiledCudaGraph::launch(int group, Run& run, bool timed) const {
+  const graph::Graph& g = schedule.graph;
+  const fusion::FusionGroup& k = schedule.groups[group];
+  const codegen::CudaLayout& layout = layouts[group];
+  run.pointers.clear();
+  int64_t bytes = 0;
+  for (size_t b = 0; b < k.loads.size(); b++) {
+    const Tensor* read = run.values[k.loads[b]] ? &run.values[k.loads[b]] : &device_constants_[k.loads[b]];
+    if (aligned[group] && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {
+      // a view at an odd offset: the kernel reads an aligned copy (kept until the launch is
+      // done: the allocator reuses its memory only for work queued after it)
+      run.misaligned.push_back(same_layout(*read, true));
+      read = &run.misaligned.back();
     }
-  } destroy_events{events};
+    const Tensor& t = *read;
+    run.pointers.push_back(t->device_raw());
+    for (size_t d = 0; d < t->strides.size() && d < (size_t)codegen::kCudaMaxRank; d++)
+      run.sizes.strides[b][d] = t->strides[d];
+    bytes += t->wrapped_number ? 0 : t->nbytes();
+  }
+  for (int id : k.stores) {
+    run.values[id] = TensorImpl::empty(resolve_shape(g.nodes[id].meta.sizes, run.symbols), g.nodes[id].meta.dtype,
+                                       Device::cuda(0));
+    run.pointers.push_back(run.values[id]->device_raw());
+    bytes += run.values[id]->nbytes();
+  }
+  run.args.clear();
+  for (void*& p : run.pointers) run.args.push_back(&p);
+  run.args.push_back(&run.sizes);
+  unsigned block[3] = {(unsigned)codegen::cuda_block(k, layout), 1, 1};
+  unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, layout, run.symbols, run.sms, column_vector[group]), 1, 1};
+  void* partials = nullptr;
+  void* arrived = nullptr;
+  if (split[group]) {
+    int64_t rnumel = 1;
+    for (int64_t d : k.reduced) rnumel *= resolve_shape({k.space[d]}, run.symbols)[0];
+    grid[0] = (unsigned)codegen::cuda_split_grid(rnumel, (int)block[0], run.sms);
+  } else if (column_split[group]) {
+    auto [cols, rnumel] = column_extents(k);
+    grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, run.sms, column_vector[group]);
+  }
+  if (split[group] || column_split[group]) {  // a zeroed 32-bit counter (a split row), or one per x block
+    partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[group];
+    arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[group];
+    run.args.push_back(&partials);
+    run.args.push_back(&arrived);
+  }
+  if (timed) {
+    run.events.push_back({group, cuda::event_create(true), 0});
+    run.events.back().stop = cuda::event_create(true);
+    cuda::event_record(run.events.back().start);
+  }
+  cuda::launch_kernel(kernels_[group], grid, block, run.args.data(), 0, k.name.c_str());
+  if (timed) cuda::event_record(run.events.back().stop);
+  count_kernel(bytes);
+}
+
+std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept,
+                                                 std::vector<double>* kernel_ms) const {
+  std::vector<Tensor> moved = inputs_on_device(inputs);
+  if (!moved.empty()) return run_timed(moved, kept, kernel_ms);
+  std::call_once(loaded_, [this] { load(); });
+  const graph::Graph& g = schedule.graph;
+  Run run;
+  run.values.resize(g.nodes.size());
+  for (size_t i = 0; i < inputs.size(); i++) run.values[g.inputs[i]] = inputs[i];
+  run.symbols = g.symbol_values(inputs);
+  for (size_t i = 0; i < run.symbols.size(); i++) run.sizes.symbols[i] = run.symbols[i];
+  run.sms = cuda::sm_count();
+  auto value = [&](int id) -> const Tensor& { return run.values[id] ? run.values[id] : device_constants_[id]; };
   for (size_t si = 0; si < schedule.steps.size(); si++) {
     const fusion::Step& st = schedule.steps[si];
     if (st.kind == fusion::StepKind::Kernel) {
-      const fusion::FusionGroup& k = schedule.groups[st.group];
-      pointers.clear();
-      int64_t bytes = 0;
-      const codegen::CudaLayout& layout = layouts[st.group];
-      const bool aligned = this->aligned[st.group];
-      for (size_t b = 0; b < k.loads.size(); b++) {
-        const Tensor* read = &value(k.loads[b]);
-        if (aligned && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {
-          // a view at an odd offset: the kernel reads an aligned copy (kept until the launch is
-          // done: the allocator reuses its memory only for work queued after it)
-          misaligned.push_back(same_layout(*read, true));
-          read = &misaligned.back();
-        }
-        const Tensor& t = *read;
-        pointers.push_back(t->device_raw());
-        for (size_t d = 0; d < t->strides.size() && d < (size_t)codegen::kCudaMaxRank; d++)
-          sizes.strides[b][d] = t->strides[d];
-        bytes += t->wrapped_number ? 0 : t->nbytes();
-      }
-      for (int id : k.stores) {
-        values[id] = TensorImpl::empty(resolve_shape(g.nodes[id].meta.sizes, symbols), g.nodes[id].meta.dtype,
-                                       Device::cuda(0));
-        pointers.push_back(values[id]->device_raw());
-        bytes += values[id]->nbytes();
-      }
-      args.clear();
-      for (void*& p : pointers) args.push_back(&p);
-      args.push_back(&sizes);
-      unsigned block[3] = {(unsigned)codegen::cuda_block(k, layout), 1, 1};
-      unsigned grid[3] = {(unsigned)codegen::cuda_grid(schedule, k, layout, symbols, sms, column_vector[st.group]), 1, 1};
-      void* partials = nullptr;
-      void* arrived = nullptr;
-      if (split[st.group]) {
-        int64_t rnumel = 1;
-        for (int64_t d : k.reduced) rnumel *= resolve_shape({k.space[d]}, symbols)[0];
-        grid[0] = (unsigned)codegen::cuda_split_grid(rnumel, (int)block[0], sms);
-        partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
-        arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[st.group];  // a zeroed 32-bit counter
-        args.push_back(&partials);
-        args.push_back(&arrived);
-      } else if (column_split[st.group]) {
-        auto [cols, rnumel] = column_extents(k);
-        grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, sms, column_vector[st.group]);
-        partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[st.group];
-        arrived = static_cast<float*>(arrived_->device_raw()) + arrived_at_[st.group];  // a counter per x block
-        args.push_back(&partials);
-        args.push_back(&arrived);
-      }
-      if (kernel_ms) {
-        events.push_back({st.group, cuda::event_create(true), 0});
-        events.back().stop = cuda::event_create(true);
-        cuda::event_record(events.back().start);
-      }
-      cuda::launch_kernel(kernels_[st.group], grid, block, args.data(), 0, k.name.c_str());
-      if (kernel_ms) cuda::event_record(events.back().stop);
-      count_kernel(bytes);
+      launch(st.group, run, kernel_ms != nullptr);
     } else {
-      const graph::Node& n = g.nodes[st.node];
       std::vector<Tensor> call_args;
-      for (int i : n.inputs) call_args.push_back(i < 0 ? nullptr : value(i));
-      run_extern(g, st, call_args, symbols, values);
+      for (int i : g.nodes[st.node].inputs) call_args.push_back(i < 0 ? nullptr : value(i));
+      run_extern(g, st, call_args, run.symbols, run.values);
     }
     for (int id : frees[si]) {
-      if (kept && values[id]) kept->push_back(values[id]);
-      values[id].reset();
+      if (kept && run.values[id]) kept->push_back(run.values[id]);
+      run.values[id].reset();
     }
   }
-  if (kept) kept->insert(kept->end(), misaligned.begin(), misaligned.end());
+  if (kept) kept->insert(kept->end(), run.misaligned.begin(), run.misaligned.end());
   if (kernel_ms) {
     kernel_ms->assign(schedule.groups.size(), 0.0);
-    for (auto& t : events) {
+    for (auto& t : run.events) {
       cuda::event_synchronize(t.stop);
       (*kernel_ms)[t.group] += cuda::event_elapsed_ms(t.start, t.stop);
     }

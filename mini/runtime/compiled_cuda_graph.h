@@ -59,6 +59,9 @@ struct CompiledCudaGraph {
   void load() const;
   std::vector<Tensor> run_timed(const std::vector<Tensor>& inputs, std::vector<Tensor>* kept,
                                 std::vector<double>* kernel_ms) const;
+  struct Run;  // one call's values, sizes and launch arguments (compiled_cuda_graph.cpp)
+  std::vector<Tensor> inputs_on_device(const std::vector<Tensor>& inputs) const;
+  void launch(int group, Run& run, bool timed) const;
   mutable std::once_flag loaded_;
   mutable std::vector<uintptr_t> kernels_;
   mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
