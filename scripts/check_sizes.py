@@ -26,7 +26,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 KNOWN = {
     "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
-    "mini/capture/tensor_methods.cpp:call_tensor_method": 199,
     "mini/capture/wrap.cpp:wrap": 186,
     "mini/capture/convert_frame.cpp:compile_unit": 180,
     "mini/capture/rebuild.cpp:build": 149,
@@ -37,7 +36,6 @@ KNOWN = {
     "mini/capture/calls.cpp:call_var": 110,
     "mini/capture/run_unit.cpp:run_graph_of": 103,
     "mini/capture/calls.cpp:get_attr": 99,
-    "mini/capture/tensor_methods.cpp:tensor_getitem": 90,
     "mini/capture/tracer.cpp:trace_pass": 87,
     "mini/capture/convert_frame.cpp:on_frame": 81,
     "mini/fusion/schedule.cpp:rematerialize": 193,
