@@ -30,8 +30,6 @@ KNOWN = {
     "mini/capture/convert_frame.cpp:compile_unit": 180,
     "mini/capture/rebuild.cpp:build": 149,
     "mini/capture/rebuild.cpp:rebuild": 145,
-    "mini/capture/tensor_functions.cpp:call_graph_function": 132,
-    "mini/capture/tensor_functions.cpp:call_factory": 125,
     "mini/capture/interpret_control.cpp:inline_function": 112,
     "mini/capture/calls.cpp:call_var": 110,
     "mini/capture/run_unit.cpp:run_graph_of": 103,
