@@ -26,7 +26,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 KNOWN = {
     "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
-    "mini/capture/wrap.cpp:wrap": 186,
     "mini/capture/convert_frame.cpp:compile_unit": 180,
     "mini/capture/rebuild.cpp:build": 149,
     "mini/capture/rebuild.cpp:rebuild": 145,
