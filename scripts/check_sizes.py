@@ -26,7 +26,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 KNOWN = {
     "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
-    "mini/capture/convert_frame.cpp:compile_unit": 180,
     "mini/capture/rebuild.cpp:build": 149,
     "mini/capture/rebuild.cpp:rebuild": 145,
     "mini/capture/interpret_control.cpp:inline_function": 112,
@@ -34,7 +33,6 @@ KNOWN = {
     "mini/capture/run_unit.cpp:run_graph_of": 103,
     "mini/capture/calls.cpp:get_attr": 99,
     "mini/capture/tracer.cpp:trace_pass": 87,
-    "mini/capture/convert_frame.cpp:on_frame": 81,
     "mini/fusion/schedule.cpp:rematerialize": 193,
     "mini/fusion/decompose.cpp:decompose": 155,
     "mini/fusion/schedule.cpp:schedule": 132,
