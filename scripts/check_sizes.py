@@ -26,7 +26,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 KNOWN = {
     "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
-    "mini/capture/interpret_control.cpp:inline_function": 112,
     "mini/capture/calls.cpp:call_var": 110,
     "mini/capture/run_unit.cpp:run_graph_of": 103,
     "mini/capture/calls.cpp:get_attr": 99,
