@@ -26,7 +26,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 KNOWN = {
     "mini/codegen/cuda_kernel.cpp": 1550,
     "mini/autograd/training.cpp": 985,
-    "mini/capture/tracer.cpp:trace_pass": 87,
     "mini/fusion/schedule.cpp:rematerialize": 193,
     "mini/fusion/decompose.cpp:decompose": 155,
     "mini/fusion/schedule.cpp:schedule": 132,
