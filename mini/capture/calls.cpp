@@ -1,6 +1,6 @@
 // calls.cpp — what calling a Var means while tracing: inlining Python functions and
-// nn.Module.forward, methods of dicts and constants, dataclass records, and attribute reads
-// and stores. Builtins are builtins.cpp's.
+// nn.Module.forward, methods of dicts and constants, dataclass records. Builtins are
+// builtins.cpp's; attribute reads and stores attributes.cpp's.
 #include "capture/trace_context.h"
 
 namespace mini::capture {
@@ -303,260 +303,150 @@ static VarRef call_object(TraceContext& ctx, const VarRef& callee, std::vector<V
   return inline_function(ctx, call, fn_source, std::move(args), std::move(kwargs));
 }
 
+namespace {
+
+// A Python function: a graph function (mini.where) recorded by name, a grad-mode wrapper
+// (a function decorated with mini.no_grad()) in its mode, any other inlined.
+VarRef call_function_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  if (callee->graph_function) {
+    PyObject* n = PyDict_GetItem(python_bridge().graph_functions, callee->obj);
+    return call_graph_function(ctx, PyUnicode_AsUTF8(n), std::move(args), kwargs);
+  }
+  if (VarRef r = call_grad_mode_wrapper(ctx, callee, args, kwargs)) return r;
+  return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), callee->made.get());
+}
+
+// A method of a plain object: the class's function, inlined with self bound; the function is
+// guarded by identity where the code reads it (obj.name.__func__).
+VarRef call_object_method(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  const VarRef& self = callee->self;
+  VarRef fn = class_function(ctx, self, callee->name);
+  if (in_stdlib(fn->obj))
+    unsupported("Attempted to call function marked as skipped: " + std::string(Py_TYPE(self->obj)->tp_name) + "." +
+                callee->name + " (the Python standard library is not traced)");
+  SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, callee->name), "__func__");
+  ctx.guards().add_id_match(fn_source, fn->obj);
+  args.insert(args.begin(), self);
+  return inline_function(ctx, fn->obj, fn_source, std::move(args), std::move(kwargs));
+}
+
+// x.shape.numel() where every size is known: the product, a constant; else null.
+VarRef size_numel(TraceContext& ctx, const VarRef& self) {
+  VarRef sizes = as_constant(ctx, self);
+  if (!sizes) return nullptr;
+  PyObject* numel = PyLong_FromLong(1);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes->obj); i++)
+    Py_SETREF(numel, PyNumber_Multiply(numel, PyTuple_GET_ITEM(sizes->obj, i)));
+  return make_constant(numel);
+}
+
+VarRef none_var() { return make_constant((Py_INCREF(Py_None), Py_None)); }
+
+// append/extend of a list of the frame's (a global, an argument): its Var grows, and its
+// contents after the trace are a side effect replayed into the real list (target[:] = items).
+VarRef grow_frame_list(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args) {
+  const VarRef& self = callee->self;
+  PyObject* real = guards::fetch(*self->source, ctx.root);
+  if (!real || !PyList_CheckExact(real)) {
+    Py_XDECREF(real);
+    PyErr_Clear();
+    unsupported("appending to a list read from " + self->source->str() + " that is not one now");
+  }
+  if (callee->name == "append") {
+    self->items.push_back(args[0]);
+  } else {
+    std::vector<VarRef> more = items_of(ctx, args[0]);
+    self->items.insert(self->items.end(), more.begin(), more.end());
+  }
+  record_store(ctx, SideEffect::Kind::Contents, real, self->source, "", self);
+  Py_DECREF(real);  // the frame holds it: its address only names the store
+  return none_var();
+}
+
+// A method of a constant, on constant arguments: run now.
+VarRef call_constant_method(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args,
+                            const Kwargs& kwargs) {
+  PyObject* m = PyObject_GetAttrString(callee->self->obj, callee->name.c_str());
+  if (!m) { PyErr_Clear(); unsupported("no attribute " + callee->name); }
+  VarRef r = call_on_constants(ctx, m, args, kwargs, callee->name + "()");
+  Py_DECREF(m);
+  return r;
+}
+
+// A bound method, by what it is bound to: a tensor's (the op table), a module's, the end of a
+// with block, a plain object's (inlined), a size's numel, a list's append, a dict's, a
+// constant's.
+VarRef call_method_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  const VarRef& self = callee->self;
+  const std::string& name = callee->name;
+  if (self->is(Var::Kind::Tensor)) return call_tensor_method_as_found(ctx, name, self, std::move(args), kwargs);
+  if (self->is(Var::Kind::Module)) return call_module_method(ctx, self, name, std::move(args), std::move(kwargs));
+  if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block
+    exit_grad_mode(ctx, callee, true);
+    return make_constant((Py_INCREF(Py_False), Py_False));  // exceptions are not traced
+  }
+  if (name == "__exit__" && is_null_context(self)) return none_var();
+  if (self->is(Var::Kind::Object) && self->source)
+    return call_object_method(ctx, callee, std::move(args), std::move(kwargs));
+  if (self->size && name == "numel" && args.empty() && kwargs.empty())
+    if (VarRef numel = size_numel(ctx, self)) return numel;
+  if (self->is(Var::Kind::List) && made_in_trace(self) && name == "append" && args.size() == 1) {
+    self->items.push_back(args[0]);
+    ctx.mutations++;
+    return none_var();
+  }
+  if (self->is(Var::Kind::List) && self->source && (name == "append" || name == "extend") &&
+      args.size() == 1 && kwargs.empty())
+    return grow_frame_list(ctx, callee, args);
+  if (self->is(Var::Kind::Dict) || self->is(Var::Kind::DictView)) return call_dict_method(ctx, callee, args);
+  if (self->is(Var::Kind::Constant) && all_constant(args, kwargs)) return call_constant_method(ctx, callee, args, kwargs);
+  unsupported("calling the method " + name + " of " + self->describe() + " is not supported by mini's capture");
+}
+
+// module(x) runs Module.__call__, which calls self.forward; a class with its own __call__
+// would run something else, and is refused.
+VarRef call_module_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
+  PyObject* call = PyObject_GetAttrString((PyObject*)Py_TYPE(callee->obj), "__call__");
+  PyObject* module_call = PyObject_GetAttrString(python_bridge().module_class, "__call__");
+  bool own_call = call != module_call;
+  Py_XDECREF(call);
+  Py_XDECREF(module_call);
+  PyErr_Clear();
+  if (own_call)
+    unsupported(std::string("calling a ") + Py_TYPE(callee->obj)->tp_name + ", whose class overrides "
+                "nn.Module.__call__: mini's capture inlines only Module.__call__ (forward)");
+  return call_module_method(ctx, callee, "forward", std::move(args), std::move(kwargs));
+}
+
+// A partial: its callable with its arguments first, its keywords unless the call gives them.
+VarRef call_partial(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args, const Kwargs& kwargs) {
+  std::vector<VarRef> all = callee->items;
+  all.insert(all.end(), args.begin(), args.end());
+  Kwargs merged;
+  for (size_t i = 0; i < callee->contents->keys.size(); i++)
+    merged.emplace_back(PyUnicode_AsUTF8(callee->contents->keys[i]->obj), callee->contents->items[i]);
+  for (auto& [name, v] : kwargs) {
+    auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& kv) { return kv.first == name; });
+    if (same != merged.end()) same->second = v;
+    else merged.emplace_back(name, v);
+  }
+  return call_var(ctx, callee->self, std::move(all), std::move(merged));
+}
+
+}  // namespace
+
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
   switch (callee->kind) {
-    case Var::Kind::Function: {
-      if (callee->graph_function) {
-        PyObject* n = PyDict_GetItem(python_bridge().graph_functions, callee->obj);
-        return call_graph_function(ctx, PyUnicode_AsUTF8(n), std::move(args), kwargs);
-      }
-      if (VarRef r = call_grad_mode_wrapper(ctx, callee, args, kwargs)) return r;
-      return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), callee->made.get());
-    }
-    case Var::Kind::Method: {
-      const VarRef& self = callee->self;
-      if (self->is(Var::Kind::Tensor)) return call_tensor_method_as_found(ctx, callee->name, self, std::move(args), kwargs);
-      if (self->is(Var::Kind::Module))
-        return call_module_method(ctx, self, callee->name, std::move(args), std::move(kwargs));
-      if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block
-        exit_grad_mode(ctx, callee, true);
-        return make_constant((Py_INCREF(Py_False), Py_False));  // exceptions are not traced
-      }
-      if (callee->name == "__exit__" && is_null_context(self)) return make_constant((Py_INCREF(Py_None), Py_None));
-      if (self->is(Var::Kind::Object) && self->source) {
-        // a method of a plain object: the class's function, inlined with self bound; the
-        // function is guarded by identity where the code reads it (obj.name.__func__)
-        VarRef fn = class_function(ctx, self, callee->name);
-        if (in_stdlib(fn->obj))
-          unsupported("Attempted to call function marked as skipped: " + std::string(Py_TYPE(self->obj)->tp_name) + "." +
-                      callee->name + " (the Python standard library is not traced)");
-        SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, callee->name), "__func__");
-        ctx.guards().add_id_match(fn_source, fn->obj);
-        args.insert(args.begin(), self);
-        return inline_function(ctx, fn->obj, fn_source, std::move(args), std::move(kwargs));
-      }
-      if (self->size && callee->name == "numel" && args.empty() && kwargs.empty()) {
-        if (VarRef sizes = as_constant(ctx, self)) {
-          PyObject* numel = PyLong_FromLong(1);
-          for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes->obj); i++)
-            Py_SETREF(numel, PyNumber_Multiply(numel, PyTuple_GET_ITEM(sizes->obj, i)));
-          return make_constant(numel);
-        }
-      }
-      if (self->is(Var::Kind::List) && made_in_trace(self) && callee->name == "append" && args.size() == 1) {
-        self->items.push_back(args[0]);
-        ctx.mutations++;
-        return make_constant((Py_INCREF(Py_None), Py_None));
-      }
-      if (self->is(Var::Kind::List) && self->source && (callee->name == "append" || callee->name == "extend") &&
-          args.size() == 1 && kwargs.empty()) {
-        // a list of the frame's (a global, an argument): its Var grows, and its contents after
-        // the trace are a side effect replayed into the real list (target[:] = items)
-        PyObject* real = guards::fetch(*self->source, ctx.root);
-        if (!real || !PyList_CheckExact(real)) {
-          Py_XDECREF(real);
-          PyErr_Clear();
-          unsupported("appending to a list read from " + self->source->str() + " that is not one now");
-        }
-        if (callee->name == "append") {
-          self->items.push_back(args[0]);
-        } else {
-          std::vector<VarRef> more = items_of(ctx, args[0]);
-          self->items.insert(self->items.end(), more.begin(), more.end());
-        }
-        record_store(ctx, SideEffect::Kind::Contents, real, self->source, "", self);
-        Py_DECREF(real);  // the frame holds it: its address only names the store
-        return make_constant((Py_INCREF(Py_None), Py_None));
-      }
-      if (self->is(Var::Kind::Dict) || self->is(Var::Kind::DictView)) return call_dict_method(ctx, callee, args);
-      if (self->is(Var::Kind::Constant) && all_constant(args, kwargs)) {
-        PyObject* m = PyObject_GetAttrString(self->obj, callee->name.c_str());
-        if (!m) { PyErr_Clear(); unsupported("no attribute " + callee->name); }
-        VarRef r = call_on_constants(ctx, m, args, kwargs, callee->name + "()");
-        Py_DECREF(m);
-        return r;
-      }
-      unsupported("calling the method " + callee->name + " of " + self->describe() + " is not supported by mini's capture");
-    }
-    case Var::Kind::Module: {
-      // module(x) runs Module.__call__, which calls self.forward; a class with its own
-      // __call__ would run something else
-      PyObject* call = PyObject_GetAttrString((PyObject*)Py_TYPE(callee->obj), "__call__");
-      PyObject* module_call = PyObject_GetAttrString(python_bridge().module_class, "__call__");
-      bool own_call = call != module_call;
-      Py_XDECREF(call);
-      Py_XDECREF(module_call);
-      PyErr_Clear();
-      if (own_call)
-        unsupported(std::string("calling a ") + Py_TYPE(callee->obj)->tp_name + ", whose class overrides "
-                    "nn.Module.__call__: mini's capture inlines only Module.__call__ (forward)");
-      return call_module_method(ctx, callee, "forward", std::move(args), std::move(kwargs));
-    }
+    case Var::Kind::Function: return call_function_var(ctx, callee, std::move(args), std::move(kwargs));
+    case Var::Kind::Method: return call_method_var(ctx, callee, std::move(args), std::move(kwargs));
+    case Var::Kind::Module: return call_module_var(ctx, callee, std::move(args), std::move(kwargs));
     case Var::Kind::Builtin: return call_builtin(ctx, callee, std::move(args), kwargs);
-    case Var::Kind::Partial: {  // its callable with its arguments first, its keywords unless given
-      std::vector<VarRef> all = callee->items;
-      all.insert(all.end(), args.begin(), args.end());
-      Kwargs merged;
-      for (size_t i = 0; i < callee->contents->keys.size(); i++)
-        merged.emplace_back(PyUnicode_AsUTF8(callee->contents->keys[i]->obj), callee->contents->items[i]);
-      for (auto& [name, v] : kwargs) {
-        auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& kv) { return kv.first == name; });
-        if (same != merged.end()) same->second = v;
-        else merged.emplace_back(name, v);
-      }
-      return call_var(ctx, callee->self, std::move(all), std::move(merged));
-    }
+    case Var::Kind::Partial: return call_partial(ctx, callee, args, kwargs);
     case Var::Kind::Object:
       if (VarRef r = call_object(ctx, callee, std::move(args), std::move(kwargs))) return r;
       [[fallthrough]];
     default:
       unsupported("calling " + callee->describe() + " is not supported by mini's capture");
-  }
-}
-
-// A plain Python class's attribute protocol: object's own __getattribute__ and __setattr__,
-// so that after obj.name = v, obj.name is v (unless a data descriptor, such as a property,
-// handles the name).
-static bool plain_attributes(PyTypeObject* type) {
-  static PyObject* getattribute = PyUnicode_InternFromString("__getattribute__");
-  static PyObject* setattr = PyUnicode_InternFromString("__setattr__");
-  return _PyType_Lookup(type, getattribute) == _PyType_Lookup(&PyBaseObject_Type, getattribute) &&
-         _PyType_Lookup(type, setattr) == _PyType_Lookup(&PyBaseObject_Type, setattr);
-}
-
-void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, const VarRef& value) {
-  if (!(obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) || !obj->source)
-    unsupported("setting ." + name + " of " + obj->describe() + " is not supported by mini's capture");
-  PyTypeObject* type = Py_TYPE(obj->obj);
-  PyObject* key = PyUnicode_FromString(name.c_str());
-  PyObject* descr = _PyType_Lookup(type, key);
-  Py_DECREF(key);
-  bool data_descriptor = descr && Py_TYPE(descr)->tp_descr_set;
-  bool has_dict = type->tp_dictoffset != 0;
-  if (obj->is(Var::Kind::Module)) {
-    // nn.Module.__setattr__ stores anything but a Parameter, buffer or Module in __dict__
-    for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
-      PyObject* d = PyObject_GetAttrString(obj->obj, registry);
-      bool registered = d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str());
-      Py_XDECREF(d);
-      PyErr_Clear();
-      if (registered) unsupported("assigning the parameter, buffer or submodule '" + name + "' in compiled code is not supported by mini's capture");
-    }
-    bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->node].kind == graph::NodeKind::Input;
-    if (value->is(Var::Kind::Module) || input)
-      unsupported("assigning a module or an input tensor to a module attribute ('" + name + "') is not supported by mini's capture");
-  } else if (!plain_attributes(type) && !PyModule_CheckExact(obj->obj)) {
-    unsupported(std::string("setting an attribute of a ") + type->tp_name + ", whose class defines __setattr__ or "
-                "__getattribute__, is not supported by mini's capture");
-  }
-  if (data_descriptor || !has_dict)
-    unsupported(std::string("setting ") + type->tp_name + "." + name + " (a property, slot or object without __dict__) "
-                "is not supported by mini's capture");
-  ctx.attr_objects.emplace_back(obj->source, obj->obj);
-  if (PyModule_CheckExact(obj->obj))  // a module's attribute is a global of its functions
-    record_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), guards::Source::attr(obj->source, "__dict__"),
-                 name, value);
-  else
-    record_store(ctx, SideEffect::Kind::Attr, obj->obj, obj->source, name, value);
-}
-
-VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
-  if (obj->is(Var::Kind::Tuple) && obj->self) {  // a record built while tracing: its fields by name
-    for (size_t i = 0; i < obj->keys.size(); i++)
-      if (name == PyUnicode_AsUTF8(obj->keys[i]->obj)) return obj->items[i];
-    unsupported("reading ." + name + " of a " + obj->self->describe() + " built in compiled code (only its fields) "
-                "is not supported by mini's capture");
-  }
-  if (obj->number)
-    unsupported("reading ." + name + " of a dynamic Python number (a graph input since its value "
-                "changed) is not supported by mini's capture");
-  if ((obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) && obj->source) {
-    ctx.attr_objects.emplace_back(obj->source, obj->obj);
-    if (VarRef stored = find_store(ctx, SideEffect::Kind::Attr, obj->obj, name)) return stored;
-    if (PyModule_CheckExact(obj->obj))
-      if (VarRef stored = find_store(ctx, SideEffect::Kind::Global, PyModule_GetDict(obj->obj), name)) return stored;
-  }
-  if (obj->is(Var::Kind::Object) && obj->source && plain_attributes(Py_TYPE(obj->obj))) {
-    // a method of a plain object (the class's function, not shadowed by the instance)
-    PyObject* key = PyUnicode_FromString(name.c_str());
-    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(obj->obj), key);
-    PyObject** dict = _PyObject_GetDictPtr(obj->obj);
-    bool shadowed = dict && *dict && PyDict_GetItem(*dict, key);
-    Py_DECREF(key);
-    if (cls_attr && PyFunction_Check(cls_attr) && !shadowed) return make_method(obj, name);
-  }
-  switch (obj->kind) {
-    case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
-    case Var::Kind::Module: {
-      // Python's lookup order: a class attribute, then the instance's __dict__, which win over
-      // nn.Module.__getattr__ (it runs only when they fail) and so read through getattr below;
-      // else parameters, buffers and submodules, read from their registries as Dynamo does (no
-      // Python __getattr__ runs when the guards read them again), guarded on the name staying
-      // out of the instance's __dict__ (m.__dict__['sub'] = other shadows m._modules['sub'])
-      PyObject* key = PyUnicode_FromString(name.c_str());
-      PyObject** dict = _PyObject_GetDictPtr(obj->obj);
-      bool found = _PyType_Lookup(Py_TYPE(obj->obj), key) || (dict && *dict && PyDict_GetItem(*dict, key));
-      Py_DECREF(key);
-      for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
-        if (found) break;
-        PyObject* d = PyObject_GetAttrString(obj->obj, registry);
-        if (!d) { PyErr_Clear(); continue; }
-        PyObject* v = PyDict_Check(d) ? PyDict_GetItemString(d, name.c_str()) : nullptr;
-        if (v) {
-          Py_INCREF(v);
-          Py_DECREF(d);
-          if (obj->source) ctx.guards().add_dict_contains(guards::Source::attr(obj->source, "__dict__"), name, false);
-          SourceRef s = obj->source ? guards::Source::dict_item(guards::Source::attr(obj->source, registry), name) : nullptr;
-          VarRef r = s ? wrap(ctx, v, s) : wrap_untracked(ctx, v);
-          Py_DECREF(v);
-          return r;
-        }
-        Py_DECREF(d);
-      }
-      // a method (the class's, or one set on the instance): guarded when it is called
-      PyObject* attr = PyObject_GetAttrString(obj->obj, name.c_str());
-      PyErr_Clear();
-      bool method = attr && PyMethod_Check(attr) && PyFunction_Check(PyMethod_GET_FUNCTION(attr));
-      if (attr && PyLong_CheckExact(attr) && obj->source) {
-        // an int of a module (a size, a dim) is its structure: a constant, never an automatic
-        // dynamic input (torch: allow_unspec_int_on_nn_module = False)
-        SourceRef s = guards::Source::attr(obj->source, name);
-        ctx.guards().add_constant_match(s, attr);
-        VarRef r = make_constant(attr);  // steals the reference
-        r->source = s;
-        return r;
-      }
-      Py_XDECREF(attr);
-      if (method) return make_method(obj, name);
-      [[fallthrough]];
-    }
-    case Var::Kind::Object:
-    case Var::Kind::Function:
-    case Var::Kind::Builtin: {
-      PyObject* v = PyObject_GetAttrString(obj->obj, name.c_str());
-      if (!v) {
-        PyErr_Clear();
-        unsupported(obj->describe() + " has no attribute '" + name + "'");
-      }
-      VarRef r = obj->source ? wrap(ctx, v, guards::Source::attr(obj->source, name)) : wrap_untracked(ctx, v);
-      Py_DECREF(v);
-      return r;
-    }
-    case Var::Kind::Constant: {
-      PyObject* v = PyObject_GetAttrString(obj->obj, name.c_str());
-      if (!v) { PyErr_Clear(); unsupported(obj->describe() + " has no attribute '" + name + "'"); }
-      if (PyCallable_Check(v) && !PyType_Check(v)) {
-        Py_DECREF(v);
-        return make_method(obj, name);
-      }
-      VarRef r = wrap_untracked(ctx, v);
-      Py_DECREF(v);
-      return r;
-    }
-    case Var::Kind::List: case Var::Kind::Tuple: case Var::Kind::Dict:
-      return make_method(obj, name);
-    default:
-      unsupported("reading ." + name + " of " + obj->describe() + " is not supported by mini's capture");
   }
 }
 

@@ -1,21 +1,17 @@
 // convert_frame.cpp — Dynamo's convert_frame and eval_frame callback: the frame hook
 // (on_frame: the loop over a frame's resume units) and the per-unit cache lookup and compile
-// (lookup_or_compile, compile_unit). What acts on one unit lives in the files unit.h names:
-// running it (run_unit.cpp), rebuilding objects (rebuild.cpp), the resume point of a graph
-// break (resume.cpp), automatic dynamic (automatic_dynamic.cpp); logs in compile_log.cpp.
+// (lookup_or_compile). What acts on one unit lives in the files unit.h names: tracing and
+// compiling it (compile_unit.cpp), running it (run_unit.cpp), rebuilding objects
+// (rebuild.cpp), the resume point of a graph break (resume.cpp), automatic dynamic
+// (automatic_dynamic.cpp); logs in compile_log.cpp.
 #include "capture/convert_frame.h"
 
 #include <optional>
-#include <set>
 
 #include "capture/frame_hook.h"
 #include "capture/unit.h"
 #include "tensor/autograd.h"
 #include "tensor/errors.h"
-
-#if PY_VERSION_HEX >= 0x030D0000  // exported by CPython, declared in an internal header on 3.13
-extern "C" PyAPI_FUNC(void) _PyTraceback_Add(const char*, const char*, int);
-#endif
 
 namespace mini::capture {
 
@@ -61,227 +57,6 @@ UnitPlan python_error(const std::exception& e) {
 namespace {
 
 thread_local std::vector<CompileRequest*> t_requests;
-int g_graph_counter = 0;
-
-// "backend 'name'" for messages about what a Python backend returned.
-std::string backend_label(PyObject* backend) {
-  PyObject* name = PyObject_GetAttrString(backend, "__qualname__");
-  if (!name) name = PyObject_GetAttrString((PyObject*)Py_TYPE(backend), "__qualname__");
-  PyErr_Clear();
-  std::string s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "?";
-  Py_XDECREF(name);
-  return "backend '" + s + "'";
-}
-
-
-
-// Adds the user's line to the traceback of the error being raised: CPython's loop adds one for
-// each frame it runs, and mini ran this one (a call at a break raised, or a trace found the
-// user's error), so the traceback would skip the user's frame.
-void add_user_frame(PyCodeObject* code, int line, const std::string& location = "") {
-  std::string file = PyUnicode_AsUTF8(code->co_filename), fn = PyUnicode_AsUTF8(code->co_name);
-  size_t in = location.rfind(" in "), colon = location.rfind(':', in);
-  if (in != std::string::npos && colon != std::string::npos) {  // "file:line in fn", maybe inlined
-    file = location.substr(0, colon);
-    line = std::atoi(location.c_str() + colon + 1);
-    fn = location.substr(in + 4);
-  }
-  if (line > 0) _PyTraceback_Add(fn.c_str(), file.c_str(), line);
-}
-
-// What a built-in backend is told about graph `title` of request `req`.
-static backends::CompileOptions backend_options(const CompileRequest& req, const std::string& title, bool training) {
-  backends::CompileOptions options;
-  options.title = options.debug_dir = title;
-  options.mode = req.mode;
-  options.training = training;
-  options.cache_dir = compile_config().cache_dir;
-  options.partitioner = compile_config().partitioner;
-  return options;
-}
-
-// Traces one unit and hands its graph to the backend. Returns null with a Python error
-// when the backend or the user's code (a bad shape, say) raised.
-std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& unit, int offset,
-                                       const guards::FrameValues& fv, CompileRequest* req,
-                                       std::unique_ptr<guards::GuardSet>* guards_out) {
-  DynamicPolicy policy;
-  policy.all_dims = req->dynamic == 1;
-  policy.dims = &unit.dynamic_dims;
-  policy.scalars = &unit.dynamic_scalars;
-  TraceOptions options;
-  // torch 2.11 captures Tensor.item() under fullgraph=True, where a break is no way out
-  options.capture_scalar_outputs = compile_config().capture_scalar_outputs || req->fullgraph;
-  Trace trace;
-  StageTimer capture_time(Stage::Capture);
-  try {
-    trace = trace_frame(code, fv, offset, policy, options);
-  } catch (const Unsupported& u) {
-    trace.exit = Trace::Exit::Native;
-    trace.break_reason = u.reason;
-    trace.graph->nodes.clear();
-    trace.exit_instruction.offset = offset;  // the whole unit runs in CPython
-  } catch (const std::exception& e) {
-    set_python_error(e);
-    return nullptr;
-  }
-  capture_time.stop();
-  if (!trace.stub_fallback.empty() &&
-      !guards::warn_stub_fallback(Error(Error::Kind::Runtime, trace.stub_fallback), kResumeStubFallback))
-    return nullptr;  // the warning raised: its error is set
-  if (trace.exit == Trace::Exit::Skip) {  // nothing is compiled: CPython runs the unit
-    std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
-    // as Dynamo: no graph where every iteration would break again, nor where an exception has
-    // to reach the user's handler ("Skipping frame because there is a graph break in a
-    // for/while loop"; should_compile_partial_graph inside a try)
-    std::string why = trace.break_reason + (trace.skip_unit ? "" : " (a break " + trace.skip_where +
-                                                                       ": the whole frame runs as plain Python)");
-    if (req->fullgraph) {
-      PyErr_SetString(g_unsupported_error, (why + "\n  from user code: " +
-                                            (trace.break_code.empty() ? where : trace.break_code)).c_str());
-      return nullptr;
-    }
-    if (log_channels().graph_breaks)
-      log_write("Skipping the rest of the frame at " + where + "\nReason: " + why +
-                (trace.break_code.empty() ? "" : "\n  " + trace.break_code));
-    record_break(BreakEvent{why, where, trace.break_code});  // explain() lists why
-    auto art = std::make_shared<Artifact>();
-    art->graph = std::make_shared<graph::Graph>();
-    art->exit = Trace::Exit::Skip;
-    art->break_reason = why;
-    return art;
-  }
-  auto art = std::make_shared<Artifact>();
-  art->graph = trace.graph;
-  art->grad_enabled_after = trace.grad_enabled_after;
-  art->grad_enabled_on_raise = trace.grad_enabled_on_raise;
-  art->input_sources = trace.input_sources;
-  art->scalar_inputs = trace.scalar_inputs;
-  art->input_mutations = trace.input_mutations;
-  art->exit = trace.exit;
-  art->output = std::move(trace.output);
-  art->exit_instruction = trace.exit_instruction;
-  art->exit_stack = std::move(trace.exit_stack);
-  art->exit_locals = std::move(trace.exit_locals);
-  art->exit_kw_names = trace.exit_kw_names;
-  art->native_resume_offset = trace.native_resume_offset >= 0 ? trace.native_resume_offset
-                                                              : trace.exit_instruction.offset;
-  art->side_effects = std::move(trace.side_effects);
-  bool has_graph = art->graph->op_count() > 0;
-  std::string title = "__compiled_fn_" + std::to_string(has_graph ? ++g_graph_counter : g_graph_counter);
-  if (has_graph && log_channels().graph_code) log_write("TRACED GRAPH\n" + art->graph->print(title));
-  if (log_channels().guards) log_write(trace.guards->print());
-  if (has_graph && compile_debug()) {
-    debug_write(title, "graph_code.txt", art->graph->print(title));
-    debug_write(title, "guards.txt", trace.guards->print());
-  }
-  if (trace.exit != Trace::Exit::Return) {
-    std::string where = trace.break_location.empty() ? function_label(code) : trace.break_location;
-    if (req->fullgraph && trace.user_error) {  // the user's error, as eager raises it
-      set_python_error(*trace.user_error);
-      add_user_frame(code, -1, trace.break_location);
-      return nullptr;
-    }
-    if (req->fullgraph) {
-      PyErr_SetString(g_unsupported_error, (trace.break_reason + "\n  from user code: " +
-                                            (trace.break_code.empty() ? where : trace.break_code)).c_str());
-      return nullptr;
-    }
-    record_break(BreakEvent{trace.break_reason, where, trace.break_code});
-    debug_write("graph_breaks", "break_" + std::to_string(next_break_file()) + ".txt",
-                "Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
-                    (trace.break_code.empty() ? "" : "\n  " + trace.break_code) +
-                    (has_graph ? "\nThe graph before it: " + title : "") + "\n");
-    if (log_channels().graph_breaks)
-      log_write("Graph break in user code at " + where + "\nGraph Break Reason: " + trace.break_reason +
-                (trace.break_code.empty() ? "" : "\nUser code traceback:\n  " + trace.break_code));
-  }
-  // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
-  bool needs_autograd = false, unbacked = false, eager_autograd = false;
-  for (int i : art->graph->inputs) needs_autograd |= art->graph->nodes[i].meta.requires_grad;
-  for (const auto& n : art->graph->nodes) {
-    for (int64_t s : n.meta.sizes) unbacked |= s == graph::kUnbacked;
-    // autograd only eager kernels record as the code would: a new leaf that requires grad
-    // (mini.zeros(..., requires_grad=True)), an enable_grad() block in code entered with grad
-    // off (training graphs assume grad on)
-    bool leaf = n.kind == graph::NodeKind::Op && op_class(n.op) == OpClass::Factory && n.meta.requires_grad;
-    eager_autograd |= leaf;
-    eager_autograd |= n.grad_mode == graph::GradMode::On && !grad_enabled() && needs_autograd;
-  }
-  const bool inductor = req->builtin_name == "inductor", trains = inductor || req->builtin_name == "aot_eager";
-  if (has_graph && inductor && unbacked && log_channels().fusion)
-    log_write("inductor: " + title + " has a size known only at run time (nonzero, or a slice of a "
-              "dynamic dim); it runs with eager kernels");
-  bool aot_logs = log_channels().fusion || log_channels().aot_graphs;
-  if (has_graph && trains && eager_autograd && aot_logs)
-    log_write("aot: " + title + " makes a tensor that requires grad (requires_grad=True, enable_grad()); "
-              "it runs with eager kernels, which record autograd");
-  needs_autograd &= grad_enabled();
-  try {
-    bool eager_kernels = unbacked || eager_autograd;
-    if (has_graph && req->builtin && !eager_kernels)
-      art->compiled = req->builtin->compile(*art->graph, backend_options(*req, title, needs_autograd));
-  } catch (const std::exception& e) {
-    std::string graph = title + " of " + function_label(code);
-    auto* me = dynamic_cast<const Error*>(&e);
-    if (me && me->kind == Error::Kind::Interrupted) {  // Ctrl-C: neither suppressed nor explained
-      set_python_error(e);
-      return nullptr;
-    } else if (is_assignment_stub(e)) {
-      // a student tree whose stage is not written yet: the graph runs with eager kernels, so
-      // that every other stage and lab keeps running; said once per assignment
-      static std::set<std::string> told;
-      art->compiled = nullptr;
-      std::string which = assignment_of(e);
-      if (told.insert(which).second &&
-          PyErr_WarnEx(PyExc_UserWarning, (which + " is not written yet (" + e.what() + "); graphs that need it "
-                                           "run with eager kernels until it is").c_str(), 1) < 0)
-        return nullptr;
-    } else if (!compile_config().suppress_errors) {
-      set_python_error(Error(me ? me->kind : Error::Kind::Runtime,
-                             e.what() + ("\nThe graph: " + graph + ", compiled by the inductor backend.")));
-      return nullptr;
-    } else {
-      // torch's suppress_errors: the graph runs with eager kernels (the interpreter, which
-      // records autograd), and the user hears why once, here
-      art->compiled = nullptr;
-      std::string why = "inductor failed to compile " + graph + ": " + e.what();
-      if (PyErr_WarnEx(PyExc_UserWarning, (why + "\nIt runs eagerly (mini.config.suppress_errors is True).").c_str(), 1) < 0)
-        return nullptr;
-    }
-  }
-  if (has_graph && req->backend) {
-    PyObject* gm = python_bridge().make_graph_module(art->graph, title);
-    if (!gm) return nullptr;
-    PyObject* examples = PyList_New((Py_ssize_t)trace.example_inputs.size());
-    for (size_t i = 0; i < trace.example_inputs.size(); i++) {
-      PyObject* e = trace.example_inputs[i];
-      if (i < trace.scalar_inputs.size() && trace.scalar_inputs[i])
-        e = python_bridge().wrap_tensor(wrapped_number_tensor(e));  // traced: it fits int64
-      else
-        Py_INCREF(e);
-      PyList_SET_ITEM(examples, i, e);
-    }
-    PyObject* fn = PyObject_CallFunctionObjArgs(req->backend, gm, examples, nullptr);
-    Py_DECREF(gm);
-    Py_DECREF(examples);
-    if (!fn) return nullptr;
-    art->backend_label = backend_label(req->backend);
-    if (!PyCallable_Check(fn)) {  // found here, not as "'int' object is not callable" at a call
-      PyErr_Format(PyExc_TypeError, "mini: %s returned %s for graph %s, not a callable: a backend must "
-                   "return the function that runs the graph, e.g. `return gm.forward`",
-                   art->backend_label.c_str(), fn == Py_None ? "None" : Py_TYPE(fn)->tp_name, title.c_str());
-      Py_DECREF(fn);
-      return nullptr;
-    }
-    art->compiled_fn = fn;
-  }
-  if (has_graph)
-    record_compile(CompileEvent{art->graph, trace.guards->print(), function_label(code)});
-  *guards_out = std::move(trace.guards);
-  return art;
-}
-
 
 // ---- the guard cache and automatic dynamic, as lookup_or_compile calls them ------------------
 // In a student tree (scripts/make_assignment.py) a stage not written yet raises "not
@@ -455,6 +230,17 @@ struct RecursionCount {
   ~RecursionCount() { leave(); }
 };
 
+// The cache of a code the hook has not captured yet, made now; null (the frame counted as
+// skipped) where the frame has no tensor among its arguments or its code cannot hold a cache.
+guards::CodeCache* first_code_cache(const FrameView& view, const std::vector<PyObject*>& entry_locals) {
+  guards::CodeCache* cache = nullptr;
+  const char* why = !frame_has_tensors(view, entry_locals) ? "no tensor among its arguments"
+                    : !(cache = guards::code_cache(view.code, true)) ? "its code cannot hold a cache"
+                                                                      : nullptr;
+  if (why) compile_stats().skipped(why);
+  return cache;
+}
+
 // The frame hook (Dynamo's eval_frame callback): skips the frames it must not touch, then
 // runs the frame unit by unit. Each unit is looked up or compiled, run, and either returns,
 // hands the rest of the frame to CPython, or stops at a graph break, whose instruction runs
@@ -472,15 +258,7 @@ PyObject* on_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag,
   }
   guards::CodeCache* cache = guards::code_cache(code, false);
   std::vector<PyObject*> entry_locals = view.locals();
-  if (!cache) {
-    const char* why = !frame_has_tensors(view, entry_locals) ? "no tensor among its arguments"
-                      : !(cache = guards::code_cache(code, true)) ? "its code cannot hold a cache"
-                                                                   : nullptr;
-    if (why) {
-      stats.skipped(why);
-      return run_default(ts, frame, throwflag);
-    }
-  }
+  if (!cache && !(cache = first_code_cache(view, entry_locals))) return run_default(ts, frame, throwflag);
   stats.frames_captured++;
   // The frame's state as units run: locals and stack, owned references.
   std::vector<PyObject*> locals(entry_locals), stack;
@@ -557,7 +335,7 @@ void reset_all() {
   reset_compile_stats();
   guards::clear_all_code_caches();
   clear_events();
-  g_graph_counter = 0;
+  reset_graph_counter();
 }
 
 }  // namespace mini::capture

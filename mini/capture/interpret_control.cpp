@@ -214,19 +214,28 @@ VarRef FrameInterpreter::op_raise(const Instruction& in) {
 
 // ---- inlining and the root frame ----------------------------------------------------------
 
-VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, std::vector<VarRef> args,
-                       Kwargs kwargs, const Var::MadeFunction* made) {
-  if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
-  auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
-  // the code is the function's own attribute, replaced in place by a hot reload (IPython's
-  // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
-  if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);
-  int flags = code->co_flags;
-  if (flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
-    unsupported("calling a coroutine or async generator function is not supported by mini's capture");
-  int nargs = code->co_argcount, nkw = code->co_kwonlyargcount;
-  auto arg_name = [&](int i) { return std::string(PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i))); };
-  std::vector<VarRef> locals(code->co_nlocalsplus);
+namespace {
+
+// One inlined call: the function, its source (null for one read without a source), and the
+// Vars of a function made while tracing (null for a real one).
+struct InlineCall {
+  TraceContext& ctx;
+  PyObject* function;
+  const SourceRef& fsrc;
+  const Var::MadeFunction* made;
+  PyCodeObject* code;
+
+  std::string arg_name(int i) const {
+    return PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
+  }
+};
+
+// The call's positional and keyword arguments in the parameters' slots (*args and **kwargs
+// too, where the code takes them).
+void bind_arguments(const InlineCall& call, std::vector<VarRef> args, const Kwargs& kwargs,
+                    std::vector<VarRef>& locals) {
+  PyCodeObject* code = call.code;
+  int flags = code->co_flags, nargs = code->co_argcount, nkw = code->co_kwonlyargcount;
   size_t npos = std::min<size_t>(args.size(), nargs);
   for (size_t i = 0; i < npos; i++) locals[i] = args[i];
   int slot = nargs + nkw;
@@ -239,77 +248,115 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   for (auto& [name, v] : kwargs) {
     int found = -1;
     for (int i = code->co_posonlyargcount; i < nargs + nkw; i++)
-      if (name == arg_name(i)) found = i;
+      if (name == call.arg_name(i)) found = i;
     if (found >= 0 && locals[found]) unsupported("got multiple values for argument '" + name + "'");
     if (found >= 0) locals[found] = v;
-    else if (extra_kwargs) dict_set(ctx, extra_kwargs, make_constant(PyUnicode_FromString(name.c_str())), v);
+    else if (extra_kwargs)
+      dict_set(call.ctx, extra_kwargs, make_constant(PyUnicode_FromString(name.c_str())), v);
     else unsupported("unexpected keyword argument '" + name + "' in an inlined call");
   }
   if (extra_kwargs) locals[slot] = extra_kwargs;
-  // defaults: the real function's (constants), or the Vars of one made while tracing
+}
+
+// The positional defaults: the real function's (constants), or the Vars of one made while
+// tracing. A real function's are guarded through it (fn.__defaults__[i], and their count,
+// which decides the parameters they belong to): they can be replaced.
+std::vector<VarRef> positional_defaults(const InlineCall& call) {
+  if (call.made && call.made->defaults) return call.made->defaults->items;
   std::vector<VarRef> defaults;
-  if (made && made->defaults) {
-    defaults = made->defaults->items;
-  } else if (PyObject* d = PyFunction_GET_DEFAULTS(function)) {
-    // guarded through the function (fn.__defaults__[i], and their count, which decides the
-    // parameters they belong to): they can be replaced
-    if (fsrc) ctx.guards().add_length_check(guards::Source::attr(fsrc, "__defaults__"), d);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++)
-      defaults.push_back(fsrc ? wrap(ctx, PyTuple_GET_ITEM(d, i), guards::Source::item(guards::Source::attr(fsrc, "__defaults__"), (int)i))
-                              : wrap_untracked(ctx, PyTuple_GET_ITEM(d, i)));
+  PyObject* d = PyFunction_GET_DEFAULTS(call.function);
+  if (!d) return defaults;
+  SourceRef dsrc = call.fsrc ? guards::Source::attr(call.fsrc, "__defaults__") : nullptr;
+  if (dsrc) call.ctx.guards().add_length_check(dsrc, d);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); i++) {
+    PyObject* item = PyTuple_GET_ITEM(d, i);
+    defaults.push_back(dsrc ? wrap(call.ctx, item, guards::Source::item(dsrc, (int)i))
+                            : wrap_untracked(call.ctx, item));
   }
+  return defaults;
+}
+
+// The default of keyword-only parameter `i`, or null: the Var of a function made while
+// tracing, or the real function's (guarded as fn.__kwdefaults__[name]).
+VarRef keyword_default(const InlineCall& call, int i) {
+  PyObject* name = PyTuple_GET_ITEM(call.code->co_localsplusnames, i);
+  if (call.made && call.made->kwdefaults) {
+    int k = dict_find(call.made->kwdefaults, wrap_untracked(call.ctx, name));
+    return k >= 0 ? call.made->kwdefaults->items[k] : nullptr;
+  }
+  PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(call.function);
+  PyObject* d = kwdefaults ? PyDict_GetItem(kwdefaults, name) : nullptr;
+  if (!d) return nullptr;
+  if (!call.fsrc) return wrap_untracked(call.ctx, d);
+  SourceRef kwsrc = guards::Source::attr(call.fsrc, "__kwdefaults__");
+  return wrap(call.ctx, d, guards::Source::dict_item(kwsrc, call.arg_name(i)));
+}
+
+// The parameters the call left unbound, from their defaults; one without is refused.
+void fill_defaults(const InlineCall& call, std::vector<VarRef>& locals) {
+  int nargs = call.code->co_argcount, nkw = call.code->co_kwonlyargcount;
+  std::vector<VarRef> defaults = positional_defaults(call);
   int ndef = (int)defaults.size();
   for (int i = 0; i < nargs; i++)
     if (!locals[i] && i >= nargs - ndef) locals[i] = defaults[i - (nargs - ndef)];
-  PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(function);
-  for (int i = nargs; i < nargs + nkw; i++) {
-    if (locals[i]) continue;
-    if (made && made->kwdefaults) {
-      int k = dict_find(made->kwdefaults, wrap_untracked(ctx, PyTuple_GET_ITEM(code->co_localsplusnames, i)));
-      if (k >= 0) locals[i] = made->kwdefaults->items[k];
-    } else if (kwdefaults) {
-      PyObject* d = PyDict_GetItem(kwdefaults, PyTuple_GET_ITEM(code->co_localsplusnames, i));
-      if (d) locals[i] = fsrc ? wrap(ctx, d, guards::Source::dict_item(guards::Source::attr(fsrc, "__kwdefaults__"), arg_name(i)))
-                              : wrap_untracked(ctx, d);
-    }
-  }
+  for (int i = nargs; i < nargs + nkw; i++)
+    if (!locals[i]) locals[i] = keyword_default(call, i);
   for (int i = 0; i < nargs + nkw; i++)
-    if (!locals[i]) unsupported("missing argument '" + arg_name(i) + "'");
-  // free variables: the cells of the function's closure. Real ones are read through the
-  // function object (fn.__closure__[i].cell_contents, guarded on first read); those of a
-  // function made while tracing are the Vars it closed over.
-  PyObject* closure = PyFunction_GET_CLOSURE(function);
-  int nfree = made ? (int)made->closure.size() : closure ? (int)PyTuple_GET_SIZE(closure) : 0;
-  if (nfree != code->co_nfreevars) unsupported("internal: the closure does not match the code's free variables");
+    if (!locals[i]) unsupported("missing argument '" + call.arg_name(i) + "'");
+}
+
+// Free variables: the cells of the function's closure. Real ones are read through the
+// function object (fn.__closure__[i].cell_contents, guarded on first read); those of a
+// function made while tracing are the Vars it closed over.
+void bind_closure(const InlineCall& call, std::vector<VarRef>& locals) {
+  PyObject* closure = PyFunction_GET_CLOSURE(call.function);
+  int nfree = call.made ? (int)call.made->closure.size() : closure ? (int)PyTuple_GET_SIZE(closure) : 0;
+  if (nfree != call.code->co_nfreevars)
+    unsupported("internal: the closure does not match the code's free variables");
   for (int i = 0; i < nfree; i++) {
-    int local_index = code->co_nlocalsplus - nfree + i;
-    if (made) {
-      locals[local_index] = made->closure[i];
+    int local_index = call.code->co_nlocalsplus - nfree + i;
+    if (call.made) {
+      locals[local_index] = call.made->closure[i];
       continue;
     }
-    if (!fsrc) unsupported("a function read without a source reads its closure");
-    SourceRef cell_src = guards::Source::item(guards::Source::attr(fsrc, "__closure__"), i);
-    locals[local_index] = cell_var(ctx, PyTuple_GET_ITEM(closure, i), guards::Source::cell_contents(cell_src), cell_src);
+    if (!call.fsrc) unsupported("a function read without a source reads its closure");
+    SourceRef cell_src = guards::Source::item(guards::Source::attr(call.fsrc, "__closure__"), i);
+    locals[local_index] = cell_var(call.ctx, PyTuple_GET_ITEM(closure, i),
+                                   guards::Source::cell_contents(cell_src), cell_src);
   }
-  PyObject* globals = PyFunction_GET_GLOBALS(function);
-  SourceRef gsrc = made ? made->globals_source
-                        : globals == ctx.root_globals || !fsrc ? nullptr : guards::Source::attr(fsrc, "__globals__");
+}
+
+// The source of the function's globals: none for the root frame's module (read as the root's
+// globals); a function from another module needs one, unless it is mini's own library.
+SourceRef globals_source(const InlineCall& call) {
+  PyObject* globals = PyFunction_GET_GLOBALS(call.function);
+  TraceContext& ctx = call.ctx;
+  SourceRef gsrc = call.made                                    ? call.made->globals_source
+                   : globals == ctx.root_globals || !call.fsrc ? nullptr
+                                                               : guards::Source::attr(call.fsrc, "__globals__");
   if (globals != ctx.root_globals && !gsrc && !is_mini_library(globals))
     unsupported("a function from another module without a source");
+  return gsrc;
+}
+
+// Runs the function's body with its parameters bound: its return value. A generator (a
+// generator expression above all: sum(f(t) for t in xs)) runs to its end here, and the call
+// returns an iterator over what it yielded. That is the generator's values in order for every
+// consumer that takes them all (sum, all, list, a for loop); its body's work happens at the
+// call rather than interleaved with the consumer's, which only a generator whose body has
+// effects the consumer observes could tell (Dynamo steps it).
+VarRef run_inlined(const InlineCall& call, const SourceRef& gsrc, std::vector<VarRef> locals) {
+  TraceContext& ctx = call.ctx;
+  bool generator = call.code->co_flags & CO_GENERATOR;
   ctx.depth++;
   std::string saved_code = ctx.current_code;
-  FrameInterpreter inner(ctx, code, globals, gsrc, std::move(locals));
-  // A generator (a generator expression above all: sum(f(t) for t in xs)) runs to its end
-  // here, and the call returns an iterator over what it yielded. That is the generator's
-  // values in order for every consumer that takes them all (sum, all, list, a for loop); its
-  // body's work happens at the call rather than interleaved with the consumer's, which only
-  // a generator whose body has effects the consumer observes could tell (Dynamo steps it).
+  FrameInterpreter inner(ctx, call.code, PyFunction_GET_GLOBALS(call.function), gsrc, std::move(locals));
   std::vector<VarRef> yielded;
-  if (flags & CO_GENERATOR) inner.yielded_ = &yielded;
+  if (generator) inner.yielded_ = &yielded;
   VarRef result;
   try {
     result = inner.run();
-    if (flags & CO_GENERATOR) {
+    if (generator) {
       auto it = std::make_shared<Var>(Var::Kind::Iterator);
       it->items = std::move(yielded);
       result = it;
@@ -325,5 +372,25 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
   ctx.depth--;
   ctx.current_code = saved_code;
   return result;
+}
+
+}  // namespace
+
+VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, std::vector<VarRef> args,
+                       Kwargs kwargs, const Var::MadeFunction* made) {
+  if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
+  auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
+  // the code is the function's own attribute, replaced in place by a hot reload (IPython's
+  // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
+  if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);
+  if (code->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+    unsupported("calling a coroutine or async generator function is not supported by mini's capture");
+  InlineCall call{ctx, function, fsrc, made, code};
+  std::vector<VarRef> locals(code->co_nlocalsplus);
+  bind_arguments(call, std::move(args), kwargs, locals);
+  fill_defaults(call, locals);
+  bind_closure(call, locals);
+  SourceRef gsrc = globals_source(call);
+  return run_inlined(call, gsrc, std::move(locals));
 }
 }  // namespace mini::capture

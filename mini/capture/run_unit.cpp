@@ -37,17 +37,16 @@ bool replay_side_effects(const Artifact& a, const guards::FrameValues& fv, std::
   return ok;
 }
 
-// Runs a unit's graph on the frame's values: the graph's outputs as Python objects (New
-// references, appended to `outs`). False with a Python error on failure.
-bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<PyObject*>* outs) {
-  std::vector<PyObject*> input_objects;
-  auto release = [&] {
-    for (PyObject* o : input_objects) Py_XDECREF(o);
-  };
+namespace {
+
+// The graph's inputs read from the frame's values (New references, appended to `inputs`), a
+// dynamic Python number as the 0-d tensor the graph takes. False with a Python error, and
+// `inputs` released, on failure.
+bool fetch_graph_inputs(const Artifact& a, const guards::FrameValues& fv, std::vector<PyObject*>& inputs) {
   for (size_t i = 0; i < a.input_sources.size(); i++) {
     PyObject* o = guards::fetch(*a.input_sources[i], fv);
     if (!o) {
-      release();
+      release_all(inputs);
       PyErr_Format(PyExc_RuntimeError, "mini: graph input %s disappeared", a.input_sources[i]->str().c_str());
       return false;
     }
@@ -57,25 +56,29 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
         number = wrapped_number_tensor(o);
       } catch (const std::exception& e) {  // an int past int64: eager's error
         Py_DECREF(o);
-        release();
+        release_all(inputs);
         set_python_error(e);
         return false;
       }
       Py_DECREF(o);
       o = python_bridge().wrap_tensor(number);
     }
-    input_objects.push_back(o);
+    inputs.push_back(o);
   }
-  // An input the graph writes, when autograd records this run: the graph gets a copy that
-  // takes over the input's history, so that what autograd saves of its old value survives
-  // the write-back (eager's in-place ops save a copy of the old value the same way).
+  return true;
+}
+
+// An input the graph writes, when autograd records this run: the graph gets a copy that
+// takes over the input's history, so that what autograd saves of its old value survives the
+// write-back (eager's in-place ops save a copy of the old value the same way).
+void copy_written_inputs(const Artifact& a, std::vector<PyObject*>& inputs) {
   bool records = grad_enabled();
   bool any_grad = false;
-  for (PyObject* o : input_objects)
+  for (PyObject* o : inputs)
     if (TensorImpl* t = guards::unwrap_tensor(o)) any_grad = any_grad || t->needs_grad();
   for (const auto& [input, output] : a.input_mutations) {
     if (!records || !any_grad) break;
-    Tensor x = guards::unwrap_tensor(input_objects[input])->shared_from_this();
+    Tensor x = guards::unwrap_tensor(inputs[input])->shared_from_this();
     Tensor old;
     {
       NoGradGuard no_grad;
@@ -84,29 +87,31 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
     old->grad_fn = x->grad_fn;
     old->output_nr = x->output_nr;
     old->requires_grad = x->requires_grad;
-    Py_DECREF(input_objects[input]);
-    input_objects[input] = python_bridge().wrap_tensor(old);
+    Py_DECREF(inputs[input]);
+    inputs[input] = python_bridge().wrap_tensor(old);
   }
-  if (!a.compiled_fn) {
-    std::vector<Tensor> inputs;
-    for (PyObject* o : input_objects) inputs.push_back(guards::unwrap_tensor(o)->shared_from_this());
-    std::vector<Tensor> values;
-    try {
-      values = a.compiled ? a.compiled(inputs) : graph::run_graph(*a.graph, inputs);
-    } catch (const std::exception& e) {
-      release();
-      set_python_error(e);
-      return false;
-    }
-    for (auto& t : values) outs->push_back(python_bridge().wrap_tensor(t));
-    release();
-    return true;
+}
+
+// The graph run by inductor's code or, without it, the interpreter. Releases `inputs`.
+bool run_builtin_graph(const Artifact& a, std::vector<PyObject*>& inputs, std::vector<PyObject*>* outs) {
+  std::vector<Tensor> tensors;
+  for (PyObject* o : inputs) tensors.push_back(guards::unwrap_tensor(o)->shared_from_this());
+  std::vector<Tensor> values;
+  try {
+    values = a.compiled ? a.compiled(tensors) : graph::run_graph(*a.graph, tensors);
+  } catch (const std::exception& e) {
+    release_all(inputs);
+    set_python_error(e);
+    return false;
   }
-  PyObject* args = PyTuple_New((Py_ssize_t)input_objects.size());
-  for (size_t i = 0; i < input_objects.size(); i++) PyTuple_SET_ITEM(args, i, input_objects[i]);
-  PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
-  Py_DECREF(args);
-  if (!r) return false;
+  for (auto& t : values) outs->push_back(python_bridge().wrap_tensor(t));
+  release_all(inputs);
+  return true;
+}
+
+// What the backend's callable returned, checked to be one tensor per graph output (as the
+// GraphModule's forward returns them), appended to `outs`. Steals `r`.
+bool backend_outputs(const Artifact& a, PyObject* r, std::vector<PyObject*>* outs) {
   // A list or tuple of tensors, one per graph output (a str is a sequence too: not this)
   PyObject* seq = PyList_Check(r) || PyTuple_Check(r) ? PySequence_Fast(r, "") : nullptr;
   std::string returned = Py_TYPE(r)->tp_name;
@@ -141,6 +146,28 @@ bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<
   }
   Py_DECREF(seq);
   return true;
+}
+
+// The graph run by the user's backend: its callable on the inputs (stolen).
+bool call_backend_fn(const Artifact& a, std::vector<PyObject*>& inputs, std::vector<PyObject*>* outs) {
+  PyObject* args = PyTuple_New((Py_ssize_t)inputs.size());
+  for (size_t i = 0; i < inputs.size(); i++) PyTuple_SET_ITEM(args, i, inputs[i]);
+  inputs.clear();
+  PyObject* r = PyObject_Call(a.compiled_fn, args, nullptr);
+  Py_DECREF(args);
+  if (!r) return false;
+  return backend_outputs(a, r, outs);
+}
+
+}  // namespace
+
+// Runs a unit's graph on the frame's values: the graph's outputs as Python objects (New
+// references, appended to `outs`). False with a Python error on failure.
+bool run_graph_of(const Artifact& a, const guards::FrameValues& fv, std::vector<PyObject*>* outs) {
+  std::vector<PyObject*> inputs;
+  if (!fetch_graph_inputs(a, fv, inputs)) return false;
+  copy_written_inputs(a, inputs);
+  return a.compiled_fn ? call_backend_fn(a, inputs, outs) : run_builtin_graph(a, inputs, outs);
 }
 
 // True when an input the unit writes in place shares memory with another input on this call

@@ -2,7 +2,8 @@
 // arguments matched to parameter names (Args), and the helpers that parse them and append
 // nodes. The table itself is split by what is called:
 //   tensor_calls.cpp      the helpers; numbers, sizes and specialization; tensor operators
-//   tensor_methods.cpp    tensor attributes, indexing and methods (x.view(...), x.add_(...))
+//   tensor_methods.cpp    tensor attributes and methods (x.view(...), x.add_(...))
+//   tensor_indexing.cpp   indexing (x[i, 1:, None, ...])
 //   tensor_functions.cpp  mini.* functions: factories (mini.zeros, arange, randn) and the
 //                         functions recorded as graph functions (mini.where, F.layer_norm, ...)
 #pragma once

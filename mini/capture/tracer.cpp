@@ -229,32 +229,22 @@ VarRef FrameInterpreter::op_unsupported(const Instruction& in) {
 VarRef FrameInterpreter::op_nothing(const Instruction&) { return nullptr; }
 
 namespace {
-// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame),
-// which raised `stop_error` if that is set.
-Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start_offset, const DynamicPolicy& dynamic,
-                 const TraceOptions& options, int stop_step, const std::string& stop_reason,
-                 std::shared_ptr<const Error> stop_error, int* failed_step_mutated) {
-  TraceContext ctx;
-  ctx.trace.user_error = std::move(stop_error);  // the user error of the step it stops before
-  ctx.root = frame;
-  ctx.root_globals = frame.globals;
-  ctx.options = options;
-  ctx.dynamic = dynamic;
-  ctx.entry_grad_enabled = ctx.grad_enabled = grad_enabled();
-  ctx.guards().add_grad_mode(grad_enabled(), autocast_state());
-  FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
-  interp.root_ = true;
-  interp.stop_step = stop_step;
-  interp.stop_reason = stop_reason;
+
+// The frame's locals, each wrapped (and guarded) when the code first reads it.
+void bind_lazy_locals(FrameInterpreter& interp, PyCodeObject* code, const guards::FrameValues& frame) {
   interp.lazy_.resize(code->co_nlocalsplus);
   for (int i = 0; i < code->co_nlocalsplus && i < frame.nlocals; i++) {
     if (!frame.locals[i]) continue;
     std::string name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
     interp.lazy_[i] = {frame.locals[i], guards::Source::local(i, name)};
   }
-  // Cells. Free slots: the function's closure cells; the frame's values hold their contents
-  // (L['acc']). A resume unit of a frame with cell variables gets the cells themselves in
-  // its cell and free slots (they are shared with functions made before the break).
+}
+
+// Cells. Free slots: the function's closure cells; the frame's values hold their contents
+// (L['acc']). A resume unit of a frame with cell variables gets the cells themselves in its
+// cell and free slots (they are shared with functions made before the break).
+void bind_cells(TraceContext& ctx, FrameInterpreter& interp, PyCodeObject* code,
+                const guards::FrameValues& frame, int start_offset) {
   const bool cells_in_slots = start_offset > 0 && code->co_ncellvars > 0;
   for (int i = 0; i < code->co_nlocalsplus; i++) {
     int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
@@ -276,43 +266,73 @@ Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start
                                   start_offset > 0 ? guards::Source::cell_contents(cell) : local, cell));
     }
   }
+}
+
+// How local slot `i` is rebuilt at the break: as it was where the trace never read it; a free
+// slot's cell not at all (the resumed frame gets the closure's cell back,
+// ResumeCells::FromValues, and the next unit reads the cell itself); else its Var rebuilt
+// (with cell variables: the cells, ResumeCells::AreCells).
+OutputSpec exit_local(TraceContext& ctx, const FrameInterpreter& interp, PyCodeObject* code, int i) {
+  OutputSpec spec;
+  int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
+  VarRef v = i < (int)interp.exit_locals_.size() ? interp.exit_locals_[i] : nullptr;
+  if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
+    spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
+  } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
+    spec.kind = OutputSpec::Kind::Absent;
+  } else if (v) {
+    spec = rebuild(ctx, v);
+  } else {
+    spec.kind = OutputSpec::Kind::Absent;
+  }
+  if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
+    unsupported("a cell variable unbound at a graph break (a comprehension's loop variable that a "
+                "lambda captured) cannot be handed back to CPython with the frame's other cells");
+  return spec;
+}
+
+// The frame's state before the breaking instruction: its stack and locals as specs to rebuild.
+void record_break_state(TraceContext& ctx, const FrameInterpreter& interp, PyCodeObject* code) {
+  Trace& t = ctx.trace;
+  for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
+  for (int i = 0; i < code->co_nlocalsplus; i++) t.exit_locals.push_back(exit_local(ctx, interp, code, i));
+  t.exit_kw_names = interp.exit_kw_names_;
+  if (t.exit_kw_names) t.native_resume_offset = interp.exit_kw_names_offset_;
+}
+
+// One pass of trace_frame. `stop_step` >= 0: stop before that root step (see trace_frame),
+// which raised `stop_error` if that is set.
+Trace trace_pass(PyCodeObject* code, const guards::FrameValues& frame, int start_offset, const DynamicPolicy& dynamic,
+                 const TraceOptions& options, int stop_step, const std::string& stop_reason,
+                 std::shared_ptr<const Error> stop_error, int* failed_step_mutated) {
+  TraceContext ctx;
+  ctx.trace.user_error = std::move(stop_error);  // the user error of the step it stops before
+  ctx.root = frame;
+  ctx.root_globals = frame.globals;
+  ctx.options = options;
+  ctx.dynamic = dynamic;
+  ctx.entry_grad_enabled = ctx.grad_enabled = grad_enabled();
+  ctx.guards().add_grad_mode(grad_enabled(), autocast_state());
+  FrameInterpreter interp(ctx, code, frame.globals, nullptr, {});
+  interp.root_ = true;
+  interp.stop_step = stop_step;
+  interp.stop_reason = stop_reason;
+  bind_lazy_locals(interp, code, frame);
+  bind_cells(ctx, interp, code, frame, start_offset);
   std::vector<VarRef> stack;
   for (int i = 0; i < frame.nstack; i++)
     stack.push_back(frame.stack[i] ? wrap(ctx, frame.stack[i], guards::Source::stack(i)) : null_var());
   interp.set_start(start_offset, std::move(stack));
   VarRef result = interp.run();
   *failed_step_mutated = interp.failed_step_mutated;
-  Trace& t = ctx.trace;
   if (result) {
-    t.output = rebuild(ctx, result);
-    t.grad_enabled_after = ctx.grad_enabled;
+    ctx.trace.output = rebuild(ctx, result);
+    ctx.trace.grad_enabled_after = ctx.grad_enabled;
   } else {
-    for (auto& v : interp.exit_stack_) t.exit_stack.push_back(rebuild(ctx, v));
-    for (int i = 0; i < code->co_nlocalsplus; i++) {
-      OutputSpec spec;
-      int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
-      VarRef v = i < (int)interp.exit_locals_.size() ? interp.exit_locals_[i] : nullptr;
-      if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
-        spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
-      } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
-        // a free slot: the resumed frame gets the closure's cell back (ResumeCells::FromValues),
-        // and the next unit reads the cell itself
-        spec.kind = OutputSpec::Kind::Absent;
-      } else if (v) {
-        spec = rebuild(ctx, v);  // with cell variables: the cells (ResumeCells::AreCells)
-      } else {
-        spec.kind = OutputSpec::Kind::Absent;
-      }
-      if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
-        unsupported("a cell variable unbound at a graph break (a comprehension's loop variable that a "
-                    "lambda captured) cannot be handed back to CPython with the frame's other cells");
-      t.exit_locals.push_back(std::move(spec));
-    }
-    t.exit_kw_names = interp.exit_kw_names_;
-    if (t.exit_kw_names) t.native_resume_offset = interp.exit_kw_names_offset_;
+    record_break_state(ctx, interp, code);
   }
   add_input_mutations(ctx);
-  t.side_effects = side_effects(ctx);
+  ctx.trace.side_effects = side_effects(ctx);
   guard_size_facts(ctx);
   ctx.graph().apply_replacements();
   ctx.graph().eliminate_dead_code(interp.exit_graph_size_);

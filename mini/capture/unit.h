@@ -1,5 +1,6 @@
 // unit.h — the parts of the frame driver (convert_frame.cpp) that act on one resume unit,
 // each in a file of its own. Internal to capture/.
+//   compile_unit.cpp       trace a unit and compile its graph; report its graph break
 //   run_unit.cpp           run a unit's artifact, write back inputs, replay side effects,
 //                          rebuild the frame after it
 //   rebuild.cpp            build: an OutputSpec back into a real object (its trace-time half,
@@ -10,6 +11,7 @@
 #pragma once
 #include <Python.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,21 @@ enum class UnitPlan {
 UnitPlan python_error(const std::exception& e);
 void release_all(std::vector<PyObject*>& v);  // Py_XDECREF each, then clear
 std::string function_label(PyCodeObject* code);  // "'fn' (file:line)"
+
+// compile_unit.cpp
+// Traces one unit and hands its graph to the backend: the artifact that runs the unit, its
+// guards in *guards_out. Null with a Python error when the backend or the user's code (a bad
+// shape, say) raised.
+std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& unit, int offset,
+                                       const guards::FrameValues& fv, CompileRequest* req,
+                                       std::unique_ptr<guards::GuardSet>* guards_out);
+// Adds the user's line to the traceback of the error being raised: CPython's loop adds one for
+// each frame it runs, and mini ran this one (a call at a break raised, or a trace found the
+// user's error), so the traceback would skip the user's frame. `location` ("file:line in fn",
+// maybe of an inlined function) overrides the code's file, `line` and name.
+void add_user_frame(PyCodeObject* code, int line, const std::string& location = "");
+// Graph titles (__compiled_fn_<n>) count from 1 again (mini.reset()).
+void reset_graph_counter();
 
 // rebuild.cpp
 // A real object from its reconstruction spec. New reference; NULL for Null/Absent slots

@@ -144,99 +144,132 @@ bool device_from(PyObject* obj, Device* out) {
   return false;
 }
 
-VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
-  guards::GuardSet& g = ctx.guards();
-  if (TensorImpl* t = guards::unwrap_tensor(v)) {
-    use_device(ctx, t->device(), "tensor " + src->str());
-    auto found = ctx.tensor_node.find(v);
-    if (found != ctx.tensor_node.end()) {
-      // one tensor at two sources (a tied weight, a module used twice, f(x, x)): the graph
-      // has one input for both, valid only while both sources hold the same tensor
-      const auto& inputs = ctx.graph().inputs;
-      size_t position = std::find(inputs.begin(), inputs.end(), found->second) - inputs.begin();
-      const SourceRef& first = ctx.trace.input_sources[position];
-      if (first->str() != src->str()) g.add_duplicate_input(src, first, true);
-      g.add_tensor_match(src, v, ctx.tensor_dynamic[v]);
-      return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
-    }
-    // A tensor sharing memory with an input this trace already wrote in place: what the
-    // graph would read is not its value now. The unit ends here (before anything about this
-    // input is recorded), and CPython reads it after the write-back.
-    for (const auto& s : ctx.input_storages) {
-      TensorImpl* other = guards::unwrap_tensor(ctx.trace.example_inputs.at(s->input));
-      if (s->mutated && other && other->storage == t->storage)
-        unsupported("reading " + src->str() + ", which shares memory with " +
-                    ctx.trace.input_sources[s->input]->str() + ", already written in place");
-    }
-    std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
-    graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
-    int input_pos = (int)ctx.graph().inputs.size();
-    for (size_t d = 0; d < dyn.size(); d++) {
-      if (!dyn[d]) continue;
-      int k = (int)ctx.graph().symbols.size();
-      ctx.graph().symbols.push_back({input_pos, (int)d, t->sizes[d]});
-      meta.sizes[d] = graph::symbol_code(k);
-      // the strides left of it depend on it; its own stride depends only on the dims right of
-      // it, and stays as guarded (the tensor guard checks it)
-      for (size_t e = 0; e < d; e++) meta.strides[e] = -1;
-      if (log_channels().dynamic)
-        log_write("create_symbol s" + std::to_string(k) + " = " + std::to_string(t->sizes[d]) + " for " +
-                  src->str() + ".size()[" + std::to_string(d) + "]");
-    }
-    g.add_tensor_match(src, v, dyn);
-    int node = ctx.graph().add_input(meta, src->str());
-    ctx.tensor_node[v] = node;
-    ctx.tensor_dynamic[v] = dyn;
-    ctx.trace.input_sources.push_back(src);
-    ctx.trace.example_inputs.push_back(v);
-    ctx.trace.scalar_inputs.push_back(false);
-    return tensor_var(ctx, node);
+// One tensor at two sources (a tied weight, a module used twice, f(x, x)): the graph has one
+// input for both, valid only while both sources hold the same tensor. Null for a tensor this
+// trace has not read yet.
+static VarRef wrap_seen_tensor(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  auto found = ctx.tensor_node.find(v);
+  if (found == ctx.tensor_node.end()) return nullptr;
+  const auto& inputs = ctx.graph().inputs;
+  size_t position = std::find(inputs.begin(), inputs.end(), found->second) - inputs.begin();
+  const SourceRef& first = ctx.trace.input_sources[position];
+  if (first->str() != src->str()) ctx.guards().add_duplicate_input(src, first, true);
+  ctx.guards().add_tensor_match(src, v, ctx.tensor_dynamic[v]);
+  return tensor_var(ctx, alias_of(ctx, found->second).storage->base);  // its value now
+}
+
+// A tensor sharing memory with an input this trace already wrote in place: what the graph
+// would read is not its value now. The unit ends here (before anything about this input is
+// recorded), and CPython reads it after the write-back.
+static void refuse_written_storage(TraceContext& ctx, TensorImpl* t, const SourceRef& src) {
+  for (const auto& s : ctx.input_storages) {
+    TensorImpl* other = guards::unwrap_tensor(ctx.trace.example_inputs.at(s->input));
+    if (s->mutated && other && other->storage == t->storage)
+      unsupported("reading " + src->str() + ", which shares memory with " +
+                  ctx.trace.input_sources[s->input]->str() + ", already written in place");
   }
+}
+
+// The meta of a new tensor input: its sizes, with a graph symbol for each dynamic dim.
+static graph::TensorMeta input_meta(TraceContext& ctx, TensorImpl* t, const std::vector<bool>& dyn,
+                                    const SourceRef& src) {
+  graph::TensorMeta meta{t->sizes, t->strides, t->dtype, t->needs_grad()};
+  int input_pos = (int)ctx.graph().inputs.size();
+  for (size_t d = 0; d < dyn.size(); d++) {
+    if (!dyn[d]) continue;
+    int k = (int)ctx.graph().symbols.size();
+    ctx.graph().symbols.push_back({input_pos, (int)d, t->sizes[d]});
+    meta.sizes[d] = graph::symbol_code(k);
+    // the strides left of it depend on it; its own stride depends only on the dims right of
+    // it, and stays as guarded (the tensor guard checks it)
+    for (size_t e = 0; e < d; e++) meta.strides[e] = -1;
+    if (log_channels().dynamic)
+      log_write("create_symbol s" + std::to_string(k) + " = " + std::to_string(t->sizes[d]) + " for " +
+                src->str() + ".size()[" + std::to_string(d) + "]");
+  }
+  return meta;
+}
+
+// Records a graph input read from `src`: its source, example value and whether it is a
+// Python number. Returns its node.
+static int add_graph_input(TraceContext& ctx, PyObject* v, const SourceRef& src,
+                           const graph::TensorMeta& meta, bool scalar) {
+  int node = ctx.graph().add_input(meta, src->str());
+  ctx.trace.input_sources.push_back(src);
+  ctx.trace.example_inputs.push_back(v);
+  ctx.trace.scalar_inputs.push_back(scalar);
+  return node;
+}
+
+// A tensor from the frame: the graph input it already is, or a new one guarded by its
+// metadata (symbolic where its dims are dynamic).
+static VarRef wrap_tensor(TraceContext& ctx, PyObject* v, TensorImpl* t, const SourceRef& src) {
+  use_device(ctx, t->device(), "tensor " + src->str());
+  if (VarRef seen = wrap_seen_tensor(ctx, v, src)) return seen;
+  refuse_written_storage(ctx, t, src);
+  std::vector<bool> dyn = dynamic_dims_for(ctx, v, t, src);
+  graph::TensorMeta meta = input_meta(ctx, t, dyn, src);
+  ctx.guards().add_tensor_match(src, v, dyn);
+  int node = add_graph_input(ctx, v, src, meta, false);
+  ctx.tensor_node[v] = node;
+  ctx.tensor_dynamic[v] = dyn;
+  return tensor_var(ctx, node);
+}
+
+// Whether a Python number read from `src` is a graph input: one that changed between calls
+// (automatic dynamic). As Dynamo, a number read from a global (a module's setting: SCALE = 2)
+// is specialized, one graph per value, however often it changes.
+static bool is_dynamic_number(TraceContext& ctx, PyObject* v, const SourceRef& src) {
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
-  // as Dynamo, a number read from a global (a module's setting: SCALE = 2) is specialized,
-  // one graph per value, however often it changes; an argument's turns into a graph input
   bool global = false;
   for (const guards::Source* s = src.get(); s; s = s->base.get())
     global = global || s->kind == guards::Source::Kind::Global || s->kind == guards::Source::Kind::GlobalIn;
-  if (number && !global && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str())) {
-    // A Python number that changed between calls: a graph input from now on (a 0-d tensor
-    // that promotes like the number), guarded by its type only.
-    g.add_type_match(src, v);
-    graph::TensorMeta meta{{}, {}, PyFloat_CheckExact(v) ? DType::Float64 : DType::Int64, false};
-    int node = ctx.graph().add_input(meta, src->str());
-    ctx.graph().nodes[node].wrapped_number = true;
-    ctx.trace.input_sources.push_back(src);
-    ctx.trace.example_inputs.push_back(v);
-    ctx.trace.scalar_inputs.push_back(true);
-    VarRef var = tensor_var(ctx, node);
-    var->number = true;
-    return var;
+  return number && !global && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str());
+}
+
+// A Python number that changed between calls: a graph input from now on (a 0-d tensor that
+// promotes like the number), guarded by its type only.
+static VarRef wrap_dynamic_number(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  ctx.guards().add_type_match(src, v);
+  graph::TensorMeta meta{{}, {}, PyFloat_CheckExact(v) ? DType::Float64 : DType::Int64, false};
+  int node = add_graph_input(ctx, v, src, meta, true);
+  ctx.graph().nodes[node].wrapped_number = true;
+  VarRef var = tensor_var(ctx, node);
+  var->number = true;
+  return var;
+}
+
+// A constant (None, a number, a string, a slice, a range, ...): guarded by value. Ranges and
+// slices by value too: a loop unrolled over a range, or a slice applied, is only valid for
+// that range or slice.
+static VarRef wrap_constant(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  if (PySlice_Check(v) && !slice_of_ints(v))
+    unsupported("a slice whose bounds are not ints or None, read from the frame");
+  if (v == Py_Ellipsis) ctx.guards().add_type_match(src, v);
+  else ctx.guards().add_constant_match(src, v);
+  return object_var(Var::Kind::Constant, v, src);
+}
+
+// A tuple or list: guarded by its length, each item wrapped at its own source; a list read
+// twice is one Var (the trace may change it).
+static VarRef wrap_sequence(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  if (PyList_CheckExact(v))
+    if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
+  ctx.guards().add_length_check(src, v);
+  std::vector<VarRef> items;
+  for (Py_ssize_t i = 0; i < Py_SIZE(v); i++) {
+    PyObject* item = PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
+    items.push_back(wrap(ctx, item, guards::Source::item(src, (int)i)));
   }
-  if (is_immutable_constant(v)) {
-    // ranges and slices by value too: a loop unrolled over a range, or a slice applied, is
-    // only valid for that range or slice
-    if (PySlice_Check(v) && !slice_of_ints(v))
-      unsupported("a slice whose bounds are not ints or None, read from the frame");
-    if (v == Py_Ellipsis) g.add_type_match(src, v);
-    else g.add_constant_match(src, v);
-    return object_var(Var::Kind::Constant, v, src);
-  }
-  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
-    if (PyList_CheckExact(v))
-      if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
-    g.add_length_check(src, v);
-    std::vector<VarRef> items;
-    for (Py_ssize_t i = 0; i < Py_SIZE(v); i++) {
-      PyObject* item = PyTuple_Check(v) ? PyTuple_GET_ITEM(v, i) : PyList_GET_ITEM(v, i);
-      items.push_back(wrap(ctx, item, guards::Source::item(src, (int)i)));
-    }
-    VarRef var = make_tuple_var(items, PyList_Check(v));
-    var->source = src;
-    if (PyList_CheckExact(v)) ctx.containers[src->str()] = var;
-    return var;
-  }
-  // an OrderedDict of str keys too: a module's _modules, which ModuleDict.items() and
-  // len(ModuleList) read
+  VarRef var = make_tuple_var(items, PyList_Check(v));
+  var->source = src;
+  if (PyList_CheckExact(v)) ctx.containers[src->str()] = var;
+  return var;
+}
+
+// Whether `v` is a dict capture holds: a dict of str keys, or an OrderedDict of str keys (a
+// module's _modules, which ModuleDict.items() and len(ModuleList) read).
+static bool is_str_keyed_dict(PyObject* v) {
   static PyObject* ordered = [] {
     PyObject* collections = PyImport_ImportModule("collections");
     PyObject* cls = collections ? PyObject_GetAttrString(collections, "OrderedDict") : nullptr;
@@ -244,91 +277,128 @@ VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
     PyErr_Clear();
     return cls;
   }();
-  if ((PyDict_CheckExact(v) || (ordered && (PyObject*)Py_TYPE(v) == ordered)) && str_keys_only(v)) {
-    // **kwargs, a dict argument: its keys guarded in order, each value read (and guarded)
-    // through its own source when the code first uses it, as Dynamo's lazy dict values
-    if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
-    g.add_type_match(src, v);
-    g.add_dict_keys_match(src, v);
-    std::vector<VarRef> keys;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(v, &pos, &key, &value)) keys.push_back(object_var(Var::Kind::Constant, key, nullptr));
-    VarRef var = make_dict(std::move(keys), std::vector<VarRef>(PyDict_GET_SIZE(v)));
-    var->obj = v;
-    Py_INCREF(v);
-    var->source = src;
-    ctx.containers[src->str()] = var;
-    return var;
+  return (PyDict_CheckExact(v) || (ordered && (PyObject*)Py_TYPE(v) == ordered)) && str_keys_only(v);
+}
+
+// **kwargs, a dict argument: its keys guarded in order, each value read (and guarded) through
+// its own source when the code first uses it, as Dynamo's lazy dict values.
+static VarRef wrap_dict(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  if (auto seen = ctx.containers.find(src->str()); seen != ctx.containers.end()) return seen->second;
+  ctx.guards().add_type_match(src, v);
+  ctx.guards().add_dict_keys_match(src, v);
+  std::vector<VarRef> keys;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(v, &pos, &key, &value)) keys.push_back(object_var(Var::Kind::Constant, key, nullptr));
+  VarRef var = make_dict(std::move(keys), std::vector<VarRef>(PyDict_GET_SIZE(v)));
+  var->obj = v;
+  Py_INCREF(v);
+  var->source = src;
+  ctx.containers[src->str()] = var;
+  return var;
+}
+
+// A module, by structure, not identity (torch's UnspecializedNNModuleVariable): its class and
+// training flag here; what forward reads (parameters, submodules, attributes) is guarded as
+// it is read, so any instance of the same structure reuses the graph.
+static VarRef wrap_module(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  ctx.guards().add_type_match(src, v);
+  PyObject* training = PyObject_GetAttrString(v, "training");
+  if (training && PyBool_Check(training))
+    ctx.guards().add_constant_match(guards::Source::attr(src, "training"), training);
+  Py_XDECREF(training);
+  PyErr_Clear();
+  return object_var(Var::Kind::Module, v, src);
+}
+
+// A for loop's tuple iterator handed to a resume unit: guarded on what it has left, read
+// without consuming it.
+static VarRef wrap_tuple_iterator(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  ctx.guards().add_type_match(src, v);
+  SourceRef items_src = guards::Source::iter_items(src);
+  PyObject* rest = guards::fetch(*items_src, ctx.root);
+  if (!rest) unsupported("cannot read the items left in an iterator");
+  VarRef items = wrap(ctx, rest, items_src);
+  Py_DECREF(rest);
+  auto it = std::make_shared<Var>(Var::Kind::Iterator);
+  it->items = items->items;
+  return it;
+}
+
+// A Python function: a graph function (mini.where) by identity; any other, as Dynamo, by its
+// code, not its identity: a new closure or lambda of the same code each call reuses the
+// graph. What inlining reads of it — its closure cells' contents, defaults, globals — is
+// guarded where it is read.
+static VarRef wrap_function(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  VarRef var = object_var(Var::Kind::Function, v, src);
+  var->graph_function = is_graph_function(v);
+  if (var->graph_function) {
+    ctx.guards().add_id_match(src, v);
+  } else {
+    ctx.guards().add_type_match(src, v);
+    ctx.guards().add_id_match(guards::Source::attr(src, "__code__"), PyFunction_GET_CODE(v));
   }
-  if (is_module(v)) {
-    // by structure, not identity (torch's UnspecializedNNModuleVariable): its class and
-    // training flag here; what forward reads (parameters, submodules, attributes) is guarded
-    // as it is read, so any instance of the same structure reuses the graph
-    g.add_type_match(src, v);
-    PyObject* training = PyObject_GetAttrString(v, "training");
-    if (training && PyBool_Check(training))
-      g.add_constant_match(guards::Source::attr(src, "training"), training);
-    Py_XDECREF(training);
-    PyErr_Clear();
-    return object_var(Var::Kind::Module, v, src);
-  }
-  if (strcmp(Py_TYPE(v)->tp_name, "tuple_iterator") == 0) {
-    // a for loop's iterator handed to a resume unit: guard on what it has left, read
-    // without consuming it
-    g.add_type_match(src, v);
-    SourceRef items_src = guards::Source::iter_items(src);
-    PyObject* rest = guards::fetch(*items_src, ctx.root);
-    if (!rest) unsupported("cannot read the items left in an iterator");
-    VarRef items = wrap(ctx, rest, items_src);
-    Py_DECREF(rest);
-    auto it = std::make_shared<Var>(Var::Kind::Iterator);
-    it->items = items->items;
-    return it;
-  }
-  if (PyFunction_Check(v)) {
-    VarRef var = object_var(Var::Kind::Function, v, src);
-    var->graph_function = is_graph_function(v);
-    if (var->graph_function) {
-      g.add_id_match(src, v);
-    } else {
-      // as Dynamo, a function is guarded by its code, not its identity: a new closure or lambda
-      // of the same code each call reuses the graph. What inlining reads of it — its closure
-      // cells' contents, defaults, globals — is guarded where it is read.
-      g.add_type_match(src, v);
-      g.add_id_match(guards::Source::attr(src, "__code__"), PyFunction_GET_CODE(v));
-    }
-    return var;
-  }
+  return var;
+}
+
+// The __exit__ of a with mini.no_grad() block open at the break before this unit, as a method
+// of the block; null for anything else (a grad-mode object's other methods are guarded by
+// type here, and wrapped as objects).
+static VarRef wrap_grad_mode_exit(TraceContext& ctx, PyObject* v, const SourceRef& src) {
   PyObject* grad_mode = python_bridge().grad_mode_type;
-  if (PyMethod_Check(v) && grad_mode && PyObject_TypeCheck(PyMethod_GET_SELF(v), (PyTypeObject*)grad_mode)) {
-    // the __exit__ of a with mini.no_grad() block open at the break before this unit
-    g.add_type_match(src, v);
-    PyObject* name = PyObject_GetAttrString(PyMethod_GET_FUNCTION(v), "__name__");
-    bool exit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__exit__") == 0;
-    Py_XDECREF(name);
-    PyErr_Clear();
-    SourceRef self = guards::Source::attr(src, "__self__");
-    if (exit) return make_method(wrap(ctx, PyMethod_GET_SELF(v), self), "__exit__");
-  }
+  if (!PyMethod_Check(v) || !grad_mode || !PyObject_TypeCheck(PyMethod_GET_SELF(v), (PyTypeObject*)grad_mode))
+    return nullptr;
+  ctx.guards().add_type_match(src, v);
+  PyObject* name = PyObject_GetAttrString(PyMethod_GET_FUNCTION(v), "__name__");
+  bool exit = name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__exit__") == 0;
+  Py_XDECREF(name);
+  PyErr_Clear();
+  if (!exit) return nullptr;
+  return make_method(wrap(ctx, PyMethod_GET_SELF(v), guards::Source::attr(src, "__self__")), "__exit__");
+}
+
+// Whether `v` is a builtin function (len, math.sqrt) or a builtin type (int, range).
+static bool is_builtin(PyObject* v) {
+  return PyCFunction_Check(v) || (PyType_Check(v) && PyDict_GetItemString(PyEval_GetBuiltins(),
+                                                                          ((PyTypeObject*)v)->tp_name) == v);
+}
+
+// Any other object. A bound method (deque.append, obj.method: made anew by each getattr) by its
+// type; a builtin by identity. Python modules, classes, mini's dtypes and enum members are
+// guarded by identity (an enum member is compared by identity: `mode is Mode.A` decided while
+// tracing); any other object (a numpy array, a user object) by its type: a new one each call
+// is fine.
+static VarRef wrap_object(TraceContext& ctx, PyObject* v, const SourceRef& src) {
+  guards::GuardSet& g = ctx.guards();
   bool bound_builtin = PyCFunction_Check(v) && PyCFunction_GET_SELF(v) && !PyModule_Check(PyCFunction_GET_SELF(v));
-  if (bound_builtin || PyMethod_Check(v)) {  // deque.append, obj.method: made anew by each getattr
+  if (bound_builtin || PyMethod_Check(v)) {
     g.add_type_match(src, v);
     return object_var(Var::Kind::Object, v, src);
   }
-  if (PyCFunction_Check(v) || (PyType_Check(v) && PyDict_GetItemString(PyEval_GetBuiltins(),
-                                                                        ((PyTypeObject*)v)->tp_name) == v)) {
+  if (is_builtin(v)) {
     g.add_id_match(src, v);
     return object_var(Var::Kind::Builtin, v, src);
   }
-  // Python modules, classes, mini's dtypes and enum members are guarded by identity (an enum
-  // member is compared by identity: `mode is Mode.A` decided while tracing); any other object
-  // (a bound method, a numpy array, a user object) by its type: a new one each call is fine.
   bool dtype = false;
   for (PyObject* d : python_bridge().dtype_objects) dtype = dtype || d == v;
   if (PyModule_Check(v) || PyType_Check(v) || dtype || is_enum_member(v)) g.add_id_match(src, v);
   else g.add_type_match(src, v);
   return object_var(Var::Kind::Object, v, src);
+}
+
+// Which kind of Var an object of the frame becomes, and which guards make the graph valid
+// while it stays what it was.
+VarRef wrap(TraceContext& ctx, PyObject* v, SourceRef src) {
+  if (TensorImpl* t = guards::unwrap_tensor(v)) return wrap_tensor(ctx, v, t, src);
+  if (is_dynamic_number(ctx, v, src)) return wrap_dynamic_number(ctx, v, src);
+  if (is_immutable_constant(v)) return wrap_constant(ctx, v, src);
+  if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) return wrap_sequence(ctx, v, src);
+  if (is_str_keyed_dict(v)) return wrap_dict(ctx, v, src);
+  if (is_module(v)) return wrap_module(ctx, v, src);
+  if (strcmp(Py_TYPE(v)->tp_name, "tuple_iterator") == 0) return wrap_tuple_iterator(ctx, v, src);
+  if (PyFunction_Check(v)) return wrap_function(ctx, v, src);
+  if (VarRef exit = wrap_grad_mode_exit(ctx, v, src)) return exit;
+  return wrap_object(ctx, v, src);
 }
 
 static bool all_constant_items(PyObject* v) {
@@ -362,9 +432,8 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
     var->graph_function = is_graph_function(v);
     return var;
   }
-  if (PyCFunction_Check(v) || (PyType_Check(v) && PyDict_GetItemString(PyEval_GetBuiltins(),
-                                                                        ((PyTypeObject*)v)->tp_name) == v))
-    return object_var(Var::Kind::Builtin, v, nullptr);  // len, range, int: as wrap() makes them
+  if (is_builtin(v))  // len, range, int: as wrap() makes them
+    return object_var(Var::Kind::Builtin, v, nullptr);
   return object_var(Var::Kind::Object, v, nullptr);
 }
 
