@@ -131,14 +131,7 @@ void CudaKernelWriter::write_column_reduction(std::ostringstream& o, bool split)
       o << "  const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
       done.insert(id);
     }
-    for (int id : k_.nodes) {  // column values whose reductions are all done
-      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-      bool ready = true;
-      for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
-      if (!ready) continue;
-      o << define("  ", 'r', id, false);
-      done.insert(id);
-    }
+    define_ready_row_values(o, "  ", &done);  // column values whose reductions are all done
   }
   for (int id : k_.stores)
     if (!L_.is_full(id))
@@ -149,6 +142,20 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
   const std::string X = "x" + std::to_string(rank_ - 1);  // the innermost (kept) dim's index
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
+  // values of the columns that need no reduction, one a column
+  std::vector<int> column_values;
+  for (int id : k_.nodes)
+    if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
+  write_vector_columns_start(o, CV, X, reds, column_values);
+  write_vector_columns_pass(o, CV, X, column_values);
+  write_vector_columns_fold(o, reds);
+  write_vector_columns_results(o, X, reds, column_values);
+}
+
+// The kernel's indices and, for each of a thread's CV columns, its values that need no
+// reduction (rv<id>) and its accumulators (acc<id>), at their identities.
+void CudaKernelWriter::write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X,
+                                                  const std::vector<int>& reds, const std::vector<int>& column_values) {
   o << "  // columns in vectors: " << CV << " consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),\n"
     << "  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks\n";
   o << "  constexpr int CV = " << CV << ";\n";
@@ -164,10 +171,6 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
   o << "  __shared__ double fold[32][33];  // a lane's partial per column, and each column's sum (padded)\n";
   o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
   o << "  const int64_t " << X << "_0 = " << X << ";  // the thread's first column; column u is " << X << "_0 + u\n";
-  // values of the columns that need no reduction, one a column
-  std::vector<int> column_values;
-  for (int id : k_.nodes)
-    if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
   for (int id : column_values) o << "  " << cuda_type(g_.nodes[id].meta.dtype) << " rv" << id << "[CV];\n";
   for (int id : reds) {
     std::string A = acc_type(g_.nodes[id]);
@@ -182,7 +185,10 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
   }
   for (int id : reds) o << "    acc" << id << "[u] = " << identity(g_.nodes[id], acc_type(g_.nodes[id])) << ";\n";
   o << "  }\n";
+}
 
+void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
+                                                 const std::vector<int>& column_values) {
   // the pass over this block's chunk of rows: vector loads at the first column, the CV
   // columns unrolled
   std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
@@ -222,7 +228,9 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
     o << "    if (live) *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV>*>(&" << out(id) << "["
       << linear_full() << "]) = s" << id << ";\n";
   o << "  }\n";
+}
 
+void CudaKernelWriter::write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds) {
   // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
   o << "  #pragma unroll\n";
   o << "  for (int u = 0; u < CV; u++) {\n";
@@ -248,6 +256,10 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
     o << indented(fold.str());
   }
   o << "  }\n";
+}
+
+void CudaKernelWriter::write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
+                                                    const std::vector<int>& column_values) {
   // the column values, a column at a time: the sums, then what they feed; stored by lane 0
   o << "  if (!live || lane != 0) return;\n";
   o << "  #pragma unroll\n";

@@ -44,6 +44,19 @@ void CudaKernelWriter::define_unreduced_row_values(std::ostringstream& o, const 
   }
 }
 
+// The row values (r<id>) whose reductions are all in *done and that are not defined yet,
+// defined at `pad`, in program order; each goes into *done.
+void CudaKernelWriter::define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
+  for (int id : k_.nodes) {
+    if (done->count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
+    bool ready = true;
+    for (int dep : L_.reductions_below(id)) ready = ready && done->count(dep);
+    if (!ready) continue;
+    o << define(pad, 'r', id, false);
+    done->insert(id);
+  }
+}
+
 // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
 // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
 bool CudaKernelWriter::assumes_aligned() {

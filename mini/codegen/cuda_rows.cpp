@@ -254,45 +254,49 @@ void CudaKernelWriter::write_reduction(std::ostringstream& o) {
         for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
       }
       pass_end("    ");
-      if (vector_stores && !stores.empty()) {
-        o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
-        o << "      const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
-        o << "      if (j >= rnumel) continue;\n";
-        o << unflatten(k_.space, "j", L_.red_dims(), "      ", I);
-        for (int id : stores) {
-          std::string T0 = cuda_type(g_.nodes[id].meta.dtype), vec = "mini::Vec<" + T0 + ", " + std::to_string(V) + ">";
-          o << "      " << vec << " w" << id << "v;\n";
-          o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) w" << id << "v.v[l] = w" << id << "[v * " << V
-            << " + l];\n";
-          o << "      if (mini::aligned<" << T0 << ", " << V << ">(" << out(id) << ")) *reinterpret_cast<" << vec << "*>(&"
-            << out(id) << "[" << linear_full() << "]) = w" << id << "v;\n";
-          o << "      else\n        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) (&" << out(id) << "[" << linear_full() << "])[l] = w" << id
-            << "v.v[l];\n";
-        }
-        o << "    }\n";
-      }
+      if (vector_stores && !stores.empty()) write_vector_row_stores(o, row, stores, I);
       write_block_reductions(o, reds, &done);
     }
-    for (int id : k_.nodes) {  // row values whose reductions are all done
-      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-      bool ready = true;
-      for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
-      if (!ready) continue;
-      o << define("    ", 'r', id, false);
-      done.insert(id);
-    }
+    define_ready_row_values(o, "    ", &done);
   }
-  bool row_stores = false;
-  for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
-  if (row_stores) {
-    o << "    if (" << lane_ << " == 0) {\n";
-    for (int id : k_.stores)
-      if (!L_.is_full(id))
-        o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-    o << "    }\n";
-  }
+  write_row_value_stores(o);
   o << "  }\n";
   cs_.load_hook = nullptr;
+}
+
+// A row stored in vectors: each store's register array w<id> (a thread's U elements), one Vec
+// store per run of V where the output is aligned, element by element where it is not.
+void CudaKernelWriter::write_vector_row_stores(std::ostringstream& o, const PersistentRow& row,
+                                               const std::vector<int>& stores, const std::string& I) {
+  const int T = row.threads, U = row.per_thread, V = row.vector;
+  const std::string LL = I == "int" ? "" : "LL";
+  o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
+  o << "      const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
+  o << "      if (j >= rnumel) continue;\n";
+  o << unflatten(k_.space, "j", L_.red_dims(), "      ", I);
+  for (int id : stores) {
+    std::string T0 = cuda_type(g_.nodes[id].meta.dtype), vec = "mini::Vec<" + T0 + ", " + std::to_string(V) + ">";
+    o << "      " << vec << " w" << id << "v;\n";
+    o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) w" << id << "v.v[l] = w" << id << "[v * " << V
+      << " + l];\n";
+    o << "      if (mini::aligned<" << T0 << ", " << V << ">(" << out(id) << ")) *reinterpret_cast<" << vec << "*>(&"
+      << out(id) << "[" << linear_full() << "]) = w" << id << "v;\n";
+    o << "      else\n        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) (&" << out(id) << "["
+      << linear_full() << "])[l] = w" << id << "v.v[l];\n";
+  }
+  o << "    }\n";
+}
+
+// The row values the kernel stores (a reduction's result, or a value of them), by the row's
+// first thread.
+void CudaKernelWriter::write_row_value_stores(std::ostringstream& o) {
+  bool row_stores = false;
+  for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
+  if (!row_stores) return;
+  o << "    if (" << lane_ << " == 0) {\n";
+  for (int id : k_.stores)
+    if (!L_.is_full(id)) o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  o << "    }\n";
 }
 
 // Whether the kernel is of the looped vector rows' shape (the layout's, the row the
@@ -349,17 +353,7 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
   o << row_loop(I);
   o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
   std::set<int> done;
-  auto ready_row_values = [&](const std::string& pad) {  // row values whose reductions are done
-    for (int id : k_.nodes) {
-      if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-      bool ready = true;
-      for (int dep : L_.reductions_below(id)) ready = ready && done.count(dep);
-      if (!ready) continue;
-      o << define(pad, 'r', id, false);
-      done.insert(id);
-    }
-  };
-  ready_row_values("    ");
+  define_ready_row_values(o, "    ", &done);
   bool reread = false;  // a pass before this one loaded from the row
   for (int p = 0; p <= L_.phases(); p++) {
     std::vector<int> reds, stores;
@@ -371,69 +365,16 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
       std::string A = acc_type(n);
       o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
     }
-    // An online pair's running max m<id> (its sum's exp reads it): the max over the vector's
-    // lanes first, then the sum rescaled once a vector.
-    auto rescale = [&](const std::string& pad) {
-      for (int id : reds)
-        if (int m = L_.online_max(id); m >= 0) {
-          std::string A = acc_type(g_.nodes[id]), M = std::to_string(m);
-          o << pad << "acc" << id << " *= mini::online_scale<" << A << ">(" << A << "(acc" << M << "), " << A << "(m" << M << "));\n";
-        }
-      for (int id : running) o << pad << "acc" << id << " = m" << id << ";\n";
-    };
-    // `target` = the max of `base` and this element's input to max `id`
-    auto running_max = [&](const std::string& pad, int id, const std::string& target, const std::string& base) {
-      std::string A = acc_type(g_.nodes[id]);
-      o << pad << target << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << base << ", " << A << "("
-        << cs_.expr(L_.reduction_input(id)) << "));\n";
-    };
-    auto body = [&](const std::string& pad) {  // one lane's values, folded, stored
-      for (int id : k_.nodes)
-        if (plan.compute[p].count(id)) o << define(pad, 't', id, false);
-      for (int id : reds) {
-        if (running.count(id)) continue;
-        const Node& n = g_.nodes[id];
-        std::string A = acc_type(n);
-        o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-          << cs_.expr(L_.reduction_input(id)) << "));\n";
-      }
-      for (int id : stores) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
-    };
     cs_.temp_hook = [&](const Expr& e) {  // -inf, while every element so far is -inf, reads as 0
       return e.row && running.count(e.node) ? "mini::online_shift(m" + std::to_string(e.node) + ")" : std::string();
     };
     bool reads = false;
     for (const RowLoad& l : loads) reads = reads || l.passes.count(p);
     const bool again = reread && reads;
-    if (again) {
-      // A pass that reads the row again. Unrolled, every pass is straight-line code, and the
-      // compiler keeps the first pass's loads in registers for this one (the input is const
-      // __restrict__): layer norm's three passes of 8 vectors spilled 168 bytes a thread
-      // under __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An empty
-      // asm that "changes" each pointer the pass reads hides from the optimizer that its
-      // addresses are the earlier pass's, so the pass loads again (from L1/L2). The pointers,
-      // not the index: a zero added to the index cost layer norm address registers (12 bytes
-      // of spill a thread, 0.144 ms against 0.136 with the pointers hidden; H200, 2026-12-02,
-      // labs/bench/cuda_kernel_variants.py).
-      std::set<std::string> hidden;
-      for (const RowLoad& l : loads)
-        if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.pointer).second)
-          o << "    asm volatile(\"\" : \"+l\"(" << l.pointer << "));  // read the row again, not kept\n";
-    }
+    if (again) write_reread(o, loads, p);
     reread = reread || reads;
     if (unrolled) {
-      int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;  // 0: all of it
-      // NVRTC's time grows with the inlined copies of the math: each unrolled iteration holds
-      // V lanes of every transcendental of the pass. At most kUnrolledTranscendentals copies:
-      // softmax's passes (an exp a lane) unroll by 2, layer norm's (none) fully; the full unroll
-      // took softmax's compile to 0.2 s, by 2 0.12 s, at the same speed (notes/perf.md).
-      int heavy = 0;
-      for (int id : k_.nodes) heavy += plan.compute[p].count(id) && CStyle::calls_math(*L_.expr(id, false));
-      if (heavy) {
-        int most = std::max(1, kUnrolledTranscendentals / (V * heavy)), eff = by ? by : trips;
-        while (eff > most) eff /= 2;
-        by = std::max(1, eff) == trips ? 0 : std::max(1, eff);
-      }
+      const int by = row_unroll(plan, p, trips, V);
       o << "    #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
       o << "    for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
       o << "      const " << I << " jv = " << lane_ << " + it * " << T << ";\n";
@@ -441,35 +382,18 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
       o << "    for (" << I << " jv = " << lane_ << "; jv < rnumel / " << V << "; jv += " << row_threads_ << ") {\n";
     }
     o << "      const " << I << " j0 = jv * " << V << ";\n";
-    for (const RowLoad& l : loads) {
-      if (!l.passes.count(p)) continue;
-      const std::string& spelled = l.spelled;
-      std::string vec = "mini::Vec<" + cuda_type(l.dtype) + ", " + std::to_string(V) + ">";
-      o << "      " << vec << " " << names.at(spelled) << ";\n";
-      o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
-      o << "        " << names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
-      o << "      }\n";
-    }
+    write_vector_pass_loads(o, rows, p, I);
     for (int id : stores)
       o << "      mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
     cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // every load along the row is in `names`
       auto it = names.find(spelled);
       return it == names.end() ? std::string() : it->second + ".v[l]";
     };
-    for (int id : running) {
-      o << "      " << acc_type(g_.nodes[id]) << " m" << id << " = acc" << id << ";\n";
-      o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
-      o << "        const " << I << " j = j0 + l;\n";
-      o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-      for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false);  // what the max reads
-      running_max("        ", id, "m" + std::to_string(id), "m" + std::to_string(id));
-      o << "      }\n";
-    }
-    rescale("      ");
+    write_running_maxes(o, reds, running, V, I);
     o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
     o << "        const " << I << " j = j0 + l;\n";
     o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-    body("        ");
+    write_lane_fold(o, "        ", plan.compute[p], reds, running, stores);
     cs_.load_hook = nullptr;
     o << "      }\n";
     if (!stores.empty()) {
@@ -482,17 +406,97 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
     o << "    }\n";
     cs_.temp_hook = nullptr;
     write_block_reductions(o, reds, &done);
-    ready_row_values("    ");
+    define_ready_row_values(o, "    ", &done);
   }
-  bool row_stores = false;
-  for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
-  if (row_stores) {
-    o << "    if (" << lane_ << " == 0) {\n";
-    for (int id : k_.stores)
-      if (!L_.is_full(id)) o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-    o << "    }\n";
-  }
+  write_row_value_stores(o);
   o << "  }\n";
+}
+
+// A pass that reads the row again. Unrolled, every pass is straight-line code, and the
+// compiler keeps the first pass's loads in registers for this one (the input is const
+// __restrict__): layer norm's three passes of 8 vectors spilled 168 bytes a thread under
+// __launch_bounds__ and ran 3x slower (0.42 against 0.14 ms on the H200). An empty asm that
+// "changes" each pointer pass p reads hides from the optimizer that its addresses are the
+// earlier pass's, so the pass loads again (from L1/L2). The pointers, not the index: a zero
+// added to the index cost layer norm address registers (12 bytes of spill a thread, 0.144 ms
+// against 0.136 with the pointers hidden; H200, 2026-12-02, labs/bench/cuda_kernel_variants.py).
+void CudaKernelWriter::write_reread(std::ostringstream& o, const std::vector<RowLoad>& loads, int p) {
+  std::set<std::string> hidden;
+  for (const RowLoad& l : loads)
+    if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.pointer).second)
+      o << "    asm volatile(\"\" : \"+l\"(" << l.pointer << "));  // read the row again, not kept\n";
+}
+
+// How far pass p's loop of `trips` is unrolled (0: all of it). NVRTC's time grows with the
+// inlined copies of the math: each unrolled iteration holds V lanes of every transcendental of
+// the pass. At most kUnrolledTranscendentals copies: softmax's passes (an exp a lane) unroll by
+// 2, layer norm's (none) fully; the full unroll took softmax's compile to 0.2 s, by 2 0.12 s,
+// at the same speed (notes/perf.md).
+int CudaKernelWriter::row_unroll(const RowPlan& plan, int p, int64_t trips, int V) const {
+  int by = layout_.unroll_rows ? layout_.unroll_rows : trips > 8 ? 4 : 0;
+  int heavy = 0;
+  for (int id : k_.nodes) heavy += plan.compute[p].count(id) && CStyle::calls_math(*L_.expr(id, false));
+  if (heavy) {
+    int most = std::max(1, kUnrolledTranscendentals / (V * heavy)), eff = by ? by : (int)trips;
+    while (eff > most) eff /= 2;
+    by = std::max(1, eff) == trips ? 0 : std::max(1, eff);
+  }
+  return by;
+}
+
+// Each load pass p reads along the row, one Vec of V from the vector at j0 (named in rows.names).
+void CudaKernelWriter::write_vector_pass_loads(std::ostringstream& o, const VectorRows& rows, int p,
+                                               const std::string& I) {
+  for (const RowLoad& l : rows.loads) {
+    if (!l.passes.count(p)) continue;
+    const std::string& spelled = l.spelled;
+    std::string vec = "mini::Vec<" + cuda_type(l.dtype) + ", " + std::to_string(rows.V) + ">";
+    o << "      " << vec << " " << rows.names.at(spelled) << ";\n";
+    o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
+    o << "        " << rows.names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
+    o << "      }\n";
+  }
+}
+
+// An online pair's running max m<id> (its sum's exp reads it): the max over the vector's lanes
+// first, then each sum rescaled once a vector to the new max, and the max kept.
+void CudaKernelWriter::write_running_maxes(std::ostringstream& o, const std::vector<int>& reds,
+                                           const std::set<int>& running, int V, const std::string& I) {
+  for (int id : running) {
+    std::string A = acc_type(g_.nodes[id]), m = "m" + std::to_string(id);
+    o << "      " << A << " " << m << " = acc" << id << ";\n";
+    o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
+    o << "        const " << I << " j = j0 + l;\n";
+    o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
+    for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false);  // what the max reads
+    o << "        " << m << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << m << ", " << A << "("
+      << cs_.expr(L_.reduction_input(id)) << "));\n";
+    o << "      }\n";
+  }
+  for (int id : reds)
+    if (int m = L_.online_max(id); m >= 0) {
+      std::string A = acc_type(g_.nodes[id]), M = std::to_string(m);
+      o << "      acc" << id << " *= mini::online_scale<" << A << ">(" << A << "(acc" << M << "), " << A << "(m" << M
+        << "));\n";
+    }
+  for (int id : running) o << "      acc" << id << " = m" << id << ";\n";
+}
+
+// One lane's values of the pass (`compute`), folded into the accumulators of `reds` (not the
+// running maxes, folded before) and written to the stores' Vec registers w<id>.
+void CudaKernelWriter::write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
+                                       const std::vector<int>& reds, const std::set<int>& running,
+                                       const std::vector<int>& stores) {
+  for (int id : k_.nodes)
+    if (compute.count(id)) o << define(pad, 't', id, false);
+  for (int id : reds) {
+    if (running.count(id)) continue;
+    const Node& n = g_.nodes[id];
+    std::string A = acc_type(n);
+    o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
+      << cs_.expr(L_.reduction_input(id)) << "));\n";
+  }
+  for (int id : stores) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
 }
 
 }  // namespace mini::codegen

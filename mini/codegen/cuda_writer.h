@@ -44,6 +44,7 @@ class CudaKernelWriter {
   CudaLayout without_online() const;
   std::string define(const std::string& pad, char prefix, int id, bool flat_ok);
   void define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
+  void define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
   std::string linear_full() { return codegen::linear_full(k_.space); }
   int load_node(int buffer) const;
@@ -65,6 +66,13 @@ class CudaKernelWriter {
   void write_column_reduction(std::ostringstream& o, bool split);
   std::string row_pass_source(const std::string& index);
   void write_vector_columns(std::ostringstream& o, int CV);
+  void write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X, const std::vector<int>& reds,
+                                  const std::vector<int>& column_values);
+  void write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
+                                 const std::vector<int>& column_values);
+  void write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds);
+  void write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
+                                    const std::vector<int>& column_values);
   void write_strip_arrival(std::ostringstream& o);
   void write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col);
   void write_column_fold(std::ostringstream& o, int id, std::string acc = "");
@@ -112,8 +120,18 @@ class CudaKernelWriter {
   std::set<int> running_maxes(const std::vector<int>& reds) const;
   void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done);
   void write_reduction(std::ostringstream& o);
+  void write_vector_row_stores(std::ostringstream& o, const PersistentRow& row, const std::vector<int>& stores,
+                               const std::string& I);
+  void write_row_value_stores(std::ostringstream& o);
   bool vector_loop_shape(VectorRows* rows);
   void write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows);
+  void write_reread(std::ostringstream& o, const std::vector<RowLoad>& loads, int p);
+  int row_unroll(const RowPlan& plan, int p, int64_t trips, int V) const;
+  void write_vector_pass_loads(std::ostringstream& o, const VectorRows& rows, int p, const std::string& I);
+  void write_running_maxes(std::ostringstream& o, const std::vector<int>& reds, const std::set<int>& running, int V,
+                           const std::string& I);
+  void write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
+                       const std::vector<int>& reds, const std::set<int>& running, const std::vector<int>& stores);
 
   const LoopKernel L_;
   const Schedule& s_;
