@@ -69,9 +69,9 @@ std::string cuda_math(OpKind op, const std::string& T) {
 }  // namespace
 
 const Target kCppTarget = {"cpp", cpp_type, "std::numeric_limits<double>::quiet_NaN()",
-                           "std::numeric_limits<double>::infinity()", cpp_math};
+                           "std::numeric_limits<double>::infinity()", cpp_math, /*bool_as_byte=*/true};
 const Target kCudaTarget = {"cuda", cuda_type, "__longlong_as_double(0x7ff8000000000000LL)",
-                            "__longlong_as_double(0x7ff0000000000000LL)", cuda_math};
+                            "__longlong_as_double(0x7ff0000000000000LL)", cuda_math, /*bool_as_byte=*/false};
 
 std::string size_expr(int64_t s) {
   if (graph::is_symbol(s)) return "symbols[" + std::to_string(graph::symbol_index(s)) + "]";
@@ -219,9 +219,7 @@ std::string CStyle::expr(const ExprPtr& e) const {
     case Expr::Kind::Constant: return constant(*e);
     case Expr::Kind::Load: {
       std::string spelled = "in" + std::to_string(e->buffer) + "[" + index(*e) + "]";
-      // C++ reads a bool buffer through unsigned char (cpp_kernel.cpp): GCC vectorizes a
-      // byte compare where a bool load kept a masked softmax's loops 3x slower
-      if (e->dtype == DType::Bool && std::string(t_.name) == "cpp") spelled = "(" + spelled + " != 0)";
+      if (e->dtype == DType::Bool && t_.bool_as_byte) spelled = "(" + spelled + " != 0)";
       std::string hooked = load_hook ? load_hook(*e, spelled) : std::string();
       if (!hooked.empty()) return hooked;
       if (e->index.pad_dim >= 0) {  // 0 outside [lo, lo + len): a select of two evaluated values

@@ -21,6 +21,9 @@ struct Target {
   const char* inf;
   // The library function op calls for compute type T ("std::log", "mini::exp_of<float>").
   std::string (*math)(OpKind op, const std::string& T);
+  // A bool buffer holds bytes and an element is read as `(in[i] != 0)` (C++: GCC vectorizes a
+  // byte compare where a bool load kept a masked softmax's loops 3x slower), not as a bool.
+  bool bool_as_byte;
 };
 
 extern const Target kCppTarget;
