@@ -10,8 +10,9 @@ namespace mini::capture {
 // unbound), anything else read again from its source.
 OutputSpec unchanged(const SourceRef& source) {
   OutputSpec s;
-  s.kind = source->kind == guards::Source::Kind::Local ? OutputSpec::Kind::Local : OutputSpec::Kind::Source;
-  s.index = source->index;
+  const auto* local = source->as<guards::Source::Local>();
+  s.kind = local ? OutputSpec::Kind::Local : OutputSpec::Kind::Source;
+  if (local) s.index = local->index;
   s.source = source;
   return s;
 }
@@ -249,13 +250,13 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
   }
   bool root_cells = false, other_cells = false;
   for (auto& [cell, v] : ctx.cells) {
-    bool root = v->cell_source->kind != guards::Source::Kind::Item;
+    bool root = !v->cell_source->as<guards::Source::Item>();
     root_cells = root_cells || root;
     other_cells = other_cells || !root;
   }
   if (!ctx.stored_cells.empty() && root_cells && other_cells)
     for (auto& [cell, v] : ctx.cells)
-      if (v->cell_source->kind != guards::Source::Kind::Item) ctx.guards().add_id_match(v->cell_source, cell);
+      if (!v->cell_source->as<guards::Source::Item>()) ctx.guards().add_id_match(v->cell_source, cell);
   return out;
 }
 

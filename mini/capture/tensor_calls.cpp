@@ -355,7 +355,7 @@ int number_input(TraceContext& ctx, const VarRef& v, bool ints_only) {
   if (pos < 0) return -1;
   PyObject* example = ctx.trace.example_inputs[pos];
   if (!PyLong_CheckExact(example) && (ints_only || !PyFloat_CheckExact(example))) return -1;  // a bool
-  if (ctx.trace.input_sources[pos]->kind == guards::Source::Kind::Size) return -1;  // a size's value
+  if (ctx.trace.input_sources[pos]->as<guards::Source::Size>()) return -1;  // a size's value
   return pos;
 }
 

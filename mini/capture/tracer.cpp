@@ -250,7 +250,8 @@ void bind_cells(TraceContext& ctx, FrameInterpreter& interp, PyCodeObject* code,
     int kind = (unsigned char)PyBytes_AS_STRING(code->co_localspluskinds)[i];
     bool free = kind & kLocalFree, cell = kind & kLocalCell;
     if (!free && !(cell && cells_in_slots)) continue;
-    guards::SourceRef local = guards::Source::local(i, PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i)));
+    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(code->co_localsplusnames, i));
+    guards::SourceRef local = guards::Source::local(i, name);
     if (cells_in_slots) {
       PyObject* c = i < frame.nlocals ? frame.locals[i] : nullptr;
       if (!c || !PyCell_Check(c)) unsupported("internal: a resume unit without the frame's cells");
@@ -261,7 +262,7 @@ void bind_cells(TraceContext& ctx, FrameInterpreter& interp, PyCodeObject* code,
         unsupported("internal: the function's closure is not available");
       // at entry the frame's values hold the contents; after a graph break the instruction
       // that ran may have changed them, so a resume unit reads the cell itself
-      guards::SourceRef cell = guards::Source::closure(k, local->name);
+      guards::SourceRef cell = guards::Source::closure(k, name);
       interp.set_cell(i, cell_var(ctx, PyTuple_GET_ITEM(frame.closure, k),
                                   start_offset > 0 ? guards::Source::cell_contents(cell) : local, cell));
     }

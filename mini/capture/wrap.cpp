@@ -223,7 +223,7 @@ static bool is_dynamic_number(TraceContext& ctx, PyObject* v, const SourceRef& s
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
   bool global = false;
   for (const guards::Source* s = src.get(); s; s = s->base.get())
-    global = global || s->kind == guards::Source::Kind::Global || s->kind == guards::Source::Kind::GlobalIn;
+    global = global || s->as<guards::Source::Global>() || s->as<guards::Source::GlobalIn>();
   return number && !global && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str());
 }
 

@@ -29,7 +29,10 @@ bool same_float(double a, double b) {
 }
 
 // The name torch uses in tensor messages: the local's name, or the whole source.
-std::string tensor_name(const Source& s) { return s.kind == Source::Kind::Local ? s.name : s.str(); }
+std::string tensor_name(const Source& s) {
+  const auto* local = s.as<Source::Local>();
+  return local ? local->name : s.str();
+}
 
 std::string ints(const std::vector<int64_t>& v) {
   std::string s = "[";

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace mini::guards {
@@ -17,32 +18,74 @@ struct Source;
 using SourceRef = std::shared_ptr<const Source>;
 struct SizeExpr;
 
+// Where a value comes from: one struct per kind, holding only what that kind needs (torch's
+// Source subclasses: LocalSource, AttrSource, GetItemSource, ...), and what every kind has:
+// the source it reads from (`base`) and its name as an interned str. `kind` is the name
+// of each kind.
 struct Source {
-  enum class Kind {
-    Local,      // index: the frame's localsplus slot (free variables read through their cell)
-    Global,     // name: the frame's globals, then builtins
-    Attr,       // base.name
-    Item,       // base[index] (a tuple or list)
-    DictItem,   // base[name] (a dict with str keys)
-    CellContents,  // base.cell_contents (base is a cell)
-    Stack,      // index: the value stack at the start of a resume unit
-    IterItems,  // the items a tuple iterator has left, as a tuple (read without consuming)
-    Closure,    // index: the cell at that position of the frame's function's closure
-    GlobalIn,   // name: in the globals dict `base` (another module's), then in its builtins
-    TensorClass,  // mini.Tensor itself (set_tensor_class), whose methods a program may replace
-    Size,       // size: an int computed from the frame's tensors' sizes (a dynamic size used
-                // as a number in tensor math: x * x.shape[0])
+  struct Local {  // the frame's localsplus slot (free variables read through their cell)
+    static constexpr const char* kind = "Local";
+    int index = 0;
+    std::string name;
   };
-  Kind kind;
-  int index = 0;
-  std::string name;
-  SourceRef base;
-  // `name` as an interned Python str, made on first use (key()) and kept for the process:
-  // guards and input fetches look the same names up on every call, and making the str each
-  // time (decode, allocate, hash) was a third of a guard check's time.
-  mutable PyObject* key_ = nullptr;
-  std::shared_ptr<const SizeExpr> size;  // Size
+  struct Global {  // the frame's globals, then builtins
+    static constexpr const char* kind = "Global";
+    std::string name;
+  };
+  struct Attr {  // base.name
+    static constexpr const char* kind = "Attr";
+    std::string name;
+  };
+  struct Item {  // base[index] (a tuple or list)
+    static constexpr const char* kind = "Item";
+    int index = 0;
+  };
+  struct DictItem {  // base[key] (a dict with str keys)
+    static constexpr const char* kind = "DictItem";
+    std::string key;
+  };
+  struct CellContents {  // base.cell_contents (base is a cell)
+    static constexpr const char* kind = "CellContents";
+  };
+  struct Stack {  // the value stack at the start of a resume unit
+    static constexpr const char* kind = "Stack";
+    int index = 0;
+  };
+  struct IterItems {  // the items the tuple iterator `base` has left, as a tuple (not consumed)
+    static constexpr const char* kind = "IterItems";
+  };
+  struct Closure {  // the cell at position `index` of the frame's function's closure
+    static constexpr const char* kind = "Closure";
+    int index = 0;
+    std::string name;
+  };
+  struct GlobalIn {  // name in the globals dict `base` (another module's), then in its builtins
+    static constexpr const char* kind = "GlobalIn";
+    std::string name;
+  };
+  struct TensorClass {  // mini.Tensor itself (set_tensor_class), whose methods a program may replace
+    static constexpr const char* kind = "TensorClass";
+  };
+  struct Size {  // an int computed from the frame's tensors' sizes (a dynamic size used as a
+                 // number in tensor math: x * x.shape[0])
+    static constexpr const char* kind = "Size";
+    std::shared_ptr<const SizeExpr> expr;
+  };
+  using Kind = std::variant<Local, Global, Attr, Item, DictItem, CellContents, Stack, IterItems,
+                            Closure, GlobalIn, TensorClass, Size>;
 
+  Kind kind;
+  SourceRef base;  // the source this one reads from (Attr, Item, DictItem, CellContents,
+                   // IterItems, GlobalIn); null for the others
+  // The kind's name (Global, Attr, DictItem, GlobalIn) as an interned Python str, made on first
+  // use (key()) and kept for the process: guards and input fetches look the same names up on
+  // every call, and making the str each time (decode, allocate, hash) was a third of a guard
+  // check's time.
+  mutable PyObject* key_ = nullptr;
+
+  // This source's kind if it is `K`, else null.
+  template <class K>
+  const K* as() const { return std::get_if<K>(&kind); }
   std::string str() const;
   PyObject* key() const;  // Borrowed; needs the GIL
   static SourceRef local(int index, const std::string& name);
