@@ -327,7 +327,7 @@ PyObject* build_view(const OutputSpec& spec, Building& b) {
   TensorImpl* t = base ? guards::unwrap_tensor(base) : nullptr;
   if (!t) {
     Py_XDECREF(base);
-    return cannot_again(b, "read", spec.source->str());
+    return cannot_again(b, "read", spec.source ? spec.source->str() : "graph output " + std::to_string(spec.index));
   }
   Tensor v = t->shared_from_this();
   Py_DECREF(base);

@@ -79,13 +79,14 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
 namespace {
 
 // One call of a tensor method: its name, the tensor, its arguments matched to parameter
-// names, and the tensor's meta as the call found it.
+// names, and the tensor's meta as the call found it (a copy: a handler that adds a node may
+// move the graph's node list, where the meta lives).
 struct MethodCall {
   TraceContext& ctx;
   const std::string& name;
   const VarRef& self;
   Args args;
-  const graph::TensorMeta& m;
+  const graph::TensorMeta m;
 };
 // A method's handler: the method's result, as the eager method computes it.
 using MethodHandler = VarRef (*)(MethodCall& c);
@@ -387,7 +388,7 @@ VarRef method_nonzero(MethodCall& c) { return self_node(c, OpKind::Nonzero); }
 // x.item(), x.tolist(), x.numpy(): a number the graph holds (item() under
 // capture_scalar_outputs), else refused: the value is only known at run time.
 VarRef method_item(MethodCall& c) {
-  const graph::TensorMeta& m = c.m;
+  const graph::TensorMeta& m = c.m;  // MethodCall's own copy: stays valid as nodes are added
   if (c.name != "item" || !c.ctx.options.capture_scalar_outputs)
     unsupported("Unsupported Tensor." + c.name + "() call with capture_scalar_outputs=False: the value "
                 "is only known at run time; keep it a tensor (e.g. mini.where) instead of a Python number");
