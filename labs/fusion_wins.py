@@ -54,7 +54,7 @@ import mini
 from fusion_programs import (FLOAT32_BYTES, FULL, MB, QUICK, REPO_ROOT, best_time_ms, compiled_side,
                              count_one_call, eager_side, kernels_text, make_programs, measure_copy_bandwidth,
                              plot_chain_traffic, program_record, read_torch_anchors)
-from measure import cuda_unavailable_reason, save_figure
+from measure import save_figure, skip_without_cuda
 
 
 def parse_args(argv):
@@ -300,10 +300,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if args.device == "cuda":
-        reason = cuda_unavailable_reason()
-        if reason:
-            print(f"fusion_wins: --device cuda: skipped: no CUDA device ({reason})")
-            return 0
+        skip_without_cuda("fusion_wins")
         import fusion_wins_cuda  # here, not above: only --device cuda needs it (and torch beside it)
         return fusion_wins_cuda.main_cuda(args, "python labs/fusion_wins.py " + shlex.join(argv))
     sizes = QUICK if args.quick else FULL

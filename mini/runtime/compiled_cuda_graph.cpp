@@ -203,6 +203,11 @@ struct CompiledCudaGraph::Run {
   }
 };
 
+// Node `id`'s value in this call: what a step made, or its captured constant's device copy.
+const Tensor& CompiledCudaGraph::value(const Run& run, int id) const {
+  return run.values[id] ? run.values[id] : device_constants_[id];
+}
+
 // The inputs with each 0-d CPU tensor moved to the GPU (a Python number's, or the seed 1.0 that
 // loss.backward() hands the compiled backward: torch lets one meet CUDA tensors as a scalar), or
 // empty where none is; raises for any other input not on the GPU, and for a wrong count.
@@ -235,7 +240,7 @@ void CompiledCudaGraph::launch(int group, Run& run, bool timed) const {
   run.pointers.clear();
   int64_t bytes = 0;
   for (size_t b = 0; b < k.loads.size(); b++) {
-    const Tensor* read = run.values[k.loads[b]] ? &run.values[k.loads[b]] : &device_constants_[k.loads[b]];
+    const Tensor* read = &value(run, k.loads[b]);
     if (aligned[group] && reinterpret_cast<uintptr_t>((*read)->device_raw()) % codegen::kCudaAlignment) {
       // a view at an odd offset: the kernel reads an aligned copy (kept until the launch is
       // done: the allocator reuses its memory only for work queued after it)
@@ -297,14 +302,13 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
   run.symbols = g.symbol_values(inputs);
   for (size_t i = 0; i < run.symbols.size(); i++) run.sizes.symbols[i] = run.symbols[i];
   run.sms = cuda::sm_count();
-  auto value = [&](int id) -> const Tensor& { return run.values[id] ? run.values[id] : device_constants_[id]; };
   for (size_t si = 0; si < schedule.steps.size(); si++) {
     const fusion::Step& st = schedule.steps[si];
     if (st.kind == fusion::StepKind::Kernel) {
       launch(st.group, run, kernel_ms != nullptr);
     } else {
       std::vector<Tensor> call_args;
-      for (int i : g.nodes[st.node].inputs) call_args.push_back(i < 0 ? nullptr : value(i));
+      for (int i : g.nodes[st.node].inputs) call_args.push_back(i < 0 ? nullptr : value(run, i));
       run_extern(g, st, call_args, run.symbols, run.values);
     }
     for (int id : frees[si]) {
@@ -321,7 +325,7 @@ std::vector<Tensor> CompiledCudaGraph::run_timed(const std::vector<Tensor>& inpu
     }
   }
   std::vector<Tensor> out;
-  for (int o : g.outputs) out.push_back(value(o));
+  for (int o : g.outputs) out.push_back(value(run, o));
   return out;
 }
 

@@ -62,6 +62,7 @@ struct CompiledCudaGraph {
   struct Run;  // one call's values, sizes and launch arguments (compiled_cuda_graph.cpp)
   std::vector<Tensor> inputs_on_device(const std::vector<Tensor>& inputs) const;
   void launch(int group, Run& run, bool timed) const;
+  const Tensor& value(const Run& run, int id) const;
   mutable std::once_flag loaded_;
   mutable std::vector<uintptr_t> kernels_;
   mutable std::vector<Tensor> device_constants_;  // per node; null where it has no constant
