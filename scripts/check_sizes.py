@@ -24,10 +24,6 @@ STAGE_FOLDERS = ("mini/capture/", "mini/codegen/")
 
 # What was over the limits, and its size then: "path" for a file, "path:function" for a function.
 KNOWN = {
-    "mini/tensor/cuda/flash_attention.cu:flash_bwd_kernel": 153,
-    "mini/tensor/cuda/flash_attention.cu:flash_fwd_kernel": 116,
-    "mini/tensor/cuda/flash_attention_f32.cu:bwd_kernel": 131,
-    "mini/tensor/cuda/reduce.cu:launch_reduce": 87,
 }
 
 CPP_DEFINITION = re.compile(r"^[A-Za-z_]")

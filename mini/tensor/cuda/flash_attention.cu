@@ -120,6 +120,60 @@ struct FwdShape {
   static constexpr size_t kSmem = size_t(kBR + 4 * BC) * kP * sizeof(bf16);  // Q, 2 x (K, V)
 };
 
+// S = Q K^T: the warp's MT tiles of 16 query rows against the stage's BC keys, Q's fragments
+// from registers where QR holds them there, else from shared memory.
+template <int D, int MT, int BC, bool QR, int P>
+__device__ __forceinline__ void fwd_scores(float (&s)[MT][BC / 8][4], const uint32_t (&qf)[QR ? MT : 1][QR ? D / 16 : 1][4],
+                                           const bf16* sQ, const bf16* cK, int warp, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++) zero(s[mt]);
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    uint32_t qa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+      if constexpr (QR) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) qa[mt][e] = qf[mt][ks][e];
+      } else {
+        ldsm_x4(qa[mt], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
+      }
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < BC / 16; n2++) {
+      uint32_t b[4];
+      ldsm_x4(b, bn_addr<P>(cK, n2 * 16, ks * 16, lane));
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        mma(s[mt][2 * n2], qa[mt], b[0], b[1]);
+        mma(s[mt][2 * n2 + 1], qa[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// acc += P V: the probabilities (s, as bfloat16 A fragments) times the stage's BC rows of V.
+template <int D, int MT, int BC, int P>
+__device__ __forceinline__ void fwd_add_pv(float (&acc)[MT][D / 8][4], const float (&s)[MT][BC / 8][4], const bf16* cV,
+                                           int lane) {
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
+#pragma unroll
+    for (int d2 = 0; d2 < D / 16; d2++) {
+      uint32_t b[4];
+      ldsm_x4_t(b, bt_addr<P>(cV, kk * 16, d2 * 16, lane));
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        mma(acc[mt][2 * d2], a[mt], b[0], b[1]);
+        mma(acc[mt][2 * d2 + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
 template <int D, int MT, int BC, bool QR>
 __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __restrict__ q,
                                                                    const bf16* __restrict__ k,
@@ -180,31 +234,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
     const bf16* cV = sV + (j & 1) * BC * P;
 
     float s[MT][BC / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) zero(s[mt]);
-#pragma unroll
-    for (int ks = 0; ks < KD; ks++) {
-      uint32_t qa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) {
-        if constexpr (QR) {
-#pragma unroll
-          for (int e = 0; e < 4; e++) qa[mt][e] = qf[mt][ks][e];
-        } else {
-          ldsm_x4(qa[mt], a_addr<P>(sQ, warp * MT * 16 + mt * 16, ks * 16, lane));
-        }
-      }
-#pragma unroll
-      for (int n2 = 0; n2 < BC / 16; n2++) {
-        uint32_t b[4];
-        ldsm_x4(b, bn_addr<P>(cK, n2 * 16, ks * 16, lane));
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma(s[mt][2 * n2], qa[mt], b[0], b[1]);
-          mma(s[mt][2 * n2 + 1], qa[mt], b[2], b[3]);
-        }
-      }
-    }
+    fwd_scores<D, MT, BC, QR, P>(s, qf, sQ, cK, warp, lane);
 
     const int key0 = j * BC;
     if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) {  // some key past S or after a row
@@ -214,23 +244,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_fwd_kernel(const bf16* __
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) online_softmax(s[mt], acc[mt], m[mt], l[mt], scale_log2);
 
-    // acc += P V
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
-#pragma unroll
-      for (int d2 = 0; d2 < D / 16; d2++) {
-        uint32_t b[4];
-        ldsm_x4_t(b, bt_addr<P>(cV, kk * 16, d2 * 16, lane));
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma(acc[mt][2 * d2], a[mt], b[0], b[1]);
-          mma(acc[mt][2 * d2 + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    fwd_add_pv<D, MT, BC, P>(acc, s, cV, lane);
     __syncthreads();  // the stage is refilled next iteration
   }
 
@@ -251,6 +265,118 @@ struct BwdShape {
   // the warp's K and V fragments stay in registers for D = 64 (for 128 they are re-read)
   static constexpr bool kKVInRegs = D <= 64;
 };
+
+// S^T = K_w Q^T and dP^T = V_w dO^T: the warp's 16 keys against the tile's BR queries, K's and
+// V's fragments from registers where KV holds them there, else from shared memory.
+template <int D, int P, int BR, bool KV>
+__device__ __forceinline__ void bwd_scores(float (&sT)[BR / 8][4], float (&dpT)[BR / 8][4],
+                                           const uint32_t (&kf)[KV ? D / 16 : 1][4],
+                                           const uint32_t (&vf)[KV ? D / 16 : 1][4], const bf16* sK, const bf16* sV,
+                                           const bf16* cQ, const bf16* cdO, int warp, int lane) {
+  zero(sT);
+  zero(dpT);
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    uint32_t ka[4], va[4];
+    if constexpr (KV) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) ka[e] = kf[ks][e], va[e] = vf[ks][e];
+    } else {
+      ldsm_x4(ka, a_addr<P>(sK, warp * 16, ks * 16, lane));
+      ldsm_x4(va, a_addr<P>(sV, warp * 16, ks * 16, lane));
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < BR / 16; n2++) {
+      uint32_t b[4];
+      ldsm_x4(b, bn_addr<P>(cQ, n2 * 16, ks * 16, lane));
+      mma(sT[2 * n2], ka, b[0], b[1]);
+      mma(sT[2 * n2 + 1], ka, b[2], b[3]);
+      ldsm_x4(b, bn_addr<P>(cdO, n2 * 16, ks * 16, lane));
+      mma(dpT[2 * n2], va, b[0], b[1]);
+      mma(dpT[2 * n2 + 1], va, b[2], b[3]);
+    }
+  }
+}
+
+// dV += P^T dO and dK += dS^T Q (k = the BR queries): sT holds P^T, dpT dS^T by now.
+template <int D, int P, int BR>
+__device__ __forceinline__ void bwd_add_dkdv(float (&dkacc)[D / 8][4], float (&dvacc)[D / 8][4],
+                                             const float (&sT)[BR / 8][4], const float (&dpT)[BR / 8][4],
+                                             const bf16* cQ, const bf16* cdO, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < BR / 16; kk++) {
+    uint32_t pa[4], da[4];
+    acc_to_a(pa, sT, kk);
+    acc_to_a(da, dpT, kk);
+#pragma unroll
+    for (int d2 = 0; d2 < D / 16; d2++) {
+      uint32_t b[4];
+      ldsm_x4_t(b, bt_addr<P>(cdO, kk * 16, d2 * 16, lane));
+      mma(dvacc[2 * d2], pa, b[0], b[1]);
+      mma(dvacc[2 * d2 + 1], pa, b[2], b[3]);
+      ldsm_x4_t(b, bt_addr<P>(cQ, kk * 16, d2 * 16, lane));
+      mma(dkacc[2 * d2], da, b[0], b[1]);
+      mma(dkacc[2 * d2 + 1], da, b[2], b[3]);
+    }
+  }
+}
+
+// The warp's K and V fragments (its 16 keys), into registers once, where they stay there.
+template <int D, int P>
+__device__ __forceinline__ void load_kv_fragments(uint32_t (&kf)[D / 16][4], uint32_t (&vf)[D / 16][4], const bf16* sK,
+                                                  const bf16* sV, int warp, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    ldsm_x4(kf[ks], a_addr<P>(sK, warp * 16, ks * 16, lane));
+    ldsm_x4(vf[ks], a_addr<P>(sV, warp * 16, ks * 16, lane));
+  }
+}
+
+// dS^T (bfloat16) to shared memory, rows the block's keys, columns the tile's queries.
+template <int BR, int PS>
+__device__ __forceinline__ void bwd_store_ds(bf16* sdS, const float (&dpT)[BR / 8][4], int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + h * 8) * PS + nt * 8 + 2 * t) =
+          pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
+}
+
+// dQ += dS K over the block's BC keys, a warp 16 rows (q0 + 16 (warp % 4) ..) and half the
+// columns (D / 2 (warp / 4) ..): A is dS^T (in shared memory) read transposed; added into
+// dq_acc by 8-byte atomics, rows past L left out.
+template <int D, int P, int BC, int PS>
+__device__ __forceinline__ void bwd_add_dq(float* dq_acc, const bf16* sdS, const bf16* sK, int64_t bh, int L, int q0,
+                                           int warp, int lane) {
+  constexpr int DH = D / 2;
+  const int g = lane / 4, t = lane % 4;
+  const int qr = (warp % 4) * 16, c0 = (warp / 4) * DH;
+  float dqacc[DH / 8][4];
+  zero(dqacc);
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) {
+    uint32_t a[4];
+    ldsm_x4_t(a, sdS + (kk * 16 + lane % 8 + (lane / 16) * 8) * PS + qr + ((lane / 8) % 2) * 8);
+#pragma unroll
+    for (int d2 = 0; d2 < DH / 16; d2++) {
+      uint32_t b[4];
+      ldsm_x4_t(b, bt_addr<P>(sK, kk * 16, c0 + d2 * 16, lane));
+      mma(dqacc[2 * d2], a, b[0], b[1]);
+      mma(dqacc[2 * d2 + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = q0 + qr + g + h * 8;
+    if (row >= L) continue;
+    float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < DH / 8; dt++)  // one 8-byte reduction a pair (sm_90)
+      atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
+  }
+}
 
 template <int D>
 __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
@@ -305,15 +431,8 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if constexpr (Sh::kKVInRegs) {
-      if (i == first) {
-#pragma unroll
-        for (int ks = 0; ks < KD; ks++) {
-          ldsm_x4(kf[ks], a_addr<P>(sK, warp * 16, ks * 16, lane));
-          ldsm_x4(vf[ks], a_addr<P>(sV, warp * 16, ks * 16, lane));
-        }
-      }
-    }
+    if constexpr (Sh::kKVInRegs)
+      if (i == first) load_kv_fragments<D, P>(kf, vf, sK, sV, warp, lane);
     const bf16* cQ = sQ + st * BR * P;
     const bf16* cdO = sdO + st * BR * P;
     const float* cLse = sLse + st * BR;
@@ -322,86 +441,16 @@ __global__ void __launch_bounds__(kBwdThreads) flash_bwd_kernel(
 
     // S^T = K_w Q^T and dP^T = V_w dO^T, 16 keys x BR queries each
     float sT[BR / 8][4], dpT[BR / 8][4];
-    zero(sT);
-    zero(dpT);
-#pragma unroll
-    for (int ks = 0; ks < KD; ks++) {
-      uint32_t ka[4], va[4];
-      if constexpr (Sh::kKVInRegs) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) ka[e] = kf[ks][e], va[e] = vf[ks][e];
-      } else {
-        ldsm_x4(ka, a_addr<P>(sK, warp * 16, ks * 16, lane));
-        ldsm_x4(va, a_addr<P>(sV, warp * 16, ks * 16, lane));
-      }
-#pragma unroll
-      for (int n2 = 0; n2 < BR / 16; n2++) {
-        uint32_t b[4];
-        ldsm_x4(b, bn_addr<P>(cQ, n2 * 16, ks * 16, lane));
-        mma(sT[2 * n2], ka, b[0], b[1]);
-        mma(sT[2 * n2 + 1], ka, b[2], b[3]);
-        ldsm_x4(b, bn_addr<P>(cdO, n2 * 16, ks * 16, lane));
-        mma(dpT[2 * n2], va, b[0], b[1]);
-        mma(dpT[2 * n2 + 1], va, b[2], b[3]);
-      }
-    }
+    bwd_scores<D, P, BR, Sh::kKVInRegs>(sT, dpT, kf, vf, sK, sV, cQ, cdO, warp, lane);
 
     probs_and_score_grads(sT, dpT, cLse, cDelta, wkey, q0, S, causal, scale_log2, g, t);
 
-    // dV += P^T dO and dK += dS^T Q (k = the BR queries)
-#pragma unroll
-    for (int kk = 0; kk < BR / 16; kk++) {
-      uint32_t pa[4], da[4];
-      acc_to_a(pa, sT, kk);
-      acc_to_a(da, dpT, kk);
-#pragma unroll
-      for (int d2 = 0; d2 < D / 16; d2++) {
-        uint32_t b[4];
-        ldsm_x4_t(b, bt_addr<P>(cdO, kk * 16, d2 * 16, lane));
-        mma(dvacc[2 * d2], pa, b[0], b[1]);
-        mma(dvacc[2 * d2 + 1], pa, b[2], b[3]);
-        ldsm_x4_t(b, bt_addr<P>(cQ, kk * 16, d2 * 16, lane));
-        mma(dkacc[2 * d2], da, b[0], b[1]);
-        mma(dkacc[2 * d2 + 1], da, b[2], b[3]);
-      }
-    }
+    bwd_add_dkdv<D, P, BR>(dkacc, dvacc, sT, dpT, cQ, cdO, lane);
 
-    // dS^T (bfloat16) to shared memory, rows the block's keys, columns the tile's queries
-#pragma unroll
-    for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-        *reinterpret_cast<uint32_t*>(sdS + (warp * 16 + g + h * 8) * PS + nt * 8 + 2 * t) =
-            pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
+    bwd_store_ds<BR, PS>(sdS, dpT, warp, lane);
     __syncthreads();
 
-    // dQ += dS K over the block's BC keys, a warp 16 rows (q0 + 16 (warp % 4) ..) and half the
-    // columns (D / 2 (warp / 4) ..): A is dS^T read transposed
-    constexpr int DH = D / 2;
-    const int qr = (warp % 4) * 16, c0 = (warp / 4) * DH;
-    float dqacc[DH / 8][4];
-    zero(dqacc);
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) {
-      uint32_t a[4];
-      ldsm_x4_t(a, sdS + (kk * 16 + lane % 8 + (lane / 16) * 8) * PS + qr + ((lane / 8) % 2) * 8);
-#pragma unroll
-      for (int d2 = 0; d2 < DH / 16; d2++) {
-        uint32_t b[4];
-        ldsm_x4_t(b, bt_addr<P>(sK, kk * 16, c0 + d2 * 16, lane));
-        mma(dqacc[2 * d2], a, b[0], b[1]);
-        mma(dqacc[2 * d2 + 1], a, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = q0 + qr + g + h * 8;
-      if (row >= L) continue;
-      float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
-#pragma unroll
-      for (int dt = 0; dt < DH / 8; dt++)  // one 8-byte reduction a pair (sm_90)
-        atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
-    }
+    bwd_add_dq<D, P, BC, PS>(dq_acc, sdS, sK, bh, L, q0, warp, lane);
   }
   cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
   finish_keys(dkacc, dvacc, dk, dkr, dv, dvr, bh, wkey, S, scale, g, t);

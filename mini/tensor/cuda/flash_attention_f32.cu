@@ -186,6 +186,80 @@ struct Bwd {
                                   size_t(kBC) * kPS * sizeof(float) + 4 * kBR * sizeof(float);
 };
 
+// S^T = K_w Q^T and dP^T = V_w dO^T: the warp's 16 keys against the tile's BR queries.
+template <int D, int P, int BR>
+__device__ __forceinline__ void bwd_scores(float (&sT)[BR / 8][4], float (&dpT)[BR / 8][4], const float* sK,
+                                           const float* sV, const float* cQ, const float* cdO, int warp, int g, int t) {
+  zero(sT);
+  zero(dpT);
+#pragma unroll
+  for (int ks = 0; ks < D / 8; ks++) {
+    Split ka[4], va[4];
+    load_a<P>(ka, sK, warp * 16, ks * 8, g, t);
+    load_a<P>(va, sV, warp * 16, ks * 8, g, t);
+#pragma unroll
+    for (int nt = 0; nt < BR / 8; nt++) {
+      Split b[2];
+      load_bn<P>(b, cQ, nt * 8, ks * 8, g, t);
+      mma3(sT[nt], ka, b);
+      load_bn<P>(b, cdO, nt * 8, ks * 8, g, t);
+      mma3(dpT[nt], va, b);
+    }
+  }
+}
+
+// dV += P^T dO and dK += dS^T Q (k = the BR queries, permuted): sT holds P^T, dpT dS^T by now.
+template <int D, int P, int BR>
+__device__ __forceinline__ void bwd_add_dkdv(float (&dkacc)[D / 8][4], float (&dvacc)[D / 8][4],
+                                             const float (&sT)[BR / 8][4], const float (&dpT)[BR / 8][4],
+                                             const float* cQ, const float* cdO, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < BR / 8; kk++) {
+    Split pa[4], da[4];
+    acc_to_a(pa, sT[kk]);
+    acc_to_a(da, dpT[kk]);
+#pragma unroll
+    for (int dt = 0; dt < D / 8; dt++) {
+      Split b[2];
+      load_bk<P>(b, cdO, kk * 8, dt * 8, g, t);
+      mma3(dvacc[dt], pa, b);
+      load_bk<P>(b, cQ, kk * 8, dt * 8, g, t);
+      mma3(dkacc[dt], da, b);
+    }
+  }
+}
+
+// dQ += dS K over the block's BC keys: a warp 16 query rows and DH columns; A[query][key] is
+// dS^T (in shared memory) read transposed, the keys in the permuted order on both sides; added
+// into dq_acc by 8-byte atomics, rows past L left out.
+template <int D, int P, int BC, int PS, int DH>
+__device__ __forceinline__ void bwd_add_dq(float* dq_acc, const float* sdS, const float* sK, int64_t bh, int L, int q0,
+                                           int warp, int g, int t) {
+  const int qrow = (warp % 4) * 16, c0 = (warp / 4) * DH;
+  float dqacc[DH / 8][4];
+  zero(dqacc);
+#pragma unroll
+  for (int kk = 0; kk < BC / 8; kk++) {
+    const float* r0 = sdS + (kk * 8 + 2 * t) * PS + qrow + g;
+    Split a[4] = {split(r0[0]), split(r0[8]), split(r0[PS]), split(r0[PS + 8])};
+#pragma unroll
+    for (int dt = 0; dt < DH / 8; dt++) {
+      Split b[2];
+      load_bk<P>(b, sK, kk * 8, c0 + dt * 8, g, t);
+      mma3(dqacc[dt], a, b);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = q0 + qrow + g + h * 8;
+    if (row >= L) continue;
+    float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < DH / 8; dt++)
+      atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
+  }
+}
+
 template <int D, int W>
 __global__ void __launch_bounds__(W * 32)
     bwd_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
@@ -246,40 +320,11 @@ __global__ void __launch_bounds__(W * 32)
 
     // S^T = K_w Q^T and dP^T = V_w dO^T, 16 keys x BR queries each
     float sT[BR / 8][4], dpT[BR / 8][4];
-    zero(sT);
-    zero(dpT);
-#pragma unroll
-    for (int ks = 0; ks < D / 8; ks++) {
-      Split ka[4], va[4];
-      load_a<P>(ka, sK, warp * 16, ks * 8, g, t);
-      load_a<P>(va, sV, warp * 16, ks * 8, g, t);
-#pragma unroll
-      for (int nt = 0; nt < BR / 8; nt++) {
-        Split b[2];
-        load_bn<P>(b, cQ, nt * 8, ks * 8, g, t);
-        mma3(sT[nt], ka, b);
-        load_bn<P>(b, cdO, nt * 8, ks * 8, g, t);
-        mma3(dpT[nt], va, b);
-      }
-    }
+    bwd_scores<D, P, BR>(sT, dpT, sK, sV, cQ, cdO, warp, g, t);
 
     probs_and_score_grads(sT, dpT, cLse, cDelta, wkey, q0, S, causal, scale_log2, g, t);
 
-    // dV += P^T dO and dK += dS^T Q (k = the BR queries, permuted)
-#pragma unroll
-    for (int kk = 0; kk < BR / 8; kk++) {
-      Split pa[4], da[4];
-      acc_to_a(pa, sT[kk]);
-      acc_to_a(da, dpT[kk]);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; dt++) {
-        Split b[2];
-        load_bk<P>(b, cdO, kk * 8, dt * 8, g, t);
-        mma3(dvacc[dt], pa, b);
-        load_bk<P>(b, cQ, kk * 8, dt * 8, g, t);
-        mma3(dkacc[dt], da, b);
-      }
-    }
+    bwd_add_dkdv<D, P, BR>(dkacc, dvacc, sT, dpT, cQ, cdO, g, t);
 
     // dS^T to shared memory, rows the block's keys, columns the tile's queries
 #pragma unroll
@@ -289,31 +334,7 @@ __global__ void __launch_bounds__(W * 32)
         store2(sdS + (warp * 16 + g + h * 8) * PS + nt * 8 + 2 * t, dpT[nt][2 * h], dpT[nt][2 * h + 1]);
     __syncthreads();
 
-    // dQ += dS K over the block's BC keys: a warp 16 query rows and DH columns; A[query][key] is
-    // dS^T read transposed, the keys in the permuted order on both sides
-    const int qrow = (warp % 4) * 16, c0 = (warp / 4) * DH;
-    float dqacc[DH / 8][4];
-    zero(dqacc);
-#pragma unroll
-    for (int kk = 0; kk < BC / 8; kk++) {
-      const float* r0 = sdS + (kk * 8 + 2 * t) * PS + qrow + g;
-      Split a[4] = {split(r0[0]), split(r0[8]), split(r0[PS]), split(r0[PS + 8])};
-#pragma unroll
-      for (int dt = 0; dt < DH / 8; dt++) {
-        Split b[2];
-        load_bk<P>(b, sK, kk * 8, c0 + dt * 8, g, t);
-        mma3(dqacc[dt], a, b);
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = q0 + qrow + g + h * 8;
-      if (row >= L) continue;
-      float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
-#pragma unroll
-      for (int dt = 0; dt < DH / 8; dt++)
-        atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dqacc[dt][2 * h], dqacc[dt][2 * h + 1]));
-    }
+    bwd_add_dq<D, P, BC, PS, DH>(dq_acc, sdS, sK, bh, L, q0, warp, g, t);
   }
   cp_async_wait<0>();
   finish_keys(dkacc, dvacc, dk, dkr, dv, dvr, bh, wkey, S, scale, g, t);

@@ -255,6 +255,40 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims) {
   return p;
 }
 
+// Short rows, or outer reduced dims with a warp's worth of outputs at least: a thread each
+// (a warp's loads are then neighbouring addresses); long columns split when the outputs
+// alone leave threads idle. (A bias gradient, [8192, 768] summed over dim 0, went to the
+// rows while fewer than 4096 outputs: a block a column, its loads 768 elements apart, 131 us
+// a call in GPT-2's step on an H100.)
+template <class T, class O, class Op>
+void launch_reduce_columns(const char* op, const T* in, O* dst, const Plan& plan, Finish finish) {
+  using A = acc_t<T>;
+  const StridedIndex& kept = plan.kept;
+  const StridedIndex& red = plan.red;
+  int sms = sm_count();
+  int64_t chunk = std::max<int64_t>(plan.n, 1), splits = 1;
+  int64_t resident_threads = int64_t(sms) * 2048;
+  if (plan.n >= 128 && plan.rows < resident_threads) {
+    splits = std::min({ceil_div(resident_threads, plan.rows), plan.n / 64, int64_t(65535)});
+    chunk = ceil_div(plan.n, splits);
+    splits = ceil_div(plan.n, chunk);
+  }
+  std::optional<Scratch> scratch;
+  if (splits > 1) scratch.emplace(sizeof(A) * plan.rows * splits);
+  A* partial = scratch ? static_cast<A*>(scratch->ptr) : nullptr;
+  dim3 grid(blocks_for(plan.rows, kThreads), (unsigned)splits);
+  if (red.rank <= 1) {
+    int64_t step = red.rank == 0 ? 0 : red.strides[0];
+    reduce_columns_kernel<T, O, A, Op, true>
+        <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, step, chunk, finish);
+  } else {
+    reduce_columns_kernel<T, O, A, Op, false>
+        <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, 0, chunk, finish);
+  }
+  check_launch(op);
+  if (splits > 1) launch_partials<O, A, Op>(partial, dst, plan.rows, splits, finish, op);
+}
+
 // kAccs, kBounded, block_threads: the sweep's variants (reduce_run's accumulators; whether a
 // contiguous row of 2048 to 16383 elements gets the kernel with launch bounds; threads per
 // block for such a row, 0 for the rule below). The defaults are the production choices.
@@ -269,35 +303,8 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   const StridedIndex& red = plan.red;
   int sms = sm_count();
 
-  // Short rows, or outer reduced dims with a warp's worth of outputs at least: a thread each
-  // (a warp's loads are then neighbouring addresses); long columns split when the outputs
-  // alone leave threads idle. (A bias gradient, [8192, 768] summed over dim 0, went to the
-  // rows while fewer than 4096 outputs: a block a column, its loads 768 elements apart, 131 us
-  // a call in GPT-2's step on an H100.)
-  if (plan.n <= 16 || (!plan.reduced_innermost && plan.rows >= kWarp)) {
-    int64_t chunk = std::max<int64_t>(plan.n, 1), splits = 1;
-    int64_t resident_threads = int64_t(sms) * 2048;
-    if (plan.n >= 128 && plan.rows < resident_threads) {
-      splits = std::min({ceil_div(resident_threads, plan.rows), plan.n / 64, int64_t(65535)});
-      chunk = ceil_div(plan.n, splits);
-      splits = ceil_div(plan.n, chunk);
-    }
-    std::optional<Scratch> scratch;
-    if (splits > 1) scratch.emplace(sizeof(A) * plan.rows * splits);
-    A* partial = scratch ? static_cast<A*>(scratch->ptr) : nullptr;
-    dim3 grid(blocks_for(plan.rows, kThreads), (unsigned)splits);
-    if (red.rank <= 1) {
-      int64_t step = red.rank == 0 ? 0 : red.strides[0];
-      reduce_columns_kernel<T, O, A, Op, true>
-          <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, step, chunk, finish);
-    } else {
-      reduce_columns_kernel<T, O, A, Op, false>
-          <<<grid, kThreads, 0, ::mini::cuda::current_stream()>>>(in, dst, partial, kept, red, plan.rows, plan.n, 0, chunk, finish);
-    }
-    check_launch(op);
-    if (splits > 1) launch_partials<O, A, Op>(partial, dst, plan.rows, splits, finish, op);
-    return;
-  }
+  if (plan.n <= 16 || (!plan.reduced_innermost && plan.rows >= kWarp))
+    return launch_reduce_columns<T, O, Op>(op, in, dst, plan, finish);
 
   RowArgs args;
   args.kept = kept;
