@@ -280,11 +280,11 @@ OutputSpec exit_local(TraceContext& ctx, const FrameInterpreter& interp, PyCodeO
   if (i < (int)interp.exit_lazy_.size() && interp.exit_lazy_[i].first) {
     spec = unchanged(interp.exit_lazy_[i].second);  // never read while tracing
   } else if (v && v->is(Var::Kind::Cell) && code->co_ncellvars == 0) {
-    spec.kind = OutputSpec::Kind::Absent;
+    spec = OutputSpec::Absent{};
   } else if (v) {
     spec = rebuild(ctx, v);
   } else {
-    spec.kind = OutputSpec::Kind::Absent;
+    spec = OutputSpec::Absent{};
   }
   if (code->co_ncellvars > 0 && (kind & (kLocalCell | kLocalFree)) && !(v && v->is(Var::Kind::Cell)))
     unsupported("a cell variable unbound at a graph break (a comprehension's loop variable that a "

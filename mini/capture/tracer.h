@@ -14,6 +14,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "capture/bytecode.h"
@@ -23,51 +25,105 @@
 
 namespace mini::capture {
 
-// How to rebuild a Python value after the graph ran: the return value, and at a graph
-// break every live stack slot and local (Dynamo's reconstruction by PyCodegen).
-struct OutputSpec {
-  enum class Kind {
-    GraphOutput,  // graph.outputs[index]
-    Number,       // graph.outputs[index].item(): a Python number computed in the graph
-    Constant,     // value
-    Tuple, List,  // items
-    Size,         // mini.Size(items): a tensor's shape
-    Source,       // read `source` again from the frame's values (unchanged objects)
-    Null,         // the NULL of a call sequence
-    Absent,       // an unbound local
-    Method,       // getattr(items[0], name): a bound method
-    Call,         // getattr(items[0], name)(): a dict view
-    Iterator,     // iter(tuple(items)): a for loop's iterator, as far as it got
-    Local,        // the frame's local slot `index` as it is (an unbound one stays unbound)
-    Dict,         // a new dict: items = key, value, key, value, ...
-    Cell,         // a new cell holding items[0] (empty without items)
-    Function,     // a new function of the bare one in `value` (code, globals, name), with
-                  // items = defaults, kwdefaults, closure (each Null when absent)
-    Alias,        // the object built earlier for alias `index`
-    SizeExpr,     // expr evaluated on the frame's tensors: a dynamic size as a Python int
-    View,         // `views` replayed on the tensor at `source` (none: on graph output
-                  // `index`): a view of an input the graph wrote, rebuilt on the real input so
-                  // that it shares its memory
-  } kind = Kind::Constant;
-  int index = 0;
-  int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
-                   // every place holding it gets the same object
-  PyObject* value = nullptr;  // Constant (owned)
-  SourceRef source;
-  std::string name;
-  std::vector<OutputSpec> items;
-  guards::SizeExpr expr;
-  std::vector<std::pair<OpKind, Attrs>> views;  // View
-  OutputSpec() = default;
-  OutputSpec(OutputSpec&& o) noexcept { *this = std::move(o); }
-  OutputSpec& operator=(OutputSpec&& o) noexcept {
-    std::swap(kind, o.kind); std::swap(index, o.index); std::swap(alias, o.alias); std::swap(value, o.value);
-    std::swap(source, o.source); std::swap(name, o.name); std::swap(items, o.items);
-    std::swap(expr, o.expr);
-    std::swap(views, o.views);
+// A reference this spec owns (the constant, a record's class, a bare function): released with it.
+class OwnedRef {
+ public:
+  OwnedRef() = default;
+  explicit OwnedRef(PyObject* borrowed) : o_(borrowed) { Py_XINCREF(o_); }
+  OwnedRef(OwnedRef&& r) noexcept : o_(r.o_) { r.o_ = nullptr; }
+  OwnedRef& operator=(OwnedRef&& r) noexcept {
+    std::swap(o_, r.o_);
     return *this;
   }
-  ~OutputSpec() { Py_XDECREF(value); }
+  ~OwnedRef() { Py_XDECREF(o_); }
+  PyObject* get() const { return o_; }
+
+ private:
+  PyObject* o_ = nullptr;
+};
+
+// How to rebuild a Python value after the graph ran: the return value, and at a graph
+// break every live stack slot and local (Dynamo's reconstruction by PyCodegen). One struct
+// per kind, holding only what that kind needs (the cure Source got, guards/source.h); what
+// every kind has is `alias`.
+struct OutputSpec {
+  struct GraphOutput {  // graph.outputs[index]
+    int index = 0;
+  };
+  struct Number {  // graph.outputs[index].item(): a Python number computed in the graph
+    int index = 0;
+  };
+  struct Constant {  // the object itself
+    OwnedRef value;
+  };
+  struct Tuple {  // a tuple of the items; with `record`, record(*items) (a namedtuple-like class)
+    std::vector<OutputSpec> items;
+    OwnedRef record;
+  };
+  struct List {  // a new list of the items
+    std::vector<OutputSpec> items;
+  };
+  struct Size {  // mini.Size(items): a tensor's shape
+    std::vector<OutputSpec> items;
+  };
+  struct Iterator {  // iter(tuple(items)): a for loop's iterator, as far as it got
+    std::vector<OutputSpec> items;
+  };
+  struct Dict {  // a new dict: items = key, value, key, value, ...
+    std::vector<OutputSpec> items;
+  };
+  struct Cell {  // a new cell holding *contents (empty without)
+    std::unique_ptr<OutputSpec> contents;
+  };
+  struct Function {  // a new function of the bare one (its code, globals and name), with its
+                     // defaults, keyword defaults and closure (each null where absent)
+    OwnedRef bare;
+    std::unique_ptr<OutputSpec> defaults, kwdefaults, closure;
+  };
+  struct Read {  // `source` read again from the frame's values (an unchanged object)
+    SourceRef source;
+  };
+  struct Local {  // the frame's local slot `index` as it is (an unbound one stays unbound)
+    int index = 0;
+  };
+  struct Null {};    // the NULL of a call sequence
+  struct Absent {};  // an unbound local
+  struct Method {    // getattr(*self, name): a bound method
+    std::unique_ptr<OutputSpec> self;
+    std::string name;
+  };
+  struct Call {  // getattr(*self, name)(): a dict view
+    std::unique_ptr<OutputSpec> self;
+    std::string name;
+  };
+  struct AliasOf {  // the object built earlier for alias `index`
+    int index = 0;
+  };
+  struct SizeValue {  // expr evaluated on the frame's tensors: a dynamic size as a Python int
+    guards::SizeExpr expr;
+  };
+  struct View {  // `views` replayed on the tensor at `source` (null: on graph output `index`):
+                 // a view of an input the graph wrote, rebuilt on the real input so that it
+                 // shares its memory
+    SourceRef source;
+    int index = 0;
+    std::vector<std::pair<OpKind, Attrs>> views;
+  };
+  using Kind = std::variant<GraphOutput, Number, Constant, Tuple, List, Size, Iterator, Dict, Cell, Function, Read,
+                            Local, Null, Absent, Method, Call, AliasOf, SizeValue, View>;
+
+  Kind kind = Null{};
+  int alias = -1;  // >= 0: a mutable object made while tracing, built once per run so that
+                   // every place holding it gets the same object
+
+  OutputSpec() = default;
+  template <class K, class = std::enable_if_t<!std::is_same_v<std::decay_t<K>, OutputSpec>>>
+  OutputSpec(K k) : kind(std::move(k)) {}  // NOLINT(google-explicit-constructor): a spec of one kind
+  // This spec's kind if it is `K`, else null.
+  template <class K>
+  const K* as() const { return std::get_if<K>(&kind); }
+  template <class K>
+  K* as() { return std::get_if<K>(&kind); }
 };
 
 // What the interpreter needs from the Python layer (set once by mini._C).
