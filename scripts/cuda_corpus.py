@@ -57,21 +57,30 @@ _C._inductor_render_cuda, _C._inductor_compile_cuda = render, compile_cuda
 '''
 
 
+def run_tests(out, plugin, test_paths, extra_modules=None):
+    """Runs pytest over test_paths (and extra_modules: {file name: its text}, written beside
+    it) with `plugin` (a module's text) loaded, its records going to `out`; the return code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "corpus_plugin.py").write_text(plugin)
+        paths = [str(p) for p in test_paths]
+        for name, text in (extra_modules or {}).items():
+            (Path(tmp) / name).write_text(text)
+            paths.append(str(Path(tmp) / name))
+        env = dict(os.environ, CORPUS_OUT=str(out),
+                   PYTHONPATH=os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p))
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "corpus_plugin",
+                               "-m", "not kit and not cuda", *paths], cwd=tmp, env=env).returncode
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = Path(sys.argv[1]).resolve()
     out.write_text("")
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "cuda_corpus_plugin.py").write_text(PLUGIN)
-        env = dict(os.environ, CORPUS_OUT=str(out),
-                   PYTHONPATH=os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p))
-        tests = [str(REPO / "tests" / "python" / t) for t in TESTS]
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "cuda_corpus_plugin",
-                               "-m", "not kit and not cuda", *tests], cwd=tmp, env=env)
+    code = run_tests(out, PLUGIN, [REPO / "tests" / "python" / t for t in TESTS])
     renders = sum(1 for line in out.read_text().splitlines() if line.startswith(("render", "  layout")))
-    print(f"cuda_corpus: {renders} renders in {out}" + ("" if done.returncode == 0 else " (some tests failed)"))
-    return done.returncode
+    print(f"cuda_corpus: {renders} renders in {out}" + ("" if code == 0 else " (some tests failed)"))
+    return code
 
 
 if __name__ == "__main__":

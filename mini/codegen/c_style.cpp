@@ -244,10 +244,9 @@ std::string CStyle::expr(const ExprPtr& e) const {
     case Expr::Kind::Op: {
       std::vector<std::string> a;
       for (const ExprPtr& arg : e->args) a.push_back(expr(arg));
-      if (special) {
-        std::string s = special(*e, a);
-        if (!s.empty()) return s;
-      }
+      auto outlined_call = outlined.find(e->op);
+      if (e->compute == DType::Float32 && outlined_call != outlined.end())
+        return outlined_call->second + "(" + a[0] + ")";
       return op(*e, a);
     }
   }

@@ -8,6 +8,7 @@
 // loop's index, strides[b][a] a stride passed at run time.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 
 #include "codegen/loop_ir.h"
@@ -42,9 +43,10 @@ class CStyle {
   // Whether op() spells `e` as a call of a math function (exp, sin, pow(x, 2.5), ...; not
   // pow(x, 2), a product): what an unrolled loop inlines again in every copy.
   static bool calls_math(const Expr& e);
-  // Consulted first for each Op: a non-empty spelling replaces the table's (the C++ renderer's
-  // out-of-line vector math).
-  std::function<std::string(const Expr& op, const std::vector<std::string>& args)> special;
+  // Float32 ops spelled as a call of the function named here instead of the table's spelling:
+  // the C++ renderer's out-of-line vector math, in a source with many transcendental ops
+  // (cpp_plan.h, cpp_outlines_math). Empty for every other source.
+  std::map<OpKind, std::string> outlined;
   // Consulted first for each Load with its usual spelling (in0[x1 * 4]): a non-empty result
   // replaces it (the CUDA renderer's vector lanes and the rows it keeps in registers).
   std::function<std::string(const Expr& load, const std::string& spelled)> load_hook;

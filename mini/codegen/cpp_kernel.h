@@ -3,8 +3,9 @@
 // In:  a Schedule (mini/fusion).
 // Out: one translation unit: a prelude (the vectorizable math of mini/tensor/scalar_math.h)
 //      and one `extern "C"` function per kernel, named for what it fused, with a comment
-//      naming the graph nodes it came from. OpenMP splits the outer loop; the inner loop is
-//      one the compiler vectorizes.
+//      naming the graph nodes it came from. Each kernel's loops are planned first (cpp_plan.h:
+//      plan_cpp, statements of stmt.h: OpenMP splits the outer loop, the inner loop is one the
+//      compiler vectorizes) and then spelled (cpp_kernel.cpp), statement by statement.
 // Calling convention of every kernel:
 //   void NAME(char* const* buffers, const int64_t* const* strides, const int64_t* symbols)
 //   buffers: the kernel's loads (FusionGroup::loads order), then its stores (::stores order)

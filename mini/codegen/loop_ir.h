@@ -6,8 +6,9 @@
 //      runs in a later pass over the row), the outer-reduction form, the row plan (values kept
 //      in scratch between passes), stage cutting, and every value's expression as an Expr tree
 //      whose loads carry their index arithmetic as data.
-// The renderers (cpp_kernel.cpp for C++, cuda_kernel.cpp for CUDA) decide the loops and spell
-// the expressions through c_style.h's tables; nothing here is text. Index variables: x<d> is
+// A planner per target decides the loops from it (cpp_plan.cpp for C++: statements of stmt.h;
+// the CUDA renderer, cuda_kernel.cpp) and the renderers spell the expressions through
+// c_style.h's tables; nothing here is text. Index variables: x<d> is
 // the position along dim d of the kernel's space; a flat loop's index is i.
 #pragma once
 #include <map>

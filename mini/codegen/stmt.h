@@ -50,6 +50,16 @@ struct Stmt {
     VectorStore,  // the `width` lanes of <name> to buffer `buffer` from `index`
     Store,        // buffer `buffer` at `index` = <value>
     If,           // if (<cond>) body: a guarded statement (a tail, a row past the end)
+    // Appended for the C++ planner (cpp_plan.cpp):
+    Unflatten,    // the flat index `text` split into the x<d> of `dims` (row-major)
+    Index,        // const <dtype> <lets[0].first> = <lets[0].second>, ...: index values, one line
+    Array,        // <dtype> <name>[<length>] (= {} where zeroed): a local array; `text`: a comment
+    Alloc,        // <dtype>* <name>: `length` elements from the heap
+    Free,         // the heap array <name> given back
+    Reset,        // <name>[<index>] = the identity of `op` (and its NaN flag's element = 0)
+    Result,       // const <dtype> <name> = the reduction's value from accumulator `array`
+    Unused,       // (void)<name>: a variable some kernel forms do not read
+    Return,       // the kernel returns here
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -64,6 +74,32 @@ struct Stmt {
   ThreadScope scope = ThreadScope::Block;  // ThreadReduce
   int width = 1;             // VectorLoad, VectorStore: lanes
   Body body;                 // Range, If
+  // Appended for the C++ planner (cpp_plan.cpp):
+  std::vector<int64_t> dims;  // Unflatten
+  std::vector<std::pair<std::string, std::string>> lets;  // Index: (name, index arithmetic)
+  std::string array;         // Let: read from it at `index`; Store (buffer -1): write it at `index`;
+                             // Result: the accumulator (its element `index` where set)
+  std::string spelled;       // Declare, Fold, Store: the value as a variable or an array's element,
+                             // where `value` is null (Declare: empty, the identity of `op`)
+  std::string flag;          // Declare, Array, Fold, Reset, Result: the int that records a NaN met
+                             // (a max or min propagates NaN; OpenMP reduces the flag with |)
+  std::string length;        // Array, Alloc: its elements; Result of a Mean: the count it divides by
+  DType accumulator = DType::Float64;  // Result: the accumulator's type
+  bool zeroed = false;       // Array: every element 0
+  std::vector<struct Reduction> reductions;  // Range: the accumulators its iterations combine
+  std::string parallel_if;   // Range (Parallel, ParallelSimd): threads only where this holds
+  int collapse = 0;          // Range (Parallel): how many nested ranges its threads share
+  bool compact = false;      // Range: no braces, its one statement on the same line (or, a compact
+                             // range itself, on the next line one level in)
+  bool nest_in = false;      // Range: the loop and its body one level in from its pragma
+  Body orelse;               // If: what runs where the condition does not hold
+};
+
+// An accumulator a range's iterations combine (an OpenMP reduction clause): `name` by `op`, and
+// where `flag` is set, the NaN flag beside it by |.
+struct Reduction {
+  OpKind op = OpKind::Sum;
+  std::string name, flag;
 };
 
 // The statements of one kernel and what its launch needs.
