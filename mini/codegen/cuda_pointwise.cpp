@@ -26,25 +26,23 @@ void CudaKernelWriter::write_pointwise(std::ostringstream& o) {
     return;
   }
   std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
-  std::map<std::string, Expr> padded;  // padded loads (slice_backward), by spelling
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
-    if (e.index.pad_dim >= 0) padded.emplace(spelled, e);
-    return std::string();
-  };
-  for (int id : full) define("", 't', id, true);  // a dry run: which loads are contiguous
-  cs_.load_hook = nullptr;
+  std::map<LoadKey, Expr> padded;   // padded loads (slice_backward)
+  for (int id : full)
+    for_each_load(L_.expr(id, true), [&](const Expr& e) {
+      if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
+      if (e.index.pad_dim >= 0) padded.emplace(load_key(e), e);
+    });
   size_t widest = 1;
   for (auto& [b, T] : flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
   for (int id : k_.stores) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
   const int V = (int)(16 / widest);
   // A padded load reads a Vec too where every vector lies in one row of the innermost dim and
   // wholly inside or outside its slice: from where lane 0 reads, or zeros.
-  std::map<std::string, std::string> pad_vectors;
+  std::map<LoadKey, std::string> pad_vectors;
   const int64_t last = k_.space.empty() ? -1 : k_.space.back();
-  for (auto& [spelled, e] : padded)
+  for (auto& [key, e] : padded)
     if (last > 0 && last % V == 0 && itemsize(e.dtype) * V <= 16 && runs_along_innermost(e, V))
-      pad_vectors[spelled] = "p" + std::to_string(pad_vectors.size());
+      pad_vectors[key] = "p" + std::to_string(pad_vectors.size());
   const std::string index_type = fits_int32() ? "int" : "int64_t";
 
   o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
@@ -56,13 +54,13 @@ void CudaKernelWriter::write_pointwise(std::ostringstream& o) {
     o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
       << " + i);\n";
   if (!pad_vectors.empty()) {  // at lane 0's index: the vector's row and first column
-    for (auto& [spelled, name] : pad_vectors)
-      o << "    mini::Vec<" << cuda_type(padded.at(spelled).dtype) << ", V> " << name << ";\n";
+    for (auto& [key, name] : pad_vectors)
+      o << "    mini::Vec<" << cuda_type(padded.at(key).dtype) << ", V> " << name << ";\n";
     o << "    {\n";
     o << "      const " << index_type << " il = " << index_type << "(i);\n";
     o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
-    for (auto& [spelled, name] : pad_vectors)
-      o << "      " << name << " = " << vector_read(padded.at(spelled), spelled, "V")
+    for (auto& [key, name] : pad_vectors)
+      o << "      " << name << " = " << vector_read(padded.at(key), "V")
         << ";  // a slice's gradient, or the zeros around it\n";
     o << "    }\n";
   }
@@ -73,13 +71,13 @@ void CudaKernelWriter::write_pointwise(std::ostringstream& o) {
     o << "      const " << index_type << " il = " << index_type << "(i + lane);\n";
     o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
   }
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    if (e.index.flat) return "l" + std::to_string(e.buffer) + ".v[lane]";
-    auto p = pad_vectors.find(spelled);
-    return p == pad_vectors.end() ? std::string() : p->second + ".v[lane]";
-  };
-  for (int id : full) o << define("      ", 't', id, true);
-  cs_.load_hook = nullptr;
+  Locals lanes;  // each contiguous load and each padded vector read lane by lane
+  for (int id : full)
+    for_each_load(L_.expr(id, true), [&](const Expr& e) {
+      if (e.index.flat) lanes.loads[load_key(e)] = "l" + std::to_string(e.buffer) + ".v[lane]";
+    });
+  for (auto& [key, name] : pad_vectors) lanes.loads[key] = name + ".v[lane]";
+  for (int id : full) o << define("      ", 't', id, true, lanes);
   for (int id : k_.stores) o << "      s" << id << ".v[lane] = t" << id << ";\n";
   o << "    }\n";
   for (int id : k_.stores)
