@@ -203,7 +203,7 @@ void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, 
   o << unflatten(k_.space, "j", L_.red_dims(), "    ");
   for (auto& [key, name] : vectors) {
     const Expr& e = vector_loads.at(key);
-    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(e, "CV") << ";\n";
+    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(cs_, e, "CV") << ";\n";
   }
   std::vector<int> full_stores;
   for (int id : k_.stores)

@@ -111,6 +111,13 @@ std::string CudaKernelWriter::write() {
   return o.str();
 }
 
+Plan CudaKernelWriter::plan() {
+  if (!k_.reduced.empty())
+    fail("plan_cuda: ", k_.name, " is a reduction; only the pointwise shape is planned as statements yet ",
+         "(the reduction shapes are written as text by cuda_rows.cpp and cuda_columns.cpp)");
+  return plan_pointwise();
+}
+
 CudaLayout CudaKernelWriter::without_online() const {  // only the looped vector rows fold an online pair
   CudaLayout plain = layout_;
   plain.online_softmax = false;
@@ -210,17 +217,6 @@ std::string CudaKernelWriter::indented(const std::string& text) {
   return o;
 }
 
-// A Vec of `width` elements of load e from the element it reads; for a padded load, zeros
-// where the vector lies outside its slice (runs_along_innermost: wholly in or out).
-std::string CudaKernelWriter::vector_read(const Expr& e, const std::string& width) const {
-  const std::string V = "mini::Vec<" + cuda_type(e.dtype) + ", " + width + ">";
-  const std::string read = "*reinterpret_cast<const " + V + "*>(&" + cs_.element(e) + ")";
-  if (e.index.pad_dim < 0) return read;
-  const std::string x = "x" + std::to_string(e.index.pad_dim);
-  return "(" + x + " >= " + std::to_string(e.index.pad_lo) + " && " + x + " < " +
-         std::to_string(e.index.pad_lo + e.index.pad_len) + ") ? " + read + " : " + V + "{}";
-}
-
 // Whether load e reads consecutive elements along the innermost dim (a term over it of
 // stride 1, every stride static and every other one a multiple of cv): a Vec of cv elements
 // at an aligned address when the innermost index is a multiple of cv.
@@ -275,6 +271,10 @@ std::string join_cuda(const std::vector<std::string>& kernels, const std::vector
 
 int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
   return cuda_column_reduction(k, layout) ? CudaKernelWriter(s, k, layout).column_vector() : 1;
+}
+
+Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  return CudaKernelWriter(s, k, layout).plan();
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

@@ -3,12 +3,15 @@
 //
 // A CudaKernelWriter renders one fused group under one CudaLayout. write() decides the kernel's
 // shape once and hands it to the writer of that shape, each in a file of its own:
-//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors)
+//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors;
+//                                                         planned as statements by plan_pointwise,
+//                                                         spelled by cuda_statements.cpp)
 //   rows (a block or a warp a row)   cuda_rows.cpp       (held in registers, or looped over in
 //                                                         vectors; the online softmax)
 //   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
 //   many blocks                                           folded by the block that arrives last)
-// The shared helpers (accumulator types, int32 indexing, vector reads) are in cuda_kernel.cpp.
+// The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
+// of a plan's statements, and of a vector read, in cuda_statements.cpp.
 //
 // The writers decide from index data, never from spelled text: which loads are contiguous, run
 // along a row or a column, or are kept in registers, they find by walking the expressions'
@@ -25,6 +28,7 @@
 #include "codegen/c_style.h"
 #include "codegen/cuda_kernel.h"
 #include "codegen/loop_ir.h"
+#include "codegen/stmt.h"
 
 namespace mini::codegen {
 
@@ -47,10 +51,18 @@ struct Locals {
   ExprPtr apply(const ExprPtr& e) const;
 };
 
+// The statements of `body` (stmt.h) as CUDA, each line at `pad` or deeper; `space` is the
+// kernel's (cuda_statements.cpp: one function per statement kind, CUDA's words from one table).
+std::string spell_cuda(const Body& body, const CStyle& cs, const Shape& space, const std::string& pad);
+// A Vec of `width` elements of load e from the element it reads; for a padded load, zeros
+// where the vector lies outside its slice (runs_along_innermost: wholly in or out).
+std::string vector_read(const CStyle& cs, const Expr& e, const std::string& width);
+
 class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout);
   std::string write();     // the kernel's comment and its __global__ function
+  Plan plan();              // plan_cuda
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
@@ -71,12 +83,20 @@ class CudaKernelWriter {
   std::string combine(const Node& n);
   std::string identity(const Node& n, const std::string& A);
   static std::string indented(const std::string& text);
-  std::string vector_read(const Expr& e, const std::string& width) const;
   bool runs_along_innermost(const Expr& e, int cv) const;
 
-  // ---- pointwise (cuda_pointwise.cpp) ----
+  // ---- pointwise (cuda_pointwise.cpp): the planner plan_pointwise ----
+  // What the vector loop reads in Vecs: each contiguous load (by buffer, of its element type),
+  // and the padded loads (slice_backward), those read as a Vec named in pad_vectors.
+  struct PointwiseVectors {
+    std::map<int, DType> flat;
+    std::map<LoadKey, Expr> padded;
+    std::map<LoadKey, std::string> pad_vectors;
+  };
   void write_pointwise(std::ostringstream& o);
-  void write_elements(std::ostringstream& o, const std::string& first, const std::vector<int>& full);
+  Plan plan_pointwise();
+  Body plan_vector_loop(const PointwiseVectors& vectors, const std::vector<int>& full);
+  Stmt plan_elements(const std::string& first, const std::vector<int>& full);
 
   // ---- columns, and one row split over blocks (cuda_columns.cpp) ----
   void write_split_reduction(std::ostringstream& o);

@@ -94,6 +94,8 @@ void for_each_load(const ExprPtr& e, const std::function<void(const Expr& load)>
 ExprPtr substitute(const ExprPtr& e, const std::function<ExprPtr(const Expr& node)>& fn);
 // A Local: the value of type dtype held in `name`.
 ExprPtr local(std::string name, DType dtype);
+// A Temp: node `node`'s value of type dtype, computed earlier (a row value r<node>, or t<node>).
+ExprPtr temp(int node, DType dtype, bool row);
 
 // Values a row plan keeps per row (in scratch arrays) rather than computing again, per phase.
 struct RowPlan {

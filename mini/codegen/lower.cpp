@@ -60,6 +60,15 @@ ExprPtr substitute(const ExprPtr& e, const std::function<ExprPtr(const Expr&)>& 
   return make(std::move(copy));
 }
 
+ExprPtr temp(int node, DType dtype, bool row) {
+  Expr e;
+  e.kind = Expr::Kind::Temp;
+  e.dtype = dtype;
+  e.node = node;
+  e.row = row;
+  return make(std::move(e));
+}
+
 ExprPtr local(std::string name, DType dtype) {
   Expr e;
   e.kind = Expr::Kind::Local;
