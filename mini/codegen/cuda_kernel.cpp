@@ -111,13 +111,6 @@ std::string CudaKernelWriter::write() {
   return o.str();
 }
 
-Plan CudaKernelWriter::plan() {
-  if (!k_.reduced.empty())
-    fail("plan_cuda: ", k_.name, " is a reduction; only the pointwise shape is planned as statements yet ",
-         "(the reduction shapes are written as text by cuda_rows.cpp and cuda_columns.cpp)");
-  return plan_pointwise();
-}
-
 CudaLayout CudaKernelWriter::without_online() const {  // only the looped vector rows fold an online pair
   CudaLayout plain = layout_;
   plain.online_softmax = false;
@@ -274,7 +267,10 @@ int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout
 }
 
 Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
-  return CudaKernelWriter(s, k, layout).plan();
+  if (!k.reduced.empty())  // refused before any layout is decided
+    fail("plan_cuda: ", k.name, " is a reduction; only the pointwise shape is planned as statements yet ",
+         "(the reduction shapes are written as text by cuda_rows.cpp and cuda_columns.cpp)");
+  return CudaKernelWriter(s, k, layout).plan_pointwise();
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

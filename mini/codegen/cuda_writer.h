@@ -62,7 +62,7 @@ class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout);
   std::string write();     // the kernel's comment and its __global__ function
-  Plan plan();              // plan_cuda
+  Plan plan_pointwise();    // plan_cuda's, for a pointwise kernel (cuda_pointwise.cpp)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
@@ -94,7 +94,6 @@ class CudaKernelWriter {
     std::map<LoadKey, std::string> pad_vectors;
   };
   void write_pointwise(std::ostringstream& o);
-  Plan plan_pointwise();
   Body plan_vector_loop(const PointwiseVectors& vectors, const std::vector<int>& full);
   Stmt plan_elements(const std::string& first, const std::vector<int>& full);
 
