@@ -214,14 +214,16 @@ std::string CStyle::index(const Expr& load) const {
   return idx.empty() ? "0" : idx;
 }
 
+std::string CStyle::element(const Expr& load) const {
+  return "in" + std::to_string(load.buffer) + "[" + index(load) + "]";
+}
+
 std::string CStyle::expr(const ExprPtr& e) const {
   switch (e->kind) {
     case Expr::Kind::Constant: return constant(*e);
     case Expr::Kind::Load: {
-      std::string spelled = "in" + std::to_string(e->buffer) + "[" + index(*e) + "]";
+      std::string spelled = element(*e);
       if (e->dtype == DType::Bool && t_.bool_as_byte) spelled = "(" + spelled + " != 0)";
-      std::string hooked = load_hook ? load_hook(*e, spelled) : std::string();
-      if (!hooked.empty()) return hooked;
       if (e->index.pad_dim >= 0) {  // 0 outside [lo, lo + len): a select of two evaluated values
         const std::string T = type(e->dtype), x = "x" + std::to_string(e->index.pad_dim);
         const int64_t lo = e->index.pad_lo, hi = e->index.pad_lo + e->index.pad_len;
@@ -236,10 +238,8 @@ std::string CStyle::expr(const ExprPtr& e) const {
       if (e->start != 0) v = std::to_string(e->start) + "LL + " + v;
       return "(" + v + ")";
     }
-    case Expr::Kind::Temp: {
-      std::string hooked = temp_hook ? temp_hook(*e) : std::string();
-      return hooked.empty() ? (e->row ? "r" : "t") + std::to_string(e->node) : hooked;
-    }
+    case Expr::Kind::Temp: return (e->row ? "r" : "t") + std::to_string(e->node);
+    case Expr::Kind::Local: return e->name;
     case Expr::Kind::Cast: return type(e->dtype) + "(" + expr(e->args[0]) + ")";
     case Expr::Kind::Op: {
       std::vector<std::string> a;

@@ -5,7 +5,10 @@
 // A new op is one case in CStyle::op (c_style.cpp), plus its library function in each
 // target's `math` where it calls one. Names in the spelled text: in<b> is buffer b's pointer,
 // t<id> / r<id> a full / row value computed earlier, x<d> the index along dim d, i a flat
-// loop's index, strides[b][a] a stride passed at run time.
+// loop's index, strides[b][a] a stride passed at run time; a Local (loop_ir.h) is its name.
+// A renderer that holds a load or a value in a local of its own (a vector's lane, a register)
+// substitutes a Local for it in the expression first (loop_ir.h substitute): the spelling
+// follows from the data, and nothing here is consulted while spelling.
 #pragma once
 #include <functional>
 #include <map>
@@ -40,6 +43,9 @@ class CStyle {
   // `<pad>const T <prefix><id> = <node id's expression>;` (prefix t: a full value, r: a row value)
   std::string define(const LoopKernel& k, const std::string& pad, char prefix, int id, bool flat_ok) const;
   std::string index(const Expr& load) const;
+  // The element a load reads, `in<buffer>[<index>]` (without a padded load's mask or a byte's
+  // compare): what a vector read takes the address of.
+  std::string element(const Expr& load) const;
   // Whether op() spells `e` as a call of a math function (exp, sin, pow(x, 2.5), ...; not
   // pow(x, 2), a product): what an unrolled loop inlines again in every copy.
   static bool calls_math(const Expr& e);
@@ -47,12 +53,6 @@ class CStyle {
   // the C++ renderer's out-of-line vector math, in a source with many transcendental ops
   // (cpp_plan.h, cpp_outlines_math). Empty for every other source.
   std::map<OpKind, std::string> outlined;
-  // Consulted first for each Load with its usual spelling (in0[x1 * 4]): a non-empty result
-  // replaces it (the CUDA renderer's vector lanes and the rows it keeps in registers).
-  std::function<std::string(const Expr& load, const std::string& spelled)> load_hook;
-  // Consulted first for each Temp: a non-empty result replaces r<id> / t<id> (the CUDA
-  // renderer's running max in an online softmax's pass).
-  std::function<std::string(const Expr& temp)> temp_hook;
 
  private:
   std::string constant(const Expr& c) const;

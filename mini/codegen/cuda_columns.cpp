@@ -22,12 +22,10 @@ int CudaKernelWriter::column_vector() {
   if (!layout_.vector_pointwise || !cuda_column_reduction(k_, layout_) || cuda_column_splits(s_, k_, layout_) == 0)
     return 1;
   size_t widest = 0;
-  cs_.load_hook = [&](const Expr& e, const std::string&) {
-    if (runs_along_innermost(e, 1)) widest = std::max(widest, itemsize(e.dtype));
-    return std::string();
-  };
-  row_pass_source("");  // a dry run: which loads run along the columns
-  cs_.load_hook = nullptr;
+  for (const ExprPtr& e : pass_exprs(L_.plan_rows(0), 0))  // which loads run along the columns
+    for_each_load(e, [&](const Expr& load) {
+      if (runs_along_innermost(load, 1)) widest = std::max(widest, itemsize(load.dtype));
+    });
   for (int id : k_.stores)
     if (L_.is_full(id)) widest = std::max(widest, itemsize(g_.nodes[id].meta.dtype));
   if (widest == 0) return 1;
@@ -41,18 +39,18 @@ int CudaKernelWriter::column_vector() {
 
 // The definitions and folds of one row of the (one) pass of vector columns, as
 // write_column_reduction writes them, each accumulator acc<id><index>.
-std::string CudaKernelWriter::row_pass_source(const std::string& index) {
+std::string CudaKernelWriter::row_pass_source(const std::string& index, const Locals& locals) {
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
   RowPlan plan = L_.plan_rows(0);
   std::string o;
   for (int id : k_.nodes)
-    if (plan.compute[0].count(id)) o += define("      ", 't', id, false);
+    if (plan.compute[0].count(id)) o += define("      ", 't', id, false, locals);
   for (int id : reds) {
     const Node& n = g_.nodes[id];
     std::string A = acc_type(n);
     o += "      acc" + std::to_string(id) + index + " = " + combine(n) + "<" + A + ">(acc" + std::to_string(id) + index +
-         ", " + A + "(" + cs_.expr(L_.reduction_input(id)) + "));\n";
+         ", " + A + "(" + spell(L_.reduction_input(id), locals) + "));\n";
   }
   return o;
 }
@@ -191,22 +189,21 @@ void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, 
                                                  const std::vector<int>& column_values) {
   // the pass over this block's chunk of rows: vector loads at the first column, the CV
   // columns unrolled
-  std::map<std::string, std::string> vectors;  // a load's spelling -> its Vec register
-  std::map<std::string, Expr> vector_loads;    // ... and the load
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    if (runs_along_innermost(e, CV) && !vectors.count(spelled)) {
-      vectors[spelled] = "v" + std::to_string(vectors.size());
-      vector_loads.emplace(spelled, e);
-    }
-    return std::string();
-  };
-  row_pass_source("[u]");  // a dry run: the vector loads
+  std::map<LoadKey, std::string> vectors;  // a load -> its Vec register
+  std::map<LoadKey, Expr> vector_loads;    // ... and the load
+  for (const ExprPtr& e : pass_exprs(L_.plan_rows(0), 0))
+    for_each_load(e, [&](const Expr& load) {
+      if (runs_along_innermost(load, CV) && !vectors.count(load_key(load))) {
+        vectors[load_key(load)] = "v" + std::to_string(vectors.size());
+        vector_loads.emplace(load_key(load), load);
+      }
+    });
   o << "  #pragma unroll 2\n";
   o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
   o << unflatten(k_.space, "j", L_.red_dims(), "    ");
-  for (auto& [spelled, name] : vectors) {
-    const Expr& e = vector_loads.at(spelled);
-    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(e, spelled, "CV") << ";\n";
+  for (auto& [key, name] : vectors) {
+    const Expr& e = vector_loads.at(key);
+    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(cs_, e, "CV") << ";\n";
   }
   std::vector<int> full_stores;
   for (int id : k_.stores)
@@ -216,12 +213,9 @@ void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, 
   o << "    for (int u = 0; u < CV; u++) {\n";
   o << "      const int64_t " << X << " = " << X << "_0 + u;\n";
   for (int id : column_values) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
-  cs_.load_hook = [&](const Expr&, const std::string& spelled) {
-    auto it = vectors.find(spelled);
-    return it == vectors.end() ? std::string() : it->second + ".v[u]";
-  };
-  o << row_pass_source("[u]");
-  cs_.load_hook = nullptr;
+  Locals lanes;  // each vector load read lane by lane
+  for (auto& [key, name] : vectors) lanes.loads[key] = name + ".v[u]";
+  o << row_pass_source("[u]", lanes);
   for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
   o << "    }\n";
   for (int id : full_stores)

@@ -117,8 +117,37 @@ CudaLayout CudaKernelWriter::without_online() const {  // only the looped vector
   return plain;
 }
 
-std::string CudaKernelWriter::define(const std::string& pad, char prefix, int id, bool flat_ok) {
-  return cs_.define(L_, pad, prefix, id, flat_ok);
+ExprPtr Locals::apply(const ExprPtr& e) const {
+  if (loads.empty() && row_values.empty()) return e;
+  return substitute(e, [&](const Expr& node) -> ExprPtr {
+    if (node.kind == Expr::Kind::Load) {
+      auto it = loads.find(load_key(node));
+      return it == loads.end() ? nullptr : local(it->second, node.dtype);
+    }
+    if (node.kind == Expr::Kind::Temp && node.row) {
+      auto it = row_values.find(node.node);
+      return it == row_values.end() ? nullptr : local(it->second, node.dtype);
+    }
+    return nullptr;
+  });
+}
+
+// `<pad>const T <prefix><id> = <node id's expression>;`, the locals substituted in it.
+std::string CudaKernelWriter::define(const std::string& pad, char prefix, int id, bool flat_ok, const Locals& locals) {
+  return pad + "const " + cuda_type(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
+         spell(L_.expr(id, flat_ok), locals) + ";\n";
+}
+
+// The expressions pass p of a row plan spells, in the order it spells them: the values it
+// computes (in program order), then the reductions' inputs it folds.
+std::vector<ExprPtr> CudaKernelWriter::pass_exprs(const RowPlan& plan, int p) const {
+  std::vector<ExprPtr> exprs;
+  std::vector<int> reds, stores;
+  L_.phase_targets(p, &reds, &stores);
+  for (int id : k_.nodes)
+    if (plan.compute[p].count(id)) exprs.push_back(L_.expr(id, false));
+  for (int id : reds) exprs.push_back(L_.reduction_input(id));
+  return exprs;
 }
 
 int CudaKernelWriter::load_node(int buffer) const {
@@ -181,17 +210,6 @@ std::string CudaKernelWriter::indented(const std::string& text) {
   return o;
 }
 
-// A Vec of `width` elements of load e from where `spelled` points; for a padded load, zeros
-// where the vector lies outside its slice (runs_along_innermost: wholly in or out).
-std::string CudaKernelWriter::vector_read(const Expr& e, const std::string& spelled, const std::string& width) const {
-  const std::string V = "mini::Vec<" + cuda_type(e.dtype) + ", " + width + ">";
-  const std::string read = "*reinterpret_cast<const " + V + "*>(&" + spelled + ")";
-  if (e.index.pad_dim < 0) return read;
-  const std::string x = "x" + std::to_string(e.index.pad_dim);
-  return "(" + x + " >= " + std::to_string(e.index.pad_lo) + " && " + x + " < " +
-         std::to_string(e.index.pad_lo + e.index.pad_len) + ") ? " + read + " : " + V + "{}";
-}
-
 // Whether load e reads consecutive elements along the innermost dim (a term over it of
 // stride 1, every stride static and every other one a multiple of cv): a Vec of cv elements
 // at an aligned address when the innermost index is a multiple of cv.
@@ -246,6 +264,13 @@ std::string join_cuda(const std::vector<std::string>& kernels, const std::vector
 
 int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
   return cuda_column_reduction(k, layout) ? CudaKernelWriter(s, k, layout).column_vector() : 1;
+}
+
+Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
+  if (!k.reduced.empty())  // refused before any layout is decided
+    fail("plan_cuda: ", k.name, " is a reduction; only the pointwise shape is planned as statements yet ",
+         "(the reduction shapes are written as text by cuda_rows.cpp and cuda_columns.cpp)");
+  return CudaKernelWriter(s, k, layout).plan_pointwise();
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

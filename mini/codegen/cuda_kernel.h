@@ -5,7 +5,8 @@
 //      one `extern "C" __global__` function per kernel, written from the same LoopKernel
 //      (loop_ir.h) and op table (c_style.h) as the C++ renderer's.
 // Loops (launched with the block and grid of cuda_launch.h):
-//   pointwise  a grid-stride loop over the flat index i;
+//   pointwise  a grid-stride loop over the flat index i, in 16-byte vectors: planned as
+//              statements (plan_cuda, stmt.h), then spelled (cuda_statements.cpp);
 //   reduction  a block per row (rows grid-strided): each phase is one pass of the block's threads
 //              over the row, then a block reduction (warp shuffles, then one value per warp in
 //              shared memory); row values computed by every thread, stored by thread 0.
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "codegen/cuda_launch.h"
+#include "codegen/stmt.h"
 #include "fusion/schedule.h"
 
 namespace mini::codegen {
@@ -31,6 +33,11 @@ std::string cuda_prelude();
 std::vector<std::string> render_cuda_kernels(const fusion::Schedule& schedule, const std::vector<CudaLayout>& layouts);
 // render_cuda's source from those parts.
 std::string join_cuda(const std::vector<std::string>& kernels, const std::vector<CudaLayout>& layouts);
+
+// The statements kernel `k` of `s` becomes under `layout` (stmt.h), as its shape's planner
+// decides them: a pointwise kernel's (plan_pointwise, cuda_pointwise.cpp). The reduction
+// shapes are still written as text by their writers, not planned: plan_cuda refuses them.
+Plan plan_cuda(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 
 // The kept elements each thread of column kernel `k` takes (1, or a Vec of 2 to 16 in vector
 // columns: split columns whose innermost dim divides into 16-byte loads; layouts 2 and up).

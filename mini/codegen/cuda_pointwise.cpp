@@ -1,5 +1,6 @@
-// cuda_pointwise.cpp — the CUDA writer's pointwise kernels (cuda_writer.h): a grid-stride loop
-// over 16-byte vectors of the flat index, or one element a thread (layout 1).
+// cuda_pointwise.cpp — the CUDA writer's pointwise kernels (cuda_writer.h): plan_pointwise, the
+// planner of the pointwise shape (a grid-stride loop over 16-byte vectors of the flat index, or
+// one element a thread in layout 1), as statements (stmt.h) that cuda_statements.cpp spells.
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
@@ -17,88 +18,97 @@ namespace mini::codegen {
 // predicates cost the fast path.) The index is split into x0, x1, ... only where a load needs
 // it (a load contiguous over the whole space reads in[i]); 32-bit index arithmetic where
 // every offset fits.
-void CudaKernelWriter::write_pointwise(std::ostringstream& o) {
+Plan CudaKernelWriter::plan_pointwise() {
+  Plan plan;
+  plan.shape = "pointwise";
   std::set<int> targets(k_.stores.begin(), k_.stores.end());
-  std::vector<int> full = L_.full_values_for(targets);
+  const std::vector<int> full = L_.full_values_for(targets);
+  plan.body.push_back(index_let("numel", product(k_.space, L_.kept_dims()), false));
   if (!layout_.vector_pointwise) {
-    o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
-    write_elements(o, "", full);
-    return;
+    plan.body.push_back(plan_elements("", full));
+    return plan;
   }
-  std::map<int, std::string> flat;  // buffer -> its element type, for contiguous loads
-  std::map<std::string, Expr> padded;  // padded loads (slice_backward), by spelling
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    if (e.index.flat) flat[e.buffer] = cuda_type(e.dtype);
-    if (e.index.pad_dim >= 0) padded.emplace(spelled, e);
-    return std::string();
-  };
-  for (int id : full) define("", 't', id, true);  // a dry run: which loads are contiguous
-  cs_.load_hook = nullptr;
+  PointwiseVectors vectors;
+  for (int id : full)
+    for_each_load(L_.expr(id, true), [&](const Expr& e) {
+      if (e.index.flat) vectors.flat[e.buffer] = e.dtype;
+      if (e.index.pad_dim >= 0) vectors.padded.emplace(load_key(e), e);
+    });
   size_t widest = 1;
-  for (auto& [b, T] : flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
+  for (auto& [b, T] : vectors.flat) widest = std::max(widest, (size_t)itemsize(g_.nodes[load_node(b)].meta.dtype));
   for (int id : k_.stores) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
   const int V = (int)(16 / widest);
   // A padded load reads a Vec too where every vector lies in one row of the innermost dim and
   // wholly inside or outside its slice: from where lane 0 reads, or zeros.
-  std::map<std::string, std::string> pad_vectors;
   const int64_t last = k_.space.empty() ? -1 : k_.space.back();
-  for (auto& [spelled, e] : padded)
+  for (auto& [key, e] : vectors.padded)
     if (last > 0 && last % V == 0 && itemsize(e.dtype) * V <= 16 && runs_along_innermost(e, V))
-      pad_vectors[spelled] = "p" + std::to_string(pad_vectors.size());
-  const std::string index_type = fits_int32() ? "int" : "int64_t";
-
-  o << "  const int64_t numel = " << product(k_.space, L_.kept_dims()) << ";\n";
-  o << "  constexpr int V = " << V << ";\n";
-  o << "  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)\n";
-  o << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {\n";
-  o << "    const int64_t i = v * V;\n";
-  for (auto& [b, T] : flat)
-    o << "    const mini::Vec<" << T << ", V> l" << b << " = *reinterpret_cast<const mini::Vec<" << T << ", V>*>(in" << b
-      << " + i);\n";
-  if (!pad_vectors.empty()) {  // at lane 0's index: the vector's row and first column
-    for (auto& [spelled, name] : pad_vectors)
-      o << "    mini::Vec<" << cuda_type(padded.at(spelled).dtype) << ", V> " << name << ";\n";
-    o << "    {\n";
-    o << "      const " << index_type << " il = " << index_type << "(i);\n";
-    o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
-    for (auto& [spelled, name] : pad_vectors)
-      o << "      " << name << " = " << vector_read(padded.at(spelled), spelled, "V")
-        << ";  // a slice's gradient, or the zeros around it\n";
-    o << "    }\n";
-  }
-  for (int id : k_.stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V> s" << id << ";\n";
-  o << "    #pragma unroll\n";
-  o << "    for (int lane = 0; lane < V; lane++) {\n";
-  if (L_.flat_uses_index()) {
-    o << "      const " << index_type << " il = " << index_type << "(i + lane);\n";
-    o << unflatten(k_.space, "il", L_.kept_dims(), "      ", index_type);
-  }
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    if (e.index.flat) return "l" + std::to_string(e.buffer) + ".v[lane]";
-    auto p = pad_vectors.find(spelled);
-    return p == pad_vectors.end() ? std::string() : p->second + ".v[lane]";
-  };
-  for (int id : full) o << define("      ", 't', id, true);
-  cs_.load_hook = nullptr;
-  for (int id : k_.stores) o << "      s" << id << ".v[lane] = t" << id << ";\n";
-  o << "    }\n";
-  for (int id : k_.stores)
-    o << "    *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", V>*>(" << out(id) << " + i) = s" << id
-      << ";\n";
-  o << "  }\n";
+      vectors.pad_vectors[key] = "p" + std::to_string(vectors.pad_vectors.size());
+  Stmt lanes_constant = index_let("V", std::to_string(V), true);
+  lanes_constant.constant = true;
+  plan.body.push_back(lanes_constant);
+  plan.body.push_back(index_let("nvec", "numel / V", false, "every pointer aligned to its Vec (cuda_assumes_aligned)"));
+  Stmt loop = range(RangeKind::GridStride, "v", "", "nvec", plan_vector_loop(vectors, full));
+  plan.body.push_back(loop);
   int64_t numel = 1;
   for (int64_t d : L_.kept_dims()) numel = graph::is_symbol(k_.space[d]) || numel < 0 ? -1 : numel * k_.space[d];
-  if (numel < 0 || numel % V) write_elements(o, "nvec * V + ", full);
+  if (numel < 0 || numel % V) plan.body.push_back(plan_elements("nvec * V", full));
+  return plan;
+}
+
+// One vector of the grid-stride loop: its Vec loads (at i, or at lane 0's index for a padded
+// load), the lanes unrolled (each contiguous load read from its Vec's lane), the Vec stores.
+Body CudaKernelWriter::plan_vector_loop(const PointwiseVectors& vectors, const std::vector<int>& full) {
+  const bool int32 = fits_int32();
+  const std::string I = int32 ? "int" : "int64_t";
+  Body loop = {index_let("i", "v * V", false)};
+  for (auto& [b, dtype] : vectors.flat) loop.push_back(vector_load("l" + std::to_string(b), dtype, b, "i", "V"));
+  if (!vectors.pad_vectors.empty()) {  // at lane 0's index: the vector's row and first column
+    Body at_lane0 = {index_let("il", I + "(i)", int32), unflatten_index("il", L_.kept_dims(), int32)};
+    for (auto& [key, name] : vectors.pad_vectors) {
+      const Expr& e = vectors.padded.at(key);
+      loop.push_back(declare_vector(name, e.dtype, "V"));
+      Stmt read = vector_load(name, e.dtype, key.buffer, "", "V");
+      read.value = std::make_shared<const Expr>(e);
+      read.assign = true;
+      read.note = "a slice's gradient, or the zeros around it";
+      at_lane0.push_back(read);
+    }
+    loop.push_back(scope(at_lane0));
+  }
+  for (int id : k_.stores) loop.push_back(declare_vector("s" + std::to_string(id), g_.nodes[id].meta.dtype, "V"));
+  Locals lanes;  // each contiguous load and each padded vector read lane by lane
+  for (int id : full)
+    for_each_load(L_.expr(id, true), [&](const Expr& e) {
+      if (e.index.flat) lanes.loads[load_key(e)] = "l" + std::to_string(e.buffer) + ".v[lane]";
+    });
+  for (auto& [key, name] : vectors.pad_vectors) lanes.loads[key] = name + ".v[lane]";
+  Body lane;
+  if (L_.flat_uses_index()) {
+    lane.push_back(index_let("il", I + "(i + lane)", int32));
+    lane.push_back(unflatten_index("il", L_.kept_dims(), int32));
+  }
+  for (int id : full) lane.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, lanes.apply(L_.expr(id, true))));
+  for (int id : k_.stores) lane.push_back(vector_lane("s" + std::to_string(id), "lane", temp(id, g_.nodes[id].meta.dtype, false)));
+  Stmt lane_loop = range(RangeKind::Unrolled, "lane", "0", "V", lane);
+  lane_loop.int32 = true;
+  loop.push_back(lane_loop);
+  for (int id : k_.stores)
+    loop.push_back(vector_store("s" + std::to_string(id), g_.nodes[id].meta.dtype, L_.buffer_of_store(id), "i", "V"));
+  return loop;
 }
 
 // One element a thread, grid-strided from `first` (the vector loop's tail, or every element).
-void CudaKernelWriter::write_elements(std::ostringstream& o, const std::string& first, const std::vector<int>& full) {
-  o << "  for (int64_t i = " << first << "blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;\n"
-    << "       i += (int64_t)gridDim.x * blockDim.x) {\n";
-  if (L_.flat_uses_index()) o << unflatten(k_.space, "i", L_.kept_dims(), "    ");
-  for (int id : full) o << define("    ", 't', id, true);
-  for (int id : k_.stores) o << "    " << out(id) << "[i] = t" << id << ";\n";
-  o << "  }\n";
+Stmt CudaKernelWriter::plan_elements(const std::string& first, const std::vector<int>& full) {
+  Body element;
+  if (L_.flat_uses_index()) element.push_back(unflatten_index("i", L_.kept_dims(), false));
+  for (int id : full) element.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, true)));
+  for (int id : k_.stores) element.push_back(store(L_.buffer_of_store(id), "i", temp(id, g_.nodes[id].meta.dtype, false)));
+  Stmt loop = range(RangeKind::GridStride, "i", first, "numel", element);
+  loop.wrapped = true;
+  return loop;
 }
+
+void CudaKernelWriter::write_pointwise(std::ostringstream& o) { o << spell_cuda(plan_pointwise().body, cs_, k_.space, "  "); }
 
 }  // namespace mini::codegen

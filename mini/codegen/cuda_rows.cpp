@@ -42,26 +42,17 @@ std::string CudaKernelWriter::row_loop(const std::string& I) const {
 std::vector<CudaKernelWriter::RowLoad> CudaKernelWriter::row_loads(const RowPlan& plan) {  // in the order first read
   std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
   std::vector<RowLoad> loads;
-  std::map<std::string, size_t> at;
-  int pass = 0;
-  cs_.load_hook = [&](const Expr& e, const std::string& spelled) {
-    bool along_row = false;
-    for (const IndexTerm& t : e.index.terms) along_row = along_row || red.count(t.dim);
-    if (!along_row) return std::string();
-    auto [it, fresh] = at.emplace(spelled, loads.size());
-    if (fresh)
-      loads.push_back({spelled, spelled.substr(0, spelled.find('[')), e.index.terms, e.dtype, {}, e.index.pad_dim >= 0});
-    loads[it->second].passes.insert(pass);
-    return std::string();
-  };
-  for (pass = 0; pass <= L_.phases(); pass++) {
-    std::vector<int> reds, stores;
-    L_.phase_targets(pass, &reds, &stores);
-    for (int id : k_.nodes)
-      if (plan.compute[pass].count(id)) define("", 't', id, false);
-    for (int id : reds) cs_.expr(L_.reduction_input(id));
-  }
-  cs_.load_hook = nullptr;
+  std::map<LoadKey, size_t> at;
+  for (int pass = 0; pass <= L_.phases(); pass++)
+    for (const ExprPtr& e : pass_exprs(plan, pass))
+      for_each_load(e, [&](const Expr& load) {
+        bool along_row = false;
+        for (const IndexTerm& t : load.index.terms) along_row = along_row || red.count(t.dim);
+        if (!along_row) return;
+        auto [it, fresh] = at.emplace(load_key(load), loads.size());
+        if (fresh) loads.push_back({load, {}});
+        loads[it->second].passes.insert(pass);
+      });
   return loads;
 }
 
@@ -70,7 +61,7 @@ std::vector<CudaKernelWriter::RowLoad> CudaKernelWriter::row_loads(const RowPlan
 bool CudaKernelWriter::runs_in_vectors(const std::vector<const RowLoad*>& loads, int V) const {
   std::set<int64_t> red(L_.red_dims().begin(), L_.red_dims().end());
   for (const RowLoad* l : loads)
-    for (const IndexTerm& t : l->terms)
+    for (const IndexTerm& t : l->load.index.terms)
       if (t.axis >= 0 || (red.count(t.dim) ? t.stride != 1 : t.stride % V != 0)) return false;
   return true;
 }
@@ -87,11 +78,10 @@ CudaKernelWriter::PersistentRow CudaKernelWriter::plan_persistent_row(const RowP
   std::vector<const RowLoad*> kept;
   size_t widest = 1;
   for (const RowLoad& l : loads) {
-    if (l.padded || (layout_.lean_rows && l.passes.size() < 2)) continue;
-    row.kept[l.spelled] = "k" + std::to_string(row.kept.size());
-    row.types[l.spelled] = l.dtype;
+    if (l.padded() || (layout_.lean_rows && l.passes.size() < 2)) continue;
+    row.kept[load_key(l.load)] = {l.load, "k" + std::to_string(row.kept.size())};
     kept.push_back(&l);
-    widest = std::max(widest, (size_t)itemsize(l.dtype));
+    widest = std::max(widest, (size_t)itemsize(l.load.dtype));
   }
   const int RV = (int)(16 / widest);
   bool vectors = layout_.vector_rows && L_.red_dims().size() == 1 && !kept.empty() && RV > 1 && R % RV == 0;
@@ -107,12 +97,13 @@ void CudaKernelWriter::write_row_reads(std::ostringstream& o, const PersistentRo
                                        Begin pass_begin, End pass_end) {
   const std::string LL = I == "int" ? "" : "LL";
   const int T = row.threads, U = row.per_thread, V = row.vector;
-  for (auto& [spelled, name] : row.kept)
-    o << "    " << cuda_type(row.types.at(spelled)) << " " << name << "[" << U << "];  // " << spelled << " along the row\n";
+  for (auto& [key, k] : row.kept)
+    o << "    " << cuda_type(k.load.dtype) << " " << k.name << "[" << U << "];  // " << cs_.element(k.load)
+      << " along the row\n";
   auto scalar_reads = [&](const std::string& pad) {
     pass_begin(pad);
     o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ", I);
-    for (auto& [spelled, name] : row.kept) o << pad << "  " << name << "[u] = " << spelled << ";\n";
+    for (auto& [key, k] : row.kept) o << pad << "  " << k.name << "[u] = " << cs_.element(k.load) << ";\n";
     pass_end(pad);
   };
   if (V == 1) {
@@ -120,20 +111,19 @@ void CudaKernelWriter::write_row_reads(std::ostringstream& o, const PersistentRo
     return;
   }
   o << "    if (true";
-  for (auto& [spelled, name] : row.kept)
-    o << " && mini::aligned<" << cuda_type(row.types.at(spelled)) << ", " << V << ">(&" << spelled.substr(0, spelled.find('['))
-      << "[0])";
+  for (auto& [key, k] : row.kept)
+    o << " && mini::aligned<" << cuda_type(k.load.dtype) << ", " << V << ">(&in" << k.load.buffer << "[0])";
   o << ") {  // the row in " << V << "-element vectors\n";
   o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
   o << "        const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
   o << "        if (j >= rnumel) continue;\n";
   o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-  for (auto& [spelled, name] : row.kept) {
-    std::string T0 = cuda_type(row.types.at(spelled));
-    o << "        const mini::Vec<" << T0 << ", " << V << "> " << name << "v = *reinterpret_cast<const mini::Vec<" << T0 << ", "
-      << V << ">*>(&" << spelled << ");\n";
-    o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << name << "[v * " << V << " + l] = " << name
-      << "v.v[l];\n";
+  for (auto& [key, k] : row.kept) {
+    std::string T0 = cuda_type(k.load.dtype);
+    o << "        const mini::Vec<" << T0 << ", " << V << "> " << k.name << "v = *reinterpret_cast<const mini::Vec<" << T0
+      << ", " << V << ">*>(&" << cs_.element(k.load) << ");\n";
+    o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << k.name << "[v * " << V << " + l] = "
+      << k.name << "v.v[l];\n";
   }
   o << "      }\n    } else {\n";
   scalar_reads("      ");
@@ -211,13 +201,8 @@ void CudaKernelWriter::write_reduction(std::ostringstream& o) {
     }
   };
   auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
-  if (U) {
-    write_row_reads(o, row, I, pass_begin, pass_end);
-    cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // each pass reads the registers
-      auto it = row.kept.find(spelled);
-      return it == row.kept.end() ? std::string() : it->second + "[u]";
-    };
-  }
+  if (U) write_row_reads(o, row, I, pass_begin, pass_end);
+  const Locals registers = row.locals();  // each pass reads the kept loads from the registers
   std::set<int> done;
   define_unreduced_row_values(o, "    ", &done);
   for (int p = 0; p <= L_.phases(); p++) {
@@ -236,14 +221,14 @@ void CudaKernelWriter::write_reduction(std::ostringstream& o) {
       for (int id : plan.read[p]) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[u];\n";
       for (int id : k_.nodes) {
         if (!plan.compute[p].count(id)) continue;
-        o << define("      ", 't', id, false);
+        o << define("      ", 't', id, false, registers);
         if (plan.scratch.count(id)) o << "      s" << id << "[u] = t" << id << ";\n";
       }
       for (int id : reds) {
         const Node& n = g_.nodes[id];
         std::string A = acc_type(n);
         o << "      acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-          << cs_.expr(L_.reduction_input(id)) << "));\n";
+          << spell(L_.reduction_input(id), registers) << "));\n";
       }
       // a row stored in vectors (the row the kernel's innermost dim, read in vectors too):
       // each element to a register array, then one Vec store per run
@@ -261,7 +246,12 @@ void CudaKernelWriter::write_reduction(std::ostringstream& o) {
   }
   write_row_value_stores(o);
   o << "  }\n";
-  cs_.load_hook = nullptr;
+}
+
+Locals CudaKernelWriter::PersistentRow::locals() const {
+  Locals registers;
+  for (auto& [key, k] : kept) registers.loads[key] = k.name + "[u]";
+  return registers;
 }
 
 // A row stored in vectors: each store's register array w<id> (a thread's U elements), one Vec
@@ -311,10 +301,10 @@ bool CudaKernelWriter::vector_loop_shape(VectorRows* rows) {
   std::vector<const RowLoad*> all;
   size_t widest = 1;
   for (const RowLoad& l : rows->loads) {
-    if (l.padded) return false;  // read in vectors, a padded load would not be masked
+    if (l.padded()) return false;  // read in vectors, a padded load would not be masked
     all.push_back(&l);
-    rows->names[l.spelled] = "k" + std::to_string(rows->names.size());
-    widest = std::max(widest, (size_t)itemsize(l.dtype));
+    rows->names[load_key(l.load)] = "k" + std::to_string(rows->names.size());
+    widest = std::max(widest, (size_t)itemsize(l.load.dtype));
   }
   for (int id : k_.stores)
     if (L_.is_full(id)) widest = std::max(widest, (size_t)itemsize(g_.nodes[id].meta.dtype));
@@ -339,7 +329,6 @@ bool CudaKernelWriter::vector_loop_shape(VectorRows* rows) {
 void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows) {
   const RowPlan& plan = rows.plan;
   const std::vector<RowLoad>& loads = rows.loads;
-  const std::map<std::string, std::string>& names = rows.names;
   const int V = rows.V;
   const int64_t R = L_.static_extent(L_.red_dims());
   const int T = cuda_reduction_threads(R, layout_);  // a row's (the block has warp_rows_ rows)
@@ -365,9 +354,11 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
       std::string A = acc_type(n);
       o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
     }
-    cs_.temp_hook = [&](const Expr& e) {  // -inf, while every element so far is -inf, reads as 0
-      return e.row && running.count(e.node) ? "mini::online_shift(m" + std::to_string(e.node) + ")" : std::string();
-    };
+    // each load along the row from its Vec's lane; a running max, -inf while every element so
+    // far is -inf, read as 0
+    Locals lanes;
+    for (auto& [key, name] : rows.names) lanes.loads[key] = name + ".v[l]";
+    for (int m : running) lanes.row_values[m] = "mini::online_shift(m" + std::to_string(m) + ")";
     bool reads = false;
     for (const RowLoad& l : loads) reads = reads || l.passes.count(p);
     const bool again = reread && reads;
@@ -385,16 +376,11 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
     write_vector_pass_loads(o, rows, p, I);
     for (int id : stores)
       o << "      mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
-    cs_.load_hook = [&](const Expr&, const std::string& spelled) {  // every load along the row is in `names`
-      auto it = names.find(spelled);
-      return it == names.end() ? std::string() : it->second + ".v[l]";
-    };
-    write_running_maxes(o, reds, running, V, I);
+    write_running_maxes(o, reds, running, V, I, lanes);
     o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
     o << "        const " << I << " j = j0 + l;\n";
     o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-    write_lane_fold(o, "        ", plan.compute[p], reds, running, stores);
-    cs_.load_hook = nullptr;
+    write_lane_fold(o, "        ", plan.compute[p], reds, running, stores, lanes);
     o << "      }\n";
     if (!stores.empty()) {
       o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
@@ -404,7 +390,6 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
       o << "      }\n";
     }
     o << "    }\n";
-    cs_.temp_hook = nullptr;
     write_block_reductions(o, reds, &done);
     define_ready_row_values(o, "    ", &done);
   }
@@ -421,10 +406,10 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
 // added to the index cost layer norm address registers (12 bytes of spill a thread, 0.144 ms
 // against 0.136 with the pointers hidden; H200, 2026-12-02, labs/bench/cuda_kernel_variants.py).
 void CudaKernelWriter::write_reread(std::ostringstream& o, const std::vector<RowLoad>& loads, int p) {
-  std::set<std::string> hidden;
+  std::set<int> hidden;  // buffers
   for (const RowLoad& l : loads)
-    if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.pointer).second)
-      o << "    asm volatile(\"\" : \"+l\"(" << l.pointer << "));  // read the row again, not kept\n";
+    if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.load.buffer).second)
+      o << "    asm volatile(\"\" : \"+l\"(in" << l.load.buffer << "));  // read the row again, not kept\n";
 }
 
 // How far pass p's loop of `trips` is unrolled (0: all of it). NVRTC's time grows with the
@@ -449,11 +434,11 @@ void CudaKernelWriter::write_vector_pass_loads(std::ostringstream& o, const Vect
                                                const std::string& I) {
   for (const RowLoad& l : rows.loads) {
     if (!l.passes.count(p)) continue;
-    const std::string& spelled = l.spelled;
-    std::string vec = "mini::Vec<" + cuda_type(l.dtype) + ", " + std::to_string(rows.V) + ">";
-    o << "      " << vec << " " << rows.names.at(spelled) << ";\n";
+    const std::string& name = rows.names.at(load_key(l.load));
+    std::string vec = "mini::Vec<" + cuda_type(l.load.dtype) + ", " + std::to_string(rows.V) + ">";
+    o << "      " << vec << " " << name << ";\n";
     o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
-    o << "        " << rows.names.at(spelled) << " = *reinterpret_cast<const " << vec << "*>(&" << spelled << ");\n";
+    o << "        " << name << " = *reinterpret_cast<const " << vec << "*>(&" << cs_.element(l.load) << ");\n";
     o << "      }\n";
   }
 }
@@ -461,16 +446,17 @@ void CudaKernelWriter::write_vector_pass_loads(std::ostringstream& o, const Vect
 // An online pair's running max m<id> (its sum's exp reads it): the max over the vector's lanes
 // first, then each sum rescaled once a vector to the new max, and the max kept.
 void CudaKernelWriter::write_running_maxes(std::ostringstream& o, const std::vector<int>& reds,
-                                           const std::set<int>& running, int V, const std::string& I) {
+                                           const std::set<int>& running, int V, const std::string& I,
+                                           const Locals& lanes) {
   for (int id : running) {
     std::string A = acc_type(g_.nodes[id]), m = "m" + std::to_string(id);
     o << "      " << A << " " << m << " = acc" << id << ";\n";
     o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
     o << "        const " << I << " j = j0 + l;\n";
     o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-    for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false);  // what the max reads
+    for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false, lanes);  // what the max reads
     o << "        " << m << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << m << ", " << A << "("
-      << cs_.expr(L_.reduction_input(id)) << "));\n";
+      << spell(L_.reduction_input(id), lanes) << "));\n";
     o << "      }\n";
   }
   for (int id : reds)
@@ -486,15 +472,15 @@ void CudaKernelWriter::write_running_maxes(std::ostringstream& o, const std::vec
 // running maxes, folded before) and written to the stores' Vec registers w<id>.
 void CudaKernelWriter::write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
                                        const std::vector<int>& reds, const std::set<int>& running,
-                                       const std::vector<int>& stores) {
+                                       const std::vector<int>& stores, const Locals& lanes) {
   for (int id : k_.nodes)
-    if (compute.count(id)) o << define(pad, 't', id, false);
+    if (compute.count(id)) o << define(pad, 't', id, false, lanes);
   for (int id : reds) {
     if (running.count(id)) continue;
     const Node& n = g_.nodes[id];
     std::string A = acc_type(n);
     o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-      << cs_.expr(L_.reduction_input(id)) << "));\n";
+      << spell(L_.reduction_input(id), lanes) << "));\n";
   }
   for (int id : stores) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
 }

@@ -3,12 +3,21 @@
 //
 // A CudaKernelWriter renders one fused group under one CudaLayout. write() decides the kernel's
 // shape once and hands it to the writer of that shape, each in a file of its own:
-//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors)
+//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors;
+//                                                         planned as statements by plan_pointwise,
+//                                                         spelled by cuda_statements.cpp)
 //   rows (a block or a warp a row)   cuda_rows.cpp       (held in registers, or looped over in
 //                                                         vectors; the online softmax)
 //   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
 //   many blocks                                           folded by the block that arrives last)
-// The shared helpers (accumulator types, int32 indexing, vector reads) are in cuda_kernel.cpp.
+// The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
+// of a plan's statements, and of a vector read, in cuda_statements.cpp.
+//
+// The writers decide from index data, never from spelled text: which loads are contiguous, run
+// along a row or a column, or are kept in registers, they find by walking the expressions'
+// trees (loop_ir.h for_each_load), each load known by its buffer and index (LoadKey); a load
+// or row value the kernel holds in a local of its own (a Vec's lane, a register array, a
+// running max) is substituted into the expression as a Local (Locals) before it is spelled.
 #pragma once
 #include <map>
 #include <set>
@@ -19,6 +28,7 @@
 #include "codegen/c_style.h"
 #include "codegen/cuda_kernel.h"
 #include "codegen/loop_ir.h"
+#include "codegen/stmt.h"
 
 namespace mini::codegen {
 
@@ -32,17 +42,36 @@ constexpr int kUnrolledTranscendentals = 8;
 
 inline std::string cuda_type(DType d) { return kCudaTarget.type(d); }
 
+// The loads and row values a pass holds in locals of its own (a vector's lanes, a thread's
+// registers, a running max), found by their identity (a load's buffer and index, a value's
+// node): apply() substitutes a Local for each in an expression before it is spelled.
+struct Locals {
+  std::map<LoadKey, std::string> loads;  // a load -> the local holding it (k0[u], l3.v[lane])
+  std::map<int, std::string> row_values;  // a row value r<id> -> ... (mini::online_shift(m5))
+  ExprPtr apply(const ExprPtr& e) const;
+};
+
+// The statements of `body` (stmt.h) as CUDA, each line at `pad` or deeper; `space` is the
+// kernel's (cuda_statements.cpp: one function per statement kind, CUDA's words from one table).
+std::string spell_cuda(const Body& body, const CStyle& cs, const Shape& space, const std::string& pad);
+// A Vec of `width` elements of load e from the element it reads; for a padded load, zeros
+// where the vector lies outside its slice (runs_along_innermost: wholly in or out).
+std::string vector_read(const CStyle& cs, const Expr& e, const std::string& width);
+
 class CudaKernelWriter {
  public:
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout);
   std::string write();     // the kernel's comment and its __global__ function
+  Plan plan_pointwise();    // plan_cuda's, for a pointwise kernel (cuda_pointwise.cpp)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
  private:
   // ---- the shape, and what every shape uses (cuda_kernel.cpp) ----
   CudaLayout without_online() const;
-  std::string define(const std::string& pad, char prefix, int id, bool flat_ok);
+  std::string define(const std::string& pad, char prefix, int id, bool flat_ok, const Locals& locals = Locals());
+  std::string spell(const ExprPtr& e, const Locals& locals = Locals()) const { return cs_.expr(locals.apply(e)); }
+  std::vector<ExprPtr> pass_exprs(const RowPlan& plan, int p) const;
   void define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   void define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
@@ -54,17 +83,24 @@ class CudaKernelWriter {
   std::string combine(const Node& n);
   std::string identity(const Node& n, const std::string& A);
   static std::string indented(const std::string& text);
-  std::string vector_read(const Expr& e, const std::string& spelled, const std::string& width) const;
   bool runs_along_innermost(const Expr& e, int cv) const;
 
-  // ---- pointwise (cuda_pointwise.cpp) ----
+  // ---- pointwise (cuda_pointwise.cpp): the planner plan_pointwise ----
+  // What the vector loop reads in Vecs: each contiguous load (by buffer, of its element type),
+  // and the padded loads (slice_backward), those read as a Vec named in pad_vectors.
+  struct PointwiseVectors {
+    std::map<int, DType> flat;
+    std::map<LoadKey, Expr> padded;
+    std::map<LoadKey, std::string> pad_vectors;
+  };
   void write_pointwise(std::ostringstream& o);
-  void write_elements(std::ostringstream& o, const std::string& first, const std::vector<int>& full);
+  Body plan_vector_loop(const PointwiseVectors& vectors, const std::vector<int>& full);
+  Stmt plan_elements(const std::string& first, const std::vector<int>& full);
 
   // ---- columns, and one row split over blocks (cuda_columns.cpp) ----
   void write_split_reduction(std::ostringstream& o);
   void write_column_reduction(std::ostringstream& o, bool split);
-  std::string row_pass_source(const std::string& index);
+  std::string row_pass_source(const std::string& index, const Locals& locals = Locals());
   void write_vector_columns(std::ostringstream& o, int CV);
   void write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X, const std::vector<int>& reds,
                                   const std::vector<int>& column_values);
@@ -85,26 +121,28 @@ class CudaKernelWriter {
   // consecutive ones (16 bytes of the widest kept load), read as one Vec where every kept load
   // runs contiguously along the row from an aligned start: element u of a thread is
   // j = (threadIdx.x + u / vector * threads) * vector + u % vector. per_thread 0: a looped row.
+  struct KeptLoad {
+    Expr load;         // its buffer, index and element type
+    std::string name;  // its register array, k<n>
+  };
   struct PersistentRow {
     int threads = 0, per_thread = 0, vector = 1;
-    std::map<std::string, std::string> kept;  // a load's spelling -> its register array
-    std::map<std::string, DType> types;       // ... and its element type
+    std::map<LoadKey, KeptLoad> kept;  // the loads kept in registers
+    Locals locals() const;             // ... read in a pass as k<n>[u]
   };
-  // A load that runs along the row (an index term over a reduced dim), as a dry run of every
-  // pass's definitions finds it: its spelling, index terms, element type, the passes reading it.
+  // A load that runs along the row (an index term over a reduced dim), as a walk of every
+  // pass's expressions finds it: the load (buffer, index, element type), the passes reading it.
   struct RowLoad {
-    std::string spelled;  // in0[x0 * 8192 + x1 * 1]
-    std::string pointer;  // in0
-    std::vector<IndexTerm> terms;
-    DType dtype = DType::Float32;
+    Expr load;
     std::set<int> passes;
-    bool padded = false;  // a slice_backward's read (Index::pad_dim): element by element, masked
+    // a slice_backward's read (Index::pad_dim): element by element, masked
+    bool padded() const { return load.index.pad_dim >= 0; }
   };
   // The looped vector rows' plan: the loads along the row (each read as Vec k<n>), V lanes.
   struct VectorRows {
     RowPlan plan;
     std::vector<RowLoad> loads;
-    std::map<std::string, std::string> names;  // a load's spelling -> its Vec variable
+    std::map<LoadKey, std::string> names;  // a load -> its Vec variable
     int V = 0;
   };
   // Whether rows of this kernel can be persistent (static, within the layout's registers).
@@ -129,9 +167,10 @@ class CudaKernelWriter {
   int row_unroll(const RowPlan& plan, int p, int64_t trips, int V) const;
   void write_vector_pass_loads(std::ostringstream& o, const VectorRows& rows, int p, const std::string& I);
   void write_running_maxes(std::ostringstream& o, const std::vector<int>& reds, const std::set<int>& running, int V,
-                           const std::string& I);
+                           const std::string& I, const Locals& lanes);
   void write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
-                       const std::vector<int>& reds, const std::set<int>& running, const std::vector<int>& stores);
+                       const std::vector<int>& reds, const std::set<int>& running, const std::vector<int>& stores,
+                       const Locals& lanes);
 
   const LoopKernel L_;
   const Schedule& s_;

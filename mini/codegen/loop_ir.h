@@ -6,14 +6,18 @@
 //      runs in a later pass over the row), the outer-reduction form, the row plan (values kept
 //      in scratch between passes), stage cutting, and every value's expression as an Expr tree
 //      whose loads carry their index arithmetic as data.
-// A planner per target decides the loops from it (cpp_plan.cpp for C++: statements of stmt.h;
-// the CUDA renderer, cuda_kernel.cpp) and the renderers spell the expressions through
-// c_style.h's tables; nothing here is text. Index variables: x<d> is
-// the position along dim d of the kernel's space; a flat loop's index is i.
+// A planner per target decides the loops from it (cpp_plan.cpp and cuda_pointwise.cpp: statements
+// of stmt.h; the CUDA shapes not planned yet decide while printing, cuda_kernel.cpp) and the
+// renderers spell the expressions through c_style.h's tables; nothing here is text. Index
+// variables: x<d> is the position along dim d of the kernel's space; a flat loop's index is i.
+// A planner finds loads by walking a tree (for_each_load), knows them by value (LoadKey), and
+// puts a Local in place of a value it already holds (substitute) before the tree is spelled.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "fusion/schedule.h"
@@ -50,6 +54,9 @@ struct Expr {
     Cast,      // args[0] converted to dtype
     Op,        // op over args (each already converted to `compute`, but where's condition)
     Iota,      // an int64 arange's element at `index` (start + step * index), computed, not loaded
+    Local,     // a value a renderer already holds in a named local (`name`: a vector's lane
+               // l3.v[lane], a register k0[u], a running max), put in place of a Load or a Temp
+               // by substitute() before the expression is spelled
   };
   Kind kind = Kind::Constant;
   DType dtype = DType::Float32;  // the type of the result
@@ -63,11 +70,33 @@ struct Expr {
   DType compute = DType::Float32;  // Op: the type it computes in
   const Attrs* attrs = nullptr;  // Op: the node's attributes (gelu's mode, ...)
   std::vector<ExprPtr> args;     // Cast, Op
+  std::string name;              // Local: the local, as the renderer spells it
 };
 
 // Whether e is a numeric constant equal to v, or such a constant converted (pow's small
 // integer exponents become multiplications).
 bool is_constant(const ExprPtr& e, double v);
+
+// A load's identity: its buffer and its index, compared by value (two loads of one buffer at
+// one index read the same element, however often an expression spells them). Ordered by
+// buffer, then index data: a renderer's map of loads lists them in that order.
+struct LoadKey {
+  int buffer = -1;
+  Index index;
+  bool operator<(const LoadKey& other) const;
+  bool operator==(const LoadKey& other) const { return !(*this < other) && !(other < *this); }
+};
+LoadKey load_key(const Expr& load);
+
+// Each Load of e, in the order a renderer spells them (arguments left to right).
+void for_each_load(const ExprPtr& e, const std::function<void(const Expr& load)>& fn);
+// e rebuilt with each node for which fn returns an expression replaced by it (its arguments
+// not visited); nodes fn leaves (nullptr) are kept, and shared where nothing below changed.
+ExprPtr substitute(const ExprPtr& e, const std::function<ExprPtr(const Expr& node)>& fn);
+// A Local: the value of type dtype held in `name`.
+ExprPtr local(std::string name, DType dtype);
+// A Temp: node `node`'s value of type dtype, computed earlier (a row value r<node>, or t<node>).
+ExprPtr temp(int node, DType dtype, bool row);
 
 // Values a row plan keeps per row (in scratch arrays) rather than computing again, per phase.
 struct RowPlan {

@@ -2,6 +2,7 @@
 // expressions as data, shared by the C++ and CUDA renderers.
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include "codegen/loop_ir.h"
 #include "tensor/errors.h"
@@ -21,6 +22,59 @@ bool is_constant(const ExprPtr& e, double v) {
   const Expr* c = e.get();
   if (c->kind == Expr::Kind::Cast) c = c->args[0].get();
   return c->kind == Expr::Kind::Constant && c->dtype != DType::Bool && c->value == v;
+}
+
+bool LoadKey::operator<(const LoadKey& o) const {
+  auto term = [](const IndexTerm& t) { return std::make_tuple(t.dim, t.stride, t.axis); };
+  auto terms = [&](const Index& i) {
+    std::vector<std::tuple<int64_t, int64_t, int>> all;
+    for (const IndexTerm& t : i.terms) all.push_back(term(t));
+    return all;
+  };
+  auto pad = [](const Index& i) {  // the pad fields mean something only on a padded load
+    return i.pad_dim < 0 ? std::make_tuple(int64_t(-1), int64_t(0), int64_t(0))
+                         : std::make_tuple(i.pad_dim, i.pad_lo, i.pad_len);
+  };
+  return std::make_tuple(buffer, index.flat, terms(index), pad(index)) <
+         std::make_tuple(o.buffer, o.index.flat, terms(o.index), pad(o.index));
+}
+
+LoadKey load_key(const Expr& load) { return {load.buffer, load.index}; }
+
+void for_each_load(const ExprPtr& e, const std::function<void(const Expr&)>& fn) {
+  if (e->kind == Expr::Kind::Load) fn(*e);
+  for (const ExprPtr& arg : e->args) for_each_load(arg, fn);
+}
+
+ExprPtr substitute(const ExprPtr& e, const std::function<ExprPtr(const Expr&)>& fn) {
+  if (ExprPtr replaced = fn(*e)) return replaced;
+  std::vector<ExprPtr> args;
+  bool changed = false;
+  for (const ExprPtr& arg : e->args) {
+    args.push_back(substitute(arg, fn));
+    changed = changed || args.back() != arg;
+  }
+  if (!changed) return e;
+  Expr copy = *e;
+  copy.args = std::move(args);
+  return make(std::move(copy));
+}
+
+ExprPtr temp(int node, DType dtype, bool row) {
+  Expr e;
+  e.kind = Expr::Kind::Temp;
+  e.dtype = dtype;
+  e.node = node;
+  e.row = row;
+  return make(std::move(e));
+}
+
+ExprPtr local(std::string name, DType dtype) {
+  Expr e;
+  e.kind = Expr::Kind::Local;
+  e.dtype = dtype;
+  e.name = std::move(name);
+  return make(std::move(e));
 }
 
 DType compute_type(const graph::Graph& g, const Node& n) {

@@ -50,9 +50,10 @@ struct Stmt {
     VectorStore,  // the `width` lanes of <name> to buffer `buffer` from `index`
     Store,        // buffer `buffer` at `index` = <value>
     If,           // if (<cond>) body: a guarded statement (a tail, a row past the end)
-    // Appended for the C++ planner (cpp_plan.cpp):
-    Unflatten,    // the flat index `text` split into the x<d> of `dims` (row-major)
-    Index,        // const <dtype> <lets[0].first> = <lets[0].second>, ...: index values, one line
+    // Appended for the planners (cpp_plan.cpp, cuda_pointwise.cpp):
+    Unflatten,    // the flat index `text` split into the x<d> of `dims` (row-major, codegen::unflatten)
+    Index,        // index values: C++ const <dtype> <lets[i].first> = <lets[i].second>, ... on one
+                  // line; CUDA const <int|int64_t> <name> = <index>; (constexpr: `constant`)
     Array,        // <dtype> <name>[<length>] (= {} where zeroed): a local array; `text`: a comment
     Alloc,        // <dtype>* <name>: `length` elements from the heap
     Free,         // the heap array <name> given back
@@ -60,6 +61,8 @@ struct Stmt {
     Result,       // const <dtype> <name> = the reduction's value from accumulator `array`
     Unused,       // (void)<name>: a variable some kernel forms do not read
     Return,       // the kernel returns here
+    VectorLane,   // <name>.v[<text>] = <value>;              one lane of a Vec declared before
+    Scope,        // { body }: names that end with it
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -93,6 +96,14 @@ struct Stmt {
                              // range itself, on the next line one level in)
   bool nest_in = false;      // Range: the loop and its body one level in from its pragma
   Body orelse;               // If: what runs where the condition does not hold
+  // Appended for plan_cuda:
+  std::string note;          // any: a comment at the end of its (first) line
+  bool int32 = false;        // Index, Range, Unflatten: index arithmetic in int (every offset fits), not int64_t
+  bool constant = false;     // Index: a compile-time constant (constexpr)
+  std::string lanes;         // Declare, VectorLoad, VectorStore: the lanes by the constant that names
+                             // them (V, CV), where `width` is not spelled
+  bool assign = false;       // VectorLoad: into a Vec declared before (not a definition)
+  bool wrapped = false;      // Range: its header spelled over two lines
 };
 
 // An accumulator a range's iterations combine (an OpenMP reduction clause): `name` by `op`, and
@@ -138,6 +149,63 @@ inline Stmt range(RangeKind kind, std::string var, std::string begin, std::strin
   s.text = std::move(var);
   s.begin = std::move(begin);
   s.end = std::move(end);
+  s.body = std::move(body);
+  return s;
+}
+
+// Builders of plan_cuda's statements.
+inline Stmt index_let(std::string name, std::string index, bool int32, std::string note = "") {
+  Stmt s;
+  s.kind = Stmt::Kind::Index;
+  s.name = std::move(name);
+  s.index = std::move(index);
+  s.int32 = int32;
+  s.note = std::move(note);
+  return s;
+}
+inline Stmt unflatten_index(std::string flat, std::vector<int64_t> dims, bool int32) {
+  Stmt s;
+  s.kind = Stmt::Kind::Unflatten;
+  s.text = std::move(flat);
+  s.dims = std::move(dims);
+  s.int32 = int32;
+  return s;
+}
+// A Vec of `lanes` elements of `dtype`, declared and not yet written (its lanes come later).
+inline Stmt declare_vector(std::string name, DType dtype, std::string lanes) {
+  Stmt s = let(std::move(name), dtype, nullptr);
+  s.kind = Stmt::Kind::Declare;
+  s.lanes = std::move(lanes);
+  return s;
+}
+// A Vec read from buffer `buffer` at offset `index` (value null), or from the element a Load
+// expression `value` reads (a padded load: zeros outside its slice).
+inline Stmt vector_load(std::string name, DType dtype, int buffer, std::string index, std::string lanes) {
+  Stmt s;
+  s.kind = Stmt::Kind::VectorLoad;
+  s.name = std::move(name);
+  s.dtype = dtype;
+  s.buffer = buffer;
+  s.index = std::move(index);
+  s.lanes = std::move(lanes);
+  return s;
+}
+inline Stmt vector_store(std::string name, DType dtype, int buffer, std::string index, std::string lanes) {
+  Stmt s = vector_load(std::move(name), dtype, buffer, std::move(index), std::move(lanes));
+  s.kind = Stmt::Kind::VectorStore;
+  return s;
+}
+inline Stmt vector_lane(std::string name, std::string lane, ExprPtr value) {
+  Stmt s;
+  s.kind = Stmt::Kind::VectorLane;
+  s.name = std::move(name);
+  s.text = std::move(lane);
+  s.value = std::move(value);
+  return s;
+}
+inline Stmt scope(Body body) {
+  Stmt s;
+  s.kind = Stmt::Kind::Scope;
   s.body = std::move(body);
   return s;
 }

@@ -1,0 +1,147 @@
+// The CUDA planner (codegen/cuda_kernel.h plan_cuda): the statements (stmt.h) a kernel becomes
+// under a layout — its ranges and how they share out the work, its vector loads and stores and
+// their lanes, which loads a lane reads from a Vec — checked as data, never as generated text.
+// The fusion groups are built by hand, as in test_cuda_launch.cpp. Only the pointwise shape is
+// planned as statements yet (the reduction shapes still print as they decide).
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "codegen/cuda_kernel.h"
+
+using namespace mini;
+using namespace mini::codegen;
+
+namespace {
+
+// out = a + b over `space`, a of `space` and b of `b_sizes` (broadcast along the leading dims
+// where it has fewer), both of `dtype`.
+fusion::Schedule add_kernel(const Shape& space, const Shape& b_sizes, DType dtype = DType::Float32) {
+  fusion::Schedule s;
+  graph::Graph& g = s.graph;
+  auto input = [&](const Shape& sizes, const char* name) {
+    graph::TensorMeta m;
+    m.sizes = sizes;
+    m.strides = contiguous_strides(sizes);
+    m.dtype = dtype;
+    return g.add_input(m, name);
+  };
+  const int a = input(space, "a"), b = input(b_sizes, "b");
+  const int sum = g.add_op(OpKind::Add, {a, b}, Attrs());
+  g.outputs = {sum};
+  fusion::FusionGroup k;
+  k.nodes = {sum};
+  k.space = space;
+  k.loads = {a, b};
+  k.stores = {sum};
+  k.name = "add";
+  s.groups = {k};
+  return s;
+}
+
+Plan plan_of(const fusion::Schedule& s, int layout) { return plan_cuda(s, s.groups[0], cuda_layout(layout)); }
+
+// Every statement of `body` and of the bodies inside it, outermost first, that `pick` picks.
+std::vector<const Stmt*> all(const Body& body, const std::function<bool(const Stmt&)>& pick) {
+  std::vector<const Stmt*> found;
+  for (const Stmt& s : body) {
+    if (pick(s)) found.push_back(&s);
+    for (const Stmt* inner : all(s.body, pick)) found.push_back(inner);
+  }
+  return found;
+}
+std::vector<const Stmt*> of_kind(const Body& body, Stmt::Kind kind) {
+  return all(body, [&](const Stmt& s) { return s.kind == kind; });
+}
+std::vector<const Stmt*> ranges(const Body& body, RangeKind range) {
+  return all(body, [&](const Stmt& s) { return s.kind == Stmt::Kind::Range && s.range == range; });
+}
+
+// The named compile-time constant `name`'s value in `body` ("" where there is none).
+std::string constant(const Body& body, const std::string& name) {
+  for (const Stmt* s : of_kind(body, Stmt::Kind::Index))
+    if (s->constant && s->name == name) return s->index;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a pointwise kernel of whole float vectors: one grid-stride range over Vecs of 4, lanes unrolled") {
+  const Plan plan = plan_of(add_kernel({64, 1000}, {64, 1000}), 9);
+  CHECK(plan.shape == "pointwise");
+  CHECK(constant(plan.body, "V") == "4");  // 16 bytes of float
+  auto grid = ranges(plan.body, RangeKind::GridStride);
+  REQUIRE(grid.size() == 1);  // 64000 elements, whole vectors: no tail
+  CHECK(grid[0]->end == "nvec");
+  auto loads = of_kind(grid[0]->body, Stmt::Kind::VectorLoad);
+  REQUIRE(loads.size() == 2);  // a and b, both contiguous over the space
+  CHECK(loads[0]->buffer == 0);
+  CHECK(loads[1]->buffer == 1);
+  CHECK(loads[0]->lanes == "V");
+  auto lanes = ranges(grid[0]->body, RangeKind::Unrolled);
+  REQUIRE(lanes.size() == 1);
+  CHECK(lanes[0]->text == "lane");
+  CHECK(of_kind(lanes[0]->body, Stmt::Kind::Unflatten).empty());  // contiguous loads read in[i]
+  auto stores = of_kind(grid[0]->body, Stmt::Kind::VectorStore);
+  REQUIRE(stores.size() == 1);
+  CHECK(stores[0]->buffer == 2);  // the loads first, then the stores
+  CHECK(of_kind(plan.body, Stmt::Kind::Store).empty());
+}
+
+TEST_CASE("a lane reads a contiguous load from its Vec and a broadcast one from memory, the index split") {
+  const Plan plan = plan_of(add_kernel({64, 1000}, {1000}), 9);
+  auto loads = of_kind(plan.body, Stmt::Kind::VectorLoad);
+  REQUIRE(loads.size() == 1);  // only a reads in vectors
+  CHECK(loads[0]->buffer == 0);
+  auto lanes = ranges(plan.body, RangeKind::Unrolled);
+  REQUIRE(lanes.size() == 1);
+  auto split = of_kind(lanes[0]->body, Stmt::Kind::Unflatten);
+  REQUIRE(split.size() == 1);
+  CHECK(split[0]->dims == std::vector<int64_t>{0, 1});
+  auto lets = of_kind(lanes[0]->body, Stmt::Kind::Let);
+  REQUIRE(lets.size() == 1);
+  const Expr& sum = *lets[0]->value;
+  REQUIRE(sum.kind == Expr::Kind::Op);
+  std::vector<const Expr*> args;  // each converted to the compute type: a Cast around it
+  for (const ExprPtr& arg : sum.args) args.push_back(arg->kind == Expr::Kind::Cast ? arg->args[0].get() : arg.get());
+  REQUIRE(args.size() == 2);
+  CHECK(args[0]->kind == Expr::Kind::Local);  // a from its Vec's lane
+  CHECK(args[0]->name == "l0.v[lane]");
+  CHECK(args[1]->kind == Expr::Kind::Load);  // b from memory, at its index
+  CHECK(args[1]->buffer == 1);
+  CHECK(!args[1]->index.flat);
+}
+
+TEST_CASE("an element count that is not whole vectors ends in a range of single elements") {
+  const Plan plan = plan_of(add_kernel({3, 5}, {3, 5}), 9);
+  auto grid = ranges(plan.body, RangeKind::GridStride);
+  REQUIRE(grid.size() == 2);
+  CHECK(grid[1]->begin == "nvec * V");  // from the first element no vector covers
+  CHECK(of_kind(grid[1]->body, Stmt::Kind::Store).size() == 1);
+  CHECK(of_kind(grid[1]->body, Stmt::Kind::VectorLoad).empty());
+}
+
+TEST_CASE("double vectors hold 2 lanes; layout 1 takes one element a thread, no vectors") {
+  CHECK(constant(plan_of(add_kernel({64, 1000}, {64, 1000}, DType::Float64), 9).body, "V") == "2");
+  const Plan one = plan_of(add_kernel({64, 1000}, {64, 1000}), 1);
+  CHECK(ranges(one.body, RangeKind::GridStride).size() == 1);
+  CHECK(ranges(one.body, RangeKind::Unrolled).empty());
+  CHECK(of_kind(one.body, Stmt::Kind::VectorLoad).empty());
+  CHECK(of_kind(one.body, Stmt::Kind::Store).size() == 1);
+}
+
+TEST_CASE("plan_cuda refuses a reduction, whose shapes are not planned as statements yet") {
+  fusion::Schedule s = add_kernel({64, 1000}, {64, 1000});
+  graph::Graph& g = s.graph;
+  Attrs rows;
+  rows.dims = {1};
+  rows.keepdim = true;
+  const int total = g.add_op(OpKind::Sum, {s.groups[0].loads[0]}, rows);
+  g.outputs = {total};
+  fusion::FusionGroup& k = s.groups[0];
+  k.nodes = {total};
+  k.loads = {k.loads[0]};
+  k.stores = {total};
+  k.reduced = {1};
+  CHECK_THROWS_WITH(plan_of(s, 9), Catch::Contains("only the pointwise shape"));
+}
