@@ -34,7 +34,7 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
       PyErr_Clear();
       if (registered) unsupported("assigning the parameter, buffer or submodule '" + name + "' in compiled code is not supported by mini's capture");
     }
-    bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->node].kind == graph::NodeKind::Input;
+    bool input = value->is(Var::Kind::Tensor) && ctx.graph().nodes[value->tensor().node].kind == graph::NodeKind::Input;
     if (value->is(Var::Kind::Module) || input)
       unsupported("assigning a module or an input tensor to a module attribute ('" + name + "') is not supported by mini's capture");
   } else if (!plain_attributes(type) && !PyModule_CheckExact(obj->obj)) {
@@ -55,10 +55,10 @@ void store_attr(TraceContext& ctx, const VarRef& obj, const std::string& name, c
 namespace {
 
 // A record built while tracing (a dataclass, a namedtuple): its field `name`.
-VarRef record_field(const VarRef& obj, const std::string& name) {
-  for (size_t i = 0; i < obj->keys.size(); i++)
-    if (name == PyUnicode_AsUTF8(obj->keys[i]->obj)) return obj->items[i];
-  unsupported("reading ." + name + " of a " + obj->self->describe() + " built in compiled code (only its fields) "
+VarRef record_field(const Var::Tuple& record, const std::string& name) {
+  for (size_t i = 0; i < record.fields.size(); i++)
+    if (name == PyUnicode_AsUTF8(record.fields[i]->obj)) return record.items[i];
+  unsupported("reading ." + name + " of a " + record.record->describe() + " built in compiled code (only its fields) "
               "is not supported by mini's capture");
 }
 
@@ -159,8 +159,8 @@ VarRef constant_attr(TraceContext& ctx, const VarRef& obj, const std::string& na
 }  // namespace
 
 VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
-  if (obj->is(Var::Kind::Tuple) && obj->self) return record_field(obj, name);
-  if (obj->number)
+  if (auto* t = obj->as<Var::Tuple>(); t && t->record) return record_field(*t, name);
+  if (is_dynamic_number(obj))
     unsupported("reading ." + name + " of a dynamic Python number (a graph input since its value "
                 "changed) is not supported by mini's capture");
   if ((obj->is(Var::Kind::Object) || obj->is(Var::Kind::Module)) && obj->source)
@@ -168,7 +168,7 @@ VarRef get_attr(TraceContext& ctx, const VarRef& obj, const std::string& name) {
   if (obj->is(Var::Kind::Object) && obj->source && plain_attributes(Py_TYPE(obj->obj)) &&
       plain_object_method(obj, name))
     return make_method(obj, name);
-  switch (obj->kind) {
+  switch (obj->kind()) {
     case Var::Kind::Tensor: return tensor_attr(ctx, obj, name);
     case Var::Kind::Module:
       if (VarRef r = module_attr(ctx, obj, name)) return r;

@@ -92,9 +92,10 @@ VarRef builtin_print(BuiltinCall&) {
 VarRef builtin_len(BuiltinCall& c) {
   if (c.args.size() != 1) return nullptr;
   const VarRef& a = c.args[0];
-  if (a->is(Var::Kind::Tuple) || a->is(Var::Kind::List)) return make_constant(PyLong_FromSize_t(a->items.size()));
-  if (a->is(Var::Kind::Dict)) return make_constant(PyLong_FromSize_t(a->keys.size()));
-  if (a->is(Var::Kind::DictView)) return make_constant(PyLong_FromSize_t(a->self->keys.size()));
+  if (auto* seq = a->sequence()) return make_constant(PyLong_FromSize_t(seq->items.size()));
+  if (auto* d = a->as<Var::Dict>()) return make_constant(PyLong_FromSize_t(d->keys.size()));
+  if (auto* view = a->as<Var::DictView>())
+    return make_constant(PyLong_FromSize_t(view->dict->get<Var::Dict>().keys.size()));
   if (a->is(Var::Kind::Tensor)) {
     if (meta_of(c.ctx, a).sizes.empty()) unsupported("len() of a 0-d tensor");
     return size_var(c.ctx, a, 0);
@@ -125,13 +126,14 @@ VarRef builtin_hasattr(BuiltinCall& c) {
 }
 
 // isinstance(x, (A, B)) with the tuple built in the traced code: a tuple of its classes.
-VarRef classes_tuple(const VarRef& t) {
-  PyObject* classes = PyTuple_New((Py_ssize_t)t->items.size());
-  for (size_t i = 0; i < t->items.size(); i++) {
-    PyObject* c = t->items[i]->obj;
+VarRef classes_tuple(const VarRef& tuple) {
+  const std::vector<VarRef>& items = tuple->get<Var::Tuple>().items;
+  PyObject* classes = PyTuple_New((Py_ssize_t)items.size());
+  for (size_t i = 0; i < items.size(); i++) {
+    PyObject* c = items[i]->obj;
     if (!c || !PyType_Check(c)) {  // a class read from a global or builtin (guarded there)
       Py_DECREF(classes);
-      unsupported("isinstance with a tuple holding " + t->items[i]->describe());
+      unsupported("isinstance with a tuple holding " + items[i]->describe());
     }
     Py_INCREF(c);
     PyTuple_SET_ITEM(classes, (Py_ssize_t)i, c);
@@ -147,14 +149,15 @@ VarRef builtin_isinstance(BuiltinCall& c) {
   PyObject* cls = nullptr;  // the class of args[0], where capture knows it without an object
   if (args[0]->is(Var::Kind::Tensor)) {
     cls = (PyObject*)tensor_type_of(c.ctx, args[0]);
-    if (args[0]->number) {  // a dynamic Python number: its dtype says int, float or bool
+    if (args[0]->tensor().number) {  // a dynamic Python number: its dtype says int, float or bool
       DType d = meta_of(c.ctx, args[0]).dtype;
       cls = d == DType::Bool ? (PyObject*)&PyBool_Type : is_floating(d) ? (PyObject*)&PyFloat_Type
                                                                           : (PyObject*)&PyLong_Type;
     }
   } else if (args[0]->is(Var::Kind::Tuple) || args[0]->is(Var::Kind::List) || args[0]->is(Var::Kind::Dict)) {
-    cls = args[0]->is(Var::Kind::Tuple) && args[0]->self ? args[0]->self->obj  // a record: its class
-          : args[0]->is(Var::Kind::Tuple) ? (PyObject*)&PyTuple_Type
+    const Var::Tuple* tuple = args[0]->as<Var::Tuple>();
+    cls = tuple && tuple->record ? tuple->record->obj  // a record: its class
+          : tuple ? (PyObject*)&PyTuple_Type
           : args[0]->is(Var::Kind::List) ? (PyObject*)&PyList_Type : (PyObject*)&PyDict_Type;
   } else if (!args[0]->obj) {
     return nullptr;
@@ -176,8 +179,8 @@ VarRef builtin_dict(BuiltinCall& c) {  // dict(), dict(d), dict(pairs), dict(a=1
   if (c.args.size() > 1) return nullptr;
   VarRef d = make_dict({}, {});
   if (!c.args.empty() && c.args[0]->is(Var::Kind::Dict)) {
-    for (size_t i = 0; i < c.args[0]->keys.size(); i++)
-      dict_set(c.ctx, d, c.args[0]->keys[i], dict_value(c.ctx, c.args[0], i));
+    const std::vector<VarRef>& keys = c.args[0]->get<Var::Dict>().keys;
+    for (size_t i = 0; i < keys.size(); i++) dict_set(c.ctx, d, keys[i], dict_value(c.ctx, c.args[0], i));
   } else if (!c.args.empty()) {
     for (auto& pair : items_of(c.ctx, c.args[0])) {
       std::vector<VarRef> kv = items_of(c.ctx, pair);
@@ -222,7 +225,7 @@ VarRef builtin_zip(BuiltinCall& c) {
 VarRef builtin_abs(BuiltinCall& c) {  // of a tensor (of a constant: the generic rule)
   if (c.args.size() != 1 || !c.args[0]->is(Var::Kind::Tensor)) return nullptr;
   VarRef r = tensor_unary(c.ctx, OpKind::Abs, c.args[0]);
-  r->number = c.args[0]->number;
+  r->tensor().number = c.args[0]->tensor().number;
   return r;
 }
 
@@ -259,10 +262,10 @@ VarRef builtin_sum(BuiltinCall& c) {
 
 VarRef builtin_map(BuiltinCall& c) {  // map(f, xs, ...): f called per item, now
   if (c.args.size() < 2 || !c.kwargs_in.empty()) return nullptr;
-  auto it = std::make_shared<Var>(Var::Kind::Iterator);
+  Var::Iterator it;
   for (auto& row : rows_of(c.ctx, std::vector<VarRef>(c.args.begin() + 1, c.args.end())))
-    it->items.push_back(call_var(c.ctx, c.args[0], std::move(row), {}));
-  return it;
+    it.items.push_back(call_var(c.ctx, c.args[0], std::move(row), {}));
+  return std::make_shared<Var>(std::move(it));
 }
 
 VarRef builtin_reduce(BuiltinCall& c) {  // functools.reduce(f, xs[, initial]): the left fold, f inlined per item
@@ -377,7 +380,7 @@ VarRef pure_on_constants(BuiltinCall& c) {
   bool dynamic_number = false;
   std::string described;
   for (auto& a : c.args) {
-    dynamic_number = dynamic_number || (a->is(Var::Kind::Tensor) && a->number);
+    dynamic_number = dynamic_number || is_dynamic_number(a);
     described += (described.empty() ? "" : ", ") + a->describe();
   }
   unsupported("Failed to trace builtin operator `" + c.name + "` with arguments (" + described +

@@ -6,16 +6,18 @@
 namespace mini::capture {
 
 std::vector<VarRef> items_of(TraceContext& ctx, const VarRef& v) {
-  if (is_object_record(v)) unsupported("iterating over a " + v->self->describe() + " (not a sequence)");
-  if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) return v->items;
-  if (v->is(Var::Kind::Iterator)) return {v->items.begin() + v->position, v->items.end()};
-  if (v->is(Var::Kind::Dict)) return v->keys;
-  if (v->is(Var::Kind::DictView)) {
-    const VarRef& d = v->self;
-    if (v->name == "keys") return d->keys;
+  if (is_object_record(v))
+    unsupported("iterating over a " + v->get<Var::Tuple>().record->describe() + " (not a sequence)");
+  if (auto* seq = v->sequence()) return seq->items;
+  if (auto* it = v->as<Var::Iterator>()) return {it->items.begin() + it->position, it->items.end()};
+  if (auto* d = v->as<Var::Dict>()) return d->keys;
+  if (auto* view = v->as<Var::DictView>()) {
+    const VarRef& d = view->dict;
+    const std::vector<VarRef>& keys = d->get<Var::Dict>().keys;
+    if (view->name == "keys") return keys;
     std::vector<VarRef> out;
-    for (size_t i = 0; i < d->keys.size(); i++)
-      out.push_back(v->name == "values" ? dict_value(ctx, d, i) : make_tuple_var({d->keys[i], dict_value(ctx, d, i)}));
+    for (size_t i = 0; i < keys.size(); i++)
+      out.push_back(view->name == "values" ? dict_value(ctx, d, i) : make_tuple_var({keys[i], dict_value(ctx, d, i)}));
     return out;
   }
   unsupported("expected a tuple, list, dict or iterator, got " + v->describe());
@@ -68,37 +70,34 @@ namespace {
 // d.get(k[, default]), d.items() / keys() / values(), d.copy(); on a dict made while
 // tracing also d.update(other), d.pop(k[, default]), d.setdefault(k[, default]).
 VarRef call_dict_method(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args) {
-  const VarRef& d = callee->self;
-  const std::string& name = callee->name;
+  const VarRef& d = callee->get<Var::Method>().self;
+  const std::string& name = callee->get<Var::Method>().name;
   auto none = [] { return make_constant((Py_INCREF(Py_None), Py_None)); };
-  if (d->is(Var::Kind::Dict)) {
-    if ((name == "keys" || name == "values" || name == "items") && args.empty()) {
-      auto view = std::make_shared<Var>(Var::Kind::DictView);
-      view->self = d;
-      view->name = name;
-      return view;
-    }
+  if (Var::Dict* dict = d->as<Var::Dict>()) {
+    if ((name == "keys" || name == "values" || name == "items") && args.empty())
+      return std::make_shared<Var>(Var::DictView{d, name});
     if (name == "get" && (args.size() == 1 || args.size() == 2)) {
       int i = dict_find(d, specialize(ctx, args[0]));
       return i >= 0 ? dict_value(ctx, d, i) : args.size() == 2 ? args[1] : none();
     }
     if (name == "copy" && args.empty()) {
       VarRef copy = make_dict({}, {});
-      for (size_t i = 0; i < d->keys.size(); i++) dict_set(ctx, copy, d->keys[i], dict_value(ctx, d, i));
+      for (size_t i = 0; i < dict->keys.size(); i++) dict_set(ctx, copy, dict->keys[i], dict_value(ctx, d, i));
       return copy;
     }
     if (name == "update" && args.size() == 1 && args[0]->is(Var::Kind::Dict)) {
-      for (size_t i = 0; i < args[0]->keys.size(); i++) dict_set(ctx, d, args[0]->keys[i], dict_value(ctx, args[0], i));
+      const std::vector<VarRef>& keys = args[0]->get<Var::Dict>().keys;
+      for (size_t i = 0; i < keys.size(); i++) dict_set(ctx, d, keys[i], dict_value(ctx, args[0], i));
       return none();
     }
     if ((name == "pop" || name == "setdefault") && (args.size() == 1 || args.size() == 2) && made_in_trace(d)) {
       VarRef key = specialize(ctx, args[0]);
       int i = dict_find(d, key);
       if (i >= 0) {
-        VarRef v = d->items[i];
+        VarRef v = dict->values[i];
         if (name == "pop") {
-          d->keys.erase(d->keys.begin() + i);
-          d->items.erase(d->items.begin() + i);
+          dict->keys.erase(dict->keys.begin() + i);
+          dict->values.erase(dict->values.begin() + i);
           ctx.mutations++;
         }
         return v;
@@ -137,7 +136,7 @@ VarRef class_function(TraceContext& ctx, const VarRef& obj, const std::string& n
   PyObject* cls = (PyObject*)Py_TYPE(obj->obj);
   PyObject* fn = PyObject_GetAttrString(cls, name.c_str());
   if (!fn) { PyErr_Clear(); unsupported(std::string(Py_TYPE(obj->obj)->tp_name) + " has no method " + name); }
-  auto var = std::make_shared<Var>(Var::Kind::Function);
+  auto var = std::make_shared<Var>(Var::Function{});
   var->obj = fn;
   if (obj->source) var->source = guards::Source::attr(guards::Source::attr(obj->source, "__class__"), name);
   if (!PyFunction_Check(fn))
@@ -172,11 +171,15 @@ bool is_null_context(const VarRef& v) {
 }
 
 VarRef null_context_enter(TraceContext& ctx, const VarRef& cm) {
-  if (cm->contents) return cm->contents;  // made while tracing: what it was given
+  // made while tracing: what it was given
+  if (const VarRef& given = cm->get<Var::Object>().enter_result) return given;
   return get_attr(ctx, cm, "enter_result");
 }
 
-bool is_object_record(const VarRef& v) { return v->is(Var::Kind::Tuple) && v->self && v->name == "object"; }
+bool is_object_record(const VarRef& v) {
+  const Var::Tuple* t = v->as<Var::Tuple>();
+  return t && t->record && t->object_record;
+}
 
 // A record built while tracing (Dynamo's NamedTupleVariable, and the dataclasses it
 // constructs): calling a namedtuple class, or a dataclass whose generated __init__ only
@@ -241,11 +244,11 @@ static VarRef build_record(TraceContext& ctx, const VarRef& cls, const std::vect
   }
   for (size_t i = 0; i < fields.size(); i++)
     if (!(values[i] = values[i] ? values[i] : defaults[i])) unsupported("missing argument '" + fields[i] + "' of " + cls->describe());
-  VarRef r = make_tuple_var(std::move(values));
-  r->self = cls;
-  if (!PyType_IsSubtype((PyTypeObject*)type, &PyTuple_Type)) r->name = "object";  // a dataclass: no indexing
-  for (const std::string& f : fields) r->keys.push_back(make_constant(PyUnicode_FromString(f.c_str())));
-  return r;
+  Var::Tuple r{{std::move(values)}};
+  r.record = cls;
+  r.object_record = !PyType_IsSubtype((PyTypeObject*)type, &PyTuple_Type);  // a dataclass: no indexing
+  for (const std::string& f : fields) r.fields.push_back(make_constant(PyUnicode_FromString(f.c_str())));
+  return std::make_shared<Var>(std::move(r));
 }
 
 // Calling an object (Dynamo's UserDefinedObjectVariable.call_function and its partials):
@@ -263,35 +266,35 @@ static VarRef call_object(TraceContext& ctx, const VarRef& callee, std::vector<V
     // enter_result to `as` (a fresh real object; what it holds stays a Var)
     PyObject* obj = PyObject_CallNoArgs(nullcontext);
     if (!obj) { PyErr_Clear(); return nullptr; }
-    auto cm = std::make_shared<Var>(Var::Kind::Object);
+    Var::Object made;
+    made.enter_result = !args.empty()     ? args[0]
+                        : !kwargs.empty() ? kwargs[0].second
+                                          : make_constant((Py_INCREF(Py_None), Py_None));
+    auto cm = std::make_shared<Var>(std::move(made));
     cm->obj = obj;
-    cm->contents = !args.empty() ? args[0] : !kwargs.empty() ? kwargs[0].second : make_constant((Py_INCREF(Py_None), Py_None));
     return cm;
   }
   PyObject* partial = partial_type();
   if (partial && callee->obj == partial && !args.empty()) {
-    auto p = std::make_shared<Var>(Var::Kind::Partial);
-    p->self = args[0];
-    p->items.assign(args.begin() + 1, args.end());
     std::vector<VarRef> keys, values;
     for (auto& [name, v] : kwargs) {
       keys.push_back(make_constant(PyUnicode_FromString(name.c_str())));
       values.push_back(v);
     }
-    p->contents = make_dict(std::move(keys), std::move(values));
-    return p;
+    std::vector<VarRef> leading(args.begin() + 1, args.end());
+    return std::make_shared<Var>(Var::Partial{args[0], std::move(leading), make_dict(std::move(keys), std::move(values))});
   }
   if (!callee->source || !callee->obj) return nullptr;
   if (partial && Py_TYPE(callee->obj) == (PyTypeObject*)partial) {
     ctx.guards().add_type_match(callee->source, callee->obj);
-    auto p = std::make_shared<Var>(Var::Kind::Partial);
-    p->self = get_attr(ctx, callee, "func");
+    VarRef func = get_attr(ctx, callee, "func");
     VarRef leading = get_attr(ctx, callee, "args"), keywords = get_attr(ctx, callee, "keywords");
     if (!leading->is(Var::Kind::Tuple) || !keywords->is(Var::Kind::Dict)) return nullptr;
-    p->items = leading->items;
+    const std::vector<VarRef>& keys = keywords->get<Var::Dict>().keys;
     std::vector<VarRef> values;  // a dict read from the frame reads (and guards) each value on first use
-    for (size_t i = 0; i < keywords->keys.size(); i++) values.push_back(dict_value(ctx, keywords, i));
-    p->contents = make_dict(keywords->keys, std::move(values));
+    for (size_t i = 0; i < keys.size(); i++) values.push_back(dict_value(ctx, keywords, i));
+    auto p = std::make_shared<Var>(
+        Var::Partial{std::move(func), leading->get<Var::Tuple>().items, make_dict(keys, std::move(values))});
     return call_var(ctx, p, std::move(args), std::move(kwargs));
   }
   static PyObject* dunder_call = PyUnicode_InternFromString("__call__");
@@ -308,23 +311,24 @@ namespace {
 // A Python function: a graph function (mini.where) recorded by name, a grad-mode wrapper
 // (a function decorated with mini.no_grad()) in its mode, any other inlined.
 VarRef call_function_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
-  if (callee->graph_function) {
+  const Var::Function& function = callee->get<Var::Function>();
+  if (function.graph_function) {
     PyObject* n = PyDict_GetItem(python_bridge().graph_functions, callee->obj);
     return call_graph_function(ctx, PyUnicode_AsUTF8(n), std::move(args), kwargs);
   }
   if (VarRef r = call_grad_mode_wrapper(ctx, callee, args, kwargs)) return r;
-  return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), callee->made.get());
+  return inline_function(ctx, callee->obj, callee->source, std::move(args), std::move(kwargs), function.made.get());
 }
 
 // A method of a plain object: the class's function, inlined with self bound; the function is
 // guarded by identity where the code reads it (obj.name.__func__).
 VarRef call_object_method(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
-  const VarRef& self = callee->self;
-  VarRef fn = class_function(ctx, self, callee->name);
+  const auto& [self, name] = callee->get<Var::Method>();
+  VarRef fn = class_function(ctx, self, name);
   if (in_stdlib(fn->obj))
     unsupported("Attempted to call function marked as skipped: " + std::string(Py_TYPE(self->obj)->tp_name) + "." +
-                callee->name + " (the Python standard library is not traced)");
-  SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, callee->name), "__func__");
+                name + " (the Python standard library is not traced)");
+  SourceRef fn_source = guards::Source::attr(guards::Source::attr(self->source, name), "__func__");
   ctx.guards().add_id_match(fn_source, fn->obj);
   args.insert(args.begin(), self);
   return inline_function(ctx, fn->obj, fn_source, std::move(args), std::move(kwargs));
@@ -345,18 +349,19 @@ VarRef none_var() { return make_constant((Py_INCREF(Py_None), Py_None)); }
 // append/extend of a list of the frame's (a global, an argument): its Var grows, and its
 // contents after the trace are a side effect replayed into the real list (target[:] = items).
 VarRef grow_frame_list(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args) {
-  const VarRef& self = callee->self;
+  const VarRef& self = callee->get<Var::Method>().self;
+  std::vector<VarRef>& items = self->get<Var::List>().items;
   PyObject* real = guards::fetch(*self->source, ctx.root);
   if (!real || !PyList_CheckExact(real)) {
     Py_XDECREF(real);
     PyErr_Clear();
     unsupported("appending to a list read from " + self->source->str() + " that is not one now");
   }
-  if (callee->name == "append") {
-    self->items.push_back(args[0]);
+  if (callee->get<Var::Method>().name == "append") {
+    items.push_back(args[0]);
   } else {
     std::vector<VarRef> more = items_of(ctx, args[0]);
-    self->items.insert(self->items.end(), more.begin(), more.end());
+    items.insert(items.end(), more.begin(), more.end());
   }
   record_store(ctx, SideEffect::Kind::Contents, real, self->source, "", self);
   Py_DECREF(real);  // the frame holds it: its address only names the store
@@ -366,9 +371,10 @@ VarRef grow_frame_list(TraceContext& ctx, const VarRef& callee, const std::vecto
 // A method of a constant, on constant arguments: run now.
 VarRef call_constant_method(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args,
                             const Kwargs& kwargs) {
-  PyObject* m = PyObject_GetAttrString(callee->self->obj, callee->name.c_str());
-  if (!m) { PyErr_Clear(); unsupported("no attribute " + callee->name); }
-  VarRef r = call_on_constants(ctx, m, args, kwargs, callee->name + "()");
+  const auto& [self, name] = callee->get<Var::Method>();
+  PyObject* m = PyObject_GetAttrString(self->obj, name.c_str());
+  if (!m) { PyErr_Clear(); unsupported("no attribute " + name); }
+  VarRef r = call_on_constants(ctx, m, args, kwargs, name + "()");
   Py_DECREF(m);
   return r;
 }
@@ -377,8 +383,7 @@ VarRef call_constant_method(TraceContext& ctx, const VarRef& callee, const std::
 // with block, a plain object's (inlined), a size's numel, a list's append, a dict's, a
 // constant's.
 VarRef call_method_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
-  const VarRef& self = callee->self;
-  const std::string& name = callee->name;
+  const auto& [self, name] = callee->get<Var::Method>();
   if (self->is(Var::Kind::Tensor)) return call_tensor_method_as_found(ctx, name, self, std::move(args), kwargs);
   if (self->is(Var::Kind::Module)) return call_module_method(ctx, self, name, std::move(args), std::move(kwargs));
   if (is_grad_mode_exit(callee)) {  // the end of a with mini.no_grad() block
@@ -388,10 +393,11 @@ VarRef call_method_var(TraceContext& ctx, const VarRef& callee, std::vector<VarR
   if (name == "__exit__" && is_null_context(self)) return none_var();
   if (self->is(Var::Kind::Object) && self->source)
     return call_object_method(ctx, callee, std::move(args), std::move(kwargs));
-  if (self->size && name == "numel" && args.empty() && kwargs.empty())
+  const Var::Tuple* tuple = self->as<Var::Tuple>();
+  if (tuple && tuple->size && name == "numel" && args.empty() && kwargs.empty())
     if (VarRef numel = size_numel(ctx, self)) return numel;
   if (self->is(Var::Kind::List) && made_in_trace(self) && name == "append" && args.size() == 1) {
-    self->items.push_back(args[0]);
+    self->get<Var::List>().items.push_back(args[0]);
     ctx.mutations++;
     return none_var();
   }
@@ -420,23 +426,25 @@ VarRef call_module_var(TraceContext& ctx, const VarRef& callee, std::vector<VarR
 
 // A partial: its callable with its arguments first, its keywords unless the call gives them.
 VarRef call_partial(TraceContext& ctx, const VarRef& callee, const std::vector<VarRef>& args, const Kwargs& kwargs) {
-  std::vector<VarRef> all = callee->items;
+  const Var::Partial& partial = callee->get<Var::Partial>();
+  std::vector<VarRef> all = partial.args;
   all.insert(all.end(), args.begin(), args.end());
   Kwargs merged;
-  for (size_t i = 0; i < callee->contents->keys.size(); i++)
-    merged.emplace_back(PyUnicode_AsUTF8(callee->contents->keys[i]->obj), callee->contents->items[i]);
+  const Var::Dict& keywords = partial.keywords->get<Var::Dict>();
+  for (size_t i = 0; i < keywords.keys.size(); i++)
+    merged.emplace_back(PyUnicode_AsUTF8(keywords.keys[i]->obj), keywords.values[i]);
   for (auto& [name, v] : kwargs) {
     auto same = std::find_if(merged.begin(), merged.end(), [&](const auto& kv) { return kv.first == name; });
     if (same != merged.end()) same->second = v;
     else merged.emplace_back(name, v);
   }
-  return call_var(ctx, callee->self, std::move(all), std::move(merged));
+  return call_var(ctx, partial.func, std::move(all), std::move(merged));
 }
 
 }  // namespace
 
 VarRef call_var(TraceContext& ctx, const VarRef& callee, std::vector<VarRef> args, Kwargs kwargs) {
-  switch (callee->kind) {
+  switch (callee->kind()) {
     case Var::Kind::Function: return call_function_var(ctx, callee, std::move(args), std::move(kwargs));
     case Var::Kind::Method: return call_method_var(ctx, callee, std::move(args), std::move(kwargs));
     case Var::Kind::Module: return call_module_var(ctx, callee, std::move(args), std::move(kwargs));

@@ -166,7 +166,7 @@ VarRef tensor_var(TraceContext& ctx, int node) {
 }
 
 void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op) {
-  const graph::TensorMeta& m = ctx.graph().nodes[self->node].meta;
+  const graph::TensorMeta& m = ctx.graph().nodes[self->tensor().node].meta;
   if (!has_internal_overlap(m.sizes, m.strides)) return;
   if (op == "fill_" || op == "zero_")
     unsupported("an in-place " + op + " on an expanded tensor (several of its elements share one memory "
@@ -176,8 +176,9 @@ void check_writable(TraceContext& ctx, const VarRef& self, const std::string& op
 
 void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std::string& op) {
   graph::Graph& g = ctx.graph();
-  if (g.nodes[self->node].wrapped_number) unsupported("an in-place " + op + " on a Python number");
-  Alias alias = alias_of(ctx, self->node);  // a copy: ctx.aliases grows below
+  const int self_node = self->tensor().node;
+  if (g.nodes[self_node].wrapped_number) unsupported("an in-place " + op + " on a Python number");
+  Alias alias = alias_of(ctx, self_node);  // a copy: ctx.aliases grows below
   TracedStorage& s = *alias.storage;
   if (!alias.exact)
     unsupported("an in-place " + op + " on a reshape of dynamic sizes, which may be a view or a "
@@ -219,8 +220,9 @@ void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std:
   vars.erase(std::remove_if(vars.begin(), vars.end(), dead), vars.end());
   for (const auto& weak : vars) {
     VarRef v = weak.lock();
-    const Alias& a = alias_of(ctx, v->node);
-    if (a.storage != alias.storage || v->node == fresh) continue;
+    Var::Tensor& t = v->tensor();
+    const Alias& a = alias_of(ctx, t.node);
+    if (a.storage != alias.storage || t.node == fresh) continue;
     if (!a.exact)
       unsupported("an in-place " + op + " on a tensor that a reshape of dynamic sizes may view (or "
                   "may have copied: known only when it runs)");
@@ -235,15 +237,15 @@ void write_in_place(TraceContext& ctx, const VarRef& self, int value, const std:
       }
       node = it->second;
     }
-    ctx.writes.back().nodes.push_back({v, v->node});
-    v->node = node;
+    ctx.writes.back().nodes.push_back({v, t.node});
+    t.node = node;
   }
 }
 
 void undo_writes(TraceContext& ctx, size_t mark) {
   while (ctx.writes.size() > mark) {
     Write& w = ctx.writes.back();
-    for (auto it = w.nodes.rbegin(); it != w.nodes.rend(); ++it) it->first->node = it->second;
+    for (auto it = w.nodes.rbegin(); it != w.nodes.rend(); ++it) it->first->tensor().node = it->second;
     w.storage->base = w.base;
     w.storage->mutated = w.mutated;
     ctx.writes.pop_back();
@@ -251,7 +253,7 @@ void undo_writes(TraceContext& ctx, size_t mark) {
 }
 
 int input_itself(TraceContext& ctx, const VarRef& t) {
-  const Alias& a = alias_of(ctx, t->node);
+  const Alias& a = alias_of(ctx, t->tensor().node);
   return a.views.empty() ? a.storage->input : -1;
 }
 
@@ -265,7 +267,7 @@ bool tensor_requires_grad(TraceContext& ctx, const VarRef& t) {
   graph::Graph& g = ctx.graph();
   int input = input_itself(ctx, t);
   bool own = input >= 0 && g.nodes[g.inputs[input]].meta.requires_grad;  // a leaf's flag stays
-  return own || g.nodes[t->node].meta.requires_grad;
+  return own || g.nodes[t->tensor().node].meta.requires_grad;
 }
 
 void add_input_mutations(TraceContext& ctx) {

@@ -39,7 +39,7 @@ VarRef make_grad_mode(bool enabled, bool set_on_enter, bool prev) {
     PyErr_Clear();
     unsupported("internal: cannot make a grad-mode object");
   }
-  auto v = std::make_shared<Var>(Var::Kind::Object);
+  auto v = std::make_shared<Var>(Var::Object{});
   v->obj = obj;
   return v;
 }
@@ -52,7 +52,8 @@ bool is_grad_mode(const VarRef& v) {
 }
 
 bool is_grad_mode_exit(const VarRef& v) {
-  return v->is(Var::Kind::Method) && v->name == "__exit__" && is_grad_mode(v->self);
+  const Var::Method* m = v->as<Var::Method>();
+  return m && m->name == "__exit__" && is_grad_mode(m->self);
 }
 
 VarRef call_grad_mode_function(TraceContext& ctx, const std::string& name,
@@ -94,7 +95,7 @@ VarRef enter_grad_mode(TraceContext& ctx, const VarRef& mode) {
 }
 
 bool exit_grad_mode(TraceContext& ctx, const VarRef& exit, bool apply) {
-  bool prev = bool_attr(ctx, exit->self, "prev");
+  bool prev = bool_attr(ctx, exit->get<Var::Method>().self, "prev");
   if (apply) ctx.grad_enabled = prev;
   return prev;
 }

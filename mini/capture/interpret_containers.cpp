@@ -40,26 +40,27 @@ static PyObject* sequential_modules(TraceContext& ctx, const VarRef& module, con
 }
 
 VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
-  if (is_object_record(obj)) unsupported("indexing a " + obj->self->describe() + " (not a sequence)");
-  if (obj->is(Var::Kind::Tensor) && obj->number) unsupported("indexing a dynamic Python number");
+  if (is_object_record(obj))
+    unsupported("indexing a " + obj->get<Var::Tuple>().record->describe() + " (not a sequence)");
+  if (is_dynamic_number(obj)) unsupported("indexing a dynamic Python number");
   if (obj->is(Var::Kind::Tensor)) {  // the index as given: a dynamic size can stay a slice bound
     if (VarRef r = call_replaced_tensor_method(ctx_, "__getitem__", obj, {index_in}, {})) return r;
     return tensor_getitem(ctx_, obj, index_in);
   }
   VarRef index = specialize(ctx_, index_in);
-  if ((obj->is(Var::Kind::Tuple) || obj->is(Var::Kind::List)) && is_constant(index)) {
+  if (Var::Sequence* seq = obj->sequence(); seq && is_constant(index)) {
     if (PyLong_Check(index->obj)) {
-      Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = (Py_ssize_t)obj->items.size();
+      Py_ssize_t i = PyLong_AsSsize_t(index->obj), n = (Py_ssize_t)seq->items.size();
       if (i < 0) i += n;
       if (i < 0 || i >= n) unsupported("tuple index out of range");
-      return obj->items[i];
+      return seq->items[i];
     }
     if (PySlice_Check(index->obj)) {
-      Py_ssize_t start, stop, step, n = (Py_ssize_t)obj->items.size();
+      Py_ssize_t start, stop, step, n = (Py_ssize_t)seq->items.size();
       if (PySlice_Unpack(index->obj, &start, &stop, &step) < 0) checked(nullptr, "slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       std::vector<VarRef> items;
-      for (Py_ssize_t k = 0; k < len; k++) items.push_back(obj->items[start + k * step]);
+      for (Py_ssize_t k = 0; k < len; k++) items.push_back(seq->items[start + k * step]);
       return make_tuple_var(items, obj->is(Var::Kind::List));
     }
   }
@@ -95,13 +96,13 @@ VarRef FrameInterpreter::subscript(const VarRef& obj, const VarRef& index_in) {
 }
 
 VarRef FrameInterpreter::iterate(const VarRef& v) {
-  auto it = std::make_shared<Var>(Var::Kind::Iterator);
+  Var::Iterator it;
   if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List) || v->is(Var::Kind::Dict) || v->is(Var::Kind::DictView)) {
-    it->items = items_of(ctx_, v);
+    it.items = items_of(ctx_, v);
   } else if (is_constant(v)) {
     PyObject* iter = checked(PyObject_GetIter(v->obj), "iter()");
     while (PyObject* item = PyIter_Next(iter)) {
-      it->items.push_back(wrap_untracked(ctx_, item));
+      it.items.push_back(wrap_untracked(ctx_, item));
       Py_DECREF(item);
     }
     Py_DECREF(iter);
@@ -114,7 +115,7 @@ VarRef FrameInterpreter::iterate(const VarRef& v) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(mods, &pos, &key, &value)) {
       SourceRef s = dict_src ? guards::Source::dict_item(dict_src, PyUnicode_AsUTF8(key)) : nullptr;
-      it->items.push_back(s ? wrap(ctx_, value, s) : wrap_untracked(ctx_, value));
+      it.items.push_back(s ? wrap(ctx_, value, s) : wrap_untracked(ctx_, value));
     }
     Py_DECREF(mods);
   } else if (v->is(Var::Kind::Tensor)) {
@@ -123,18 +124,19 @@ VarRef FrameInterpreter::iterate(const VarRef& v) {
     int64_t rows = PyLong_AsLongLong(specialize(ctx_, size_var(ctx_, v, 0))->obj);  // unrolled
     for (int64_t i = 0; i < rows; i++) {
       VarRef idx = make_constant(PyLong_FromLongLong(i));
-      it->items.push_back(tensor_getitem(ctx_, v, idx));
+      it.items.push_back(tensor_getitem(ctx_, v, idx));
     }
   } else if (v->is(Var::Kind::Iterator)) {
     return v;
   } else {
     unsupported("iterating over " + v->describe() + " is not supported by mini's capture");
   }
-  return it;
+  return std::make_shared<Var>(std::move(it));
 }
 
 std::vector<VarRef> FrameInterpreter::unpack(const VarRef& v, size_t n) {
-  VarRef it = iterate(v);
+  VarRef it_var = iterate(v);
+  const Var::Iterator* it = &it_var->get<Var::Iterator>();
   if (it->items.size() - it->position != n)
     unsupported("cannot unpack " + std::to_string(it->items.size()) + " values into " + std::to_string(n));
   return std::vector<VarRef>(it->items.begin() + it->position, it->items.end());
@@ -143,7 +145,7 @@ std::vector<VarRef> FrameInterpreter::unpack(const VarRef& v, size_t n) {
 // ---- the opcode handlers ------------------------------------------------------------------
 
 VarRef FrameInterpreter::op_build_sequence(const Instruction& in) {  // BUILD_TUPLE, BUILD_LIST, LIST_TO_TUPLE
-  if (in.op == Opcode::LIST_TO_TUPLE) push(make_tuple_var(pop()->items));
+  if (in.op == Opcode::LIST_TO_TUPLE) push(make_tuple_var(pop()->get<Var::List>().items));
   else push(make_tuple_var(pop_n(in.arg), in.op == Opcode::BUILD_LIST));
   return nullptr;
 }
@@ -156,7 +158,7 @@ VarRef FrameInterpreter::op_build_map(const Instruction& in) {  // BUILD_MAP, BU
   } else {
     VarRef keys = pop();
     std::vector<VarRef> values = pop_n(in.arg);
-    std::vector<VarRef> key_vars = iterate(keys)->items;
+    std::vector<VarRef> key_vars = iterate(keys)->get<Var::Iterator>().items;
     for (int i = 0; i < in.arg; i++) dict_set(ctx_, d, key_vars.at(i), values[i]);
   }
   push(d);
@@ -179,12 +181,13 @@ VarRef FrameInterpreter::op_build_slice(const Instruction& in) {
 
 VarRef FrameInterpreter::op_list_update(const Instruction& in) {  // LIST_APPEND, LIST_EXTEND
   VarRef v = pop();
-  auto& dst = top(in.arg)->items;
+  auto& dst = top(in.arg)->get<Var::List>().items;
   if (in.op == Opcode::LIST_APPEND) {
     dst.push_back(v);
   } else {
-    VarRef it = iterate(v);
-    dst.insert(dst.end(), it->items.begin() + it->position, it->items.end());
+    VarRef it_var = iterate(v);
+    const Var::Iterator& it = it_var->get<Var::Iterator>();
+    dst.insert(dst.end(), it.items.begin() + it.position, it.items.end());
   }
   ctx_.mutations++;
   return nullptr;
@@ -199,10 +202,11 @@ VarRef FrameInterpreter::op_dict_update(const Instruction& in) {  // MAP_ADD, DI
   VarRef update = pop();
   VarRef d = top(in.arg);
   if (!update->is(Var::Kind::Dict)) unsupported("updating a dict with " + update->describe() + " is not supported");
-  for (size_t i = 0; i < update->keys.size(); i++) {
-    if (in.op == Opcode::DICT_MERGE && dict_find(d, update->keys[i]) >= 0)
-      unsupported("got multiple values for keyword argument " + update->keys[i]->describe());
-    dict_set(ctx_, d, update->keys[i], dict_value(ctx_, update, i));
+  const std::vector<VarRef>& keys = update->get<Var::Dict>().keys;
+  for (size_t i = 0; i < keys.size(); i++) {
+    if (in.op == Opcode::DICT_MERGE && dict_find(d, keys[i]) >= 0)
+      unsupported("got multiple values for keyword argument " + keys[i]->describe());
+    dict_set(ctx_, d, keys[i], dict_value(ctx_, update, i));
   }
   return nullptr;
 }
@@ -240,10 +244,11 @@ VarRef FrameInterpreter::op_store_subscript(const Instruction&) {
   VarRef i_var = obj->is(Var::Kind::List) && made_in_trace(obj) ? specialize(ctx_, index) : nullptr;
   if (!i_var || !is_constant(i_var) || !PyLong_Check(i_var->obj))
     unsupported("storing into " + obj->describe() + "[...] is not supported by mini's capture");
-  Py_ssize_t i = PyLong_AsSsize_t(i_var->obj), n = (Py_ssize_t)obj->items.size();
+  std::vector<VarRef>& items = obj->get<Var::List>().items;
+  Py_ssize_t i = PyLong_AsSsize_t(i_var->obj), n = (Py_ssize_t)items.size();
   if (i < 0) i += n;
   if (i < 0 || i >= n) unsupported("list assignment index out of range");
-  obj->items[i] = value;
+  items[i] = value;
   ctx_.mutations++;
   return nullptr;
 }
@@ -252,8 +257,9 @@ VarRef FrameInterpreter::op_delete_subscript(const Instruction&) {
   VarRef index = pop(), obj = pop();
   int i = obj->is(Var::Kind::Dict) && made_in_trace(obj) ? dict_find(obj, index) : -1;
   if (i < 0) unsupported("deleting " + obj->describe() + "[" + index->describe() + "] is not supported by mini's capture");
-  obj->keys.erase(obj->keys.begin() + i);
-  obj->items.erase(obj->items.begin() + i);
+  Var::Dict& dict = obj->get<Var::Dict>();
+  dict.keys.erase(dict.keys.begin() + i);
+  dict.values.erase(dict.values.begin() + i);
   ctx_.mutations++;
   return nullptr;
 }
@@ -266,9 +272,9 @@ VarRef FrameInterpreter::op_iter(const Instruction& in) {  // GET_ITER, FOR_ITER
     pop();
     if (dialect.python_minor == 12) pop();
   } else {
-    VarRef it = top();
-    if (!it->is(Var::Kind::Iterator))  // a real iterator from the caller: CPython steps it
-      unsupported("a for loop over " + it->describe() + ", an iterator capture cannot see into");
+    Var::Iterator* it = top()->as<Var::Iterator>();
+    if (!it)  // a real iterator from the caller: CPython steps it
+      unsupported("a for loop over " + top()->describe() + ", an iterator capture cannot see into");
     if (it->position < it->items.size()) {
       push(it->items[it->position++]);
     } else {

@@ -42,18 +42,18 @@ void FrameInterpreter::do_call(int argc, PyObject* kw_names, Kwargs extra_kwargs
 // closure stay Vars until the function is called (inlined) or rebuilt after the graph.
 VarRef FrameInterpreter::make_function(const VarRef& code) {
   if (!code->obj || !PyCode_Check(code->obj)) unsupported("internal: MAKE_FUNCTION without a code object");
-  auto fn = std::make_shared<Var>(Var::Kind::Function);
+  auto made = std::make_shared<Var::MadeFunction>();
+  made->globals_source = globals_ == ctx_.root_globals ? nullptr : globals_source_;
+  auto fn = std::make_shared<Var>(Var::Function{false, std::move(made)});
   fn->obj = checked(PyFunction_New(code->obj, globals_), "MAKE_FUNCTION");
-  fn->made = std::make_shared<Var::MadeFunction>();
-  fn->made->globals_source = globals_ == ctx_.root_globals ? nullptr : globals_source_;
   return fn;
 }
 
 void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const VarRef& value) {
-  Var::MadeFunction& made = *fn->made;
+  Var::MadeFunction& made = *fn->get<Var::Function>().made;
   switch (flag) {
     case 0x01:  // positional defaults: a tuple
-      made.defaults = is_constant(value) ? make_tuple_var(iterate(value)->items) : value;
+      made.defaults = is_constant(value) ? make_tuple_var(iterate(value)->get<Var::Iterator>().items) : value;
       if (!made.defaults->is(Var::Kind::Tuple)) unsupported("internal: function defaults that are not a tuple");
       break;
     case 0x02:  // keyword-only defaults: a dict
@@ -61,7 +61,7 @@ void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const 
       made.kwdefaults = value;
       break;
     case 0x04: {  // annotations: a tuple (name, annotation, ...) of real objects
-      std::vector<VarRef> parts = iterate(value)->items;
+      std::vector<VarRef> parts = iterate(value)->get<Var::Iterator>().items;
       PyObject* d = PyDict_New();
       for (size_t i = 0; i + 1 < parts.size(); i += 2) {
         if (!parts[i]->obj || !parts[i + 1]->obj) {
@@ -76,9 +76,9 @@ void FrameInterpreter::set_function_attribute(const VarRef& fn, int flag, const 
       break;
     }
     case 0x08:  // the closure: a tuple of cells
-      for (auto& c : value->items)
+      for (auto& c : value->get<Var::Tuple>().items)
         if (!c->is(Var::Kind::Cell)) unsupported("internal: a closure that is not a tuple of cells");
-      made.closure = value->items;
+      made.closure = value->get<Var::Tuple>().items;
       break;
     default:
       unsupported("the function attribute " + std::to_string(flag) + " is not supported by mini's capture");
@@ -108,14 +108,15 @@ VarRef FrameInterpreter::op_call_ex(const Instruction& in) {  // CALL_FUNCTION_E
   Kwargs kwargs;
   if (kw) {
     if (!kw->is(Var::Kind::Dict)) unsupported("calls with **kwargs of " + kw->describe() + " are not supported");
-    for (size_t i = 0; i < kw->keys.size(); i++) {
-      if (!PyUnicode_Check(kw->keys[i]->obj)) unsupported("keywords must be strings");
-      kwargs.emplace_back(PyUnicode_AsUTF8(kw->keys[i]->obj), dict_value(ctx_, kw, i));
+    const std::vector<VarRef>& keys = kw->get<Var::Dict>().keys;
+    for (size_t i = 0; i < keys.size(); i++) {
+      if (!PyUnicode_Check(keys[i]->obj)) unsupported("keywords must be strings");
+      kwargs.emplace_back(PyUnicode_AsUTF8(keys[i]->obj), dict_value(ctx_, kw, i));
     }
   }
   if (!(args->is(Var::Kind::Tuple) || args->is(Var::Kind::List) || is_constant(args)))
     unsupported("calls with *args of " + args->describe() + " are not supported");
-  std::vector<VarRef> items = iterate(args)->items;
+  std::vector<VarRef> items = iterate(args)->get<Var::Iterator>().items;
   for (auto& a : items) push(a);
   do_call((int)items.size(), nullptr, std::move(kwargs));
   return nullptr;
@@ -124,7 +125,8 @@ VarRef FrameInterpreter::op_call_ex(const Instruction& in) {  // CALL_FUNCTION_E
 VarRef FrameInterpreter::op_function(const Instruction& in) {  // MAKE_FUNCTION, SET_FUNCTION_ATTRIBUTE
   if (in.op == Opcode::SET_FUNCTION_ATTRIBUTE) {
     VarRef fn = pop(), value = pop();
-    if (!fn->made) unsupported("internal: SET_FUNCTION_ATTRIBUTE on " + fn->describe());
+    const Var::Function* function = fn->as<Var::Function>();
+    if (!function || !function->made) unsupported("internal: SET_FUNCTION_ATTRIBUTE on " + fn->describe());
     set_function_attribute(fn, in.arg, value);
     push(fn);
     return nullptr;
@@ -262,7 +264,7 @@ void bind_arguments(const InlineCall& call, std::vector<VarRef> args, const Kwar
 // tracing. A real function's are guarded through it (fn.__defaults__[i], and their count,
 // which decides the parameters they belong to): they can be replaced.
 std::vector<VarRef> positional_defaults(const InlineCall& call) {
-  if (call.made && call.made->defaults) return call.made->defaults->items;
+  if (call.made && call.made->defaults) return call.made->defaults->get<Var::Tuple>().items;
   std::vector<VarRef> defaults;
   PyObject* d = PyFunction_GET_DEFAULTS(call.function);
   if (!d) return defaults;
@@ -282,7 +284,7 @@ VarRef keyword_default(const InlineCall& call, int i) {
   PyObject* name = PyTuple_GET_ITEM(call.code->co_localsplusnames, i);
   if (call.made && call.made->kwdefaults) {
     int k = dict_find(call.made->kwdefaults, wrap_untracked(call.ctx, name));
-    return k >= 0 ? call.made->kwdefaults->items[k] : nullptr;
+    return k >= 0 ? call.made->kwdefaults->get<Var::Dict>().values[k] : nullptr;
   }
   PyObject* kwdefaults = PyFunction_GET_KW_DEFAULTS(call.function);
   PyObject* d = kwdefaults ? PyDict_GetItem(kwdefaults, name) : nullptr;
@@ -357,9 +359,7 @@ VarRef run_inlined(const InlineCall& call, const SourceRef& gsrc, std::vector<Va
   try {
     result = inner.run();
     if (generator) {
-      auto it = std::make_shared<Var>(Var::Kind::Iterator);
-      it->items = std::move(yielded);
-      result = it;
+      result = std::make_shared<Var>(Var::Iterator{std::move(yielded)});
     }
   } catch (Unsupported& u) {
     ctx.depth--;

@@ -53,22 +53,25 @@ VarRef FrameInterpreter::zero_arg_super() {
 VarRef FrameInterpreter::super_attr_owner(const VarRef& cls, const VarRef& self) {
   if (!cls->obj || !PyType_Check(cls->obj) || !self->obj || !self->source)
     unsupported("super() of " + self->describe() + " is not supported by mini's capture");
-  auto v = std::make_shared<Var>(Var::Kind::Object);
+  Var::Object super;
+  super.super_self = self;
+  super.super_class = cls;
+  auto v = std::make_shared<Var>(std::move(super));
   v->obj = PyObject_CallFunctionObjArgs((PyObject*)&PySuper_Type, cls->obj, self->obj, nullptr);
   if (!v->obj) {
     PyErr_Clear();
     unsupported("super(" + cls->describe() + ", " + self->describe() + ") raised an error");
   }
-  v->self = self;
-  v->contents = cls;
   return v;
 }
 
 VarRef FrameInterpreter::super_attr(const VarRef& sup, const std::string& name) {
-  PyTypeObject* type = Py_TYPE(sup->self->obj);
+  const VarRef& self = sup->get<Var::Object>().super_self;
+  const VarRef& cls = sup->get<Var::Object>().super_class;
+  PyTypeObject* type = Py_TYPE(self->obj);
   PyObject* mro = type->tp_mro;
   Py_ssize_t n = PyTuple_GET_SIZE(mro), i = 0;
-  while (i < n && PyTuple_GET_ITEM(mro, i) != sup->contents->obj) i++;
+  while (i < n && PyTuple_GET_ITEM(mro, i) != cls->obj) i++;
   PyObject* key = PyUnicode_FromString(name.c_str());
   for (i++; i < n; i++) {
     PyObject* klass = PyTuple_GET_ITEM(mro, i);
@@ -77,18 +80,14 @@ VarRef FrameInterpreter::super_attr(const VarRef& sup, const std::string& name) 
     Py_DECREF(key);
     if (!PyFunction_Check(found)) unsupported("super()." + name + ", not a plain function, is not supported by mini's capture");
     // the self's type is guarded (its class fixes its MRO): the function is read through it
-    ctx_.guards().add_type_match(sup->self->source, sup->self->obj);
+    ctx_.guards().add_type_match(self->source, self->obj);
     SourceRef fsrc = guards::Source::attr(
-        guards::Source::item(guards::Source::attr(guards::Source::attr(sup->self->source, "__class__"), "__mro__"), (int)i),
+        guards::Source::item(guards::Source::attr(guards::Source::attr(self->source, "__class__"), "__mro__"), (int)i),
         name);
-    auto fn = std::make_shared<Var>(Var::Kind::Function);
+    auto fn = std::make_shared<Var>(Var::Function{});
     fn->obj = (Py_INCREF(found), found);
     fn->source = fsrc;
-    auto bound = std::make_shared<Var>(Var::Kind::Partial);
-    bound->self = fn;
-    bound->items = {sup->self};
-    bound->contents = make_dict({}, {});
-    return bound;
+    return std::make_shared<Var>(Var::Partial{fn, {self}, make_dict({}, {})});
   }
   Py_DECREF(key);
   PyErr_Clear();
@@ -116,7 +115,7 @@ void FrameInterpreter::push_attr(VarRef v, bool method) {
 VarRef FrameInterpreter::op_make_cell(const Instruction& in) {
   VarRef cell;
   if (in.arg < (int)lazy_.size() && lazy_[in.arg].first) {
-    cell = std::make_shared<Var>(Var::Kind::Cell);
+    cell = std::make_shared<Var>(Var::Cell{});
     cell->source = lazy_[in.arg].second;
   } else {
     cell = new_cell(locals_[in.arg]);
@@ -181,7 +180,8 @@ VarRef FrameInterpreter::op_store_global(const Instruction& in) {
 VarRef FrameInterpreter::op_load_attr(const Instruction& in) {  // LOAD_ATTR, LOAD_METHOD
   std::string name = PyUnicode_AsUTF8(name_at(load_attr_name_index(in)));
   VarRef obj = pop();
-  bool super = obj->is(Var::Kind::Object) && obj->self && obj->obj && PyObject_TypeCheck(obj->obj, &PySuper_Type);
+  const Var::Object* object = obj->as<Var::Object>();
+  bool super = object && object->super_self && obj->obj && PyObject_TypeCheck(obj->obj, &PySuper_Type);
   push_attr(super ? super_attr(obj, name) : get_attr(ctx_, obj, name), load_attr_is_method(in));
   return nullptr;
 }

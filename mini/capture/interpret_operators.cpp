@@ -71,8 +71,8 @@ bool int_op(int op, guards::SizeTerm::Op* out) {
 
 // The items of a tuple var or of a constant tuple.
 bool tuple_items(const VarRef& v, std::vector<VarRef>* items) {
-  if (v->is(Var::Kind::Tuple)) {
-    *items = v->items;
+  if (const Var::Tuple* tuple = v->as<Var::Tuple>()) {
+    *items = tuple->items;
     return true;
   }
   if (!is_constant(v) || !PyTuple_CheckExact(v->obj)) return false;
@@ -91,19 +91,19 @@ bool FrameInterpreter::truth(const VarRef& v_in) {
   if (v_in->is(Var::Kind::SymInt))  // `if x.numel():` is x.numel() != 0, under a shape guard
     if (VarRef r = sym_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
       return r->obj == Py_True;
-  if (v_in->number)  // `if n:` on a Python number made dynamic: n != 0, under a guard on n
+  if (is_dynamic_number(v_in))  // `if n:` on a Python number made dynamic: n != 0, under a guard on n
     if (VarRef r = number_compare(ctx_, Py_NE, v_in, make_constant(PyLong_FromLong(0))))
       return r->obj == Py_True;
   VarRef v = specialize(ctx_, v_in);
-  switch (v->kind) {
+  switch (v->kind()) {
     case Var::Kind::Constant: {
       int t = PyObject_IsTrue(v->obj);
       if (t < 0) checked(nullptr, "truth value");
       return t;
     }
-    case Var::Kind::Tuple: case Var::Kind::List: return !v->items.empty();
-    case Var::Kind::Dict: return !v->keys.empty();
-    case Var::Kind::DictView: return !v->self->keys.empty();
+    case Var::Kind::Tuple: case Var::Kind::List: return !v->sequence()->items.empty();
+    case Var::Kind::Dict: return !v->get<Var::Dict>().keys.empty();
+    case Var::Kind::DictView: return !v->get<Var::DictView>().dict->get<Var::Dict>().keys.empty();
     case Var::Kind::Tensor:
       unsupported("a Python branch on a tensor's value (`if tensor:` or a comparison of a tensor) "
                   "is data-dependent; use mini.where(cond, a, b) to keep it in the graph");
@@ -140,7 +140,7 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     PyErr_Clear();
   }
   // a dynamic size in tensor math is a graph value (Dynamo passes the SymInt to the graph)
-  bool tensor_math = (a_in->is(Var::Kind::Tensor) && !a_in->number) || (b_in->is(Var::Kind::Tensor) && !b_in->number);
+  bool tensor_math = is_tensor(a_in) || is_tensor(b_in);
   VarRef a = tensor_math ? sym_as_number(ctx_, a_in) : specialize(ctx_, a_in);
   VarRef b = tensor_math ? sym_as_number(ctx_, b_in) : specialize(ctx_, b_in);
   bool tensors = a->is(Var::Kind::Tensor) || b->is(Var::Kind::Tensor);
@@ -155,11 +155,11 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
                   "graph input since its value changed): the graph would not compute it as Python "
                   "does, so it runs as Python");
     VarRef r = tensor_binary(ctx_, tensor_binary_kind(op), a, b);
-    r->number = true;
+    r->tensor().number = true;
     return r;
   }
   if (tensors && (op % 13 == 1 || op % 13 == 7)) {  // a & b, a | b: Tensor's Python dunder, inlined
-    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    bool left = is_tensor(a);
     std::string dunder = std::string(left ? "__" : "__r") + (op % 13 == 1 ? "and__" : "or__");
     return call_tensor_method_as_found(ctx_, dunder, left ? a : b, {left ? b : a}, {});
   }
@@ -171,19 +171,20 @@ VarRef FrameInterpreter::binary(int op, const VarRef& a_in, const VarRef& b_in) 
     // the method Python calls, unless the program replaced it on the class: a's __op__ (or
     // __iop__), else b's reflected __rop__
     static const char* names[] = {"add", "", "", "", "matmul", "mul", "", "", "pow", "", "sub", "truediv", ""};
-    bool left = a->is(Var::Kind::Tensor) && !a->number;
+    bool left = is_tensor(a);
     std::string dunder = std::string("__") + (left ? (op >= 13 && has_inplace ? "i" : "") : "r") + names[op % 13] + "__";
-    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+    if (left || is_tensor(b))
       if (VarRef r = call_replaced_tensor_method(ctx_, dunder, left ? a : b, {left ? b : a}, {})) return r;
-    if (op >= 13 && has_inplace && a->is(Var::Kind::Tensor) && !a->number)
+    if (op >= 13 && has_inplace && is_tensor(a))
       return tensor_inplace_binary(ctx_, kind, a, b);
     return tensor_binary(ctx_, kind, a, b);
   }
   if (is_constant(a) && is_constant(b))
     return make_constant(checked(number_op(op, a->obj, b->obj), std::string("constant ") + binary_symbol(op)));
-  if ((a->is(Var::Kind::Tuple) || a->is(Var::Kind::List)) && op % 13 == 0 && a->kind == b->kind) {
-    std::vector<VarRef> items = a->items;
-    items.insert(items.end(), b->items.begin(), b->items.end());
+  if ((a->is(Var::Kind::Tuple) || a->is(Var::Kind::List)) && op % 13 == 0 && a->kind() == b->kind()) {
+    std::vector<VarRef> items = a->sequence()->items;
+    const std::vector<VarRef>& more = b->sequence()->items;
+    items.insert(items.end(), more.begin(), more.end());
     return make_tuple_var(items, a->is(Var::Kind::List));
   }
   std::vector<VarRef> left, right;  // a tuple and a constant one: x.shape + (1,)
@@ -241,13 +242,13 @@ VarRef FrameInterpreter::compare(int richcmp, const VarRef& a_in, const VarRef& 
     // reflected one (a < b is b > a)
     static const char* names[] = {"__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"};
     static const int reflected[] = {Py_GT, Py_GE, Py_EQ, Py_NE, Py_LT, Py_LE};
-    bool left = a->is(Var::Kind::Tensor) && !a->number;
-    if (left || (b->is(Var::Kind::Tensor) && !b->number))
+    bool left = is_tensor(a);
+    if (left || is_tensor(b))
       if (VarRef r = call_replaced_tensor_method(ctx_, names[left ? richcmp : reflected[richcmp]], left ? a : b,
                                                  {left ? b : a}, {}))
         return r;
     VarRef r = tensor_binary(ctx_, compare_kind(richcmp), a, b);
-    r->number = is_python_number(a) && is_python_number(b);  // a Python bool
+    r->tensor().number = is_python_number(a) && is_python_number(b);  // a Python bool
     return r;
   }
   if (VarRef ca = as_constant(ctx_, a)) {  // tuples of numbers: x.shape == (3, 4)
@@ -304,9 +305,9 @@ VarRef FrameInterpreter::op_is(const Instruction& in) {
   } else if (a->obj && b->obj) {
     same = same_object(ctx_, a, b);
   } else if (a->is(Var::Kind::Tensor) && b->is(Var::Kind::Tensor)) {
-    same = a->node == b->node;
+    same = a->tensor().node == b->tensor().node;
     auto input = [&](int node) { return ctx_.graph().nodes[node].kind == graph::NodeKind::Input; };
-    if (!same && input(a->node) && input(b->node))  // two sources: one tensor on some calls?
+    if (!same && input(a->tensor().node) && input(b->tensor().node))  // two sources: one tensor on some calls?
       unsupported("`is` between two input tensors (whether they are one tensor is not guarded)");
   } else {
     same = false;  // a tensor (or a container) is not None or any constant
@@ -319,7 +320,7 @@ VarRef FrameInterpreter::op_is(const Instruction& in) {
 // compared up to the first match with constants only (anything else could run a tensor's ==).
 static bool contains_in_trace(const VarRef& container, const VarRef& item) {
   if (container->is(Var::Kind::Dict)) return dict_find(container, item) >= 0;
-  for (auto& v : container->items) {
+  for (auto& v : container->sequence()->items) {
     if (!is_constant(v) || !is_constant(item))
       unsupported("`in` comparing " + item->describe() + " with " + v->describe());
     int eq = v->obj == item->obj ? 1 : PyObject_RichCompareBool(v->obj, item->obj, Py_EQ);
@@ -332,7 +333,8 @@ static bool contains_in_trace(const VarRef& container, const VarRef& item) {
 VarRef FrameInterpreter::op_contains(const Instruction& in) {
   VarRef container = pop(), item = pop();
   if (VarRef c = as_constant(ctx_, container)) container = c;  // 3 in x.shape
-  if (container->is(Var::Kind::DictView) && container->name == "keys") container = container->self;
+  if (const Var::DictView* view = container->as<Var::DictView>(); view && view->name == "keys")
+    container = VarRef(view->dict);
   int found;
   if (container->is(Var::Kind::Dict) || container->is(Var::Kind::Tuple) || container->is(Var::Kind::List)) {
     found = contains_in_trace(container, item);
@@ -360,7 +362,7 @@ VarRef FrameInterpreter::op_unary(const Instruction& in) {  // UNARY_NEGATIVE, U
     VarRef r = call_replaced_tensor_method(ctx_, "__neg__", a, {}, {});
     if (!r) {
       r = tensor_unary(ctx_, OpKind::Neg, a);
-      r->number = a->number;
+      r->tensor().number = a->tensor().number;
     }
     push(r);
   } else if (is_constant(a)) {
@@ -379,7 +381,7 @@ VarRef FrameInterpreter::op_truth(const Instruction& in) {  // UNARY_NOT, TO_BOO
 
 VarRef FrameInterpreter::op_intrinsic(const Instruction& in) {  // CALL_INTRINSIC_1
   VarRef a = pop();
-  if (in.arg == (int)Intrinsic1::ListToTuple) push(make_tuple_var(a->items));
+  if (in.arg == (int)Intrinsic1::ListToTuple) push(make_tuple_var(a->get<Var::List>().items));
   else if (in.arg == (int)Intrinsic1::UnaryPositive) push(a);
   else unsupported(std::string("the intrinsic ") + std::to_string(in.arg) + " is not supported");
   return nullptr;

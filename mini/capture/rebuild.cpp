@@ -24,8 +24,9 @@ namespace {
 // first place in *first (where it is one; else *first is -1).
 int alias_of_built(TraceContext& ctx, const VarRef& v, int* first) {
   *first = -1;
+  const Var::Function* function = v->as<Var::Function>();
   bool mutable_made = (v->is(Var::Kind::List) || v->is(Var::Kind::Dict)) ? made_in_trace(v)
-                      : v->is(Var::Kind::Cell) ? !v->obj : v->is(Var::Kind::Function) && v->made;
+                      : v->is(Var::Kind::Cell) ? !v->obj : function && function->made;
   if (!mutable_made) return -1;
   auto found = ctx.alias_of.find(v.get());
   if (found != ctx.alias_of.end()) return found->second;
@@ -57,15 +58,15 @@ OutputSpec::View view_of(TraceContext& ctx, const Alias& alias, SourceRef source
 
 // A tensor: the real input where it is one (handed on as it is, or written in place), a view
 // made again where an instruction that raises must see eager's tensors, else a graph output.
-OutputSpec rebuild_tensor(TraceContext& ctx, const VarRef& v) {
-  const Alias& alias = alias_of(ctx, v->node);
+OutputSpec rebuild_tensor(TraceContext& ctx, const Var::Tensor& v) {
+  const Alias& alias = alias_of(ctx, v.node);
   // An input handed on as it is: the real input (AOTAutograd's output-is-input), not a
   // graph output, which a training graph would make a new tensor with an autograd history
-  const graph::Node& n = ctx.graph().nodes[v->node];
+  const graph::Node& n = ctx.graph().nodes[v.node];
   if (n.kind == graph::NodeKind::Input && !n.wrapped_number && !alias.storage->mutated) {
     const auto& inputs = ctx.graph().inputs;
     return OutputSpec::Read{
-        ctx.trace.input_sources.at(std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin())};
+        ctx.trace.input_sources.at(std::find(inputs.begin(), inputs.end(), v.node) - inputs.begin())};
   }
   // Before an instruction that raises a user error, a view is rebuilt as a view (of the
   // input, or of the graph output of its base): the instruction must see eager's tensors.
@@ -79,8 +80,8 @@ OutputSpec rebuild_tensor(TraceContext& ctx, const VarRef& v) {
     if (alias.views.empty()) return OutputSpec::Read{input};
     return view_of(ctx, alias, input, 0, "of an input written in place");
   }
-  int index = output_index(ctx, v->node);
-  if (v->number) return OutputSpec::Number{index};
+  int index = output_index(ctx, v.node);
+  if (v.number) return OutputSpec::Number{index};
   return OutputSpec::GraphOutput{index};
 }
 
@@ -93,23 +94,25 @@ std::vector<OutputSpec> rebuild_all(TraceContext& ctx, const std::vector<VarRef>
 // A tuple, a size, or a list made while tracing: its items rebuilt; a record (a tuple of a
 // class) as cls(*fields). Null for the caller's own list: it is read again.
 std::optional<OutputSpec> rebuild_sequence(TraceContext& ctx, const VarRef& v) {
-  if (v->is(Var::Kind::List)) {
+  if (const Var::List* list = v->as<Var::List>()) {
     if (!made_in_trace(v)) return std::nullopt;
-    return OutputSpec(OutputSpec::List{rebuild_all(ctx, v->items)});
+    return OutputSpec(OutputSpec::List{rebuild_all(ctx, list->items)});
   }
-  if (v->size) return OutputSpec(OutputSpec::Size{rebuild_all(ctx, v->items)});
+  const Var::Tuple& tuple = v->get<Var::Tuple>();
+  if (tuple.size) return OutputSpec(OutputSpec::Size{rebuild_all(ctx, tuple.items)});
   // a record: cls(*fields)
-  return OutputSpec(OutputSpec::Tuple{rebuild_all(ctx, v->items), OwnedRef(v->self ? v->self->obj : nullptr)});
+  return OutputSpec(OutputSpec::Tuple{rebuild_all(ctx, tuple.items), OwnedRef(tuple.record ? tuple.record->obj : nullptr)});
 }
 
 // A dict made while tracing: its keys and values in order. Null for a dict from the frame,
 // unchanged: it is read again.
 std::optional<OutputSpec> rebuild_dict(TraceContext& ctx, const VarRef& v) {
   if (!made_in_trace(v)) return std::nullopt;
+  const Var::Dict& made = v->get<Var::Dict>();
   OutputSpec::Dict dict;
-  for (size_t i = 0; i < v->keys.size(); i++) {
-    dict.items.push_back(rebuild(ctx, v->keys[i]));
-    dict.items.push_back(rebuild(ctx, v->items[i]));
+  for (size_t i = 0; i < made.keys.size(); i++) {
+    dict.items.push_back(rebuild(ctx, made.keys[i]));
+    dict.items.push_back(rebuild(ctx, made.values[i]));
   }
   return OutputSpec(std::move(dict));
 }
@@ -119,22 +122,24 @@ std::unique_ptr<OutputSpec> boxed(OutputSpec s) { return std::make_unique<Output
 // A cell: a real cell is the same cell (stores into it are replayed); one made while tracing
 // is a new cell of its contents.
 OutputSpec rebuild_cell(TraceContext& ctx, const VarRef& v) {
-  if (v->obj) return OutputSpec::Read{v->cell_source};
+  const Var::Cell& c = v->get<Var::Cell>();
+  if (v->obj) return OutputSpec::Read{c.cell_source};
   OutputSpec::Cell cell;
-  if (!v->contents_read) cell.contents = boxed(unchanged(v->source));  // a root argument never read
-  else if (v->contents) cell.contents = boxed(rebuild(ctx, v->contents));
+  if (!c.contents_read) cell.contents = boxed(unchanged(v->source));  // a root argument never read
+  else if (c.contents) cell.contents = boxed(rebuild(ctx, c.contents));
   return cell;
 }
 
 // A function made while tracing (MAKE_FUNCTION): its code, with its defaults, keyword defaults
 // and closure rebuilt. Null for a function from the frame: it is read again.
 std::optional<OutputSpec> rebuild_function(TraceContext& ctx, const VarRef& v) {
-  if (!v->made) return std::nullopt;
+  const Var::MadeFunction* made = v->get<Var::Function>().made.get();
+  if (!made) return std::nullopt;
   OutputSpec::Function fn;
   fn.bare = OwnedRef(v->obj);
-  if (v->made->defaults) fn.defaults = boxed(rebuild(ctx, v->made->defaults));
-  if (v->made->kwdefaults) fn.kwdefaults = boxed(rebuild(ctx, v->made->kwdefaults));
-  if (!v->made->closure.empty()) fn.closure = boxed(OutputSpec::Tuple{rebuild_all(ctx, v->made->closure), {}});
+  if (made->defaults) fn.defaults = boxed(rebuild(ctx, made->defaults));
+  if (made->kwdefaults) fn.kwdefaults = boxed(rebuild(ctx, made->kwdefaults));
+  if (!made->closure.empty()) fn.closure = boxed(OutputSpec::Tuple{rebuild_all(ctx, made->closure), {}});
   return OutputSpec(std::move(fn));
 }
 
@@ -148,20 +153,27 @@ OutputSpec rebuild_as_found(const VarRef& v) {
 
 // rebuild, for the kinds that may be built or read again (null: read again as found).
 std::optional<OutputSpec> rebuild_kind(TraceContext& ctx, const VarRef& v) {
-  switch (v->kind) {
-    case Var::Kind::Tensor: return rebuild_tensor(ctx, v);
+  switch (v->kind()) {
+    case Var::Kind::Tensor: return rebuild_tensor(ctx, v->tensor());
     case Var::Kind::Tuple: case Var::Kind::List: return rebuild_sequence(ctx, v);
     case Var::Kind::Dict: return rebuild_dict(ctx, v);
     case Var::Kind::Cell: return rebuild_cell(ctx, v);
     case Var::Kind::Function: return rebuild_function(ctx, v);
-    case Var::Kind::DictView:  // d.keys() called again
-      return OutputSpec(OutputSpec::Call{boxed(rebuild(ctx, v->self)), v->name});
-    case Var::Kind::Method:  // obj.method read again
-      return OutputSpec(OutputSpec::Method{boxed(rebuild(ctx, v->self)), v->name});
+    case Var::Kind::DictView: {  // d.keys() called again
+      const Var::DictView& view = v->get<Var::DictView>();
+      return OutputSpec(OutputSpec::Call{boxed(rebuild(ctx, view.dict)), view.name});
+    }
+    case Var::Kind::Method: {  // obj.method read again
+      const Var::Method& method = v->get<Var::Method>();
+      return OutputSpec(OutputSpec::Method{boxed(rebuild(ctx, method.self)), method.name});
+    }
     case Var::Kind::Null: return OutputSpec(OutputSpec::Null{});
     case Var::Kind::SymInt:  // a size: computed from the frame's tensors on each run
-      return OutputSpec(OutputSpec::SizeValue{v->expr});
-    case Var::Kind::Iterator: return OutputSpec(OutputSpec::Iterator{rebuild_all(ctx, v->items, v->position)});
+      return OutputSpec(OutputSpec::SizeValue{v->get<Var::SymInt>().expr});
+    case Var::Kind::Iterator: {
+      const Var::Iterator& it = v->get<Var::Iterator>();
+      return OutputSpec(OutputSpec::Iterator{rebuild_all(ctx, it.items, it.position)});
+    }
     default: return std::nullopt;
   }
 }
@@ -189,8 +201,8 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
   for (auto& cell : ctx.stored_cells) {
     SideEffect e;
     e.kind = SideEffect::Kind::Cell;
-    e.target = cell->cell_source;
-    e.value = rebuild(ctx, cell->contents);
+    e.target = cell->get<Var::Cell>().cell_source;
+    e.value = rebuild(ctx, cell->get<Var::Cell>().contents);
     out.push_back(std::move(e));
   }
   std::vector<PyTypeObject*> stored_types;
@@ -200,7 +212,7 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
     e.target = st.target_source;
     e.name = st.name;
     if (st.kind == SideEffect::Kind::Contents)  // a list of the frame's: its items now, as a new list
-      e.value = OutputSpec::List{rebuild_all(ctx, st.value->items)};
+      e.value = OutputSpec::List{rebuild_all(ctx, st.value->get<Var::List>().items)};
     else
       e.value = rebuild(ctx, st.value);
     out.push_back(std::move(e));
@@ -218,13 +230,14 @@ std::vector<SideEffect> side_effects(TraceContext& ctx) {
   }
   bool root_cells = false, other_cells = false;
   for (auto& [cell, v] : ctx.cells) {
-    bool root = !v->cell_source->as<guards::Source::Item>();
+    bool root = !v->get<Var::Cell>().cell_source->as<guards::Source::Item>();
     root_cells = root_cells || root;
     other_cells = other_cells || !root;
   }
   if (!ctx.stored_cells.empty() && root_cells && other_cells)
     for (auto& [cell, v] : ctx.cells)
-      if (!v->cell_source->as<guards::Source::Item>()) ctx.guards().add_id_match(v->cell_source, cell);
+      if (const SourceRef& at = v->get<Var::Cell>().cell_source; !at->as<guards::Source::Item>())
+        ctx.guards().add_id_match(at, cell);
   return out;
 }
 

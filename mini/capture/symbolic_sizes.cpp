@@ -19,17 +19,15 @@ using SizeOp = guards::SizeTerm::Op;
 namespace {
 
 VarRef make_sym_int(SizeExpr expr, int64_t value) {
-  auto v = std::make_shared<Var>(Var::Kind::SymInt);
-  v->expr = std::move(expr);
+  auto v = std::make_shared<Var>(Var::SymInt{std::move(expr), 0});  // not one input dim
   v->obj = PyLong_FromLongLong(value);
-  v->node = 0;  // not one input dim
   return v;
 }
 
 // A SymInt, or an int constant that fits in int64, as an expression and its value now.
 bool size_operand(const VarRef& v, SizeExpr* expr, int64_t* value) {
   if (v->is(Var::Kind::SymInt)) {
-    *expr = v->expr;
+    *expr = v->get<Var::SymInt>().expr;
     *value = PyLong_AsLongLong(v->obj);
     return true;
   }
@@ -68,7 +66,7 @@ VarRef sym_negate(TraceContext& ctx, const VarRef& a) {
   int64_t result;
   if (!a->is(Var::Kind::SymInt)) return nullptr;
   if (!guards::apply_size_op(SizeOp::Neg, PyLong_AsLongLong(a->obj), 0, &result)) return nullptr;
-  return make_sym_int(SizeExpr::apply(SizeOp::Neg, a->expr), result);
+  return make_sym_int(SizeExpr::apply(SizeOp::Neg, a->get<Var::SymInt>().expr), result);
 }
 
 VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef& b) {
@@ -90,12 +88,12 @@ VarRef sym_compare(TraceContext& ctx, int richcmp, const VarRef& a, const VarRef
 VarRef sym_as_number(TraceContext& ctx, const VarRef& v) {
   if (!v->is(Var::Kind::SymInt)) return v;
   // one graph input per expression, however often the code uses it
-  guards::SourceRef src = guards::Source::size_of(v->expr);
+  guards::SourceRef src = guards::Source::size_of(v->get<Var::SymInt>().expr);
   std::string key = src->str();
   for (size_t i = 0; i < ctx.trace.input_sources.size(); i++)
     if (ctx.trace.scalar_inputs[i] && ctx.trace.input_sources[i]->str() == key) {
       VarRef r = tensor_var(ctx, ctx.graph().inputs[i]);
-      r->number = true;
+      r->tensor().number = true;
       return r;
     }
   // the example value, kept for the process: the trace's examples are borrowed (sizes repeat)
@@ -111,7 +109,7 @@ VarRef sym_as_number(TraceContext& ctx, const VarRef& v) {
   ctx.trace.scalar_inputs.push_back(true);
   if (log_channels().dynamic) log_write("the dynamic size " + key + " enters the graph as a number");
   VarRef r = tensor_var(ctx, node);
-  r->number = true;
+  r->tensor().number = true;
   return r;
 }
 
@@ -153,15 +151,16 @@ VarRef sym_slice(TraceContext& ctx, std::vector<VarRef> parts) {
     if (!p->is(Var::Kind::Constant) || !(p->obj == Py_None || (PyLong_Check(p->obj) && !PyBool_Check(p->obj))))
       unsupported("a slice bound that is not a Python int or None");
   }
-  VarRef r = make_tuple_var(std::move(parts));
-  r->self = make_constant((Py_INCREF(&PySlice_Type), (PyObject*)&PySlice_Type));
-  r->name = "object";  // not a sequence: indexing or iterating it is Python's TypeError
-  for (const char* field : {"start", "stop", "step"}) r->keys.push_back(make_constant(PyUnicode_FromString(field)));
-  return r;
+  Var::Tuple r{{std::move(parts)}};
+  r.record = make_constant((Py_INCREF(&PySlice_Type), (PyObject*)&PySlice_Type));
+  r.object_record = true;  // not a sequence: indexing or iterating it is Python's TypeError
+  for (const char* field : {"start", "stop", "step"}) r.fields.push_back(make_constant(PyUnicode_FromString(field)));
+  return std::make_shared<Var>(std::move(r));
 }
 
 bool is_sym_slice(const VarRef& v) {
-  return v && v->is(Var::Kind::Tuple) && v->self && v->self->obj == (PyObject*)&PySlice_Type;
+  const Var::Tuple* tuple = v ? v->as<Var::Tuple>() : nullptr;
+  return tuple && tuple->record && tuple->record->obj == (PyObject*)&PySlice_Type;
 }
 
 // An int argument made dynamic used as a size (ones(n)): a symbol standing for the number's
@@ -188,12 +187,12 @@ static bool number_symbol(TraceContext& ctx, const VarRef& v, int64_t* code) {
 }
 
 bool graph_size(TraceContext& ctx, const VarRef& v, int64_t* code) {
-  if (v->number) return number_symbol(ctx, v, code);
+  if (is_dynamic_number(v)) return number_symbol(ctx, v, code);
   graph::Graph& g = ctx.graph();
   SizeExpr e;
   int64_t value;
   if (!size_operand(v, &e, &value) || value < 0) return false;
-  if (v->is(Var::Kind::SymInt) && graph::is_symbol(v->node)) return *code = v->node, true;
+  if (const Var::SymInt* s = v->as<Var::SymInt>(); s && graph::is_symbol(s->symbol)) return *code = s->symbol, true;
   std::vector<int64_t> stack;
   for (const auto& t : e.terms) {
     if (t.op == SizeOp::Constant) {

@@ -31,7 +31,7 @@ bool bool_of(const VarRef& v, bool dflt) {
 // arithmetic other than + - * on sizes is specialized (graph_size).
 int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
   int64_t code;
-  if (v && (v->is(Var::Kind::SymInt) || v->number) && graph_size(ctx, v, &code)) return code;
+  if (v && (v->is(Var::Kind::SymInt) || is_dynamic_number(v)) && graph_size(ctx, v, &code)) return code;
   return int_of(ctx, specialize_number(ctx, v), what);
 }
 
@@ -39,7 +39,7 @@ int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what) {
 std::vector<int64_t> ints_of(TraceContext& ctx, const std::vector<VarRef>& args, size_t from, const std::string& what) {
   std::vector<int64_t> out;
   if (args.size() == from + 1 && (args[from]->is(Var::Kind::Tuple) || args[from]->is(Var::Kind::List))) {
-    for (auto& v : args[from]->items) out.push_back(size_arg(ctx, v, what));
+    for (auto& v : args[from]->sequence()->items) out.push_back(size_arg(ctx, v, what));
     return out;
   }
   if (args.size() == from + 1 && args[from]->is(Var::Kind::Constant) && PyTuple_Check(args[from]->obj)) {
@@ -55,7 +55,7 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
   if (!v || v->obj == Py_None) return {};
   if (v->is(Var::Kind::Tuple) || v->is(Var::Kind::List)) {
     std::vector<int64_t> out;
-    for (auto& i : v->items) out.push_back(int_of(ctx, i, "dim"));
+    for (auto& i : v->sequence()->items) out.push_back(int_of(ctx, i, "dim"));
     return out;
   }
   if (v->is(Var::Kind::Constant) && PyTuple_Check(v->obj)) {  // dim=(0, 1)
@@ -74,7 +74,7 @@ std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v) {
 // A node for an operand: the tensor's node, or a constant node for a Python number.
 int operand(TraceContext& ctx, const VarRef& v_in) {
   VarRef v = specialize(ctx, v_in);
-  if (v->is(Var::Kind::Tensor)) return v->node;
+  if (v->is(Var::Kind::Tensor)) return v->tensor().node;
   if (v->is(Var::Kind::Constant)) {
     PyObject* o = v->obj;
     if (PyBool_Check(o)) return ctx.graph().add_constant(o == Py_True, DType::Bool);
@@ -133,7 +133,7 @@ VarRef dtype_object(DType d) {
   PyObject* o = python_bridge().dtype_objects[(int)d];
   if (!o) unsupported("dtype objects are not registered");
   Py_INCREF(o);
-  auto v = std::make_shared<Var>(Var::Kind::Object);
+  auto v = std::make_shared<Var>(Var::Object{});
   v->obj = o;
   return v;
 }
@@ -148,13 +148,13 @@ VarRef cast_to(TraceContext& ctx, const VarRef& self, DType d) {
   if (meta_of(ctx, self).dtype == d) return self;
   Attrs a;
   a.dtype = d;
-  return node(ctx, OpKind::Cast, {self->node}, a);
+  return node(ctx, OpKind::Cast, {self->tensor().node}, a);
 }
 
 VarRef reshape(TraceContext& ctx, const VarRef& self, const std::vector<int64_t>& shape) {
   Attrs a;
   a.shape = shape;
-  return node(ctx, OpKind::Reshape, {self->node}, a);
+  return node(ctx, OpKind::Reshape, {self->tensor().node}, a);
 }
 
 VarRef reduction(TraceContext& ctx, OpKind op, const VarRef& self, const Args& args) {
@@ -162,7 +162,7 @@ VarRef reduction(TraceContext& ctx, OpKind op, const VarRef& self, const Args& a
   Attrs a;
   a.dims = dims_of(ctx, args.get(0, "dim", false));
   a.keepdim = bool_of(args.get(1, "keepdim", false), false);
-  return node(ctx, op, {self->node}, a);
+  return node(ctx, op, {self->tensor().node}, a);
 }
 
 // ---- in-place ops (written into the tensor's memory by functionalize.cpp) -----------------
@@ -181,7 +181,7 @@ VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
     fail("result type ", dtype_name(r.dtype), " can't be cast to the desired output type ",
          dtype_name(m.dtype), " (in-place ", op, ")");
   DType dtype = m.dtype;  // a copy: cast_to grows the graph, moving `m`
-  write_in_place(ctx, self, cast_to(ctx, result, dtype)->node, op);
+  write_in_place(ctx, self, cast_to(ctx, result, dtype)->tensor().node, op);
   return self;  // x.add_(1) returns x itself
 }
 
@@ -189,7 +189,7 @@ VarRef write_result(TraceContext& ctx, const VarRef& self, const VarRef& result,
 // self's gradient is zero, value's its sum over the broadcast.
 VarRef overwrite(TraceContext& ctx, const VarRef& self, const VarRef& value) {
   int everywhere = ctx.graph().add_constant(true, DType::Bool);
-  return node(ctx, OpKind::Where, {everywhere, operand(ctx, value), self->node});
+  return node(ctx, OpKind::Where, {everywhere, operand(ctx, value), self->tensor().node});
 }
 
 bool is_number(const VarRef& v) {
@@ -204,12 +204,12 @@ VarRef clamp(TraceContext& ctx, const VarRef& self, VarRef lo, VarRef hi, const 
   if (!lo && !hi) fail(fn, ": At least one of 'min' or 'max' must not be None");
   VarRef r = self;
   if (lo) {
-    int below = tensor_binary(ctx, OpKind::Lt, r, lo)->node;
-    r = node(ctx, OpKind::Where, {below, operand(ctx, lo), r->node});
+    int below = tensor_binary(ctx, OpKind::Lt, r, lo)->tensor().node;
+    r = node(ctx, OpKind::Where, {below, operand(ctx, lo), r->tensor().node});
   }
   if (hi) {
-    int above = tensor_binary(ctx, OpKind::Gt, r, hi)->node;
-    r = node(ctx, OpKind::Where, {above, operand(ctx, hi), r->node});
+    int above = tensor_binary(ctx, OpKind::Gt, r, hi)->tensor().node;
+    r = node(ctx, OpKind::Where, {above, operand(ctx, hi), r->tensor().node});
   }
   return r;
 }
@@ -223,7 +223,7 @@ VarRef masked_fill(TraceContext& ctx, const VarRef& self, const VarRef& mask, co
   if (value->is(Var::Kind::Tensor) && !meta_of(ctx, value).sizes.empty())
     fail("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
          meta_of(ctx, value).sizes.size(), " dimension(s).");
-  return cast_to(ctx, node(ctx, OpKind::Where, {mask->node, operand(ctx, value), self->node}),
+  return cast_to(ctx, node(ctx, OpKind::Where, {mask->tensor().node, operand(ctx, value), self->tensor().node}),
                  meta_of(ctx, self).dtype);
 }
 
@@ -243,7 +243,7 @@ VarRef inplace_method(TraceContext& ctx, const std::string& name, const VarRef& 
   VarRef result;
   bool cast_allowed = true;  // fill_, copy_ and masked_fill_ convert to self's dtype
   if (name == "relu_") {
-    result = node(ctx, OpKind::Relu, {self->node});
+    result = node(ctx, OpKind::Relu, {self->tensor().node});
     cast_allowed = false;
   } else if (name == "zero_" || name == "fill_") {
     VarRef v = name == "zero_" ? make_constant(PyFloat_FromDouble(0)) : args.get(0, "value");
@@ -273,7 +273,7 @@ VarRef tensor_inplace_binary(TraceContext& ctx, OpKind op, const VarRef& self,
 }
 
 const graph::TensorMeta& meta_of(TraceContext& ctx, const VarRef& t) {
-  return ctx.graph().nodes[t->node].meta;
+  return ctx.graph().nodes[t->tensor().node].meta;
 }
 
 VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
@@ -282,9 +282,8 @@ VarRef size_var(TraceContext& ctx, const VarRef& tensor, int64_t dim) {
   if (!graph::is_symbol(s))
     unsupported("reading a data-dependent size (the length of a nonzero() result) in Python");
   const graph::Symbol& sym = ctx.graph().symbols[graph::symbol_index(s)];
-  auto v = std::make_shared<Var>(Var::Kind::SymInt);
-  v->node = s;
-  v->expr = size_expr_of(ctx, s);  // an input's dim, or a size derived from them
+  // an input's dim, or a size derived from them
+  auto v = std::make_shared<Var>(Var::SymInt{size_expr_of(ctx, s), static_cast<int>(s)});
   v->obj = PyLong_FromLongLong(sym.hint);
   return v;
 }
@@ -294,7 +293,7 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
   if (v->is(Var::Kind::Constant)) return v;
   if (!v->is(Var::Kind::Tuple) && !v->is(Var::Kind::List)) return nullptr;
   std::vector<VarRef> items;
-  for (auto& item : v->items) {
+  for (auto& item : v->sequence()->items) {
     items.push_back(as_constant(ctx, item));
     if (!items.back()) return nullptr;
   }
@@ -305,7 +304,7 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
     if (list) PyList_SET_ITEM(r, i, items[i]->obj);
     else PyTuple_SET_ITEM(r, i, items[i]->obj);
   }
-  if (v->size) Py_SETREF(r, PyObject_CallOneArg(python_bridge().size_type, r));  // str(x.shape)
+  if (v->is(Var::Kind::Tuple) && v->get<Var::Tuple>().size) Py_SETREF(r, PyObject_CallOneArg(python_bridge().size_type, r));  // str(x.shape)
   if (!r) {
     PyErr_Clear();
     unsupported("internal: cannot make a mini.Size");
@@ -316,7 +315,8 @@ VarRef as_constant(TraceContext& ctx, const VarRef& v_in) {
 VarRef specialize(TraceContext& ctx, const VarRef& v) {
   if (is_sym_slice(v)) {  // each bound to its value: a constant slice
     auto value = [&](const VarRef& part) { return specialize_number(ctx, specialize(ctx, part)); };
-    VarRef start = value(v->items[0]), stop = value(v->items[1]), step = value(v->items[2]);
+    const std::vector<VarRef>& bounds = v->get<Var::Tuple>().items;
+    VarRef start = value(bounds[0]), stop = value(bounds[1]), step = value(bounds[2]);
     PyObject* slice = PySlice_New(start->obj, stop->obj, step->obj);
     if (!slice) { PyErr_Clear(); unsupported("slice(): out of memory"); }
     return make_constant(slice);
@@ -326,7 +326,7 @@ VarRef specialize(TraceContext& ctx, const VarRef& v) {
   // admits 4x3 for 3x4, which computes the same
   int64_t value = PyLong_AsLongLong(v->obj);
   ctx.guards().add_size_compare(
-      guards::SizeExpr::apply(guards::SizeTerm::Op::Eq, v->expr, guards::SizeExpr::constant(value)));
+      guards::SizeExpr::apply(guards::SizeTerm::Op::Eq, v->get<Var::SymInt>().expr, guards::SizeExpr::constant(value)));
   Py_INCREF(v->obj);
   return make_constant(v->obj);
 }
@@ -334,9 +334,11 @@ VarRef specialize(TraceContext& ctx, const VarRef& v) {
 // The graph input position of v if it is a Python number's 0-d input (of the frame's, or a
 // size's value: Source::Size), else -1.
 static int scalar_input(TraceContext& ctx, const VarRef& v) {
-  if (!v || !v->number || v->node < 0 || ctx.graph().nodes[v->node].kind != graph::NodeKind::Input) return -1;
+  if (!v || !is_dynamic_number(v)) return -1;
+  int node = v->tensor().node;
+  if (node < 0 || ctx.graph().nodes[node].kind != graph::NodeKind::Input) return -1;
   const auto& inputs = ctx.graph().inputs;
-  size_t pos = std::find(inputs.begin(), inputs.end(), v->node) - inputs.begin();
+  size_t pos = std::find(inputs.begin(), inputs.end(), node) - inputs.begin();
   if (pos >= ctx.trace.input_sources.size() || !ctx.trace.scalar_inputs[pos]) return -1;
   return (int)pos;
 }
@@ -391,6 +393,6 @@ VarRef tensor_binary(TraceContext& ctx, OpKind op, const VarRef& a, const VarRef
   return node(ctx, op, {operand(ctx, a), operand(ctx, b)});
 }
 
-VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a) { return node(ctx, op, {a->node}); }
+VarRef tensor_unary(TraceContext& ctx, OpKind op, const VarRef& a) { return node(ctx, op, {a->tensor().node}); }
 
 }  // namespace mini::capture

@@ -65,8 +65,6 @@ int64_t size_arg(TraceContext& ctx, const VarRef& v, const std::string& what);
 // Sizes given as f(2, 3), f((2, 3)) or f([2, 3]).
 std::vector<int64_t> ints_of(TraceContext& ctx, const std::vector<VarRef>& args, size_t from, const std::string& what);
 std::vector<int64_t> dims_of(TraceContext& ctx, const VarRef& v);
-// A tensor of the user's code (not a dynamic Python number, which the graph also holds).
-inline bool is_tensor(const VarRef& v) { return v && v->is(Var::Kind::Tensor) && !v->number; }
 
 // A node for an operand: the tensor's node, or a constant node for a Python number.
 int operand(TraceContext& ctx, const VarRef& v_in);

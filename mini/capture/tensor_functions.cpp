@@ -40,7 +40,7 @@ DType dtype_or(const VarRef& v, DType dflt) { return !v || v->obj == Py_None ? d
 // One size of a factory: an int, or a dynamic size (a symbol resolved when the graph runs).
 int64_t factory_size(TraceContext& ctx, const VarRef& v, const std::string& fn) {
   int64_t code;
-  if ((v->is(Var::Kind::SymInt) || v->number) && graph_size(ctx, v, &code)) return code;
+  if ((v->is(Var::Kind::SymInt) || is_dynamic_number(v)) && graph_size(ctx, v, &code)) return code;
   if (v->is(Var::Kind::SymInt) || number_input(ctx, v, true) >= 0)
     return int_of(ctx, specialize_number(ctx, v), "a size of mini." + fn + "()");
   if (!v->is(Var::Kind::Constant) || !PyLong_Check(v->obj) || PyBool_Check(v->obj))
@@ -60,7 +60,7 @@ Shape factory_shape(TraceContext& ctx, const std::vector<VarRef>& pos, const std
     return shape;
   }
   bool one_sequence = pos.size() == 1 && (pos[0]->is(Var::Kind::Tuple) || pos[0]->is(Var::Kind::List));
-  for (auto& v : one_sequence ? pos[0]->items : pos) shape.push_back(factory_size(ctx, v, fn));
+  for (auto& v : one_sequence ? pos[0]->sequence()->items : pos) shape.push_back(factory_size(ctx, v, fn));
   return shape;
 }
 
@@ -79,7 +79,7 @@ VarRef factory(TraceContext& ctx, OpKind op, const Attrs& a, const VarRef& requi
   if (bool_of(requires_grad, false)) {  // a new autograd leaf (compile_unit runs it eagerly)
     if (!is_floating(a.dtype))
       fail("only Tensors of floating point dtype can require gradients (got ", dtype_name(a.dtype), ")");
-    ctx.graph().nodes[v->node].meta.requires_grad = true;
+    ctx.graph().nodes[v->tensor().node].meta.requires_grad = true;
   }
   return v;
 }
@@ -201,8 +201,8 @@ VarRef factory_randint(TraceContext& ctx, const Args& args) {
   a.dtype = DType::Float64;
   graph::Graph& g = ctx.graph();
   VarRef u = factory(ctx, OpKind::Rand, a, nullptr);
-  VarRef scaled = node(ctx, OpKind::Mul, {u->node, g.add_constant(double(high - low), DType::Float64)});
-  VarRef ints = node(ctx, OpKind::Add, {cast_to(ctx, scaled, DType::Int64)->node,
+  VarRef scaled = node(ctx, OpKind::Mul, {u->tensor().node, g.add_constant(double(high - low), DType::Float64)});
+  VarRef ints = node(ctx, OpKind::Add, {cast_to(ctx, scaled, DType::Int64)->tensor().node,
                                         g.add_constant(double(low), DType::Int64)});
   return cast_to(ctx, ints, out);
 }
@@ -231,7 +231,8 @@ VarRef factory_arange(TraceContext& ctx, const Args& args) {
   a.start = int_of(ctx, start, "start");
   a.step = int_of(ctx, step, "step");
   // arange(x.shape[0]) keeps the size symbolic; any other symbolic bound is specialized
-  a.end = end->is(Var::Kind::SymInt) && a.start == 0 && a.step == 1 ? end->node : int_of(ctx, end, "end");
+  bool symbolic_end = end->is(Var::Kind::SymInt) && a.start == 0 && a.step == 1;
+  a.end = symbolic_end ? end->get<Var::SymInt>().symbol : int_of(ctx, end, "end");
   a.dtype = dtype_or(args.get(3, "dtype", false), DType::Int64);
   return factory(ctx, OpKind::Arange, a, args.get(4, "requires_grad", false));
 }
@@ -252,7 +253,7 @@ const std::pair<const char*, FunctionHandler> kFactories[] = {
 VarRef function_where(TraceContext& ctx, const Args& args) {
   VarRef c = args.get(0, "condition"), a = args.get(1, "input"), b = args.get(2, "other");
   if (!c->is(Var::Kind::Tensor)) unsupported("where() with a condition that is not a tensor");
-  return node(ctx, OpKind::Where, {c->node, operand(ctx, a), operand(ctx, b)});
+  return node(ctx, OpKind::Where, {c->tensor().node, operand(ctx, a), operand(ctx, b)});
 }
 
 // Eager's check of layer_norm, on the operands as eager sees them: this call's sizes (a
@@ -272,7 +273,7 @@ void check_layer_norm_operands(TraceContext& ctx, const VarRef& x, const VarRef&
   for (const VarRef& t : {w, b}) {
     bool given = t && t->obj != Py_None;
     if (given && !is_tensor(t)) unsupported("layer_norm() with a weight or bias that is not a tensor");
-    in.push_back(given ? t->node : -1);
+    in.push_back(given ? t->tensor().node : -1);
     metas.push_back(given ? meta(t) : nullptr);
   }
   check_layer_norm(meta(x), shape, metas[0], metas[1]);
@@ -291,7 +292,7 @@ VarRef function_layer_norm(TraceContext& ctx, const Args& args) {
     unsupported("layer_norm's eps must be a Python number known while tracing, got " + e->describe());
   a.eps = e ? PyFloat_AsDouble(e->obj) : 1e-5;
   if (!is_tensor(x)) unsupported("layer_norm() of " + x->describe());
-  std::vector<int> in{x->node};
+  std::vector<int> in{x->tensor().node};
   check_layer_norm_operands(ctx, x, w, b, shape, in);
   // equal on this call's sizes: a dynamic dim among x's normalized ones is a fact the graph
   // relies on, guarded (the weight's and bias's: infer_meta's)
@@ -325,14 +326,14 @@ VarRef function_attention_node(TraceContext& ctx, const Args& args) {
   a.mode = PyObject_IsTrue(causal->obj) ? "causal" : "";
   a.value = PyFloat_AsDouble(scale->obj);
   a.index = 0;
-  return node(ctx, OpKind::Attention, {q->node, k->node, v->node}, a);
+  return node(ctx, OpKind::Attention, {q->tensor().node, k->tensor().node, v->tensor().node}, a);
 }
 
 // mini.nn.functional.embedding(input, weight): weight's rows by index.
 VarRef function_embedding(TraceContext& ctx, const Args& args) {
   VarRef idx = args.get(0, "input"), w = args.get(1, "weight");
   if (!is_tensor(idx) || !is_tensor(w)) unsupported("embedding() of " + idx->describe() + " and " + w->describe());
-  return node(ctx, OpKind::Embedding, {w->node, idx->node});
+  return node(ctx, OpKind::Embedding, {w->tensor().node, idx->tensor().node});
 }
 
 // mini.slice_scatter(input, src, dim, start, end, step): input, with src in a slice. Bounds
@@ -360,7 +361,7 @@ VarRef function_slice_scatter(TraceContext& ctx, const Args& args) {
   if (n >= 0 && !graph::is_symbol(a.end) && a.end < 0) a.end += n;
   if (n >= 0 && !graph::is_symbol(a.end)) a.end = std::min(a.end, n);
   a.step = step ? int_of(ctx, step, "step") : 1;
-  return node(ctx, OpKind::SliceScatter, {base->node, src->node}, a);
+  return node(ctx, OpKind::SliceScatter, {base->tensor().node, src->tensor().node}, a);
 }
 
 // F.mse_loss(input, target, reduction): one MseLoss node ("mean" by default).
@@ -370,7 +371,7 @@ VarRef function_mse_loss(TraceContext& ctx, const Args& args) {
     unsupported("mse_loss() of " + a->describe() + " and " + b->describe());
   Attrs at;
   at.mode = r && r->obj && PyUnicode_Check(r->obj) ? PyUnicode_AsUTF8(r->obj) : "mean";
-  return node(ctx, OpKind::MseLoss, {a->node, b->node}, at);
+  return node(ctx, OpKind::MseLoss, {a->tensor().node, b->tensor().node}, at);
 }
 
 // The functions capture records by identity, by name (the grad-mode ones aside).

@@ -20,7 +20,7 @@ struct SliceBounds {
 bool symbolic_slice_bounds(TraceContext& ctx, const VarRef& slice, int64_t* start, int64_t* end) {
   int64_t* bounds[2] = {start, end};
   for (int k = 0; k < 2; k++) {
-    const VarRef& b = slice->items[k];
+    const VarRef& b = slice->get<Var::Tuple>().items[k];
     if (b->obj == Py_None && b->is(Var::Kind::Constant)) *bounds[k] = k == 0 ? 0 : PY_SSIZE_T_MAX;
     else if (!graph_size(ctx, b, bounds[k])) return false;
   }
@@ -42,7 +42,7 @@ std::vector<VarRef> index_items(const VarRef& index) {
     return items;
   }
   bool tuple = index->is(Var::Kind::Tuple) && !is_sym_slice(index);
-  return tuple ? index->items : std::vector<VarRef>{index};
+  return tuple ? index->get<Var::Tuple>().items : std::vector<VarRef>{index};
 }
 
 // Whether an index item is one mini supports (an int, a slice, None or ...) once specialized.
@@ -61,7 +61,7 @@ int64_t resolve_index_items(TraceContext& ctx, std::vector<VarRef>& items,
     VarRef& it = items[i];
     if (is_sym_slice(it)) {
       SliceBounds& b = sym_bounds[i];
-      VarRef step = specialize(ctx, it->items[2]);
+      VarRef step = specialize(ctx, it->get<Var::Tuple>().items[2]);
       if (step->obj != Py_None) b.step = PyLong_Check(step->obj) ? PyLong_AsLongLong(step->obj) : 0;
       if (b.step < 1 || !symbolic_slice_bounds(ctx, it, &b.start, &b.end))
         it = specialize(ctx, it);  // eager's step check, or bounds graph sizes cannot hold
@@ -86,7 +86,7 @@ VarRef slice_node(TraceContext& ctx, const VarRef& r, int64_t dim, const SliceBo
   a.start = b.start;
   a.end = b.end;
   a.step = b.step;
-  return node(ctx, OpKind::Slice, {r->node}, a);
+  return node(ctx, OpKind::Slice, {r->tensor().node}, a);
 }
 
 // The size of `r` along `dim`, specialized where `specialize_it` (a negative index or bound
@@ -109,7 +109,7 @@ VarRef select_at(TraceContext& ctx, const VarRef& r, int64_t dim, PyObject* o) {
       fail_index("index ", a.index, " is out of bounds for dimension ", dim, " with size ", n);
     if (a.index < 0) a.index += n;
   }
-  return node(ctx, OpKind::Select, {r->node}, a);
+  return node(ctx, OpKind::Select, {r->tensor().node}, a);
 }
 
 // r[..., start:stop:step, ...] at `dim`: a Slice, its bounds clamped now on a static size
@@ -141,7 +141,7 @@ VarRef tensor_getitem(TraceContext& ctx, const VarRef& t, const VarRef& index) {
     } else if (o == Py_None) {
       Attrs a;
       a.dim = dim++;
-      r = node(ctx, OpKind::Unsqueeze, {r->node}, a);
+      r = node(ctx, OpKind::Unsqueeze, {r->tensor().node}, a);
     } else if (o == Py_Ellipsis) {
       dim += rank - consuming;
     } else if (PyLong_Check(o)) {

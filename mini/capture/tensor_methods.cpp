@@ -16,9 +16,9 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   if (name == "shape") {
     std::vector<VarRef> dims;
     for (size_t d = 0; d < m.sizes.size(); d++) dims.push_back(size_var(ctx, self, (int64_t)d));
-    VarRef size = make_tuple_var(dims);
-    size->size = true;
-    return size;
+    Var::Tuple size{{std::move(dims)}};
+    size.size = true;
+    return std::make_shared<Var>(std::move(size));
   }
   if (name == "ndim") return make_constant(PyLong_FromSize_t(m.sizes.size()));
   if (name == "dtype") return dtype_object(m.dtype);
@@ -57,13 +57,13 @@ VarRef tensor_attr(TraceContext& ctx, const VarRef& self, const std::string& nam
   if (name == "T") {
     Attrs a;
     for (int64_t d = (int64_t)m.sizes.size() - 1; d >= 0; d--) a.dims.push_back(d);
-    return node(ctx, OpKind::Permute, {self->node}, a);
+    return node(ctx, OpKind::Permute, {self->tensor().node}, a);
   }
   if (name == "mT") {
     Attrs a;
     a.dim = -2;
     a.dim2 = -1;
-    return node(ctx, OpKind::Transpose, {self->node}, a);
+    return node(ctx, OpKind::Transpose, {self->tensor().node}, a);
   }
   if (name == "grad" || name == "data" || name == "grad_fn")
     unsupported("reading Tensor." + name + " inside a compiled function is not supported by mini's capture");
@@ -93,7 +93,7 @@ using MethodHandler = VarRef (*)(MethodCall& c);
 
 // A node of `op` on the tensor alone, with attributes `a`.
 VarRef self_node(MethodCall& c, OpKind op, const Attrs& a = {}) {
-  return node(c.ctx, op, {c.self->node}, a);
+  return node(c.ctx, op, {c.self->tensor().node}, a);
 }
 
 // The op a table of named ops gives `name`, or null.
@@ -175,7 +175,7 @@ VarRef split_views(MethodCall& c) {
   std::vector<int64_t> sizes;
   if (how->is(Var::Kind::List) || how->is(Var::Kind::Tuple)) {
     int64_t total = 0;
-    for (const VarRef& k : how->items) total += sizes.emplace_back(int_of(ctx, k, "split size"));
+    for (const VarRef& k : how->sequence()->items) total += sizes.emplace_back(int_of(ctx, k, "split size"));
     if (total != n) fail("split_with_sizes expects split_sizes to sum exactly to ", n, " (input tensor's size at dimension ", dim, ")");
   } else {
     int64_t k = int_of(ctx, how, name == "split" ? "split_size" : "chunks");
@@ -359,7 +359,7 @@ VarRef method_is_floating_point(MethodCall& c) {
 // eager does not have.
 VarRef method_is_contiguous(MethodCall& c) {
   const graph::Graph& g = c.ctx.graph();
-  const Alias& a = alias_of(c.ctx, c.self->node);
+  const Alias& a = alias_of(c.ctx, c.self->tensor().node);
   const graph::TensorMeta* own = &c.m;
   if (a.storage->input >= 0 && a.storage->mutated) {
     const graph::TensorMeta& input = g.nodes[g.inputs[a.storage->input]].meta;
@@ -401,9 +401,9 @@ VarRef method_item(MethodCall& c) {
   // of the Python number's type (a float is a double), in a value of its own: it promotes
   // like a number where it meets tensors, and computes like one where it meets numbers
   a.dtype = is_floating(m.dtype) ? DType::Float64 : m.dtype;
-  v = a.dtype != m.dtype ? node(c.ctx, OpKind::Cast, {v->node}, a) : node(c.ctx, OpKind::Clone, {v->node});
-  c.ctx.graph().nodes[v->node].wrapped_number = true;
-  v->number = true;
+  v = a.dtype != m.dtype ? node(c.ctx, OpKind::Cast, {v->tensor().node}, a) : node(c.ctx, OpKind::Clone, {v->tensor().node});
+  c.ctx.graph().nodes[v->tensor().node].wrapped_number = true;
+  v->tensor().number = true;
   return v;
 }
 
@@ -478,7 +478,7 @@ VarRef call_tensor_method_as_found(TraceContext& ctx, const std::string& name, c
 VarRef call_replaced_tensor_method(TraceContext& ctx, const std::string& name, const VarRef& self,
                                    std::vector<VarRef> pos, const Kwargs& kwargs) {
   PyTypeObject* type = tensor_type_of(ctx, self);
-  PyObject* found = self->number ? nullptr : PyObject_GetAttrString((PyObject*)type, name.c_str());
+  PyObject* found = is_dynamic_number(self) ? nullptr : PyObject_GetAttrString((PyObject*)type, name.c_str());
   if (!found) {  // a dynamic number's method, or no such method: the op table says what it is
     PyErr_Clear();
     return nullptr;

@@ -101,7 +101,7 @@ VarRef wrap(TraceContext& ctx, PyObject* value, SourceRef source);
 // A value computed while tracing (no source, no guards): constants, tuples of them.
 VarRef wrap_untracked(TraceContext& ctx, PyObject* value);
 bool is_module(PyObject* value);
-// The value of dict->items[i], read from the real dict (and guarded) on first use.
+// The value of the dict's values[i], read from the real dict (and guarded) on first use.
 VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i);
 
 // variables.cpp: cells, dicts, stores

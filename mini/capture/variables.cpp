@@ -5,18 +5,37 @@
 
 namespace mini::capture {
 
+// Var::Kind names the alternatives of Var::Data, in order.
+template <Var::Kind k, class K>
+constexpr bool kind_is = std::is_same_v<std::variant_alternative_t<size_t(k), Var::Data>, K>;
+static_assert(kind_is<Var::Kind::Tensor, Var::Tensor> && kind_is<Var::Kind::Constant, Var::Constant> &&
+              kind_is<Var::Kind::Tuple, Var::Tuple> && kind_is<Var::Kind::List, Var::List> &&
+              kind_is<Var::Kind::Function, Var::Function> && kind_is<Var::Kind::Builtin, Var::Builtin> &&
+              kind_is<Var::Kind::Method, Var::Method> && kind_is<Var::Kind::Module, Var::Module> &&
+              kind_is<Var::Kind::Object, Var::Object> && kind_is<Var::Kind::Iterator, Var::Iterator> &&
+              kind_is<Var::Kind::Null, Var::Null> && kind_is<Var::Kind::SymInt, Var::SymInt> &&
+              kind_is<Var::Kind::Dict, Var::Dict> && kind_is<Var::Kind::DictView, Var::DictView> &&
+              kind_is<Var::Kind::Cell, Var::Cell> && kind_is<Var::Kind::Partial, Var::Partial> &&
+              std::variant_size_v<Var::Data> == size_t(Var::Kind::Partial) + 1);
+
+Var::Sequence* Var::sequence() {
+  if (auto* t = as<Tuple>()) return t;
+  if (auto* l = as<List>()) return l;
+  return nullptr;
+}
+
 std::string Var::describe() const {
-  switch (kind) {
-    case Kind::Tensor: return number ? "a Python number made dynamic" : "Tensor";
+  switch (kind()) {
+    case Kind::Tensor: return as<Tensor>()->number ? "a Python number made dynamic" : "Tensor";
     case Kind::Tuple: return "tuple";
     case Kind::List: return "list";
     case Kind::Null: return "NULL";
-    case Kind::Method: return "method " + name;
+    case Kind::Method: return "method " + as<Method>()->name;
     case Kind::Iterator: return "iterator";
     case Kind::Dict: return "dict";
-    case Kind::DictView: return "dict." + name + "()";
+    case Kind::DictView: return "dict." + as<DictView>()->name + "()";
     case Kind::Cell: return "cell";
-    case Kind::Partial: return "functools.partial(" + self->describe() + ", ...)";
+    case Kind::Partial: return "functools.partial(" + as<Partial>()->func->describe() + ", ...)";
     default: break;
   }
   if (!obj) return "?";
@@ -29,38 +48,29 @@ std::string Var::describe() const {
 }
 
 VarRef make_constant(PyObject* value) {
-  auto v = std::make_shared<Var>(Var::Kind::Constant);
+  auto v = std::make_shared<Var>(Var::Constant{});
   v->obj = value;
   return v;
 }
 VarRef make_tensor(int node) {
-  auto v = std::make_shared<Var>(Var::Kind::Tensor);
-  v->node = node;
-  return v;
+  return std::make_shared<Var>(Var::Tensor{node});
 }
 bool is_python_number(const VarRef& v) {
-  if (v->is(Var::Kind::Tensor)) return v->number;
+  if (auto* t = v->as<Var::Tensor>()) return t->number;
   return v->is(Var::Kind::Constant) && (PyLong_Check(v->obj) || PyFloat_Check(v->obj));
 }
 VarRef make_tuple_var(std::vector<VarRef> items, bool list) {
-  auto v = std::make_shared<Var>(list ? Var::Kind::List : Var::Kind::Tuple);
-  v->items = std::move(items);
-  return v;
+  if (list) return std::make_shared<Var>(Var::List{{std::move(items)}});
+  return std::make_shared<Var>(Var::Tuple{{std::move(items)}});
 }
 VarRef make_method(VarRef self, const std::string& name) {
-  auto v = std::make_shared<Var>(Var::Kind::Method);
-  v->self = std::move(self);
-  v->name = name;
-  return v;
+  return std::make_shared<Var>(Var::Method{std::move(self), name});
 }
 VarRef make_dict(std::vector<VarRef> keys, std::vector<VarRef> values) {
-  auto v = std::make_shared<Var>(Var::Kind::Dict);
-  v->keys = std::move(keys);
-  v->items = std::move(values);
-  return v;
+  return std::make_shared<Var>(Var::Dict{std::move(keys), std::move(values)});
 }
 VarRef null_var() {
-  static VarRef null = std::make_shared<Var>(Var::Kind::Null);
+  static VarRef null = std::make_shared<Var>(Var::Null{});
   return null;
 }
 
@@ -69,25 +79,22 @@ VarRef null_var() {
 VarRef cell_var(TraceContext& ctx, PyObject* cell, SourceRef contents_source, SourceRef cell_source) {
   auto found = ctx.cells.find(cell);
   if (found != ctx.cells.end()) return found->second;  // one Var per real cell: every closure sees each store
-  auto v = std::make_shared<Var>(Var::Kind::Cell);
+  auto v = std::make_shared<Var>(Var::Cell{nullptr, false, std::move(cell_source)});
   v->obj = cell;
   Py_INCREF(cell);
   v->source = std::move(contents_source);
-  v->cell_source = std::move(cell_source);
   ctx.cells[cell] = v;
   return v;
 }
 
 VarRef new_cell(VarRef contents) {
-  auto v = std::make_shared<Var>(Var::Kind::Cell);
-  v->contents = std::move(contents);
-  v->contents_read = true;
-  return v;
+  return std::make_shared<Var>(Var::Cell{std::move(contents), true, nullptr});
 }
 
 VarRef cell_get(TraceContext& ctx, const VarRef& cell) {
   if (!cell || !cell->is(Var::Kind::Cell)) unsupported("internal: a closure variable without its cell");
-  if (!cell->contents_read) {  // first read of a real cell: its value at entry, guarded
+  Var::Cell& c = cell->get<Var::Cell>();
+  if (!c.contents_read) {  // first read of a real cell: its value at entry, guarded
     PyObject* v = cell->source ? guards::fetch(*cell->source, ctx.root) : nullptr;
     if (v) {
       VarRef wrapped;
@@ -98,28 +105,30 @@ VarRef cell_get(TraceContext& ctx, const VarRef& cell) {
         throw;
       }
       Py_DECREF(v);
-      cell->contents = wrapped;
+      c.contents = wrapped;
     }
-    cell->contents_read = true;
+    c.contents_read = true;
   }
-  if (!cell->contents)
+  if (!c.contents)
     unsupported("a closure variable referenced before assignment (an empty cell)");
-  return cell->contents;
+  return c.contents;
 }
 
 void cell_set(TraceContext& ctx, const VarRef& cell, VarRef value) {
   if (!cell || !cell->is(Var::Kind::Cell)) unsupported("internal: a store into a closure variable without its cell");
-  cell->contents = std::move(value);
-  cell->contents_read = true;
+  Var::Cell& c = cell->get<Var::Cell>();
+  c.contents = std::move(value);
+  c.contents_read = true;
   ctx.mutations++;
-  if (cell->cell_source && std::find(ctx.stored_cells.begin(), ctx.stored_cells.end(), cell) == ctx.stored_cells.end())
+  if (c.cell_source && std::find(ctx.stored_cells.begin(), ctx.stored_cells.end(), cell) == ctx.stored_cells.end())
     ctx.stored_cells.push_back(cell);
 }
 
 int dict_find(const VarRef& dict, const VarRef& key) {
   if (!key->is(Var::Kind::Constant)) unsupported("a dict key that is not a Python constant (" + key->describe() + ")");
-  for (size_t i = 0; i < dict->keys.size(); i++) {
-    PyObject* k = dict->keys[i]->obj;
+  const Var::Dict* d = dict->as<Var::Dict>();
+  for (size_t i = 0; d && i < d->keys.size(); i++) {
+    PyObject* k = d->keys[i]->obj;
     if (k == key->obj) return (int)i;
     int eq = PyObject_RichCompareBool(k, key->obj, Py_EQ);
     if (eq < 0) { PyErr_Clear(); unsupported("comparing dict keys raised an error"); }
@@ -129,6 +138,7 @@ int dict_find(const VarRef& dict, const VarRef& key) {
 }
 
 void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef value) {
+  Var::Dict& d = dict->get<Var::Dict>();
   if (!made_in_trace(dict)) {
     // a dict of the frame's (a global, an argument): the Var changes, so that the trace reads
     // what it stored, and the store is a side effect replayed into the real dict
@@ -138,18 +148,18 @@ void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef v
                   "keys read from the frame) is not supported by mini's capture");
     int i = dict_find(dict, key);
     if (i < 0) {
-      dict->keys.push_back(key);
-      dict->items.push_back(value);
+      d.keys.push_back(key);
+      d.values.push_back(value);
     } else {
-      dict->items[i] = value;
+      d.values[i] = value;
     }
     record_store(ctx, SideEffect::Kind::Item, dict->obj, dict->source, PyUnicode_AsUTF8(key->obj), value);
     return;
   }
   int i = dict_find(dict, key);
   if (PyObject_Hash(key->obj) == -1) { PyErr_Clear(); unsupported("an unhashable dict key"); }
-  if (i >= 0) dict->items[i] = std::move(value);
-  else { dict->keys.push_back(key); dict->items.push_back(std::move(value)); }
+  if (i >= 0) d.values[i] = std::move(value);
+  else { d.keys.push_back(key); d.values.push_back(std::move(value)); }
   ctx.mutations++;
 }
 

@@ -30,8 +30,8 @@ static bool slice_of_ints(PyObject* v) {
   return true;
 }
 
-static VarRef object_var(Var::Kind kind, PyObject* v, SourceRef source) {
-  auto var = std::make_shared<Var>(kind);
+static VarRef object_var(Var::Data kind, PyObject* v, SourceRef source) {
+  auto var = std::make_shared<Var>(std::move(kind));
   var->obj = v;
   Py_INCREF(v);
   var->source = std::move(source);
@@ -102,9 +102,10 @@ static bool str_keys_only(PyObject* dict) {
 }
 
 VarRef dict_value(TraceContext& ctx, const VarRef& dict, size_t i) {
-  VarRef& item = dict->items[i];
+  Var::Dict& d = dict->get<Var::Dict>();
+  VarRef& item = d.values[i];
   if (!item) {  // a value of a dict from the frame, read for the first time
-    PyObject* key = dict->keys[i]->obj;
+    PyObject* key = d.keys[i]->obj;
     PyObject* value = PyDict_GetItemWithError(dict->obj, key);
     if (!value) { PyErr_Clear(); unsupported("a dict changed while tracing"); }
     item = wrap(ctx, value, guards::Source::dict_item(dict->source, PyUnicode_AsUTF8(key)));
@@ -235,7 +236,7 @@ static VarRef wrap_dynamic_number(TraceContext& ctx, PyObject* v, const SourceRe
   int node = add_graph_input(ctx, v, src, meta, true);
   ctx.graph().nodes[node].wrapped_number = true;
   VarRef var = tensor_var(ctx, node);
-  var->number = true;
+  var->tensor().number = true;
   return var;
 }
 
@@ -247,7 +248,7 @@ static VarRef wrap_constant(TraceContext& ctx, PyObject* v, const SourceRef& src
     unsupported("a slice whose bounds are not ints or None, read from the frame");
   if (v == Py_Ellipsis) ctx.guards().add_type_match(src, v);
   else ctx.guards().add_constant_match(src, v);
-  return object_var(Var::Kind::Constant, v, src);
+  return object_var(Var::Constant{}, v, src);
 }
 
 // A tuple or list: guarded by its length, each item wrapped at its own source; a list read
@@ -289,7 +290,7 @@ static VarRef wrap_dict(TraceContext& ctx, PyObject* v, const SourceRef& src) {
   std::vector<VarRef> keys;
   PyObject *key, *value;
   Py_ssize_t pos = 0;
-  while (PyDict_Next(v, &pos, &key, &value)) keys.push_back(object_var(Var::Kind::Constant, key, nullptr));
+  while (PyDict_Next(v, &pos, &key, &value)) keys.push_back(object_var(Var::Constant{}, key, nullptr));
   VarRef var = make_dict(std::move(keys), std::vector<VarRef>(PyDict_GET_SIZE(v)));
   var->obj = v;
   Py_INCREF(v);
@@ -308,7 +309,7 @@ static VarRef wrap_module(TraceContext& ctx, PyObject* v, const SourceRef& src) 
     ctx.guards().add_constant_match(guards::Source::attr(src, "training"), training);
   Py_XDECREF(training);
   PyErr_Clear();
-  return object_var(Var::Kind::Module, v, src);
+  return object_var(Var::Module{}, v, src);
 }
 
 // A for loop's tuple iterator handed to a resume unit: guarded on what it has left, read
@@ -320,9 +321,7 @@ static VarRef wrap_tuple_iterator(TraceContext& ctx, PyObject* v, const SourceRe
   if (!rest) unsupported("cannot read the items left in an iterator");
   VarRef items = wrap(ctx, rest, items_src);
   Py_DECREF(rest);
-  auto it = std::make_shared<Var>(Var::Kind::Iterator);
-  it->items = items->items;
-  return it;
+  return std::make_shared<Var>(Var::Iterator{items->get<Var::Tuple>().items});
 }
 
 // A Python function: a graph function (mini.where) by identity; any other, as Dynamo, by its
@@ -330,9 +329,9 @@ static VarRef wrap_tuple_iterator(TraceContext& ctx, PyObject* v, const SourceRe
 // graph. What inlining reads of it — its closure cells' contents, defaults, globals — is
 // guarded where it is read.
 static VarRef wrap_function(TraceContext& ctx, PyObject* v, const SourceRef& src) {
-  VarRef var = object_var(Var::Kind::Function, v, src);
-  var->graph_function = is_graph_function(v);
-  if (var->graph_function) {
+  bool graph_function = is_graph_function(v);
+  VarRef var = object_var(Var::Function{graph_function}, v, src);
+  if (graph_function) {
     ctx.guards().add_id_match(src, v);
   } else {
     ctx.guards().add_type_match(src, v);
@@ -373,17 +372,17 @@ static VarRef wrap_object(TraceContext& ctx, PyObject* v, const SourceRef& src) 
   bool bound_builtin = PyCFunction_Check(v) && PyCFunction_GET_SELF(v) && !PyModule_Check(PyCFunction_GET_SELF(v));
   if (bound_builtin || PyMethod_Check(v)) {
     g.add_type_match(src, v);
-    return object_var(Var::Kind::Object, v, src);
+    return object_var(Var::Object{}, v, src);
   }
   if (is_builtin(v)) {
     g.add_id_match(src, v);
-    return object_var(Var::Kind::Builtin, v, src);
+    return object_var(Var::Builtin{}, v, src);
   }
   bool dtype = false;
   for (PyObject* d : python_bridge().dtype_objects) dtype = dtype || d == v;
   if (PyModule_Check(v) || PyType_Check(v) || dtype || is_enum_member(v)) g.add_id_match(src, v);
   else g.add_type_match(src, v);
-  return object_var(Var::Kind::Object, v, src);
+  return object_var(Var::Object{}, v, src);
 }
 
 // Which kind of Var an object of the frame becomes, and which guards make the graph valid
@@ -410,11 +409,11 @@ static bool all_constant_items(PyObject* v) {
 
 VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
   if (PyTuple_CheckExact(v) && all_constant_items(v))  // ("a", "b"), names of CALL_KW
-    return object_var(Var::Kind::Constant, v, nullptr);
+    return object_var(Var::Constant{}, v, nullptr);
   if (guards::unwrap_tensor(v))
     unsupported("a tensor that does not come from the frame's arguments, globals or closure "
                 "(e.g. a default argument or a tensor stored on a plain object)");
-  if (is_immutable_constant(v)) return object_var(Var::Kind::Constant, v, nullptr);
+  if (is_immutable_constant(v)) return object_var(Var::Constant{}, v, nullptr);
   if (PyTuple_CheckExact(v) || PyList_CheckExact(v)) {
     std::vector<VarRef> items;
     for (Py_ssize_t i = 0; i < Py_SIZE(v); i++)
@@ -426,15 +425,13 @@ VarRef wrap_untracked(TraceContext& ctx, PyObject* v) {
     }
     return var;
   }
-  if (is_module(v)) return object_var(Var::Kind::Module, v, nullptr);
+  if (is_module(v)) return object_var(Var::Module{}, v, nullptr);
   if (PyFunction_Check(v)) {
-    VarRef var = object_var(Var::Kind::Function, v, nullptr);
-    var->graph_function = is_graph_function(v);
-    return var;
+    return object_var(Var::Function{is_graph_function(v)}, v, nullptr);
   }
   if (is_builtin(v))  // len, range, int: as wrap() makes them
-    return object_var(Var::Kind::Builtin, v, nullptr);
-  return object_var(Var::Kind::Object, v, nullptr);
+    return object_var(Var::Builtin{}, v, nullptr);
+  return object_var(Var::Object{}, v, nullptr);
 }
 
 int64_t python_int64(PyObject* number) {
