@@ -230,8 +230,9 @@ VarRef factory_arange(TraceContext& ctx, const Args& args) {
                 "): mini captures arange of ints only");
   a.start = int_of(ctx, start, "start");
   a.step = int_of(ctx, step, "step");
-  // arange(x.shape[0]) keeps the size symbolic; any other symbolic bound is specialized
-  bool symbolic_end = end->is(Var::Kind::SymInt) && a.start == 0 && a.step == 1;
+  // arange(x.shape[0]) keeps the size symbolic; any other symbolic bound (x.shape[0] * 2: no one
+  // input dim stands for it, symbol 0) is specialized to its value under a guard
+  bool symbolic_end = end->is(Var::Kind::SymInt) && end->get<Var::SymInt>().symbol != 0 && a.start == 0 && a.step == 1;
   a.end = symbolic_end ? end->get<Var::SymInt>().symbol : int_of(ctx, end, "end");
   a.dtype = dtype_or(args.get(3, "dtype", false), DType::Int64);
   return factory(ctx, OpKind::Arange, a, args.get(4, "requires_grad", false));

@@ -269,6 +269,27 @@ def test_a_dynamic_int_as_a_size_matches_eager_on_every_backend(name, backend):
         same(cf(x, n), expected)
 
 
+ARANGE_OF_SIZES = {  # arange's bound an expression of a dynamic size, which no one input dim stands for
+    "doubled": lambda x: mini.arange(x.shape[0] * 2),
+    "plus one": lambda x: mini.arange(x.shape[0] + 1) * x.sum(),
+    "with a start": lambda x: mini.arange(1, x.shape[0]),
+    "with a step": lambda x: mini.arange(0, x.shape[0], 2),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("name", ARANGE_OF_SIZES)
+def test_arange_of_an_expression_of_a_dynamic_size_matches_eager(name, backend):
+    # arange(x.shape[0] * 2) once compiled to a length-0 tensor: only arange(x.shape[0]) may keep
+    # its length a symbol; any other bound is specialized to its value under a guard
+    fn = ARANGE_OF_SIZES[name]
+    cf = mini.compile(fn, backend=backend, dynamic=True)
+    for n in (3, 5, 8):
+        got, expected = cf(T(n)), fn(T(n))
+        assert got.shape == expected.shape, (n, got.shape, expected.shape)
+        same(got, expected)
+
+
 def test_the_int_size_guard_is_printed_as_torch_prints_it(capsys):
     cf = mini.compile(INT_SIZES["factory"])
     cf(T(4), 2)
