@@ -11,6 +11,7 @@ CUDA toolkit needed) with a plugin that records each graph rendered for CUDA —
 and launch data — and renders each distinct graph in every kernel layout too. Paths of the
 package are written as <pkg>, so two builds in different folders compare equal.
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -68,6 +69,11 @@ def run_tests(out, plugin, test_paths, extra_modules=None):
             paths.append(str(Path(tmp) / name))
         env = dict(os.environ, CORPUS_OUT=str(out),
                    PYTHONPATH=os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH", "")) if p))
+        # the tests' conftest imports mini from MINI_PYTHON_DIR (build/python by default), not from
+        # PYTHONPATH: the package this process finds is the one to record
+        package = importlib.util.find_spec("mini")
+        if package and package.origin and "MINI_PYTHON_DIR" not in os.environ:
+            env["MINI_PYTHON_DIR"] = str(Path(package.origin).parent.parent)
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "corpus_plugin",
                                "-m", "not kit and not cuda", *paths], cwd=tmp, env=env).returncode
 
