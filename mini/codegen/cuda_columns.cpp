@@ -1,7 +1,9 @@
 // cuda_columns.cpp — the CUDA writer's column reductions (cuda_writer.h): a block per 32 kept
 // elements, 32 lanes each over the reduced ones, the reduced elements shared among blocks in y
 // where one pass suffices; and one long row split over many blocks (a full reduction), the
-// block that arrives last folding the partials.
+// block that arrives last folding the partials. The split row is planned as statements
+// (plan_split_reduction, stmt.h) that cuda_statements.cpp spells; the column shapes still print
+// as they decide.
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
@@ -332,68 +334,110 @@ void CudaKernelWriter::write_column_fold(std::ostringstream& o, int id, std::str
 // the row into a partial per reduction (partials[r * gridDim.x + block]); the block that
 // arrives last (an atomic count after a __threadfence: CUDA's threadFenceReduction) folds the
 // partials, resets the count for the next launch, and computes and stores the results.
-void CudaKernelWriter::write_split_reduction(std::ostringstream& o) {
+Plan CudaKernelWriter::plan_split_reduction() {
+  if (L_.has_online_pairs()) return CudaKernelWriter(s_, k_, without_online()).plan_split_reduction();
+  Plan plan;
+  plan.shape = "split row";
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
-  RowPlan plan = L_.plan_rows(0);
-  o << "  const int64_t rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
-  for (int64_t d : L_.kept_dims()) o << "  const int64_t x" << d << " = 0;  (void)x" << d << ";  // the one row\n";
-  o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-  o << "  __shared__ bool last;\n";
-  for (int id : reds) {
-    std::string A = acc_type(g_.nodes[id]);
-    o << "  " << A << " acc" << id << " = " << identity(g_.nodes[id], A) << ";\n";
+  RowPlan rows = L_.plan_rows(0);
+  Body& body = plan.body;
+  body.push_back(index_let("rnumel", product(k_.space, L_.red_dims()), false));
+  for (int64_t d : L_.kept_dims()) {
+    body.push_back(index_let("x" + std::to_string(d), "0", false, "the one row"));
+    body.back().unused_ok = true;
   }
-  o << "  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < rnumel; j += (int64_t)gridDim.x * blockDim.x) {\n";
-  o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+  body.push_back(shared("smem", DType::Float64, {32}, "block reductions: one value per warp"));
+  body.push_back(shared("last", DType::Bool, {}));
+  for (int id : reds) body.push_back(accumulator(id, false));
+  Body share = {unflatten_index("j", L_.red_dims(), false)};
   for (int id : k_.nodes)
-    if (plan.compute[0].count(id)) o << define("    ", 't', id, false);
-  for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n);
-    o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-      << cs_.expr(L_.reduction_input(id)) << "));\n";
-  }
-  o << "  }\n";
+    if (rows.compute[0].count(id))
+      share.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
+  for (int id : reds) share.push_back(fold(id, L_.reduction_input(id)));
+  body.push_back(range(RangeKind::GridStride, "j", "", "rnumel", share));
   for (size_t r = 0; r < reds.size(); r++) {
-    const Node& n = g_.nodes[reds[r]];
-    std::string A = acc_type(n), I = std::to_string(reds[r]);
-    o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
-      << ", reinterpret_cast<" << A << "*>(smem));\n";
-    o << "  if (threadIdx.x == 0) reinterpret_cast<" << A << "*>(&partials[" << r << " * gridDim.x + blockIdx.x])[0] = acc"
-      << I << ";\n";
+    body.push_back(block_reduce(reds[r]));
+    Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r])), reds[r]);
+    partial.slot = (int)r;
+    partial.first_thread = true;
+    body.push_back(partial);
   }
-  o << "  if (threadIdx.x == 0) {\n";
-  o << "    __threadfence();  // this block's partials are visible before it counts itself\n";
-  o << "    last = atomicAdd(arrived, 1u) == gridDim.x - 1;\n";
-  o << "  }\n";
-  o << "  __syncthreads();\n";
-  o << "  if (!last) return;\n";
-  o << "  __threadfence();\n";
-  for (size_t r = 0; r < reds.size(); r++) {
-    const Node& n = g_.nodes[reds[r]];
-    std::string A = acc_type(n), I = std::to_string(reds[r]);
-    o << "  acc" << I << " = " << identity(n, A) << ";\n";
-    o << "  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {\n";
-    o << "    const unsigned long long bits = __ldcg(&partials[" << r << " * gridDim.x + b]);\n";
-    o << "    acc" << I << " = " << combine(n) << "<" << A << ">(acc" << I << ", reinterpret_cast<const " << A
-      << "*>(&bits)[0]);\n";
-    o << "  }\n";
-    o << "  acc" << I << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << I
-      << ", reinterpret_cast<" << A << "*>(smem));\n";
-    std::string fin = "acc" + I;
-    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-    o << "  const " << cuda_type(n.meta.dtype) << " r" << I << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
-  }
-  o << "  if (threadIdx.x != 0) return;\n";
-  o << "  *arrived = 0;  // for the next launch\n";
+  Stmt arrival = scope({statement(Stmt::Kind::Fence, "", "this block's partials are visible before it counts itself"),
+                        statement(Stmt::Kind::Arrive, "last")});
+  arrival.first_thread = true;
+  body.push_back(arrival);
+  body.push_back(statement(Stmt::Kind::Barrier));
+  Stmt not_last = statement(Stmt::Kind::Return);
+  not_last.text = "last";
+  body.push_back(not_last);
+  body.push_back(statement(Stmt::Kind::Fence));
+  for (size_t r = 0; r < reds.size(); r++) plan_partials_fold(body, r, reds[r]);
+  Stmt first_only = statement(Stmt::Kind::Return);
+  first_only.first_thread = true;
+  body.push_back(first_only);
+  body.push_back(statement(Stmt::Kind::ResetArrivals, "", "for the next launch"));
   std::set<int> done(reds.begin(), reds.end());
   for (int id : k_.nodes) {  // the row values: what the results feed
     if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-    o << define("  ", 'r', id, false);
+    body.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
     done.insert(id);
   }
-  for (int id : k_.stores) o << "  " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+  for (int id : k_.stores)
+    body.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                         temp(id, g_.nodes[id].meta.dtype, true)));
+  return plan;
+}
+
+// The last block: reduction `id`'s accumulator (the r-th of the pass) folded again from every
+// block's partial, a block a thread, then over the block; its result r<id>.
+void CudaKernelWriter::plan_partials_fold(Body& body, size_t r, int id) {
+  const Node& n = g_.nodes[id];
+  body.push_back(accumulator(id, true));
+  Stmt partial = as_accumulator(statement(Stmt::Kind::FoldPartial, "acc" + std::to_string(id)), id);
+  partial.slot = (int)r;
+  partial.text = "b";
+  body.push_back(range(RangeKind::GridBlocks, "b", "", "", {partial}));
+  body.push_back(block_reduce(id));
+  Stmt result = statement(Stmt::Kind::Result, "r" + std::to_string(id));
+  result.dtype = n.meta.dtype;
+  result.op = n.op;
+  result.text = "acc" + std::to_string(id);
+  result.index = "rnumel";
+  body.push_back(result);
+}
+
+// `s` given reduction `id`'s accumulator: its type (as acc_type) and how values combine.
+Stmt CudaKernelWriter::as_accumulator(Stmt s, int id) {
+  const Node& n = g_.nodes[id];
+  const DType d = g_.nodes[n.inputs[0]].meta.dtype;
+  s.op = n.op;
+  s.dtype = d == DType::BFloat16 ? DType::Float32 : d == DType::Bool && is_sum(n) ? DType::Int64 : d;
+  s.int_accumulator = d == DType::Bool && !is_sum(n);
+  return s;
+}
+// acc<id> = the identity of reduction `id` (declared here, or assigned: declared before).
+Stmt CudaKernelWriter::accumulator(int id, bool assign) {
+  Stmt s = as_accumulator(statement(Stmt::Kind::Accumulator, "acc" + std::to_string(id)), id);
+  s.assign = assign;
+  return s;
+}
+// acc<id> = combine(acc<id>, value)
+Stmt CudaKernelWriter::fold(int id, ExprPtr value) {
+  Stmt s = as_accumulator(statement(Stmt::Kind::Fold, "acc" + std::to_string(id)), id);
+  s.value = std::move(value);
+  return s;
+}
+// acc<id> combined across the block, through the shared array smem
+Stmt CudaKernelWriter::block_reduce(int id) {
+  Stmt s = as_accumulator(statement(Stmt::Kind::ThreadReduce, "acc" + std::to_string(id)), id);
+  s.scope = ThreadScope::Block;
+  s.text = "smem";
+  return s;
+}
+
+void CudaKernelWriter::write_split_reduction(std::ostringstream& o) {
+  o << spell_cuda(plan_split_reduction().body, cs_, k_.space, "  ");
 }
 
 }  // namespace mini::codegen

@@ -267,10 +267,16 @@ int cuda_column_vector(const Schedule& s, const FusionGroup& k, const CudaLayout
 }
 
 Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {
-  if (!k.reduced.empty())  // refused before any layout is decided
-    fail("plan_cuda: ", k.name, " is a reduction; only the pointwise shape is planned as statements yet ",
-         "(the reduction shapes are written as text by cuda_rows.cpp and cuda_columns.cpp)");
-  return CudaKernelWriter(s, k, layout).plan_pointwise();
+  if (k.reduced.empty()) return CudaKernelWriter(s, k, layout).plan_pointwise();
+  // one row (every kept dim of extent 1), split over the blocks: refused before any layout is
+  // decided where there is more than one row
+  bool one_row = true;
+  for (size_t d = 0; d < k.space.size(); d++)
+    if (std::find(k.reduced.begin(), k.reduced.end(), (int64_t)d) == k.reduced.end() && k.space[d] != 1) one_row = false;
+  if (one_row && cuda_split_reductions(s, k, layout) > 0) return CudaKernelWriter(s, k, layout).plan_split_reduction();
+  fail("plan_cuda: ", k.name, " is a reduction of a shape not planned as statements yet ",
+       "(only the pointwise kernel and one row split over blocks are; the others are written as text by ",
+       "cuda_rows.cpp and cuda_columns.cpp)");
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

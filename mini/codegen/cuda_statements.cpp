@@ -1,7 +1,9 @@
 // cuda_statements.cpp — the CUDA renderer's spelling of a plan (stmt.h): one function per
 // statement kind, and what CUDA spells its own way (a thread's place in the grid, the grid's
-// stride, the Vec type, the unroll pragma) from one table, kCudaSpelling. A planner
-// (plan_pointwise, cuda_pointwise.cpp) decides the statements; nothing here decides.
+// stride, the Vec type, the unroll pragma; a split row's shared memory, fences, arrival count,
+// partials and block reduction) from one table, kCudaSpelling. A planner (plan_pointwise,
+// cuda_pointwise.cpp; plan_split_reduction, cuda_columns.cpp) decides the statements; nothing
+// here decides.
 #include <sstream>
 
 #include "codegen/cuda_writer.h"
@@ -16,9 +18,42 @@ struct CudaSpelling {
   const char* grid_threads;  // the threads of the grid: a grid-stride loop's step
   const char* vector;        // the vector of N elements of T: <vector><T, N>
   const char* unroll;        // the pragma of an unrolled loop
+  // the split row's (plan_split_reduction)
+  const char* shared;        // memory a block's threads share
+  const char* fence;         // a thread's writes visible to the grid
+  const char* barrier;       // every thread of the block waits
+  const char* thread;        // a thread's index in its block
+  const char* block;         // a block's index in the grid
+  const char* blocks;        // the blocks of the grid
+  const char* block_threads;  // the threads of a block
+  const char* arrive;        // counts a block in, giving the count before: atomicAdd(arrived, 1u)
+  const char* reset;         // the count of arrived blocks, to be set back to 0
+  const char* partials;      // a partial's slot of 8 bytes, read with...
+  const char* read_past_cache;  // ... this load, which skips the cache a block's writes may miss
+  const char* block_reduce;  // the fold of a value across a block: <this><A, combine<A>>
+  const char* combine[3];    // sum (and mean), max, min: <this><A>(a, b)
+  const char* lowest;        // a max's identity: <this><A>()
+  const char* highest;       // a min's identity: <this><A>()
 };
 constexpr CudaSpelling kCudaSpelling = {"blockIdx.x * (int64_t)blockDim.x + threadIdx.x",
-                                        "(int64_t)gridDim.x * blockDim.x", "mini::Vec", "#pragma unroll"};
+                                        "(int64_t)gridDim.x * blockDim.x",
+                                        "mini::Vec",
+                                        "#pragma unroll",
+                                        "__shared__",
+                                        "__threadfence()",
+                                        "__syncthreads()",
+                                        "threadIdx.x",
+                                        "blockIdx.x",
+                                        "gridDim.x",
+                                        "blockDim.x",
+                                        "atomicAdd(arrived, 1u)",
+                                        "*arrived",
+                                        "partials",
+                                        "__ldcg",
+                                        "mini::block_reduce",
+                                        {"mini::sum_of", "mini::max_of", "mini::min_of"},
+                                        "mini::lowest",
+                                        "mini::highest"};
 
 struct Speller {
   const CStyle& cs;
@@ -50,6 +85,10 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
       sp.o << pad << "for (" << T << " " << v << " = " << s.begin << "; " << v << " < " << s.end << "; "
            << (s.step == "1" ? v + "++" : v + " += " + s.step) << ") {\n";
       break;
+    case RangeKind::GridBlocks:  // a block a thread
+      sp.o << pad << "for (unsigned " << v << " = " << kCudaSpelling.thread << "; " << v << " < " << kCudaSpelling.blocks
+           << "; " << v << " += " << kCudaSpelling.block_threads << ") {\n";
+      break;
     default: fail("codegen: no CUDA spelling for this kind of range");
   }
   spell_body(sp, s.body, pad + "  ");
@@ -71,13 +110,77 @@ void spell_declare(const Speller& sp, const Stmt& s, const std::string& pad) {
   sp.o << ";" << note(s) << "\n";
 }
 
+// The split row's statements (plan_split_reduction): accumulators, partials, the arrival count.
+std::string accumulator_type(const Speller& sp, const Stmt& s) { return s.int_accumulator ? "int" : sp.cs.type(s.dtype); }
+std::string combine(const Speller& sp, const Stmt& s) {
+  const bool sum = s.op == OpKind::Sum || s.op == OpKind::Mean;
+  return std::string(kCudaSpelling.combine[sum ? 0 : s.op == OpKind::Amax ? 1 : 2]) + "<" + accumulator_type(sp, s) + ">";
+}
+std::string identity(const Speller& sp, const Stmt& s) {
+  const std::string A = accumulator_type(sp, s);
+  if (s.op == OpKind::Sum || s.op == OpKind::Mean) return A + "(0)";
+  return std::string(s.op == OpKind::Amax ? kCudaSpelling.lowest : kCudaSpelling.highest) + "<" + A + ">()";
+}
+std::string first_thread() { return std::string("if (") + kCudaSpelling.thread + " == 0) "; }
+// partials[slot * <blocks> + block]: slot `slot` of block `block`, 8 bytes, of any accumulator
+std::string partial(int slot, const std::string& block) {
+  return std::string(kCudaSpelling.partials) + "[" + std::to_string(slot) + " * " + kCudaSpelling.blocks + " + " + block +
+         "]";
+}
+
+void spell_split_row(const Speller& sp, const Stmt& s, const std::string& pad) {
+  std::ostringstream& o = sp.o;
+  const std::string A = accumulator_type(sp, s), n = s.name;
+  switch (s.kind) {
+    case Stmt::Kind::Shared:
+      o << pad << kCudaSpelling.shared << " " << sp.cs.type(s.dtype) << " " << n;
+      for (int64_t d : s.dims) o << "[" << d << "]";
+      o << ";" << note(s) << "\n";
+      break;
+    case Stmt::Kind::Accumulator: o << pad << (s.assign ? "" : A + " ") << n << " = " << identity(sp, s) << ";\n"; break;
+    case Stmt::Kind::Fold:
+      o << pad << n << " = " << combine(sp, s) << "(" << n << ", " << A << "(" << sp.cs.expr(s.value) << "));\n";
+      break;
+    case Stmt::Kind::ThreadReduce:
+      o << pad << n << " = " << kCudaSpelling.block_reduce << "<" << A << ", " << combine(sp, s) << ">(" << n
+        << ", reinterpret_cast<" << A << "*>(" << s.text << "));\n";
+      break;
+    case Stmt::Kind::Partial:
+      o << pad << (s.first_thread ? first_thread() : "") << "reinterpret_cast<" << A << "*>(&"
+        << partial(s.slot, kCudaSpelling.block) << ")[0] = " << n << ";\n";
+      break;
+    case Stmt::Kind::FoldPartial:
+      o << pad << "const unsigned long long bits = " << kCudaSpelling.read_past_cache << "(&" << partial(s.slot, s.text)
+        << ");\n";
+      o << pad << n << " = " << combine(sp, s) << "(" << n << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
+      break;
+    case Stmt::Kind::Fence: o << pad << kCudaSpelling.fence << ";" << note(s) << "\n"; break;
+    case Stmt::Kind::Barrier: o << pad << kCudaSpelling.barrier << ";" << note(s) << "\n"; break;
+    case Stmt::Kind::Arrive:
+      o << pad << n << " = " << kCudaSpelling.arrive << " == " << kCudaSpelling.blocks << " - 1;\n";
+      break;
+    case Stmt::Kind::Return:
+      if (s.first_thread) o << pad << "if (" << kCudaSpelling.thread << " != 0) return;\n";
+      else o << pad << "if (!" << s.text << ") return;" << note(s) << "\n";
+      break;
+    case Stmt::Kind::ResetArrivals: o << pad << kCudaSpelling.reset << " = 0;" << note(s) << "\n"; break;
+    case Stmt::Kind::Result: {
+      const std::string T = sp.cs.type(s.dtype);
+      const std::string value = s.op == OpKind::Mean ? "(" + s.text + " / double(" + s.index + "))" : s.text;
+      o << pad << "const " << T << " " << n << " = " << T << "(" << value << ");\n";
+      break;
+    }
+    default: fail("codegen: the CUDA renderer spells no such statement yet");
+  }
+}
+
 void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
   std::ostringstream& o = sp.o;
   switch (s.kind) {
     case Stmt::Kind::Comment: o << pad << "// " << s.text << "\n"; break;
     case Stmt::Kind::Index:
       o << pad << (s.constant ? "constexpr " : "const ") << index_type(s.int32) << " " << s.name << " = " << s.index
-        << ";" << note(s) << "\n";
+        << ";" << (s.unused_ok ? "  (void)" + s.name + ";" : "") << note(s) << "\n";
       break;
     case Stmt::Kind::Unflatten: o << unflatten(sp.space, s.text, s.dims, pad, index_type(s.int32)); break;
     case Stmt::Kind::Let:
@@ -94,7 +197,7 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
     case Stmt::Kind::VectorLane: o << pad << s.name << ".v[" << s.text << "] = " << sp.cs.expr(s.value) << ";\n"; break;
     case Stmt::Kind::Store: o << pad << "out" << s.buffer << "[" << s.index << "] = " << sp.cs.expr(s.value) << ";\n"; break;
     case Stmt::Kind::Scope:
-      o << pad << "{\n";
+      o << pad << (s.first_thread ? first_thread() : "") << "{\n";
       spell_body(sp, s.body, pad + "  ");
       o << pad << "}\n";
       break;
@@ -103,7 +206,7 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
       spell_body(sp, s.body, pad + "  ");
       o << pad << "}\n";
       break;
-    default: fail("codegen: the CUDA renderer spells no such statement yet");
+    default: spell_split_row(sp, s, pad);
   }
 }
 

@@ -9,7 +9,9 @@
 //   rows (a block or a warp a row)   cuda_rows.cpp       (held in registers, or looped over in
 //                                                         vectors; the online softmax)
 //   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
-//   many blocks                                           folded by the block that arrives last)
+//   many blocks                                           folded by the block that arrives last;
+//                                                         the split row planned as statements by
+//                                                         plan_split_reduction, the columns not yet)
 // The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
 // of a plan's statements, and of a vector read, in cuda_statements.cpp.
 //
@@ -63,6 +65,7 @@ class CudaKernelWriter {
   CudaKernelWriter(const Schedule& s, const FusionGroup& k, const CudaLayout& layout);
   std::string write();     // the kernel's comment and its __global__ function
   Plan plan_pointwise();    // plan_cuda's, for a pointwise kernel (cuda_pointwise.cpp)
+  Plan plan_split_reduction();  // ... for one row split over the blocks (cuda_columns.cpp)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
@@ -99,6 +102,11 @@ class CudaKernelWriter {
 
   // ---- columns, and one row split over blocks (cuda_columns.cpp) ----
   void write_split_reduction(std::ostringstream& o);
+  void plan_partials_fold(Body& body, size_t r, int id);
+  Stmt as_accumulator(Stmt s, int id);
+  Stmt accumulator(int id, bool assign);
+  Stmt fold(int id, ExprPtr value);
+  Stmt block_reduce(int id);
   void write_column_reduction(std::ostringstream& o, bool split);
   std::string row_pass_source(const std::string& index, const Locals& locals = Locals());
   void write_vector_columns(std::ostringstream& o, int CV);

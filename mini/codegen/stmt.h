@@ -3,14 +3,17 @@
 // In:  a LoopKernel (loop_ir.h): the values, their expressions and the reductions' phases.
 // Out: a Plan: the kernel's statements (loops, accumulators, folds, reductions across threads,
 //      barriers, vector loads and stores, guarded stores), each a small struct of data.
-// One planner per target decides them (plan_cpp in cpp_plan.cpp, plan_cuda in cuda_plan.cpp,
-// each kernel shape a named planner of its own); a renderer (cpp_kernel.cpp, cuda_kernel.cpp)
-// then only spells statements, through its Target's tables (c_style.h). The planners decide
+// One planner per target decides them (plan_cpp in cpp_plan.cpp; plan_cuda in cuda_kernel.cpp,
+// which hands each kernel shape to a named planner of its own in that shape's file:
+// plan_pointwise in cuda_pointwise.cpp, plan_split_reduction in cuda_columns.cpp); a renderer
+// (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only spells statements, through its
+// Target's tables (c_style.h, kCudaSpelling). The planners decide
 // from index data (a load's buffer and index terms, a value's node), never from spelled text;
 // what stays text here is only a name (a variable) or index arithmetic over the kernel's
 // space (size_expr, product, unflatten: already spelled from shape data).
 //
-// A C++ unit test plans a kernel and checks the plan (tests/cpp/test_plan.cpp), not its text.
+// A C++ unit test plans a kernel and checks the plan, not its text (tests/cpp/test_plan.cpp
+// for the C++ planner, tests/cpp/test_cuda_plan.cpp for the CUDA one).
 #pragma once
 #include <memory>
 #include <string>
@@ -32,6 +35,7 @@ enum class RangeKind {
   ParallelSimd,  // over threads, each in vector lanes (#pragma omp parallel for simd)
   GridStride,    // CUDA: every thread of the grid from its global id, stepping by the grid
   BlockStride,   // CUDA: the threads of a row (a block or a warp) from their lane, stepping by them
+  GridBlocks,    // CUDA: the blocks of the grid (unsigned), shared among the threads of a block
 };
 
 // Which threads combine a value a CUDA reduction holds one of per thread.
@@ -58,11 +62,22 @@ struct Stmt {
     Alloc,        // <dtype>* <name>: `length` elements from the heap
     Free,         // the heap array <name> given back
     Reset,        // <name>[<index>] = the identity of `op` (and its NaN flag's element = 0)
-    Result,       // const <dtype> <name> = the reduction's value from accumulator `array`
+    Result,       // const <dtype> <name> = the reduction's value from its accumulator: C++ `array`
+                  // (its element `index` where set); CUDA <text> (a Mean: divided by `index`)
     Unused,       // (void)<name>: a variable some kernel forms do not read
-    Return,       // the kernel returns here
+    Return,       // the kernel returns here; CUDA: the threads not needed further end here: all of
+                  // a block whose flag <text> is false, or (first_thread) all but the block's first
     VectorLane,   // <name>.v[<text>] = <value>;              one lane of a Vec declared before
     Scope,        // { body }: names that end with it
+    // appended for the split row (plan_split_reduction): a row shared among the blocks of the
+    // grid, each folding a partial, the block that arrives last folding the partials
+    Shared,       // <dtype> <name>[dims]: memory the threads of a block share (no dims: one value)
+    Accumulator,  // <acc> <name> = the identity of `op`   (assign: the name is declared before)
+    Fence,        // this thread's writes visible to the whole grid before what follows
+    Arrive,       // <name> = whether this block is the last of the grid to count itself in (an atomic count)
+    Partial,      // accumulator <name> into this block's slot of the partials of reduction `slot`
+    FoldPartial,  // <name> = combine(op, <name>, block <text>'s partial of reduction `slot`), read past the cache
+    ResetArrivals,  // the count of arrived blocks back to 0, for the next launch
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -104,6 +119,13 @@ struct Stmt {
                              // them (V, CV), where `width` is not spelled
   bool assign = false;       // VectorLoad: into a Vec declared before (not a definition)
   bool wrapped = false;      // Range: its header spelled over two lines
+  // appended for plan_split_reduction:
+  bool int_accumulator = false;  // Accumulator, Fold, ThreadReduce, Partial, FoldPartial: the accumulator
+                                 // is an int (a bool's max or min), not of `dtype`
+  bool first_thread = false;  // Scope, Partial: run by the block's first thread only;
+                              // Return: every thread but the first returns
+  int slot = -1;             // Partial, FoldPartial: which reduction's partials (its place in the pass)
+  bool unused_ok = false;    // Index: a name some kernels never read (the compiler is told so)
 };
 
 // An accumulator a range's iterations combine (an OpenMP reduction clause): `name` by `op`, and
@@ -207,6 +229,22 @@ inline Stmt scope(Body body) {
   Stmt s;
   s.kind = Stmt::Kind::Scope;
   s.body = std::move(body);
+  return s;
+}
+
+// Builders of the split row's statements. A statement of a kind alone, with a note.
+inline Stmt statement(Stmt::Kind kind, std::string name = "", std::string note = "") {
+  Stmt s;
+  s.kind = kind;
+  s.name = std::move(name);
+  s.note = std::move(note);
+  return s;
+}
+// Block memory <dtype> <name>[dims] (no dims: one value).
+inline Stmt shared(std::string name, DType dtype, std::vector<int64_t> dims, std::string note = "") {
+  Stmt s = statement(Stmt::Kind::Shared, std::move(name), std::move(note));
+  s.dtype = dtype;
+  s.dims = std::move(dims);
   return s;
 }
 

@@ -1,8 +1,9 @@
 // The CUDA planner (codegen/cuda_kernel.h plan_cuda): the statements (stmt.h) a kernel becomes
 // under a layout — its ranges and how they share out the work, its vector loads and stores and
 // their lanes, which loads a lane reads from a Vec — checked as data, never as generated text.
-// The fusion groups are built by hand, as in test_cuda_launch.cpp. Only the pointwise shape is
-// planned as statements yet (the reduction shapes still print as they decide).
+// The fusion groups are built by hand, as in test_cuda_launch.cpp. The pointwise shape and one
+// row split over blocks are planned as statements (the other reduction shapes still print as
+// they decide).
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -130,18 +131,74 @@ TEST_CASE("double vectors hold 2 lanes; layout 1 takes one element a thread, no 
   CHECK(of_kind(one.body, Stmt::Kind::Store).size() == 1);
 }
 
-TEST_CASE("plan_cuda refuses a reduction, whose shapes are not planned as statements yet") {
-  fusion::Schedule s = add_kernel({64, 1000}, {64, 1000});
-  graph::Graph& g = s.graph;
-  Attrs rows;
-  rows.dims = {1};
-  rows.keepdim = true;
-  const int total = g.add_op(OpKind::Sum, {s.groups[0].loads[0]}, rows);
-  g.outputs = {total};
+namespace {
+
+// `reduction` (Sum, Mean, Amax) of x (an input of `space` and `dtype`) over `reduced`, kept
+// dims: add_kernel's graph, its group now the reduction of its first input alone.
+fusion::Schedule reduce_kernel(const Shape& space, const std::vector<int64_t>& reduced, OpKind reduction,
+                               DType dtype = DType::Float32) {
+  fusion::Schedule s = add_kernel(space, space, dtype);
+  Attrs over;
+  over.dims = reduced;
+  over.keepdim = true;
   fusion::FusionGroup& k = s.groups[0];
-  k.nodes = {total};
+  const int y = s.graph.add_op(reduction, {k.loads[0]}, over);
+  s.graph.outputs = {y};
+  k.nodes = {y};
   k.loads = {k.loads[0]};
-  k.stores = {total};
-  k.reduced = {1};
-  CHECK_THROWS_WITH(plan_of(s, 9), Catch::Contains("only the pointwise shape"));
+  k.stores = {y};
+  k.reduced = reduced;
+  k.name = "reduce";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("plan_cuda refuses a reduction of many rows, whose shapes are not planned as statements yet") {
+  CHECK_THROWS_WITH(plan_of(reduce_kernel({64, 1000}, {1}, OpKind::Sum), 9), Catch::Contains("not planned"));
+}
+
+TEST_CASE("one long row split over blocks: a grid-stride fold, a partial a block, the last block folds them",
+          "[A10]") {
+  const Plan plan = plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Sum), 9);  // split under layout 9
+  CHECK(plan.shape == "split row");
+  auto shared = of_kind(plan.body, Stmt::Kind::Shared);
+  REQUIRE(shared.size() == 2);  // the block reduction's values, one a warp, and the last block's flag
+  CHECK((shared[0]->dims == std::vector<int64_t>{32} && shared[1]->dims.empty()));
+  // the block's share: a grid-stride range folding the element into acc<id>, float for float
+  auto strided = ranges(plan.body, RangeKind::GridStride);
+  REQUIRE(strided.size() == 1);
+  auto folds = of_kind(strided[0]->body, Stmt::Kind::Fold);
+  REQUIRE(folds.size() == 1);
+  CHECK(folds[0]->op == OpKind::Sum);
+  CHECK(folds[0]->dtype == DType::Float32);
+  // every block reduces across its threads and writes partial slot 0, by its first thread
+  auto partials = of_kind(plan.body, Stmt::Kind::Partial);
+  REQUIRE(partials.size() == 1);
+  CHECK((partials[0]->slot == 0 && partials[0]->first_thread));
+  CHECK(of_kind(plan.body, Stmt::Kind::Arrive).size() == 1);
+  CHECK(of_kind(plan.body, Stmt::Kind::Fence).size() == 2);  // before counting in; after, in the last
+  // the last block folds every block's partial, a block a thread, then across the block again
+  auto blocks = ranges(plan.body, RangeKind::GridBlocks);
+  REQUIRE(blocks.size() == 1);
+  REQUIRE(of_kind(blocks[0]->body, Stmt::Kind::FoldPartial).size() == 1);
+  CHECK(of_kind(blocks[0]->body, Stmt::Kind::FoldPartial)[0]->slot == 0);
+  CHECK(of_kind(plan.body, Stmt::Kind::ThreadReduce).size() == 2);
+  CHECK(of_kind(plan.body, Stmt::Kind::ResetArrivals).size() == 1);
+  CHECK(of_kind(plan.body, Stmt::Kind::Store).size() == 1);
+}
+
+TEST_CASE("a split row's accumulators: a bool's max in an int, a bfloat16 mean in float divided by rnumel",
+          "[A10]") {
+  const Plan any = plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Amax, DType::Bool), 9);
+  auto accumulators = of_kind(any.body, Stmt::Kind::Accumulator);
+  REQUIRE(accumulators.size() == 2);  // declared, then reset in the last block
+  CHECK((accumulators[0]->int_accumulator && !accumulators[0]->assign && accumulators[1]->assign));
+  const Plan mean = plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Mean, DType::BFloat16), 9);
+  CHECK(of_kind(mean.body, Stmt::Kind::Fold)[0]->dtype == DType::Float32);
+  auto results = of_kind(mean.body, Stmt::Kind::Result);
+  REQUIRE(results.size() == 1);
+  CHECK((results[0]->op == OpKind::Mean && results[0]->index == "rnumel" && results[0]->dtype == DType::BFloat16));
+  // layout 1 takes a block a row: no split, and plan_cuda refuses the row shape
+  CHECK_THROWS_WITH(plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Sum), 1), Catch::Contains("not planned"));
 }
