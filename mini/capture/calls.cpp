@@ -183,7 +183,7 @@ bool is_object_record(const VarRef& v) {
 
 // A record built while tracing (Dynamo's NamedTupleVariable, and the dataclasses it
 // constructs): calling a namedtuple class, or a dataclass whose generated __init__ only
-// stores its fields, gives a Tuple of the field values in order, whose `self` is the class
+// stores its fields, gives a Tuple of the field values in order, whose `record` is the class
 // (attribute reads by field name; rebuilt as cls(*values)). Null where `cls` is neither.
 static VarRef build_record(TraceContext& ctx, const VarRef& cls, const std::vector<VarRef>& args, const Kwargs& kwargs) {
   PyObject* type = cls->obj;

@@ -138,7 +138,6 @@ int dict_find(const VarRef& dict, const VarRef& key) {
 }
 
 void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef value) {
-  Var::Dict& d = dict->get<Var::Dict>();
   if (!made_in_trace(dict)) {
     // a dict of the frame's (a global, an argument): the Var changes, so that the trace reads
     // what it stored, and the store is a side effect replayed into the real dict
@@ -147,6 +146,7 @@ void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef v
       unsupported("a store into a dict that comes from outside the compiled code (other than a plain dict of str "
                   "keys read from the frame) is not supported by mini's capture");
     int i = dict_find(dict, key);
+    Var::Dict& d = dict->get<Var::Dict>();
     if (i < 0) {
       d.keys.push_back(key);
       d.values.push_back(value);
@@ -158,6 +158,7 @@ void dict_set(TraceContext& ctx, const VarRef& dict, const VarRef& key, VarRef v
   }
   int i = dict_find(dict, key);
   if (PyObject_Hash(key->obj) == -1) { PyErr_Clear(); unsupported("an unhashable dict key"); }
+  Var::Dict& d = dict->get<Var::Dict>();
   if (i >= 0) d.values[i] = std::move(value);
   else { d.keys.push_back(key); d.values.push_back(std::move(value)); }
   ctx.mutations++;

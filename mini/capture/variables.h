@@ -26,7 +26,8 @@ using VarRef = std::shared_ptr<Var>;
 
 // A Var is one of the kinds below (Dynamo's VariableTracker subclasses: TensorVariable,
 // ConstantVariable, TupleVariable, ...), each a struct holding only its own fields, and what
-// every kind has: the Source it was read from and the real object it stands for (`obj`).
+// every kind has: the Source it was read from and the real object it stands for (`obj`; null
+// for most values made while tracing).
 // `v->is(Var::Kind::Tuple)` tests the kind; `v->as<Var::Tuple>()` is its fields or null;
 // `v->get<Var::Tuple>()` its fields where the kind was tested before.
 struct Var {
@@ -66,7 +67,8 @@ struct Var {
     std::string name;
   };
   struct Module {};  // obj: an nn.Module instance
-  struct Object {    // obj: any other object (a Python module, a dtype): attribute reads only
+  struct Object {    // obj: any other object (a Python module, a dtype, a super() object, a
+                     // nullcontext, a grad mode): attribute reads only
     VarRef super_self, super_class;  // super(super_class, super_self) (interpret_locals.cpp)
     VarRef enter_result;  // contextlib.nullcontext(enter_result) made while tracing
   };
