@@ -1,9 +1,10 @@
 // cuda_columns.cpp — the CUDA writer's column reductions (cuda_writer.h): a block per 32 kept
 // elements, 32 lanes each over the reduced ones, the reduced elements shared among blocks in y
 // where one pass suffices; and one long row split over many blocks (a full reduction), the
-// block that arrives last folding the partials. The split row is planned as statements
-// (plan_split_reduction, stmt.h) that cuda_statements.cpp spells; the column shapes still print
-// as they decide.
+// block that arrives last folding the partials. The split row (plan_split_reduction) and the
+// columns one a thread (plan_column_reduction) are planned as statements (stmt.h) that
+// cuda_statements.cpp spells; the vector columns still print as they decide, all but their
+// lanes' folds, the strip's arrival and the partials' fold (planned, then spelled).
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
@@ -11,7 +12,7 @@
 namespace mini::codegen {
 
 // Vector columns (layouts 2 and up, split columns only: one pass, no full value after the
-// sums): as write_column_reduction, but each thread takes CV consecutive kept elements, so
+// sums): as plan_column_reduction, but each thread takes CV consecutive kept elements, so
 // that a warp's load of a row is 32 x 16 bytes (bfloat16 columns read 64 bytes a warp
 // load one at a time: GPT-2's MLP bias gradient ran at 0.75 TB/s). A load running along the
 // innermost dim with stride 1 (and every other stride a multiple of CV) is one Vec a row;
@@ -40,7 +41,7 @@ int CudaKernelWriter::column_vector() {
 }
 
 // The definitions and folds of one row of the (one) pass of vector columns, as
-// write_column_reduction writes them, each accumulator acc<id><index>.
+// plan_column_reduction plans them, each accumulator acc<id><index>.
 std::string CudaKernelWriter::row_pass_source(const std::string& index, const Locals& locals) {
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
@@ -72,70 +73,79 @@ std::string CudaKernelWriter::row_pass_source(const std::string& index, const Lo
 // that column strip that arrives last (a counter per strip, as write_split_reduction's) folds
 // the gridDim.y partials in order (the same sum every run), then computes and stores the column
 // values. The full-size values each block stores are its chunk's.
-void CudaKernelWriter::write_column_reduction(std::ostringstream& o, bool split) {
-  o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)"
-    << (split ? ",\n  // the reduced ones shared in chunks among gridDim.y blocks" : "") << "\n";
-  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
-    << ";\n";
+Plan CudaKernelWriter::plan_column_reduction() {
+  const bool split = cuda_column_splits(s_, k_, layout_) > 0;
+  Plan plan;
+  plan.shape = split ? "split columns" : "columns";
+  Body& body = plan.body;
+  Stmt threads = statement(Stmt::Kind::ColumnComment);
+  threads.chunked = split;
+  body.push_back(threads);
+  Stmt counts = index_let("cols", product(k_.space, L_.kept_dims()), false);
+  counts.body.push_back(index_let("rnumel", product(k_.space, L_.red_dims()), false));
+  body.push_back(counts);
   if (split) {
-    o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
-    o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
-    o << "  __shared__ bool last;\n";
+    Stmt chunk = statement(Stmt::Kind::Chunk, "j");
+    chunk.end = "rnumel";
+    body.push_back(chunk);
+    body.push_back(shared("last", DType::Bool, {}));
   }
-  o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
-  o << "  const bool live = col < cols;\n";
-  o << "  const int64_t r = live ? col : cols - 1;\n";
-  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
-  o << "  __shared__ double fold[32][33];  // a lane's partial per column (padded: no bank conflicts)\n";
-  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
-  RowPlan plan = L_.plan_rows(0);
+  Stmt thread = statement(Stmt::Kind::ColumnThread, "col");
+  thread.index = "cols";
+  body.push_back(thread);
+  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column (padded: no bank conflicts)"));
+  body.push_back(unflatten_index("r", L_.kept_dims(), false));
   std::set<int> done;
-  define_unreduced_row_values(o, "  ", &done);  // values of the column that need no reduction
-  for (int p = 0; p <= L_.phases(); p++) {
-    std::vector<int> reds, stores;
-    L_.phase_targets(p, &reds, &stores);
-    if (reds.empty() && stores.empty()) continue;
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
-    }
-    o << "  #pragma unroll 4\n";
-    if (split) o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
-    else o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "    ");
-    for (int id : k_.nodes)
-      if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-        << cs_.expr(L_.reduction_input(id)) << "));\n";
-    }
-    for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-    o << "  }\n";
-    for (int id : reds) write_column_fold(o, id);
-    if (split && !reds.empty()) {
-      for (size_t ri = 0; ri < reds.size(); ri++) {  // this block's partials, then count it in
-        std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
-        o << "  if (live && lane == 0) reinterpret_cast<" << A << "*>(&partials[(" << ri
-          << " * gridDim.y + blockIdx.y) * cols + col])[0] = acc" << N << ";\n";
-      }
-      write_strip_arrival(o);
-      for (size_t ri = 0; ri < reds.size(); ri++) write_partials_fold(o, ri, reds[ri], "acc" + std::to_string(reds[ri]), "r");
-    }
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string fin = "acc" + std::to_string(id);
-      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-      o << "  const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
-      done.insert(id);
-    }
-    define_ready_row_values(o, "  ", &done);  // column values whose reductions are all done
-  }
+  plan_unreduced_row_values(body, &done);  // values of the column that need no reduction
+  for (int p = 0; p <= L_.phases(); p++) plan_column_phase(body, p, split, &done);
   for (int id : k_.stores)
-    if (!L_.is_full(id))
-      o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+    if (!L_.is_full(id)) {
+      body.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                           temp(id, g_.nodes[id].meta.dtype, true)));
+      body.back().guard = "live && lane == 0";
+    }
+  return plan;
+}
+
+// Phase p of the columns: its accumulators, the lanes' pass over the reduced elements (or this
+// block's chunk of them), the folds over the lanes (and, split, over the strip's blocks), the
+// results and the column values they make ready.
+void CudaKernelWriter::plan_column_phase(Body& body, int p, bool split, std::set<int>* done) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(p, &reds, &stores);
+  if (reds.empty() && stores.empty()) return;
+  RowPlan rows = L_.plan_rows(0);
+  for (int id : reds) body.push_back(accumulator(id, false));
+  Body pass = {unflatten_index("j", L_.red_dims(), false)};
+  for (int id : k_.nodes)
+    if (rows.compute[p].count(id)) pass.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
+  for (int id : reds) pass.push_back(fold(id, L_.reduction_input(id)));
+  for (int id : stores) {
+    pass.push_back(store(L_.buffer_of_store(id), linear_full(), temp(id, g_.nodes[id].meta.dtype, false)));
+    pass.back().guard = "live";
+  }
+  Stmt lanes = range(RangeKind::Unrolled, "j", split ? "j_begin + lane" : "lane", split ? "j_end" : "rnumel", pass);
+  lanes.step = "32";
+  lanes.unroll = 4;
+  body.push_back(lanes);
+  for (int id : reds) body.push_back(column_fold(id, "acc" + std::to_string(id)));
+  if (split && !reds.empty()) {
+    for (size_t r = 0; r < reds.size(); r++) {  // this block's partials, then count it in
+      Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r])), reds[r]);
+      partial.slot = (int)r;
+      partial.column = "col";
+      partial.index = "cols";
+      partial.guard = "live && lane == 0";
+      body.push_back(partial);
+    }
+    plan_strip_arrival(body);
+    for (size_t r = 0; r < reds.size(); r++) plan_strip_partials_fold(body, r, reds[r], "acc" + std::to_string(reds[r]), "r");
+  }
+  for (int id : reds) {
+    body.push_back(result(id, "acc" + std::to_string(id)));
+    done->insert(id);
+  }
+  plan_ready_row_values(body, done);  // column values whose reductions are all done
 }
 
 void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
@@ -230,11 +240,7 @@ void CudaKernelWriter::write_vector_columns_fold(std::ostringstream& o, const st
   // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
   o << "  #pragma unroll\n";
   o << "  for (int u = 0; u < CV; u++) {\n";
-  for (int id : reds) {
-    std::ostringstream fold;
-    write_column_fold(fold, id, "acc" + std::to_string(id) + "[u]");
-    o << indented(fold.str());
-  }
+  for (int id : reds) o << spell_cuda({column_fold(id, "acc" + std::to_string(id) + "[u]")}, cs_, k_.space, "    ");
   o << "  }\n";
   for (size_t ri = 0; ri < reds.size(); ri++) {
     std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
@@ -243,14 +249,14 @@ void CudaKernelWriter::write_vector_columns_fold(std::ostringstream& o, const st
     o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
       << "[u];\n";
   }
-  write_strip_arrival(o);
+  Body arrival, folds;
+  plan_strip_arrival(arrival);
+  o << spell_cuda(arrival, cs_, k_.space, "  ");
   o << "  #pragma unroll\n";
   o << "  for (int u = 0; u < CV; u++) {\n";
-  for (size_t ri = 0; ri < reds.size(); ri++) {
-    std::ostringstream fold;
-    write_partials_fold(fold, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
-    o << indented(fold.str());
-  }
+  for (size_t ri = 0; ri < reds.size(); ri++)
+    plan_strip_partials_fold(folds, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
+  o << spell_cuda(folds, cs_, k_.space, "    ");
   o << "  }\n";
 }
 
@@ -285,49 +291,61 @@ void CudaKernelWriter::write_vector_columns_results(std::ostringstream& o, const
 
 // Split columns: the block counts itself in once its partials are visible; all but the
 // strip's last block to arrive are done, and that one resets the counter for the next launch.
-void CudaKernelWriter::write_strip_arrival(std::ostringstream& o) {
-  o << "  __threadfence();  // the partials are visible before the block counts itself\n";
-  o << "  __syncthreads();\n";
-  o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
-  o << "  __syncthreads();\n";
-  o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
-  o << "  __threadfence();\n";
-  o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+void CudaKernelWriter::plan_strip_arrival(Body& body) {
+  body.push_back(statement(Stmt::Kind::Fence, "", "the partials are visible before the block counts itself"));
+  body.push_back(statement(Stmt::Kind::Barrier));
+  Stmt arrive = statement(Stmt::Kind::Arrive, "last");
+  arrive.per_strip = arrive.first_thread = true;
+  body.push_back(arrive);
+  body.push_back(statement(Stmt::Kind::Barrier));
+  Stmt not_last = statement(Stmt::Kind::Return, "", "the strip's last block folds every block's partials");
+  not_last.text = "last";
+  body.push_back(not_last);
+  body.push_back(statement(Stmt::Kind::Fence));
+  Stmt reset = statement(Stmt::Kind::ResetArrivals, "", "for the next launch");
+  reset.per_strip = reset.first_thread = true;
+  body.push_back(reset);
 }
 
-// The strip's last block: accumulator `acc` of reduction `id` (the ri-th of the pass) folded
-// from every block's partial of column `col`, in y order (the same sum every launch), then
-// over the lanes.
-void CudaKernelWriter::write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col) {
-  const Node& n = g_.nodes[id];
-  const std::string A = acc_type(n);
-  o << "  " << acc << " = " << identity(n, A) << ";\n";
-  o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
-  o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + " << col << "]);\n";
-  o << "    " << acc << " = " << combine(n) << "<" << A << ">(" << acc << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
-  o << "  }\n";
-  write_column_fold(o, id, acc);
+// The strip's last block: accumulator `acc` of reduction `id` (the r-th of the pass) folded
+// from every block's partial of column `col`, in y order (the same sum every launch), a block
+// a lane, then over the lanes.
+void CudaKernelWriter::plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col) {
+  Stmt identity = accumulator(id, true);
+  identity.name = acc;
+  body.push_back(identity);
+  Stmt partial = as_accumulator(statement(Stmt::Kind::FoldPartial, acc), id);
+  partial.slot = (int)r;
+  partial.text = "y";
+  partial.column = col;
+  partial.index = "cols";
+  Stmt blocks = range(RangeKind::StripBlocks, "y", "lane", "", {partial});
+  blocks.step = "32";
+  body.push_back(blocks);
+  body.push_back(column_fold(id, acc));
 }
 
-// The 32 lanes of each column fold their accumulators of reduction `id` (`acc`, by default
-// acc<id>) through shared memory: each lane writes its partial, then warp w reads column w's
-// 32 partials (a thread each, the padded row spares bank conflicts), folds them with five
+// The 32 lanes of each column fold their accumulator `acc` of reduction `id` through shared
+// memory (fold[32][33]): each lane writes its partial, then warp w reads column w's 32
+// partials (a thread each, the padded row spares bank conflicts), folds them with five
 // shuffles and leaves the result in the spare 33rd slot of fold[w], where every lane of the
 // column reads it. (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
-void CudaKernelWriter::write_column_fold(std::ostringstream& o, int id, std::string acc) {
+Stmt CudaKernelWriter::column_fold(int id, const std::string& acc) {
+  Stmt s = as_accumulator(statement(Stmt::Kind::ThreadReduce, acc), id);
+  s.scope = ThreadScope::Column;
+  s.text = "fold";
+  return s;
+}
+
+// const <dtype> r<id> = reduction `id`'s accumulator `acc` as its dtype (a Mean's: over rnumel).
+Stmt CudaKernelWriter::result(int id, const std::string& acc) {
   const Node& n = g_.nodes[id];
-  std::string A = acc_type(n);
-  if (acc.empty()) acc = "acc" + std::to_string(id);
-  o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = " << acc << ";\n";
-  o << "  __syncthreads();\n";
-  o << "  {\n";
-  o << "    const " << A << " v = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A
-    << ">>(reinterpret_cast<" << A << "*>(&fold[c][lane])[0]);\n";
-  o << "    if (c == 0) reinterpret_cast<" << A << "*>(&fold[lane][32])[0] = v;\n";
-  o << "  }\n";
-  o << "  __syncthreads();\n";
-  o << "  " << acc << " = reinterpret_cast<" << A << "*>(&fold[c][32])[0];\n";
-  o << "  __syncthreads();  // fold is written again by the next reduction\n";
+  Stmt s = statement(Stmt::Kind::Result, "r" + std::to_string(id));
+  s.dtype = n.meta.dtype;
+  s.op = n.op;
+  s.text = acc;
+  s.index = "rnumel";
+  return s;
 }
 
 // A full reduction in two stages, one launch: every block folds its grid-strided share of
@@ -392,19 +410,13 @@ Plan CudaKernelWriter::plan_split_reduction() {
 // The last block: reduction `id`'s accumulator (the r-th of the pass) folded again from every
 // block's partial, a block a thread, then over the block; its result r<id>.
 void CudaKernelWriter::plan_partials_fold(Body& body, size_t r, int id) {
-  const Node& n = g_.nodes[id];
   body.push_back(accumulator(id, true));
   Stmt partial = as_accumulator(statement(Stmt::Kind::FoldPartial, "acc" + std::to_string(id)), id);
   partial.slot = (int)r;
   partial.text = "b";
   body.push_back(range(RangeKind::GridBlocks, "b", "", "", {partial}));
   body.push_back(block_reduce(id));
-  Stmt result = statement(Stmt::Kind::Result, "r" + std::to_string(id));
-  result.dtype = n.meta.dtype;
-  result.op = n.op;
-  result.text = "acc" + std::to_string(id);
-  result.index = "rnumel";
-  body.push_back(result);
+  body.push_back(result(id, "acc" + std::to_string(id)));
 }
 
 // `s` given reduction `id`'s accumulator: its type (as acc_type) and how values combine.
