@@ -1,10 +1,9 @@
 // cuda_columns.cpp — the CUDA writer's column reductions (cuda_writer.h): a block per 32 kept
 // elements, 32 lanes each over the reduced ones, the reduced elements shared among blocks in y
 // where one pass suffices; and one long row split over many blocks (a full reduction), the
-// block that arrives last folding the partials. The split row (plan_split_reduction) and the
-// columns one a thread (plan_column_reduction) are planned as statements (stmt.h) that
-// cuda_statements.cpp spells; the vector columns still print as they decide, all but their
-// lanes' folds, the strip's arrival and the partials' fold (planned, then spelled).
+// block that arrives last folding the partials. Each shape is a named planner returning its
+// statements (stmt.h), which cuda_statements.cpp spells: plan_split_reduction (the split row),
+// plan_column_reduction (columns one a thread) and plan_vector_columns (CV columns a thread).
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
@@ -38,24 +37,6 @@ int CudaKernelWriter::column_vector() {
   int cv = (int)(16 / widest);
   while (cv > 1 && (last % cv || cols / cv < 32)) cv /= 2;
   return column_vector_ = cv;
-}
-
-// The definitions and folds of one row of the (one) pass of vector columns, as
-// plan_column_reduction plans them, each accumulator acc<id><index>.
-std::string CudaKernelWriter::row_pass_source(const std::string& index, const Locals& locals) {
-  std::vector<int> reds, stores;
-  L_.phase_targets(0, &reds, &stores);
-  RowPlan plan = L_.plan_rows(0);
-  std::string o;
-  for (int id : k_.nodes)
-    if (plan.compute[0].count(id)) o += define("      ", 't', id, false, locals);
-  for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n);
-    o += "      acc" + std::to_string(id) + index + " = " + combine(n) + "<" + A + ">(acc" + std::to_string(id) + index +
-         ", " + A + "(" + spell(L_.reduction_input(id), locals) + "));\n";
-  }
-  return o;
 }
 
 // Columns (cuda_column_reduction): a block of 32 kept elements, consecutive in the innermost dim,
@@ -148,7 +129,9 @@ void CudaKernelWriter::plan_column_phase(Body& body, int p, bool split, std::set
   plan_ready_row_values(body, done);  // column values whose reductions are all done
 }
 
-void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
+Plan CudaKernelWriter::plan_vector_columns(int CV) {
+  Plan plan;
+  plan.shape = "vector columns";
   const std::string X = "x" + std::to_string(rank_ - 1);  // the innermost (kept) dim's index
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
@@ -156,51 +139,79 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
   std::vector<int> column_values;
   for (int id : k_.nodes)
     if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
-  write_vector_columns_start(o, CV, X, reds, column_values);
-  write_vector_columns_pass(o, CV, X, column_values);
-  write_vector_columns_fold(o, reds);
-  write_vector_columns_results(o, X, reds, column_values);
+  plan_vector_columns_start(plan.body, CV, X, reds, column_values);
+  plan_vector_columns_pass(plan.body, CV, X, column_values);
+  plan_vector_columns_fold(plan.body, reds);
+  plan_vector_columns_results(plan.body, X, reds, column_values);
+  return plan;
 }
+
+// A range over a thread's CV columns, unrolled.
+static Stmt each_column(Body body) {
+  Stmt columns = range(RangeKind::Unrolled, "u", "0", "CV", std::move(body));
+  columns.int32 = true;
+  return columns;
+}
+// const int64_t <X> = <X>_0 + u: column u of the thread's
+static Stmt column_u(const std::string& X) { return index_let(X, X + "_0 + u", false); }
 
 // The kernel's indices and, for each of a thread's CV columns, its values that need no
 // reduction (rv<id>) and its accumulators (acc<id>), at their identities.
-void CudaKernelWriter::write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X,
-                                                  const std::vector<int>& reds, const std::vector<int>& column_values) {
-  o << "  // columns in vectors: " << CV << " consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),\n"
-    << "  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks\n";
-  o << "  constexpr int CV = " << CV << ";\n";
-  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
-    << ";\n";
-  o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
-  o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
-  o << "  __shared__ bool last;\n";
-  o << "  const int64_t col0 = (int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)) * CV;\n";
-  o << "  const bool live = col0 < cols;\n";
-  o << "  const int64_t r = live ? col0 : cols - CV;  // a thread past the end computes the last columns, stores nothing\n";
-  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
-  o << "  __shared__ double fold[32][33];  // a lane's partial per column, and each column's sum (padded)\n";
-  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
-  o << "  const int64_t " << X << "_0 = " << X << ";  // the thread's first column; column u is " << X << "_0 + u\n";
-  for (int id : column_values) o << "  " << cuda_type(g_.nodes[id].meta.dtype) << " rv" << id << "[CV];\n";
-  for (int id : reds) {
-    std::string A = acc_type(g_.nodes[id]);
-    o << "  " << A << " acc" << id << "[CV];\n";
-  }
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  if (!column_values.empty()) o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+void CudaKernelWriter::plan_vector_columns_start(Body& body, int CV, const std::string& X, const std::vector<int>& reds,
+                                                 const std::vector<int>& column_values) {
+  Stmt threads = statement(Stmt::Kind::ColumnComment);
+  threads.chunked = true;
+  threads.width = CV;
+  body.push_back(threads);
+  Stmt lanes = index_let("CV", std::to_string(CV), true);
+  lanes.constant = true;
+  body.push_back(lanes);
+  Stmt counts = index_let("cols", product(k_.space, L_.kept_dims()), false);
+  counts.body.push_back(index_let("rnumel", product(k_.space, L_.red_dims()), false));
+  body.push_back(counts);
+  Stmt chunk = statement(Stmt::Kind::Chunk, "j");
+  chunk.end = "rnumel";
+  body.push_back(chunk);
+  body.push_back(shared("last", DType::Bool, {}));
+  Stmt thread = statement(Stmt::Kind::ColumnThread, "col0", "a thread past the end computes the last columns, stores nothing");
+  thread.index = "cols";
+  thread.lanes = "CV";
+  body.push_back(thread);
+  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column, and each column's sum (padded)"));
+  body.push_back(unflatten_index("r", L_.kept_dims(), false));
+  body.push_back(index_let(X + "_0", X, false, "the thread's first column; column u is " + X + "_0 + u"));
   for (int id : column_values) {
-    o << define("    ", 'r', id, false);
-    o << "    rv" << id << "[u] = r" << id << ";\n";
+    Stmt values = statement(Stmt::Kind::Registers, "rv" + std::to_string(id));
+    values.dtype = g_.nodes[id].meta.dtype;
+    values.lanes = "CV";
+    body.push_back(values);
   }
-  for (int id : reds) o << "    acc" << id << "[u] = " << identity(g_.nodes[id], acc_type(g_.nodes[id])) << ";\n";
-  o << "  }\n";
+  for (int id : reds) {
+    Stmt accumulators = as_accumulator(statement(Stmt::Kind::Registers, "acc" + std::to_string(id)), id);
+    accumulators.lanes = "CV";
+    body.push_back(accumulators);
+  }
+  Body column;
+  if (!column_values.empty()) column.push_back(column_u(X));
+  for (int id : column_values) {
+    const std::string r = "r" + std::to_string(id);
+    column.push_back(let(r, g_.nodes[id].meta.dtype, L_.expr(id, false)));
+    Stmt keep = statement(Stmt::Kind::Assign, "rv" + std::to_string(id) + "[u]");
+    keep.value = local(r, g_.nodes[id].meta.dtype);
+    column.push_back(keep);
+  }
+  for (int id : reds) {
+    Stmt identity = accumulator(id, true);
+    identity.name += "[u]";
+    column.push_back(identity);
+  }
+  body.push_back(each_column(column));
 }
 
-void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
-                                                 const std::vector<int>& column_values) {
-  // the pass over this block's chunk of rows: vector loads at the first column, the CV
-  // columns unrolled
+// The pass over this block's chunk of rows: vector loads at the first column, the CV columns
+// unrolled, each vector load read lane by lane; the full values stored as one Vec.
+void CudaKernelWriter::plan_vector_columns_pass(Body& body, int CV, const std::string& X,
+                                                const std::vector<int>& column_values) {
   std::map<LoadKey, std::string> vectors;  // a load -> its Vec register
   std::map<LoadKey, Expr> vector_loads;    // ... and the load
   for (const ExprPtr& e : pass_exprs(L_.plan_rows(0), 0))
@@ -210,83 +221,91 @@ void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, 
         vector_loads.emplace(load_key(load), load);
       }
     });
-  o << "  #pragma unroll 2\n";
-  o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
-  o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+  Body pass = {unflatten_index("j", L_.red_dims(), false)};
   for (auto& [key, name] : vectors) {
     const Expr& e = vector_loads.at(key);
-    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(cs_, e, "CV") << ";\n";
+    Stmt read = vector_load(name, e.dtype, key.buffer, "", "CV");
+    read.value = std::make_shared<const Expr>(e);
+    pass.push_back(read);
   }
   std::vector<int> full_stores;
   for (int id : k_.stores)
     if (L_.is_full(id)) full_stores.push_back(id);
-  for (int id : full_stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV> s" << id << ";\n";
-  o << "    #pragma unroll\n";
-  o << "    for (int u = 0; u < CV; u++) {\n";
-  o << "      const int64_t " << X << " = " << X << "_0 + u;\n";
-  for (int id : column_values) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+  for (int id : full_stores) pass.push_back(declare_vector("s" + std::to_string(id), g_.nodes[id].meta.dtype, "CV"));
   Locals lanes;  // each vector load read lane by lane
   for (auto& [key, name] : vectors) lanes.loads[key] = name + ".v[u]";
-  o << row_pass_source("[u]", lanes);
-  for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
-  o << "    }\n";
-  for (int id : full_stores)
-    o << "    if (live) *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV>*>(&" << out(id) << "["
-      << linear_full() << "]) = s" << id << ";\n";
-  o << "  }\n";
-}
-
-void CudaKernelWriter::write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds) {
-  // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  for (int id : reds) o << spell_cuda({column_fold(id, "acc" + std::to_string(id) + "[u]")}, cs_, k_.space, "    ");
-  o << "  }\n";
-  for (size_t ri = 0; ri < reds.size(); ri++) {
-    std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
-    o << "  if (live && lane == 0)\n";
-    o << "    for (int u = 0; u < CV; u++)\n";
-    o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
-      << "[u];\n";
+  Body column = {column_u(X)};
+  for (int id : column_values)
+    column.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype,
+                         local("rv" + std::to_string(id) + "[u]", g_.nodes[id].meta.dtype)));
+  RowPlan rows = L_.plan_rows(0);
+  for (int id : k_.nodes)
+    if (rows.compute[0].count(id))
+      column.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, lanes.apply(L_.expr(id, false))));
+  std::vector<int> reds, stores;
+  L_.phase_targets(0, &reds, &stores);
+  for (int id : reds) {
+    column.push_back(fold(id, lanes.apply(L_.reduction_input(id))));
+    column.back().name += "[u]";
   }
-  Body arrival, folds;
-  plan_strip_arrival(arrival);
-  o << spell_cuda(arrival, cs_, k_.space, "  ");
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  for (size_t ri = 0; ri < reds.size(); ri++)
-    plan_strip_partials_fold(folds, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
-  o << spell_cuda(folds, cs_, k_.space, "    ");
-  o << "  }\n";
+  for (int id : full_stores)
+    column.push_back(vector_lane("s" + std::to_string(id), "u", temp(id, g_.nodes[id].meta.dtype, false)));
+  pass.push_back(each_column(column));
+  for (int id : full_stores) {
+    pass.push_back(vector_store("s" + std::to_string(id), g_.nodes[id].meta.dtype, L_.buffer_of_store(id), linear_full(), "CV"));
+    pass.back().guard = "live";
+    pass.back().at_element = true;
+  }
+  Stmt chunk = range(RangeKind::Unrolled, "j", "j_begin + lane", "j_end", pass);
+  chunk.step = "32";
+  chunk.unroll = 2;
+  body.push_back(chunk);
 }
 
-void CudaKernelWriter::write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
-                                                    const std::vector<int>& column_values) {
-  // the column values, a column at a time: the sums, then what they feed; stored by lane 0
-  o << "  if (!live || lane != 0) return;\n";
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+// Each column's lanes folded, then the blocks' partials (the strip's last block, in order).
+void CudaKernelWriter::plan_vector_columns_fold(Body& body, const std::vector<int>& reds) {
+  Body lanes, folds;
+  for (int id : reds) lanes.push_back(column_fold(id, "acc" + std::to_string(id) + "[u]"));
+  body.push_back(each_column(lanes));
+  for (size_t r = 0; r < reds.size(); r++) {
+    Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r]) + "[u]"), reds[r]);
+    partial.slot = (int)r;
+    partial.column = "col0 + u";
+    partial.index = "cols";
+    Stmt columns = range(RangeKind::Serial, "u", "0", "CV", {partial});
+    columns.int32 = columns.unbraced = true;
+    columns.guard = "live && lane == 0";
+    body.push_back(columns);
+  }
+  plan_strip_arrival(body);
+  for (size_t r = 0; r < reds.size(); r++)
+    plan_strip_partials_fold(folds, r, reds[r], "acc" + std::to_string(reds[r]) + "[u]", "r + u");
+  body.push_back(each_column(folds));
+}
+
+// The column values, a column at a time: the sums, then what they feed; stored by lane 0.
+void CudaKernelWriter::plan_vector_columns_results(Body& body, const std::string& X, const std::vector<int>& reds,
+                                                   const std::vector<int>& column_values) {
+  Stmt done_here = statement(Stmt::Kind::Return);
+  done_here.guard = "!live || lane != 0";
+  body.push_back(done_here);
+  Body column = {column_u(X)};
   std::set<int> done;
   for (int id : column_values) {
-    o << "    const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+    column.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype,
+                         local("rv" + std::to_string(id) + "[u]", g_.nodes[id].meta.dtype)));
     done.insert(id);
   }
   for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string fin = "acc" + std::to_string(id) + "[u]";
-    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-    o << "    const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+    column.push_back(result(id, "acc" + std::to_string(id) + "[u]"));
     done.insert(id);
   }
-  for (int id : k_.nodes) {
-    if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-    o << define("    ", 'r', id, false);
-    done.insert(id);
-  }
+  plan_ready_row_values(column, &done);
   for (int id : k_.stores)
-    if (!L_.is_full(id)) o << "    " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-  o << "  }\n";
+    if (!L_.is_full(id))
+      column.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                             temp(id, g_.nodes[id].meta.dtype, true)));
+  body.push_back(each_column(column));
 }
 
 // Split columns: the block counts itself in once its partials are visible; all but the

@@ -115,7 +115,7 @@ std::string CudaKernelWriter::write() {
   o << "  (void)symbols; (void)strides;\n";
   if (k_.reduced.empty()) write_pointwise(o);
   else if (split) write_split_reduction(o);
-  else if (columns && column_vector() > 1) write_vector_columns(o, column_vector());
+  else if (columns && column_vector() > 1) o << spell_cuda(plan_vector_columns(column_vector()).body, cs_, k_.space, "  ");
   else if (columns) o << spell_cuda(plan_column_reduction().body, cs_, k_.space, "  ");
   else if (looped) write_vector_loop_reduction(o, rows);
   else write_reduction(o);
@@ -273,12 +273,15 @@ Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout
   for (size_t d = 0; d < k.space.size(); d++)
     if (std::find(k.reduced.begin(), k.reduced.end(), (int64_t)d) == k.reduced.end() && k.space[d] != 1) one_row = false;
   if (one_row && cuda_split_reductions(s, k, layout) > 0) return CudaKernelWriter(s, k, layout).plan_split_reduction();
-  // columns one a thread (not in vectors), as write() decides (more than one row: no split row)
-  if (!one_row && cuda_column_reduction(k, layout) && cuda_column_vector(s, k, layout) == 1)
-    return CudaKernelWriter(s, k, layout).plan_column_reduction();
+  // columns, one a thread or CV in vectors, as write() decides (more than one row: no split row)
+  if (!one_row && cuda_column_reduction(k, layout)) {
+    CudaKernelWriter writer(s, k, layout);
+    const int CV = writer.column_vector();
+    return CV > 1 ? writer.plan_vector_columns(CV) : writer.plan_column_reduction();
+  }
   fail("plan_cuda: ", k.name, " is a reduction of a shape not planned as statements yet ",
-       "(only the pointwise kernel, one row split over blocks and the columns one a thread are; the others ",
-       "are written as text by cuda_rows.cpp and cuda_columns.cpp)");
+       "(only the pointwise kernel, one row split over blocks and the columns are; the rows are written ",
+       "as text by cuda_rows.cpp)");
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

@@ -3,8 +3,8 @@
 // stride, the Vec type, the unroll pragma; a split row's shared memory, fences, arrival count,
 // partials and block reduction; a column block's thread places, chunks among blocks in y and
 // fold over a column's lanes) from one table, kCudaSpelling. A planner (plan_pointwise,
-// cuda_pointwise.cpp; plan_split_reduction and plan_column_reduction, cuda_columns.cpp) decides
-// the statements; nothing here decides.
+// cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and plan_vector_columns,
+// cuda_columns.cpp) decides the statements; nothing here decides.
 #include <sstream>
 
 #include "codegen/cuda_writer.h"
@@ -91,7 +91,13 @@ std::string vector_type(const Speller& sp, const Stmt& s) {
 }
 
 void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
-  const std::string T = index_type(s.int32), v = s.text;
+  if (!s.guard.empty()) {  // the loop only where the guard holds
+    sp.o << pad << "if (" << s.guard << ")\n";
+    Stmt loop = s;
+    loop.guard.clear();
+    return spell_range(sp, loop, pad + "  ");
+  }
+  const std::string T = index_type(s.int32), v = s.text, open = s.unbraced ? "\n" : " {\n";
   switch (s.range) {
     case RangeKind::GridStride: {
       const std::string first = (s.begin.empty() ? "" : s.begin + " + ") + kCudaSpelling.grid_thread;
@@ -104,7 +110,7 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
       if (s.range == RangeKind::Unrolled)
         sp.o << pad << kCudaSpelling.unroll << (s.unroll ? " " + std::to_string(s.unroll) : "") << "\n";
       sp.o << pad << "for (" << T << " " << v << " = " << s.begin << "; " << v << " < " << s.end << "; "
-           << (s.step == "1" ? v + "++" : v + " += " + s.step) << ") {\n";
+           << (s.step == "1" ? v + "++" : v + " += " + s.step) << ")" << open;
       break;
     case RangeKind::GridBlocks:  // a block a thread
       sp.o << pad << "for (unsigned " << v << " = " << kCudaSpelling.thread << "; " << v << " < " << kCudaSpelling.blocks
@@ -117,7 +123,7 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
     default: fail("codegen: no CUDA spelling for this kind of range");
   }
   spell_body(sp, s.body, pad + "  ");
-  sp.o << pad << "}\n";
+  if (!s.unbraced) sp.o << pad << "}\n";
 }
 
 void spell_vector_load(const Speller& sp, const Stmt& s, const std::string& pad) {
@@ -181,6 +187,13 @@ void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {
   std::ostringstream& o = sp.o;
   switch (s.kind) {
     case Stmt::Kind::ColumnComment:
+      if (s.width > 1) {
+        o << pad << "// columns in vectors: " << s.width << " consecutive kept elements a thread, 32 threads a strip ("
+          << kCudaSpelling.column_in_block << "),\n"
+          << pad << "// 32 lanes over the reduced ones (" << kCudaSpelling.column_lane << "), shared in chunks among "
+          << kCudaSpelling.strip_blocks << " blocks\n";
+        break;
+      }
       o << pad << "// columns: 32 kept elements a block (" << kCudaSpelling.column_in_block
         << "), 32 lanes over the reduced ones (" << kCudaSpelling.column_lane << ")";
       if (s.chunked) o << ",\n" << pad << "// the reduced ones shared in chunks among " << kCudaSpelling.strip_blocks << " blocks";
@@ -193,12 +206,18 @@ void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {
         << "_end = " << kCudaSpelling.min << "(" << s.end << ", " << s.name << "_begin + chunk);\n";
       break;
     }
-    case Stmt::Kind::ColumnThread:
-      o << pad << "const int64_t " << s.name << " = " << kCudaSpelling.column_thread << ";\n";
+    case Stmt::Kind::ColumnThread: {
+      const std::string first = s.lanes.empty() ? kCudaSpelling.column_thread
+                                                : "(" + std::string(kCudaSpelling.column_thread) + ") * " + s.lanes;
+      o << pad << "const int64_t " << s.name << " = " << first << ";\n";
       o << pad << "const bool live = " << s.name << " < " << s.index << ";\n";
-      o << pad << "const int64_t r = live ? " << s.name << " : " << s.index << " - 1;\n";
+      o << pad << "const int64_t r = live ? " << s.name << " : " << s.index << " - " << (s.lanes.empty() ? "1" : s.lanes)
+        << ";" << note(s) << "\n";
       o << pad << "const int lane = " << kCudaSpelling.column_lane << ", c = " << kCudaSpelling.column_in_block << ";\n";
       break;
+    }
+    case Stmt::Kind::Registers: o << pad << accumulator_type(sp, s) << " " << s.name << "[" << s.lanes << "];\n"; break;
+    case Stmt::Kind::Assign: o << pad << s.name << " = " << sp.cs.expr(s.value) << ";\n"; break;
     default: fail("codegen: the CUDA renderer spells no such statement yet");
   }
 }
@@ -237,7 +256,8 @@ void spell_split_row(const Speller& sp, const Stmt& s, const std::string& pad) {
         << (s.per_strip ? kCudaSpelling.strip_blocks : kCudaSpelling.blocks) << " - 1;\n";
       break;
     case Stmt::Kind::Return:
-      if (s.first_thread) o << pad << "if (" << kCudaSpelling.thread << " != 0) return;\n";
+      if (!s.guard.empty()) o << pad << "if (" << s.guard << ") return;\n";
+      else if (s.first_thread) o << pad << "if (" << kCudaSpelling.thread << " != 0) return;\n";
       else o << pad << "if (!" << s.text << ") return;" << note(s) << "\n";
       break;
     case Stmt::Kind::ResetArrivals:
@@ -271,7 +291,8 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
     case Stmt::Kind::Range: spell_range(sp, s, pad); break;
     case Stmt::Kind::VectorLoad: spell_vector_load(sp, s, pad); break;
     case Stmt::Kind::VectorStore:
-      o << pad << "*reinterpret_cast<" << vector_type(sp, s) << "*>(out" << s.buffer << " + " << s.index
+      o << pad << only(s) << "*reinterpret_cast<" << vector_type(sp, s) << "*>("
+        << (s.at_element ? "&out" + std::to_string(s.buffer) + "[" + s.index + "]" : "out" + std::to_string(s.buffer) + " + " + s.index)
         << ") = " << s.name << ";\n";
       break;
     case Stmt::Kind::VectorLane: o << pad << s.name << ".v[" << s.text << "] = " << sp.cs.expr(s.value) << ";\n"; break;

@@ -12,9 +12,8 @@
 //   many blocks                                           folded by the block that arrives last;
 //                                                         planned as statements: the split row by
 //                                                         plan_split_reduction, columns one a
-//                                                         thread by plan_column_reduction; vector
-//                                                         columns print as they decide, their
-//                                                         folds and arrival spelled from plans)
+//                                                         thread by plan_column_reduction, vector
+//                                                         columns by plan_vector_columns)
 // The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
 // of a plan's statements, and of a vector read, in cuda_statements.cpp.
 //
@@ -70,6 +69,7 @@ class CudaKernelWriter {
   Plan plan_pointwise();    // plan_cuda's, for a pointwise kernel (cuda_pointwise.cpp)
   Plan plan_split_reduction();  // ... for one row split over the blocks (cuda_columns.cpp)
   Plan plan_column_reduction();  // ... for columns one a thread (not in vectors; cuda_columns.cpp)
+  Plan plan_vector_columns(int CV);  // ... for CV columns a thread (cuda_columns.cpp)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
@@ -117,15 +117,12 @@ class CudaKernelWriter {
   void plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col);
   Stmt column_fold(int id, const std::string& acc);
   Stmt result(int id, const std::string& acc);
-  std::string row_pass_source(const std::string& index, const Locals& locals = Locals());
-  void write_vector_columns(std::ostringstream& o, int CV);
-  void write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X, const std::vector<int>& reds,
-                                  const std::vector<int>& column_values);
-  void write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
+  void plan_vector_columns_start(Body& body, int CV, const std::string& X, const std::vector<int>& reds,
                                  const std::vector<int>& column_values);
-  void write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds);
-  void write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
-                                    const std::vector<int>& column_values);
+  void plan_vector_columns_pass(Body& body, int CV, const std::string& X, const std::vector<int>& column_values);
+  void plan_vector_columns_fold(Body& body, const std::vector<int>& reds);
+  void plan_vector_columns_results(Body& body, const std::string& X, const std::vector<int>& reds,
+                                   const std::vector<int>& column_values);
 
   // ---- rows (cuda_rows.cpp) ----
   // A persistent row (a static row of at most layout.row_registers elements a thread): each

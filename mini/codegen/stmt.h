@@ -5,8 +5,8 @@
 //      barriers, vector loads and stores, guarded stores), each a small struct of data.
 // One planner per target decides them (plan_cpp in cpp_plan.cpp; plan_cuda in cuda_kernel.cpp,
 // which hands each kernel shape to a named planner of its own in that shape's file:
-// plan_pointwise in cuda_pointwise.cpp, plan_split_reduction and plan_column_reduction in
-// cuda_columns.cpp); a renderer (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only
+// plan_pointwise in cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and
+// plan_vector_columns in cuda_columns.cpp); a renderer (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only
 // spells statements, through its Target's tables (c_style.h, kCudaSpelling). The planners decide
 // from index data (a load's buffer and index terms, a value's node), never from spelled text;
 // what stays text here is only a name (a variable) or index arithmetic over the kernel's
@@ -84,6 +84,11 @@ struct Stmt {
     Chunk,        // <name>_begin, <name>_end: this block's chunk of [0, end) among the blocks in y
     ColumnThread, // <name>: this thread's column; `live`: it is one of the `index` columns; r: the one it
                   // computes (the last, past the end); lane, c: its lane and its column in the block
+                  // (`lanes`: its first of that many consecutive columns, vector columns)
+    // appended for the vector columns (plan_vector_columns): CV columns a thread
+    Registers,    // <dtype> <name>[<lanes>]: a register array, an element a column (an accumulator's
+                  // type where int_accumulator or as_accumulator says)
+    Assign,       // <name> = <value>;                         a local declared before
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -123,6 +128,11 @@ struct Stmt {
   bool per_strip = false;    // Arrive, ResetArrivals: the count of the block's column strip (its blocks
                              // in y), not the grid's; run by the block's first thread (first_thread)
   bool chunked = false;      // ColumnComment: the reduced elements shared among the blocks in y too
+                             // (`width` > 1: vector columns, that many a thread)
+  // appended for plan_vector_columns (guard: also Range, the loop run only where it holds, and
+  // Return, the threads where it holds return):
+  bool at_element = false;   // VectorStore: to the address of out<buffer>[index]
+  bool unbraced = false;     // Range: a body of one statement, spelled without braces
 };
 
 // The statements of one kernel and what its launch needs.

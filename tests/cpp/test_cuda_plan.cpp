@@ -2,8 +2,8 @@
 // under a layout — its ranges and how they share out the work, its vector loads and stores and
 // their lanes, which loads a lane reads from a Vec — checked as data, never as generated text.
 // The fusion groups are built by hand, as in test_cuda_launch.cpp. The pointwise shape, one row
-// split over blocks and the columns one a thread are planned as statements (the vector columns
-// and the row shapes still print as they decide).
+// split over blocks and the columns (one a thread, or in vectors) are planned as statements (the
+// row shapes still print as they decide).
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -279,6 +279,35 @@ TEST_CASE("split columns: a chunk of rows a block in y, partials per column, the
   auto stores = of_kind(plan.body, Stmt::Kind::Store);
   REQUIRE(stores.size() == 1);
   CHECK(stores[0]->guard == "live && lane == 0");
-  // 64 float columns under layout 9 are read in vectors of 4: not planned yet
-  CHECK_THROWS_WITH(plan_of(reduce_kernel({4096, 64}, {0}, OpKind::Sum), 9), Catch::Contains("not planned"));
+}
+
+TEST_CASE("vector columns: 4 float columns a thread, a Vec load a row, each column's accumulator in registers",
+          "[A10]") {
+  const fusion::Schedule s = reduce_kernel({4096, 128}, {0}, OpKind::Sum);  // 128 columns: 32 vectors of 4
+  const Plan plan = plan_of(s, 9);
+  const std::string sum = std::to_string(s.groups[0].nodes[0]);
+  CHECK(plan.shape == "vector columns");
+  CHECK(constant(plan.body, "CV") == "4");  // 16 bytes of float
+  auto registers = of_kind(plan.body, Stmt::Kind::Registers);
+  REQUIRE(registers.size() == 1);  // the sum's accumulators, one a column
+  CHECK((registers[0]->lanes == "CV" && registers[0]->dtype == DType::Float32));
+  // the block's chunk of rows, unrolled by 2: one Vec load a row, then the columns unrolled
+  auto passes = all(plan.body, [](const Stmt& s) { return s.kind == Stmt::Kind::Range && s.unroll == 2; });
+  REQUIRE(passes.size() == 1);
+  CHECK((passes[0]->begin == "j_begin + lane" && passes[0]->end == "j_end" && passes[0]->step == "32"));
+  auto loads = of_kind(passes[0]->body, Stmt::Kind::VectorLoad);
+  REQUIRE(loads.size() == 1);
+  CHECK((loads[0]->lanes == "CV" && loads[0]->buffer == 0 && loads[0]->value));
+  auto folds = of_kind(passes[0]->body, Stmt::Kind::Fold);
+  REQUIRE(folds.size() == 1);
+  CHECK(folds[0]->value->kind == Expr::Kind::Local);  // the row's element from its Vec's lane
+  // each column's partial by lane 0 of a live thread, a column at a time, then the strip's arrival
+  auto partials = of_kind(plan.body, Stmt::Kind::Partial);
+  REQUIRE(partials.size() == 1);
+  CHECK(partials[0]->column == "col0 + u");
+  CHECK(of_kind(plan.body, Stmt::Kind::Arrive).size() == 1);
+  CHECK(ranges(plan.body, RangeKind::StripBlocks).size() == 1);
+  auto results = of_kind(plan.body, Stmt::Kind::Result);
+  REQUIRE(results.size() == 1);
+  CHECK(results[0]->text == "acc" + sum + "[u]");  // column u's result
 }
