@@ -1,9 +1,9 @@
 // cuda_columns.cpp — the CUDA writer's column reductions (cuda_writer.h): a block per 32 kept
 // elements, 32 lanes each over the reduced ones, the reduced elements shared among blocks in y
 // where one pass suffices; and one long row split over many blocks (a full reduction), the
-// block that arrives last folding the partials. The split row is planned as statements
-// (plan_split_reduction, stmt.h) that cuda_statements.cpp spells; the column shapes still print
-// as they decide.
+// block that arrives last folding the partials. Each shape is a named planner returning its
+// statements (stmt.h), which cuda_statements.cpp spells: plan_split_reduction (the split row),
+// plan_column_reduction (columns one a thread) and plan_vector_columns (CV columns a thread).
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 namespace mini::codegen {
 
 // Vector columns (layouts 2 and up, split columns only: one pass, no full value after the
-// sums): as write_column_reduction, but each thread takes CV consecutive kept elements, so
+// sums): as plan_column_reduction, but each thread takes CV consecutive kept elements, so
 // that a warp's load of a row is 32 x 16 bytes (bfloat16 columns read 64 bytes a warp
 // load one at a time: GPT-2's MLP bias gradient ran at 0.75 TB/s). A load running along the
 // innermost dim with stride 1 (and every other stride a multiple of CV) is one Vec a row;
@@ -39,24 +39,6 @@ int CudaKernelWriter::column_vector() {
   return column_vector_ = cv;
 }
 
-// The definitions and folds of one row of the (one) pass of vector columns, as
-// write_column_reduction writes them, each accumulator acc<id><index>.
-std::string CudaKernelWriter::row_pass_source(const std::string& index, const Locals& locals) {
-  std::vector<int> reds, stores;
-  L_.phase_targets(0, &reds, &stores);
-  RowPlan plan = L_.plan_rows(0);
-  std::string o;
-  for (int id : k_.nodes)
-    if (plan.compute[0].count(id)) o += define("      ", 't', id, false, locals);
-  for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n);
-    o += "      acc" + std::to_string(id) + index + " = " + combine(n) + "<" + A + ">(acc" + std::to_string(id) + index +
-         ", " + A + "(" + spell(L_.reduction_input(id), locals) + "));\n";
-  }
-  return o;
-}
-
 // Columns (cuda_column_reduction): a block of 32 kept elements, consecutive in the innermost dim,
 // by 32 lanes over the reduced elements. A warp's 32 threads are one kept element each, so
 // that each of its loads is one line of memory (a block per kept element, as rows have, reads a
@@ -72,73 +54,84 @@ std::string CudaKernelWriter::row_pass_source(const std::string& index, const Lo
 // that column strip that arrives last (a counter per strip, as write_split_reduction's) folds
 // the gridDim.y partials in order (the same sum every run), then computes and stores the column
 // values. The full-size values each block stores are its chunk's.
-void CudaKernelWriter::write_column_reduction(std::ostringstream& o, bool split) {
-  o << "  // columns: 32 kept elements a block (threadIdx.x & 31), 32 lanes over the reduced ones (threadIdx.x >> 5)"
-    << (split ? ",\n  // the reduced ones shared in chunks among gridDim.y blocks" : "") << "\n";
-  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
-    << ";\n";
+Plan CudaKernelWriter::plan_column_reduction() {
+  const bool split = cuda_column_splits(s_, k_, layout_) > 0;
+  Plan plan;
+  plan.shape = split ? "split columns" : "columns";
+  Body& body = plan.body;
+  Stmt threads = statement(Stmt::Kind::ColumnComment);
+  threads.chunked = split;
+  body.push_back(threads);
+  Stmt counts = index_let("cols", product(k_.space, L_.kept_dims()), false);
+  counts.body.push_back(index_let("rnumel", product(k_.space, L_.red_dims()), false));
+  body.push_back(counts);
   if (split) {
-    o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
-    o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
-    o << "  __shared__ bool last;\n";
+    Stmt chunk = statement(Stmt::Kind::Chunk, "j");
+    chunk.end = "rnumel";
+    body.push_back(chunk);
+    body.push_back(shared("last", DType::Bool, {}));
   }
-  o << "  const int64_t col = int64_t(blockIdx.x) * 32 + (threadIdx.x & 31);\n";
-  o << "  const bool live = col < cols;\n";
-  o << "  const int64_t r = live ? col : cols - 1;\n";
-  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
-  o << "  __shared__ double fold[32][33];  // a lane's partial per column (padded: no bank conflicts)\n";
-  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
-  RowPlan plan = L_.plan_rows(0);
+  Stmt thread = statement(Stmt::Kind::ColumnThread, "col");
+  thread.index = "cols";
+  body.push_back(thread);
+  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column (padded: no bank conflicts)"));
+  body.push_back(unflatten_index("r", L_.kept_dims(), false));
   std::set<int> done;
-  define_unreduced_row_values(o, "  ", &done);  // values of the column that need no reduction
-  for (int p = 0; p <= L_.phases(); p++) {
-    std::vector<int> reds, stores;
-    L_.phase_targets(p, &reds, &stores);
-    if (reds.empty() && stores.empty()) continue;
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "  " << A << " acc" << id << " = " << identity(n, A) << ";\n";
-    }
-    o << "  #pragma unroll 4\n";
-    if (split) o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
-    else o << "  for (int64_t j = lane; j < rnumel; j += 32) {\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "    ");
-    for (int id : k_.nodes)
-      if (plan.compute[p].count(id)) o << define("    ", 't', id, false);
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "    acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-        << cs_.expr(L_.reduction_input(id)) << "));\n";
-    }
-    for (int id : stores) o << "    if (live) " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-    o << "  }\n";
-    for (int id : reds) write_column_fold(o, id);
-    if (split && !reds.empty()) {
-      for (size_t ri = 0; ri < reds.size(); ri++) {  // this block's partials, then count it in
-        std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
-        o << "  if (live && lane == 0) reinterpret_cast<" << A << "*>(&partials[(" << ri
-          << " * gridDim.y + blockIdx.y) * cols + col])[0] = acc" << N << ";\n";
-      }
-      write_strip_arrival(o);
-      for (size_t ri = 0; ri < reds.size(); ri++) write_partials_fold(o, ri, reds[ri], "acc" + std::to_string(reds[ri]), "r");
-    }
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string fin = "acc" + std::to_string(id);
-      if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-      o << "  const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
-      done.insert(id);
-    }
-    define_ready_row_values(o, "  ", &done);  // column values whose reductions are all done
-  }
+  plan_unreduced_row_values(body, &done);  // values of the column that need no reduction
+  for (int p = 0; p <= L_.phases(); p++) plan_column_phase(body, p, split, &done);
   for (int id : k_.stores)
-    if (!L_.is_full(id))
-      o << "  if (live && lane == 0) " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
+    if (!L_.is_full(id)) {
+      body.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                           temp(id, g_.nodes[id].meta.dtype, true)));
+      body.back().guard = "live && lane == 0";
+    }
+  return plan;
 }
 
-void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
+// Phase p of the columns: its accumulators, the lanes' pass over the reduced elements (or this
+// block's chunk of them), the folds over the lanes (and, split, over the strip's blocks), the
+// results and the column values they make ready.
+void CudaKernelWriter::plan_column_phase(Body& body, int p, bool split, std::set<int>* done) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(p, &reds, &stores);
+  if (reds.empty() && stores.empty()) return;
+  RowPlan rows = L_.plan_rows(0);
+  for (int id : reds) body.push_back(accumulator(id, false));
+  Body pass = {unflatten_index("j", L_.red_dims(), false)};
+  for (int id : k_.nodes)
+    if (rows.compute[p].count(id)) pass.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
+  for (int id : reds) pass.push_back(fold(id, L_.reduction_input(id)));
+  for (int id : stores) {
+    pass.push_back(store(L_.buffer_of_store(id), linear_full(), temp(id, g_.nodes[id].meta.dtype, false)));
+    pass.back().guard = "live";
+  }
+  Stmt lanes = range(RangeKind::Unrolled, "j", split ? "j_begin + lane" : "lane", split ? "j_end" : "rnumel", pass);
+  lanes.step = "32";
+  lanes.unroll = 4;
+  body.push_back(lanes);
+  for (int id : reds) body.push_back(column_fold(id, "acc" + std::to_string(id)));
+  if (split && !reds.empty()) {
+    for (size_t r = 0; r < reds.size(); r++) {  // this block's partials, then count it in
+      Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r])), reds[r]);
+      partial.slot = (int)r;
+      partial.column = "col";
+      partial.index = "cols";
+      partial.guard = "live && lane == 0";
+      body.push_back(partial);
+    }
+    plan_strip_arrival(body);
+    for (size_t r = 0; r < reds.size(); r++) plan_strip_partials_fold(body, r, reds[r], "acc" + std::to_string(reds[r]), "r");
+  }
+  for (int id : reds) {
+    body.push_back(result(id, "acc" + std::to_string(id)));
+    done->insert(id);
+  }
+  plan_ready_row_values(body, done);  // column values whose reductions are all done
+}
+
+Plan CudaKernelWriter::plan_vector_columns(int CV) {
+  Plan plan;
+  plan.shape = "vector columns";
   const std::string X = "x" + std::to_string(rank_ - 1);  // the innermost (kept) dim's index
   std::vector<int> reds, stores;
   L_.phase_targets(0, &reds, &stores);
@@ -146,51 +139,79 @@ void CudaKernelWriter::write_vector_columns(std::ostringstream& o, int CV) {
   std::vector<int> column_values;
   for (int id : k_.nodes)
     if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
-  write_vector_columns_start(o, CV, X, reds, column_values);
-  write_vector_columns_pass(o, CV, X, column_values);
-  write_vector_columns_fold(o, reds);
-  write_vector_columns_results(o, X, reds, column_values);
+  plan_vector_columns_start(plan.body, CV, X, reds, column_values);
+  plan_vector_columns_pass(plan.body, CV, X, column_values);
+  plan_vector_columns_fold(plan.body, reds);
+  plan_vector_columns_results(plan.body, X, reds, column_values);
+  return plan;
 }
+
+// A range over a thread's CV columns, unrolled.
+static Stmt each_column(Body body) {
+  Stmt columns = range(RangeKind::Unrolled, "u", "0", "CV", std::move(body));
+  columns.int32 = true;
+  return columns;
+}
+// const int64_t <X> = <X>_0 + u: column u of the thread's
+static Stmt column_u(const std::string& X) { return index_let(X, X + "_0 + u", false); }
 
 // The kernel's indices and, for each of a thread's CV columns, its values that need no
 // reduction (rv<id>) and its accumulators (acc<id>), at their identities.
-void CudaKernelWriter::write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X,
-                                                  const std::vector<int>& reds, const std::vector<int>& column_values) {
-  o << "  // columns in vectors: " << CV << " consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),\n"
-    << "  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks\n";
-  o << "  constexpr int CV = " << CV << ";\n";
-  o << "  const int64_t cols = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << product(k_.space, L_.red_dims())
-    << ";\n";
-  o << "  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;\n";
-  o << "  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);\n";
-  o << "  __shared__ bool last;\n";
-  o << "  const int64_t col0 = (int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)) * CV;\n";
-  o << "  const bool live = col0 < cols;\n";
-  o << "  const int64_t r = live ? col0 : cols - CV;  // a thread past the end computes the last columns, stores nothing\n";
-  o << "  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;\n";
-  o << "  __shared__ double fold[32][33];  // a lane's partial per column, and each column's sum (padded)\n";
-  o << unflatten(k_.space, "r", L_.kept_dims(), "  ");
-  o << "  const int64_t " << X << "_0 = " << X << ";  // the thread's first column; column u is " << X << "_0 + u\n";
-  for (int id : column_values) o << "  " << cuda_type(g_.nodes[id].meta.dtype) << " rv" << id << "[CV];\n";
-  for (int id : reds) {
-    std::string A = acc_type(g_.nodes[id]);
-    o << "  " << A << " acc" << id << "[CV];\n";
-  }
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  if (!column_values.empty()) o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+void CudaKernelWriter::plan_vector_columns_start(Body& body, int CV, const std::string& X, const std::vector<int>& reds,
+                                                 const std::vector<int>& column_values) {
+  Stmt threads = statement(Stmt::Kind::ColumnComment);
+  threads.chunked = true;
+  threads.width = CV;
+  body.push_back(threads);
+  Stmt lanes = index_let("CV", std::to_string(CV), true);
+  lanes.constant = true;
+  body.push_back(lanes);
+  Stmt counts = index_let("cols", product(k_.space, L_.kept_dims()), false);
+  counts.body.push_back(index_let("rnumel", product(k_.space, L_.red_dims()), false));
+  body.push_back(counts);
+  Stmt chunk = statement(Stmt::Kind::Chunk, "j");
+  chunk.end = "rnumel";
+  body.push_back(chunk);
+  body.push_back(shared("last", DType::Bool, {}));
+  Stmt thread = statement(Stmt::Kind::ColumnThread, "col0", "a thread past the end computes the last columns, stores nothing");
+  thread.index = "cols";
+  thread.lanes = "CV";
+  body.push_back(thread);
+  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column, and each column's sum (padded)"));
+  body.push_back(unflatten_index("r", L_.kept_dims(), false));
+  body.push_back(index_let(X + "_0", X, false, "the thread's first column; column u is " + X + "_0 + u"));
   for (int id : column_values) {
-    o << define("    ", 'r', id, false);
-    o << "    rv" << id << "[u] = r" << id << ";\n";
+    Stmt values = statement(Stmt::Kind::Registers, "rv" + std::to_string(id));
+    values.dtype = g_.nodes[id].meta.dtype;
+    values.lanes = "CV";
+    body.push_back(values);
   }
-  for (int id : reds) o << "    acc" << id << "[u] = " << identity(g_.nodes[id], acc_type(g_.nodes[id])) << ";\n";
-  o << "  }\n";
+  for (int id : reds) {
+    Stmt accumulators = as_accumulator(statement(Stmt::Kind::Registers, "acc" + std::to_string(id)), id);
+    accumulators.lanes = "CV";
+    body.push_back(accumulators);
+  }
+  Body column;
+  if (!column_values.empty()) column.push_back(column_u(X));
+  for (int id : column_values) {
+    const std::string r = "r" + std::to_string(id);
+    column.push_back(let(r, g_.nodes[id].meta.dtype, L_.expr(id, false)));
+    Stmt keep = statement(Stmt::Kind::Assign, "rv" + std::to_string(id) + "[u]");
+    keep.value = local(r, g_.nodes[id].meta.dtype);
+    column.push_back(keep);
+  }
+  for (int id : reds) {
+    Stmt identity = accumulator(id, true);
+    identity.name += "[u]";
+    column.push_back(identity);
+  }
+  body.push_back(each_column(column));
 }
 
-void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
-                                                 const std::vector<int>& column_values) {
-  // the pass over this block's chunk of rows: vector loads at the first column, the CV
-  // columns unrolled
+// The pass over this block's chunk of rows: vector loads at the first column, the CV columns
+// unrolled, each vector load read lane by lane; the full values stored as one Vec.
+void CudaKernelWriter::plan_vector_columns_pass(Body& body, int CV, const std::string& X,
+                                                const std::vector<int>& column_values) {
   std::map<LoadKey, std::string> vectors;  // a load -> its Vec register
   std::map<LoadKey, Expr> vector_loads;    // ... and the load
   for (const ExprPtr& e : pass_exprs(L_.plan_rows(0), 0))
@@ -200,134 +221,150 @@ void CudaKernelWriter::write_vector_columns_pass(std::ostringstream& o, int CV, 
         vector_loads.emplace(load_key(load), load);
       }
     });
-  o << "  #pragma unroll 2\n";
-  o << "  for (int64_t j = j_begin + lane; j < j_end; j += 32) {\n";
-  o << unflatten(k_.space, "j", L_.red_dims(), "    ");
+  Body pass = {unflatten_index("j", L_.red_dims(), false)};
   for (auto& [key, name] : vectors) {
     const Expr& e = vector_loads.at(key);
-    o << "    const mini::Vec<" << cuda_type(e.dtype) << ", CV> " << name << " = " << vector_read(cs_, e, "CV") << ";\n";
+    Stmt read = vector_load(name, e.dtype, key.buffer, "", "CV");
+    read.value = std::make_shared<const Expr>(e);
+    pass.push_back(read);
   }
   std::vector<int> full_stores;
   for (int id : k_.stores)
     if (L_.is_full(id)) full_stores.push_back(id);
-  for (int id : full_stores) o << "    mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV> s" << id << ";\n";
-  o << "    #pragma unroll\n";
-  o << "    for (int u = 0; u < CV; u++) {\n";
-  o << "      const int64_t " << X << " = " << X << "_0 + u;\n";
-  for (int id : column_values) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+  for (int id : full_stores) pass.push_back(declare_vector("s" + std::to_string(id), g_.nodes[id].meta.dtype, "CV"));
   Locals lanes;  // each vector load read lane by lane
   for (auto& [key, name] : vectors) lanes.loads[key] = name + ".v[u]";
-  o << row_pass_source("[u]", lanes);
-  for (int id : full_stores) o << "      s" << id << ".v[u] = t" << id << ";\n";
-  o << "    }\n";
-  for (int id : full_stores)
-    o << "    if (live) *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", CV>*>(&" << out(id) << "["
-      << linear_full() << "]) = s" << id << ";\n";
-  o << "  }\n";
-}
-
-void CudaKernelWriter::write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds) {
-  // fold each column's lanes, then the blocks' partials (the strip's last block, in order)
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
+  Body column = {column_u(X)};
+  for (int id : column_values)
+    column.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype,
+                         local("rv" + std::to_string(id) + "[u]", g_.nodes[id].meta.dtype)));
+  RowPlan rows = L_.plan_rows(0);
+  for (int id : k_.nodes)
+    if (rows.compute[0].count(id))
+      column.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, lanes.apply(L_.expr(id, false))));
+  std::vector<int> reds, stores;
+  L_.phase_targets(0, &reds, &stores);
   for (int id : reds) {
-    std::ostringstream fold;
-    write_column_fold(fold, id, "acc" + std::to_string(id) + "[u]");
-    o << indented(fold.str());
+    column.push_back(fold(id, lanes.apply(L_.reduction_input(id))));
+    column.back().name += "[u]";
   }
-  o << "  }\n";
-  for (size_t ri = 0; ri < reds.size(); ri++) {
-    std::string A = acc_type(g_.nodes[reds[ri]]), N = std::to_string(reds[ri]);
-    o << "  if (live && lane == 0)\n";
-    o << "    for (int u = 0; u < CV; u++)\n";
-    o << "      reinterpret_cast<" << A << "*>(&partials[(" << ri << " * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc" << N
-      << "[u];\n";
+  for (int id : full_stores)
+    column.push_back(vector_lane("s" + std::to_string(id), "u", temp(id, g_.nodes[id].meta.dtype, false)));
+  pass.push_back(each_column(column));
+  for (int id : full_stores) {
+    pass.push_back(vector_store("s" + std::to_string(id), g_.nodes[id].meta.dtype, L_.buffer_of_store(id), linear_full(), "CV"));
+    pass.back().guard = "live";
+    pass.back().at_element = true;
   }
-  write_strip_arrival(o);
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  for (size_t ri = 0; ri < reds.size(); ri++) {
-    std::ostringstream fold;
-    write_partials_fold(fold, ri, reds[ri], "acc" + std::to_string(reds[ri]) + "[u]", "r + u");
-    o << indented(fold.str());
-  }
-  o << "  }\n";
+  Stmt chunk = range(RangeKind::Unrolled, "j", "j_begin + lane", "j_end", pass);
+  chunk.step = "32";
+  chunk.unroll = 2;
+  body.push_back(chunk);
 }
 
-void CudaKernelWriter::write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
-                                                    const std::vector<int>& column_values) {
-  // the column values, a column at a time: the sums, then what they feed; stored by lane 0
-  o << "  if (!live || lane != 0) return;\n";
-  o << "  #pragma unroll\n";
-  o << "  for (int u = 0; u < CV; u++) {\n";
-  o << "    const int64_t " << X << " = " << X << "_0 + u;\n";
+// Each column's lanes folded, then the blocks' partials (the strip's last block, in order).
+void CudaKernelWriter::plan_vector_columns_fold(Body& body, const std::vector<int>& reds) {
+  Body lanes, folds;
+  for (int id : reds) lanes.push_back(column_fold(id, "acc" + std::to_string(id) + "[u]"));
+  body.push_back(each_column(lanes));
+  for (size_t r = 0; r < reds.size(); r++) {
+    Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r]) + "[u]"), reds[r]);
+    partial.slot = (int)r;
+    partial.column = "col0 + u";
+    partial.index = "cols";
+    Stmt columns = range(RangeKind::Serial, "u", "0", "CV", {partial});
+    columns.int32 = columns.unbraced = true;
+    columns.guard = "live && lane == 0";
+    body.push_back(columns);
+  }
+  plan_strip_arrival(body);
+  for (size_t r = 0; r < reds.size(); r++)
+    plan_strip_partials_fold(folds, r, reds[r], "acc" + std::to_string(reds[r]) + "[u]", "r + u");
+  body.push_back(each_column(folds));
+}
+
+// The column values, a column at a time: the sums, then what they feed; stored by lane 0.
+void CudaKernelWriter::plan_vector_columns_results(Body& body, const std::string& X, const std::vector<int>& reds,
+                                                   const std::vector<int>& column_values) {
+  Stmt done_here = statement(Stmt::Kind::Return);
+  done_here.guard = "!live || lane != 0";
+  body.push_back(done_here);
+  Body column = {column_u(X)};
   std::set<int> done;
   for (int id : column_values) {
-    o << "    const " << cuda_type(g_.nodes[id].meta.dtype) << " r" << id << " = rv" << id << "[u];\n";
+    column.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype,
+                         local("rv" + std::to_string(id) + "[u]", g_.nodes[id].meta.dtype)));
     done.insert(id);
   }
   for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string fin = "acc" + std::to_string(id) + "[u]";
-    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-    o << "    const " << cuda_type(n.meta.dtype) << " r" << id << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+    column.push_back(result(id, "acc" + std::to_string(id) + "[u]"));
     done.insert(id);
   }
-  for (int id : k_.nodes) {
-    if (done.count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
-    o << define("    ", 'r', id, false);
-    done.insert(id);
-  }
+  plan_ready_row_values(column, &done);
   for (int id : k_.stores)
-    if (!L_.is_full(id)) o << "    " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-  o << "  }\n";
+    if (!L_.is_full(id))
+      column.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                             temp(id, g_.nodes[id].meta.dtype, true)));
+  body.push_back(each_column(column));
 }
 
 // Split columns: the block counts itself in once its partials are visible; all but the
 // strip's last block to arrive are done, and that one resets the counter for the next launch.
-void CudaKernelWriter::write_strip_arrival(std::ostringstream& o) {
-  o << "  __threadfence();  // the partials are visible before the block counts itself\n";
-  o << "  __syncthreads();\n";
-  o << "  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;\n";
-  o << "  __syncthreads();\n";
-  o << "  if (!last) return;  // the strip's last block folds every block's partials\n";
-  o << "  __threadfence();\n";
-  o << "  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch\n";
+void CudaKernelWriter::plan_strip_arrival(Body& body) {
+  body.push_back(statement(Stmt::Kind::Fence, "", "the partials are visible before the block counts itself"));
+  body.push_back(statement(Stmt::Kind::Barrier));
+  Stmt arrive = statement(Stmt::Kind::Arrive, "last");
+  arrive.per_strip = arrive.first_thread = true;
+  body.push_back(arrive);
+  body.push_back(statement(Stmt::Kind::Barrier));
+  Stmt not_last = statement(Stmt::Kind::Return, "", "the strip's last block folds every block's partials");
+  not_last.text = "last";
+  body.push_back(not_last);
+  body.push_back(statement(Stmt::Kind::Fence));
+  Stmt reset = statement(Stmt::Kind::ResetArrivals, "", "for the next launch");
+  reset.per_strip = reset.first_thread = true;
+  body.push_back(reset);
 }
 
-// The strip's last block: accumulator `acc` of reduction `id` (the ri-th of the pass) folded
-// from every block's partial of column `col`, in y order (the same sum every launch), then
-// over the lanes.
-void CudaKernelWriter::write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col) {
-  const Node& n = g_.nodes[id];
-  const std::string A = acc_type(n);
-  o << "  " << acc << " = " << identity(n, A) << ";\n";
-  o << "  for (unsigned y = lane; y < gridDim.y; y += 32) {\n";
-  o << "    const unsigned long long bits = __ldcg(&partials[(" << ri << " * gridDim.y + y) * cols + " << col << "]);\n";
-  o << "    " << acc << " = " << combine(n) << "<" << A << ">(" << acc << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
-  o << "  }\n";
-  write_column_fold(o, id, acc);
+// The strip's last block: accumulator `acc` of reduction `id` (the r-th of the pass) folded
+// from every block's partial of column `col`, in y order (the same sum every launch), a block
+// a lane, then over the lanes.
+void CudaKernelWriter::plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col) {
+  Stmt identity = accumulator(id, true);
+  identity.name = acc;
+  body.push_back(identity);
+  Stmt partial = as_accumulator(statement(Stmt::Kind::FoldPartial, acc), id);
+  partial.slot = (int)r;
+  partial.text = "y";
+  partial.column = col;
+  partial.index = "cols";
+  Stmt blocks = range(RangeKind::StripBlocks, "y", "lane", "", {partial});
+  blocks.step = "32";
+  body.push_back(blocks);
+  body.push_back(column_fold(id, acc));
 }
 
-// The 32 lanes of each column fold their accumulators of reduction `id` (`acc`, by default
-// acc<id>) through shared memory: each lane writes its partial, then warp w reads column w's
-// 32 partials (a thread each, the padded row spares bank conflicts), folds them with five
+// The 32 lanes of each column fold their accumulator `acc` of reduction `id` through shared
+// memory (fold[32][33]): each lane writes its partial, then warp w reads column w's 32
+// partials (a thread each, the padded row spares bank conflicts), folds them with five
 // shuffles and leaves the result in the spare 33rd slot of fold[w], where every lane of the
 // column reads it. (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
-void CudaKernelWriter::write_column_fold(std::ostringstream& o, int id, std::string acc) {
+Stmt CudaKernelWriter::column_fold(int id, const std::string& acc) {
+  Stmt s = as_accumulator(statement(Stmt::Kind::ThreadReduce, acc), id);
+  s.scope = ThreadScope::Column;
+  s.text = "fold";
+  return s;
+}
+
+// const <dtype> r<id> = reduction `id`'s accumulator `acc` as its dtype (a Mean's: over rnumel).
+Stmt CudaKernelWriter::result(int id, const std::string& acc) {
   const Node& n = g_.nodes[id];
-  std::string A = acc_type(n);
-  if (acc.empty()) acc = "acc" + std::to_string(id);
-  o << "  reinterpret_cast<" << A << "*>(&fold[lane][c])[0] = " << acc << ";\n";
-  o << "  __syncthreads();\n";
-  o << "  {\n";
-  o << "    const " << A << " v = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A
-    << ">>(reinterpret_cast<" << A << "*>(&fold[c][lane])[0]);\n";
-  o << "    if (c == 0) reinterpret_cast<" << A << "*>(&fold[lane][32])[0] = v;\n";
-  o << "  }\n";
-  o << "  __syncthreads();\n";
-  o << "  " << acc << " = reinterpret_cast<" << A << "*>(&fold[c][32])[0];\n";
-  o << "  __syncthreads();  // fold is written again by the next reduction\n";
+  Stmt s = statement(Stmt::Kind::Result, "r" + std::to_string(id));
+  s.dtype = n.meta.dtype;
+  s.op = n.op;
+  s.text = acc;
+  s.index = "rnumel";
+  return s;
 }
 
 // A full reduction in two stages, one launch: every block folds its grid-strided share of
@@ -392,19 +429,13 @@ Plan CudaKernelWriter::plan_split_reduction() {
 // The last block: reduction `id`'s accumulator (the r-th of the pass) folded again from every
 // block's partial, a block a thread, then over the block; its result r<id>.
 void CudaKernelWriter::plan_partials_fold(Body& body, size_t r, int id) {
-  const Node& n = g_.nodes[id];
   body.push_back(accumulator(id, true));
   Stmt partial = as_accumulator(statement(Stmt::Kind::FoldPartial, "acc" + std::to_string(id)), id);
   partial.slot = (int)r;
   partial.text = "b";
   body.push_back(range(RangeKind::GridBlocks, "b", "", "", {partial}));
   body.push_back(block_reduce(id));
-  Stmt result = statement(Stmt::Kind::Result, "r" + std::to_string(id));
-  result.dtype = n.meta.dtype;
-  result.op = n.op;
-  result.text = "acc" + std::to_string(id);
-  result.index = "rnumel";
-  body.push_back(result);
+  body.push_back(result(id, "acc" + std::to_string(id)));
 }
 
 // `s` given reduction `id`'s accumulator: its type (as acc_type) and how values combine.

@@ -34,27 +34,39 @@ CudaKernelWriter::CudaKernelWriter(const Schedule& s, const FusionGroup& k, cons
     lane_ = "lane", row_threads_ = std::to_string(row_lanes_), first_row_ = "first_row", row_step_ = "row_step";
 }
 
-// The row values (r<id>) that need no reduction of the row, defined at `pad`, in program
-// order; each goes into *done.
-void CudaKernelWriter::define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
+// The row values (r<id>) that need no reduction of the row, as Lets in program order; each
+// goes into *done.
+void CudaKernelWriter::plan_unreduced_row_values(Body& body, std::set<int>* done) {
   for (int id : k_.nodes) {
     if (L_.is_full(id) || L_.is_reduction(id) || !L_.reductions_below(id).empty()) continue;
-    o << define(pad, 'r', id, false);
+    body.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
     done->insert(id);
   }
 }
 
-// The row values (r<id>) whose reductions are all in *done and that are not defined yet,
-// defined at `pad`, in program order; each goes into *done.
-void CudaKernelWriter::define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
+// The row values (r<id>) whose reductions are all in *done and that are not defined yet, as
+// Lets in program order; each goes into *done.
+void CudaKernelWriter::plan_ready_row_values(Body& body, std::set<int>* done) {
   for (int id : k_.nodes) {
     if (done->count(id) || L_.is_full(id) || L_.is_reduction(id)) continue;
     bool ready = true;
     for (int dep : L_.reductions_below(id)) ready = ready && done->count(dep);
     if (!ready) continue;
-    o << define(pad, 'r', id, false);
+    body.push_back(let("r" + std::to_string(id), g_.nodes[id].meta.dtype, L_.expr(id, false)));
     done->insert(id);
   }
+}
+
+// ... spelled at `pad` (the row writers, which still print as they decide)
+void CudaKernelWriter::define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
+  Body body;
+  plan_unreduced_row_values(body, done);
+  o << spell_cuda(body, cs_, k_.space, pad);
+}
+void CudaKernelWriter::define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
+  Body body;
+  plan_ready_row_values(body, done);
+  o << spell_cuda(body, cs_, k_.space, pad);
 }
 
 // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
@@ -103,8 +115,8 @@ std::string CudaKernelWriter::write() {
   o << "  (void)symbols; (void)strides;\n";
   if (k_.reduced.empty()) write_pointwise(o);
   else if (split) write_split_reduction(o);
-  else if (columns && column_vector() > 1) write_vector_columns(o, column_vector());
-  else if (columns) write_column_reduction(o, split_columns);
+  else if (columns && column_vector() > 1) o << spell_cuda(plan_vector_columns(column_vector()).body, cs_, k_.space, "  ");
+  else if (columns) o << spell_cuda(plan_column_reduction().body, cs_, k_.space, "  ");
   else if (looped) write_vector_loop_reduction(o, rows);
   else write_reduction(o);
   o << "}\n";
@@ -197,19 +209,6 @@ std::string CudaKernelWriter::identity(const Node& n, const std::string& A) {
   return n.op == OpKind::Amax ? "mini::lowest<" + A + ">()" : "mini::highest<" + A + ">()";
 }
 
-// `text` with every line indented two more spaces (a block written for the body of a loop).
-std::string CudaKernelWriter::indented(const std::string& text) {
-  std::string o;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    end = end == std::string::npos ? text.size() : end + 1;
-    o += "  " + text.substr(at, end - at);
-    at = end;
-  }
-  return o;
-}
-
 // Whether load e reads consecutive elements along the innermost dim (a term over it of
 // stride 1, every stride static and every other one a multiple of cv): a Vec of cv elements
 // at an aligned address when the innermost index is a multiple of cv.
@@ -274,9 +273,15 @@ Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout
   for (size_t d = 0; d < k.space.size(); d++)
     if (std::find(k.reduced.begin(), k.reduced.end(), (int64_t)d) == k.reduced.end() && k.space[d] != 1) one_row = false;
   if (one_row && cuda_split_reductions(s, k, layout) > 0) return CudaKernelWriter(s, k, layout).plan_split_reduction();
+  // columns, one a thread or CV in vectors, as write() decides (more than one row: no split row)
+  if (!one_row && cuda_column_reduction(k, layout)) {
+    CudaKernelWriter writer(s, k, layout);
+    const int CV = writer.column_vector();
+    return CV > 1 ? writer.plan_vector_columns(CV) : writer.plan_column_reduction();
+  }
   fail("plan_cuda: ", k.name, " is a reduction of a shape not planned as statements yet ",
-       "(only the pointwise kernel and one row split over blocks are; the others are written as text by ",
-       "cuda_rows.cpp and cuda_columns.cpp)");
+       "(only the pointwise kernel, one row split over blocks and the columns are; the rows are written ",
+       "as text by cuda_rows.cpp)");
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

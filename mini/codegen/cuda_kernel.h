@@ -11,7 +11,10 @@
 //              over the row, then a block reduction (warp shuffles, then one value per warp in
 //              shared memory); row values computed by every thread, stored by thread 0;
 //   split row  one row shared among the blocks, the last block to arrive folding their partials:
-//              planned as statements (plan_split_reduction), then spelled.
+//              planned as statements (plan_split_reduction), then spelled;
+//   columns    a block per 32 kept elements, 32 lanes each over the reduced ones (split: shared
+//              in chunks among blocks in y too): planned as statements (plan_column_reduction;
+//              plan_vector_columns, CV columns a thread), then spelled.
 // Calling convention of every kernel:
 //   NAME(<one pointer per load, then per store, typed>, mini::Sizes sizes)
 //   sizes.symbols[k]: size symbol k for this call; sizes.strides[b][d]: buffer b's stride along
@@ -37,9 +40,10 @@ std::vector<std::string> render_cuda_kernels(const fusion::Schedule& schedule, c
 std::string join_cuda(const std::vector<std::string>& kernels, const std::vector<CudaLayout>& layouts);
 
 // The statements kernel `k` of `s` becomes under `layout` (stmt.h), as its shape's planner
-// decides them: a pointwise kernel's (plan_pointwise, cuda_pointwise.cpp), or one row split over
-// the blocks (plan_split_reduction, cuda_columns.cpp). The other reduction shapes (rows, columns)
-// are still written as text by their writers, not planned: plan_cuda refuses them.
+// decides them: a pointwise kernel's (plan_pointwise, cuda_pointwise.cpp), one row split over
+// the blocks (plan_split_reduction, cuda_columns.cpp), or columns (one a thread, split among
+// blocks in y or not: plan_column_reduction; CV a thread: plan_vector_columns; cuda_columns.cpp).
+// The rows are still written as text by their writers, not planned: plan_cuda refuses them.
 Plan plan_cuda(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 
 // The kept elements each thread of column kernel `k` takes (1, or a Vec of 2 to 16 in vector

@@ -1,9 +1,10 @@
 // cuda_statements.cpp — the CUDA renderer's spelling of a plan (stmt.h): one function per
 // statement kind, and what CUDA spells its own way (a thread's place in the grid, the grid's
 // stride, the Vec type, the unroll pragma; a split row's shared memory, fences, arrival count,
-// partials and block reduction) from one table, kCudaSpelling. A planner (plan_pointwise,
-// cuda_pointwise.cpp; plan_split_reduction, cuda_columns.cpp) decides the statements; nothing
-// here decides.
+// partials and block reduction; a column block's thread places, chunks among blocks in y and
+// fold over a column's lanes) from one table, kCudaSpelling. A planner (plan_pointwise,
+// cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and plan_vector_columns,
+// cuda_columns.cpp) decides the statements; nothing here decides.
 #include <sstream>
 
 #include "codegen/cuda_writer.h"
@@ -34,6 +35,16 @@ struct CudaSpelling {
   const char* combine[3];    // sum (and mean), max, min: <this><A>(a, b)
   const char* lowest;        // a max's identity: <this><A>()
   const char* highest;       // a min's identity: <this><A>()
+  // the column reduction's (plan_column_reduction)
+  const char* column_thread;  // a thread's column: 32 a block along x
+  const char* column_lane;   // a thread's lane in its column (32 lanes a block)
+  const char* column_in_block;  // a thread's column in its block
+  const char* warp_reduce;   // the fold of a value across a warp: <this><A, combine<A>>
+  const char* strip_block;   // a block's index in its column strip (y)
+  const char* strip_blocks;  // the blocks of a column strip
+  const char* strip_arrive;  // counts a block of a strip in, giving the count before
+  const char* strip_reset;   // the count of a strip's arrived blocks, to be set back to 0
+  const char* min;           // the smaller of two indices
 };
 constexpr CudaSpelling kCudaSpelling = {"blockIdx.x * (int64_t)blockDim.x + threadIdx.x",
                                         "(int64_t)gridDim.x * blockDim.x",
@@ -53,7 +64,16 @@ constexpr CudaSpelling kCudaSpelling = {"blockIdx.x * (int64_t)blockDim.x + thre
                                         "mini::block_reduce",
                                         {"mini::sum_of", "mini::max_of", "mini::min_of"},
                                         "mini::lowest",
-                                        "mini::highest"};
+                                        "mini::highest",
+                                        "int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)",
+                                        "threadIdx.x >> 5",
+                                        "threadIdx.x & 31",
+                                        "mini::warp_reduce",
+                                        "blockIdx.y",
+                                        "gridDim.y",
+                                        "atomicAdd(&arrived[blockIdx.x], 1u)",
+                                        "arrived[blockIdx.x]",
+                                        "min"};
 
 struct Speller {
   const CStyle& cs;
@@ -71,7 +91,13 @@ std::string vector_type(const Speller& sp, const Stmt& s) {
 }
 
 void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
-  const std::string T = index_type(s.int32), v = s.text;
+  if (!s.guard.empty()) {  // the loop only where the guard holds
+    sp.o << pad << "if (" << s.guard << ")\n";
+    Stmt loop = s;
+    loop.guard.clear();
+    return spell_range(sp, loop, pad + "  ");
+  }
+  const std::string T = index_type(s.int32), v = s.text, open = s.unbraced ? "\n" : " {\n";
   switch (s.range) {
     case RangeKind::GridStride: {
       const std::string first = (s.begin.empty() ? "" : s.begin + " + ") + kCudaSpelling.grid_thread;
@@ -81,18 +107,23 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
     }
     case RangeKind::Unrolled:
     case RangeKind::Serial:
-      if (s.range == RangeKind::Unrolled) sp.o << pad << kCudaSpelling.unroll << "\n";
+      if (s.range == RangeKind::Unrolled)
+        sp.o << pad << kCudaSpelling.unroll << (s.unroll ? " " + std::to_string(s.unroll) : "") << "\n";
       sp.o << pad << "for (" << T << " " << v << " = " << s.begin << "; " << v << " < " << s.end << "; "
-           << (s.step == "1" ? v + "++" : v + " += " + s.step) << ") {\n";
+           << (s.step == "1" ? v + "++" : v + " += " + s.step) << ")" << open;
       break;
     case RangeKind::GridBlocks:  // a block a thread
       sp.o << pad << "for (unsigned " << v << " = " << kCudaSpelling.thread << "; " << v << " < " << kCudaSpelling.blocks
            << "; " << v << " += " << kCudaSpelling.block_threads << ") {\n";
       break;
+    case RangeKind::StripBlocks:  // a block a lane
+      sp.o << pad << "for (unsigned " << v << " = " << s.begin << "; " << v << " < " << kCudaSpelling.strip_blocks << "; "
+           << v << " += " << s.step << ") {\n";
+      break;
     default: fail("codegen: no CUDA spelling for this kind of range");
   }
   spell_body(sp, s.body, pad + "  ");
-  sp.o << pad << "}\n";
+  if (!s.unbraced) sp.o << pad << "}\n";
 }
 
 void spell_vector_load(const Speller& sp, const Stmt& s, const std::string& pad) {
@@ -122,10 +153,73 @@ std::string identity(const Speller& sp, const Stmt& s) {
   return std::string(s.op == OpKind::Amax ? kCudaSpelling.lowest : kCudaSpelling.highest) + "<" + A + ">()";
 }
 std::string first_thread() { return std::string("if (") + kCudaSpelling.thread + " == 0) "; }
-// partials[slot * <blocks> + block]: slot `slot` of block `block`, 8 bytes, of any accumulator
-std::string partial(int slot, const std::string& block) {
-  return std::string(kCudaSpelling.partials) + "[" + std::to_string(slot) + " * " + kCudaSpelling.blocks + " + " + block +
-         "]";
+// what runs `s` only in some threads: its block's first thread, or where its guard holds
+std::string only(const Stmt& s) { return s.first_thread ? first_thread() : s.guard.empty() ? "" : "if (" + s.guard + ") "; }
+// partials[slot * <blocks> + block]: slot `slot` of block `block`, 8 bytes, of any accumulator;
+// a column strip's: partials[(slot * <blocks in y> + block) * <columns> + column]
+std::string partial(const Stmt& s, const std::string& block) {
+  const std::string slot = std::to_string(s.slot);
+  if (s.column.empty()) return std::string(kCudaSpelling.partials) + "[" + slot + " * " + kCudaSpelling.blocks + " + " + block + "]";
+  return std::string(kCudaSpelling.partials) + "[(" + slot + " * " + kCudaSpelling.strip_blocks + " + " + block + ") * " +
+         s.index + " + " + s.column + "]";
+}
+
+// The column reduction's statements (plan_column_reduction).
+// The 32 lanes of each column fold accumulator <name> through the shared array <text>: each
+// lane writes its partial, warp w folds column w's 32 partials with shuffles and leaves the
+// result in the spare 33rd slot of row w, where every lane of the column reads it.
+void spell_column_fold(const Speller& sp, const Stmt& s, const std::string& pad) {
+  const std::string A = accumulator_type(sp, s), n = s.name, f = s.text;
+  const std::string at = "reinterpret_cast<" + A + "*>(&" + f;
+  sp.o << pad << at << "[lane][c])[0] = " << n << ";\n";
+  sp.o << pad << kCudaSpelling.barrier << ";\n";
+  sp.o << pad << "{\n";
+  sp.o << pad << "  const " << A << " v = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s) << ">(" << at
+       << "[c][lane])[0]);\n";
+  sp.o << pad << "  if (c == 0) " << at << "[lane][32])[0] = v;\n";
+  sp.o << pad << "}\n";
+  sp.o << pad << kCudaSpelling.barrier << ";\n";
+  sp.o << pad << n << " = " << at << "[c][32])[0];\n";
+  sp.o << pad << kCudaSpelling.barrier << ";  // " << f << " is written again by the next reduction\n";
+}
+
+void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {
+  std::ostringstream& o = sp.o;
+  switch (s.kind) {
+    case Stmt::Kind::ColumnComment:
+      if (s.width > 1) {
+        o << pad << "// columns in vectors: " << s.width << " consecutive kept elements a thread, 32 threads a strip ("
+          << kCudaSpelling.column_in_block << "),\n"
+          << pad << "// 32 lanes over the reduced ones (" << kCudaSpelling.column_lane << "), shared in chunks among "
+          << kCudaSpelling.strip_blocks << " blocks\n";
+        break;
+      }
+      o << pad << "// columns: 32 kept elements a block (" << kCudaSpelling.column_in_block
+        << "), 32 lanes over the reduced ones (" << kCudaSpelling.column_lane << ")";
+      if (s.chunked) o << ",\n" << pad << "// the reduced ones shared in chunks among " << kCudaSpelling.strip_blocks << " blocks";
+      o << "\n";
+      break;
+    case Stmt::Kind::Chunk: {
+      const std::string& blocks = kCudaSpelling.strip_blocks;
+      o << pad << "const int64_t chunk = (" << s.end << " + " << blocks << " - 1) / " << blocks << ";\n";
+      o << pad << "const int64_t " << s.name << "_begin = " << kCudaSpelling.strip_block << " * chunk, " << s.name
+        << "_end = " << kCudaSpelling.min << "(" << s.end << ", " << s.name << "_begin + chunk);\n";
+      break;
+    }
+    case Stmt::Kind::ColumnThread: {
+      const std::string first = s.lanes.empty() ? kCudaSpelling.column_thread
+                                                : "(" + std::string(kCudaSpelling.column_thread) + ") * " + s.lanes;
+      o << pad << "const int64_t " << s.name << " = " << first << ";\n";
+      o << pad << "const bool live = " << s.name << " < " << s.index << ";\n";
+      o << pad << "const int64_t r = live ? " << s.name << " : " << s.index << " - " << (s.lanes.empty() ? "1" : s.lanes)
+        << ";" << note(s) << "\n";
+      o << pad << "const int lane = " << kCudaSpelling.column_lane << ", c = " << kCudaSpelling.column_in_block << ";\n";
+      break;
+    }
+    case Stmt::Kind::Registers: o << pad << accumulator_type(sp, s) << " " << s.name << "[" << s.lanes << "];\n"; break;
+    case Stmt::Kind::Assign: o << pad << s.name << " = " << sp.cs.expr(s.value) << ";\n"; break;
+    default: fail("codegen: the CUDA renderer spells no such statement yet");
+  }
 }
 
 void spell_split_row(const Speller& sp, const Stmt& s, const std::string& pad) {
@@ -142,35 +236,40 @@ void spell_split_row(const Speller& sp, const Stmt& s, const std::string& pad) {
       o << pad << n << " = " << combine(sp, s) << "(" << n << ", " << A << "(" << sp.cs.expr(s.value) << "));\n";
       break;
     case Stmt::Kind::ThreadReduce:
+      if (s.scope == ThreadScope::Column) return spell_column_fold(sp, s, pad);
       o << pad << n << " = " << kCudaSpelling.block_reduce << "<" << A << ", " << combine(sp, s) << ">(" << n
         << ", reinterpret_cast<" << A << "*>(" << s.text << "));\n";
       break;
     case Stmt::Kind::Partial:
-      o << pad << (s.first_thread ? first_thread() : "") << "reinterpret_cast<" << A << "*>(&"
-        << partial(s.slot, kCudaSpelling.block) << ")[0] = " << n << ";\n";
+      o << pad << only(s) << "reinterpret_cast<" << A << "*>(&"
+        << partial(s, s.column.empty() ? kCudaSpelling.block : kCudaSpelling.strip_block) << ")[0] = " << n << ";\n";
       break;
     case Stmt::Kind::FoldPartial:
-      o << pad << "const unsigned long long bits = " << kCudaSpelling.read_past_cache << "(&" << partial(s.slot, s.text)
+      o << pad << "const unsigned long long bits = " << kCudaSpelling.read_past_cache << "(&" << partial(s, s.text)
         << ");\n";
       o << pad << n << " = " << combine(sp, s) << "(" << n << ", reinterpret_cast<const " << A << "*>(&bits)[0]);\n";
       break;
     case Stmt::Kind::Fence: o << pad << kCudaSpelling.fence << ";" << note(s) << "\n"; break;
     case Stmt::Kind::Barrier: o << pad << kCudaSpelling.barrier << ";" << note(s) << "\n"; break;
     case Stmt::Kind::Arrive:
-      o << pad << n << " = " << kCudaSpelling.arrive << " == " << kCudaSpelling.blocks << " - 1;\n";
+      o << pad << only(s) << n << " = " << (s.per_strip ? kCudaSpelling.strip_arrive : kCudaSpelling.arrive) << " == "
+        << (s.per_strip ? kCudaSpelling.strip_blocks : kCudaSpelling.blocks) << " - 1;\n";
       break;
     case Stmt::Kind::Return:
-      if (s.first_thread) o << pad << "if (" << kCudaSpelling.thread << " != 0) return;\n";
+      if (!s.guard.empty()) o << pad << "if (" << s.guard << ") return;\n";
+      else if (s.first_thread) o << pad << "if (" << kCudaSpelling.thread << " != 0) return;\n";
       else o << pad << "if (!" << s.text << ") return;" << note(s) << "\n";
       break;
-    case Stmt::Kind::ResetArrivals: o << pad << kCudaSpelling.reset << " = 0;" << note(s) << "\n"; break;
+    case Stmt::Kind::ResetArrivals:
+      o << pad << only(s) << (s.per_strip ? kCudaSpelling.strip_reset : kCudaSpelling.reset) << " = 0;" << note(s) << "\n";
+      break;
     case Stmt::Kind::Result: {
       const std::string T = sp.cs.type(s.dtype);
       const std::string value = s.op == OpKind::Mean ? "(" + s.text + " / double(" + s.index + "))" : s.text;
       o << pad << "const " << T << " " << n << " = " << T << "(" << value << ");\n";
       break;
     }
-    default: fail("codegen: the CUDA renderer spells no such statement yet");
+    default: spell_columns(sp, s, pad);
   }
 }
 
@@ -179,8 +278,9 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
   switch (s.kind) {
     case Stmt::Kind::Comment: o << pad << "// " << s.text << "\n"; break;
     case Stmt::Kind::Index:
-      o << pad << (s.constant ? "constexpr " : "const ") << index_type(s.int32) << " " << s.name << " = " << s.index
-        << ";" << (s.unused_ok ? "  (void)" + s.name + ";" : "") << note(s) << "\n";
+      o << pad << (s.constant ? "constexpr " : "const ") << index_type(s.int32) << " " << s.name << " = " << s.index;
+      for (const Stmt& more : s.body) o << ", " << more.name << " = " << more.index;
+      o << ";" << (s.unused_ok ? "  (void)" + s.name + ";" : "") << note(s) << "\n";
       break;
     case Stmt::Kind::Unflatten: o << unflatten(sp.space, s.text, s.dims, pad, index_type(s.int32)); break;
     case Stmt::Kind::Let:
@@ -191,11 +291,12 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
     case Stmt::Kind::Range: spell_range(sp, s, pad); break;
     case Stmt::Kind::VectorLoad: spell_vector_load(sp, s, pad); break;
     case Stmt::Kind::VectorStore:
-      o << pad << "*reinterpret_cast<" << vector_type(sp, s) << "*>(out" << s.buffer << " + " << s.index
+      o << pad << only(s) << "*reinterpret_cast<" << vector_type(sp, s) << "*>("
+        << (s.at_element ? "&out" + std::to_string(s.buffer) + "[" + s.index + "]" : "out" + std::to_string(s.buffer) + " + " + s.index)
         << ") = " << s.name << ";\n";
       break;
     case Stmt::Kind::VectorLane: o << pad << s.name << ".v[" << s.text << "] = " << sp.cs.expr(s.value) << ";\n"; break;
-    case Stmt::Kind::Store: o << pad << "out" << s.buffer << "[" << s.index << "] = " << sp.cs.expr(s.value) << ";\n"; break;
+    case Stmt::Kind::Store: o << pad << only(s) << "out" << s.buffer << "[" << s.index << "] = " << sp.cs.expr(s.value) << ";\n"; break;
     case Stmt::Kind::Scope:
       o << pad << (s.first_thread ? first_thread() : "") << "{\n";
       spell_body(sp, s.body, pad + "  ");

@@ -10,8 +10,10 @@
 //                                                         vectors; the online softmax)
 //   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
 //   many blocks                                           folded by the block that arrives last;
-//                                                         the split row planned as statements by
-//                                                         plan_split_reduction, the columns not yet)
+//                                                         planned as statements: the split row by
+//                                                         plan_split_reduction, columns one a
+//                                                         thread by plan_column_reduction, vector
+//                                                         columns by plan_vector_columns)
 // The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
 // of a plan's statements, and of a vector read, in cuda_statements.cpp.
 //
@@ -66,6 +68,8 @@ class CudaKernelWriter {
   std::string write();     // the kernel's comment and its __global__ function
   Plan plan_pointwise();    // plan_cuda's, for a pointwise kernel (cuda_pointwise.cpp)
   Plan plan_split_reduction();  // ... for one row split over the blocks (cuda_columns.cpp)
+  Plan plan_column_reduction();  // ... for columns one a thread (not in vectors; cuda_columns.cpp)
+  Plan plan_vector_columns(int CV);  // ... for CV columns a thread (cuda_columns.cpp)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
@@ -75,6 +79,8 @@ class CudaKernelWriter {
   std::string define(const std::string& pad, char prefix, int id, bool flat_ok, const Locals& locals = Locals());
   std::string spell(const ExprPtr& e, const Locals& locals = Locals()) const { return cs_.expr(locals.apply(e)); }
   std::vector<ExprPtr> pass_exprs(const RowPlan& plan, int p) const;
+  void plan_unreduced_row_values(Body& body, std::set<int>* done);
+  void plan_ready_row_values(Body& body, std::set<int>* done);
   void define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   void define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
@@ -85,7 +91,6 @@ class CudaKernelWriter {
   static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
   std::string combine(const Node& n);
   std::string identity(const Node& n, const std::string& A);
-  static std::string indented(const std::string& text);
   bool runs_along_innermost(const Expr& e, int cv) const;
 
   // ---- pointwise (cuda_pointwise.cpp): the planner plan_pointwise ----
@@ -107,19 +112,17 @@ class CudaKernelWriter {
   Stmt accumulator(int id, bool assign);
   Stmt fold(int id, ExprPtr value);
   Stmt block_reduce(int id);
-  void write_column_reduction(std::ostringstream& o, bool split);
-  std::string row_pass_source(const std::string& index, const Locals& locals = Locals());
-  void write_vector_columns(std::ostringstream& o, int CV);
-  void write_vector_columns_start(std::ostringstream& o, int CV, const std::string& X, const std::vector<int>& reds,
-                                  const std::vector<int>& column_values);
-  void write_vector_columns_pass(std::ostringstream& o, int CV, const std::string& X,
+  void plan_column_phase(Body& body, int p, bool split, std::set<int>* done);
+  void plan_strip_arrival(Body& body);
+  void plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col);
+  Stmt column_fold(int id, const std::string& acc);
+  Stmt result(int id, const std::string& acc);
+  void plan_vector_columns_start(Body& body, int CV, const std::string& X, const std::vector<int>& reds,
                                  const std::vector<int>& column_values);
-  void write_vector_columns_fold(std::ostringstream& o, const std::vector<int>& reds);
-  void write_vector_columns_results(std::ostringstream& o, const std::string& X, const std::vector<int>& reds,
-                                    const std::vector<int>& column_values);
-  void write_strip_arrival(std::ostringstream& o);
-  void write_partials_fold(std::ostringstream& o, size_t ri, int id, const std::string& acc, const std::string& col);
-  void write_column_fold(std::ostringstream& o, int id, std::string acc = "");
+  void plan_vector_columns_pass(Body& body, int CV, const std::string& X, const std::vector<int>& column_values);
+  void plan_vector_columns_fold(Body& body, const std::vector<int>& reds);
+  void plan_vector_columns_results(Body& body, const std::string& X, const std::vector<int>& reds,
+                                   const std::vector<int>& column_values);
 
   // ---- rows (cuda_rows.cpp) ----
   // A persistent row (a static row of at most layout.row_registers elements a thread): each

@@ -5,9 +5,9 @@
 //      barriers, vector loads and stores, guarded stores), each a small struct of data.
 // One planner per target decides them (plan_cpp in cpp_plan.cpp; plan_cuda in cuda_kernel.cpp,
 // which hands each kernel shape to a named planner of its own in that shape's file:
-// plan_pointwise in cuda_pointwise.cpp, plan_split_reduction in cuda_columns.cpp); a renderer
-// (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only spells statements, through its
-// Target's tables (c_style.h, kCudaSpelling). The planners decide
+// plan_pointwise in cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and
+// plan_vector_columns in cuda_columns.cpp); a renderer (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only
+// spells statements, through its Target's tables (c_style.h, kCudaSpelling). The planners decide
 // from index data (a load's buffer and index terms, a value's node), never from spelled text;
 // what stays text here is only a name (a variable) or index arithmetic over the kernel's
 // space (size_expr, product, unflatten: already spelled from shape data).
@@ -36,10 +36,17 @@ enum class RangeKind {
   GridStride,    // CUDA: every thread of the grid from its global id, stepping by the grid
   BlockStride,   // CUDA: the threads of a row (a block or a warp) from their lane, stepping by them
   GridBlocks,    // CUDA: the blocks of the grid (unsigned), shared among the threads of a block
+  // appended for plan_column_reduction:
+  StripBlocks,   // CUDA: the blocks of a column strip (in y, unsigned), from `begin` by `step`
 };
 
 // Which threads combine a value a CUDA reduction holds one of per thread.
-enum class ThreadScope { Warp, Block };
+enum class ThreadScope {
+  Warp,
+  Block,
+  Column,  // appended: the 32 lanes of each column of a column block, through the 2-D shared
+           // array <text> (a lane's partial per column, and each column's result)
+};
 
 struct Stmt {
   enum class Kind {
@@ -78,6 +85,17 @@ struct Stmt {
     Partial,      // accumulator <name> into this block's slot of the partials of reduction `slot`
     FoldPartial,  // <name> = combine(op, <name>, block <text>'s partial of reduction `slot`), read past the cache
     ResetArrivals,  // the count of arrived blocks back to 0, for the next launch
+    // appended for the column reduction (plan_column_reduction): a block of 32 kept elements
+    // (columns), 32 lanes over the reduced ones, chunked among the blocks in y where split
+    ColumnComment,  // the comment saying how the threads share the columns (chunked: among blocks in y too)
+    Chunk,        // <name>_begin, <name>_end: this block's chunk of [0, end) among the blocks in y
+    ColumnThread, // <name>: this thread's column; `live`: it is one of the `index` columns; r: the one it
+                  // computes (the last, past the end); lane, c: its lane and its column in the block
+                  // (`lanes`: its first of that many consecutive columns, vector columns)
+    // appended for the vector columns (plan_vector_columns): CV columns a thread
+    Registers,    // <dtype> <name>[<lanes>]: a register array, an element a column (an accumulator's
+                  // type where int_accumulator or as_accumulator says)
+    Assign,       // <name> = <value>;                         a local declared before
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -122,10 +140,24 @@ struct Stmt {
   // appended for plan_split_reduction:
   bool int_accumulator = false;  // Accumulator, Fold, ThreadReduce, Partial, FoldPartial: the accumulator
                                  // is an int (a bool's max or min), not of `dtype`
-  bool first_thread = false;  // Scope, Partial: run by the block's first thread only;
+  bool first_thread = false;  // Scope, Partial, Arrive, ResetArrivals: run by the block's first thread only;
                               // Return: every thread but the first returns
   int slot = -1;             // Partial, FoldPartial: which reduction's partials (its place in the pass)
   bool unused_ok = false;    // Index: a name some kernels never read (the compiler is told so)
+  // appended for plan_column_reduction (Index: `body` holds more Index statements declared in
+  // the same line, `, <name> = <index>`):
+  int unroll = 0;            // Range (Unrolled): the unroll count (0: the compiler's choice)
+  std::string guard;         // Store, Partial: run only where <guard> holds (on the same line)
+  std::string column;        // Partial, FoldPartial: a column strip's partial of column <column>, of
+                             // `index` columns (empty: the split row's, a block's)
+  bool per_strip = false;    // Arrive, ResetArrivals: the count of the block's column strip (its blocks
+                             // in y), not the grid's; run by the block's first thread (first_thread)
+  bool chunked = false;      // ColumnComment: the reduced elements shared among the blocks in y too
+                             // (`width` > 1: vector columns, that many a thread)
+  // appended for plan_vector_columns (guard: also Range, the loop run only where it holds, and
+  // Return, the threads where it holds return):
+  bool at_element = false;   // VectorStore: to the address of out<buffer>[index]
+  bool unbraced = false;     // Range: a body of one statement, spelled without braces
 };
 
 // An accumulator a range's iterations combine (an OpenMP reduction clause): `name` by `op`, and

@@ -1,9 +1,9 @@
 // The CUDA planner (codegen/cuda_kernel.h plan_cuda): the statements (stmt.h) a kernel becomes
 // under a layout — its ranges and how they share out the work, its vector loads and stores and
 // their lanes, which loads a lane reads from a Vec — checked as data, never as generated text.
-// The fusion groups are built by hand, as in test_cuda_launch.cpp. The pointwise shape and one
-// row split over blocks are planned as statements (the other reduction shapes still print as
-// they decide).
+// The fusion groups are built by hand, as in test_cuda_launch.cpp. The pointwise shape, one row
+// split over blocks and the columns (one a thread, or in vectors) are planned as statements (the
+// row shapes still print as they decide).
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -201,4 +201,113 @@ TEST_CASE("a split row's accumulators: a bool's max in an int, a bfloat16 mean i
   CHECK((results[0]->op == OpKind::Mean && results[0]->index == "rnumel" && results[0]->dtype == DType::BFloat16));
   // layout 1 takes a block a row: no split, and plan_cuda refuses the row shape
   CHECK_THROWS_WITH(plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Sum), 1), Catch::Contains("not planned"));
+}
+
+namespace {
+
+// x - sum(x over dim 0): a column reduction whose full-size value is stored after the sums (two
+// phases: no split among blocks in y).
+fusion::Schedule centered_columns(const Shape& space) {
+  fusion::Schedule s = reduce_kernel(space, {0}, OpKind::Sum);
+  fusion::FusionGroup& k = s.groups[0];
+  const int sum = k.nodes[0];
+  const int centered = s.graph.add_op(OpKind::Sub, {k.loads[0], sum}, Attrs());
+  s.graph.outputs = {centered};
+  k.nodes = {sum, centered};
+  k.stores = {centered};
+  k.name = "centered";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("columns: 32 lanes a column over the reduced elements, folded through a 2-D shared array",
+          "[A10]") {
+  const fusion::Schedule s = centered_columns({4096, 64});
+  const Plan plan = plan_of(s, 9);
+  const std::string sum = std::to_string(s.groups[0].nodes[0]);
+  CHECK(plan.shape == "columns");
+  CHECK(of_kind(plan.body, Stmt::Kind::Chunk).empty());
+  auto shared = of_kind(plan.body, Stmt::Kind::Shared);
+  REQUIRE(shared.size() == 1);  // fold[32][33]: a lane's partial per column, padded
+  CHECK((shared[0]->name == "fold" && shared[0]->dims == std::vector<int64_t>{32, 33}));
+  REQUIRE(of_kind(plan.body, Stmt::Kind::ColumnThread).size() == 1);
+  // a pass a phase: the sums, then the centered values stored where the column is live
+  auto passes = ranges(plan.body, RangeKind::Unrolled);
+  REQUIRE(passes.size() == 2);
+  for (const Stmt* pass : passes)
+    CHECK((pass->begin == "lane" && pass->end == "rnumel" && pass->step == "32" && pass->unroll == 4));
+  CHECK(of_kind(passes[0]->body, Stmt::Kind::Fold).size() == 1);
+  auto stores = of_kind(passes[1]->body, Stmt::Kind::Store);
+  REQUIRE(stores.size() == 1);
+  CHECK(stores[0]->guard == "live");
+  auto folds = of_kind(plan.body, Stmt::Kind::ThreadReduce);
+  REQUIRE(folds.size() == 1);
+  CHECK((folds[0]->scope == ThreadScope::Column && folds[0]->text == "fold" && folds[0]->name == "acc" + sum));
+  CHECK(of_kind(plan.body, Stmt::Kind::Result).size() == 1);
+  CHECK(of_kind(plan.body, Stmt::Kind::Partial).empty());  // one block a column strip
+  CHECK(of_kind(plan.body, Stmt::Kind::Arrive).empty());
+}
+
+TEST_CASE("split columns: a chunk of rows a block in y, partials per column, the strip's last block folds them",
+          "[A10]") {
+  // 63 columns: no vector of columns divides them, one column a thread
+  const Plan plan = plan_of(reduce_kernel({4096, 63}, {0}, OpKind::Mean), 9);
+  CHECK(plan.shape == "split columns");
+  auto chunks = of_kind(plan.body, Stmt::Kind::Chunk);
+  REQUIRE(chunks.size() == 1);
+  CHECK((chunks[0]->name == "j" && chunks[0]->end == "rnumel"));
+  auto passes = ranges(plan.body, RangeKind::Unrolled);
+  REQUIRE(passes.size() == 1);
+  CHECK((passes[0]->begin == "j_begin + lane" && passes[0]->end == "j_end"));
+  auto partials = of_kind(plan.body, Stmt::Kind::Partial);
+  REQUIRE(partials.size() == 1);
+  CHECK((partials[0]->slot == 0 && partials[0]->column == "col" && partials[0]->guard == "live && lane == 0"));
+  auto arrivals = of_kind(plan.body, Stmt::Kind::Arrive);
+  REQUIRE(arrivals.size() == 1);
+  CHECK((arrivals[0]->per_strip && arrivals[0]->first_thread));
+  CHECK(of_kind(plan.body, Stmt::Kind::ResetArrivals)[0]->per_strip);
+  // the last block: every block's partial of its column, a block a lane, then the lanes again
+  auto blocks = ranges(plan.body, RangeKind::StripBlocks);
+  REQUIRE(blocks.size() == 1);
+  CHECK((blocks[0]->begin == "lane" && blocks[0]->step == "32"));
+  CHECK(of_kind(blocks[0]->body, Stmt::Kind::FoldPartial)[0]->column == "r");
+  CHECK(of_kind(plan.body, Stmt::Kind::ThreadReduce).size() == 2);
+  auto results = of_kind(plan.body, Stmt::Kind::Result);
+  REQUIRE(results.size() == 1);
+  CHECK((results[0]->op == OpKind::Mean && results[0]->index == "rnumel"));
+  auto stores = of_kind(plan.body, Stmt::Kind::Store);
+  REQUIRE(stores.size() == 1);
+  CHECK(stores[0]->guard == "live && lane == 0");
+}
+
+TEST_CASE("vector columns: 4 float columns a thread, a Vec load a row, each column's accumulator in registers",
+          "[A10]") {
+  const fusion::Schedule s = reduce_kernel({4096, 128}, {0}, OpKind::Sum);  // 128 columns: 32 vectors of 4
+  const Plan plan = plan_of(s, 9);
+  const std::string sum = std::to_string(s.groups[0].nodes[0]);
+  CHECK(plan.shape == "vector columns");
+  CHECK(constant(plan.body, "CV") == "4");  // 16 bytes of float
+  auto registers = of_kind(plan.body, Stmt::Kind::Registers);
+  REQUIRE(registers.size() == 1);  // the sum's accumulators, one a column
+  CHECK((registers[0]->lanes == "CV" && registers[0]->dtype == DType::Float32));
+  // the block's chunk of rows, unrolled by 2: one Vec load a row, then the columns unrolled
+  auto passes = all(plan.body, [](const Stmt& s) { return s.kind == Stmt::Kind::Range && s.unroll == 2; });
+  REQUIRE(passes.size() == 1);
+  CHECK((passes[0]->begin == "j_begin + lane" && passes[0]->end == "j_end" && passes[0]->step == "32"));
+  auto loads = of_kind(passes[0]->body, Stmt::Kind::VectorLoad);
+  REQUIRE(loads.size() == 1);
+  CHECK((loads[0]->lanes == "CV" && loads[0]->buffer == 0 && loads[0]->value));
+  auto folds = of_kind(passes[0]->body, Stmt::Kind::Fold);
+  REQUIRE(folds.size() == 1);
+  CHECK(folds[0]->value->kind == Expr::Kind::Local);  // the row's element from its Vec's lane
+  // each column's partial by lane 0 of a live thread, a column at a time, then the strip's arrival
+  auto partials = of_kind(plan.body, Stmt::Kind::Partial);
+  REQUIRE(partials.size() == 1);
+  CHECK(partials[0]->column == "col0 + u");
+  CHECK(of_kind(plan.body, Stmt::Kind::Arrive).size() == 1);
+  CHECK(ranges(plan.body, RangeKind::StripBlocks).size() == 1);
+  auto results = of_kind(plan.body, Stmt::Kind::Result);
+  REQUIRE(results.size() == 1);
+  CHECK(results[0]->text == "acc" + sum + "[u]");  // column u's result
 }
