@@ -56,7 +56,8 @@ def test_every_mini_configuration_reports_sane_numbers(bench):
         assert r["ms"] > 0 and r["first_step_s"] > 0
         assert r["tokens_per_s"] == pytest.approx(size["batch"] * T / (r["ms"] / 1e3))
         assert r["mfu"] == pytest.approx(r["flops_per_token"] * r["tokens_per_s"] / 989e12)
-        assert r["launches_per_step"] > 0
+        # torch's launches are counted on CUDA only (torch on the CPU, where torch imports: none)
+        assert r["launches_per_step"] > 0 or (mode.startswith("torch") and r["launches_per_step"] is None), r
         if mode.startswith("mini"):
             assert r["peak_memory_bytes"] >= 4 * parameters  # at least the float32 weights
         # a fresh model guesses among V tokens: its loss starts near ln(V)

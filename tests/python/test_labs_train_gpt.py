@@ -21,7 +21,8 @@ def lab(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("train_gpt")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MPLBACKEND="Agg")
     env.pop("MINI_LOGS", None)
-    done = subprocess.run([sys.executable, str(LAB), "--quick", "--out", str(out_dir)], cwd=REPO, env=env,
+    # --no-torch: mini's modes only, on a machine with torch too (its modes are the GPU set's)
+    done = subprocess.run([sys.executable, str(LAB), "--quick", "--no-torch", "--out", str(out_dir)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"train_gpt.py --quick failed\nstdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}"
     return out_dir, done.stdout, json.loads((out_dir / "train_gpt.json").read_text())
