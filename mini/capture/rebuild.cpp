@@ -4,7 +4,6 @@
 #include "capture/frame_interpreter.h"
 #include "capture/unit.h"
 
-#include <functional>
 #include <optional>
 
 namespace mini::capture {
@@ -320,16 +319,18 @@ struct Building {
   PyObject* operator()(const OutputSpec::Tuple& s);
   PyObject* operator()(const OutputSpec::List& s) { return sequence(s.items, true); }
   PyObject* operator()(const OutputSpec::Size& s) {  // mini.Size(items)
-    return finish(sequence(s.items, false), [](PyObject* t) { return PyObject_CallOneArg(python_bridge().size_type, t); });
+    return finish(sequence(s.items, false), Then::Call, python_bridge().size_type);
   }
-  PyObject* operator()(const OutputSpec::Iterator& s) { return finish(sequence(s.items, false), PyObject_GetIter); }
+  PyObject* operator()(const OutputSpec::Iterator& s) { return finish(sequence(s.items, false), Then::Iter); }
   PyObject* operator()(const OutputSpec::Dict& s);
   PyObject* operator()(const OutputSpec::Cell& s);
   PyObject* operator()(const OutputSpec::Function& s);
 
   PyObject* attribute(const OutputSpec& self_spec, const std::string& name, bool call);
   PyObject* sequence(const std::vector<OutputSpec>& items, bool list);
-  PyObject* finish(PyObject* items, const std::function<PyObject*(PyObject*)>& make);
+  // What a built tuple of items becomes: callable(items), callable(*items), iter(items).
+  enum class Then { Call, CallUnpacked, Iter };
+  PyObject* finish(PyObject* items, Then then, PyObject* callable = nullptr);
 };
 
 // A view of an input written in place, made on the input (without a source: a view of graph
@@ -377,10 +378,12 @@ PyObject* Building::sequence(const std::vector<OutputSpec>& items, bool list) {
   return r;
 }
 
-// make(items) (a record, a size, an iterator of the built tuple `items`); consumes `items`.
-PyObject* Building::finish(PyObject* items, const std::function<PyObject*(PyObject*)>& make) {
+// The built tuple `items` made a size, a record or an iterator (`then`); consumes `items`.
+PyObject* Building::finish(PyObject* items, Then then, PyObject* callable) {
   if (!items) return nullptr;
-  PyObject* made_one = make(items);
+  PyObject* made_one = then == Then::Iter           ? PyObject_GetIter(items)
+                       : then == Then::CallUnpacked ? PyObject_CallObject(callable, items)
+                                                    : PyObject_CallOneArg(callable, items);
   Py_DECREF(items);
   if (!made_one) *failed = true;
   return made_one;
@@ -390,7 +393,7 @@ PyObject* Building::finish(PyObject* items, const std::function<PyObject*(PyObje
 PyObject* Building::operator()(const OutputSpec::Tuple& s) {
   PyObject* items = sequence(s.items, false);
   if (!s.record.get()) return items;
-  return finish(items, [&](PyObject* t) { return PyObject_CallObject(s.record.get(), t); });
+  return finish(items, Then::CallUnpacked, s.record.get());
 }
 
 // A new dict of the built keys and values.
