@@ -467,8 +467,4 @@ Stmt CudaKernelWriter::block_reduce(int id) {
   return s;
 }
 
-void CudaKernelWriter::write_split_reduction(std::ostringstream& o) {
-  o << spell_cuda(plan_split_reduction().body, cs_, k_.space, "  ");
-}
-
 }  // namespace mini::codegen

@@ -1,5 +1,7 @@
 // cuda_kernel.cpp — the CUDA renderer (cuda_kernel.h): the LoopKernel of each fused group as a
-// __global__ function, spelled through c_style.h's tables (kCudaTarget).
+// __global__ function, spelled through c_style.h's tables (kCudaTarget). Every kernel shape is
+// planned as statements (stmt.h) by the named planner of its file, which plan_cuda and write()
+// choose alike; write() prints the kernel's signature and spells the plan (cuda_statements.cpp).
 #include "codegen/cuda_kernel.h"
 
 #include <algorithm>
@@ -57,18 +59,6 @@ void CudaKernelWriter::plan_ready_row_values(Body& body, std::set<int>* done) {
   }
 }
 
-// ... spelled at `pad` (the row writers, which still print as they decide)
-void CudaKernelWriter::define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
-  Body body;
-  plan_unreduced_row_values(body, done);
-  o << spell_cuda(body, cs_, k_.space, pad);
-}
-void CudaKernelWriter::define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done) {
-  Body body;
-  plan_ready_row_values(body, done);
-  o << spell_cuda(body, cs_, k_.space, pad);
-}
-
 // Whether the kernel takes every pointer aligned to its Vec (cuda_assumes_aligned): the
 // pointwise kernels in vectors and the looped vector rows, decided as write() decides.
 bool CudaKernelWriter::assumes_aligned() {
@@ -113,14 +103,17 @@ std::string CudaKernelWriter::write() {
   o << "  const int64_t* symbols = sizes.symbols;\n";
   o << "  const int64_t (*strides)[8] = sizes.strides;\n";
   o << "  (void)symbols; (void)strides;\n";
-  if (k_.reduced.empty()) write_pointwise(o);
-  else if (split) write_split_reduction(o);
-  else if (columns && column_vector() > 1) o << spell_cuda(plan_vector_columns(column_vector()).body, cs_, k_.space, "  ");
-  else if (columns) o << spell_cuda(plan_column_reduction().body, cs_, k_.space, "  ");
-  else if (looped) write_vector_loop_reduction(o, rows);
-  else write_reduction(o);
+  o << spell_cuda(plan_shape(split, columns).body, cs_, k_.space, "  ");
   o << "}\n";
   return o.str();
+}
+
+// The kernel's statements, from the planner of its shape (as plan_cuda chooses it).
+Plan CudaKernelWriter::plan_shape(bool split, bool columns) {
+  if (k_.reduced.empty()) return plan_pointwise();
+  if (split) return plan_split_reduction();
+  if (columns) return column_vector() > 1 ? plan_vector_columns(column_vector()) : plan_column_reduction();
+  return plan_row_kernel();
 }
 
 CudaLayout CudaKernelWriter::without_online() const {  // only the looped vector rows fold an online pair
@@ -142,12 +135,6 @@ ExprPtr Locals::apply(const ExprPtr& e) const {
     }
     return nullptr;
   });
-}
-
-// `<pad>const T <prefix><id> = <node id's expression>;`, the locals substituted in it.
-std::string CudaKernelWriter::define(const std::string& pad, char prefix, int id, bool flat_ok, const Locals& locals) {
-  return pad + "const " + cuda_type(g_.nodes[id].meta.dtype) + " " + prefix + std::to_string(id) + " = " +
-         spell(L_.expr(id, flat_ok), locals) + ";\n";
 }
 
 // The expressions pass p of a row plan spells, in the order it spells them: the values it
@@ -188,25 +175,6 @@ bool CudaKernelWriter::fits_int32() const {
     }
   }
   return true;
-}
-
-// The accumulator of a reduction: float for float32 and bfloat16 (as eager CUDA), double,
-// int64 for integer and bool sums, int for bool max/min.
-std::string CudaKernelWriter::acc_type(const Node& n) {
-  DType d = g_.nodes[n.inputs[0]].meta.dtype;
-  if (d == DType::Bool) return is_sum(n) ? "int64_t" : "int";
-  if (d == DType::BFloat16) return "float";  // as eager: opmath
-  if (is_sum(n) && d == DType::Int64) return "int64_t";
-  return cuda_type(d);
-}
-
-std::string CudaKernelWriter::combine(const Node& n) {
-  return is_sum(n) ? "mini::sum_of" : n.op == OpKind::Amax ? "mini::max_of" : "mini::min_of";
-}
-
-std::string CudaKernelWriter::identity(const Node& n, const std::string& A) {
-  if (is_sum(n)) return A + "(0)";
-  return n.op == OpKind::Amax ? "mini::lowest<" + A + ">()" : "mini::highest<" + A + ">()";
 }
 
 // Whether load e reads consecutive elements along the innermost dim (a term over it of
@@ -279,9 +247,8 @@ Plan plan_cuda(const Schedule& s, const FusionGroup& k, const CudaLayout& layout
     const int CV = writer.column_vector();
     return CV > 1 ? writer.plan_vector_columns(CV) : writer.plan_column_reduction();
   }
-  fail("plan_cuda: ", k.name, " is a reduction of a shape not planned as statements yet ",
-       "(only the pointwise kernel, one row split over blocks and the columns are; the rows are written ",
-       "as text by cuda_rows.cpp)");
+  // rows: a block, a warp or a few lanes each, held in registers or looped over (in vectors)
+  return CudaKernelWriter(s, k, layout).plan_row_kernel();
 }
 
 bool cuda_assumes_aligned(const Schedule& s, const FusionGroup& k, const CudaLayout& layout) {

@@ -7,9 +7,11 @@
 // Loops (launched with the block and grid of cuda_launch.h):
 //   pointwise  a grid-stride loop over the flat index i, in 16-byte vectors: planned as
 //              statements (plan_cuda, stmt.h), then spelled (cuda_statements.cpp);
-//   reduction  a block per row (rows grid-strided): each phase is one pass of the block's threads
-//              over the row, then a block reduction (warp shuffles, then one value per warp in
-//              shared memory); row values computed by every thread, stored by thread 0;
+//   reduction  a block per row (rows grid-strided; or a warp, or a few lanes): each phase is one
+//              pass of the row's threads over the row, then a block reduction (warp shuffles,
+//              then one value per warp in shared memory); row values computed by every thread,
+//              stored by the row's first: planned as statements (plan_row_reduction; looped in
+//              vectors, the online softmax: plan_vector_rows), then spelled;
 //   split row  one row shared among the blocks, the last block to arrive folding their partials:
 //              planned as statements (plan_split_reduction), then spelled;
 //   columns    a block per 32 kept elements, 32 lanes each over the reduced ones (split: shared
@@ -40,10 +42,11 @@ std::vector<std::string> render_cuda_kernels(const fusion::Schedule& schedule, c
 std::string join_cuda(const std::vector<std::string>& kernels, const std::vector<CudaLayout>& layouts);
 
 // The statements kernel `k` of `s` becomes under `layout` (stmt.h), as its shape's planner
-// decides them: a pointwise kernel's (plan_pointwise, cuda_pointwise.cpp), one row split over
-// the blocks (plan_split_reduction, cuda_columns.cpp), or columns (one a thread, split among
-// blocks in y or not: plan_column_reduction; CV a thread: plan_vector_columns; cuda_columns.cpp).
-// The rows are still written as text by their writers, not planned: plan_cuda refuses them.
+// decides them, every shape planned: a pointwise kernel's (plan_pointwise, cuda_pointwise.cpp),
+// one row split over the blocks (plan_split_reduction, cuda_columns.cpp), columns (one a
+// thread, split among blocks in y or not: plan_column_reduction; CV a thread:
+// plan_vector_columns; cuda_columns.cpp), or rows (held in registers or looped over:
+// plan_row_reduction; looped over in vectors: plan_vector_rows; cuda_rows.cpp).
 Plan plan_cuda(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 
 // The kept elements each thread of column kernel `k` takes (1, or a Vec of 2 to 16 in vector

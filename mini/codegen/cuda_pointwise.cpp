@@ -109,6 +109,4 @@ Stmt CudaKernelWriter::plan_elements(const std::string& first, const std::vector
   return loop;
 }
 
-void CudaKernelWriter::write_pointwise(std::ostringstream& o) { o << spell_cuda(plan_pointwise().body, cs_, k_.space, "  "); }
-
 }  // namespace mini::codegen

@@ -1,42 +1,56 @@
 // cuda_rows.cpp — the CUDA writer's row reductions (cuda_writer.h): a block, a warp or a few
 // lanes per row; each row held in registers ("per") or looped over, in 16-byte vectors from
-// layout 7 on ("red"); block and warp reductions between the passes; the online softmax.
+// layout 7 on ("red"); block and warp reductions between the passes; the online softmax. Each
+// shape is a named planner returning its statements (stmt.h), which cuda_statements.cpp spells:
+// plan_row_reduction (a row held in registers, or looped over element by element) and
+// plan_vector_rows (looped over in vectors), plan_row_kernel choosing between them.
 #include "codegen/cuda_writer.h"
 
 #include <algorithm>
 
 namespace mini::codegen {
 
-// Rows shared out within a block: each thread's lane (its place in its row) and its warp's
-// first row, defined at the kernel's top.
-void CudaKernelWriter::define_warp_rows(std::ostringstream& o) const {
-  if (warp_rows_ == 1) return;
-  const int per_warp = 32 / row_lanes_;
-  if (row_lanes_ == 32)
-    o << "  // a warp per row: " << warp_rows_ << " rows a block, each warp its own (lane: the thread's place in it)\n";
-  else if (row_lanes_ == 1)
-    o << "  // a thread per row: " << warp_rows_ << " rows a block\n";
-  else
-    o << "  // " << row_lanes_ << " lanes per row: " << per_warp << " rows a warp, " << warp_rows_
-      << " a block (lane: the thread's place in its row)\n";
-  o << "  const int lane = " << (row_lanes_ == 1 ? std::string("0") : "threadIdx.x & " + std::to_string(row_lanes_ - 1)) << ";\n";
-  o << "  const int64_t first_row = int64_t(blockIdx.x) * " << warp_rows_ << " + (threadIdx.x >> 5) * " << per_warp
-    << ", row_step = int64_t(gridDim.x) * " << warp_rows_ << ";\n";
-  if (per_warp > 1) o << "  const int sub_row = (threadIdx.x & 31) / " << row_lanes_ << ";  // this thread's row in its warp's\n";
+// A kernel of rows: looped in vectors where that shape holds, else held in registers or looped
+// over element by element; only the looped vector rows fold an online pair.
+Plan CudaKernelWriter::plan_row_kernel() {
+  VectorRows rows;
+  if (vector_loop_shape(&rows)) return plan_vector_rows(rows);
+  if (L_.has_online_pairs()) return CudaKernelWriter(s_, k_, without_online()).plan_row_kernel();
+  return plan_row_reduction();
+}
+
+// What a kernel of rows starts with: the rows and their length (`rnumel`), this thread's place
+// among the rows of its block where a block holds several (a warp or a few lanes a row), and
+// else the shared memory of the block reductions.
+void CudaKernelWriter::plan_row_start(Body& body, const std::string& rnumel) const {
+  Stmt counts = index_let("rows", product(k_.space, L_.kept_dims()), false);
+  counts.body.push_back(index_let("rnumel", rnumel, false));
+  body.push_back(counts);
+  if (warp_rows_ == 1) {
+    body.push_back(shared("smem", DType::Float64, {32}, "block reductions: one value per warp"));
+    return;
+  }
+  Stmt thread = statement(Stmt::Kind::RowThread);
+  thread.width = row_lanes_;
+  thread.block_rows = warp_rows_;
+  body.push_back(thread);
 }
 
 // The loop over the rows a thread takes in turn. Several rows a warp: the loop runs over the
 // warp's rows together (every lane stays for the shuffles), and a lane past the last row
 // computes the last row again (its stores write the values already there).
-std::string CudaKernelWriter::row_loop(const std::string& I) const {
-  std::ostringstream o;
+Stmt CudaKernelWriter::plan_row_loop(bool int32) const {
   if (warp_rows_ > 1 && row_lanes_ < 32) {
-    o << "  for (int64_t r_warp = first_row; r_warp < rows; r_warp += row_step) {\n";
-    o << "    const " << I << " r = " << I << "(r_warp + sub_row < rows ? r_warp + sub_row : rows - 1);\n";
-  } else {
-    o << "  for (" << I << " r = " << first_row_ << "; r < rows; r += " << row_step_ << ") {\n";
+    const std::string I = int32 ? "int" : "int64_t";
+    Stmt rows = range(RangeKind::RowStride, "r_warp", "first_row", "rows",
+                      {index_let("r", I + "(r_warp + sub_row < rows ? r_warp + sub_row : rows - 1)", int32)});
+    rows.step = "row_step";
+    return rows;
   }
-  return o.str();
+  Stmt rows = range(RangeKind::RowStride, "r", first_row_, "rows", {});
+  rows.step = row_step_;
+  rows.int32 = int32;
+  return rows;
 }
 
 std::vector<CudaKernelWriter::RowLoad> CudaKernelWriter::row_loads(const RowPlan& plan) {  // in the order first read
@@ -90,44 +104,79 @@ CudaKernelWriter::PersistentRow CudaKernelWriter::plan_persistent_row(const RowP
   return row;
 }
 
+// The rest of an element's iteration skipped past the row's end (the last thread's last run).
+static Stmt past_row_end() {
+  Stmt skip = statement(Stmt::Kind::Continue);
+  skip.guard = "j >= rnumel";
+  return skip;
+}
+
+// The loop over a thread's elements of the row: the `per_thread` of a persistent row, unrolled
+// (element u at j; with vector rows in runs of `vector`), or the row strided by its threads.
+Stmt CudaKernelWriter::each_row_element(const PersistentRow& row, bool int32) const {
+  if (!row.per_thread) {
+    Stmt strided = range(RangeKind::BlockStride, "j", lane_, "rnumel", {});
+    strided.step = row_threads_;
+    return strided;
+  }
+  const std::string T = std::to_string(row.threads) + (int32 ? "" : "LL"), V = std::to_string(row.vector);
+  const std::string j = row.vector > 1 ? "(" + lane_ + " + u / " + V + " * " + T + ") * " + V + " + u % " + V
+                                       : lane_ + " + u * " + T;
+  Stmt elements = range(RangeKind::Unrolled, "u", "0", std::to_string(row.per_thread),
+                        {index_let("j", j, int32), past_row_end()});
+  elements.int32 = true;
+  return elements;
+}
+
+// The loop over a thread's runs of `vector` elements of a persistent row, unrolled (run v from
+// j), the index split.
+Stmt CudaKernelWriter::each_row_vector(const PersistentRow& row, bool int32) const {
+  const std::string V = std::to_string(row.vector);
+  const std::string j = "(" + lane_ + " + v * " + std::to_string(row.threads) + (int32 ? "" : "LL") + ") * " + V;
+  Stmt runs = range(RangeKind::Unrolled, "v", "0", std::to_string(row.per_thread / row.vector),
+                    {index_let("j", j, int32), past_row_end(), unflatten_index("j", L_.red_dims(), int32)});
+  runs.int32 = true;
+  return runs;
+}
+
+// The lanes of a Vec, unrolled, one statement on the loop's line.
+static Stmt each_lane_of(int V, Stmt s) {
+  Stmt lanes = range(RangeKind::Unrolled, "l", "0", std::to_string(V), {std::move(s)});
+  lanes.int32 = lanes.compact = true;
+  return lanes;
+}
+
 // The register arrays of a persistent row, filled: in vectors where every kept load's start is
 // aligned (checked at run time), else element by element.
-template <class Begin, class End>
-void CudaKernelWriter::write_row_reads(std::ostringstream& o, const PersistentRow& row, const std::string& I,
-                                       Begin pass_begin, End pass_end) {
-  const std::string LL = I == "int" ? "" : "LL";
-  const int T = row.threads, U = row.per_thread, V = row.vector;
-  for (auto& [key, k] : row.kept)
-    o << "    " << cuda_type(k.load.dtype) << " " << k.name << "[" << U << "];  // " << cs_.element(k.load)
-      << " along the row\n";
-  auto scalar_reads = [&](const std::string& pad) {
-    pass_begin(pad);
-    o << unflatten(k_.space, "j", L_.red_dims(), pad + "  ", I);
-    for (auto& [key, k] : row.kept) o << pad << "  " << k.name << "[u] = " << cs_.element(k.load) << ";\n";
-    pass_end(pad);
-  };
+void CudaKernelWriter::plan_row_reads(Body& body, const PersistentRow& row, bool int32) {
+  const int V = row.vector;
+  Stmt scalar = each_row_element(row, int32);
+  scalar.body.push_back(unflatten_index("j", L_.red_dims(), int32));
+  Stmt runs = each_row_vector(row, int32);
+  Stmt in_vectors = statement(Stmt::Kind::If, "", "the row in " + std::to_string(V) + "-element vectors");
+  in_vectors.width = V;
+  for (auto& [key, k] : row.kept) {
+    const ExprPtr load = std::make_shared<const Expr>(k.load);
+    Stmt kept = statement(Stmt::Kind::Registers, k.name);  // its comment names the element
+    kept.dtype = k.load.dtype;
+    kept.lanes = std::to_string(row.per_thread);
+    kept.value = load;
+    body.push_back(kept);
+    scalar.body.push_back(assign(k.name + "[u]", load));
+    Stmt read = vector_load(k.name + "v", k.load.dtype, k.load.buffer, "", std::to_string(V));
+    read.value = load;
+    runs.body.push_back(read);
+    const std::string element = k.name + "[v * " + std::to_string(V) + " + l]";
+    runs.body.push_back(each_lane_of(V, assign(element, local(k.name + "v.v[l]", k.load.dtype))));
+    in_vectors.aligned.push_back({k.load.buffer, k.load.dtype});
+  }
   if (V == 1) {
-    scalar_reads("    ");
+    body.push_back(scalar);
     return;
   }
-  o << "    if (true";
-  for (auto& [key, k] : row.kept)
-    o << " && mini::aligned<" << cuda_type(k.load.dtype) << ", " << V << ">(&in" << k.load.buffer << "[0])";
-  o << ") {  // the row in " << V << "-element vectors\n";
-  o << "      #pragma unroll\n      for (int v = 0; v < " << U / V << "; v++) {\n";
-  o << "        const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
-  o << "        if (j >= rnumel) continue;\n";
-  o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-  for (auto& [key, k] : row.kept) {
-    std::string T0 = cuda_type(k.load.dtype);
-    o << "        const mini::Vec<" << T0 << ", " << V << "> " << k.name << "v = *reinterpret_cast<const mini::Vec<" << T0
-      << ", " << V << ">*>(&" << cs_.element(k.load) << ");\n";
-    o << "        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) " << k.name << "[v * " << V << " + l] = "
-      << k.name << "v.v[l];\n";
-  }
-  o << "      }\n    } else {\n";
-  scalar_reads("      ");
-  o << "    }\n";
+  in_vectors.body = {runs};
+  in_vectors.orelse = {scalar};
+  body.push_back(in_vectors);
 }
 
 // The maxes of the online pairs among `reds` (LoopKernel::online_max).
@@ -138,114 +187,123 @@ std::set<int> CudaKernelWriter::running_maxes(const std::vector<int>& reds) cons
   return maxes;
 }
 
-// Each reduction's accumulators combined over the block, and its row value r<id> (a mean
-// divided by the row's length).
+// Each reduction's accumulators combined over the row's threads (a block's, through smem; a
+// warp's or a few lanes', with shuffles; a thread's alone, nothing), and its row value r<id> (a
+// mean divided by the row's length).
 // An online pair's max is reduced first (it comes first in program order), its thread's
 // value kept as m<id>; the pair's sum is rescaled from it to the block's max before its own
 // block reduction.
-void CudaKernelWriter::write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done) {
+void CudaKernelWriter::plan_block_reductions(Body& body, const std::vector<int>& reds, std::set<int>* done) {
   const std::set<int> running = running_maxes(reds);
   for (int id : reds) {
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n), N = std::to_string(id);
-    if (running.count(id)) o << "    const " << A << " m" << N << " = acc" << N << ";  // this thread's max\n";
+    const std::string N = std::to_string(id), acc = "acc" + N;
+    if (running.count(id)) {
+      Stmt thread_max = as_accumulator(statement(Stmt::Kind::Let, "m" + N, "this thread's max"), id);
+      thread_max.value = local(acc, thread_max.dtype);
+      body.push_back(thread_max);
+    }
     if (int m = L_.online_max(id); m >= 0) {  // then NaN where the max is -inf, as eager's exp(x - max)
       const std::string M = std::to_string(m);
-      o << "    acc" << N << " *= mini::online_scale<" << A << ">(" << A << "(m" << M << "), " << A << "(acc" << M << "));\n";
-      o << "    acc" << N << " = mini::online_finish<" << A << ">(acc" << N << ", " << A << "(acc" << M << "));\n";
+      Stmt scale = as_accumulator(statement(Stmt::Kind::OnlineScale, acc), id);
+      scale.text = "m" + M;
+      scale.to = "acc" + M;
+      body.push_back(scale);
+      Stmt finish = as_accumulator(statement(Stmt::Kind::OnlineFinish, acc), id);
+      finish.text = "acc" + M;
+      body.push_back(finish);
     }
-    if (warp_rows_ > 1 && row_lanes_ == 1)
-      o << "    // a thread per row: nothing to combine\n";
-    else if (warp_rows_ > 1)
-      o << "    acc" << N << " = mini::warp_reduce<" << A << ", " << combine(n) << "<" << A << ">"
-        << (row_lanes_ < 32 ? ", " + std::to_string(row_lanes_) : std::string()) << ">(acc" << N << ");\n";
-    else
-      o << "    acc" << N << " = mini::block_reduce<" << A << ", " << combine(n) << "<" << A << ">>(acc" << N
-        << ", reinterpret_cast<" << A << "*>(smem));\n";
-    std::string fin = "acc" + N;
-    if (n.op == OpKind::Mean) fin = "(" + fin + " / double(rnumel))";
-    o << "    const " << cuda_type(n.meta.dtype) << " r" << N << " = " << cuda_type(n.meta.dtype) << "(" << fin << ");\n";
+    if (warp_rows_ > 1 && row_lanes_ == 1) {
+      body.push_back(comment("a thread per row: nothing to combine"));
+    } else if (warp_rows_ > 1) {
+      Stmt lanes = as_accumulator(statement(Stmt::Kind::ThreadReduce, acc), id);
+      lanes.scope = ThreadScope::Warp;
+      lanes.width = row_lanes_;
+      body.push_back(lanes);
+    } else {
+      body.push_back(block_reduce(id));
+    }
+    body.push_back(result(id, acc));
     done->insert(id);
   }
 }
 
-// A block per row. Each phase: the block's threads stride over the row, computing the full
-// values the phase needs (a value needed again by a later phase is computed again: no row
-// scratch on the GPU yet) and folding them into per-thread accumulators, then one block
-// reduction per accumulator; the row values that became ready are computed by every thread.
-void CudaKernelWriter::write_reduction(std::ostringstream& o) {
-  o << "  const int64_t rows = " << product(k_.space, L_.kept_dims())
-    << ", rnumel = " << product(k_.space, L_.red_dims()) << ";\n";
-  define_warp_rows(o);
-  if (warp_rows_ == 1) o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
+// A block (or a warp, or a few lanes) per row. Each phase: the row's threads stride over the
+// row, computing the full values the phase needs (a value needed again by a later phase is
+// computed again, or, lean, kept in a register array s<id>) and folding them into per-thread
+// accumulators, then one reduction over the row's threads per accumulator; the row values that
+// became ready are computed by every thread.
+Plan CudaKernelWriter::plan_row_reduction() {
   // lean persistent rows: 32-bit indices where every offset fits, and a transcendental value a
   // later pass needs again kept in a register array of the row (one array's worth at most)
   const bool lean = layout_.lean_rows && persistent_rows();
-  const std::string I = lean && fits_int32() ? "int" : "int64_t", LL = I == "int" ? "" : "LL";
-  o << row_loop(I);
-  o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
-  RowPlan plan = L_.plan_rows(lean ? L_.static_extent(L_.red_dims()) * 4 : 0);
-  const PersistentRow row = plan_persistent_row(plan);
-  const int T = row.threads, U = row.per_thread, V = row.vector;
-  for (int id : plan.scratch)
-    o << "    " << cuda_type(g_.nodes[id].meta.dtype) << " s" << id << "[" << U << "];  // " << g_.nodes[id].name
-      << ", computed once for the passes after\n";
-  auto pass_begin = [&](const std::string& pad) {
-    if (U) {
-      o << pad << "#pragma unroll\n" << pad << "for (int u = 0; u < " << U << "; u++) {\n";
-      if (V > 1) o << pad << "  const " << I << " j = (" << lane_ << " + u / " << V << " * " << T << LL << ") * " << V << " + u % " << V << ";\n";
-      else o << pad << "  const " << I << " j = " << lane_ << " + u * " << T << LL << ";\n";
-      o << pad << "  if (j >= rnumel) continue;\n";
-    } else {
-      o << pad << "for (int64_t j = " << lane_ << "; j < rnumel; j += " << row_threads_ << ") {\n";
-    }
-  };
-  auto pass_end = [&](const std::string& pad) { o << pad << "}\n"; };
-  if (U) write_row_reads(o, row, I, pass_begin, pass_end);
-  const Locals registers = row.locals();  // each pass reads the kept loads from the registers
-  std::set<int> done;
-  define_unreduced_row_values(o, "    ", &done);
-  for (int p = 0; p <= L_.phases(); p++) {
-    std::vector<int> reds, stores;
-    L_.phase_targets(p, &reds, &stores);
-    if (!reds.empty() || !stores.empty()) {
-      for (int id : reds) {
-        const Node& n = g_.nodes[id];
-        std::string A = acc_type(n);
-        o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
-      }
-      if (V > 1 && L_.red_dims().back() == rank_ - 1)
-        for (int id : stores) o << "    " << cuda_type(g_.nodes[id].meta.dtype) << " w" << id << "[" << U << "];\n";
-      pass_begin("    ");
-      o << unflatten(k_.space, "j", L_.red_dims(), "      ", U ? I : "int64_t");
-      for (int id : plan.read[p]) o << "      const " << cuda_type(g_.nodes[id].meta.dtype) << " t" << id << " = s" << id << "[u];\n";
-      for (int id : k_.nodes) {
-        if (!plan.compute[p].count(id)) continue;
-        o << define("      ", 't', id, false, registers);
-        if (plan.scratch.count(id)) o << "      s" << id << "[u] = t" << id << ";\n";
-      }
-      for (int id : reds) {
-        const Node& n = g_.nodes[id];
-        std::string A = acc_type(n);
-        o << "      acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-          << spell(L_.reduction_input(id), registers) << "));\n";
-      }
-      // a row stored in vectors (the row the kernel's innermost dim, read in vectors too):
-      // each element to a register array, then one Vec store per run
-      const bool vector_stores = V > 1 && L_.red_dims().back() == rank_ - 1;
-      if (vector_stores) {
-        for (int id : stores) o << "      w" << id << "[u] = t" << id << ";\n";
-      } else {
-        for (int id : stores) o << "      " << out(id) << "[" << linear_full() << "] = t" << id << ";\n";
-      }
-      pass_end("    ");
-      if (vector_stores && !stores.empty()) write_vector_row_stores(o, row, stores, I);
-      write_block_reductions(o, reds, &done);
-    }
-    define_ready_row_values(o, "    ", &done);
+  const bool int32 = lean && fits_int32();
+  const RowPlan rows = L_.plan_rows(lean ? L_.static_extent(L_.red_dims()) * 4 : 0);
+  const PersistentRow row = plan_persistent_row(rows);
+  Plan plan;
+  plan.shape = row.per_thread ? "persistent rows" : "looped rows";
+  plan_row_start(plan.body, product(k_.space, L_.red_dims()));
+  Stmt each_row = plan_row_loop(int32);
+  Body& body = each_row.body;
+  body.push_back(unflatten_index("r", L_.kept_dims(), int32));
+  for (int id : rows.scratch) {
+    Stmt scratch = statement(Stmt::Kind::Registers, "s" + std::to_string(id),
+                             g_.nodes[id].name + ", computed once for the passes after");
+    scratch.dtype = g_.nodes[id].meta.dtype;
+    scratch.lanes = std::to_string(row.per_thread);
+    body.push_back(scratch);
   }
-  write_row_value_stores(o);
-  o << "  }\n";
+  if (row.per_thread) plan_row_reads(body, row, int32);
+  std::set<int> done;
+  plan_unreduced_row_values(body, &done);
+  for (int p = 0; p <= L_.phases(); p++) {
+    plan_row_phase(body, rows, row, p, int32, &done);
+    plan_ready_row_values(body, &done);
+  }
+  plan_row_value_stores(body);
+  plan.body.push_back(each_row);
+  return plan;
+}
+
+// Phase p of the rows: its accumulators, the pass over the row (the kept loads read from their
+// registers), the stores in vectors after it where the row is stored so, and the reductions.
+void CudaKernelWriter::plan_row_phase(Body& body, const RowPlan& plan, const PersistentRow& row, int p, bool int32,
+                                      std::set<int>* done) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(p, &reds, &stores);
+  if (reds.empty() && stores.empty()) return;
+  const Locals registers = row.locals();  // each pass reads the kept loads from the registers
+  // a row stored in vectors (the row the kernel's innermost dim, read in vectors too): each
+  // element to a register array w<id>, then one Vec store per run
+  const bool vector_stores = row.vector > 1 && L_.red_dims().back() == rank_ - 1;
+  for (int id : reds) body.push_back(accumulator(id, false));
+  for (int id : stores) {
+    if (!vector_stores) break;
+    Stmt kept = statement(Stmt::Kind::Registers, "w" + std::to_string(id));
+    kept.dtype = g_.nodes[id].meta.dtype;
+    kept.lanes = std::to_string(row.per_thread);
+    body.push_back(kept);
+  }
+  Stmt pass = each_row_element(row, int32);
+  Body& each = pass.body;
+  each.push_back(unflatten_index("j", L_.red_dims(), row.per_thread && int32));
+  for (int id : plan.read[p])
+    each.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype,
+                       local("s" + std::to_string(id) + "[u]", g_.nodes[id].meta.dtype)));
+  for (int id : k_.nodes) {
+    if (!plan.compute[p].count(id)) continue;
+    const DType dtype = g_.nodes[id].meta.dtype;
+    each.push_back(let("t" + std::to_string(id), dtype, registers.apply(L_.expr(id, false))));
+    if (plan.scratch.count(id)) each.push_back(assign("s" + std::to_string(id) + "[u]", temp(id, dtype, false)));
+  }
+  for (int id : reds) each.push_back(fold(id, registers.apply(L_.reduction_input(id))));
+  for (int id : stores) {
+    const ExprPtr value = temp(id, g_.nodes[id].meta.dtype, false);
+    each.push_back(vector_stores ? assign("w" + std::to_string(id) + "[u]", value)
+                                 : store(L_.buffer_of_store(id), linear_full(), value));
+  }
+  body.push_back(pass);
+  if (vector_stores && !stores.empty()) plan_vector_row_stores(body, row, stores, int32);
+  plan_block_reductions(body, reds, done);
 }
 
 Locals CudaKernelWriter::PersistentRow::locals() const {
@@ -256,37 +314,33 @@ Locals CudaKernelWriter::PersistentRow::locals() const {
 
 // A row stored in vectors: each store's register array w<id> (a thread's U elements), one Vec
 // store per run of V where the output is aligned, element by element where it is not.
-void CudaKernelWriter::write_vector_row_stores(std::ostringstream& o, const PersistentRow& row,
-                                               const std::vector<int>& stores, const std::string& I) {
-  const int T = row.threads, U = row.per_thread, V = row.vector;
-  const std::string LL = I == "int" ? "" : "LL";
-  o << "    #pragma unroll\n    for (int v = 0; v < " << U / V << "; v++) {\n";
-  o << "      const " << I << " j = (" << lane_ << " + v * " << T << LL << ") * " << V << ";\n";
-  o << "      if (j >= rnumel) continue;\n";
-  o << unflatten(k_.space, "j", L_.red_dims(), "      ", I);
+void CudaKernelWriter::plan_vector_row_stores(Body& body, const PersistentRow& row, const std::vector<int>& stores,
+                                              bool int32) {
+  const int V = row.vector;
+  Stmt runs = each_row_vector(row, int32);
   for (int id : stores) {
-    std::string T0 = cuda_type(g_.nodes[id].meta.dtype), vec = "mini::Vec<" + T0 + ", " + std::to_string(V) + ">";
-    o << "      " << vec << " w" << id << "v;\n";
-    o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) w" << id << "v.v[l] = w" << id << "[v * " << V
-      << " + l];\n";
-    o << "      if (mini::aligned<" << T0 << ", " << V << ">(" << out(id) << ")) *reinterpret_cast<" << vec << "*>(&"
-      << out(id) << "[" << linear_full() << "]) = w" << id << "v;\n";
-    o << "      else\n        #pragma unroll\n        for (int l = 0; l < " << V << "; l++) (&" << out(id) << "["
-      << linear_full() << "])[l] = w" << id << "v.v[l];\n";
+    const DType dtype = g_.nodes[id].meta.dtype;
+    const std::string w = "w" + std::to_string(id);
+    runs.body.push_back(declare_vector(w + "v", dtype, std::to_string(V)));
+    const std::string element = w + "[v * " + std::to_string(V) + " + l]";
+    runs.body.push_back(each_lane_of(V, vector_lane(w + "v", "l", local(element, dtype))));
+    Stmt run = vector_store(w + "v", dtype, L_.buffer_of_store(id), linear_full(), std::to_string(V));
+    run.at_element = run.checked = true;
+    runs.body.push_back(run);
   }
-  o << "    }\n";
+  body.push_back(runs);
 }
 
 // The row values the kernel stores (a reduction's result, or a value of them), by the row's
 // first thread.
-void CudaKernelWriter::write_row_value_stores(std::ostringstream& o) {
-  bool row_stores = false;
-  for (int id : k_.stores) row_stores = row_stores || !L_.is_full(id);
-  if (!row_stores) return;
-  o << "    if (" << lane_ << " == 0) {\n";
+void CudaKernelWriter::plan_row_value_stores(Body& body) {
+  Stmt first = statement(Stmt::Kind::If);
+  first.text = lane_ + " == 0";
   for (int id : k_.stores)
-    if (!L_.is_full(id)) o << "      " << out(id) << "[" << linear_index(k_.space, L_.kept_dims()) << "] = r" << id << ";\n";
-  o << "    }\n";
+    if (!L_.is_full(id))
+      first.body.push_back(store(L_.buffer_of_store(id), linear_index(k_.space, L_.kept_dims()),
+                                 temp(id, g_.nodes[id].meta.dtype, true)));
+  if (!first.body.empty()) body.push_back(first);
 }
 
 // Whether the kernel is of the looped vector rows' shape (the layout's, the row the
@@ -326,75 +380,94 @@ bool CudaKernelWriter::vector_loop_shape(VectorRows* rows) {
 // max's running value m<id> over a vector's lanes, the sum rescaled once a vector by
 // mini::online_scale when it rises, and the threads' sums rescaled to the block's max before
 // their block reduction.
-void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows) {
-  const RowPlan& plan = rows.plan;
-  const std::vector<RowLoad>& loads = rows.loads;
+Plan CudaKernelWriter::plan_vector_rows(const VectorRows& rows) {
+  Plan plan;
+  plan.shape = "vector rows";
+  const bool int32 = fits_int32();
+  plan_row_start(plan.body, std::to_string(L_.static_extent(L_.red_dims())));
+  Stmt each_row = plan_row_loop(int32);
+  each_row.body.push_back(unflatten_index("r", L_.kept_dims(), int32));
+  std::set<int> done;
+  plan_ready_row_values(each_row.body, &done);
+  bool reread = false;  // a pass before this one loaded from the row
+  for (int p = 0; p <= L_.phases(); p++) plan_vector_rows_pass(each_row.body, rows, p, &reread, &done);
+  plan_row_value_stores(each_row.body);
+  plan.body.push_back(each_row);
+  return plan;
+}
+
+// The lanes of the vector at j0, unrolled, each lane's index split (j = j0 + l).
+static Stmt each_lane(int V, const std::vector<int64_t>& red_dims, bool int32) {
+  Stmt lanes = range(RangeKind::Unrolled, "l", "0", std::to_string(V),
+                     {index_let("j", "j0 + l", int32), unflatten_index("j", red_dims, int32)});
+  lanes.int32 = true;
+  return lanes;
+}
+
+// Pass p of the looped vector rows: its accumulators, the row read again where an earlier pass
+// read it, the loop over the row's vectors (the Vec loads, the running maxes, the lanes' values
+// and folds, the Vec stores), then the reductions and the row values they make ready.
+void CudaKernelWriter::plan_vector_rows_pass(Body& body, const VectorRows& rows, int p, bool* reread,
+                                             std::set<int>* done) {
+  std::vector<int> reds, stores;
+  L_.phase_targets(p, &reds, &stores);
+  if (reds.empty() && stores.empty()) return;
+  const int V = rows.V;
+  const bool int32 = fits_int32();
+  const std::set<int> running = running_maxes(reds);
+  for (int id : reds) body.push_back(accumulator(id, false));
+  // each load along the row from its Vec's lane; a running max, -inf while every element so
+  // far is -inf, read as 0
+  Locals lanes;
+  for (auto& [key, name] : rows.names) lanes.loads[key] = name + ".v[l]";
+  for (int m : running) lanes.row_values[m] = "mini::online_shift(m" + std::to_string(m) + ")";
+  bool reads = false;
+  for (const RowLoad& l : rows.loads) reads = reads || l.passes.count(p);
+  if (*reread && reads) plan_reread(body, rows.loads, p);
+  *reread = *reread || reads;
+  Stmt pass = vector_pass_loop(rows, p, int32);
+  pass.body.push_back(index_let("j0", "jv * " + std::to_string(V), int32));
+  plan_vector_pass_loads(pass.body, rows, p, int32);
+  for (int id : stores)
+    pass.body.push_back(declare_vector("w" + std::to_string(id), g_.nodes[id].meta.dtype, std::to_string(V)));
+  plan_running_maxes(pass.body, reds, running, V, int32, lanes);
+  Stmt lane = each_lane(V, L_.red_dims(), int32);
+  plan_lane_fold(lane.body, rows.plan.compute[p], reds, running, stores, lanes);
+  pass.body.push_back(lane);
+  if (!stores.empty()) {
+    Body at_j0 = {unflatten_index("j0", L_.red_dims(), int32)};
+    for (int id : stores) {
+      at_j0.push_back(vector_store("w" + std::to_string(id), g_.nodes[id].meta.dtype, L_.buffer_of_store(id),
+                                   linear_full(), std::to_string(V)));
+      at_j0.back().at_element = true;
+    }
+    pass.body.push_back(scope(at_j0));
+  }
+  body.push_back(pass);
+  plan_block_reductions(body, reds, done);
+  plan_ready_row_values(body, done);
+}
+
+// The loop of pass p over the row's vectors (jv: a vector's number): unrolled where the
+// vectors divide evenly among the row's threads (layout 9 on), else strided by them.
+Stmt CudaKernelWriter::vector_pass_loop(const VectorRows& rows, int p, bool int32) {
   const int V = rows.V;
   const int64_t R = L_.static_extent(L_.red_dims());
   const int T = cuda_reduction_threads(R, layout_);  // a row's (the block has warp_rows_ rows)
   const int64_t vectors = R / V, trips = (vectors + T - 1) / T;
-  const bool unrolled = layout_.unroll_rows >= 0 && vectors % T == 0;
-
-  const std::string I = fits_int32() ? "int" : "int64_t";
-  o << "  const int64_t rows = " << product(k_.space, L_.kept_dims()) << ", rnumel = " << R << ";\n";
-  define_warp_rows(o);
-  if (warp_rows_ == 1) o << "  __shared__ double smem[32];  // block reductions: one value per warp\n";
-  o << row_loop(I);
-  o << unflatten(k_.space, "r", L_.kept_dims(), "    ", I);
-  std::set<int> done;
-  define_ready_row_values(o, "    ", &done);
-  bool reread = false;  // a pass before this one loaded from the row
-  for (int p = 0; p <= L_.phases(); p++) {
-    std::vector<int> reds, stores;
-    L_.phase_targets(p, &reds, &stores);
-    if (reds.empty() && stores.empty()) continue;
-    const std::set<int> running = running_maxes(reds);
-    for (int id : reds) {
-      const Node& n = g_.nodes[id];
-      std::string A = acc_type(n);
-      o << "    " << A << " acc" << id << " = " << identity(n, A) << ";\n";
-    }
-    // each load along the row from its Vec's lane; a running max, -inf while every element so
-    // far is -inf, read as 0
-    Locals lanes;
-    for (auto& [key, name] : rows.names) lanes.loads[key] = name + ".v[l]";
-    for (int m : running) lanes.row_values[m] = "mini::online_shift(m" + std::to_string(m) + ")";
-    bool reads = false;
-    for (const RowLoad& l : loads) reads = reads || l.passes.count(p);
-    const bool again = reread && reads;
-    if (again) write_reread(o, loads, p);
-    reread = reread || reads;
-    if (unrolled) {
-      const int by = row_unroll(plan, p, trips, V);
-      o << "    #pragma unroll" << (by && by < trips ? " " + std::to_string(by) : std::string()) << "\n";
-      o << "    for (int it = 0; it < " << trips << "; it++) {  // " << vectors << " vectors, " << T << " threads\n";
-      o << "      const " << I << " jv = " << lane_ << " + it * " << T << ";\n";
-    } else {
-      o << "    for (" << I << " jv = " << lane_ << "; jv < rnumel / " << V << "; jv += " << row_threads_ << ") {\n";
-    }
-    o << "      const " << I << " j0 = jv * " << V << ";\n";
-    write_vector_pass_loads(o, rows, p, I);
-    for (int id : stores)
-      o << "      mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << "> w" << id << ";\n";
-    write_running_maxes(o, reds, running, V, I, lanes);
-    o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
-    o << "        const " << I << " j = j0 + l;\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-    write_lane_fold(o, "        ", plan.compute[p], reds, running, stores, lanes);
-    o << "      }\n";
-    if (!stores.empty()) {
-      o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
-      for (int id : stores)
-        o << "        *reinterpret_cast<mini::Vec<" << cuda_type(g_.nodes[id].meta.dtype) << ", " << V << ">*>(&" << out(id)
-          << "[" << linear_full() << "]) = w" << id << ";\n";
-      o << "      }\n";
-    }
-    o << "    }\n";
-    write_block_reductions(o, reds, &done);
-    define_ready_row_values(o, "    ", &done);
+  if (layout_.unroll_rows < 0 || vectors % T != 0) {
+    Stmt strided = range(RangeKind::BlockStride, "jv", lane_, "rnumel / " + std::to_string(V), {});
+    strided.step = row_threads_;
+    strided.int32 = int32;
+    return strided;
   }
-  write_row_value_stores(o);
-  o << "  }\n";
+  const int by = row_unroll(rows.plan, p, trips, V);
+  Stmt unrolled = range(RangeKind::Unrolled, "it", "0", std::to_string(trips),
+                        {index_let("jv", lane_ + " + it * " + std::to_string(T), int32)});
+  unrolled.int32 = true;
+  unrolled.unroll = by && by < trips ? by : 0;
+  unrolled.note = std::to_string(vectors) + " vectors, " + std::to_string(T) + " threads";
+  return unrolled;
 }
 
 // A pass that reads the row again. Unrolled, every pass is straight-line code, and the
@@ -405,11 +478,14 @@ void CudaKernelWriter::write_vector_loop_reduction(std::ostringstream& o, const 
 // earlier pass's, so the pass loads again (from L1/L2). The pointers, not the index: a zero
 // added to the index cost layer norm address registers (12 bytes of spill a thread, 0.144 ms
 // against 0.136 with the pointers hidden; H200, 2026-12-02, labs/bench/cuda_kernel_variants.py).
-void CudaKernelWriter::write_reread(std::ostringstream& o, const std::vector<RowLoad>& loads, int p) {
+void CudaKernelWriter::plan_reread(Body& body, const std::vector<RowLoad>& loads, int p) {
   std::set<int> hidden;  // buffers
   for (const RowLoad& l : loads)
-    if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.load.buffer).second)
-      o << "    asm volatile(\"\" : \"+l\"(in" << l.load.buffer << "));  // read the row again, not kept\n";
+    if (l.passes.count(p) && *l.passes.begin() < p && hidden.insert(l.load.buffer).second) {
+      Stmt again = statement(Stmt::Kind::Reread, "", "read the row again, not kept");
+      again.buffer = l.load.buffer;
+      body.push_back(again);
+    }
 }
 
 // How far pass p's loop of `trips` is unrolled (0: all of it). NVRTC's time grows with the
@@ -430,59 +506,60 @@ int CudaKernelWriter::row_unroll(const RowPlan& plan, int p, int64_t trips, int 
 }
 
 // Each load pass p reads along the row, one Vec of V from the vector at j0 (named in rows.names).
-void CudaKernelWriter::write_vector_pass_loads(std::ostringstream& o, const VectorRows& rows, int p,
-                                               const std::string& I) {
+void CudaKernelWriter::plan_vector_pass_loads(Body& body, const VectorRows& rows, int p, bool int32) {
   for (const RowLoad& l : rows.loads) {
     if (!l.passes.count(p)) continue;
     const std::string& name = rows.names.at(load_key(l.load));
-    std::string vec = "mini::Vec<" + cuda_type(l.load.dtype) + ", " + std::to_string(rows.V) + ">";
-    o << "      " << vec << " " << name << ";\n";
-    o << "      {\n" << unflatten(k_.space, "j0", L_.red_dims(), "        ", I);
-    o << "        " << name << " = *reinterpret_cast<const " << vec << "*>(&" << cs_.element(l.load) << ");\n";
-    o << "      }\n";
+    body.push_back(declare_vector(name, l.load.dtype, std::to_string(rows.V)));
+    Stmt read = vector_load(name, l.load.dtype, l.load.buffer, "", std::to_string(rows.V));
+    read.value = std::make_shared<const Expr>(l.load);
+    read.assign = true;
+    body.push_back(scope({unflatten_index("j0", L_.red_dims(), int32), read}));
   }
 }
 
 // An online pair's running max m<id> (its sum's exp reads it): the max over the vector's lanes
 // first, then each sum rescaled once a vector to the new max, and the max kept.
-void CudaKernelWriter::write_running_maxes(std::ostringstream& o, const std::vector<int>& reds,
-                                           const std::set<int>& running, int V, const std::string& I,
-                                           const Locals& lanes) {
+void CudaKernelWriter::plan_running_maxes(Body& body, const std::vector<int>& reds, const std::set<int>& running,
+                                          int V, bool int32, const Locals& lanes) {
   for (int id : running) {
-    std::string A = acc_type(g_.nodes[id]), m = "m" + std::to_string(id);
-    o << "      " << A << " " << m << " = acc" << id << ";\n";
-    o << "      #pragma unroll\n      for (int l = 0; l < " << V << "; l++) {\n";
-    o << "        const " << I << " j = j0 + l;\n";
-    o << unflatten(k_.space, "j", L_.red_dims(), "        ", I);
-    for (int v : L_.full_values_for({id})) o << define("        ", 't', v, false, lanes);  // what the max reads
-    o << "        " << m << " = " << combine(g_.nodes[id]) << "<" << A << ">(" << m << ", " << A << "("
-      << spell(L_.reduction_input(id), lanes) << "));\n";
-    o << "      }\n";
+    const std::string m = "m" + std::to_string(id);
+    Stmt max = as_accumulator(statement(Stmt::Kind::Declare, m), id);
+    max.value = local("acc" + std::to_string(id), max.dtype);
+    body.push_back(max);
+    Stmt lane = each_lane(V, L_.red_dims(), int32);
+    for (int v : L_.full_values_for({id}))  // what the max reads
+      lane.body.push_back(let("t" + std::to_string(v), g_.nodes[v].meta.dtype, lanes.apply(L_.expr(v, false))));
+    lane.body.push_back(fold(id, lanes.apply(L_.reduction_input(id))));
+    lane.body.back().name = m;
+    body.push_back(lane);
   }
   for (int id : reds)
     if (int m = L_.online_max(id); m >= 0) {
-      std::string A = acc_type(g_.nodes[id]), M = std::to_string(m);
-      o << "      acc" << id << " *= mini::online_scale<" << A << ">(" << A << "(acc" << M << "), " << A << "(m" << M
-        << "));\n";
+      Stmt scale = as_accumulator(statement(Stmt::Kind::OnlineScale, "acc" + std::to_string(id)), id);
+      scale.text = "acc" + std::to_string(m);
+      scale.to = "m" + std::to_string(m);
+      body.push_back(scale);
     }
-  for (int id : running) o << "      acc" << id << " = m" << id << ";\n";
+  for (int id : running) {  // the running max kept
+    Stmt keep = as_accumulator(assign("acc" + std::to_string(id), nullptr), id);
+    keep.value = local("m" + std::to_string(id), keep.dtype);
+    body.push_back(keep);
+  }
 }
 
 // One lane's values of the pass (`compute`), folded into the accumulators of `reds` (not the
 // running maxes, folded before) and written to the stores' Vec registers w<id>.
-void CudaKernelWriter::write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
-                                       const std::vector<int>& reds, const std::set<int>& running,
-                                       const std::vector<int>& stores, const Locals& lanes) {
+void CudaKernelWriter::plan_lane_fold(Body& body, const std::set<int>& compute, const std::vector<int>& reds,
+                                      const std::set<int>& running, const std::vector<int>& stores,
+                                      const Locals& lanes) {
   for (int id : k_.nodes)
-    if (compute.count(id)) o << define(pad, 't', id, false, lanes);
-  for (int id : reds) {
-    if (running.count(id)) continue;
-    const Node& n = g_.nodes[id];
-    std::string A = acc_type(n);
-    o << pad << "acc" << id << " = " << combine(n) << "<" << A << ">(acc" << id << ", " << A << "("
-      << spell(L_.reduction_input(id), lanes) << "));\n";
-  }
-  for (int id : stores) o << pad << "w" << id << ".v[l] = t" << id << ";\n";
+    if (compute.count(id))
+      body.push_back(let("t" + std::to_string(id), g_.nodes[id].meta.dtype, lanes.apply(L_.expr(id, false))));
+  for (int id : reds)
+    if (!running.count(id)) body.push_back(fold(id, lanes.apply(L_.reduction_input(id))));
+  for (int id : stores)
+    body.push_back(vector_lane("w" + std::to_string(id), "l", temp(id, g_.nodes[id].meta.dtype, false)));
 }
 
 }  // namespace mini::codegen

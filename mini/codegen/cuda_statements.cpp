@@ -2,9 +2,11 @@
 // statement kind, and what CUDA spells its own way (a thread's place in the grid, the grid's
 // stride, the Vec type, the unroll pragma; a split row's shared memory, fences, arrival count,
 // partials and block reduction; a column block's thread places, chunks among blocks in y and
-// fold over a column's lanes) from one table, kCudaSpelling. A planner (plan_pointwise,
-// cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and plan_vector_columns,
-// cuda_columns.cpp) decides the statements; nothing here decides.
+// fold over a column's lanes; a row's lanes among a block's rows, warp reductions, alignment
+// checks, the online softmax's rescaling and the pointer hidden from the optimizer) from one
+// table, kCudaSpelling. A planner (plan_pointwise, cuda_pointwise.cpp; plan_split_reduction,
+// plan_column_reduction and plan_vector_columns, cuda_columns.cpp; plan_row_reduction and
+// plan_vector_rows, cuda_rows.cpp) decides the statements; nothing here decides.
 #include <sstream>
 
 #include "codegen/cuda_writer.h"
@@ -45,6 +47,11 @@ struct CudaSpelling {
   const char* strip_arrive;  // counts a block of a strip in, giving the count before
   const char* strip_reset;   // the count of a strip's arrived blocks, to be set back to 0
   const char* min;           // the smaller of two indices
+  // the rows' (plan_row_reduction, plan_vector_rows)
+  const char* aligned;       // whether a pointer is aligned to a Vec of N elements of T: <this><T, N>(p)
+  const char* online_scale;  // an online sum's scale from one max to another: <this><A>(m, m2)
+  const char* online_finish;  // an online sum, NaN where its max is -inf: <this><A>(sum, m)
+  const char* hide_pointer;  // an empty asm that "changes" a pointer: <this>(pointer));
 };
 constexpr CudaSpelling kCudaSpelling = {"blockIdx.x * (int64_t)blockDim.x + threadIdx.x",
                                         "(int64_t)gridDim.x * blockDim.x",
@@ -73,7 +80,11 @@ constexpr CudaSpelling kCudaSpelling = {"blockIdx.x * (int64_t)blockDim.x + thre
                                         "gridDim.y",
                                         "atomicAdd(&arrived[blockIdx.x], 1u)",
                                         "arrived[blockIdx.x]",
-                                        "min"};
+                                        "min",
+                                        "mini::aligned",
+                                        "mini::online_scale",
+                                        "mini::online_finish",
+                                        "asm volatile(\"\" : \"+l\""};
 
 struct Speller {
   const CStyle& cs;
@@ -89,6 +100,16 @@ std::string lanes(const Stmt& s) { return s.lanes.empty() ? std::to_string(s.wid
 std::string vector_type(const Speller& sp, const Stmt& s) {
   return std::string(kCudaSpelling.vector) + "<" + sp.cs.type(s.dtype) + ", " + lanes(s) + ">";
 }
+// an accumulator's type: an int (a bool's max or min) where int_accumulator says, else `dtype`'s
+std::string accumulator_type(const Speller& sp, const Stmt& s) { return s.int_accumulator ? "int" : sp.cs.type(s.dtype); }
+// whether `pointer` is aligned to a Vec of `lanes` elements of `dtype`
+std::string aligned(const Speller& sp, DType dtype, const std::string& lanes, const std::string& pointer) {
+  return std::string(kCudaSpelling.aligned) + "<" + sp.cs.type(dtype) + ", " + lanes + ">(" + pointer + ")";
+}
+
+std::string first_thread() { return std::string("if (") + kCudaSpelling.thread + " == 0) "; }
+// what runs `s` only in some threads: its block's first thread, or where its guard holds
+std::string only(const Stmt& s) { return s.first_thread ? first_thread() : s.guard.empty() ? "" : "if (" + s.guard + ") "; }
 
 void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
   if (!s.guard.empty()) {  // the loop only where the guard holds
@@ -97,7 +118,9 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
     loop.guard.clear();
     return spell_range(sp, loop, pad + "  ");
   }
-  const std::string T = index_type(s.int32), v = s.text, open = s.unbraced ? "\n" : " {\n";
+  const std::string T = index_type(s.int32), v = s.text, open = s.unbraced ? "\n" : " {" + note(s) + "\n";
+  // a stride of threads or rows, spelled as such even where it is 1 (a thread a row)
+  const bool by_threads = s.range == RangeKind::BlockStride || s.range == RangeKind::RowStride;
   switch (s.range) {
     case RangeKind::GridStride: {
       const std::string first = (s.begin.empty() ? "" : s.begin + " + ") + kCudaSpelling.grid_thread;
@@ -107,10 +130,17 @@ void spell_range(const Speller& sp, const Stmt& s, const std::string& pad) {
     }
     case RangeKind::Unrolled:
     case RangeKind::Serial:
+    case RangeKind::BlockStride:  // from the thread's lane by the row's threads
+    case RangeKind::RowStride:    // from the block's (or warp's) first row by the grid's rows
       if (s.range == RangeKind::Unrolled)
         sp.o << pad << kCudaSpelling.unroll << (s.unroll ? " " + std::to_string(s.unroll) : "") << "\n";
       sp.o << pad << "for (" << T << " " << v << " = " << s.begin << "; " << v << " < " << s.end << "; "
-           << (s.step == "1" ? v + "++" : v + " += " + s.step) << ")" << open;
+           << (s.step == "1" && !by_threads ? v + "++" : v + " += " + s.step) << ")";
+      if (s.compact) {  // its one statement on the same line
+        sp.o << " ";
+        return spell_body(sp, s.body, "");
+      }
+      sp.o << open;
       break;
     case RangeKind::GridBlocks:  // a block a thread
       sp.o << pad << "for (unsigned " << v << " = " << kCudaSpelling.thread << "; " << v << " < " << kCudaSpelling.blocks
@@ -134,15 +164,47 @@ void spell_vector_load(const Speller& sp, const Stmt& s, const std::string& pad)
   sp.o << pad << (s.assign ? "" : "const " + V + " ") << s.name << " = " << read << ";" << note(s) << "\n";
 }
 
+// The Vec <name> to buffer `buffer` from `index` (at_element: the address of that element);
+// checked: one Vec where the output is aligned, else lane by lane.
+void spell_vector_store(const Speller& sp, const Stmt& s, const std::string& pad) {
+  const std::string out = "out" + std::to_string(s.buffer);
+  const std::string at = s.at_element ? "&" + out + "[" + s.index + "]" : out + " + " + s.index;
+  const std::string store = "*reinterpret_cast<" + vector_type(sp, s) + "*>(" + at + ") = " + s.name + ";\n";
+  if (!s.checked) {
+    sp.o << pad << only(s) << store;
+    return;
+  }
+  sp.o << pad << "if (" << aligned(sp, s.dtype, lanes(s), out) << ") " << store;
+  sp.o << pad << "else\n" << pad << "  " << kCudaSpelling.unroll << "\n";
+  sp.o << pad << "  for (int l = 0; l < " << lanes(s) << "; l++) (" << at << ")[l] = " << s.name << ".v[l];\n";
+}
+
+// if (<text>) { body } else { orelse }; an alignment condition (`aligned`): true, and each
+// buffer's pointer aligned
+void spell_if(const Speller& sp, const Stmt& s, const std::string& pad) {
+  std::string condition = s.text;
+  if (!s.aligned.empty()) {
+    condition = "true";
+    for (auto& [buffer, dtype] : s.aligned)
+      condition += " && " + aligned(sp, dtype, std::to_string(s.width), "&in" + std::to_string(buffer) + "[0]");
+  }
+  sp.o << pad << "if (" << condition << ") {" << note(s) << "\n";
+  spell_body(sp, s.body, pad + "  ");
+  if (!s.orelse.empty()) {
+    sp.o << pad << "} else {\n";
+    spell_body(sp, s.orelse, pad + "  ");
+  }
+  sp.o << pad << "}\n";
+}
+
 void spell_declare(const Speller& sp, const Stmt& s, const std::string& pad) {
   const bool vector = !s.lanes.empty() || s.width > 1;
-  sp.o << pad << (vector ? vector_type(sp, s) : sp.cs.type(s.dtype)) << " " << s.name;
+  sp.o << pad << (vector ? vector_type(sp, s) : accumulator_type(sp, s)) << " " << s.name;
   if (s.value) sp.o << " = " << sp.cs.expr(s.value);
   sp.o << ";" << note(s) << "\n";
 }
 
 // The split row's statements (plan_split_reduction): accumulators, partials, the arrival count.
-std::string accumulator_type(const Speller& sp, const Stmt& s) { return s.int_accumulator ? "int" : sp.cs.type(s.dtype); }
 std::string combine(const Speller& sp, const Stmt& s) {
   const bool sum = s.op == OpKind::Sum || s.op == OpKind::Mean;
   return std::string(kCudaSpelling.combine[sum ? 0 : s.op == OpKind::Amax ? 1 : 2]) + "<" + accumulator_type(sp, s) + ">";
@@ -152,9 +214,6 @@ std::string identity(const Speller& sp, const Stmt& s) {
   if (s.op == OpKind::Sum || s.op == OpKind::Mean) return A + "(0)";
   return std::string(s.op == OpKind::Amax ? kCudaSpelling.lowest : kCudaSpelling.highest) + "<" + A + ">()";
 }
-std::string first_thread() { return std::string("if (") + kCudaSpelling.thread + " == 0) "; }
-// what runs `s` only in some threads: its block's first thread, or where its guard holds
-std::string only(const Stmt& s) { return s.first_thread ? first_thread() : s.guard.empty() ? "" : "if (" + s.guard + ") "; }
 // partials[slot * <blocks> + block]: slot `slot` of block `block`, 8 bytes, of any accumulator;
 // a column strip's: partials[(slot * <blocks in y> + block) * <columns> + column]
 std::string partial(const Stmt& s, const std::string& block) {
@@ -162,6 +221,46 @@ std::string partial(const Stmt& s, const std::string& block) {
   if (s.column.empty()) return std::string(kCudaSpelling.partials) + "[" + slot + " * " + kCudaSpelling.blocks + " + " + block + "]";
   return std::string(kCudaSpelling.partials) + "[(" + slot + " * " + kCudaSpelling.strip_blocks + " + " + block + ") * " +
          s.index + " + " + s.column + "]";
+}
+
+// The rows' statements (plan_row_reduction, plan_vector_rows).
+// A warp (or a few lanes, or a thread) a row: this thread's lane in its row, its warp's first
+// row and the rows the grid takes at once, and (several rows a warp) its row in its warp's.
+void spell_row_thread(const Speller& sp, const Stmt& s, const std::string& pad) {
+  std::ostringstream& o = sp.o;
+  const int lanes = s.width, per_warp = 32 / lanes;
+  const std::string rows = std::to_string(s.block_rows), thread = kCudaSpelling.thread;
+  if (lanes == 32)
+    o << pad << "// a warp per row: " << rows << " rows a block, each warp its own (lane: the thread's place in it)\n";
+  else if (lanes == 1)
+    o << pad << "// a thread per row: " << rows << " rows a block\n";
+  else
+    o << pad << "// " << lanes << " lanes per row: " << per_warp << " rows a warp, " << rows
+      << " a block (lane: the thread's place in its row)\n";
+  o << pad << "const int lane = " << (lanes == 1 ? "0" : thread + " & " + std::to_string(lanes - 1)) << ";\n";
+  o << pad << "const int64_t first_row = int64_t(" << kCudaSpelling.block << ") * " << rows << " + (" << thread
+    << " >> 5) * " << per_warp << ", row_step = int64_t(" << kCudaSpelling.blocks << ") * " << rows << ";\n";
+  if (per_warp > 1)
+    o << pad << "const int sub_row = (" << thread << " & 31) / " << lanes << ";  // this thread's row in its warp's\n";
+}
+
+void spell_rows(const Speller& sp, const Stmt& s, const std::string& pad) {
+  std::ostringstream& o = sp.o;
+  const std::string A = accumulator_type(sp, s), n = s.name;
+  switch (s.kind) {
+    case Stmt::Kind::RowThread: spell_row_thread(sp, s, pad); break;
+    case Stmt::Kind::Continue: o << pad << "if (" << s.guard << ") continue;\n"; break;
+    case Stmt::Kind::OnlineScale:
+      o << pad << n << " *= " << kCudaSpelling.online_scale << "<" << A << ">(" << A << "(" << s.text << "), " << A << "("
+        << s.to << "));\n";
+      break;
+    case Stmt::Kind::OnlineFinish:
+      o << pad << n << " = " << kCudaSpelling.online_finish << "<" << A << ">(" << n << ", " << A << "(" << s.text
+        << "));\n";
+      break;
+    case Stmt::Kind::Reread: o << pad << kCudaSpelling.hide_pointer << "(in" << s.buffer << "));" << note(s) << "\n"; break;
+    default: fail("codegen: the CUDA renderer spells no such statement yet");
+  }
 }
 
 // The column reduction's statements (plan_column_reduction).
@@ -216,9 +315,12 @@ void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {
       o << pad << "const int lane = " << kCudaSpelling.column_lane << ", c = " << kCudaSpelling.column_in_block << ";\n";
       break;
     }
-    case Stmt::Kind::Registers: o << pad << accumulator_type(sp, s) << " " << s.name << "[" << s.lanes << "];\n"; break;
+    case Stmt::Kind::Registers:  // a kept load's: the element of the row it holds, in its comment
+      o << pad << accumulator_type(sp, s) << " " << s.name << "[" << s.lanes << "];"
+        << (s.value ? "  // " + sp.cs.element(*s.value) + " along the row" : note(s)) << "\n";
+      break;
     case Stmt::Kind::Assign: o << pad << s.name << " = " << sp.cs.expr(s.value) << ";\n"; break;
-    default: fail("codegen: the CUDA renderer spells no such statement yet");
+    default: spell_rows(sp, s, pad);
   }
 }
 
@@ -237,6 +339,11 @@ void spell_split_row(const Speller& sp, const Stmt& s, const std::string& pad) {
       break;
     case Stmt::Kind::ThreadReduce:
       if (s.scope == ThreadScope::Column) return spell_column_fold(sp, s, pad);
+      if (s.scope == ThreadScope::Warp) {  // the lanes of a row, fewer than a warp's 32 named
+        o << pad << n << " = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s)
+          << (s.width < 32 ? ", " + std::to_string(s.width) : "") << ">(" << n << ");\n";
+        break;
+      }
       o << pad << n << " = " << kCudaSpelling.block_reduce << "<" << A << ", " << combine(sp, s) << ">(" << n
         << ", reinterpret_cast<" << A << "*>(" << s.text << "));\n";
       break;
@@ -284,17 +391,13 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
       break;
     case Stmt::Kind::Unflatten: o << unflatten(sp.space, s.text, s.dims, pad, index_type(s.int32)); break;
     case Stmt::Kind::Let:
-      o << pad << "const " << sp.cs.type(s.dtype) << " " << s.name << " = " << sp.cs.expr(s.value) << ";" << note(s)
+      o << pad << "const " << accumulator_type(sp, s) << " " << s.name << " = " << sp.cs.expr(s.value) << ";" << note(s)
         << "\n";
       break;
     case Stmt::Kind::Declare: spell_declare(sp, s, pad); break;
     case Stmt::Kind::Range: spell_range(sp, s, pad); break;
     case Stmt::Kind::VectorLoad: spell_vector_load(sp, s, pad); break;
-    case Stmt::Kind::VectorStore:
-      o << pad << only(s) << "*reinterpret_cast<" << vector_type(sp, s) << "*>("
-        << (s.at_element ? "&out" + std::to_string(s.buffer) + "[" + s.index + "]" : "out" + std::to_string(s.buffer) + " + " + s.index)
-        << ") = " << s.name << ";\n";
-      break;
+    case Stmt::Kind::VectorStore: spell_vector_store(sp, s, pad); break;
     case Stmt::Kind::VectorLane: o << pad << s.name << ".v[" << s.text << "] = " << sp.cs.expr(s.value) << ";\n"; break;
     case Stmt::Kind::Store: o << pad << only(s) << "out" << s.buffer << "[" << s.index << "] = " << sp.cs.expr(s.value) << ";\n"; break;
     case Stmt::Kind::Scope:
@@ -302,11 +405,7 @@ void spell(const Speller& sp, const Stmt& s, const std::string& pad) {
       spell_body(sp, s.body, pad + "  ");
       o << pad << "}\n";
       break;
-    case Stmt::Kind::If:
-      o << pad << "if (" << s.text << ") {\n";
-      spell_body(sp, s.body, pad + "  ");
-      o << pad << "}\n";
-      break;
+    case Stmt::Kind::If: spell_if(sp, s, pad); break;
     default: spell_split_row(sp, s, pad);
   }
 }

@@ -2,22 +2,24 @@
 // mini/codegen: cuda_kernel.h is the renderer's interface).
 //
 // A CudaKernelWriter renders one fused group under one CudaLayout. write() decides the kernel's
-// shape once and hands it to the writer of that shape, each in a file of its own:
-//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors;
-//                                                         planned as statements by plan_pointwise,
-//                                                         spelled by cuda_statements.cpp)
-//   rows (a block or a warp a row)   cuda_rows.cpp       (held in registers, or looped over in
-//                                                         vectors; the online softmax)
+// shape once and hands it to the planner of that shape, each in a file of its own; every shape
+// is planned as statements (stmt.h), which cuda_statements.cpp spells:
+//   pointwise                        cuda_pointwise.cpp  (a grid-stride loop, 16-byte vectors:
+//                                                         plan_pointwise)
+//   rows (a block, a warp or a few   cuda_rows.cpp       (held in registers, or looped over:
+//   lanes a row)                                          plan_row_reduction; looped over in
+//                                                         vectors, the online softmax:
+//                                                         plan_vector_rows)
 //   columns, and one row split over  cuda_columns.cpp    (a block per 32 kept elements; partials
-//   many blocks                                           folded by the block that arrives last;
-//                                                         planned as statements: the split row by
-//                                                         plan_split_reduction, columns one a
-//                                                         thread by plan_column_reduction, vector
-//                                                         columns by plan_vector_columns)
-// The shared helpers (accumulator types, int32 indexing) are in cuda_kernel.cpp; the spelling
-// of a plan's statements, and of a vector read, in cuda_statements.cpp.
+//   many blocks                                           folded by the block that arrives last:
+//                                                         the split row by plan_split_reduction,
+//                                                         columns one a thread by
+//                                                         plan_column_reduction, vector columns
+//                                                         by plan_vector_columns)
+// The shared helpers (accumulator types, int32 indexing, the row values) are in cuda_kernel.cpp;
+// the spelling of a plan's statements, and of a vector read, in cuda_statements.cpp.
 //
-// The writers decide from index data, never from spelled text: which loads are contiguous, run
+// The planners decide from index data, never from spelled text: which loads are contiguous, run
 // along a row or a column, or are kept in registers, they find by walking the expressions'
 // trees (loop_ir.h for_each_load), each load known by its buffer and index (LoadKey); a load
 // or row value the kernel holds in a local of its own (a Vec's lane, a register array, a
@@ -25,7 +27,6 @@
 #pragma once
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -70,27 +71,23 @@ class CudaKernelWriter {
   Plan plan_split_reduction();  // ... for one row split over the blocks (cuda_columns.cpp)
   Plan plan_column_reduction();  // ... for columns one a thread (not in vectors; cuda_columns.cpp)
   Plan plan_vector_columns(int CV);  // ... for CV columns a thread (cuda_columns.cpp)
+  Plan plan_row_kernel();  // ... for rows (a block, a warp or a few lanes each; cuda_rows.cpp):
+  Plan plan_row_reduction();  // ... held in registers or looped over, or plan_vector_rows (in vectors)
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 
  private:
   // ---- the shape, and what every shape uses (cuda_kernel.cpp) ----
   CudaLayout without_online() const;
-  std::string define(const std::string& pad, char prefix, int id, bool flat_ok, const Locals& locals = Locals());
-  std::string spell(const ExprPtr& e, const Locals& locals = Locals()) const { return cs_.expr(locals.apply(e)); }
+  Plan plan_shape(bool split, bool columns);
   std::vector<ExprPtr> pass_exprs(const RowPlan& plan, int p) const;
   void plan_unreduced_row_values(Body& body, std::set<int>* done);
   void plan_ready_row_values(Body& body, std::set<int>* done);
-  void define_unreduced_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
-  void define_ready_row_values(std::ostringstream& o, const std::string& pad, std::set<int>* done);
   std::string out(int id) { return "out" + std::to_string(L_.buffer_of_store(id)); }
   std::string linear_full() { return codegen::linear_full(k_.space); }
   int load_node(int buffer) const;
   bool fits_int32() const;
-  std::string acc_type(const Node& n);
   static bool is_sum(const Node& n) { return n.op == OpKind::Sum || n.op == OpKind::Mean; }
-  std::string combine(const Node& n);
-  std::string identity(const Node& n, const std::string& A);
   bool runs_along_innermost(const Expr& e, int cv) const;
 
   // ---- pointwise (cuda_pointwise.cpp): the planner plan_pointwise ----
@@ -101,12 +98,10 @@ class CudaKernelWriter {
     std::map<LoadKey, Expr> padded;
     std::map<LoadKey, std::string> pad_vectors;
   };
-  void write_pointwise(std::ostringstream& o);
   Body plan_vector_loop(const PointwiseVectors& vectors, const std::vector<int>& full);
   Stmt plan_elements(const std::string& first, const std::vector<int>& full);
 
   // ---- columns, and one row split over blocks (cuda_columns.cpp) ----
-  void write_split_reduction(std::ostringstream& o);
   void plan_partials_fold(Body& body, size_t r, int id);
   Stmt as_accumulator(Stmt s, int id);
   Stmt accumulator(int id, bool assign);
@@ -158,30 +153,33 @@ class CudaKernelWriter {
   };
   // Whether rows of this kernel can be persistent (static, within the layout's registers).
   bool persistent_rows() { return cuda_kernel_shape(k_, layout_) == "per"; }
-  void define_warp_rows(std::ostringstream& o) const;
-  std::string row_loop(const std::string& I) const;
+  // ---- the rows' planners and what both shapes share (cuda_rows.cpp) ----
+  void plan_row_start(Body& body, const std::string& rnumel) const;
+  Stmt plan_row_loop(bool int32) const;
   std::vector<RowLoad> row_loads(const RowPlan& plan);
   bool runs_in_vectors(const std::vector<const RowLoad*>& loads, int V) const;
   PersistentRow plan_persistent_row(const RowPlan& plan);
-  template <class Begin, class End>
-  void write_row_reads(std::ostringstream& o, const PersistentRow& row, const std::string& I, Begin pass_begin,
-                       End pass_end);
+  Stmt each_row_element(const PersistentRow& row, bool int32) const;
+  Stmt each_row_vector(const PersistentRow& row, bool int32) const;
+  void plan_row_reads(Body& body, const PersistentRow& row, bool int32);
   std::set<int> running_maxes(const std::vector<int>& reds) const;
-  void write_block_reductions(std::ostringstream& o, const std::vector<int>& reds, std::set<int>* done);
-  void write_reduction(std::ostringstream& o);
-  void write_vector_row_stores(std::ostringstream& o, const PersistentRow& row, const std::vector<int>& stores,
-                               const std::string& I);
-  void write_row_value_stores(std::ostringstream& o);
+  void plan_block_reductions(Body& body, const std::vector<int>& reds, std::set<int>* done);
+  void plan_row_phase(Body& body, const RowPlan& plan, const PersistentRow& row, int p, bool int32,
+                      std::set<int>* done);
+  void plan_vector_row_stores(Body& body, const PersistentRow& row, const std::vector<int>& stores, bool int32);
+  void plan_row_value_stores(Body& body);
+  // ---- the looped vector rows (cuda_rows.cpp) ----
   bool vector_loop_shape(VectorRows* rows);
-  void write_vector_loop_reduction(std::ostringstream& o, const VectorRows& rows);
-  void write_reread(std::ostringstream& o, const std::vector<RowLoad>& loads, int p);
+  Plan plan_vector_rows(const VectorRows& rows);  // plan_row_kernel's, for rows looped over in vectors
+  void plan_vector_rows_pass(Body& body, const VectorRows& rows, int p, bool* reread, std::set<int>* done);
+  Stmt vector_pass_loop(const VectorRows& rows, int p, bool int32);
+  void plan_reread(Body& body, const std::vector<RowLoad>& loads, int p);
   int row_unroll(const RowPlan& plan, int p, int64_t trips, int V) const;
-  void write_vector_pass_loads(std::ostringstream& o, const VectorRows& rows, int p, const std::string& I);
-  void write_running_maxes(std::ostringstream& o, const std::vector<int>& reds, const std::set<int>& running, int V,
-                           const std::string& I, const Locals& lanes);
-  void write_lane_fold(std::ostringstream& o, const std::string& pad, const std::set<int>& compute,
-                       const std::vector<int>& reds, const std::set<int>& running, const std::vector<int>& stores,
-                       const Locals& lanes);
+  void plan_vector_pass_loads(Body& body, const VectorRows& rows, int p, bool int32);
+  void plan_running_maxes(Body& body, const std::vector<int>& reds, const std::set<int>& running, int V, bool int32,
+                          const Locals& lanes);
+  void plan_lane_fold(Body& body, const std::set<int>& compute, const std::vector<int>& reds,
+                      const std::set<int>& running, const std::vector<int>& stores, const Locals& lanes);
 
   const LoopKernel L_;
   const Schedule& s_;
@@ -191,8 +189,8 @@ class CudaKernelWriter {
   const int rank_;
   const CudaLayout layout_;
   // A warp per row (warp_rows_ rows a block, cuda_rows_per_block) or a block per row: how the
-  // row writers spell a thread's place in its row, the threads of a row, and the rows a block
-  // takes in turn.
+  // row planners name a thread's place in its row, the threads of a row, and the rows a block
+  // takes in turn (a warp's: the names RowThread defines; a block's: CUDA's own).
   const int warp_rows_;
   int column_vector_ = -1;  // column_vector(), once decided
   const int row_lanes_;  // a reduction's threads per row (cuda_reduction_threads)

@@ -4,10 +4,11 @@
 // Out: a Plan: the kernel's statements (loops, accumulators, folds, reductions across threads,
 //      barriers, vector loads and stores, guarded stores), each a small struct of data.
 // One planner per target decides them (plan_cpp in cpp_plan.cpp; plan_cuda in cuda_kernel.cpp,
-// which hands each kernel shape to a named planner of its own in that shape's file:
-// plan_pointwise in cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and
-// plan_vector_columns in cuda_columns.cpp); a renderer (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only
-// spells statements, through its Target's tables (c_style.h, kCudaSpelling). The planners decide
+// which hands each kernel shape to a named planner of its own in that shape's file, every shape
+// planned: plan_pointwise in cuda_pointwise.cpp; plan_split_reduction, plan_column_reduction and
+// plan_vector_columns in cuda_columns.cpp; plan_row_reduction and plan_vector_rows in
+// cuda_rows.cpp); a renderer (cpp_kernel.cpp; cuda_statements.cpp for CUDA) then only spells
+// statements, through its Target's tables (c_style.h, kCudaSpelling). The planners decide
 // from index data (a load's buffer and index terms, a value's node), never from spelled text;
 // what stays text here is only a name (a variable) or index arithmetic over the kernel's
 // space (size_expr, product, unflatten: already spelled from shape data).
@@ -38,11 +39,14 @@ enum class RangeKind {
   GridBlocks,    // CUDA: the blocks of the grid (unsigned), shared among the threads of a block
   // appended for plan_column_reduction:
   StripBlocks,   // CUDA: the blocks of a column strip (in y, unsigned), from `begin` by `step`
+  // appended for plan_row_reduction (BlockStride, spelled since: from `begin` by `step`):
+  RowStride,     // CUDA: the rows a block (or a warp, or a few lanes) takes in turn, from its
+                 // first row `begin` by the rows the grid takes at once, `step`
 };
 
 // Which threads combine a value a CUDA reduction holds one of per thread.
 enum class ThreadScope {
-  Warp,
+  Warp,    // the `width` lanes of a row (a warp's 32, or fewer: a warp holds several rows)
   Block,
   Column,  // appended: the 32 lanes of each column of a column block, through the 2-D shared
            // array <text> (a lane's partial per column, and each column's result)
@@ -96,6 +100,16 @@ struct Stmt {
     Registers,    // <dtype> <name>[<lanes>]: a register array, an element a column (an accumulator's
                   // type where int_accumulator or as_accumulator says)
     Assign,       // <name> = <value>;                         a local declared before
+    // appended for the rows (plan_row_reduction, plan_vector_rows): a block, a warp or a few
+    // lanes a row, the row held in registers or looped over
+    RowThread,    // lane, first_row, row_step (sub_row where a warp holds several rows): this
+                  // thread's place among the `block_rows` rows of its block, `width` lanes a row
+    Continue,     // the rest of the loop's iteration skipped where <guard> holds (past the row's end)
+    OnlineScale,  // <name>, an online pair's sum folded against the max <text>, rescaled to the max <to>
+    OnlineFinish, // <name>, an online pair's sum: NaN where the row's max <text> is -inf (as eager's
+                  // exp(x - max))
+    Reread,       // input `buffer`'s pointer hidden from the optimizer: this pass reads the row from
+                  // memory again, not from the registers an earlier pass read it into
   };
   Kind kind = Kind::Comment;
   std::string name;          // Let, Declare, Fold, ThreadReduce, VectorLoad, VectorStore: the variable
@@ -158,6 +172,16 @@ struct Stmt {
   // Return, the threads where it holds return):
   bool at_element = false;   // VectorStore: to the address of out<buffer>[index]
   bool unbraced = false;     // Range: a body of one statement, spelled without braces
+  // appended for plan_row_reduction and plan_vector_rows (note: also on Range and Registers;
+  // compact: also on CUDA's Range; orelse: also on CUDA's If; width: also ThreadReduce of a Warp,
+  // the lanes of a row; int_accumulator: also Let and Declare; Registers: `value` where set, the
+  // load whose elements of the row it keeps, named in its comment):
+  int block_rows = 0;        // RowThread: the rows a block takes at once
+  std::string to;            // OnlineScale: the max the sum is rescaled to
+  bool checked = false;      // VectorStore: the output's alignment checked at run time (one Vec
+                             // where aligned, else lane by lane)
+  std::vector<std::pair<int, DType>> aligned;  // If: the condition where set: each input buffer,
+                                               // of that element type, aligned to a Vec of `width`
 };
 
 // An accumulator a range's iterations combine (an OpenMP reduction clause): `name` by `op`, and
@@ -277,6 +301,13 @@ inline Stmt shared(std::string name, DType dtype, std::vector<int64_t> dims, std
   Stmt s = statement(Stmt::Kind::Shared, std::move(name), std::move(note));
   s.dtype = dtype;
   s.dims = std::move(dims);
+  return s;
+}
+
+// <name> = <value>: a local declared before (a register array's element, an accumulator).
+inline Stmt assign(std::string name, ExprPtr value) {
+  Stmt s = statement(Stmt::Kind::Assign, std::move(name));
+  s.value = std::move(value);
   return s;
 }
 

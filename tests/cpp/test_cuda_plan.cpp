@@ -1,9 +1,10 @@
 // The CUDA planner (codegen/cuda_kernel.h plan_cuda): the statements (stmt.h) a kernel becomes
 // under a layout — its ranges and how they share out the work, its vector loads and stores and
 // their lanes, which loads a lane reads from a Vec — checked as data, never as generated text.
-// The fusion groups are built by hand, as in test_cuda_launch.cpp. The pointwise shape, one row
-// split over blocks and the columns (one a thread, or in vectors) are planned as statements (the
-// row shapes still print as they decide).
+// The fusion groups are built by hand, as in test_cuda_launch.cpp. Every shape is planned as
+// statements: the pointwise shape, one row split over blocks, the columns (one a thread, or in
+// vectors) and the rows (held in registers, looped over, or looped over in vectors; a block, a
+// warp or a few lanes a row).
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -154,8 +155,16 @@ fusion::Schedule reduce_kernel(const Shape& space, const std::vector<int64_t>& r
 
 }  // namespace
 
-TEST_CASE("plan_cuda refuses a reduction of many rows, whose shapes are not planned as statements yet") {
-  CHECK_THROWS_WITH(plan_of(reduce_kernel({64, 1000}, {1}, OpKind::Sum), 9), Catch::Contains("not planned"));
+TEST_CASE("a reduction of many rows is planned: looped over in vectors under layout 9, a block a row", "[A10]") {
+  const Plan plan = plan_of(reduce_kernel({64, 1000}, {1}, OpKind::Sum), 9);
+  CHECK(plan.shape == "vector rows");
+  auto rows = ranges(plan.body, RangeKind::RowStride);
+  REQUIRE(rows.size() == 1);  // the rows a block takes in turn
+  CHECK((rows[0]->text == "r" && rows[0]->end == "rows"));
+  auto reductions = of_kind(plan.body, Stmt::Kind::ThreadReduce);
+  REQUIRE(reductions.size() == 1);
+  CHECK((reductions[0]->scope == ThreadScope::Block && reductions[0]->text == "smem"));
+  CHECK(of_kind(plan.body, Stmt::Kind::RowThread).empty());  // a block a row
 }
 
 TEST_CASE("one long row split over blocks: a grid-stride fold, a partial a block, the last block folds them",
@@ -199,8 +208,11 @@ TEST_CASE("a split row's accumulators: a bool's max in an int, a bfloat16 mean i
   auto results = of_kind(mean.body, Stmt::Kind::Result);
   REQUIRE(results.size() == 1);
   CHECK((results[0]->op == OpKind::Mean && results[0]->index == "rnumel" && results[0]->dtype == DType::BFloat16));
-  // layout 1 takes a block a row: no split, and plan_cuda refuses the row shape
-  CHECK_THROWS_WITH(plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Sum), 1), Catch::Contains("not planned"));
+  // layout 1 takes a block a row: no split, the row looped over by the block's threads
+  const Plan one = plan_of(reduce_kernel({1, 1 << 20}, {1}, OpKind::Sum), 1);
+  CHECK(one.shape == "looped rows");
+  CHECK(ranges(one.body, RangeKind::BlockStride).size() == 1);
+  CHECK(of_kind(one.body, Stmt::Kind::Partial).empty());
 }
 
 namespace {
@@ -310,4 +322,147 @@ TEST_CASE("vector columns: 4 float columns a thread, a Vec load a row, each colu
   auto results = of_kind(plan.body, Stmt::Kind::Result);
   REQUIRE(results.size() == 1);
   CHECK(results[0]->text == "acc" + sum + "[u]");  // column u's result
+}
+
+namespace {
+
+Attrs kept_over(const std::vector<int64_t>& dims) {
+  Attrs over;
+  over.dims = dims;
+  over.keepdim = true;
+  return over;
+}
+
+// A softmax over the last dim of x (amax, sub, exp, sum, div), one kernel of rows.
+struct Softmax {
+  fusion::Schedule s;
+  int amax, sum;
+  explicit Softmax(const Shape& space) : s(reduce_kernel(space, {1}, OpKind::Amax)) {
+    graph::Graph& g = s.graph;
+    fusion::FusionGroup& k = s.groups[0];
+    const int x = k.loads[0];
+    amax = k.nodes[0];
+    const int sub = g.add_op(OpKind::Sub, {x, amax}, Attrs());
+    const int exp = g.add_op(OpKind::Exp, {sub}, Attrs());
+    sum = g.add_op(OpKind::Sum, {exp}, kept_over({1}));
+    const int div = g.add_op(OpKind::Div, {exp, sum}, Attrs());
+    g.outputs = {div};
+    k.nodes = {amax, sub, exp, sum, div};
+    k.stores = {div};
+    k.name = "softmax";
+  }
+};
+
+// A layer norm without its affine part or epsilon over the last dim of x: (x - mean) times the
+// rsqrt of the mean of its squares, one kernel of rows.
+fusion::Schedule layer_norm_kernel(const Shape& space) {
+  fusion::Schedule s = reduce_kernel(space, {1}, OpKind::Mean);
+  graph::Graph& g = s.graph;
+  fusion::FusionGroup& k = s.groups[0];
+  const int x = k.loads[0], mean = k.nodes[0];
+  const int centered = g.add_op(OpKind::Sub, {x, mean}, Attrs());
+  const int square = g.add_op(OpKind::Mul, {centered, centered}, Attrs());
+  const int variance = g.add_op(OpKind::Mean, {square}, kept_over({1}));
+  const int scale = g.add_op(OpKind::Rsqrt, {variance}, Attrs());
+  const int y = g.add_op(OpKind::Mul, {centered, scale}, Attrs());
+  g.outputs = {y};
+  k.nodes = {mean, centered, square, variance, scale, y};
+  k.stores = {y};
+  k.name = "layer_norm";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a softmax row in registers: the kept load in a register array, read in Vecs where aligned, "
+          "a pass a phase unrolled over a thread's elements", "[A10]") {
+  const Softmax softmax({64, 1024});  // layout 3: 64 threads a row, 16 elements each, Vecs of 4
+  const Plan plan = plan_of(softmax.s, 3);
+  CHECK(plan.shape == "persistent rows");
+  auto registers = of_kind(plan.body, Stmt::Kind::Registers);
+  REQUIRE(registers.size() == 2);  // x kept, and the softmax's values stored in vectors
+  CHECK((registers[0]->name == "k0" && registers[0]->lanes == "16" && registers[0]->value));
+  CHECK(registers[0]->value->buffer == 0);
+  CHECK(registers[1]->lanes == "16");
+  // the row's reads: one Vec of 4 a run where x is aligned, else element by element
+  auto aligned = all(plan.body, [](const Stmt& s) { return s.kind == Stmt::Kind::If && !s.aligned.empty(); });
+  REQUIRE(aligned.size() == 1);
+  CHECK((aligned[0]->width == 4 && aligned[0]->aligned[0].first == 0));
+  CHECK(of_kind(aligned[0]->body, Stmt::Kind::VectorLoad).size() == 1);
+  CHECK(ranges(aligned[0]->orelse, RangeKind::Unrolled).size() == 1);
+  // a pass a phase (the max, the sum, the stores), each over a thread's 16 elements, unrolled,
+  // reading x from its registers
+  auto passes = all(plan.body, [](const Stmt& s) {
+    return s.kind == Stmt::Kind::Range && s.range == RangeKind::Unrolled && s.text == "u" && s.end == "16";
+  });
+  REQUIRE(passes.size() == 3);  // the orelse's element by element read is not in `all`'s walk
+  auto folds = of_kind(passes[0]->body, Stmt::Kind::Fold);
+  REQUIRE(folds.size() == 1);
+  CHECK(folds[0]->op == OpKind::Amax);
+  CHECK(of_kind(passes[1]->body, Stmt::Kind::Fold)[0]->op == OpKind::Sum);
+  // a reduction across the block a reduction, then the stores as one Vec a run where aligned
+  auto reductions = of_kind(plan.body, Stmt::Kind::ThreadReduce);
+  REQUIRE(reductions.size() == 2);
+  CHECK((reductions[0]->scope == ThreadScope::Block && reductions[0]->op == OpKind::Amax));
+  CHECK(reductions[1]->op == OpKind::Sum);
+  auto stores = of_kind(plan.body, Stmt::Kind::VectorStore);
+  REQUIRE(stores.size() == 1);
+  CHECK((stores[0]->checked && stores[0]->buffer == 1));
+  CHECK(of_kind(plan.body, Stmt::Kind::OnlineScale).empty());  // no online pair held in registers
+}
+
+TEST_CASE("a softmax row looped over in vectors: the online max pair in one pass, the row read again after",
+          "[A10]") {
+  const Softmax softmax({64, 8192});  // layout 9: 512 threads a row, 2048 Vecs of 4, 4 trips each
+  const Plan plan = plan_of(softmax.s, 9);
+  const std::string amax = std::to_string(softmax.amax), sum = std::to_string(softmax.sum);
+  CHECK(plan.shape == "vector rows");
+  auto passes = all(plan.body, [](const Stmt& s) { return s.kind == Stmt::Kind::Range && s.text == "it"; });
+  REQUIRE(passes.size() == 2);  // the max and the sum together, then the stores
+  CHECK((passes[0]->range == RangeKind::Unrolled && passes[0]->end == "4"));
+  // the running max over a vector's lanes, the sum rescaled to it, the max kept
+  auto maxes = all(passes[0]->body, [](const Stmt& s) { return s.kind == Stmt::Kind::Declare && s.lanes.empty(); });
+  REQUIRE(maxes.size() == 1);
+  CHECK(maxes[0]->name == "m" + amax);
+  auto scales = of_kind(passes[0]->body, Stmt::Kind::OnlineScale);
+  REQUIRE(scales.size() == 1);
+  CHECK((scales[0]->name == "acc" + sum && scales[0]->text == "acc" + amax && scales[0]->to == "m" + amax));
+  // then the thread's sum rescaled to the block's max, and NaN where that is -inf
+  auto finishes = of_kind(plan.body, Stmt::Kind::OnlineFinish);
+  REQUIRE(finishes.size() == 1);
+  CHECK((finishes[0]->name == "acc" + sum && finishes[0]->text == "acc" + amax));
+  CHECK(of_kind(plan.body, Stmt::Kind::OnlineScale).size() == 2);
+  // the store pass reads x again from memory, its pointer hidden from the optimizer
+  auto rereads = of_kind(plan.body, Stmt::Kind::Reread);
+  REQUIRE(rereads.size() == 1);
+  CHECK(rereads[0]->buffer == 0);
+  CHECK(of_kind(passes[1]->body, Stmt::Kind::VectorLoad).size() == 1);
+  CHECK(of_kind(passes[1]->body, Stmt::Kind::VectorStore).size() == 1);
+  CHECK(of_kind(plan.body, Stmt::Kind::ThreadReduce).size() == 2);
+}
+
+TEST_CASE("a layer norm of short rows: a warp a row, reduced with shuffles; two rows a warp at 64", "[A10]") {
+  // rows of 128 under layout 9: 32 lanes of 4 elements, a warp a row, 8 rows a block
+  const Plan plan = plan_of(layer_norm_kernel({1000, 128}), 9);
+  CHECK(plan.shape == "vector rows");
+  auto threads = of_kind(plan.body, Stmt::Kind::RowThread);
+  REQUIRE(threads.size() == 1);
+  CHECK((threads[0]->width == 32 && threads[0]->block_rows == 8));
+  CHECK(of_kind(plan.body, Stmt::Kind::Shared).empty());  // no block reduction
+  auto reductions = of_kind(plan.body, Stmt::Kind::ThreadReduce);
+  REQUIRE(reductions.size() == 2);  // the mean, then the mean of the squares
+  for (const Stmt* r : reductions) CHECK((r->scope == ThreadScope::Warp && r->width == 32 && r->op == OpKind::Mean));
+  auto results = of_kind(plan.body, Stmt::Kind::Result);
+  REQUIRE(results.size() == 2);
+  CHECK(results[0]->index == "rnumel");  // a mean divides by the row's length
+  auto rows = ranges(plan.body, RangeKind::RowStride);
+  REQUIRE(rows.size() == 1);
+  CHECK((rows[0]->begin == "first_row" && rows[0]->step == "row_step"));
+  // rows of 64: 16 lanes a row, two rows a warp, the warp's rows looped over together
+  const Plan halves = plan_of(layer_norm_kernel({1000, 64}), 9);
+  auto half = of_kind(halves.body, Stmt::Kind::RowThread);
+  REQUIRE(half.size() == 1);
+  CHECK((half[0]->width == 16 && half[0]->block_rows == 16));
+  CHECK(ranges(halves.body, RangeKind::RowStride)[0]->text == "r_warp");
+  CHECK(of_kind(halves.body, Stmt::Kind::ThreadReduce)[0]->width == 16);
 }
