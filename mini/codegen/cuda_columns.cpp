@@ -196,9 +196,7 @@ void CudaKernelWriter::plan_vector_columns_start(Body& body, int CV, const std::
   for (int id : column_values) {
     const std::string r = "r" + std::to_string(id);
     column.push_back(let(r, g_.nodes[id].meta.dtype, L_.expr(id, false)));
-    Stmt keep = statement(Stmt::Kind::Assign, "rv" + std::to_string(id) + "[u]");
-    keep.value = local(r, g_.nodes[id].meta.dtype);
-    column.push_back(keep);
+    column.push_back(assign("rv" + std::to_string(id) + "[u]", local(r, g_.nodes[id].meta.dtype)));
   }
   for (int id : reds) {
     Stmt identity = accumulator(id, true);

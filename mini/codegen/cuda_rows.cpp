@@ -139,6 +139,14 @@ Stmt CudaKernelWriter::each_row_vector(const PersistentRow& row, bool int32) con
   return runs;
 }
 
+// <dtype> <name>[per_thread]: a register array, an element a thread's element of the row.
+static Stmt row_registers(std::string name, DType dtype, int per_thread, std::string note = "") {
+  Stmt registers = statement(Stmt::Kind::Registers, std::move(name), std::move(note));
+  registers.dtype = dtype;
+  registers.lanes = std::to_string(per_thread);
+  return registers;
+}
+
 // The lanes of a Vec, unrolled, one statement on the loop's line.
 static Stmt each_lane_of(int V, Stmt s) {
   Stmt lanes = range(RangeKind::Unrolled, "l", "0", std::to_string(V), {std::move(s)});
@@ -157,10 +165,8 @@ void CudaKernelWriter::plan_row_reads(Body& body, const PersistentRow& row, bool
   in_vectors.width = V;
   for (auto& [key, k] : row.kept) {
     const ExprPtr load = std::make_shared<const Expr>(k.load);
-    Stmt kept = statement(Stmt::Kind::Registers, k.name);  // its comment names the element
-    kept.dtype = k.load.dtype;
-    kept.lanes = std::to_string(row.per_thread);
-    kept.value = load;
+    Stmt kept = row_registers(k.name, k.load.dtype, row.per_thread);
+    kept.value = load;  // its comment names the element
     body.push_back(kept);
     scalar.body.push_back(assign(k.name + "[u]", load));
     Stmt read = vector_load(k.name + "v", k.load.dtype, k.load.buffer, "", std::to_string(V));
@@ -245,13 +251,9 @@ Plan CudaKernelWriter::plan_row_reduction() {
   Stmt each_row = plan_row_loop(int32);
   Body& body = each_row.body;
   body.push_back(unflatten_index("r", L_.kept_dims(), int32));
-  for (int id : rows.scratch) {
-    Stmt scratch = statement(Stmt::Kind::Registers, "s" + std::to_string(id),
-                             g_.nodes[id].name + ", computed once for the passes after");
-    scratch.dtype = g_.nodes[id].meta.dtype;
-    scratch.lanes = std::to_string(row.per_thread);
-    body.push_back(scratch);
-  }
+  for (int id : rows.scratch)
+    body.push_back(row_registers("s" + std::to_string(id), g_.nodes[id].meta.dtype, row.per_thread,
+                                 g_.nodes[id].name + ", computed once for the passes after"));
   if (row.per_thread) plan_row_reads(body, row, int32);
   std::set<int> done;
   plan_unreduced_row_values(body, &done);
@@ -276,13 +278,9 @@ void CudaKernelWriter::plan_row_phase(Body& body, const RowPlan& plan, const Per
   // element to a register array w<id>, then one Vec store per run
   const bool vector_stores = row.vector > 1 && L_.red_dims().back() == rank_ - 1;
   for (int id : reds) body.push_back(accumulator(id, false));
-  for (int id : stores) {
-    if (!vector_stores) break;
-    Stmt kept = statement(Stmt::Kind::Registers, "w" + std::to_string(id));
-    kept.dtype = g_.nodes[id].meta.dtype;
-    kept.lanes = std::to_string(row.per_thread);
-    body.push_back(kept);
-  }
+  if (vector_stores)
+    for (int id : stores)
+      body.push_back(row_registers("w" + std::to_string(id), g_.nodes[id].meta.dtype, row.per_thread));
   Stmt pass = each_row_element(row, int32);
   Body& each = pass.body;
   each.push_back(unflatten_index("j", L_.red_dims(), row.per_thread && int32));

@@ -71,8 +71,9 @@ class CudaKernelWriter {
   Plan plan_split_reduction();  // ... for one row split over the blocks (cuda_columns.cpp)
   Plan plan_column_reduction();  // ... for columns one a thread (not in vectors; cuda_columns.cpp)
   Plan plan_vector_columns(int CV);  // ... for CV columns a thread (cuda_columns.cpp)
-  Plan plan_row_kernel();  // ... for rows (a block, a warp or a few lanes each; cuda_rows.cpp):
-  Plan plan_row_reduction();  // ... held in registers or looped over, or plan_vector_rows (in vectors)
+  Plan plan_row_kernel();  // ... for rows, a block, a warp or a few lanes each (cuda_rows.cpp):
+                           // plan_vector_rows where they are looped over in vectors, else
+  Plan plan_row_reduction();  // ... for rows held in registers, or looped over element by element
   bool assumes_aligned();  // cuda_assumes_aligned
   int column_vector();     // cuda_column_vector
 

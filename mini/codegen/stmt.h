@@ -97,8 +97,9 @@ struct Stmt {
                   // computes (the last, past the end); lane, c: its lane and its column in the block
                   // (`lanes`: its first of that many consecutive columns, vector columns)
     // appended for the vector columns (plan_vector_columns): CV columns a thread
-    Registers,    // <dtype> <name>[<lanes>]: a register array, an element a column (an accumulator's
-                  // type where int_accumulator or as_accumulator says)
+    Registers,    // <dtype> <name>[<lanes>]: a register array, an element a column, or (rows) one of
+                  // a thread's elements of the row (an accumulator's type where int_accumulator or
+                  // as_accumulator says)
     Assign,       // <name> = <value>;                         a local declared before
     // appended for the rows (plan_row_reduction, plan_vector_rows): a block, a warp or a few
     // lanes a row, the row held in registers or looped over
@@ -172,8 +173,8 @@ struct Stmt {
   // Return, the threads where it holds return):
   bool at_element = false;   // VectorStore: to the address of out<buffer>[index]
   bool unbraced = false;     // Range: a body of one statement, spelled without braces
-  // appended for plan_row_reduction and plan_vector_rows (note: also on Range and Registers;
-  // compact: also on CUDA's Range; orelse: also on CUDA's If; width: also ThreadReduce of a Warp,
+  // appended for plan_row_reduction and plan_vector_rows (note: spelled on Range and Registers
+  // too; compact: also on CUDA's Range; orelse: also on CUDA's If; width: also ThreadReduce of a Warp,
   // the lanes of a row; int_accumulator: also Let and Declare; Registers: `value` where set, the
   // load whose elements of the row it keeps, named in its comment):
   int block_rows = 0;        // RowThread: the rows a block takes at once
