@@ -16,6 +16,9 @@ struct CompileConfig {
   // F.scaled_dot_product_attention in a graph: one fused node ("auto": where FlashAttention runs;
   // "always": wherever the fused kernel does; "never": its matmuls and softmax)
   std::string fused_attention = "auto";
+  // a graph captured inside a DistributedDataParallel forward is split at DDP's bucket
+  // boundaries, each piece compiled on its own (DDPOptimizer, capture/ddp_optimizer.h)
+  bool optimize_ddp = true;
 };
 CompileConfig& compile_config();
 

@@ -63,10 +63,13 @@ const char* skip_reason(const FrameView& view) {
   if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return "not a function's code (a module or class body)";
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   // mini's own frames run as they are, except mini.nn's modules, which user code calls and
-  // capture inlines (as Dynamo traces torch.nn)
-  if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
-      strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
-    return "mini's own code";
+  // capture inlines (as Dynamo traces torch.nn); not mini.nn.parallel's: DistributedDataParallel's
+  // forward runs as it is, and the frame captured is its inner module's, while DDP is active
+  // (Dynamo skips torch.nn.parallel the same way; capture/ddp_optimizer.h)
+  if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0) {
+    const char* rest = file + g_skip_prefix.size();
+    if (strncmp(rest, "nn/", 3) != 0 || strncmp(rest, "nn/parallel/", 12) == 0) return "mini's own code";
+  }
   // zero-argument super() needs CPython's own frame
   if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)
     return "it calls zero-argument super()";
