@@ -13,6 +13,7 @@ namespace py = pybind11;
 void bind_tensor(py::module_& m);
 void bind_compile(py::module_& m);
 void bind_inductor(py::module_& m);
+void bind_distributed(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mini's C++ core: tensors, eager kernels and autograd";
@@ -68,4 +69,5 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(m);
   bind_compile(m);
   bind_inductor(m);
+  bind_distributed(m);
 }
