@@ -256,10 +256,10 @@ struct FinalCallbacks {
 }  // namespace
 
 int add_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook) {
-  if (!t->requires_grad)
-    fail("cannot register a hook on a tensor that doesn't require gradient");
   if (t->grad_fn)
     fail("post accumulate grad hooks cannot be registered on non-leaf tensors");
+  if (!t->requires_grad)
+    fail("cannot register a hook on a tensor that doesn't require gradient");
   if (!t->hooks) t->hooks = std::make_shared<LeafHooks>();
   int id = t->hooks->next_id++;
   t->hooks->post_accumulate.emplace_back(id, std::move(hook));

@@ -44,7 +44,9 @@ def _dist():
 def _bucket_assignment(params, bucket_bytes, first_bucket_bytes):
     """Lists of parameter indices, one per bucket, in the order their all-reduces start: parameters
     in reverse registration order, one open bucket per dtype (a bucket is one flat tensor), a bucket
-    closed once it holds its cap (torch's compute_bucket_assignment_by_size)."""
+    closed once it holds its cap (torch's compute_bucket_assignment_by_size). The first bucket's cap
+    is first_bucket_bytes, or bucket_bytes where that is smaller (mini's: torch keeps 1 MB)."""
+    first_bucket_bytes = min(first_bucket_bytes, bucket_bytes)
     buckets, open_buckets = [], {}
     for index in reversed(range(len(params))):
         p = params[index]
@@ -171,11 +173,13 @@ def _verify_same_parameters(params, names, device):
     per_rank = "; ".join(f"rank {r}: {count} parameters, {elements} elements"
                          + ("" if checksum == rows[0][2] else " (shapes or dtypes differ from rank 0's)")
                          for r, (count, elements, checksum) in enumerate(rows))
+    listed = [f"{n} {tuple(p.shape)} {p.dtype}" for n, p in zip(names, params)]
+    if len(listed) > 8:
+        listed = listed[:8] + [f"... ({len(listed) - 8} more)"]
     raise RuntimeError(
         f"DistributedDataParallel: the ranks' modules do not have the same parameters ({per_rank}). "
         "Every rank must wrap the same model, built the same way (DDP then broadcasts rank 0's "
-        f"values). This rank ({dist.get_rank()}) has: "
-        + ", ".join(f"{n} {tuple(p.shape)} {p.dtype}" for n, p in zip(names, params)))
+        f"values). This rank ({dist.get_rank()}) has: " + ", ".join(listed))
 
 
 class DistributedDataParallel(modules.Module):
@@ -201,6 +205,7 @@ class DistributedDataParallel(modules.Module):
         names, params = [n for n, _ in named], [p for _, p in named]
         device = params[0].device if params else "cpu"
         _verify_same_parameters(params, names, device)
+        self._module_buffers = list(module.buffers())
         self._sync_module_states()
         buckets = _bucket_assignment(params, self.bucket_bytes_cap, _DEFAULT_FIRST_BUCKET_BYTES)
         self._params = params
@@ -210,7 +215,7 @@ class DistributedDataParallel(modules.Module):
         """Rank 0's parameters (and buffers) to every rank, in place (torch's _sync_module_states)."""
         dist = _dist()
         tensors = [] if buffers_only else list(self.module.parameters())
-        tensors += list(self.module.buffers())
+        tensors += self._module_buffers
         with mini.no_grad():
             for t in tensors:
                 dist.broadcast(t.detach(), src=0)
@@ -227,20 +232,19 @@ class DistributedDataParallel(modules.Module):
         return self._reducer.timeline
 
     def forward(self, *inputs, **kwargs):
-        if self.broadcast_buffers and mini.is_grad_enabled():
-            self._sync_module_states(buffers_only=True)
-        if mini.is_grad_enabled() and self.require_backward_grad_sync:
-            self._reducer.prepare_for_backward()
-        with self._inside_ddp_forward():
-            return self.module(*inputs, **kwargs)
-
-    @contextlib.contextmanager
-    def _inside_ddp_forward(self):
-        """While the inner module runs, capture knows a DDP forward is running: a graph compiled
-        now is cut at this module's buckets (torch's DistributedDataParallel._active_ddp_module)."""
+        # Under mini.compile this frame runs as it is (capture skips mini.nn.parallel, as Dynamo
+        # skips torch.nn.parallel) and the inner module's call is the frame captured; so it calls
+        # nothing else capture would look at (no contextlib, no Module method).
+        if mini.is_grad_enabled():
+            if self.broadcast_buffers and self._module_buffers:
+                self._sync_module_states(buffers_only=True)
+            if self.require_backward_grad_sync:
+                self._reducer.prepare_for_backward()
+        # While the inner module runs, capture knows that a DDP forward is running: a graph
+        # compiled now is cut at this module's buckets (torch's _inside_ddp_forward).
         mini._C._set_active_ddp(self._params, self.bucket_bytes_cap, _DEFAULT_FIRST_BUCKET_BYTES)
         try:
-            yield
+            return self.module(*inputs, **kwargs)
         finally:
             mini._C._set_active_ddp(None)
 
