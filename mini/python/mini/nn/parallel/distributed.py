@@ -62,8 +62,9 @@ def _bucket_assignment(params, bucket_bytes, first_bucket_bytes):
 
 class _Event:
     """One moment of a step, for labs/ddp_overlap.py and the tests: `kind` is "ready" (a parameter's
-    gradient is final), "launch" (a bucket's all-reduce started), "wait" (the end of backward waits
-    for a bucket: `seconds` of that), "done"; `compute_kernels` counts the kernels mini ran so far
+    gradient is final), "launch" (a bucket's all-reduce started), "wait" (the end of backward waited
+    `seconds` for a bucket), "done" (the gradients are written back); `compute_kernels` counts the
+    kernels mini ran so far
     outside DDP's own (mini.metrics.kernel_launches), which says whether backward compute still
     went on after a launch."""
     __slots__ = ("time", "compute_kernels", "kind", "bucket", "seconds")
@@ -83,7 +84,9 @@ class _Reducer:
         self.ddp, self.params, self.names, self.buckets = ddp, params, names, buckets
         self.bucket_of = {index: b for b, indices in enumerate(buckets) for index in indices}
         self.own_kernels = 0  # kernels DDP ran itself (flatten, divide, copy back)
-        self.timeline = []
+        self.launch_observers = []  # called with (bucket, work) at each launch (the lab times them)
+        self.expecting = False
+        self.prepare_for_backward()
         self.expecting = False
         for index, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda param, index=index: self._grad_ready(index))
@@ -127,6 +130,8 @@ class _Reducer:
         self._record("launch", bucket)
         self.flat[bucket] = flat
         self.works[bucket] = _dist().all_reduce(flat, async_op=True)
+        for observe in self.launch_observers:
+            observe(bucket, self.works[bucket])
 
     def _finish_backward(self):
         """Queued on the engine: every gradient is accumulated; wait for each bucket, write back."""
