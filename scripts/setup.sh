@@ -2,7 +2,7 @@
 # Sets up what is missing and builds mini. Idempotent: a second run only rebuilds what changed.
 #   1. Debian packages (C/C++ dependencies): catch2, libopenblas-dev (its headers) and
 #      libopenblas0-openmp (the OpenBLAS build that shares OpenMP's threads, which CMake links),
-#      a C++ compiler, CMake.
+#      libgloo-dev (Gloo: mini.distributed's collectives of CPU tensors), a C++ compiler, CMake.
 #   2. .venv from the python3 on the PATH (3.11), with requirements.txt's pinned Python packages.
 #   3. CMake configure + build into build/ (the importable package lands in build/python).
 #   4. With --all-pythons (scripts/test.sh passes it): the package built with ASan + UBSan into
@@ -25,7 +25,7 @@ source scripts/find_python.sh
 jobs=$(nproc)
 
 need_apt=()
-for pkg in catch2 libopenblas-dev libopenblas0-openmp cmake g++ ninja-build; do
+for pkg in catch2 libopenblas-dev libopenblas0-openmp libgloo-dev cmake g++ ninja-build; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -209,8 +209,10 @@ void NcclGroup::finish_or_abort() {
     std::this_thread::sleep_for(milliseconds(1));
   if (cudaStreamQuery(stream_) == cudaErrorNotReady)
     comm_->abort("destroy_process_group(): a collective was still pending after the timeout", rank());
-  else
+  else if (ncclCommFinalize(comm_->comm) == ncclSuccess)
     ncclCommDestroy(comm_->comm);
+  else
+    ncclCommAbort(comm_->comm);
   comm_->comm = nullptr;
 }
 

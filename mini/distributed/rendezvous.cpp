@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "distributed/errors.h"
 
 namespace mini::distributed {
 
 using std::chrono::milliseconds;
+
+constexpr milliseconds kSlice(250);  // how often a waiting rank looks at who has joined
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string out;
@@ -35,6 +38,9 @@ void check_world_sizes(TcpStore& store, const std::string& prefix, int rank, int
     checked->insert(r);
     std::string theirs;
     if (!store.try_get(key, &theirs) || theirs == std::to_string(world_size)) continue;
+    // rank 0's store must outlive the others' next look (a slice away), so that they say the
+    // same rather than "lost the connection"
+    std::this_thread::sleep_for(kSlice + milliseconds(100));
     fail_value("the ranks disagree on the world size: rank ", r, " was started with WORLD_SIZE=",
                theirs, ", this rank (", rank, ") with WORLD_SIZE=", world_size, ". Give every "
                "process of the job the same WORLD_SIZE (the launcher, python -m "
@@ -56,7 +62,7 @@ void join(TcpStore& store, const std::string& prefix, int rank, int world_size, 
   std::set<int> checked{rank};
   for (;;) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    std::vector<std::string> missing = store.wait(keys, std::clamp(left, milliseconds(0), milliseconds(250)));
+    std::vector<std::string> missing = store.wait(keys, std::clamp(left, milliseconds(0), kSlice));
     check_world_sizes(store, prefix, rank, world_size, missing, &checked);
     if (missing.empty()) return;
     if (Clock::now() < deadline) continue;
