@@ -30,7 +30,8 @@ ranks: step ms, and its exposed communication as step time minus the step time u
         [--backend inductor|aot_eager] [--no-torch]
 
 Writes ddp_overlap.png/.svg (rank 0's timeline of its median step in each mode, and the exposed
-communication per mode) and ddp_overlap.json into --out (default: figures/).
+communication per mode) and ddp_overlap.json into --out (default: figures/); with --nproc 4,
+ddp_overlap_4ranks.*.
 """
 
 import argparse
@@ -58,7 +59,8 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="a smaller model and fewer steps")
     parser.add_argument("--device", choices=["cpu"], default="cpu",
                         help="the ranks run on the CPU over Gloo (the NCCL runs are in notes/distributed.md)")
-    parser.add_argument("--backend", choices=["inductor", "aot_eager"], default="inductor")
+    parser.add_argument("--backend", choices=["inductor", "aot_eager"], default=None,
+                        help="the compiled modes' backend (default: inductor; aot_eager under --quick)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (processes) on this machine")
     parser.add_argument("--layers", type=int, default=None, help="Linear layers (default 8; --quick 6)")
     parser.add_argument("--width", type=int, default=None, help="their width (default 768; --quick 384)")
@@ -72,6 +74,7 @@ def parse_args(argv=None):
     args.layers = args.layers or (6 if args.quick else 8)
     args.width = args.width or (384 if args.quick else 768)
     args.steps = args.steps or (4 if args.quick else 10)
+    args.backend = args.backend or ("aot_eager" if args.quick else "inductor")
     layer_mb = (args.width * args.width + args.width) * 4 / 2 ** 20
     args.bucket_cap_mb = args.bucket_cap_mb or 2 * layer_mb
     return args
@@ -363,7 +366,12 @@ def draw(ranks, rows, args):
     bars.set_title(f"{args.nproc} Gloo ranks: communication waited for after compute, median step, "
                    f"mean over ranks", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    return save_figure(fig, args.out, "ddp_overlap")
+    return save_figure(fig, args.out, figure_stem(args))
+
+
+def figure_stem(args):
+    """ddp_overlap for 2 ranks (the default), ddp_overlap_4ranks for 4."""
+    return "ddp_overlap" if args.nproc == 2 else f"ddp_overlap_{args.nproc}ranks"
 
 
 def main(argv=None):
@@ -380,7 +388,7 @@ def main(argv=None):
     print_table(rows, args)
     paths = draw(ranks, rows, args)
     from measure import write_json
-    write_json(args.out, "ddp_overlap", {"nproc": args.nproc, "layers": args.layers, "width": args.width,
+    write_json(args.out, figure_stem(args), {"nproc": args.nproc, "layers": args.layers, "width": args.width,
                                          "batch": args.batch, "bucket_cap_mb": args.bucket_cap_mb,
                                          "backend": args.backend, "torch_backend": torch_backend or None,
                                          "modes": rows, "ranks": ranks})

@@ -58,15 +58,20 @@ void log_buckets(const graph::Graph& g, const std::vector<graph::Bucket>& bucket
 }
 
 // explain() lists each cut as a graph break, as torch's explain shows DDPOptimizer's
-// compile_subgraph_reason.
-void record_cuts(const DdpSplit& ddp, const std::string& where) {
-  for (size_t b = 1; b < ddp.buckets.size(); b++)
+// compile_subgraph_reason, at the user's line of the piece's first op ("File: <where>, code:
+// <line>", as capture records it), else at the captured function.
+void record_cuts(const graph::Graph& g, const DdpSplit& ddp, const std::string& where) {
+  for (size_t b = 1; b < ddp.buckets.size(); b++) {
+    const std::string& code = g.nodes[ddp.buckets[b].nodes.front()].code;
+    size_t at = code.find(", code: ");
+    bool located = code.rfind("File: ", 0) == 0 && at != std::string::npos;
     record_break(BreakEvent{"DDPOptimizer intentional graph-break: submod_" + std::to_string(b) +
                                 " starts a new DDP bucket (" + bytes_str(ddp.buckets[b].bytes) +
                                 " of parameters), so that its gradients' all-reduce can start while the "
                                 "backward of the graphs before it runs. Set mini.config.optimize_ddp = "
                                 "False to disable.",
-                            where, ""});
+                            located ? code.substr(6, at - 6) : where, located ? code.substr(at + 8) : ""});
+  }
 }
 
 std::nullptr_t not_split(const std::string& title, const std::string& why) {
@@ -94,7 +99,7 @@ std::shared_ptr<const DdpSplit> plan_ddp_split(const graph::Graph& g, const std:
     for (size_t i = 0; i < ddp->split.pieces.size(); i++)
       debug_write(title, "ddp_submod_" + std::to_string(i) + ".txt",
                   ddp->split.pieces[i].graph->print(piece_title(title, i)));
-  record_cuts(*ddp, where);
+  record_cuts(g, *ddp, where);
   return ddp;
 }
 

@@ -64,9 +64,8 @@ class _Event:
     """One moment of a step, for labs/ddp_overlap.py and the tests: `kind` is "ready" (a parameter's
     gradient is final), "launch" (a bucket's all-reduce started), "wait" (the end of backward waited
     `seconds` for a bucket), "done" (the gradients are written back); `compute_kernels` counts the
-    kernels mini ran so far
-    outside DDP's own (mini.metrics.kernel_launches), which says whether backward compute still
-    went on after a launch."""
+    kernels mini ran so far outside DDP's own (mini.metrics.kernel_launches), which says whether
+    backward compute still went on after a launch."""
     __slots__ = ("time", "compute_kernels", "kind", "bucket", "seconds")
 
     def __init__(self, time_, compute_kernels, kind, bucket, seconds=0.0):
@@ -85,14 +84,13 @@ class _Reducer:
         self.bucket_of = {index: b for b, indices in enumerate(buckets) for index in indices}
         self.own_kernels = 0  # kernels DDP ran itself (flatten, divide, copy back)
         self.launch_observers = []  # called with (bucket, work) at each launch (the lab times them)
-        self.expecting = False
-        self.prepare_for_backward()
-        self.expecting = False
+        self.prepare_for_backward(expecting=False)
         for index, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda param, index=index: self._grad_ready(index))
 
-    def prepare_for_backward(self):
-        """Called by each forward that will be synchronized: a fresh step."""
+    def prepare_for_backward(self, expecting=True):
+        """Called by each forward that will be synchronized: a fresh step, whose backward the hooks
+        then reduce (`expecting`)."""
         self.ready = [0] * len(self.buckets)
         self.seen = set()  # the parameters whose gradient is in
         self.flat = [None] * len(self.buckets)
@@ -100,7 +98,7 @@ class _Reducer:
         self.next_bucket = 0
         self.callback_queued = False
         self.timeline = []
-        self.expecting = True
+        self.expecting = expecting
 
     def _record(self, kind, bucket, seconds=0.0):
         compute = mini.metrics.kernel_launches - self.own_kernels
