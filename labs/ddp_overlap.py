@@ -18,7 +18,9 @@ over steps and the mean over ranks:
 
     step ms        forward + backward + SGD step
     backward ms    loss.backward(), communication included
-    exposed ms     time the end of backward waited on all-reduces after compute was done
+    exposed ms     from the end of backward compute to the averaged gradients in .grad: the
+                   buckets still to flatten and launch, the wait for every all-reduce, the
+                   copy back (the backward's wait alone is in the JSON, waited_ms)
     early          all-reduces launched while backward compute still ran, of all launched
     graphs         graphs compiled (1 whole; one per bucket split)
 
@@ -96,17 +98,20 @@ def step_record(ddp, times, finished):
     the all-reduces' finishing times."""
     t0, t_backward, t_end_backward, t_end = times
     events = ddp._timeline
-    ready = [e.time for e in events if e.kind == "ready"]
+    done = [e for e in events if e.kind == "done"][-1]
     launches = [e for e in events if e.kind == "launch"]
-    compute_end = [e for e in events if e.kind == "done"][-1].compute_kernels
+    # compute is over at the first event after the backward's last kernel (DDP's own kernels,
+    # flattening and copying back, are not counted as compute)
+    compute_end = next(e.time for e in events if e.compute_kernels == done.compute_kernels)
     return {
         "step_ms": (t_end - t0) * 1e3,
         "backward_ms": (t_end_backward - t_backward) * 1e3,
-        "exposed_ms": sum(e.seconds for e in events if e.kind == "wait") * 1e3,
-        "early": sum(e.compute_kernels < compute_end for e in launches),
+        "exposed_ms": (done.time - compute_end) * 1e3,
+        "waited_ms": sum(e.seconds for e in events if e.kind == "wait") * 1e3,
+        "early": sum(e.compute_kernels < done.compute_kernels for e in launches),
         "launched": len(launches),
         "timeline": {
-            "backward": [t_backward - t0, max(ready) - t0],
+            "backward": [t_backward - t0, compute_end - t0],
             "launch": {e.bucket: e.time - t0 for e in launches},
             "complete": {bucket: at - t0 for bucket, at in finished.items()},
             "wait": [[e.time - e.seconds - t0, e.time - t0] for e in events if e.kind == "wait"],
@@ -292,7 +297,7 @@ def summarize(ranks):
             return statistics.mean(statistics.median(s[key] for s in pr["steps"]) for pr in per_rank)
         step = mean_median("step_ms")
         rows[mode] = {"step_ms": step, "backward_ms": mean_median("backward_ms"),
-                      "exposed_ms": mean_median("exposed_ms"),
+                      "exposed_ms": mean_median("exposed_ms"), "waited_ms": mean_median("waited_ms"),
                       "early": per_rank[0]["steps"][0]["early"], "launched": per_rank[0]["steps"][0]["launched"],
                       "graphs": per_rank[0]["graphs"], "buckets": per_rank[0]["buckets"],
                       "no_sync_step_ms": statistics.mean(pr["no_sync_step_ms"] for pr in per_rank)}
@@ -354,8 +359,9 @@ def draw(ranks, rows, args):
     for ax, mode in zip(axes, MODES):
         draw_timeline(ax, steps[mode]["timeline"], rows[mode]["buckets"])
         ax.set_xlim(0, span * 1.02)
-        ax.set_title(f"rank 0, {mode}: its median step, {steps[mode]['step_ms']:.1f} ms, waits "
-                     f"{steps[mode]['exposed_ms']:.1f} ms on communication after compute", fontsize=9, loc="left")
+        ax.set_title(f"rank 0, {mode}: its median step, {steps[mode]['step_ms']:.1f} ms, of which "
+                     f"{steps[mode]['exposed_ms']:.1f} ms after backward compute, until the gradients "
+                     "are averaged", fontsize=9, loc="left")
     handles, labels = axes[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     fig.legend(unique.values(), unique.keys(), fontsize=8, loc="upper right", ncol=2)
@@ -363,8 +369,8 @@ def draw(ranks, rows, args):
     bars = axes[-1]
     bars.bar(MODES, [rows[m]["exposed_ms"] for m in MODES], color=["tab:gray", "tab:red", "tab:green"])
     bars.set_ylabel("exposed comm (ms)")
-    bars.set_title(f"{args.nproc} Gloo ranks: communication waited for after compute, median step, "
-                   f"mean over ranks", fontsize=9)
+    bars.set_title(f"{args.nproc} Gloo ranks: exposed communication (end of backward compute to "
+                   "averaged gradients), median step, mean over ranks", fontsize=9)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return save_figure(fig, args.out, figure_stem(args))
 
@@ -382,13 +388,16 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     torch_backend = torch_backend_here(args)
+    load = os.getloadavg()[0]  # the timings are wall clock: a busy machine stretches them
     with tempfile.TemporaryDirectory() as folder:
         ranks = start_ranks(args, Path(folder), torch_backend)
     rows = summarize(ranks)
     print_table(rows, args)
     paths = draw(ranks, rows, args)
     from measure import write_json
-    write_json(args.out, figure_stem(args), {"nproc": args.nproc, "layers": args.layers, "width": args.width,
+    write_json(args.out, figure_stem(args), {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                         "cpus": os.cpu_count(), "load_average_at_start": load,
+                                         "nproc": args.nproc, "layers": args.layers, "width": args.width,
                                          "batch": args.batch, "bucket_cap_mb": args.bucket_cap_mb,
                                          "backend": args.backend, "torch_backend": torch_backend or None,
                                          "modes": rows, "ranks": ranks})

@@ -84,6 +84,10 @@ class _Reducer:
         self.bucket_of = {index: b for b, indices in enumerate(buckets) for index in indices}
         self.own_kernels = 0  # kernels DDP ran itself (flatten, divide, copy back)
         self.launch_observers = []  # called with (bucket, work) at each launch (the lab times them)
+        # one flat buffer per bucket, made once (as torch's Reducer): a step copies the gradients
+        # in, all-reduces it in place and copies the averages back, without allocating
+        self.flat = [mini.zeros(sum(params[i].numel() for i in indices), dtype=params[indices[0]].dtype,
+                                device=params[indices[0]].device) for indices in buckets]
         self.prepare_for_backward(expecting=False)
         for index, p in enumerate(params):
             p.register_post_accumulate_grad_hook(lambda param, index=index: self._grad_ready(index))
@@ -93,7 +97,6 @@ class _Reducer:
         then reduce (`expecting`)."""
         self.ready = [0] * len(self.buckets)
         self.seen = set()  # the parameters whose gradient is in
-        self.flat = [None] * len(self.buckets)
         self.works = [None] * len(self.buckets)
         self.next_bucket = 0
         self.callback_queued = False
@@ -119,15 +122,23 @@ class _Reducer:
             self._launch(self.next_bucket)
             self.next_bucket += 1
 
+    def _bucket_views(self, bucket):
+        """(parameter, its part of the bucket's flat buffer, shaped as the parameter)."""
+        offset = 0
+        for i in self.buckets[bucket]:
+            p = self.params[i]
+            yield p, self.flat[bucket][offset:offset + p.numel()].view(p.shape)
+            offset += p.numel()
+
     def _launch(self, bucket):
         kernels = mini.metrics.kernel_launches
-        grads = [self.params[i].grad.reshape(-1) for i in self.buckets[bucket]]
-        flat = mini.cat(grads) if len(grads) > 1 else grads[0].clone()
-        flat.mul_(1.0 / _dist().get_world_size())  # the sum of the ranks' shares is their average
+        with mini.no_grad():
+            for p, part in self._bucket_views(bucket):
+                part.copy_(p.grad)
+            self.flat[bucket].mul_(1.0 / _dist().get_world_size())  # the ranks' shares sum to their average
         self.own_kernels += mini.metrics.kernel_launches - kernels
         self._record("launch", bucket)
-        self.flat[bucket] = flat
-        self.works[bucket] = _dist().all_reduce(flat, async_op=True)
+        self.works[bucket] = _dist().all_reduce(self.flat[bucket], async_op=True)
         for observe in self.launch_observers:
             observe(bucket, self.works[bucket])
 
@@ -150,12 +161,9 @@ class _Reducer:
                 "(requires_grad_(False)) before wrapping the model.")
         kernels = mini.metrics.kernel_launches
         with mini.no_grad():
-            for bucket, flat in enumerate(self.flat):
-                offset = 0
-                for i in self.buckets[bucket]:
-                    p = self.params[i]
-                    p.grad.copy_(flat[offset:offset + p.numel()].view(p.shape))
-                    offset += p.numel()
+            for bucket in range(len(self.buckets)):
+                for p, part in self._bucket_views(bucket):
+                    p.grad.copy_(part)
         self.own_kernels += mini.metrics.kernel_launches - kernels
         self._record("done", -1)
 
