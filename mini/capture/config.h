@@ -28,4 +28,10 @@ extern PyObject* g_unsupported_error;
 // Files under this prefix are mini's own: never captured.
 extern std::string g_skip_prefix;
 
+// Code of mini.nn.parallel (DistributedDataParallel): never traced, not even inlined. Its forward
+// runs as it is, a call to it from traced code is a graph break, and the frame captured is the
+// inner module's (Dynamo skips torch.nn.parallel the same way; capture/ddp_optimizer.h).
+bool is_parallel_code(PyCodeObject* code);
+extern const char* const kParallelCodeBreak;  // the graph break's reason
+
 }  // namespace mini::capture

@@ -93,3 +93,13 @@ def test_optimize_ddp_is_a_bool_option():
     assert mini.config.optimize_ddp is True
     with pytest.raises(TypeError, match="optimize_ddp must be bool"):
         mini.config.optimize_ddp = 1
+
+
+def test_a_function_calling_ddp_breaks_once_there_and_the_inner_module_is_still_cut():
+    ddp = DDP(mlp(), bucket_cap_mb=LAYER_MB)
+    x = mini.randn(4, WIDTH)
+    out = mini.explain(lambda x: ddp(x).sum())(x)
+    reasons = [r.reason for r in out.break_reasons]
+    assert sum("DistributedDataParallel's code runs as it is" in r for r in reasons) == 1, reasons
+    assert sum("DDPOptimizer intentional graph-break" in r for r in reasons) == 2, reasons
+    assert out.graph_count == 4  # the 3 pieces, and the sum after the break

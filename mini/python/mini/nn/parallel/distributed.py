@@ -242,6 +242,13 @@ class DistributedDataParallel(modules.Module):
         """The last step's events (_Event), for labs/ddp_overlap.py and the tests."""
         return self._reducer.timeline
 
+    def __call__(self, *inputs, **kwargs):
+        # Module.__call__'s two lines, here: capture never traces mini.nn.parallel's code, so a
+        # DDP module called from traced code is one graph break, not a second one in a captured
+        # frame of Module.__call__ that would meet this forward
+        compiled = self.__dict__.get("_compiled_call")  # Module.compile()
+        return (compiled or self.forward)(*inputs, **kwargs)
+
     def forward(self, *inputs, **kwargs):
         # Under mini.compile this frame runs as it is (capture skips mini.nn.parallel, as Dynamo
         # skips torch.nn.parallel) and the inner module's call is the frame captured; so it calls
