@@ -7,6 +7,8 @@ torchrun sets), each prints one JSON line of what it found.
                                      bucket's all-reduce started; the broadcast at construction;
                                      no_sync
     ddp_worker.py mismatch           rank 1 wraps a model with one layer more: the error
+    ddp_worker.py cuda               one rank on a GPU (NCCL): DDP's gradients, eager and compiled
+                                     split, against the model's own
 """
 import json
 import os
@@ -117,6 +119,21 @@ def train(backends):
     return results
 
 
+def cuda_step():
+    out = {}
+    for mode in ("eager", "split"):
+        mini.reset()
+        model = make_model(seed=0).to("cuda")
+        ddp = DDP(model, bucket_cap_mb=LAYER_MB)
+        run = ddp if mode == "eager" else mini.compile(ddp, backend="inductor")
+        x, y = (t.to("cuda") for t in batch(0, 1))
+        nn.functional.mse_loss(run(x), y).backward()
+        alone = make_model(seed=0).to("cuda")
+        nn.functional.mse_loss(alone(x), y).backward()
+        out[mode] = close(grads(model), grads(alone), tol=1e-4)
+    return out
+
+
 def mismatch():
     rank = dist.get_rank()
     try:
@@ -128,9 +145,14 @@ def mismatch():
 
 def main():
     mini.set_num_threads(1)
-    dist.init_process_group("gloo")
+    scenario = sys.argv[1]
+    cuda_backend = "cpu:gloo,cuda:nccl" if dist.is_gloo_available() else "nccl"
+    dist.init_process_group(cuda_backend if scenario == "cuda" else "gloo")
     try:
-        result = train(sys.argv[2].split(",")) if sys.argv[1] == "train" else mismatch()
+        if scenario == "train":
+            result = train(sys.argv[2].split(","))
+        else:
+            result = cuda_step() if scenario == "cuda" else mismatch()
     finally:
         dist.destroy_process_group()
     print(json.dumps({"rank": int(os.environ["RANK"]), **result}), flush=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import mini
+from conftest import HAS_CUDA
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
 TIMEOUT = 120  # seconds for a whole job: a hang fails the test instead of the run
@@ -95,3 +96,10 @@ def test_ranks_with_different_parameters_get_a_clear_error():
     for rank, r in results.items():
         assert r["error"] and "do not have the same parameters" in r["error"], rank
         assert "rank 0: 8 parameters" in r["error"] and "rank 1: 10 parameters" in r["error"], r["error"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a GPU")
+def test_ddp_on_one_gpu_over_nccl():
+    result = run_ranks(1, "cuda")[0]
+    assert result["eager"] and result["split"], result
