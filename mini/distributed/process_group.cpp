@@ -90,6 +90,7 @@ std::shared_ptr<Work> ProcessGroup::checked_launch(Collective c) {
                 " and the input ", dtype_name(c.input->dtype), ": they must have one dtype");
     c.output->storage->version++;  // written in place (autograd's check of saved tensors)
   }
+  std::lock_guard<std::mutex> lock(launch_mutex_);  // the numbers in the order of the queue
   c.seq = next_seq_++;
   return launch(c);
 }

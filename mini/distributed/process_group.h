@@ -19,6 +19,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "distributed/tcp_store.h"
@@ -82,6 +83,7 @@ class ProcessGroup {
 
   int rank_;
   int size_;
+  std::mutex launch_mutex_;  // numbers and launches one call at a time (threads may call)
   int64_t next_seq_ = 0;
 };
 
