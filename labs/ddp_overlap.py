@@ -37,6 +37,7 @@ ddp_overlap_4ranks.*.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -215,7 +216,7 @@ def torch_rank(args):
             samples = []
             for step in range(2 + args.steps):
                 t0 = time.perf_counter()
-                with ddp.no_sync() if no_sync else _nothing():
+                with ddp.no_sync() if no_sync else contextlib.nullcontext():
                     torch.nn.functional.mse_loss(run(x), y).backward()
                 optimizer.step()
                 optimizer.zero_grad()
@@ -223,14 +224,6 @@ def torch_rank(args):
             times[no_sync] = statistics.median(samples[2:])
         out[mode] = {"step_ms": times[False], "no_sync_step_ms": times[True]}
     return out
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def rank_main(args):
@@ -243,6 +236,7 @@ def rank_main(args):
         dist.destroy_process_group()
     if args.torch_backend:
         import torch.distributed
+        os.environ["MASTER_PORT"] = os.environ["DDP_LAB_TORCH_PORT"]  # mini's store may linger on its own
         torch.distributed.init_process_group("gloo")
         try:
             result["torch"] = torch_rank(args)
@@ -262,11 +256,11 @@ def free_port():
 
 def start_ranks(args, folder, torch_backend):
     """Runs --nproc ranks of this file; their results, by rank."""
-    procs, port = [], free_port()
+    procs, port, torch_port = [], free_port(), free_port()
     for rank in range(args.nproc):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                    LOCAL_RANK=str(rank), WORLD_SIZE=str(args.nproc), OMP_NUM_THREADS="1",
-                   DDP_LAB_TORCH_BACKEND=torch_backend)
+                   DDP_LAB_TORCH_BACKEND=torch_backend, DDP_LAB_TORCH_PORT=str(torch_port))
         command = [sys.executable, __file__, *sys.argv[1:], "--rank-output", str(folder / f"rank{rank}.json")]
         procs.append(subprocess.Popen(command, env=env))
     failed = [rank for rank, p in enumerate(procs) if p.wait() != 0]
