@@ -297,7 +297,8 @@ def summarize(ranks):
                       "no_sync_step_ms": statistics.mean(pr["no_sync_step_ms"] for pr in per_rank)}
         if "torch" in ranks[0]:
             rows[mode]["torch_step_ms"] = statistics.mean(r["torch"][mode]["step_ms"] for r in ranks)
-            rows[mode]["torch_no_sync_step_ms"] = statistics.mean(r["torch"][mode]["no_sync_step_ms"] for r in ranks)
+            rows[mode]["torch_no_sync_step_ms"] = statistics.mean(r["torch"][mode]["no_sync_step_ms"]
+                                                                  for r in ranks)
     return rows
 
 
@@ -313,7 +314,8 @@ def print_table(rows, args):
     print(header)
     for mode, r in rows.items():
         line = (f"{mode:<18}{r['step_ms']:>9.1f}{r['backward_ms']:>13.1f}{r['exposed_ms']:>12.1f}"
-                f"{r['early']:>5}/{r['launched']:<2}{r['graphs'] or '-':>8}{r['step_ms'] - r['no_sync_step_ms']:>16.1f}")
+                f"{r['early']:>5}/{r['launched']:<2}{r['graphs'] or '-':>8}"
+                f"{r['step_ms'] - r['no_sync_step_ms']:>16.1f}")
         if torch_cols:
             line += f"{r['torch_step_ms']:>12.1f}{r['torch_step_ms'] - r['torch_no_sync_step_ms']:>17.1f}"
         print(line)

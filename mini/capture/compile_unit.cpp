@@ -257,7 +257,8 @@ bool compile_graph(PyCodeObject* code, const CompileRequest* req, Artifact& art,
   bool autograd = needs.autograd && grad_enabled();
   try {
     bool eager_kernels = needs.unbacked || needs.eager_autograd;
-    if (has_graph && req->builtin && !eager_kernels) art.compiled = compile_builtin(code, req, art, trace, title, autograd);
+    if (has_graph && req->builtin && !eager_kernels)
+      art.compiled = compile_builtin(code, req, art, trace, title, autograd);
   } catch (const std::exception& e) {
     return compile_failed(code, e, art, title);
   }
@@ -295,7 +296,8 @@ PyObject* backend_callable(const CompileRequest* req, std::shared_ptr<graph::Gra
 // tensors out (a list or tuple of them, as GraphModule.forward returns). A Python error stays set
 // and travels as PythonErrorSet.
 backends::Runner python_piece_runner(PyObject* fn, const std::string& label, const std::string& title) {
-  std::shared_ptr<PyObject> held(fn, [](PyObject* o) { Py_DECREF(o); });  // released under the GIL, as artifacts are
+  // released under the GIL, as the artifact holding the runner is
+  std::shared_ptr<PyObject> held(fn, [](PyObject* o) { Py_DECREF(o); });
   return [held, label, title](const std::vector<Tensor>& inputs) {
     PyObject* args = PyTuple_New((Py_ssize_t)inputs.size());
     for (size_t i = 0; i < inputs.size(); i++) PyTuple_SET_ITEM(args, i, python_bridge().wrap_tensor(inputs[i]));

@@ -39,10 +39,10 @@ std::vector<int64_t> parameter_bytes(const graph::Graph& g, const std::vector<Py
 // pretty_print_buckets).
 void log_buckets(const graph::Graph& g, const std::vector<graph::Bucket>& buckets, const std::string& title) {
   const graph::BucketCaps& caps = active_ddp().caps;
+  std::string made = buckets.size() == 1 ? " bucket" : " buckets, one graph each";
   std::string text = "DDPOptimizer: " + title + " used bucket cap " + bytes_str(caps.bucket_bytes) +
                      " (the bucket all-reduced first: " + bytes_str(caps.first_bucket_bytes) + ") and made " +
-                     std::to_string(buckets.size()) + (buckets.size() == 1 ? " bucket" : " buckets, one graph each") +
-                     "; the last is all-reduced first\n";
+                     std::to_string(buckets.size()) + made + "; the last is all-reduced first\n";
   for (size_t b = 0; b < buckets.size(); b++) {
     const graph::Bucket& bucket = buckets[b];
     text += "  submod_" + std::to_string(b) + ": " + std::to_string(bucket.nodes.size()) + " ops, " +
@@ -87,7 +87,8 @@ std::shared_ptr<const DdpSplit> plan_ddp_split(const graph::Graph& g, const std:
   if (!compile_config().optimize_ddp)
     return not_split(title, "mini.config.optimize_ddp is False: its backward is one autograd node, and every "
                             "bucket's all-reduce waits for its end");
-  if (!g.symbols.empty()) return not_split(title, "it has symbolic sizes (dynamic shapes), which the split keeps whole");
+  if (!g.symbols.empty())
+    return not_split(title, "it has symbolic sizes (dynamic shapes), which the split keeps whole");
   auto ddp = std::make_shared<DdpSplit>();
   ddp->buckets = graph::plan_buckets(g, parameter_bytes(g, example_inputs), active_ddp().caps);
   if (log_channels().ddp) log_buckets(g, ddp->buckets, title);

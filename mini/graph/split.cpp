@@ -162,8 +162,8 @@ std::vector<Bucket> plan_buckets(const Graph& g, const std::vector<int64_t>& par
     }
     current.nodes.push_back(id);
     bucket_of[id] = (int)filled.size();
-    read_outside = read_outside || is_output[id] ||
-                   std::any_of(users[id].begin(), users[id].end(), [&](int u) { return bucket_of[u] != bucket_of[id]; });
+    auto elsewhere = [&](int user) { return bucket_of[user] != bucket_of[id]; };
+    read_outside = read_outside || is_output[id] || std::any_of(users[id].begin(), users[id].end(), elsewhere);
     previous = id;
   }
   filled.push_back(std::move(current));
