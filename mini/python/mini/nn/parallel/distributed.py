@@ -111,6 +111,10 @@ class _Reducer:
         if not (self.expecting and self.ddp.require_backward_grad_sync):
             return  # no_sync(), or a backward not through this DDP's forward: gradients stay local
         if not self.callback_queued:
+            # The end of the step waits in an engine callback, not in the last bucket's hook: the
+            # last hook is not the end of the backward (nodes that make no parameter's gradient
+            # may follow), a hook that waits would stall the engine there, and the callback runs
+            # even where a bucket never fills, so that it can say which parameters got nothing.
             mini.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
             self.callback_queued = True
         bucket = self.bucket_of[index]
