@@ -60,8 +60,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "figures",
                         help="folder for the figure and the JSON (default: figures/)")
     parser.add_argument("--quick", action="store_true", help="a smaller model and fewer steps")
-    parser.add_argument("--device", choices=["cpu"], default="cpu",
-                        help="the ranks run on the CPU over Gloo (the NCCL runs are in notes/distributed.md)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="the ranks run on the CPU over Gloo; cuda: says so and exits 0")
     parser.add_argument("--backend", choices=["inductor", "aot_eager"], default=None,
                         help="the compiled modes' backend (default: inductor; aot_eager under --quick)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (processes) on this machine")
@@ -371,6 +371,17 @@ def draw(ranks, rows, args):
     return save_figure(fig, args.out, figure_stem(args))
 
 
+def why_not_here(args):
+    """Why the lab cannot run here ("" when it can): it measures CPU ranks over Gloo."""
+    if args.device == "cuda":
+        return ("--device cuda: the lab's ranks run on the CPU over Gloo (one GPU per rank would need "
+                "as many GPUs as ranks); run it with --device cpu")
+    import mini.distributed as dist
+    if not dist.is_gloo_available():
+        return "this build of mini has no Gloo (Debian's libgloo-dev; scripts/setup.sh installs it)"
+    return ""
+
+
 def figure_stem(args):
     """ddp_overlap for 2 ranks (the default), ddp_overlap_4ranks for 4."""
     return "ddp_overlap" if args.nproc == 2 else f"ddp_overlap_{args.nproc}ranks"
@@ -381,6 +392,10 @@ def main(argv=None):
     if args.rank_output:
         args.torch_backend = os.environ.get("DDP_LAB_TORCH_BACKEND", "")
         return rank_main(args)
+    why_not = why_not_here(args)
+    if why_not:
+        print(f"ddp_overlap: skipped: {why_not}", flush=True)
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     torch_backend = torch_backend_here(args)

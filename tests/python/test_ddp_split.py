@@ -12,6 +12,8 @@ import mini.distributed as dist
 import mini.nn as nn
 from mini.nn.parallel import DistributedDataParallel as DDP
 
+pytestmark = pytest.mark.skipif(not dist.is_gloo_available(), reason="this build of mini has no Gloo (libgloo-dev)")
+
 WIDTH = 32
 LAYER_MB = (WIDTH * WIDTH + WIDTH) * 4 / 2 ** 20
 

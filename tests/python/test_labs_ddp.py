@@ -9,11 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import mini.distributed as dist
+
 REPO = Path(__file__).resolve().parents[2]
 LAB = REPO / "labs" / "ddp_overlap.py"
 PYTHON_DIR = os.environ.get("MINI_PYTHON_DIR", str(REPO / "build" / "python"))
 
 
+@pytest.mark.skipif(not dist.is_gloo_available(), reason="this build of mini has no Gloo (libgloo-dev)")
 def test_ddp_overlap_quick(tmp_path):
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MINI_PYTHON_DIR=PYTHON_DIR, MPLBACKEND="Agg")
     env.pop("MINI_LOGS", None)
