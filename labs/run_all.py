@@ -25,6 +25,7 @@ LABS = [
     "reduction_layouts.py",
     "train_gpt.py",
     "reduce_overhead.py",
+    "ddp_overlap.py",
     "article_figures.py",
 ]
 

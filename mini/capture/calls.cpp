@@ -1,6 +1,7 @@
 // calls.cpp — what calling a Var means while tracing: inlining Python functions and
 // nn.Module.forward, methods of dicts and constants, dataclass records. Builtins are
 // builtins.cpp's; attribute reads and stores attributes.cpp's.
+#include "capture/config.h"
 #include "capture/trace_context.h"
 
 namespace mini::capture {
@@ -415,9 +416,11 @@ VarRef call_module_var(TraceContext& ctx, const VarRef& callee, std::vector<VarR
   PyObject* call = PyObject_GetAttrString((PyObject*)Py_TYPE(callee->obj), "__call__");
   PyObject* module_call = PyObject_GetAttrString(python_bridge().module_class, "__call__");
   bool own_call = call != module_call;
+  bool parallel = call && PyFunction_Check(call) && is_parallel_code((PyCodeObject*)PyFunction_GET_CODE(call));
   Py_XDECREF(call);
   Py_XDECREF(module_call);
   PyErr_Clear();
+  if (parallel) unsupported(kParallelCodeBreak);
   if (own_call)
     unsupported(std::string("calling a ") + Py_TYPE(callee->obj)->tp_name + ", whose class overrides "
                 "nn.Module.__call__: mini's capture inlines only Module.__call__ (forward)");

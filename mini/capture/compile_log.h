@@ -13,7 +13,7 @@ namespace mini::capture {
 // MINI_LOGS channels.
 struct LogChannels {
   bool graph_breaks = false, recompiles = false, guards = false, graph_code = false,
-       dynamic = false, output_code = false, fusion = false, aot_graphs = false;
+       dynamic = false, output_code = false, fusion = false, aot_graphs = false, ddp = false;
 };
 LogChannels& log_channels();
 void log_write(const std::string& text);  // to Python's sys.stderr

@@ -4,7 +4,9 @@
 // and the compile of its graph by mini's compilers or the user's Python backend.
 #include <set>
 
+#include "capture/ddp_optimizer.h"
 #include "capture/unit.h"
+#include "guards/guards.h"
 #include "tensor/autograd.h"
 #include "tensor/errors.h"
 
@@ -233,53 +235,142 @@ backends::CompileOptions backend_options(const CompileRequest& req, const std::s
   return options;
 }
 
+// The graph compiled by the built-in backend: whole, or, inside a DDP forward, in the pieces of
+// DDP's buckets (ddp_optimizer.h), each trained where one of its inputs needs autograd.
+backends::Runner compile_builtin(PyCodeObject* code, const CompileRequest* req, const Artifact& art,
+                                 const Trace& trace, const std::string& title, bool autograd) {
+  auto split = plan_ddp_split(*art.graph, trace.example_inputs, title, function_label(code));
+  if (!split) return req->builtin->compile(*art.graph, backend_options(*req, title, autograd));
+  return compile_pieces(split, title, [&](const graph::GraphPiece& piece, const std::string& name) {
+    bool trains = autograd && graph_needs(*piece.graph).autograd;
+    return req->builtin->compile(*piece.graph, backend_options(*req, name, trains));
+  });
+}
+
 // The graph compiled by the request's built-in backend (backends/backend.h), told whether it is
 // trained (its inputs need autograd and grad is on); not where only eager kernels can run it
 // (art.compiled stays empty: the interpreter runs it). False with a Python error set.
-bool compile_graph(PyCodeObject* code, const CompileRequest* req, Artifact& art, const std::string& title,
-                   bool has_graph) {
+bool compile_graph(PyCodeObject* code, const CompileRequest* req, Artifact& art, const Trace& trace,
+                   const std::string& title, bool has_graph) {
   GraphNeeds needs = graph_needs(*art.graph);
   if (has_graph) log_eager_kernels(req, needs, title);
   bool autograd = needs.autograd && grad_enabled();
   try {
     bool eager_kernels = needs.unbacked || needs.eager_autograd;
     if (has_graph && req->builtin && !eager_kernels)
-      art.compiled = req->builtin->compile(*art.graph, backend_options(*req, title, autograd));
+      art.compiled = compile_builtin(code, req, art, trace, title, autograd);
   } catch (const std::exception& e) {
     return compile_failed(code, e, art, title);
   }
   return true;
 }
 
-// The user's Python backend called on the graph module and example inputs (a dynamic Python
-// number as the 0-d tensor the graph takes); what it returns is what runs the graph. False
-// with a Python error set.
-bool call_backend(const CompileRequest* req, const Trace& trace, Artifact& art, const std::string& title) {
-  PyObject* gm = python_bridge().make_graph_module(art.graph, title);
-  if (!gm) return false;
-  PyObject* examples = PyList_New((Py_ssize_t)trace.example_inputs.size());
-  for (size_t i = 0; i < trace.example_inputs.size(); i++) {
-    PyObject* e = trace.example_inputs[i];
-    if (i < trace.scalar_inputs.size() && trace.scalar_inputs[i])
-      e = python_bridge().wrap_tensor(wrapped_number_tensor(e));  // traced: it fits int64
-    else
-      Py_INCREF(e);
-    PyList_SET_ITEM(examples, i, e);
-  }
-  PyObject* fn = PyObject_CallFunctionObjArgs(req->backend, gm, examples, nullptr);
-  Py_DECREF(gm);
+// Graph input i's example for a Python backend: the tensor seen while tracing (a dynamic Python
+// number as the 0-d tensor the graph takes). New reference.
+PyObject* example_input(const Trace& trace, size_t i) {
+  PyObject* e = trace.example_inputs[i];
+  if (i < trace.scalar_inputs.size() && trace.scalar_inputs[i])
+    return python_bridge().wrap_tensor(wrapped_number_tensor(e));  // traced: it fits int64
+  Py_INCREF(e);
+  return e;
+}
+
+// The user's Python backend called on graph `g` as a graph module and its example inputs
+// (stolen); the callable it returns (New), checked to be one. Null with a Python error set.
+PyObject* backend_callable(const CompileRequest* req, std::shared_ptr<graph::Graph> g, PyObject* examples,
+                           const std::string& title, const std::string& label) {
+  PyObject* gm = python_bridge().make_graph_module(std::move(g), title);
+  PyObject* fn = gm ? PyObject_CallFunctionObjArgs(req->backend, gm, examples, nullptr) : nullptr;
+  Py_XDECREF(gm);
   Py_DECREF(examples);
-  if (!fn) return false;
-  art.backend_label = backend_label(req->backend);
-  if (!PyCallable_Check(fn)) {  // found here, not as "'int' object is not callable" at a call
+  if (fn && !PyCallable_Check(fn)) {  // found here, not as "'int' object is not callable" at a call
     PyErr_Format(PyExc_TypeError, "mini: %s returned %s for graph %s, not a callable: a backend must "
                  "return the function that runs the graph, e.g. `return gm.forward`",
-                 art.backend_label.c_str(), fn == Py_None ? "None" : Py_TYPE(fn)->tp_name, title.c_str());
-    Py_DECREF(fn);
+                 label.c_str(), fn == Py_None ? "None" : Py_TYPE(fn)->tp_name, title.c_str());
+    Py_CLEAR(fn);
+  }
+  return fn;
+}
+
+// A Python backend's callable for a piece (stolen), as a Runner: tensors in, the piece's output
+// tensors out (a list or tuple of them, as GraphModule.forward returns). A Python error stays set
+// and travels as PythonErrorSet.
+backends::Runner python_piece_runner(PyObject* fn, const std::string& label, const std::string& title) {
+  // released under the GIL, as the artifact holding the runner is
+  std::shared_ptr<PyObject> held(fn, [](PyObject* o) { Py_DECREF(o); });
+  return [held, label, title](const std::vector<Tensor>& inputs) {
+    PyObject* args = PyTuple_New((Py_ssize_t)inputs.size());
+    for (size_t i = 0; i < inputs.size(); i++) PyTuple_SET_ITEM(args, i, python_bridge().wrap_tensor(inputs[i]));
+    PyObject* r = PyObject_Call(held.get(), args, nullptr);
+    Py_DECREF(args);
+    if (!r) throw PythonErrorSet();
+    PyObject* seq = PyList_Check(r) || PyTuple_Check(r) ? PySequence_Fast(r, "") : nullptr;
+    Py_DECREF(r);
+    std::vector<Tensor> outs;
+    for (Py_ssize_t i = 0; seq && i < PySequence_Fast_GET_SIZE(seq); i++) {
+      TensorImpl* t = guards::unwrap_tensor(PySequence_Fast_GET_ITEM(seq, i));
+      if (!t) break;
+      outs.push_back(t->shared_from_this());
+    }
+    bool all_tensors = seq && (Py_ssize_t)outs.size() == PySequence_Fast_GET_SIZE(seq);
+    Py_XDECREF(seq);
+    if (!all_tensors)
+      fail_type("the compiled function from ", label, " for graph ", title, " must return a list or tuple of "
+                "tensors, one per graph output, as the GraphModule's forward does");
+    return outs;
+  };
+}
+
+// A piece's example inputs for the Python backend (New): the tensors seen while tracing for the
+// graph's own inputs; zeros of the value's meta for what an earlier piece hands on (torch
+// passes fake tensors there).
+PyObject* piece_examples(const Trace& trace, const graph::GraphPiece& piece) {
+  PyObject* examples = PyList_New((Py_ssize_t)piece.inputs.size());
+  for (size_t i = 0; i < piece.inputs.size(); i++) {
+    graph::PieceValue v = piece.inputs[i];
+    const graph::Graph& g = *piece.graph;
+    const graph::TensorMeta& meta = g.nodes[g.inputs[i]].meta;
+    Tensor zeros = v.piece < 0 ? nullptr : mini::zeros(meta.sizes, meta.dtype, g.device);
+    if (zeros) zeros->requires_grad = meta.requires_grad;
+    PyList_SET_ITEM(examples, i, zeros ? python_bridge().wrap_tensor(zeros) : example_input(trace, v.index));
+  }
+  return examples;
+}
+
+// The Python backend called on each piece of DDP's split (as DDPOptimizer calls the user's
+// compiler on each submodule); the pieces' callables run in order. False with a Python error.
+bool call_backend_on_pieces(const CompileRequest* req, const Trace& trace, Artifact& art, const std::string& title,
+                            std::shared_ptr<const DdpSplit> split) {
+  bool failed = false;
+  auto compile = [&](const graph::GraphPiece& piece, const std::string& name) -> backends::Runner {
+    PyObject* fn = failed ? nullptr : backend_callable(req, piece.graph, piece_examples(trace, piece), name,
+                                                       art.backend_label);
+    failed = failed || !fn;
+    return fn ? python_piece_runner(fn, art.backend_label, name) : backends::Runner{};
+  };
+  art.compiled = compile_pieces(split, title, compile);
+  if (failed) art.compiled = nullptr;
+  return !failed;
+}
+
+// The user's Python backend called on the graph module and example inputs; what it returns is
+// what runs the graph. Inside a DDP forward, called on each piece of DDP's buckets instead
+// (call_backend_on_pieces). False with a Python error set.
+bool call_backend(PyCodeObject* code, const CompileRequest* req, const Trace& trace, Artifact& art,
+                  const std::string& title) {
+  art.backend_label = backend_label(req->backend);
+  std::shared_ptr<const DdpSplit> split;
+  try {
+    split = plan_ddp_split(*art.graph, trace.example_inputs, title, function_label(code));
+  } catch (const std::exception& e) {
+    set_python_error(e);
     return false;
   }
-  art.compiled_fn = fn;
-  return true;
+  if (split) return call_backend_on_pieces(req, trace, art, title, split);
+  PyObject* examples = PyList_New((Py_ssize_t)trace.example_inputs.size());
+  for (size_t i = 0; i < trace.example_inputs.size(); i++) PyList_SET_ITEM(examples, i, example_input(trace, i));
+  art.compiled_fn = backend_callable(req, art.graph, examples, title, art.backend_label);
+  return art.compiled_fn != nullptr;
 }
 
 }  // namespace
@@ -299,8 +390,8 @@ std::shared_ptr<Artifact> compile_unit(PyCodeObject* code, guards::UnitCache& un
   log_graph_and_guards(trace, *art, title, has_graph);
   if (trace.exit != Trace::Exit::Return && !report_break(code, trace, req, has_graph, title)) return nullptr;
   // An empty graph is neither compiled nor counted (Dynamo skips graphs without calls).
-  if (!compile_graph(code, req, *art, title, has_graph)) return nullptr;
-  if (has_graph && req->backend && !call_backend(req, trace, *art, title)) return nullptr;
+  if (!compile_graph(code, req, *art, trace, title, has_graph)) return nullptr;
+  if (has_graph && req->backend && !call_backend(code, req, trace, *art, title)) return nullptr;
   if (has_graph)
     record_compile(CompileEvent{art->graph, trace.guards->print(), function_label(code)});
   *guards_out = std::move(trace.guards);

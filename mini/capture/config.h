@@ -16,6 +16,9 @@ struct CompileConfig {
   // F.scaled_dot_product_attention in a graph: one fused node ("auto": where FlashAttention runs;
   // "always": wherever the fused kernel does; "never": its matmuls and softmax)
   std::string fused_attention = "auto";
+  // a graph captured inside a DistributedDataParallel forward is split at DDP's bucket
+  // boundaries, each piece compiled on its own (DDPOptimizer, capture/ddp_optimizer.h)
+  bool optimize_ddp = true;
 };
 CompileConfig& compile_config();
 
@@ -24,5 +27,11 @@ extern PyObject* g_unsupported_error;
 
 // Files under this prefix are mini's own: never captured.
 extern std::string g_skip_prefix;
+
+// Code of mini.nn.parallel (DistributedDataParallel): never traced, not even inlined. Its forward
+// runs as it is, a call to it from traced code is a graph break, and the frame captured is the
+// inner module's (Dynamo skips torch.nn.parallel the same way; capture/ddp_optimizer.h).
+bool is_parallel_code(PyCodeObject* code);
+extern const char* const kParallelCodeBreak;  // the graph break's reason
 
 }  // namespace mini::capture

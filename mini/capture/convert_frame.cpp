@@ -24,6 +24,7 @@ CompileConfig& compile_config() {
 }
 
 void set_python_error(const std::exception& e) {
+  if (dynamic_cast<const PythonErrorSet*>(&e) && PyErr_Occurred()) return;
   PyObject* type = PyExc_RuntimeError;
   if (auto* me = dynamic_cast<const Error*>(&e)) {
     if (me->kind == Error::Kind::Interrupted && PyErr_Occurred()) return;  // the handler's exception stands

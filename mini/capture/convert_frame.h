@@ -68,8 +68,15 @@ struct Artifact : guards::CompiledArtifact {
   ~Artifact() override { Py_XDECREF(compiled_fn); }
 };
 
-// Sets the Python error for a mini::Error (the exception torch would raise).
+// Sets the Python error for a mini::Error (the exception torch would raise); for PythonErrorSet,
+// leaves the Python error that is set standing.
 void set_python_error(const std::exception& e);
+
+// Thrown through C++ frames (a Runner) by code whose Python call raised: that Python error is
+// set, and it is the one the user sees (set_python_error keeps it).
+struct PythonErrorSet : std::runtime_error {
+  PythonErrorSet() : std::runtime_error("a Python error is set") {}
+};
 
 
 }  // namespace mini::capture

@@ -380,6 +380,7 @@ VarRef inline_function(TraceContext& ctx, PyObject* function, SourceRef fsrc, st
                        Kwargs kwargs, const Var::MadeFunction* made) {
   if (ctx.depth >= ctx.options.max_inline_depth) unsupported("inlining is nested too deeply (recursion?)");
   auto* code = (PyCodeObject*)PyFunction_GET_CODE(function);
+  if (is_parallel_code(code)) unsupported(kParallelCodeBreak);
   // the code is the function's own attribute, replaced in place by a hot reload (IPython's
   // autoreload assigns fn.__code__): guarded where the function is read, as its defaults
   if (fsrc) ctx.guards().add_id_match(guards::Source::attr(fsrc, "__code__"), (PyObject*)code);

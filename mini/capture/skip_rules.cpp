@@ -56,6 +56,17 @@ bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& loca
   return false;
 }
 
+const char* const kParallelCodeBreak =
+    "DistributedDataParallel's code runs as it is, not traced (its inner module's call is captured on "
+    "its own, cut at DDP's buckets); compile the DDP module itself, mini.compile(ddp_model), to have "
+    "no graph break here";
+
+bool is_parallel_code(PyCodeObject* code) {
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  return !g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
+         strncmp(file + g_skip_prefix.size(), "nn/parallel/", 12) == 0;
+}
+
 // Frames the hook never captures (Dynamo's skip rules): code that is not a function's,
 // mini's own files, and code that uses zero-argument super(). Returns why, or null.
 const char* skip_reason(const FrameView& view) {
@@ -63,9 +74,9 @@ const char* skip_reason(const FrameView& view) {
   if (!(code->co_flags & CO_OPTIMIZED) || !view.function) return "not a function's code (a module or class body)";
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   // mini's own frames run as they are, except mini.nn's modules, which user code calls and
-  // capture inlines (as Dynamo traces torch.nn)
+  // capture inlines (as Dynamo traces torch.nn); but not mini.nn.parallel's (is_parallel_code)
   if (!g_skip_prefix.empty() && file && strncmp(file, g_skip_prefix.c_str(), g_skip_prefix.size()) == 0 &&
-      strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0)
+      (strncmp(file + g_skip_prefix.size(), "nn/", 3) != 0 || is_parallel_code(code)))
     return "mini's own code";
   // zero-argument super() needs CPython's own frame
   if (code->co_nfreevars > 0 && PySequence_Contains(code->co_localsplusnames, g_class_cell_name) == 1)

@@ -6,6 +6,7 @@
 #include <structmember.h>
 
 #include "capture/convert_frame.h"
+#include "capture/ddp_optimizer.h"
 #include "guards/guards.h"
 
 namespace py = pybind11;
@@ -238,8 +239,9 @@ void bind_compile(py::module_& m) {
   py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
   m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
                           std::string cache_dir, bool suppress_errors, std::string partitioner,
-                          std::string fused_attention) {
+                          std::string fused_attention, bool optimize_ddp) {
     auto& c = cap::compile_config();
+    c.optimize_ddp = optimize_ddp;
     c.fused_attention = fused_attention;
     c.partitioner = partitioner;
     c.suppress_errors = suppress_errors;
@@ -260,10 +262,22 @@ void bind_compile(py::module_& m) {
       else if (n == "output_code") l.output_code = true;
       else if (n == "fusion") l.fusion = true;
       else if (n == "aot_graphs") l.aot_graphs = true;
+      else if (n == "ddp") l.ddp = true;
       else throw py::value_error("unknown MINI_LOGS channel '" + n + "'");
     }
   });
   m.def("_reset", &cap::reset_all);
+  // DistributedDataParallel's forward says it is running (and with which parameters and bucket
+  // caps) while its inner module runs; None ends it. A graph captured meanwhile is split at the
+  // buckets' boundaries (capture/ddp_optimizer.h).
+  m.def("_set_active_ddp", [](py::object params, int64_t bucket_bytes, int64_t first_bucket_bytes) {
+    cap::ActiveDdp& ddp = cap::active_ddp();
+    ddp.params.clear();
+    ddp.active = !params.is_none();
+    if (!ddp.active) return;
+    for (py::handle p : params) ddp.params.insert(p.cast<Tensor>().get());
+    ddp.caps = {bucket_bytes, std::min(first_bucket_bytes, bucket_bytes)};
+  }, py::arg("params"), py::arg("bucket_bytes") = 0, py::arg("first_bucket_bytes") = 0);
   m.def("_compile_stats", [] {
     const cap::CompileStats& s = cap::compile_stats();
     py::dict frames, units, stages;

@@ -109,6 +109,25 @@ Tensor index(const Tensor& t, py::handle idx) {
   return r;
 }
 
+// ---- autograd hooks ---------------------------------------------------------------------
+// A Python callable kept by C++ (a hook on a tensor, a queued callback): released under the
+// GIL, wherever the last owner lets go of it.
+std::shared_ptr<py::object> hold_python(py::object fn) {
+  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+}
+
+// What register_post_accumulate_grad_hook returns (torch.utils.hooks.RemovableHandle).
+struct HookHandle {
+  std::weak_ptr<TensorImpl> tensor;
+  int id;
+  void remove() {
+    if (Tensor t = tensor.lock()) mini::remove_post_accumulate_grad_hook(t, id);
+  }
+};
+
 // ---- numpy ------------------------------------------------------------------------------
 py::dtype numpy_dtype(DType d) {
   switch (d) {
@@ -217,6 +236,16 @@ void bind_tensor(py::module_& m) {
         return "<" + std::string(n.name()) + "Backward>";
       });
 
+  py::class_<HookHandle>(m, "RemovableHandle")
+      .def("remove", &HookHandle::remove)
+      .def("__enter__", [](HookHandle& h) { return h; })
+      .def("__exit__", [](HookHandle& h, py::args) { h.remove(); });
+  // torch's Variable._execution_engine.queue_callback (mini/autograd.py)
+  m.def("_queue_callback", [](py::function fn) {
+    std::shared_ptr<py::object> held = hold_python(std::move(fn));
+    mini::queue_callback([held] { (*held)(); });
+  });
+
   auto T = py::class_<TensorImpl, std::shared_ptr<TensorImpl>>(m, "Tensor", py::dynamic_attr());
   T.def(py::init([](const Tensor& other) { return mini::detach(other); }),
         "A new tensor object sharing `other`'s storage (used by nn.Parameter).");
@@ -273,6 +302,13 @@ void bind_tensor(py::module_& m) {
     Tensor g = gradient.is_none() ? nullptr : operand_or_throw(gradient, "backward", "gradient");
     mini::backward(t, g, retain_graph);
   }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false);
+  // torch's hook on a leaf, run with it once backward has accumulated its .grad; returns a
+  // RemovableHandle. An exception in the hook stops the backward and reaches its caller.
+  T.def("register_post_accumulate_grad_hook", [](const Tensor& t, py::function hook) {
+    std::shared_ptr<py::object> fn = hold_python(std::move(hook));
+    int id = mini::add_post_accumulate_grad_hook(t, [fn](const Tensor& leaf) { (*fn)(leaf); });
+    return HookHandle{t, id};
+  }, py::arg("hook"));
 
   // ---- operators -----------------------------------------------------------------------
   struct Bin { const char* name; const char* rname; OpKind kind; const char* symbol; };

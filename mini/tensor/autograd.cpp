@@ -175,16 +175,24 @@ Tensor shape_only(const Tensor& t) {
 namespace {
 
 // Nodes reachable from `root`, ordered so that every node comes before the nodes it
-// feeds gradients into (reverse post-order of a depth-first walk).
+// feeds gradients into (reverse post-order of a depth-first walk). The walk visits a node's
+// leaf accumulators after its other inputs' producers, so that in the reverse order each
+// accumulator comes right after the last node that feeds it, not after the whole rest of the
+// backward: a leaf's gradient is final, and its hooks fire, as early as it can be (torch's
+// engine gives AccumulateGrad the highest priority for the same reason: DDP's all-reduce of
+// a bucket starts from those hooks while the backward of earlier layers still runs).
 std::vector<GradNode*> topological_order(GradNode* root) {
   std::vector<GradNode*> post;
   std::unordered_set<GradNode*> seen{root};
   std::vector<std::pair<GradNode*, size_t>> stack{{root, 0}};
   while (!stack.empty()) {
     auto& [node, i] = stack.back();
-    if (i < node->next.size()) {
-      GradNode* child = node->next[i++].node.get();
-      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    size_t n = node->next.size();
+    if (i < 2 * n) {  // i < n: producers; n <= i < 2n: accumulators
+      bool accumulators = i >= n;
+      GradNode* child = node->next[i++ % n].node.get();
+      if (child && child->is_accumulator() == accumulators && seen.insert(child).second)
+        stack.push_back({child, 0});
     } else {
       post.push_back(node);
       stack.pop_back();
@@ -203,6 +211,13 @@ static bool can_steal(const Tensor& g, const Tensor& leaf) {
          g->is_contiguous() && leaf->is_contiguous() && g->storage->nbytes == (size_t)g->nbytes();
 }
 
+// The hooks of `leaf`, run on a copy of the list: a hook may remove itself or add another.
+void run_post_accumulate_grad_hooks(const Tensor& leaf) {
+  if (!leaf->hooks || leaf->hooks->post_accumulate.empty()) return;
+  auto hooks = leaf->hooks->post_accumulate;
+  for (auto& [id, hook] : hooks) hook(leaf);
+}
+
 void accumulate_into_leaf(GradNode* acc, Tensor g) {
   Tensor leaf = acc->leaf.lock();
   if (!leaf) return;
@@ -216,9 +231,55 @@ void accumulate_into_leaf(GradNode* acc, Tensor g) {
   } else {
     leaf->grad = binary(OpKind::Add, leaf->grad, g);
   }
+  run_post_accumulate_grad_hooks(leaf);
 }
 
+// The callbacks queue_callback adds during the backward now running (null: none runs). A
+// backward started from a hook or a callback has its own list (FinalCallbacks saves the outer).
+thread_local std::vector<std::function<void()>>* g_final_callbacks = nullptr;
+
+struct FinalCallbacks {
+  std::vector<std::function<void()>> queued;
+  std::vector<std::function<void()>>* outer;
+  FinalCallbacks() : outer(g_final_callbacks) { g_final_callbacks = &queued; }
+  ~FinalCallbacks() { g_final_callbacks = outer; }
+  // Runs them in order, with those they queue (torch's engine does the same).
+  void run() {
+    for (size_t i = 0; i < queued.size(); i++) {
+      std::function<void()> fn = std::move(queued[i]);
+      fn();
+    }
+    queued.clear();
+  }
+};
+
 }  // namespace
+
+int add_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook) {
+  if (t->grad_fn)
+    fail("post accumulate grad hooks cannot be registered on non-leaf tensors");
+  if (!t->requires_grad)
+    fail("cannot register a hook on a tensor that doesn't require gradient");
+  if (!t->hooks) t->hooks = std::make_shared<LeafHooks>();
+  int id = t->hooks->next_id++;
+  t->hooks->post_accumulate.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void remove_post_accumulate_grad_hook(const Tensor& t, int id) {
+  if (!t->hooks) return;
+  auto& hooks = t->hooks->post_accumulate;
+  for (size_t i = 0; i < hooks.size(); i++)
+    if (hooks[i].first == id) {
+      hooks.erase(hooks.begin() + i);
+      return;
+    }
+}
+
+void queue_callback(std::function<void()> fn) {
+  if (!g_final_callbacks) fail("Final callbacks can only be installed during backward pass.");
+  g_final_callbacks->push_back(std::move(fn));
+}
 
 void backward(const Tensor& root, Tensor grad, bool retain_graph) {
   AutocastOffGuard autocast_off;  // backward ops take their dtypes from the forward's
@@ -233,6 +294,7 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
     fail("gradient has shape ", shape_str(grad->sizes), " but the tensor has shape ",
          shape_str(root->sizes));
   }
+  FinalCallbacks callbacks;  // what queue_callback adds from hooks, run once all is accumulated
   Edge root_edge = edge_of(root);
   std::vector<GradNode*> order = topological_order(root_edge.node.get());
   // the gradients flowing into each node, one slot per output of the node
@@ -295,6 +357,7 @@ void backward(const Tensor& root, Tensor grad, bool retain_graph) {
       node->output.value.reset();
     }
   }
+  callbacks.run();
 }
 
 }  // namespace mini

@@ -10,7 +10,9 @@
 // Ownership: a tensor owns its grad_fn; a node owns its inputs' producers (edges) and its
 // saved tensors. A saved *output* is an alias without grad_fn, so there is no cycle.
 #pragma once
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "op.h"
@@ -127,6 +129,29 @@ Tensor shape_only(const Tensor& t);
 
 // Runs backward from `root` with incoming gradient `grad` (ones for a scalar when null).
 void backward(const Tensor& root, Tensor grad, bool retain_graph);
+
+// ---- hooks -------------------------------------------------------------------------------
+// What DDP builds on (torch's Tensor.register_post_accumulate_grad_hook and
+// Variable._execution_engine.queue_callback). A post-accumulate-grad hook runs with the leaf
+// right after a backward accumulated the leaf's .grad: the moment that gradient is final for
+// this backward. Leaves' gradients are accumulated in one place, the accumulator node, whether
+// they come from eager ops' rules or from a compiled graph's backward (a CustomBackward node
+// delivers its input gradients to the same accumulators), so the hooks fire for both. The
+// engine runs an accumulator as soon as the last node feeding it ran (backward()), so a
+// hook of an early layer's weight fires while later layers' backward still waits.
+// An exception a hook throws stops the backward and reaches the caller of backward().
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+struct LeafHooks {
+  std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate;  // (handle id, hook)
+  int next_id = 0;
+};
+// Adds a hook to leaf `t` (that requires grad); returns the handle id remove_... takes.
+int add_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook);
+void remove_post_accumulate_grad_hook(const Tensor& t, int id);  // a removed id: no-op
+
+// Queues `fn` to run once the backward now running has accumulated every gradient (before
+// backward() returns; callbacks queued by callbacks run too). Outside a backward: mini::Error.
+void queue_callback(std::function<void()> fn);
 
 // Gradient edge of an input: its grad_fn, or its leaf accumulator, or none.
 Edge edge_of(const Tensor& t);

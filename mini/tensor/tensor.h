@@ -16,6 +16,7 @@
 namespace mini {
 
 struct GradNode;
+struct LeafHooks;
 struct TensorImpl;
 using Tensor = std::shared_ptr<TensorImpl>;
 
@@ -35,6 +36,7 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<GradNode> grad_fn;  // producer of a non-leaf
   int output_nr = 0;                  // which of grad_fn's outputs this is (compiled graphs have several)
   std::weak_ptr<GradNode> grad_accumulator;  // a leaf's accumulator, shared by its uses
+  std::shared_ptr<LeafHooks> hooks;          // a leaf's post-accumulate-grad hooks (autograd.h)
   // A view of a leaf that requires grad: writing to it in place would change the leaf
   // behind autograd's back, so in-place ops refuse it (as torch does).
   bool view_of_grad_leaf = false;

@@ -37,7 +37,7 @@ from . import _factories, _functional, _grad_mode, _random, _tensor  # noqa: E40
 globals().update(_functions)
 del _functions
 
-from . import nn, optim, cuda, backends, profiler, amp, compiler, distributed  # noqa: E402,F401
+from . import nn, optim, cuda, backends, profiler, amp, compiler, autograd, distributed  # noqa: E402,F401
 OutOfMemoryError = _C.OutOfMemoryError
 from ._compile import (compile, explain, CompileCounter, reset, config, set_logs,  # noqa: E402,A004
                        mark_dynamic)

@@ -23,8 +23,11 @@ class _Config:
     # fused kernel with its backward ("auto": where FlashAttention runs, CUDA bfloat16 or float32
     # with head dim 64 or 128; "always": wherever the fused kernel runs, the CPU too; "never": its matmuls
     # and softmax, which fusion sees). Read while tracing: it applies to graphs compiled after.
+    # optimize_ddp: a graph captured inside DistributedDataParallel's forward is split at DDP's gradient
+    # buckets and each piece compiled on its own, so that a bucket's all-reduce starts while the rest
+    # of the backward runs (torch._dynamo.config.optimize_ddp; notes/distributed.md).
     _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
-                   suppress_errors=False, partitioner="recompute", fused_attention="auto")
+                   suppress_errors=False, partitioner="recompute", fused_attention="auto", optimize_ddp=True)
     _choices = dict(partitioner=("recompute", "min-cut"), fused_attention=("auto", "always", "never"))
 
     def __init__(self):
@@ -80,7 +83,8 @@ class _Config:
     def _push(self):
         v = self._values
         _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
-                       self.cache_dir, v["suppress_errors"], v["partitioner"], v["fused_attention"])
+                       self.cache_dir, v["suppress_errors"], v["partitioner"], v["fused_attention"],
+                       v["optimize_ddp"])
 
     @contextlib.contextmanager
     def patch(self, **changes):
