@@ -15,7 +15,8 @@ tree the lines between the two markers become one statement that compiles and th
 mini::Error("not implemented: A3 fusion legality ..."), which reaches Python as a
 RuntimeError. Everything else builds and runs, and the tests of other stages keep passing;
 the assignment's own tests (pytest -m a3, Catch2 "[A3]") fail with that message until the
-region is written. notes/assignments.md describes each assignment.
+region is written. notes/assignments.md is the course page, notes/assignments/A3.md the
+handout the stub's message names.
 
 Only files git tracks are copied (no build folders, no virtual environments).
 """
@@ -76,7 +77,7 @@ def find_regions(files):
 
 def stub_line(region, indent):
     message = (f"not implemented: {region.id} {region.name} ({region.path}; "
-               f"notes/assignments.md says what to write)")
+               f"notes/assignments/{region.id}.md says what to write)")
     return f'{indent}::mini::fail("{message}");'
 
 

@@ -114,7 +114,7 @@ def test_independent_assignments_leave_out_the_stubbed_one_and_those_built_on_it
 
 def test_the_grader_turns_a_stub_or_an_assertion_into_a_sentence():
     stub = ('RuntimeError: not implemented: A3 fusion legality (mini/fusion/schedule.cpp; '
-            'notes/assignments.md says what to write)')
+            'notes/assignments/A3.md says what to write)')
     assert grade.advice(stub) == "still the stub: write A3 fusion legality in mini/fusion/schedule.cpp"
     failure = "def test_x():\n>       assert kernels == 1\nE       assert 3 == 1\n"
     assert grade.advice(failure) == "assert 3 == 1"
