@@ -208,27 +208,40 @@ def add_gpu_profile(result, step, sync, is_mini):
         result["profile_skipped"] = "torch is not importable (its profiler reads the GPU's timeline)"
 
 
-def run_config(mode, dtype, device, size):
-    """Times one (mode, dtype) training step; returns the result's fields."""
-    lib_name, how = mode.split("-", 1)
-    lib, gpt = load_library(lib_name)
-    cuda = device == "cuda"
-    sync = lib.cuda.synchronize if cuda else (lambda: None)
+def build_model(lib, gpt, size, device):
+    """labs/gpt.py's GPT at the size's config, from seed 0, on the device: (model, config)."""
     lib.manual_seed(0)
     config = gpt.Config(**size["config"])
-    model = gpt.GPT(config).to(device)
-    fn = model_to_run(lib, lib_name, how, model)
-    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, betas=(0.9, 0.95),
-                                     device_type=device)
+    return gpt.GPT(config).to(device), config
+
+
+def make_optimizer(model, device):
+    """gpt.py's configure_optimizers: AdamW, fused where the library has it and on CUDA."""
+    return model.configure_optimizers(weight_decay=0.1, learning_rate=6e-4, betas=(0.9, 0.95),
+                                      device_type=device)
+
+
+def random_batches(lib, config, size, device, count):
+    """`count` (inputs, targets) pairs of size["batch"] x context tokens, drawn with randint."""
     B, T = size["batch"], config.block_size
-    total = size["warmup"] + size["steps"] + 2  # +2: the profiled step, the memory phases' step
-    batches = [(lib.randint(0, config.vocab_size, (B, T), device=device),
-                lib.randint(0, config.vocab_size, (B, T), device=device)) for _ in range(total)]
-    autocast = (lambda: lib.autocast(device_type=device, dtype=lib.bfloat16)) if dtype == "bfloat16" else None
-    batch_index = iter(range(total))
+    return [(lib.randint(0, config.vocab_size, (B, T), device=device),
+             lib.randint(0, config.vocab_size, (B, T), device=device)) for _ in range(count)]
+
+
+def autocast_for(lib, device, dtype):
+    """What makes the forward's autocast context under bfloat16 (nanoGPT's habit), else None."""
+    if dtype != "bfloat16":
+        return None
+    return lambda: lib.autocast(device_type=device, dtype=lib.bfloat16)
+
+
+def training_step(fn, opt, batches, autocast, after_backward=None):
+    """step(): the next batch's forward (the loss under autocast where given), zero_grad,
+    backward, after_backward() where given, the optimizer step; it returns the loss."""
+    batch_iter = iter(batches)
 
     def step():
-        x, y = batches[next(batch_index)]
+        x, y = next(batch_iter)
         if autocast:
             with autocast():
                 _, loss = fn(x, y)
@@ -236,20 +249,48 @@ def run_config(mode, dtype, device, size):
             _, loss = fn(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if after_backward:
+            after_backward()
         opt.step()
         return loss
+    return step
 
+
+def model_flops_per_token(model, config):
+    """(parameters, FLOPs a token): 6 x parameters (the tied lm_head counted once) +
+    12 x layers x context x width for attention."""
+    params = {id(p): p.numel() for p in model.parameters()}
+    n_params = sum(params.values())
+    return n_params, 6 * n_params + 12 * config.n_layer * config.block_size * config.n_embd
+
+
+def peak_memory(lib, cuda, is_mini):
+    """Peak bytes allocated since the last reset: CUDA's counter, mini's on the CPU, else None."""
+    if cuda:
+        return lib.cuda.max_memory_allocated()
+    return lib.metrics.max_memory_allocated if is_mini else None
+
+
+def run_config(mode, dtype, device, size):
+    """Times one (mode, dtype) training step; returns the result's fields."""
+    lib_name, how = mode.split("-", 1)
+    lib, gpt = load_library(lib_name)
+    cuda = device == "cuda"
+    sync = lib.cuda.synchronize if cuda else (lambda: None)
+    model, config = build_model(lib, gpt, size, device)
+    fn = model_to_run(lib, lib_name, how, model)
+    opt = make_optimizer(model, device)
+    B, T = size["batch"], config.block_size
+    total = size["warmup"] + size["steps"] + 2  # +2: the profiled step, the memory phases' step
+    batches = random_batches(lib, config, size, device, total)
+    autocast = autocast_for(lib, device, dtype)
+    step = training_step(fn, opt, batches, autocast)
     is_mini = lib_name == "mini"
     times, losses, launches, moved = time_steps(step, lib, size, cuda, is_mini, sync)
     ms = statistics.median(times[size["warmup"]:]) * 1e3
-    params = {id(p): p.numel() for p in model.parameters()}
-    n_params = sum(params.values())
-    flops_per_token = 6 * n_params + 12 * config.n_layer * T * config.n_embd
+    n_params, flops_per_token = model_flops_per_token(model, config)
     tokens_per_s = B * T / (ms / 1e3)
-    if cuda:
-        peak = lib.cuda.max_memory_allocated()
-    else:
-        peak = lib.metrics.max_memory_allocated if is_mini else None
+    peak = peak_memory(lib, cuda, is_mini)
     result = dict(mode=mode, dtype=dtype, ms=ms, tokens_per_s=tokens_per_s,
                   mfu=flops_per_token * tokens_per_s / (PEAK_TFLOPS * 1e12),
                   peak_memory_bytes=peak, first_step_s=times[0], parameters=n_params,
