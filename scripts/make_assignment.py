@@ -7,10 +7,13 @@
 The reference code marks each assignment region with a BEGIN and an END comment line:
 
     // A3 BEGIN: fusion legality
+    MINI_KIT_STUB(A3);
     ...the reference implementation...
     // A3 END
 
-A region is the body of a function (one assignment may have several regions). In the student
+A region is the body of a function (one assignment may have several regions). Its first line,
+MINI_KIT_STUB(A3), is the kit check's switch (mini/tensor/errors.h): with MINI_KIT_STUBS=A3 in
+the environment the reference's region throws what its stub throws here. In the student
 tree the lines between the two markers become one statement that compiles and throws
 mini::Error("not implemented: A3 fusion legality ..."), which reaches Python as a
 RuntimeError. Everything else builds and runs, and the tests of other stages keep passing;
@@ -32,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BEGIN = re.compile(r"^(?P<indent>\s*)// (?P<id>A\d+) BEGIN: (?P<name>.+?)\s*$")
 END = re.compile(r"^\s*// (?P<id>A\d+) END\s*$")
+SWITCH = re.compile(r"^\s*MINI_KIT_STUB\((?P<id>A\d+)\);\s*$")
 SOURCE_SUFFIXES = {".cpp", ".h", ".hpp", ".cc"}
 
 
@@ -64,6 +68,10 @@ def find_regions(files):
                     raise SystemExit(f"{rel}:{number}: {b['id']} BEGIN inside {open_region.id}, "
                                      f"which began at line {open_region.begin}")
                 open_region = Region(b["id"], b["name"], rel, number, -1)
+                switch = SWITCH.match(lines[number]) if number < len(lines) else None
+                if not switch or switch["id"] != b["id"]:
+                    raise SystemExit(f"{rel}:{number + 1}: {b['id']}'s region must open with "
+                                     f"MINI_KIT_STUB({b['id']}); (the kit check's switch, mini/tensor/errors.h)")
             elif e:
                 if not open_region or open_region.id != e["id"]:
                     raise SystemExit(f"{rel}:{number}: {e['id']} END without its BEGIN")

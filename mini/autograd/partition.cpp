@@ -42,6 +42,7 @@ bool expensive(OpKind op) {
 // it. Constants are always copied and inputs always saved, before this is asked.
 bool recompute_in_backward(const Node& n) {
   // A2 BEGIN: the recompute partitioner
+  MINI_KIT_STUB(A2);
   return n.kind == NodeKind::Op && !expensive(n.op) && !n.symbolic_attrs;
   // A2 END
 }
@@ -100,6 +101,7 @@ class MaxFlow {
   // with capacity 0, at indices e and e ^ 1. Vertices are 0 .. n - 1.
   void add_edge(int from, int to, int64_t capacity) {
     // A8 BEGIN: the min-cut partitioner
+    MINI_KIT_STUB(A8);
     edges_.push_back({to, first_[from], capacity});
     first_[from] = (int)edges_.size() - 1;
     edges_.push_back({from, first_[to], 0});
@@ -113,6 +115,7 @@ class MaxFlow {
   // found saturated yet). Finite when some s -> t cut has finite capacity.
   int64_t run(int s, int t) {
     // A8 BEGIN: the min-cut partitioner
+    MINI_KIT_STUB(A8);
     int64_t flow = 0;
     while (levels(s, t)) {
       next_ = first_;
@@ -125,6 +128,7 @@ class MaxFlow {
   // side of a minimum cut). One entry per vertex; s is always on it, t never.
   std::vector<bool> source_side(int s) {
     // A8 BEGIN: the min-cut partitioner
+    MINI_KIT_STUB(A8);
     levels(s, -1);
     std::vector<bool> side(level_.size());
     for (size_t v = 0; v < level_.size(); v++) side[v] = level_[v] >= 0;
@@ -141,6 +145,7 @@ class MaxFlow {
   // does not reach v. True when t is reached (t = -1: levels only).
   bool levels(int s, int t) {
     // A8 BEGIN: the min-cut partitioner
+    MINI_KIT_STUB(A8);
     std::fill(level_.begin(), level_.end(), -1);
     std::vector<int> queue{s};
     level_[s] = 0;
@@ -158,6 +163,7 @@ class MaxFlow {
   // given to its reverse. Advances next_[v] past edges that can carry no more.
   int64_t push(int v, int t, int64_t limit) {
     // A8 BEGIN: the min-cut partitioner
+    MINI_KIT_STUB(A8);
     if (v == t) return limit;
     for (int& e = next_[v]; e >= 0; e = edges_[e].next) {
       Edge& edge = edges_[e];
@@ -209,6 +215,7 @@ bool recomputable(const Node& n) {
 // that may not be recomputed are saved whenever the backward reaches them, whatever their flag.
 std::vector<bool> min_cut_saved(const Graph& J, int n_fwd, const std::vector<bool>& needed) {
   // A8 BEGIN: the min-cut partitioner
+  MINI_KIT_STUB(A8);
   const int source = 2 * n_fwd, sink = 2 * n_fwd + 1;
   MaxFlow flow(2 * n_fwd + 2);
   for (int v = 0; v < n_fwd; v++) {
@@ -338,6 +345,7 @@ bool PartitionWalk::partitioner_recomputes(int id) const {
 //   recomputed ops, itself included, else it is saved and the chain starts again after it.
 void PartitionWalk::decide(int id) {
   // A2 BEGIN: the recompute partitioner
+  MINI_KIT_STUB(A2);
   if (fate[id] != Fate::Unseen) return;
   const Node& n = J.nodes[id];
   bool recompute = n.kind == NodeKind::Op && !far[id] && partitioner_recomputes(id);

@@ -42,6 +42,7 @@ namespace {
 //        first call; no reference is leaked.
 void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs) {
   // A7 BEGIN: automatic dynamic shapes
+  MINI_KIT_STUB(A7);
   for (const guards::Guard& g : gs.guards()) {
     if (g.source < 0) continue;
     const SourceRef& src = gs.sources()[g.source];
@@ -84,6 +85,7 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
 //        already dynamic is not logged again; no reference is leaked.
 void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv) {
   // A7 BEGIN: automatic dynamic shapes
+  MINI_KIT_STUB(A7);
   for (auto& [key, seen] : unit.seen) {
     PyObject* o = guards::fetch(*seen.source, fv);
     if (!o) continue;

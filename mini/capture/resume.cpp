@@ -33,6 +33,7 @@ const char* const kResumeStubFallback =
 //        instruction: SystemError ("mini: cannot run <name> eagerly"), -1.
 int run_instruction(const Instruction& in, std::vector<PyObject*>& stack, PyObject* kw_names) {
   // A9 BEGIN: resume units
+  MINI_KIT_STUB(A9);
   const BytecodeDialect& dialect = bytecode_dialect();
   auto pop = [&] {
     PyObject* v = stack.back();

@@ -133,6 +133,7 @@ bool FrameInterpreter::in_loop(size_t index) {
 Trace::Exit FrameInterpreter::exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit,
                                       bool in_callee) {
   // A9 BEGIN: resume units
+  MINI_KIT_STUB(A9);
   if (skip_unit || in_handler(in, stack)) return Trace::Exit::Skip;
   if (!can_run_eagerly(in)) return Trace::Exit::Native;
   if (!in_callee && in_loop(pc_ - 1)) return Trace::Exit::Skip;

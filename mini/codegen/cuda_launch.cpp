@@ -67,6 +67,7 @@ int cuda_reduction_threads(int64_t rnumel, const CudaLayout& layout) {
   //  - else the row is to be held in registers, about row_registers elements a thread: the
   //    fewest threads with threads x row_registers >= rnumel, 1024 at most.
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   const int fewest = layout.warp_rows > 1 ? 1 : 32;
   if (layout.vector_loop_rows && rnumel > 0) {  // looped rows: up to 512, 4 elements a thread at least
     int threads = fewest;
@@ -119,6 +120,7 @@ std::string cuda_kernel_shape(const FusionGroup& k, const CudaLayout& layout) {
   // holds rows (row_registers > 0) and the threads cuda_reduction_threads gives such a row hold
   // all of it at row_registers elements a thread — else "red" (the row looped over, any length).
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   const int64_t R = cuda_row_length(k);  // -1 where a size is symbolic
   bool held = R > 0 && layout.row_registers && R <= int64_t(cuda_reduction_threads(R, layout)) * layout.row_registers;
   return held ? "per" : "red";
@@ -132,6 +134,7 @@ int cuda_rows_per_block(int64_t rnumel, const CudaLayout& layout) {
   // combining it with shuffles alone (warp_reduce); else 1, a block per row (block_reduce:
   // shuffles, then the warps' values through shared memory).
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   const int threads = cuda_reduction_threads(rnumel, layout);
   return threads <= 32 ? layout.warp_rows * (32 / threads) : 1;
   // A10 END
@@ -150,6 +153,7 @@ int cuda_min_blocks_per_sm(int threads, const CudaLayout& layout) {
   // SM's 65536 registers allow at layout.row_max_registers a thread, and its limits of 2048
   // threads and 32 blocks; at least 1.
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   return std::max(1, std::min({65536 / layout.row_max_registers / threads, 2048 / threads, 32}));
   // A10 END
 }
@@ -162,6 +166,7 @@ int cuda_split_reductions(const Schedule& s, const FusionGroup& k, const CudaLay
   // (a block per row). LoopKernel(s, k) knows the phases (phases(), phase_targets) and which
   // stores are full (is_full).
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   for (int64_t d = 0; d < (int64_t)k.space.size(); d++)  // one row: every kept dim is 1
     if (!std::count(k.reduced.begin(), k.reduced.end(), d) && k.space[d] != 1) return 0;
   LoopKernel L(s, k);
@@ -208,6 +213,7 @@ int64_t cuda_split_grid(int64_t rnumel, int threads, int sms) {
   // row: each block's partial and the last block's fold cost more than they save), at least 1
   // and at most cuda_split_max_grid(sms) (the partials hold that many a reduction).
   // A10 BEGIN: a CUDA reduction's layout
+  MINI_KIT_STUB(A10);
   int64_t want = (rnumel + int64_t(threads) * 16 - 1) / (int64_t(threads) * 16);  // 16 elements a thread at least
   return std::max<int64_t>(1, std::min<int64_t>(want, cuda_split_max_grid(sms)));
   // A10 END

@@ -65,16 +65,18 @@ Shape row_shape_squeezed(const FusionGroup& k) {
 // A pointwise node over exactly the kernel's space (rematerialize asks it too).
 bool same_space(const FusionGroup& k, const Shape& shape) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   return shape == k.space;
   // A3 END
 }
 
-namespace {
+namespace rules {  // declared in schedule_internal.h, for the C++ tests of each rule ([A3])
 
 // A pointwise node over the rows of a reduction kernel (keepdim or not): computed once the
 // reductions it reads are done, per row.
 bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   return !k.reduced.empty() && (shape == row_shape(k) || shape == row_shape_squeezed(k));
   // A3 END
 }
@@ -83,6 +85,7 @@ bool is_row_epilogue(const FusionGroup& k, const Shape& shape) {
 // reduction yet: the pointwise nodes before it become its prologue.
 bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   return k.reduced.empty() && input_shape == k.space;
   // A3 END
 }
@@ -90,9 +93,14 @@ bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape)
 // Another reduction over the same space and dims: one more pass over the same rows.
 bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector<int64_t>& dims) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   return !k.reduced.empty() && input_shape == k.space && dims == k.reduced;
   // A3 END
 }
+
+}  // namespace rules
+
+namespace {
 
 // (kMaxFusionSize, the most nodes a kernel holds, is in schedule_internal.h: rematerialize
 // respects it too.)
@@ -111,29 +119,18 @@ bool is_extern(OpKind op) {
   return c == OpClass::Extern || c == OpClass::Composite || c == OpClass::Factory;
 }
 
+}  // namespace
+
 // -- the checks: may a node join the open kernel? -------------------------------------------
+// (Verdict and Candidate are in schedule_internal.h.)
 
-// A verdict on one node and the open kernel (Inductor's WhyNoFuse): whether the node joins it,
-// and why, in the words the fusion log prints ("fuse X into K: <why>", "cannot fuse X into K:
-// <why>"), written where the check decides.
-struct Verdict {
-  bool fuse = true;
-  std::string why;
-};
+namespace rules {
+
 Verdict refuse(std::string why) { return {false, std::move(why)}; }
-
-// What the walk knows of the node it decides on.
-struct Candidate {
-  std::string what;            // "mul_1 (mul)"
-  bool reduction = false;
-  Shape shape, in_shape;       // its space; for a reduction, its input's
-  std::vector<int64_t> dims;   // a reduction's dims (wrapped, sorted)
-  int waits = 0;               // reductions of the open kernel it waits for, in sequence
-  std::set<int> loads;         // the tensors it would add to the open kernel's loads
-};
 
 Verdict fits_size(const FusionGroup& k) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   if (k.nodes.size() >= kMaxFusionSize)
     return refuse("the kernel holds " + std::to_string(kMaxFusionSize) + " nodes (max_fusion_size)");
   return {};
@@ -142,6 +139,7 @@ Verdict fits_size(const FusionGroup& k) {
 
 Verdict fits_passes(const Candidate& c) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   if (c.reduction && c.waits >= kMaxReductionPasses)
     return refuse("it would be pass " + std::to_string(c.waits + 1) +
                   " over the kernel's rows, each recomputing the passes before (at most " +
@@ -153,6 +151,7 @@ Verdict fits_passes(const Candidate& c) {
 // max_loads 0: no limit.
 Verdict fits_loads(const Candidate& c, const std::set<int>& open_loads, int max_loads) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   if (max_loads <= 0) return {};
   std::set<int> all = open_loads;
   all.insert(c.loads.begin(), c.loads.end());
@@ -166,6 +165,7 @@ Verdict fits_loads(const Candidate& c, const std::set<int>& open_loads, int max_
 // The four legality rules above, the first that applies naming itself.
 Verdict fits_shape(const FusionGroup& k, const Candidate& c) {
   // A3 BEGIN: fusion legality and the greedy scheduler
+  MINI_KIT_STUB(A3);
   if (!c.reduction && same_space(k, c.shape)) return {true, "same iteration space " + space_str(c.shape)};
   if (!c.reduction && is_row_epilogue(k, c.shape))
     return {true, "per-row epilogue of the kernel's reduction over rows of " + space_str(k.space)};
@@ -178,6 +178,12 @@ Verdict fits_shape(const FusionGroup& k, const Candidate& c) {
   return refuse("its iteration space " + space_str(c.shape) + " differs from the kernel's " + space_str(k.space));
   // A3 END
 }
+
+}  // namespace rules
+
+namespace {
+
+using namespace rules;
 
 // The checks in the order the walk asks them: the first refusal decides; if none refuses, the
 // shape rule that applies is the reason to fuse.
@@ -231,6 +237,7 @@ struct GreedyWalk {
 
   void run() {
     // A3 BEGIN: fusion legality and the greedy scheduler
+    MINI_KIT_STUB(A3);
     for (size_t id = 0; id < g.nodes.size(); id++) {
       const Node& node = g.nodes[id];
       if (node.kind == NodeKind::Input) s.realized[id] = true;

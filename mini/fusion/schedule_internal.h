@@ -2,6 +2,8 @@
 // schedule.h is the stage's interface): the rule and the limit a recomputed value must meet in
 // the kernel that takes it, the reordering of a graph's nodes, and the pass itself.
 #pragma once
+#include <set>
+#include <string>
 #include <vector>
 
 #include "fusion/schedule.h"
@@ -15,6 +17,39 @@ constexpr size_t kMaxFusionSize = 64;
 
 // A pointwise node over exactly the kernel's space (schedule.cpp: the first legality rule).
 bool same_space(const FusionGroup& k, const Shape& shape);
+
+// The other rules and the checks the greedy walk asks (schedule.cpp says what each one
+// decides), one function each, so that the C++ tests ([A3], tests/cpp/test_fusion_rules.cpp)
+// grade them one at a time.
+namespace rules {
+
+// A verdict on one node and the open kernel (Inductor's WhyNoFuse): whether the node joins it,
+// and why, in the words the fusion log prints ("fuse X into K: <why>", "cannot fuse X into K:
+// <why>"), written where the check decides.
+struct Verdict {
+  bool fuse = true;
+  std::string why;
+};
+
+// What the walk knows of the node it decides on.
+struct Candidate {
+  std::string what;            // "mul_1 (mul)"
+  bool reduction = false;
+  Shape shape, in_shape;       // its space; for a reduction, its input's
+  std::vector<int64_t> dims;   // a reduction's dims (wrapped, sorted)
+  int waits = 0;               // reductions of the open kernel it waits for, in sequence
+  std::set<int> loads;         // the tensors it would add to the open kernel's loads
+};
+
+bool is_row_epilogue(const FusionGroup& k, const Shape& shape);
+bool reduction_absorbs_producers(const FusionGroup& k, const Shape& input_shape);
+bool same_rows(const FusionGroup& k, const Shape& input_shape, const std::vector<int64_t>& dims);
+Verdict fits_size(const FusionGroup& k);
+Verdict fits_passes(const Candidate& c);
+Verdict fits_loads(const Candidate& c, const std::set<int>& open_loads, int max_loads);  // 0: no limit
+Verdict fits_shape(const FusionGroup& k, const Candidate& c);
+
+}  // namespace rules
 
 // g with its nodes in `order` (a topological order: order[i] is the old id of new node i).
 graph::Graph reordered(const graph::Graph& g, const std::vector<int>& order);

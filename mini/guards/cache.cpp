@@ -79,6 +79,7 @@ std::string failing_guard(const CacheEntry& entry, const FrameValues& frame) {
 
 CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key) {
   // A6 BEGIN: the guard cache
+  MINI_KIT_STUB(A6);
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     if (it->backend_key != backend_key) continue;
     if (!guards_hold(*it, frame)) continue;
@@ -91,6 +92,7 @@ CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key) {
 
 std::string UnitCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
   // A6 BEGIN: the guard cache
+  MINI_KIT_STUB(A6);
   for (const auto& e : entries) {
     if (e.backend_key != backend_key) continue;
     std::string why = failing_guard(e, frame);
@@ -102,6 +104,7 @@ std::string UnitCache::recompile_reason(const FrameValues& frame, PyObject* back
 
 CacheEntry& UnitCache::add(CacheEntry&& entry) {
   // A6 BEGIN: the guard cache
+  MINI_KIT_STUB(A6);
   entry.compile_id = compiles++;
   entries.push_front(std::move(entry));
   return entries.front();
@@ -110,6 +113,7 @@ CacheEntry& UnitCache::add(CacheEntry&& entry) {
 
 bool UnitCache::may_compile(int limit) {
   // A6 BEGIN: the guard cache
+  MINI_KIT_STUB(A6);
   if (compiles < limit) return true;
   run_only = true;  // every later miss runs eagerly without asking again
   return false;

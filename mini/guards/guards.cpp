@@ -182,6 +182,7 @@ bool holds(const DuplicateInput& g, const Checked& c) {
 // 16"), naming the tensor by its source; nothing is allocated while every check passes.
 bool holds(const TensorMatch& spec, const Checked& c) {
   // A5 BEGIN: the tensor guard (TENSOR_MATCH)
+  MINI_KIT_STUB(A5);
   PyObject* v = c.value;
   TensorImpl* t = v ? unwrap_tensor(v) : nullptr;
   // made on a failure only: a source's printed form is a new string
@@ -291,6 +292,7 @@ bool GuardSet::has(int source) const {
 static TensorMatch tensor_match_of(PyObject* value, const TensorImpl& t, const std::vector<bool>& dynamic,
                                    const Source& source, std::string* code) {
   // A5 BEGIN: the tensor guard (TENSOR_MATCH)
+  MINI_KIT_STUB(A5);
   TensorMatch spec;
   spec.type = Py_TYPE(value);
   spec.dtype = t.dtype;

@@ -56,6 +56,46 @@ inline bool is_assignment_stub(const std::exception& e) {
   const std::string list = std::string(",") + strict + ",";
   return list.find("," + id + ",") == std::string::npos;
 }
+
+// The kit check's switch (scripts/check_kit.py). Every assignment region opens with
+// MINI_KIT_STUB(A3). Where the environment's MINI_KIT_STUBS lists its id ("A1,A3"; read once per
+// process), the region throws what scripts/make_assignment.py writes in its place, word for
+// word, so that one build of the reference behaves as any student tree. Elsewhere: a branch.
+// The names are scripts/kit.py's (tests/python/test_assignments.py holds them equal).
+inline const char* kit_assignment_name(const std::string& id) {
+  static const char* const names[][2] = {
+      {"A1", "derivative rules"},
+      {"A2", "the recompute partitioner"},
+      {"A3", "fusion legality and the greedy scheduler"},
+      {"A4", "how each op is spelled in C++"},
+      {"A5", "the tensor guard (TENSOR_MATCH)"},
+      {"A6", "the guard cache"},
+      {"A7", "automatic dynamic shapes"},
+      {"A8", "the min-cut partitioner"},
+      {"A9", "resume units"},
+      {"A10", "a CUDA reduction's layout"},
+  };
+  for (const auto& entry : names)
+    if (id == entry[0]) return entry[1];
+  return "?";
+}
+inline bool kit_stubbed(const char* id) {
+  static const std::string listed = [] {
+    const char* env = std::getenv("MINI_KIT_STUBS");
+    return env && *env ? "," + std::string(env) + "," : std::string();
+  }();
+  return !listed.empty() && listed.find("," + std::string(id) + ",") != std::string::npos;
+}
+// `file` is __FILE__; the message names it from the repository's mini/ down, as the stub does.
+[[noreturn]] inline void kit_stub(const char* id, const std::string& file) {
+  size_t at = file.rfind("/mini/");
+  std::string path = at == std::string::npos ? file : file.substr(at + 1);
+  fail("not implemented: ", id, " ", kit_assignment_name(id), " (", path, "; notes/assignments/", id,
+       ".md says what to write)");
+}
+#define MINI_KIT_STUB(id) \
+  do { if (::mini::kit_stubbed(#id)) ::mini::kit_stub(#id, __FILE__); } while (0)
+
 // "A3 fusion legality" from a stub's message (what follows "not implemented: ", up to " (").
 inline std::string assignment_of(const std::exception& e) {
   std::string what = e.what();

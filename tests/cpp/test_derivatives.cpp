@@ -260,13 +260,21 @@ const std::set<OpKind> kFactories = {OpKind::Full, OpKind::Empty, OpKind::Arange
 
 }  // namespace
 
+// Attention's rule is not in A1's region (its backward is one fused op of its own): its
+// cases are checked apart, so that every case of A1's test goes through the student's rules.
 TEST_CASE("every derivative rule matches finite differences in float64", "[autograd][gradcheck][A1]") {
   for (const GradcheckCase& c : differentiable_cases()) {
-    DYNAMIC_SECTION(c.label) { gradcheck(c); }
+    if (c.kind != OpKind::Attention) DYNAMIC_SECTION(c.label) { gradcheck(c); }
   }
 }
 
-TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck][A1]") {
+TEST_CASE("attention's derivative matches finite differences in float64", "[autograd][gradcheck]") {
+  for (const GradcheckCase& c : differentiable_cases()) {
+    if (c.kind == OpKind::Attention) DYNAMIC_SECTION(c.label) { gradcheck(c); }
+  }
+}
+
+TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck]") {
   std::set<OpKind> covered;
   for (const GradcheckCase& c : differentiable_cases()) covered.insert(c.kind);
   std::vector<OpKind> all = {
@@ -281,7 +289,7 @@ TEST_CASE("the gradcheck catalog covers every OpKind", "[autograd][gradcheck][A1
   }
 }
 
-TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck][A1]") {
+TEST_CASE("non-differentiable ops record no graph", "[autograd][gradcheck]") {
   Tensor x = leaf({1, -2, 0.5}, {3});
   Tensor y = leaf({1, 2, 3}, {3});
   for (OpKind k : kNotDifferentiable) {

@@ -318,6 +318,25 @@ ASSIGNMENTS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m selection reads the markers
+def pytest_collection_modifyitems(items):
+    """A test belongs to one assignment at most, so that it passes once that assignment is
+    written whatever else is a stub (scripts/check_kit.py). A module's KIT_ASSIGNMENT ("a2")
+    tags each of its tests that names no assignment itself, unless it is marked no_assignment
+    (it passes through the assignment's stub: it tests nothing of it)."""
+    shared = []
+    for item in items:
+        own = [marker for marker in ASSIGNMENTS if item.get_closest_marker(marker)]
+        default = getattr(getattr(item, "module", None), "KIT_ASSIGNMENT", None)
+        if not own and default and not item.get_closest_marker("no_assignment"):
+            item.add_marker(default)
+        if len(own) > 1 or (own and item.get_closest_marker("no_assignment")):
+            shared.append(f"{item.nodeid} ({', '.join(own + (['no_assignment'] if len(own) == 1 else []))})")
+    if shared:
+        raise pytest.UsageError("a test belongs to one assignment at most; these carry several:\n  "
+                                + "\n  ".join(shared))
+
+
 @pytest.fixture(autouse=True)
 def _assignment_stubs_raise_in_their_own_tests(request, monkeypatch):
     """In a student tree a stub falls back (eager kernels, a recompile) so that the rest of mini
@@ -335,5 +354,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "rss: asserts that resident memory stays flat")
     # cuda: needs a CUDA device (skipped without one); scripts/gpu_cuda.sh runs `pytest -m cuda`
     config.addinivalue_line("markers", "cuda: runs on a CUDA device (skipped without one)")
+    config.addinivalue_line("markers", "no_assignment: not its module's KIT_ASSIGNMENT (it passes through the stub)")
     for marker, what in ASSIGNMENTS.items():
         config.addinivalue_line("markers", f"{marker}: the tests of assignment {what}")

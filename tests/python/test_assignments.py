@@ -64,6 +64,9 @@ def test_the_student_tree_differs_only_inside_the_regions(tmp_path):
         assert [("STUB" if line in stubs else line) for line in stu] == kept, rel
     # files without regions are copied unchanged
     assert (out / "mini/tensor/ops.h").read_text() == (REPO / "mini/tensor/ops.h").read_text()
+    # the grader sees which stages are stubs (to say which needed ones are not written yet)
+    assert grade.stubs_in(out) == set(kit.ASSIGNMENTS)
+    assert "A5" not in grade.stubs_in(REPO) or "A5" in os.environ.get("MINI_KIT_STUBS", "")
     assert not (out / "build").exists() and not (out / ".venv").exists()
 
 
@@ -73,8 +76,15 @@ def test_stubbed_files_compile(tmp_path):
     out = tmp_path / "student"
     run_script(out)
     python_include = sysconfig.get_paths()["include"]
-    for rel in ("mini/tensor/autograd.cpp", "mini/autograd/partition.cpp", "mini/fusion/schedule.cpp",
-                "mini/codegen/c_style.cpp", "mini/guards/guards.cpp"):
+    import make_assignment
+    files = sorted({r.path for r in make_assignment.find_regions(make_assignment.tracked_files())})
+    # every file with a region; a header through a source that includes it
+    units = [rel if rel.endswith(".cpp") else
+             next(str(c.relative_to(out)) for c in sorted((out / "mini").rglob("*.cpp"))
+                  if f'"{Path(rel).name}"' in c.read_text() or f'/{Path(rel).name}"' in c.read_text())
+             for rel in files]
+    assert len(units) >= 9, units
+    for rel in units:
         r = subprocess.run([cxx, "-std=c++17", "-fopenmp", "-fsyntax-only", f"-I{out / 'mini'}",
                             f"-I{GENERATED}", f"-I{python_include}", str(out / rel)],
                            capture_output=True, text=True, timeout=120)
@@ -106,10 +116,40 @@ def test_the_kit_table_names_every_region_marker_handout_and_lab():
         assert all(r in kit.ASSIGNMENTS and r != a.id for r in a.requires), (a.id, a.requires)
 
 
-def test_independent_assignments_leave_out_the_stubbed_one_and_those_built_on_it():
-    ids = [a.id for a in kit.independent_of("A1")]
-    assert "A1" not in ids and "A2" not in ids and "A3" in ids
-    assert "A2" in [a.id for a in kit.independent_of("A3")]
+def test_the_kit_switch_throws_the_student_stubs_words_and_names_kit_py(tmp_path):
+    # MINI_KIT_STUBS=A3 makes the reference's region throw what the student tree's stub throws
+    # (mini/tensor/errors.h): the kit check's one build stands for every student tree
+    import make_assignment
+    region = next(r for r in make_assignment.find_regions(make_assignment.tracked_files()) if r.id == "A3")
+    stub = make_assignment.stub_line(region, "")
+    words = stub[stub.index('"') + 1:stub.rindex('"')]
+    script = ("import mini\n"
+              "f = mini.compile(lambda x: (x * 2).relu() + 1)\n"
+              "try:\n    f(mini.randn(4, 4))\nexcept RuntimeError as e:\n    print(e)\n")
+    env = dict(os.environ, MINI_KIT_STUBS="A1,A3", MINI_ASSIGNMENT_STRICT="A3",
+               PYTHONPATH=str(BUILD))
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.splitlines()[0] == words, done.stdout + done.stderr  # then the graph it was compiling
+    # errors.h names each assignment as scripts/kit.py does
+    header = (REPO / "mini" / "tensor" / "errors.h").read_text()
+    for a in kit.ASSIGNMENTS.values():
+        assert f'{{"{a.id}", "{a.name}"}}' in header, f"errors.h's name of {a.id} is not kit.py's {a.name!r}"
+
+
+def test_a_test_belongs_to_one_assignment_at_most(tmp_path):
+    folder = REPO / "tests" / "python" / f"_kit_{os.getpid()}"
+    folder.mkdir()
+    try:
+        (folder / "test_shared.py").write_text("import pytest\n\n@pytest.mark.a5\n@pytest.mark.a6\n"
+                                               "def test_both():\n    pass\n")
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                               str(folder)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONPATH=str(BUILD)))
+    finally:
+        shutil.rmtree(folder)
+    assert done.returncode != 0
+    assert "belongs to one assignment at most" in done.stdout + done.stderr and "test_both (a5, a6)" in done.stdout + done.stderr
 
 
 def test_the_grader_turns_a_stub_or_an_assertion_into_a_sentence():
@@ -117,8 +157,57 @@ def test_the_grader_turns_a_stub_or_an_assertion_into_a_sentence():
             'notes/assignments/A3.md says what to write)')
     assert grade.advice(stub) == "still the stub: write A3 fusion legality in mini/fusion/schedule.cpp"
     failure = "def test_x():\n>       assert kernels == 1\nE       assert 3 == 1\n"
-    assert grade.advice(failure) == "assert 3 == 1"
+    assert grade.advice("AssertionError: assert 3 == 1", failure) == "assert 3 == 1"
     assert grade.advice("") == "failed without a message"
+    # every line of the explanation, not the first cut at 200 characters
+    long = "".join(f"E         {i}\n" for i in range(30))
+    assert grade.advice("AssertionError", "E   assert [...] == [...]\n" + long).count("\n") == 30
+    # a stub's words in a test's captured output are not the test's failure
+    said = "E   assert 'mismatch' in 'warning: not implemented: A7 automatic dynamic shapes (mini/x.cpp; ...)'"
+    assert not grade.advice("AssertionError: assert 'mismatch' in ...", said).startswith("still the stub")
+
+
+def test_the_grader_says_what_a_test_checks_and_warns_of_a_stale_build(tmp_path):
+    test = tmp_path / "tests" / "test_x.py"
+    test.parent.mkdir()
+    test.write_text('def test_doc():\n    """Its docstring."""\n\n\n'
+                    '# its comment,\n# two lines\n@decorated\ndef test_comment():\n    pass\n')
+    assert grade.what_it_checks(tmp_path, "tests/test_x.py", "test_doc") == "Its docstring."
+    assert grade.what_it_checks(tmp_path, "tests/test_x.py", "test_comment") == "its comment, two lines"
+    built = tmp_path / "build" / "python" / "mini" / "_C.cpython-311.so"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    source = tmp_path / "mini" / "guards" / "cache.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_text("")
+    os.utime(built, (1000, 1000))
+    assert grade.stale_sources(tmp_path) == ["mini/guards/cache.cpp"]
+    os.utime(source, (900, 900))
+    assert grade.stale_sources(tmp_path) == []
+
+
+def test_the_grader_reports_a_failure_with_its_comment_its_diff_and_a_rerun_command(tmp_path):
+    # A6 graded with its stub (the kit switch), and a hidden test of the instructor's that fails
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "test_held_back.py").write_text(
+        "import pytest\n\n\n@pytest.mark.a6\ndef test_long_lists_differ():\n"
+        "    \"\"\"Sixty numbers in order.\"\"\"\n"
+        "    assert list(range(60)) == list(range(59)) + [99]\n")
+    env = dict(os.environ, MINI_KIT_STUBS="A6", PYTHONPATH="")
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "grade.py"), "A6", "--no-lab", "--one-python",
+                           "--hidden", str(hidden)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "still the stub: write A6 the guard cache in mini/guards/cache.cpp" in out
+    assert "it checks: Sixty numbers in order." in out  # the test's docstring
+    assert "rerun it: PYTHONPATH=build/python " in out and "-m pytest -q tests/python/test_capture_cache.py::" in out
+    assert "hidden: test_held_back.py" in out and "0 / 1" in out.split("hidden: test_held_back.py")[1].splitlines()[0]
+    assert "59 != 99" in out or "99" in out.split("test_long_lists_differ")[1]  # the diff, whole
+    assert not (REPO / "tests" / "python" / "hidden").exists()  # the hidden tests are taken out again
+
+
+
 
 
 def test_the_grader_lists_the_assignments_and_refuses_an_unbuilt_tree(tmp_path):
@@ -140,6 +229,6 @@ def test_the_grader_reads_the_catch2_report_of_a_tag():
         pytest.skip("no build/mini_tests: configured with MINI_CPP_TESTS=OFF")
     results = grade.run_catch2(REPO, "[A1]")
     assert results, "no test case read from the report"
-    assert all(ok for _, ok, _ in results), [r for r in results if not r[1]]
-    assert any("finite differences" in name for name, _, _ in results), [name for name, _, _ in results]
+    assert all(r.passed for r in results), [r for r in results if not r.passed]
+    assert any("finite differences" in r.name for r in results), [r.name for r in results]
     assert grade.run_catch2(REPO, "[no such tag]") == []  # no case: neither a point won nor lost

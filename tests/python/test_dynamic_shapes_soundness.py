@@ -206,8 +206,7 @@ def test_size_expression_returned_without_a_graph():
         assert cf(x) == (2 * n - 1, n, 1)
 
 
-@pytest.mark.a9  # a graph break's resume units: assignment A9
-@pytest.mark.a7  # and the size made dynamic on the recompile: assignment A7
+# automatic dynamic shapes (A7) across a graph break (A9): no one assignment's
 def test_size_kept_across_a_graph_break_is_the_value():
     def fn(x):
         n = x.shape[0] * 2 + 1

@@ -462,9 +462,11 @@ def test_only_the_resume_unit_recompiles_when_a_later_input_changes(capsys):
     assert err.count("Recompiling function _break_then_use_y") == 1 and "dtype" in err, err
 
 
-@pytest.mark.parametrize("dynamic,frames", [pytest.param(None, [2, 4, 4, 4, 4], marks=pytest.mark.a7),
-                                            (True, [2, 2, 2, 2, 2]), (False, [2, 4, 6, 8, 10])])
-@pytest.mark.a9  # a graph break's resume units: assignment A9
+# marked dynamic or static, each unit's compiles are A9's; automatic dynamic shapes (None) in
+# each unit are A7's and A9's: no one assignment's
+@pytest.mark.parametrize("dynamic,frames", [(None, [2, 4, 4, 4, 4]),
+                                            pytest.param(True, [2, 2, 2, 2, 2], marks=pytest.mark.a9),
+                                            pytest.param(False, [2, 4, 6, 8, 10], marks=pytest.mark.a9)])
 def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
     cf, cnt = counted(_break_then_use_y, dynamic=dynamic)
     for n, count in zip([3, 4, 5, 6, 7], frames):  # automatic dynamic: each unit recompiles once
@@ -473,8 +475,7 @@ def test_dynamic_shapes_apply_to_each_unit(dynamic, frames, capsys):
         assert cnt.frame_count == count
 
 
-@pytest.mark.a9  # a graph break's resume units: assignment A9
-@pytest.mark.a6
+# each resume unit (A9) has its own cache limit (A6): no one assignment's
 def test_resume_unit_hits_its_own_cache_limit(capsys):
     cf, cnt = counted(_break_then_use_y)
     with mini.config.patch(cache_size_limit=2):

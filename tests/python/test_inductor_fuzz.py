@@ -1017,7 +1017,8 @@ def replace(node, target, new):
 
 # ---- the tests --------------------------------------------------------------------------------------
 
-pytestmark = [pytest.mark.usefixtures("own_cache_dir"), pytest.mark.a4]
+pytestmark = [pytest.mark.usefixtures("own_cache_dir")]
+KIT_ASSIGNMENT = "a4"  # every test here is A4's unless it says otherwise (conftest.py)
 
 
 @pytest.fixture(autouse=True)
@@ -1028,6 +1029,7 @@ def _fresh():
     mini.reset()
 
 
+@pytest.mark.no_assignment  # passes through the stub: not the assignment's
 def test_generator_is_deterministic():
     a = Program(*generate(7, 5), "p").source()
     b = Program(*generate(7, 5), "p").source()
@@ -1193,6 +1195,7 @@ def test_row_epilogue_that_loads_a_row_shaped_input(case):
     assert problem is None, problem
 
 
+@pytest.mark.no_assignment  # passes through the stub: not the assignment's
 def test_reduction_over_a_tuple_of_dims_is_captured():
     problem = compare(lambda x: x.amax((0, 1)), lambda: (_t(2, 3, 4, seed=1),))
     assert problem is None, problem

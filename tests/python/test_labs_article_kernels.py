@@ -116,8 +116,8 @@ def test_fusion_bandwidth_one_fused_kernel_reads_inputs_once(figures):
 # ---- debug_order ----------------------------------------------------------------------------
 
 
-@pytest.mark.a9  # a graph break's resume units: assignment A9
-@pytest.mark.a6  # and the recompiles the guard cache counts: assignment A6
+# debug_order's questions and fixes go through breaks (A9), recompiles (A5, A6) and kernels (A3):
+# no one assignment's
 def test_debug_order_each_command_printed_what_it_answers(figures):
     _, data = figures
     breaks, recompiles, launches, mode = data["debug_order"]["questions"]
@@ -136,7 +136,7 @@ def test_debug_order_each_command_printed_what_it_answers(figures):
     assert [o["option"] for o in mode["options"] if o["current"]] == ["backend='aot_eager'"]
 
 
-@pytest.mark.a9  # a graph break's resume units: assignment A9
+# (no one assignment's, as the test above)
 def test_debug_order_each_fix_reduces_what_it_targets(figures):
     _, data = figures
     slow, fix1, fix2, fix3, fix4 = data["debug_order"]["stages"]

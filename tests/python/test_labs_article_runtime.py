@@ -84,7 +84,7 @@ def test_the_unit_counts_add_up_to_the_units_run(figures):
     assert all(d["checks"].values()), d["checks"]
 
 
-@pytest.mark.a9  # a graph break's resume units: assignment A9
+# the frame hook's figure trains (A1) across graph breaks (A9): no one assignment's
 def test_the_skip_and_native_reasons_are_the_ones_the_program_provokes(figures):
     _, data = figures
     d = data["frame_hook"]
