@@ -131,7 +131,8 @@ def advice(message, text=""):
 
 
 def what_it_checks(tree, file, function):
-    """The test's docstring, else the comment block right above its def (or its decorators)."""
+    """The test's docstring, else the comment block right above its def (or its decorators),
+    else its name, which in this project is a sentence ("test_hit_moves_to_front")."""
     path = tree / file
     if not path.exists():
         return ""
@@ -151,7 +152,7 @@ def what_it_checks(tree, file, function):
             while first >= 0 and lines[first].strip().startswith("#"):
                 comment.insert(0, lines[first].strip().lstrip("#").strip())
                 first -= 1
-            return " ".join(comment)
+            return " ".join(comment) or function.removeprefix("test_").replace("_", " ")
     return ""
 
 

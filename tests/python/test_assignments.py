@@ -171,9 +171,11 @@ def test_the_grader_says_what_a_test_checks_and_warns_of_a_stale_build(tmp_path)
     test = tmp_path / "tests" / "test_x.py"
     test.parent.mkdir()
     test.write_text('def test_doc():\n    """Its docstring."""\n\n\n'
-                    '# its comment,\n# two lines\n@decorated\ndef test_comment():\n    pass\n')
+                    '# its comment,\n# two lines\n@decorated\ndef test_comment():\n    pass\n\n\n'
+                    'def test_a_hit_moves_to_the_front():\n    pass\n')
     assert grade.what_it_checks(tmp_path, "tests/test_x.py", "test_doc") == "Its docstring."
     assert grade.what_it_checks(tmp_path, "tests/test_x.py", "test_comment") == "its comment, two lines"
+    assert grade.what_it_checks(tmp_path, "tests/test_x.py", "test_a_hit_moves_to_the_front") == "a hit moves to the front"
     built = tmp_path / "build" / "python" / "mini" / "_C.cpython-311.so"
     built.parent.mkdir(parents=True)
     built.write_text("")
