@@ -118,18 +118,25 @@ bool FrameInterpreter::in_loop(size_t index) {
 }
 
 // exit_at: how a unit ends at an instruction capture cannot trace (assignment A9, with
-// resume.cpp's run_instruction; notes/assignments/A9.md).
+// resume.cpp's run_instruction; notes/assignments/A9.md). One of three:
+//   Break:  the graph so far is compiled; `in` runs eagerly with real objects (run_instruction)
+//           and a new unit, compiled in turn, resumes after it. The most compiled, and only
+//           where run_instruction can run `in`.
+//   Native: the graph so far is compiled; CPython runs the rest of the frame from `in`. Always
+//           valid (a NOP, LOAD_FAST... with any stack), and nothing after `in` is compiled.
+//   Skip:   nothing of this unit is compiled; CPython runs it whole (earlier units' graphs stay).
 //   in:  `in`, the instruction that raised Unsupported; `stack`, the symbolic value stack just
 //        before it; skip_unit, the Unsupported asked for the whole unit to be left to CPython;
 //        in_callee, it was raised inside a function being inlined at `in`.
-//   out: Skip when skip_unit, and where Dynamo gives up on the frame: inside a handler of the
-//        user's (in_handler: a try block, a with block other than a grad mode's), and at a
-//        break of the unit's own inside a loop (in_loop(pc_ - 1): every iteration would break
-//        again; the graphs of earlier units stay compiled); Break when the instruction can run
-//        eagerly with real objects (can_run_eagerly: a call or a conditional jump); otherwise
-//        Native (CPython runs the rest of the frame from `in`).
-//   guarantees: Break only where run_instruction can run `in`; a Native exit is always valid
-//        (a NOP, LOAD_FAST... with any stack).
+//   The choice is yours, with FrameInterpreter's questions (in_handler, in_loop,
+//   can_run_eagerly; frame_interpreter.h). What it must respect, as Dynamo does:
+//   - a graph cut off inside a handler of the user's (a try block; a with block other than a
+//     grad mode's, which capture replays) would leave the handler's exit to no one;
+//   - a unit that breaks inside a loop of its own would break again on every iteration, a
+//     resume unit per trip; one inside a function being inlined does not (the loop is its);
+//   - the tests count the frames compiled and the graphs and breaks explain() reports, cause
+//     by cause (tests/python/test_graph_breaks.py): the right answer compiles the most that is
+//     safe.
 Trace::Exit FrameInterpreter::exit_at(const Instruction& in, const std::vector<VarRef>& stack, bool skip_unit,
                                       bool in_callee) {
   // A9 BEGIN: resume units
