@@ -350,10 +350,12 @@ def main(argv=None):
               f"tests fail until {'it is' if len(missing) == 1 else 'they are'} written (notes/assignments.md draws "
               f"what needs what)")
     found = builds(tree, not args.one_python and a.versions)
-    if a.versions:
-        others = [b.label for b in found[1:]]
-        print(f"{a.id} differs by Python version: graded on {', '.join(b.label for b in found)}"
-              + ("" if others else " only (build the others with `bash scripts/setup.sh --student --all-pythons`)"))
+    if a.versions and len(found) > 1:
+        print(f"{a.id} differs by Python version: graded on {', '.join(b.label for b in found)}")
+    elif a.versions:
+        print(f"{a.id} differs by Python version: graded on this tree's Python only "
+              + ("(--one-python)" if args.one_python else
+                 "(build the others with `bash scripts/setup.sh --student --all-pythons`)"))
     groups, lab_ok, lab_output = grade(a, tree, lab=not args.no_lab, hidden=args.hidden,
                                        every_version=not args.one_python)
     passed, total = report(a, tree, groups, lab_ok, lab_output)

@@ -128,8 +128,11 @@ bool FrameInterpreter::in_loop(size_t index) {
 //   in:  `in`, the instruction that raised Unsupported; `stack`, the symbolic value stack just
 //        before it; skip_unit, the Unsupported asked for the whole unit to be left to CPython;
 //        in_callee, it was raised inside a function being inlined at `in`.
-//   The choice is yours, with FrameInterpreter's questions (in_handler, in_loop,
-//   can_run_eagerly; frame_interpreter.h). What it must respect, as Dynamo does:
+//   The choice is yours, with FrameInterpreter's questions (frame_interpreter.h): in_handler
+//   (ask it before any Break: inside a grad mode's with block it records, in
+//   trace.grad_enabled_on_raise, the mode the block's end restores), in_loop (of an instruction
+//   index: index_of_[in.offset / 2] is `in`'s) and can_run_eagerly. What it must respect, as
+//   Dynamo does:
 //   - a graph cut off inside a handler of the user's (a try block; a with block other than a
 //     grad mode's, which capture replays) would leave the handler's exit to no one;
 //   - a unit that breaks inside a loop of its own would break again on every iteration, a

@@ -170,8 +170,9 @@ struct Trace {
   // How the unit ends: returning `output`; or a graph break at `exit_instruction`, which
   // then runs eagerly (Break: a call or a branch on a tensor, done with real objects) or
   // natively in CPython to the end of the frame (Native: an instruction capture cannot run).
-  // Skip: a branch on a tensor inside a loop; nothing of the unit is compiled, CPython runs
-  // it and the rest of the frame (Dynamo skips such a frame).
+  // Skip: nothing of the unit is compiled, CPython runs it and the rest of the frame (Dynamo
+  // skips such a frame): a break of the unit's own inside a loop, one inside a handler of the
+  // user's (a try block), or a unit the capture asked to leave whole.
   enum class Exit { Return, Break, Native, Skip } exit = Exit::Return;
   OutputSpec output;
   Instruction exit_instruction{};

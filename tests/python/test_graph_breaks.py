@@ -576,7 +576,8 @@ def test_reset_inside_the_call_a_break_runs_does_not_read_the_freed_artifact():
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_a_keyword_call_left_to_cpython_keeps_its_keywords(backend, capsys):
-    """A break at a call inside a try block is left to CPython (a Native exit). On 3.11 and 3.12
+    """A break at a call inside a try block is left to CPython (a Skip exit: nothing of the unit
+    is compiled). On 3.11 and 3.12
     the keyword names of KW_NAMES live in CPython's eval loop, not on the stack: resumed at the
     CALL, print("y", 1, sep="-", end="|\\n") printed "y 1 - |\\n\\n" (the keywords as positional
     arguments). CPython now resumes at the KW_NAMES."""
