@@ -18,7 +18,13 @@ This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
 2. what falling back costs per call, with backend="inductor": a shape with a cached compiled
    entry (one fused kernel), a shape past the limit (the eager ops, after a guard walk that
    misses all eight entries) and the plain uncompiled function, at a small size (where the
-   per-call overhead shows) and a large one (where the lost fusion shows).
+   per-call overhead shows) and a large one (where the lost fusion shows);
+3. the cache's policies side by side (mini.config.cache_policy: "recent", torch's; "oldest";
+   "yours", the course kit's A6) on four streams of sizes: a storm of 12 sizes in turn, one hot
+   size among cold ones, a phase change, a drift to ever new sizes. Per stream and policy: the
+   compiles, the entries evicted, the calls that ran compiled code and those that ran eagerly,
+   the entries whose guards a call checked on average, and the stream's time with
+   backend="eager" (capture and guards, no code generation).
 
     PYTHONPATH=build/python .venv/bin/python labs/cache_storm.py [--quick] [--out DIR]
         [--device cpu|cuda]
@@ -27,8 +33,9 @@ This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
 (NVRTC, or a CUBIN from mini's disk cache) and the times per call are read after a
 synchronize. Without a usable GPU it says why in one line and exits 0.
 
-Writes cache_storm.png / .svg (compiles against call index; time per call by regime) and
-cache_storm.json into --out (default: figures/ at the repository root).
+Writes cache_storm.png / .svg (compiles against call index; time per call by regime),
+cache_policies.png / .svg (the policies on the four streams) and cache_storm.json into --out
+(default: figures/ at the repository root).
 """
 
 import argparse
@@ -36,6 +43,7 @@ import contextlib
 import io
 import json
 import os
+import random
 import re
 import time
 import warnings
@@ -57,6 +65,8 @@ QUICK_LARGE_BASE = 2**14
 REGIMES = ["cached compiled", "past the limit (eager)", "plain eager"]
 REGIME_COLORS = {"cached compiled": "#4C72B0", "past the limit (eager)": "#C44E52",
                  "plain eager": "#8C8C8C"}
+POLICIES = ["recent", "oldest", "yours"]
+POLICY_COLORS = {"recent": "#4C72B0", "oldest": "#8C8C8C", "yours": "#DD8452"}
 
 
 def parse_args(argv):
@@ -151,6 +161,59 @@ def inductor_storm(base, limit, device):
 
     calls = run_storm(compiled, sizes, device, before_call=before_call, after_call=after_call)
     return compiled, sizes, calls
+
+
+# ---- the cache's policies -------------------------------------------------------------------
+
+
+def policy_streams(seed=0):
+    """The four streams of sizes (limit 8): name -> (what it is, the sizes in call order)."""
+    rng = random.Random(seed)
+    storm = [n for _ in range(5) for n in range(2, 14)]
+    hot = [2 if rng.random() < 0.9 else rng.choice(range(3, 9)) for _ in range(60)]
+    phases = [n for base in (2, 6, 10) for _ in range(10) for n in range(base, base + 4)]
+    drift = [2 + i // 4 for i in range(64)]
+    return {
+        "storm": ("12 sizes in turn, 5 rounds", storm),
+        "hot": ("size 2 nine calls in ten, 6 others", hot),
+        "phases": ("4 sizes x 10 rounds, then 4 new, then 4 new", phases),
+        "drift": ("a new size every 4 calls", drift),
+    }
+
+
+def run_policy(policy, sizes, device):
+    """fn over `sizes` with backend="eager" under cache_policy `policy` (automatic dynamic off):
+    mini.compiler.stats() counts compiles, hits, evictions and the entries checked."""
+    mini.reset()
+    xs = {n: mini.randn(n, device=device) for n in sorted(set(sizes))}
+    sync = synchronizer(device)
+    with mini.config.patch(cache_policy=policy), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the limit's warning: counted as eager calls below
+        compiled = mini.compile(fn, backend="eager")
+        mini.compiler.reset_stats()
+        try:
+            sync()
+            start = time.perf_counter()
+            for n in sizes:
+                compiled(xs[n])
+            sync()
+            seconds = time.perf_counter() - start
+        except Exception as error:  # noqa: BLE001  (a stub, or a broken contract: shown, not fatal)
+            return {"error": f"{type(error).__name__}: {error}".splitlines()[0]}
+    units = mini.compiler.stats()["units"]
+    eager = len(sizes) - units["cache_hits"] - units["compiles"]
+    mini.reset()
+    return {"compiles": units["compiles"], "evictions": units["evictions"],
+            "compiled_calls": units["cache_hits"] + units["compiles"], "eager_calls": eager,
+            "checked_per_call": units["entries_checked"] / len(sizes), "stream_ms": seconds * 1e3}
+
+
+def compare_policies(device):
+    results = {}
+    for name, (what, sizes) in policy_streams().items():
+        results[name] = {"what": what, "calls": len(sizes), "distinct_sizes": len(set(sizes)),
+                         "policies": {policy: run_policy(policy, sizes, device) for policy in POLICIES}}
+    return results
 
 
 # ---- time per call, by regime ---------------------------------------------------------------
@@ -282,6 +345,28 @@ def print_regimes(limit, regimes_by_size, device):
           "of one fused kernel).")
 
 
+def print_policies(limit, policies):
+    print(f"\nthe cache's policies (mini.config.cache_policy), fn(x) = {EXPRESSION}, backend='eager', "
+          f"cache_size_limit={limit}:\n")
+    header = (f"{'stream':<8}{'policy':<8}{'compiles':>9}{'evicted':>8}{'compiled':>9}{'eager':>6}"
+              f"{'checked':>8}{'ms':>8}")
+    print(header)
+    print("-" * len(header))
+    for name, stream in policies.items():
+        for policy in POLICIES:
+            r = stream["policies"][policy]
+            if "error" in r:
+                print(f"{name:<8}{policy:<8}  {r['error']}")
+                continue
+            print(f"{name:<8}{policy:<8}{r['compiles']:>9}{r['evictions']:>8}{r['compiled_calls']:>9}"
+                  f"{r['eager_calls']:>6}{r['checked_per_call']:>8.2f}{r['stream_ms']:>8.1f}")
+    print("\nstreams: " + "; ".join(f"{name}: {s['what']} ({s['calls']} calls, {s['distinct_sizes']} sizes)"
+                                  for name, s in policies.items()))
+    print("compiled: calls that ran compiled code (hits and compiles); eager: calls past the limit;\n"
+          "checked: entries whose guards a call checked, on average (a hit at depth d checks d, a miss\n"
+          "every entry); ms: the whole stream, its captures included.")
+
+
 def format_us(us):
     if us >= 100:
         return f"{us:,.0f}"
@@ -351,6 +436,42 @@ def plot(limit, count_calls, torch_compiles, regimes_by_size, device, out_dir):
     return paths
 
 
+def plot_policies(limit, policies, device, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(policies)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    panels = [("compiles", "compiles (the storm's cost)"),
+              ("eager_calls", "calls run eagerly (past the limit)"),
+              ("checked_per_call", "entries checked per call")]
+    width = 0.8 / len(POLICIES)
+    for ax, (key, title) in zip(axes, panels):
+        for k, policy in enumerate(POLICIES):
+            values = [policies[n]["policies"][policy].get(key, 0) for n in names]
+            xs = [i + (k - (len(POLICIES) - 1) / 2) * width for i in range(len(names))]
+            bars = ax.bar(xs, values, width, color=POLICY_COLORS[policy], label=policy)
+            for bar, name in zip(bars, names):
+                r = policies[name]["policies"][policy]
+                label = "stub" if "error" in r else (f"{r[key]:.1f}" if key == "checked_per_call" else str(r[key]))
+                ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), label,
+                        ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([f"{n}\n({policies[n]['distinct_sizes']} sizes)" for n in names], fontsize=9)
+        ax.set_title(title, fontsize=10)
+        if key == "compiles":
+            ax.axhline(limit, color="#C44E52", linestyle="--", linewidth=1)
+            ax.text(-0.45, limit, f"limit {limit}", color="#C44E52", fontsize=8, va="bottom")
+    axes[0].legend(title="cache_policy", fontsize=8)
+    fig.suptitle(f"fn(x) = {EXPRESSION}, automatic dynamic off: the guard cache's policies"
+                 f"{device_title(device)}", fontsize=11)
+    fig.tight_layout()
+    paths = save_figure(fig, out_dir, "cache_policies")
+    plt.close(fig)
+    return paths
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.device == "cuda":
@@ -371,12 +492,14 @@ def main(argv=None):
             calls_per_sample, repeats = timing[size_label]
             regimes_by_size[size_label] = time_regimes(compiled, sizes, limit,
                                                        calls_per_sample, repeats, args.device)
-    mini.reset()
+        mini.reset()
+        policies = compare_policies(args.device)
 
     record = torch_record()
     torch_compiles = record["compiles_after_each_call"] if record else None
     print_storm(limit, count_calls, storms["small"]["calls"], torch_compiles, args.device)
     print_regimes(limit, regimes_by_size, args.device)
+    print_policies(limit, policies)
     mini_compiles = [c["compiles"] for c in count_calls]
     if torch_compiles is not None:
         verdict = "the same" if mini_compiles == torch_compiles else "DIFFERENT"
@@ -390,6 +513,7 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     figure_paths = plot(limit, count_calls, torch_compiles, regimes_by_size, args.device,
                         args.out)
+    figure_paths += plot_policies(limit, policies, args.device, args.out)
     warned_calls = [c["call"] for c in count_calls if c["limit_warnings"]]
     results = {
         "expression": EXPRESSION,
@@ -404,6 +528,7 @@ def main(argv=None):
         "recompile_reasons": [reason for c in count_calls for reason in c["recompile_reasons"]],
         "inductor_storms": storms,
         "regimes": regimes_by_size,
+        "policies": policies,
         "timing": "us per call: fastest of several runs of many back-to-back calls"
                   + (", each read after mini.cuda.synchronize()" if args.device == "cuda" else ""),
         "machine": state,

@@ -39,7 +39,7 @@ ASSIGNMENTS = {a.id: a for a in [
     Assignment("A4", "how each op is spelled in C++", "a4", ("labs/fusion_wins.py", "--quick"),
                requires=("A3",)),
     Assignment("A5", "the tensor guard (TENSOR_MATCH)", "a5", ("labs/shape_thrash.py", "--quick")),
-    Assignment("A6", "the guard cache", "a6", ("labs/cache_storm.py", "--quick"),
+    Assignment("A6", "a guard cache policy", "a6", ("labs/cache_storm.py", "--quick"),
                requires=("A5",)),
     Assignment("A7", "automatic dynamic shapes", "a7", ("labs/shape_thrash.py", "--quick"),
                requires=("A5",)),

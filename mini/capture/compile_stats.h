@@ -46,6 +46,8 @@ struct CompileStats {
     frames_skipped.emplace_back(why, 1);
   }
   long cache_hits = 0, compiles = 0, recompiles = 0;
+  long entries_checked = 0;  // entries whose guards a lookup ran (a hit at depth d checks d)
+  long evictions = 0;        // entries a cache policy dropped to make room
   std::map<std::string, long> units_run_natively;  // reason -> unit runs
   StageTotal stages[int(Stage::kCount)];
   void add(Stage s, double seconds) {

@@ -4,11 +4,14 @@
 
 #include <string>
 
+#include "guards/cache.h"
+
 namespace mini::capture {
 
 struct CompileConfig {
   std::string cache_dir;
   int cache_size_limit = 8;
+  guards::CachePolicy cache_policy = guards::CachePolicy::Recent;  // "recent", "oldest", "yours" (A6)
   bool automatic_dynamic_shapes = true;
   bool capture_scalar_outputs = false;
   bool suppress_errors = false;  // a graph inductor fails to compile runs eagerly, with a warning

@@ -59,71 +59,10 @@ namespace {
 
 thread_local std::vector<CompileRequest*> t_requests;
 
-// ---- the guard cache and automatic dynamic, as lookup_or_compile calls them ------------------
-// In a student tree (scripts/make_assignment.py) a stage not written yet raises "not
-// implemented: A<n> ..."; mini then runs something slower but right in its place and says so
-// once, as a UserWarning naming the assignment (guards::warn_stub_fallback). Any other error
-// propagates; so does the stub's, in the stage's own tests (is_assignment_stub).
-
-
-// While A6 (the guard cache) is a stub, a plain cache stands in for it: every entry is
-// checked in the order it was compiled and none moves (a shape that comes back walks past the
-// guards of every entry compiled before its own), a recompile's reason lists the failing guard
-// of every entry (evaluating them all) instead of the most recent entry's, and there is no size
-// limit (every new shape compiles). Runs the unit's own operation, or on a stub `plain`.
-template <class Written, class Plain>
-auto with_plain_cache(Written written, Plain plain) -> decltype(written()) {
-  try {
-    return written();
-  } catch (const std::exception& e) {
-    if (!is_assignment_stub(e)) throw;
-    const char* instead = "a plain cache stands in: entries checked oldest first, none moves, a "
-                          "recompile lists every entry's failing guard, and no cache size limit";
-    if (!guards::warn_stub_fallback(e, instead))
-      throw Error(Error::Kind::Runtime, "a warning raised");  // its Python error stays set
-    return plain();
-  }
-}
-
-guards::CacheEntry* cache_lookup(guards::UnitCache& unit, const guards::FrameValues& fv,
-                                 PyObject* backend) {
-  return with_plain_cache([&] { return unit.lookup(fv, backend); }, [&]() -> guards::CacheEntry* {
-    for (guards::CacheEntry& entry : unit.entries)
-      if (entry.backend_key == backend && guards::guards_hold(entry, fv)) return &entry;
-    return nullptr;
-  });
-}
-
-std::string cache_recompile_reason(const guards::UnitCache& unit, const guards::FrameValues& fv,
-                                   PyObject* backend) {
-  return with_plain_cache([&] { return unit.recompile_reason(fv, backend); }, [&] {
-    std::string every;  // not the most recent entry's reason: each entry's, oldest first
-    for (const guards::CacheEntry& entry : unit.entries) {
-      if (entry.backend_key != backend) continue;
-      std::string why = guards::failing_guard(entry, fv);
-      if (!why.empty())
-        every += (every.empty() ? "" : "; ") + std::to_string(unit.frame_id) + "/" +
-                 std::to_string(entry.compile_id) + ": " + why;
-    }
-    return every;
-  });
-}
-
-bool cache_may_compile(guards::UnitCache& unit, int limit) {
-  return with_plain_cache([&] { return unit.may_compile(limit); }, [] { return true; });
-}
-
-void cache_add(guards::UnitCache& unit, guards::CacheEntry&& entry) {
-  with_plain_cache([&] { unit.add(std::move(entry)); }, [&] {  // a stub has not moved `entry`
-    entry.compile_id = unit.compiles++;
-    unit.entries.push_back(std::move(entry));
-  });
-}
-
 // The cache lookup and compile of Dynamo's convert_frame, for the unit at `offset`: the
-// first entry whose guards hold; on a miss, the recompile reason (the newest entry's first
-// failing guard), the cache size limit, automatic dynamic, then a compile whose entry goes
-// in at the front. *art is what Run runs: held by the caller too, as code the unit runs
+// first entry whose guards hold; on a miss, the recompile reason (the first entry's first
+// failing guard), the cache size limit, automatic dynamic, then a compile whose entry the
+// policy places (mini.config.cache_policy; guards/cache.h). *art is what Run runs: held by the caller too, as code the unit runs
 // (the breaking call, a backend, a setter) may call mini.reset(), which empties the cache.
 UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offset,
                            const guards::FrameValues& fv, CompileRequest* req,
@@ -131,11 +70,13 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   HookDisabled no_hook;  // guards, tracing and the graph are mini's own work
   guards::UnitsInUse in_use;  // `unit` outlives a reset until this returns
   guards::CacheEntry* hit = nullptr;
+  long checked = unit.entries_checked;
   try {  // a guard check that throws is a Python error, not a crash
-    hit = cache_lookup(unit, fv, req->backend_key);
+    hit = unit.lookup(fv, req->backend_key, compile_config().cache_policy);
   } catch (const std::exception& e) {
     return python_error(e);
   }
+  compile_stats().entries_checked += unit.entries_checked - checked;
   if (hit) {
     compile_stats().cache_hits++;
     *art = std::static_pointer_cast<Artifact>(hit->artifact);
@@ -146,8 +87,10 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   std::string reason;
   bool may_compile = true;
   try {
-    if (!unit.entries.empty()) reason = cache_recompile_reason(unit, fv, req->backend_key);
-    may_compile = cache_may_compile(unit, compile_config().cache_size_limit);
+    if (!unit.entries.empty()) reason = unit.recompile_reason(fv, req->backend_key);
+    int evicted = unit.evictions;
+    may_compile = unit.may_compile(compile_config().cache_size_limit, compile_config().cache_policy);
+    compile_stats().evictions += unit.evictions - evicted;
   } catch (const std::exception& e) {
     return python_error(e);
   }
@@ -191,7 +134,7 @@ UnitPlan lookup_or_compile(PyCodeObject* code, guards::UnitCache& unit, int offs
   entry.backend_key = req->backend_key;
   Py_INCREF(entry.backend_key);
   try {
-    cache_add(unit, std::move(entry));
+    unit.add(std::move(entry), compile_config().cache_policy);
   } catch (const std::exception& e) {
     return python_error(e);
   }

@@ -1,8 +1,9 @@
 // cache.cpp — the CodeCache in each code object's co_extra slot, and a unit's entries:
-// lookup (most recently hit first), the recompile reason, add, the cache size limit (the
-// guard cache, assignment A6: contracts in cache.h), reset.
+// lookup, the recompile reason, add and the cache size limit under each policy (torch's
+// "recent", "oldest", and "yours": the course kit's assignment A6; contracts in cache.h), reset.
 #include "cache.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_set>
 
@@ -75,48 +76,118 @@ std::string failing_guard(const CacheEntry& entry, const FrameValues& frame) {
   }
 }
 
-// ---- the guard cache (A6) ---------------------------------------------------------------------
+// ---- the guard cache ------------------------------------------------------------------------
 
-CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key) {
-  // A6 BEGIN: the guard cache
-  MINI_KIT_STUB(A6);
+CacheEntry* UnitCache::lookup(const FrameValues& frame, PyObject* backend_key, CachePolicy policy) {
+  ++clock;
   for (auto it = entries.begin(); it != entries.end(); ++it) {
     if (it->backend_key != backend_key) continue;
+    ++entries_checked;
     if (!guards_hold(*it, frame)) continue;
-    if (it != entries.begin()) entries.splice(entries.begin(), entries, it);  // relinks the node
-    return &entries.front();
+    CacheEntry* hit = &*it;  // a list node: splice relinks it, the address stays
+    hit->hits++;
+    hit->last_used = clock;
+    if (policy == CachePolicy::Recent && it != entries.begin())
+      entries.splice(entries.begin(), entries, it);
+    else if (policy == CachePolicy::Yours)
+      return checked_your_hit(it);
+    return hit;
   }
   return nullptr;
-  // A6 END
 }
 
 std::string UnitCache::recompile_reason(const FrameValues& frame, PyObject* backend_key) const {
-  // A6 BEGIN: the guard cache
-  MINI_KIT_STUB(A6);
   for (const auto& e : entries) {
     if (e.backend_key != backend_key) continue;
     std::string why = failing_guard(e, frame);
     if (!why.empty()) return std::to_string(frame_id) + "/" + std::to_string(e.compile_id) + ": " + why;
   }
   return "";
-  // A6 END
 }
 
-CacheEntry& UnitCache::add(CacheEntry&& entry) {
-  // A6 BEGIN: the guard cache
-  MINI_KIT_STUB(A6);
+// your_hit, and then its contract checked: the entry is still in the list at the address it had
+// (a copy, a move or an erase would leave the caller running freed memory).
+CacheEntry* UnitCache::checked_your_hit(std::list<CacheEntry>::iterator hit) {
+  const CacheEntry* where = &*hit;
+  int id = hit->compile_id;
+  your_hit(hit);
+  for (CacheEntry& e : entries)
+    if (e.compile_id == id) {
+      if (&e == where) return &e;
+      break;
+    }
+  throw Error(Error::Kind::Runtime,
+              "mini.config.cache_policy 'yours' (A6, your_hit in mini/guards/cache.cpp) broke its contract: "
+              "entry " + std::to_string(frame_id) + "/" + std::to_string(id) + " is no longer where it was; "
+              "reorder entries with std::list::splice, which moves no entry, never by copying, moving from "
+              "or erasing one");
+}
+
+CacheEntry& UnitCache::add(CacheEntry&& entry, CachePolicy policy) {
+  auto where = policy == CachePolicy::Recent ? entries.begin()
+             : policy == CachePolicy::Oldest ? entries.end()
+                                             : your_place();
   entry.compile_id = compiles++;
-  entries.push_front(std::move(entry));
-  return entries.front();
+  entry.last_used = clock;
+  return *entries.insert(where, std::move(entry));
+}
+
+bool UnitCache::may_compile(int limit, CachePolicy policy) {
+  bool compile = policy == CachePolicy::Yours ? your_room(limit) : compiles < limit;
+  if (!compile) {
+    run_only = true;  // every later miss runs eagerly without asking again
+    return false;
+  }
+  if (policy != CachePolicy::Yours) return true;
+  std::string broken;  // your_room's contract, checked: the cache stays bounded whatever it does
+  if (int(entries.size()) >= limit)
+    broken = "it returned true with " + std::to_string(entries.size()) + " entries kept; room means "
+             "fewer than cache_size_limit (" + std::to_string(limit) + ") before a compile: evict first";
+  else if (compiles >= 2 * limit)
+    broken = "it returned true after " + std::to_string(compiles) + " compiles; a unit compiles at most "
+             "2 * cache_size_limit (" + std::to_string(2 * limit) + ") times, so that a recompile storm ends";
+  if (!broken.empty())
+    throw Error(Error::Kind::Runtime, "mini.config.cache_policy 'yours' (A6, your_room in "
+                                      "mini/guards/cache.cpp) broke its contract: " + broken);
+  return true;
+}
+
+void UnitCache::evict(std::list<CacheEntry>::iterator victim) {
+  entries.erase(victim);
+  evictions++;
+}
+
+// ---- the policy "yours" (A6) ------------------------------------------------------------------
+// The reference's design: the order is torch's (a hit and a new compile go to the front), and at
+// the limit it evicts the least recently used entry, but only one that has sat unused for
+// 2 * limit lookups (the workload moved on), and at most `limit` times. A storm whose shapes all
+// keep coming back stops compiling as torch's does; a workload that changed phase compiles again.
+
+void UnitCache::your_hit(std::list<CacheEntry>::iterator hit) {
+  // A6 BEGIN: a guard cache policy
+  MINI_KIT_STUB(A6);
+  if (hit != entries.begin()) entries.splice(entries.begin(), entries, hit);
   // A6 END
 }
 
-bool UnitCache::may_compile(int limit) {
-  // A6 BEGIN: the guard cache
+std::list<CacheEntry>::iterator UnitCache::your_place() {
+  // A6 BEGIN: a guard cache policy
   MINI_KIT_STUB(A6);
-  if (compiles < limit) return true;
-  run_only = true;  // every later miss runs eagerly without asking again
-  return false;
+  return entries.begin();
+  // A6 END
+}
+
+bool UnitCache::your_room(int limit) {
+  // A6 BEGIN: a guard cache policy
+  MINI_KIT_STUB(A6);
+  if (int(entries.size()) < limit) return true;
+  if (limit == 0 || evictions >= limit) return false;
+  auto lru = std::min_element(entries.begin(), entries.end(), [](const CacheEntry& a, const CacheEntry& b) {
+    return a.last_used < b.last_used;
+  });
+  if (clock - lru->last_used < 2L * limit) return false;  // still in use: a storm, not a new phase
+  evict(lru);
+  return true;
   // A6 END
 }
 

@@ -237,7 +237,7 @@ void bind_compile(py::module_& m) {
     b.grad_mode_wrapper_code = grad_mode_wrapper_code.release().ptr();
   });
   py::class_<mini::graph::Graph, std::shared_ptr<mini::graph::Graph>>(m, "Graph");
-  m.def("_set_config", [](int cache_size_limit, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
+  m.def("_set_config", [](int cache_size_limit, std::string cache_policy, bool automatic_dynamic_shapes, bool capture_scalar_outputs,
                           std::string cache_dir, bool suppress_errors, std::string partitioner,
                           std::string fused_attention, bool optimize_ddp) {
     auto& c = cap::compile_config();
@@ -247,6 +247,9 @@ void bind_compile(py::module_& m) {
     c.suppress_errors = suppress_errors;
     c.cache_dir = cache_dir;
     c.cache_size_limit = cache_size_limit;
+    c.cache_policy = cache_policy == "oldest" ? mini::guards::CachePolicy::Oldest
+                   : cache_policy == "yours"  ? mini::guards::CachePolicy::Yours
+                                              : mini::guards::CachePolicy::Recent;
     c.automatic_dynamic_shapes = automatic_dynamic_shapes;
     c.capture_scalar_outputs = capture_scalar_outputs;
   });
@@ -289,6 +292,8 @@ void bind_compile(py::module_& m) {
     units["cache_hits"] = s.cache_hits;
     units["compiles"] = s.compiles;
     units["recompiles"] = s.recompiles;
+    units["entries_checked"] = s.entries_checked;
+    units["evictions"] = s.evictions;
     units["run_natively"] = py::cast(s.units_run_natively);
     for (int i = 0; i < int(cap::Stage::kCount); i++) {
       py::dict t;
@@ -303,8 +308,9 @@ void bind_compile(py::module_& m) {
     return out;
   });
   m.def("_reset_compile_stats", &cap::reset_compile_stats);
-  // A code object's cache: per resume unit (by start offset), its entries in lookup order (most
-  // recently hit first), each its compile id and its guards, printed.
+  // A code object's cache: per resume unit (by start offset), its entries in lookup order (the
+  // policy's), each its compile id, its guards printed, its hits, its last use on the unit's
+  // clock, and its address (the same while the entry stays in the list: never copied or moved).
   m.def("_cache_entries", [](py::object code) {
     if (!PyCode_Check(code.ptr())) throw py::type_error("_cache_entries takes a code object (fn.__code__)");
     py::list out;
@@ -312,7 +318,9 @@ void bind_compile(py::module_& m) {
     if (!cache) return out;
     for (auto& [offset, unit] : cache->units) {
       py::list entries;
-      for (const auto& e : unit.entries) entries.append(py::make_tuple(e.compile_id, e.guards ? e.guards->print() : ""));
+      for (const auto& e : unit.entries)
+        entries.append(py::make_tuple(e.compile_id, e.guards ? e.guards->print() : "", e.hits, e.last_used,
+                                      reinterpret_cast<uintptr_t>(&e)));
       out.append(py::make_tuple(offset, unit.frame_id, entries));
     }
     return out;

@@ -69,7 +69,7 @@ inline const char* kit_assignment_name(const std::string& id) {
       {"A3", "fusion legality and the greedy scheduler"},
       {"A4", "how each op is spelled in C++"},
       {"A5", "the tensor guard (TENSOR_MATCH)"},
-      {"A6", "the guard cache"},
+      {"A6", "a guard cache policy"},
       {"A7", "automatic dynamic shapes"},
       {"A8", "the min-cut partitioner"},
       {"A9", "resume units"},

@@ -25,6 +25,24 @@ def fresh_mini():
     ALIVE.clear()
 
 
+class CountingConfig:
+    """`scale` is a property: every guard check of `cfg.scale` reads it once (`reads` counts
+    the entries whose guards a lookup checked, in a function that reads cfg.scale first)."""
+
+    def __init__(self):
+        self.reads = 0
+
+    @property
+    def scale(self):
+        self.reads += 1
+        return 3
+
+
+def scale_times(cfg, x):
+    # reads cfg.scale before x: each entry checks cfg.scale (counted), then x's guards
+    return cfg.scale * x
+
+
 def T(*shape, seed=0, lo=0.5, hi=2.0, dtype=mini.float32, requires_grad=False):
     """A tensor of uniform values in [lo, hi) from a fixed seed."""
     rng = np.random.default_rng(seed)

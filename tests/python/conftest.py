@@ -310,7 +310,7 @@ ASSIGNMENTS = {
     "a3": "A3 fusion legality and the greedy scheduler (mini/fusion/schedule.cpp)",
     "a4": "A4 how each op is spelled in C++ (mini/codegen/c_style.cpp)",
     "a5": "A5 the tensor guard (mini/guards/guards.cpp)",
-    "a6": "A6 the guard cache (mini/guards/cache.cpp)",
+    "a6": "A6 a guard cache policy (mini/guards/cache.cpp)",
     "a7": "A7 automatic dynamic shapes (mini/capture/automatic_dynamic.cpp)",
     "a8": "A8 the min-cut partitioner (mini/autograd/partition.cpp)",
     "a9": "A9 resume units (mini/capture/resume.cpp, mini/capture/tracer.cpp)",

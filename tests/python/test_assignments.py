@@ -201,9 +201,9 @@ def test_the_grader_reports_a_failure_with_its_comment_its_diff_and_a_rerun_comm
                            "--hidden", str(hidden)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
-    assert "still the stub: write A6 the guard cache in mini/guards/cache.cpp" in out
+    assert "still the stub: write A6 a guard cache policy in mini/guards/cache.cpp" in out
     assert "it checks: Sixty numbers in order." in out  # the test's docstring
-    assert "rerun it: PYTHONPATH=build/python " in out and "-m pytest -q tests/python/test_capture_cache.py::" in out
+    assert "rerun it: PYTHONPATH=build/python " in out and "-m pytest -q tests/python/test_cache_policy.py::" in out
     assert "hidden: test_held_back.py" in out and "0 / 1" in out.split("hidden: test_held_back.py")[1].splitlines()[0]
     assert "59 != 99" in out or "99" in out.split("test_long_lists_differ")[1]  # the diff, whole
     assert not (REPO / "tests" / "python" / "hidden").exists()  # the hidden tests are taken out again

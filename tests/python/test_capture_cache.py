@@ -1,8 +1,8 @@
 """The guard cache (issue 3): entries per backend, most recently hit first, bounded by
 config.cache_size_limit (then eager, with one warning); recompile reasons, guards and graphs
 in the logs; entries keep no user tensor or module alive; memory stays flat over 10^5 cached
-calls. The tests marked a6 are those of assignment A6 (notes/assignments/A6.md): lookup,
-move to front, add, the recompile reason and the size limit (mini/guards/cache.cpp).
+calls. These are torch's policy (mini.config.cache_policy "recent", the default); the course
+kit's own policy, A6, is tested in test_cache_policy.py.
 
 Expected values come from running the same function eagerly on the same inputs."""
 import ctypes
@@ -16,7 +16,7 @@ import weakref
 import pytest
 
 import mini
-from capture_helpers import Checked, T, fresh_mini, same  # noqa: F401  (fresh_mini: autouse)
+from capture_helpers import Checked, CountingConfig, T, fresh_mini, same, scale_times  # noqa: F401  (fresh_mini: autouse)
 
 MB = 1024 * 1024
 
@@ -36,7 +36,6 @@ class _Neg(mini.nn.Module):
 
 # ---- backends share a code object's cache -----------------------------------------------------
 
-@pytest.mark.a6
 def test_each_backend_gets_its_own_entry():
     fn = lambda x: x + 1  # noqa: E731
     a, b = Checked(fn), Checked(fn)
@@ -46,7 +45,6 @@ def test_each_backend_gets_its_own_entry():
     assert (a.frames, b.frames) == (1, 1)
 
 
-@pytest.mark.a6
 def test_new_backend_at_a_reused_address_compiles():
     fn = lambda x: x + 1  # noqa: E731
     counts = []
@@ -60,7 +58,6 @@ def test_new_backend_at_a_reused_address_compiles():
 
 # ---- most recently hit first ------------------------------------------------------------------
 
-@pytest.mark.a6
 def test_two_entries_alternating_never_recompile():
     c = Checked(_affine)
     a, b = T(4), T(4, dtype=mini.float64)
@@ -70,34 +67,16 @@ def test_two_entries_alternating_never_recompile():
     assert c.frames == 2
 
 
-class _CountingConfig:
-    """scale is a property: every guard check of `cfg.scale` reads it once."""
-
-    def __init__(self):
-        self.reads = 0
-
-    @property
-    def scale(self):
-        self.reads += 1
-        return 3
-
-
-def _scale_times(cfg, x):
-    # reads cfg.scale before x: each entry checks cfg.scale (counted), then x's dtype
-    return cfg.scale * x
-
-
 def _entries_checked(cf, cfg, x):
     """Calls cf(cfg, x) (checking the result); how many entries' guards it read cfg.scale in."""
     before = cfg.reads
-    same(cf(cfg, x), _scale_times(_CountingConfig(), x))
+    same(cf(cfg, x), scale_times(CountingConfig(), x))
     return cfg.reads - before
 
 
-@pytest.mark.a6
 def test_hit_moves_to_front():
-    cfg = _CountingConfig()
-    cf = mini.compile(_scale_times, backend="eager")
+    cfg = CountingConfig()
+    cf = mini.compile(scale_times, backend="eager")
     a, b = T(3), T(3, dtype=mini.float64)
     cf(cfg, a)  # entry A
     cf(cfg, b)  # entry B, now at the front
@@ -107,10 +86,9 @@ def test_hit_moves_to_front():
     assert _entries_checked(cf, cfg, b) == 1
 
 
-@pytest.mark.a6
 def test_a_new_compile_goes_in_at_the_front():
-    cfg = _CountingConfig()
-    cf = mini.compile(_scale_times, backend="eager")
+    cfg = CountingConfig()
+    cf = mini.compile(scale_times, backend="eager")
     a, b, c = T(3), T(3, dtype=mini.float64), T(3, dtype=mini.int64)
     for x in (a, b, c):  # three compiles: C, then B, then A behind it
         cf(cfg, x)
@@ -119,10 +97,9 @@ def test_a_new_compile_goes_in_at_the_front():
     assert _entries_checked(cf, cfg, a) == 3  # the oldest, after both others failed
 
 
-@pytest.mark.a6
 def test_a_miss_leaves_the_order_as_it_was():
-    cfg = _CountingConfig()
-    cf = mini.compile(_scale_times, backend="eager")
+    cfg = CountingConfig()
+    cf = mini.compile(scale_times, backend="eager")
     cf(cfg, T(3))
     cf(cfg, T(3, dtype=mini.float64))  # order: the float64 entry, then the float32 one
     with mini.config.patch(cache_size_limit=2), warnings.catch_warnings():
@@ -133,7 +110,6 @@ def test_a_miss_leaves_the_order_as_it_was():
 
 # ---- cache size limit -------------------------------------------------------------------------
 
-@pytest.mark.a6
 def test_cache_size_limit_warns_once_and_runs_eagerly():
     compiled_calls = []
 
@@ -160,7 +136,6 @@ def test_cache_size_limit_warns_once_and_runs_eagerly():
         assert compiled_calls.count(1) == n + 1
 
 
-@pytest.mark.a6
 def test_default_cache_size_limit_is_8():
     cnt = mini.CompileCounter()
     cf = mini.compile(lambda x: x + 1, backend=cnt)
@@ -173,7 +148,6 @@ def test_default_cache_size_limit_is_8():
         "mini hit config.cache_size_limit (8)")
 
 
-@pytest.mark.a6
 def test_cache_size_limit_with_fullgraph_raises():
     cf = mini.compile(lambda x: x + 1, backend="eager", fullgraph=True)
     with mini.config.patch(cache_size_limit=1):
@@ -182,7 +156,6 @@ def test_cache_size_limit_with_fullgraph_raises():
             cf(T(3, dtype=mini.float64))
 
 
-@pytest.mark.a6
 def test_cache_size_limit_0_never_compiles():
     cnt = mini.CompileCounter()
     cf = mini.compile(lambda x: x + 1, backend=cnt)
@@ -196,7 +169,6 @@ def test_cache_size_limit_0_never_compiles():
 
 # ---- logs ---------------------------------------------------------------------------------------
 
-@pytest.mark.a6
 def test_recompile_reason_is_logged(capsys):
     mini.set_logs("recompiles")
     cf = mini.compile(lambda x: x + 1, backend="eager")
@@ -209,7 +181,6 @@ def test_recompile_reason_is_logged(capsys):
     assert "tensor 'x' size mismatch at index 0. expected 32, actual 64" in err
 
 
-@pytest.mark.a6
 def test_recompile_reason_names_the_most_recent_entry(capsys):
     mini.set_logs("recompiles")
     cf = mini.compile(lambda x: x + 1, backend="eager")
@@ -227,7 +198,6 @@ def test_recompile_reason_names_the_most_recent_entry(capsys):
         assert reasons(2, 5) == ["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 5"]
 
 
-@pytest.mark.a6
 def test_recompile_reason_names_constant_and_dtype(capsys):
     mini.set_logs("recompiles")
     cf = mini.compile(_scaled, backend="eager")
@@ -265,7 +235,6 @@ def test_unknown_log_channel():
         mini.set_logs("bogus")
 
 
-@pytest.mark.a6
 def test_mini_logs_environment_variable():
     script = ("import mini\n"
               "f = mini.compile(lambda x: x * 2, backend='eager')\n"

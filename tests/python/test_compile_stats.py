@@ -52,7 +52,6 @@ def test_a_frame_without_tensors_is_skipped_with_that_reason():
     assert skipped.get("no tensor among its arguments") == 1, skipped
 
 
-@pytest.mark.a6
 def test_recompiles_and_the_cache_limit_are_counted():
     def f(x):
         return x.sum()
@@ -122,7 +121,6 @@ def test_the_printed_table_names_every_count():
     assert "capture" in text and "first run" in text
 
 
-@pytest.mark.a6
 def test_cache_entries_are_listed_most_recently_hit_first():
     def f(x):
         return x * 2

@@ -235,9 +235,8 @@ def test_shape_thrash_variable_lengths(labs):
     assert all(call["rows_fed"] == next_power_of_two(call["rows"]) for call in pad_calls)
 
 
-@pytest.mark.a6
 def test_shape_thrash_variable_lengths_stop_compiling_at_the_cache_limit(labs):
-    # the cache size limit (assignment A6): static shapes compile each new length up to the
+    # the cache size limit: static shapes compile each new length up to the
     # limit, warn, and run eagerly from then on
     results = labs("shape_thrash").results
     limit = results["cache_size_limit"]

@@ -108,11 +108,10 @@ def storm(tmp_path_factory):
     return run_quick("cache_storm.py", tmp_path_factory.mktemp("cache_storm"))
 
 
-# The storm's counting part (mini.CompileCounter) checks the guard cache alone (assignment A6);
-# its inductor part goes through the code generator too (A3, A4), so it is not marked.
+# The storm's counting part (mini.CompileCounter) checks torch's cache policy; its policies part
+# the course kit's A6 ("yours" beside "recent" and "oldest").
 
 
-@pytest.mark.a6
 def test_storm_compiles_stop_at_the_limit(storm):
     data, _ = storm
     limit = data["cache_size_limit"]
@@ -122,7 +121,6 @@ def test_storm_compiles_stop_at_the_limit(storm):
     assert compiles == [min(call, limit) for call in range(1, len(compiles) + 1)]
 
 
-@pytest.mark.a6
 def test_storm_recompile_reasons_name_the_size(storm):
     data, _ = storm
     reasons = data["recompile_reasons"]
@@ -132,7 +130,6 @@ def test_storm_recompile_reasons_name_the_size(storm):
         assert "size mismatch at index 0" in reason
 
 
-@pytest.mark.a6
 def test_storm_warning_once_at_the_first_call_past_the_limit(storm):
     data, _ = storm
     limit = data["cache_size_limit"]
@@ -159,12 +156,38 @@ def test_storm_calls_past_the_limit_run_eagerly(storm):
                 == regimes["plain eager"]["bytes_moved"])
 
 
-@pytest.mark.a6
 def test_storm_matches_torch_record_when_present(storm):
     data, _ = storm
     if data["torch_2_11"] is None:
         pytest.skip("tests/conformance/expected_torch_2.11.jsonl is missing")
     assert data["compiles_after_each_call"] == data["torch_2_11"]["compiles_after_each_call"]
+
+
+# The policies table: the course kit's A6 ("yours") beside torch's "recent" and "oldest".
+
+
+@pytest.mark.a6
+def test_storm_policies_table_has_your_policy_within_its_contract(storm):
+    data, stdout = storm
+    limit = data["cache_size_limit"]
+    for name, stream in data["policies"].items():
+        yours = stream["policies"]["yours"]
+        assert "error" not in yours, f"stream {name}: {yours.get('error')}"
+        assert yours["compiles"] <= 2 * limit, f"stream {name}: {yours['compiles']} compiles"
+        assert yours["compiled_calls"] + yours["eager_calls"] == stream["calls"]
+    assert "stream  policy   compiles evicted compiled eager checked" in stdout
+
+
+def test_storm_policies_recent_and_oldest_as_documented(storm):
+    # torch's policy and the compile-order one on the four streams: counts, the same on any machine
+    data, _ = storm
+    p = {name: s["policies"] for name, s in data["policies"].items()}
+    for name in p:
+        for policy in ("recent", "oldest"):
+            assert p[name][policy]["compiles"] == min(data["policies"][name]["distinct_sizes"], 8)
+    assert p["storm"]["recent"]["checked_per_call"] > p["storm"]["oldest"]["checked_per_call"]
+    assert p["hot"]["oldest"]["checked_per_call"] < p["hot"]["recent"]["checked_per_call"]
+    assert p["phases"]["recent"]["eager_calls"] == 40  # the third phase: 10 rounds of 4 sizes
 
 
 # ---- fusion ---------------------------------------------------------------------------------

@@ -331,11 +331,18 @@ def config_patch_with_a_bad_value_changes_nothing():
     assert mini.config.cache_size_limit == 8
 
 
-@case(marks=[pytest.mark.a6])  # the cache size limit: assignment A6
+@case()
 def cache_size_limit_zero_runs_eagerly_with_a_warning():
     with mini.config.patch(cache_size_limit=0):
         with pytest.warns(UserWarning, match="cache_size_limit"):
             eager_and_compiled(lambda x: x.exp(), T(3), calls=1)
+
+
+@case()
+def cache_policy_unknown():
+    raises(ValueError, "mini.config.cache_policy must be one of 'recent', 'oldest', 'yours', got 'lru'",
+           setattr, mini.config, "cache_policy", "lru")
+    assert mini.config.cache_policy == "recent"
 
 
 @case()

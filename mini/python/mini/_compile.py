@@ -26,9 +26,13 @@ class _Config:
     # optimize_ddp: a graph captured inside DistributedDataParallel's forward is split at DDP's gradient
     # buckets and each piece compiled on its own, so that a bucket's all-reduce starts while the rest
     # of the backward runs (torch._dynamo.config.optimize_ddp; notes/distributed.md).
-    _fields = dict(cache_size_limit=8, automatic_dynamic_shapes=True, capture_scalar_outputs=False,
+    # cache_policy: how a compiled function's entries are ordered and what happens at
+    # cache_size_limit: "recent" (torch's: a hit and a new compile go to the front; at the limit
+    # the function runs eagerly), "oldest" (entries stay in compile order; the same limit) or
+    # "yours" (the course kit's A6, notes/assignments/A6.md). Applies to the next lookup.
+    _fields = dict(cache_size_limit=8, cache_policy="recent", automatic_dynamic_shapes=True, capture_scalar_outputs=False,
                    suppress_errors=False, partitioner="recompute", fused_attention="auto", optimize_ddp=True)
-    _choices = dict(partitioner=("recompute", "min-cut"), fused_attention=("auto", "always", "never"))
+    _choices = dict(cache_policy=("recent", "oldest", "yours"), partitioner=("recompute", "min-cut"), fused_attention=("auto", "always", "never"))
 
     def __init__(self):
         object.__setattr__(self, "_values", dict(self._fields))
@@ -82,7 +86,7 @@ class _Config:
 
     def _push(self):
         v = self._values
-        _C._set_config(v["cache_size_limit"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
+        _C._set_config(v["cache_size_limit"], v["cache_policy"], v["automatic_dynamic_shapes"], v["capture_scalar_outputs"],
                        self.cache_dir, v["suppress_errors"], v["partitioner"], v["fused_attention"],
                        v["optimize_ddp"])
 

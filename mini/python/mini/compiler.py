@@ -20,7 +20,8 @@ def stats():
       frames  seen: frames that started while a compiled function ran; captured: those run
               unit by unit; skipped: {reason: frames} run by CPython untouched (mini's own
               code, no tensor among the arguments, ...)
-      units   cache_hits, compiles, recompiles (compiles after a guard failed), and
+      units   cache_hits, compiles, recompiles (compiles after a guard failed), entries_checked
+              (entries whose guards a lookup ran), evictions (entries a cache policy dropped), and
               run_natively: {reason: unit runs} CPython ran instead (capture cannot trace it,
               the cache size limit, inputs that alias differently)
       stages  {stage: {"seconds", "count"}} in the order a compile runs them: capture (symbolic
@@ -64,8 +65,11 @@ def cache_entries(fn):
     """The guard cache of `fn` (a function, a mini.compile wrapper or a module's forward):
     one dict per resume unit (offset 0 is the function from its start; a graph break starts a
     unit after the breaking instruction), each {"offset", "frame", "entries"} with the entries
-    in the order a lookup checks them (most recently hit first) as {"compile_id", "guards"}
-    (the guard set, printed). Empty before the first compile and after mini.reset()."""
+    in the order a lookup checks them (mini.config.cache_policy's: most recently hit first under
+    "recent", torch's) as {"compile_id", "guards" (the guard set, printed), "hits" (lookups it
+    answered), "last_used" (the unit's clock, counting lookups, at its last hit or its compile),
+    "address" (where the entry lives: the same as long as it stays in the cache, as no policy
+    copies or moves an entry)}. Empty before the first compile and after mini.reset()."""
     from . import _C
     from ._compile import _CompiledModule
     # mini.compile(module) holds the module, mini.compile(function) the function
@@ -77,5 +81,6 @@ def cache_entries(fn):
     if code is None:
         raise TypeError(f"cache_entries takes a function or a mini.compile wrapper, got {type(fn).__name__}")
     return [{"offset": offset, "frame": frame,
-             "entries": [{"compile_id": k, "guards": g} for k, g in entries]}
+             "entries": [{"compile_id": k, "guards": g, "hits": hits, "last_used": used, "address": address}
+                         for k, g, hits, used, address in entries]}
             for offset, frame, entries in _C._cache_entries(code)]
