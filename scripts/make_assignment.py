@@ -21,6 +21,16 @@ the assignment's own tests (pytest -m a3, Catch2 "[A3]") fail with that message 
 region is written. notes/assignments.md is the course page, notes/assignments/A3.md the
 handout the stub's message names.
 
+The notes say how the reference works, which for an assignment that asks for a design gives it
+away. A Markdown passage between two comment lines
+
+    <!-- A6 BEGIN: the reference's design -->
+    ...
+    <!-- A6 END -->
+
+is left out of a tree where A6 is stubbed: one line says what was taken out and where the
+handout is.
+
 Only files git tracks are copied (no build folders, no virtual environments).
 """
 
@@ -37,6 +47,8 @@ BEGIN = re.compile(r"^(?P<indent>\s*)// (?P<id>A\d+) BEGIN: (?P<name>.+?)\s*$")
 END = re.compile(r"^\s*// (?P<id>A\d+) END\s*$")
 SWITCH = re.compile(r"^\s*MINI_KIT_STUB\((?P<id>A\d+)\);\s*$")
 SOURCE_SUFFIXES = {".cpp", ".h", ".hpp", ".cc"}
+DOC_BEGIN = re.compile(r"^<!-- (?P<id>A\d+) BEGIN: (?P<name>.+?) -->\s*$")
+DOC_END = re.compile(r"^<!-- (?P<id>A\d+) END -->\s*$")
 
 
 @dataclass
@@ -83,6 +95,43 @@ def find_regions(files):
     return regions
 
 
+def find_doc_regions(files):
+    """Every marked passage of the Markdown notes, in file order (Region.name: what it holds)."""
+    regions = []
+    for rel in files:
+        if not rel.endswith(".md"):
+            continue
+        open_region = None
+        for number, line in enumerate((REPO / rel).read_text().splitlines(), 1):
+            b, e = DOC_BEGIN.match(line), DOC_END.match(line)
+            if b:
+                if open_region:
+                    raise SystemExit(f"{rel}:{number}: {b['id']} BEGIN inside {open_region.id}'s passage")
+                open_region = Region(b["id"], b["name"], rel, number, -1)
+            elif e:
+                if not open_region or open_region.id != e["id"]:
+                    raise SystemExit(f"{rel}:{number}: {e['id']} END without its BEGIN")
+                open_region.end = number
+                regions.append(open_region)
+                open_region = None
+        if open_region:
+            raise SystemExit(f"{rel}:{open_region.begin}: {open_region.id} BEGIN without its END")
+    return regions
+
+
+def left_out_line(region):
+    return (f"*(Left out of this student tree: {region.name}, which is assignment {region.id}'s to "
+            f"find; notes/assignments/{region.id}.md.)*")
+
+
+def without_passages(rel, regions):
+    """The Markdown file's text with the given passages replaced by one line each."""
+    lines = (REPO / rel).read_text().splitlines(keepends=True)
+    for region in sorted(regions, key=lambda r: r.begin, reverse=True):
+        lines[region.begin - 1:region.end] = [left_out_line(region) + "\n"]
+    return "".join(lines)
+
+
 def stub_line(region, indent):
     message = (f"not implemented: {region.id} {region.name} ({region.path}; "
                f"notes/assignments/{region.id}.md says what to write)")
@@ -106,6 +155,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     files = tracked_files()
     regions = find_regions(files)
+    passages = find_doc_regions(files)
     if args.list:
         for r in regions:
             print(f"{r.id:4s} {r.name:40s} {r.path}:{r.begin}-{r.end}")
@@ -123,16 +173,23 @@ def main(argv=None):
     for r in regions:
         if r.id in chosen:
             by_file.setdefault(r.path, []).append(r)
+    docs_by_file = {}
+    for r in passages:
+        if r.id in chosen:
+            docs_by_file.setdefault(r.path, []).append(r)
     for rel in files:
         target = args.out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if rel in by_file:
             target.write_text(stubbed_text(rel, by_file[rel]))
+        elif rel in docs_by_file:
+            target.write_text(without_passages(rel, docs_by_file[rel]))
         else:
             shutil.copy2(REPO / rel, target)
     stubbed = sorted({r.id for r in regions if r.id in chosen})
     print(f"wrote {args.out}: {len(files)} files, {sum(len(v) for v in by_file.values())} regions of "
-          f"{', '.join(stubbed)} stubbed")
+          f"{', '.join(stubbed)} stubbed, {sum(len(v) for v in docs_by_file.values())} passages of the notes "
+          "left out")
     return 0
 
 

@@ -157,15 +157,16 @@ void UnitCache::evict(std::list<CacheEntry>::iterator victim) {
   evictions++;
 }
 
-// ---- the policy "yours" (A6) ------------------------------------------------------------------
-// The reference's design: the order is torch's (a hit and a new compile go to the front), and at
-// the limit it evicts the least recently used entry, but only one that has sat unused for
-// 2 * limit lookups (the workload moved on), and at most `limit` times. A storm whose shapes all
-// keep coming back stops compiling as torch's does; a workload that changed phase compiles again.
+// ---- the policy "yours" (A6; its contract in cache.h) -------------------------------------------
 
 void UnitCache::your_hit(std::list<CacheEntry>::iterator hit) {
   // A6 BEGIN: a guard cache policy
   MINI_KIT_STUB(A6);
+  // The reference's design: the order is torch's (a hit and a new compile go to the front), and
+  // at the limit it evicts the least recently used entry, but only one that has sat unused for
+  // 2 * limit lookups (the workload moved on), and at most `limit` times. A storm whose shapes
+  // all keep coming back stops compiling as torch's does; a workload that changed phase
+  // compiles again.
   if (hit != entries.begin()) entries.splice(entries.begin(), entries, hit);
   // A6 END
 }

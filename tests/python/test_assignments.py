@@ -70,6 +70,25 @@ def test_the_student_tree_differs_only_inside_the_regions(tmp_path):
     assert not (out / "build").exists() and not (out / ".venv").exists()
 
 
+def test_a_student_tree_leaves_out_the_notes_that_give_its_design_away(tmp_path):
+    # A6 asks for a design: notes/guards.md's passage on the reference's policy (and its
+    # numbers) is not in a tree where A6 is stubbed, and the region's own comment goes with it
+    import make_assignment
+    passages = [r for r in make_assignment.find_doc_regions(make_assignment.tracked_files()) if r.id == "A6"]
+    assert passages and all(r.path == "notes/guards.md" for r in passages)
+    out = tmp_path / "student"
+    run_script(out, "--only", "A6")
+    ref, stu = (REPO / "notes/guards.md").read_text(), (out / "notes/guards.md").read_text()
+    assert "evicts the least recently used entry" in ref and "yours (reference)" in ref
+    assert "evicts the least recently used entry" not in stu and "yours (reference)" not in stu
+    assert stu.count("Left out of this student tree") == len(passages)
+    assert "2 * limit lookups" not in (out / "mini/guards/cache.cpp").read_text()
+    assert "<!-- A6" not in stu and "`\"oldest\"`: entries stay in the order" in stu  # the rest is kept
+    other = tmp_path / "other"
+    run_script(other, "--only", "A5")
+    assert (other / "notes/guards.md").read_text() == ref  # another assignment's tree keeps it
+
+
 def test_stubbed_files_compile(tmp_path):
     cxx = os.environ.get("CXX") or shutil.which("c++")
     assert cxx, "no C++ compiler: scripts/setup.sh installs g++"
