@@ -27,7 +27,7 @@ This lab calls fn with cache_size_limit + 4 distinct sizes and shows:
    backend="eager" (capture and guards, no code generation).
 
     PYTHONPATH=build/python .venv/bin/python labs/cache_storm.py [--quick] [--out DIR]
-        [--device cpu|cuda]
+        [--device cpu|cuda] [--stream SIZES]
 
 --device cuda runs the storm on GPU tensors: "inductor" generates one CUDA kernel per compile
 (NVRTC, or a CUBIN from mini's disk cache) and the times per call are read after a
@@ -77,7 +77,29 @@ def parse_args(argv):
                         help=f"a large size of {QUICK_LARGE_BASE} elements instead of "
                              f"{FULL_LARGE_BASE}, and fewer timed calls")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--stream", type=parse_stream, metavar="SIZES",
+                        help="one more stream for the policies table, named 'extra': sizes in call "
+                             "order, comma-separated; N, N-M (N to M), Nx K (N, K times), "
+                             "e.g. 2-9,9x50,2x50")
     return parser.parse_args(argv)
+
+
+def parse_stream(text):
+    """--stream's sizes: "2-9,9x50,2x50" -> [2, 3, ..., 9, 9 (50 times), 2 (50 times)]."""
+    sizes = []
+    for item in text.replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)|x(\d+))?", item)
+        if not m or int(m[1]) < 1:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not a size (N >= 1), a range (N-M) or a repeat (NxK)")
+        first = int(m[1])
+        if m[2]:
+            sizes += list(range(first, int(m[2]) + 1))
+        else:
+            sizes += [first] * (int(m[3]) if m[3] else 1)
+    if not sizes or len(sizes) > 100_000:
+        raise argparse.ArgumentTypeError(f"{len(sizes)} calls; give 1 to 100000")
+    return sizes
 
 
 def fn(x):
@@ -175,7 +197,7 @@ def policy_streams(seed=0):
     drift = [2 + i // 4 for i in range(64)]
     return {
         "storm": ("12 sizes in turn, 5 rounds", storm),
-        "hot": ("size 2 nine calls in ten, 6 others", hot),
+        "hot": ("size 2 nine calls in ten, else one of sizes 3 to 8", hot),
         "phases": ("4 sizes x 10 rounds, then 4 new, then 4 new", phases),
         "drift": ("a new size every 4 calls", drift),
     }
@@ -208,9 +230,12 @@ def run_policy(policy, sizes, device):
             "checked_per_call": units["entries_checked"] / len(sizes), "stream_ms": seconds * 1e3}
 
 
-def compare_policies(device):
+def compare_policies(device, extra=None):
     results = {}
-    for name, (what, sizes) in policy_streams().items():
+    streams = policy_streams()
+    if extra:
+        streams["extra"] = ("given with --stream", extra)
+    for name, (what, sizes) in streams.items():
         results[name] = {"what": what, "calls": len(sizes), "distinct_sizes": len(set(sizes)),
                          "policies": {policy: run_policy(policy, sizes, device) for policy in POLICIES}}
     return results
@@ -348,7 +373,8 @@ def print_regimes(limit, regimes_by_size, device):
 def print_policies(limit, policies):
     print(f"\nthe cache's policies (mini.config.cache_policy), fn(x) = {EXPRESSION}, backend='eager', "
           f"cache_size_limit={limit}:\n")
-    header = (f"{'stream':<8}{'policy':<8}{'compiles':>9}{'evicted':>8}{'compiled':>9}{'eager':>6}"
+    width = max(8, *(len(name) + 2 for name in policies))
+    header = (f"{'stream':<{width}}{'policy':<8}{'compiles':>9}{'evicted':>8}{'compiled':>9}{'eager':>6}"
               f"{'checked':>8}{'ms':>8}")
     print(header)
     print("-" * len(header))
@@ -356,9 +382,9 @@ def print_policies(limit, policies):
         for policy in POLICIES:
             r = stream["policies"][policy]
             if "error" in r:
-                print(f"{name:<8}{policy:<8}  {r['error']}")
+                print(f"{name:<{width}}{policy:<8}  {r['error']}")
                 continue
-            print(f"{name:<8}{policy:<8}{r['compiles']:>9}{r['evictions']:>8}{r['compiled_calls']:>9}"
+            print(f"{name:<{width}}{policy:<8}{r['compiles']:>9}{r['evictions']:>8}{r['compiled_calls']:>9}"
                   f"{r['eager_calls']:>6}{r['checked_per_call']:>8.2f}{r['stream_ms']:>8.1f}")
     print("\nstreams: " + "; ".join(f"{name}: {s['what']} ({s['calls']} calls, {s['distinct_sizes']} sizes)"
                                   for name, s in policies.items()))
@@ -493,7 +519,7 @@ def main(argv=None):
             regimes_by_size[size_label] = time_regimes(compiled, sizes, limit,
                                                        calls_per_sample, repeats, args.device)
         mini.reset()
-        policies = compare_policies(args.device)
+        policies = compare_policies(args.device, args.stream)
 
     record = torch_record()
     torch_compiles = record["compiles_after_each_call"] if record else None

@@ -206,7 +206,7 @@ assert mini.cuda.is_available(), "mini sees no GPU here"
 x = mini.randn(1000, device="cuda")
 print("sum of 1000 normals on cuda:", (x * 2).sum().item())'
 # MINI_GPU_PYTEST_K: only the cuda tests pytest -k selects (a short call for one change)
-stage "pytest -m cuda" "${MINI_GPU_PYTEST_CAP:-180}" "$out/tests.log" "${pytest[@]}" -m cuda tests/python \
+stage "pytest -m cuda" "${MINI_GPU_PYTEST_CAP:-360}" "$out/tests.log" "${pytest[@]}" -m cuda tests/python \
   --ignore=tests/python/test_cuda_vs_torch.py ${MINI_GPU_PYTEST_K:+-k "$MINI_GPU_PYTEST_K"}
 
 # ---- the benchmark and the labs -------------------------------------------------------------

@@ -5,13 +5,13 @@
 #      libgloo-dev (Gloo: mini.distributed's collectives of CPU tensors), a C++ compiler, CMake.
 #   2. .venv from the python3 on the PATH (3.11), with requirements.txt's pinned Python packages.
 #   3. CMake configure + build into build/ (the importable package lands in build/python).
-#   4. With --all-pythons (scripts/test.sh passes it): the package built with ASan + UBSan into
-#      build-san/ (for ctest's sanitized Python tests), and for each of Python 3.12 and 3.13 that is
-#      installed (pyenv's, or python3.X on the PATH; override with PY312=... PY313=...):
-#      .venv-3.1X with requirements-test.txt's pins, and the extension built against it into
-#      build-py31X/ (only the package: build-py31X/python; without CUDA: their tests are the
-#      capture tests, and build/ already compiles the CUDA kernels once). A missing interpreter
-#      is reported and skipped; its ctest entries then show as skipped.
+#   4. With --all-pythons (scripts/test.sh passes it): for each of Python 3.12 and 3.13 that is
+#      installed (pyenv's, or python3.X on the PATH; override with PY312=... PY313=...),
+#      .venv-3.1X with requirements-test.txt's pins, and the package built for it by build/ itself
+#      (CMake's MINI_EXTRA_PYTHONS: only guards, capture, the backends and the bindings are
+#      compiled again, against that version's headers) into build-py31X/python. A missing
+#      interpreter is reported and skipped; its ctest entries then show as skipped. Then the
+#      package built with ASan + UBSan into build-san/ (for ctest's sanitized Python tests).
 # With --student (a course kit's tree, notes/assignments.md): build/ holds what a student uses
 # and nothing else: the package and the C++ tests (the Catch2 tags some assignments grade by),
 # without the sanitized copies and without the CUDA kernels (no assignment needs a GPU; A10's
@@ -60,26 +60,37 @@ make_venv() {
 
 make_venv .venv python3 requirements.txt requirements-test.txt
 
+# The other Python versions: a venv each, and their packages compiled by build/ (below).
+extra_pythons=""
+if [ "$all_pythons" = 1 ]; then
+  for version in 3.12 3.13; do
+    if ! python=$(find_python "$version"); then
+      echo "setup: Python $version not found (no pyenv install, no python$version on the PATH):" \
+           "skipping .venv-$version and build-py${version//./}; its tests will be reported as skipped"
+      continue
+    fi
+    make_venv ".venv-$version" "$python" requirements-test.txt
+    extra_pythons+="${extra_pythons:+;}$version=$PWD/.venv-$version/bin/python"
+  done
+fi
+
+configure=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python")
+[ "$student" = 1 ] && configure+=(-DMINI_SANITIZED_TESTS=OFF -DMINI_CUDA=OFF)
+if [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build "${configure[@]}" -DMINI_EXTRA_PYTHONS="$extra_pythons" >/dev/null
+elif [ "$all_pythons" = 1 ] && ! grep -qxF "MINI_EXTRA_PYTHONS:STRING=$extra_pythons" build/CMakeCache.txt; then
+  cmake -S . -B build -DMINI_EXTRA_PYTHONS="$extra_pythons" >/dev/null
+fi
 if [ "$student" = 1 ]; then
-  if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python" \
-          -DMINI_SANITIZED_TESTS=OFF -DMINI_CUDA=OFF >/dev/null
-  fi
-  cmake --build build -j"$jobs" --target _C mini_python_files mini_tests
+  cmake --build build -j"$jobs" --target _C mini_python_files mini_tests mini_extra_pythons
 else
-  if [ ! -f build/CMakeCache.txt ]; then
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
-  fi
   cmake --build build -j"$jobs"
 fi
 
-# What only the tests need (scripts/test.sh passes --all-pythons).
-[ "$all_pythons" = 1 ] || exit 0
-
 # build-san/: the extension again, built with ASan + UBSan, for ctest's python_tests_asan_ubsan
-# (not in a student's tree: its grades do not use it).
-if [ "$student" = 0 ]; then
+# (only the tests need it: scripts/test.sh passes --all-pythons; not in a student's tree, whose
+# grades do not use it).
+if [ "$all_pythons" = 1 ] && [ "$student" = 0 ]; then
   if [ ! -f build-san/CMakeCache.txt ]; then
     cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release \
           -DPython_EXECUTABLE="$PWD/.venv/bin/python" -DMINI_SANITIZE=ON \
@@ -87,21 +98,3 @@ if [ "$student" = 0 ]; then
   fi
   cmake --build build-san -j"$jobs" --target _C mini_python_files
 fi
-
-# The other Python versions: the extension and the package only (no C++ tests, no sanitizers).
-for version in 3.12 3.13; do
-  tag=py${version//./}
-  if ! python=$(find_python "$version"); then
-    echo "setup: Python $version not found (no pyenv install, no python$version on the PATH):" \
-         "skipping .venv-$version and build-$tag; its tests will be reported as skipped"
-    continue
-  fi
-  make_venv ".venv-$version" "$python" requirements-test.txt
-  if [ ! -f "build-$tag/CMakeCache.txt" ]; then
-    echo "setup: configuring build-$tag for Python $version"
-    cmake -S . -B "build-$tag" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DPython_EXECUTABLE="$PWD/.venv-$version/bin/python" \
-          -DMINI_SANITIZED_TESTS=OFF -DMINI_CPP_TESTS=OFF -DMINI_CUDA=OFF >/dev/null
-  fi
-  cmake --build "build-$tag" -j"$jobs" --target _C mini_python_files
-done

@@ -50,7 +50,7 @@ struct CacheEntry {
   std::shared_ptr<CompiledArtifact> artifact;
   int compile_id = 0;  // the k of Dynamo's "frame/k"
   long hits = 0;       // the lookups it answered
-  long last_used = 0;  // the unit's clock at its last hit, or at its compile
+  long last_used = 0;  // the unit's clock at its last hit, or at the miss that compiled it
   PyObject* backend_key = nullptr;  // the backend that compiled it (owned: a new backend
                                     // can never take a dead one's address and its entries)
   CacheEntry() = default;
@@ -72,7 +72,7 @@ struct UnitCache {
   int frame_id = -1;              // the frame of "frame/k", numbered in order of first compile
   int compiles = 0;
   int evictions = 0;              // entries `evict` dropped to make room (policy "yours")
-  long clock = 0;                 // counts lookups and compiles: an entry's last_used
+  long clock = 0;                 // counts lookups (a compile's entry takes the clock of its miss)
   long entries_checked = 0;       // entries whose guards lookup ran, over every lookup
   bool run_only = false;          // hit the cache size limit: never compile again
   std::string skip_reason;        // non-empty: capture cannot handle this unit, run it natively

@@ -190,6 +190,24 @@ def test_storm_policies_recent_and_oldest_as_documented(storm):
     assert p["phases"]["recent"]["eager_calls"] == 40  # the third phase: 10 rounds of 4 sizes
 
 
+def test_storm_stream_option_adds_a_stream_and_refuses_what_is_not_sizes(tmp_path):
+    # --stream: the student's own workload in the policies table (A6's question 4)
+    sys.path.insert(0, str(LABS))
+    try:
+        import cache_storm
+    finally:
+        sys.path.remove(str(LABS))
+    assert cache_storm.parse_stream("2-4,9x3,5") == [2, 3, 4, 9, 9, 9, 5]
+    for bad in ("2;rm -rf /", "0", "3-", "x2", ""):
+        with pytest.raises(Exception, match="is not a size"):
+            cache_storm.parse_stream(bad)
+    done = run_lab("cache_storm.py", tmp_path / "figures", tmp_path / "cache", "--quick", "--stream", "2-4,2x5")
+    assert done.returncode == 0, done.stderr
+    extra = json.loads((tmp_path / "figures" / "cache_storm.json").read_text())["policies"]["extra"]
+    assert extra["calls"] == 8 and extra["distinct_sizes"] == 3
+    assert extra["policies"]["recent"]["compiles"] == 3 and extra["policies"]["oldest"]["eager_calls"] == 0
+
+
 # ---- fusion ---------------------------------------------------------------------------------
 
 
