@@ -7,7 +7,8 @@
 Runs the assignment's tagged tests (pytest -m a3, and its Catch2 tag where it has one) on the
 tree's build, on every Python the tree has a build for where the assignment differs by version
 (A9's bytecode), and its lab with --quick. Prints a score per test group (a test file, or the
-C++ tests) and, for each failure, what the test checks (its docstring or the comment above
+C++ tests), the handout's points table filled in (scripts/kit.py's parts: a part earns its points
+in proportion to its tests that pass) and, for each failure, what the test checks (its docstring or the comment above
 it), what went wrong in full (the assertion and its values, or "still the stub"), and the
 command that reruns that one test. Exits 0 when every test passes and the lab runs, 1
 otherwise, 2 when the tree is not built.
@@ -19,7 +20,9 @@ student built, and it says so when a source is newer than that build.
 
 Hidden tests (--hidden DIR): an instructor's test_*.py files, tagged with the assignment's
 marker as the visible ones are; they run from tests/python/hidden/ (copied in for the run and
-removed after, so that the tree's conftest.py and its fixtures apply) and count like the rest.
+removed after, so that the tree's conftest.py and its fixtures apply) and count like the rest. A
+hidden file named as a visible one, with the same section comments, counts in the same parts;
+the report lists a test that counts in no part.
 """
 import argparse
 import ast
@@ -51,6 +54,8 @@ class Result:
     why: str = ""      # what went wrong, lines a student can act on
     checks: str = ""   # what the test checks: its docstring, or the comment above it
     rerun: str = ""    # the command that runs this one test
+    file: str = "C++"  # its file's name ("C++" for a Catch2 case)
+    section: str = ""  # the title of the section comment it is under ("# ---- title ----")
 
 
 @dataclass
@@ -156,6 +161,25 @@ def what_it_checks(tree, file, function):
     return ""
 
 
+SECTION = re.compile(r"^# ---- (.+?) -*$")
+
+
+def section_of(tree, file, function, cache={}):
+    """The title of the last section comment ("# ---- title ----") above the test's def, or ""."""
+    path = tree / file
+    if path not in cache:
+        titles, title = {}, ""
+        for line in (path.read_text().splitlines() if path.exists() else []):
+            m = SECTION.match(line)
+            if m:
+                title = m[1].strip()
+            d = re.match(r"^(?:async )?def (\w+)\(", line)
+            if d:
+                titles[d[1]] = title
+        cache[path] = titles
+    return cache[path].get(function, "")
+
+
 def environment(package):
     env = dict(os.environ, PYTHONPATH=str(package), MPLBACKEND="Agg", MINI_PYTHON_DIR=str(package))
     env.pop("MINI_LOGS", None)
@@ -186,7 +210,8 @@ def run_pytest(tree, assignment, build, paths):
         group = Path(file).name + (f" ({build.label})" if build.label else "")
         if file.startswith(str(HIDDEN)):
             group = "hidden: " + group
-        result = Result(name, failure is None)
+        result = Result(name, failure is None, file=Path(file).name,
+                        section=section_of(tree, file, name.split("[")[0]))
         if failure is not None:
             result.why = advice(failure.get("message") or "", failure.text or "")
             result.checks = what_it_checks(tree, file, name.split("[")[0])
@@ -305,12 +330,41 @@ def report(assignment, tree, groups, lab_ok, lab_output):
         print(f"\n  lab: {' '.join(assignment.lab)}: {'runs' if lab_ok else 'FAILS'}")
         for line in lab_output:
             print(f"      {line}")
+    earned = points(assignment, groups)
     score = 100 * passed / total if total else 0
-    print(f"\n{assignment.id} {assignment.name}: {passed} of {total} tests pass ({score:.0f}%)"
+    print(f"\n{assignment.id} {assignment.name}: {passed} of {total} tests pass ({score:.0f}%), "
+          f"{earned:.1f} of {100 - assignment.question_points} points"
           f"{'' if lab_ok is None else ', the lab ' + ('runs' if lab_ok else 'fails')}")
     if passed < total:
         print(f"Next: the first FAIL above; notes/assignments/{assignment.id}.md has the contract and hints.")
     return passed, total
+
+
+def points(assignment, groups):
+    """Prints the handout's points table as these results fill it; returns the points earned.
+    A part earns its points in proportion to its tests that pass."""
+    counts = OrderedDict((part.name, [0, 0]) for part in assignment.parts)
+    outside = []
+    for tests in groups.values():
+        for t in tests:
+            part = assignment.part_of(t.file, t.section, t.name)
+            if part is None:
+                outside.append(t)
+                continue
+            counts[part.name][0] += t.passed
+            counts[part.name][1] += 1
+    print(f"\n  points (notes/assignments/{assignment.id}.md):")
+    earned = 0.0
+    for part in assignment.parts:
+        ok, n = counts[part.name]
+        got = part.points * ok / n if n else 0.0
+        earned += got
+        print(f"    {part.name:52s} {ok:3d} / {n:<3d} {got:5.1f} of {part.points}")
+    print(f"    {'written questions':52s}           graded by the instructor, of {assignment.question_points}")
+    if outside:
+        print(f"    ({len(outside)} test(s) in no part of the table: "
+              f"{', '.join(t.file + '::' + t.name for t in outside[:3])}{', ...' if len(outside) > 3 else ''})")
+    return earned
 
 
 def main(argv=None):

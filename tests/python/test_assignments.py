@@ -135,6 +135,48 @@ def test_the_kit_table_names_every_region_marker_handout_and_lab():
         assert all(r in kit.ASSIGNMENTS and r != a.id for r in a.requires), (a.id, a.requires)
 
 
+def handout_points(assignment_id):
+    """The handout's points table: {part: points}."""
+    text = (REPO / "notes" / "assignments" / f"{assignment_id}.md").read_text()
+    table = text.split("## Points", 1)[1].split("\n\n", 2)[1]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    return {row[0]: int(row[-1]) for row in rows}
+
+
+def test_the_grader_scores_the_handouts_points_table():
+    # scripts/kit.py's parts are the handouts' tables (written questions apart), out of 100
+    for a in kit.ASSIGNMENTS.values():
+        table = handout_points(a.id)
+        parts = {p.name: p.points for p in a.parts}
+        assert table == {**parts, "written questions": a.question_points}, a.id
+        assert sum(table.values()) == 100, a.id
+
+
+def test_every_tagged_test_counts_in_one_part_and_every_part_has_tests():
+    # what a student's grade adds up: no test of an assignment outside its points table, no part
+    # without a test (Catch2 cases listed by the test binary, pytest's by collection)
+    for a in kit.ASSIGNMENTS.values():
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "-m", a.marker, "tests/python"], cwd=REPO, capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(BUILD)))
+        tests = [line for line in done.stdout.splitlines() if "::" in line]
+        assert tests, f"{a.id}: pytest collected nothing for -m {a.marker}:\n{done.stdout[-1500:]}"
+        keys = []
+        for node in tests:
+            path, name = node.split("::", 1)
+            keys.append((Path(path).name, grade.section_of(REPO, path, name.split("[")[0]), name))
+        if a.catch2:
+            listed = subprocess.run([str(BUILD.parent / "mini_tests"), "--list-test-names-only", a.catch2],
+                                    capture_output=True, text=True, timeout=60).stdout
+            cases = [line.strip() for line in listed.splitlines() if line.strip()]
+            assert cases, f"{a.id}: mini_tests lists no case tagged {a.catch2}"
+            keys += [("C++", "", case) for case in cases]
+        outside = [k for k in keys if a.part_of(*k) is None]
+        assert not outside, f"{a.id}: tests in no part of its points table: {outside[:5]}"
+        for part in a.parts:
+            assert any(a.part_of(*k) is part for k in keys), f"{a.id}: part '{part.name}' has no test"
+
+
 def test_the_kit_switch_throws_the_student_stubs_words_and_names_kit_py(tmp_path):
     # MINI_KIT_STUBS=A3 makes the reference's region throw what the student tree's stub throws
     # (mini/tensor/errors.h): the kit check's one build stands for every student tree
