@@ -127,6 +127,12 @@ CacheEntry& UnitCache::add(CacheEntry&& entry, CachePolicy policy) {
   auto where = policy == CachePolicy::Recent ? entries.begin()
              : policy == CachePolicy::Oldest ? entries.end()
                                              : your_place();
+  if (policy == CachePolicy::Yours && where != entries.end() &&
+      std::none_of(entries.begin(), entries.end(), [&](const CacheEntry& e) { return &e == &*where; }))
+    throw Error(Error::Kind::Runtime,
+                "mini.config.cache_policy 'yours' (A6, your_place in mini/guards/cache.cpp) broke its "
+                "contract: the position it returned is not in this unit's entries (return entries.begin(), "
+                "entries.end() or an iterator of `entries`)");
   entry.compile_id = compiles++;
   entry.last_used = clock;
   return *entries.insert(where, std::move(entry));
