@@ -127,7 +127,8 @@ Tensor rand(const Shape& shape, DType dtype, Device device) {
         p[i] = static_cast<float>((gen() >> 56) * 0x1.0p-8);
         continue;
       }
-      T u = static_cast<T>((gen() >> 11) * 0x1.0p-53);
+      double draw = (gen() >> 11) * 0x1.0p-53;  // named first: a product cast to bool warns
+      T u = static_cast<T>(draw);
       p[i] = u < T(1) ? u : T(0);  // rounding to float can reach 1.0: keep [0, 1)
     }
   });
@@ -146,8 +147,9 @@ Tensor randn(const Shape& shape, DType dtype, Device device) {
     for (int64_t i = 0; i < n; i += 2) {  // Box-Muller: two normals from two uniforms
       double u1 = ((gen() >> 11) + 1) * 0x1.0p-53, u2 = (gen() >> 11) * 0x1.0p-53;
       double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
-      p[i] = static_cast<T>(r * std::cos(th));
-      if (i + 1 < n) p[i + 1] = static_cast<T>(r * std::sin(th));
+      double z0 = r * std::cos(th), z1 = r * std::sin(th);  // named first: a product cast to bool warns
+      p[i] = static_cast<T>(z0);
+      if (i + 1 < n) p[i + 1] = static_cast<T>(z1);
     }
   });
   count_kernel(t->nbytes());
