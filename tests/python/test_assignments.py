@@ -152,6 +152,22 @@ def test_the_grader_scores_the_handouts_points_table():
         assert sum(table.values()) == 100, a.id
 
 
+def test_a_part_takes_tests_by_file_section_name_or_catch2_case():
+    part = kit.Part("p", 10, ("test_a.py § tensor match", "test_b.py::test_one*", "test_capture_*.py", "C++ rule *"))
+    assert part.takes("test_a.py", "tensor match (sizes)", "test_x")
+    assert not part.takes("test_a.py", "type match", "test_x")
+    assert part.takes("test_b.py", "", "test_one[3]") and not part.takes("test_b.py", "", "test_two")
+    assert part.takes("test_capture_features.py", "", "test_y") and not part.takes("test_guards.py", "", "test_y")
+    assert part.takes("C++", "", "rule same_space: ...") and not part.takes("C++", "", "check fits_size")
+    assert not part.takes("test_c.py", "", "rule same_space")  # a C++ selector takes no Python test
+    a = kit.ASSIGNMENTS["A8"]  # the first part that takes a test is its part
+    assert a.part_of("test_min_cut.py", "never worse than save-all or the greedy rule",
+                     "test_min_cut_partitioner_trains_a_gpt_with_eagers_gradients").name == "a real model"
+    assert a.part_of("test_min_cut.py", "never worse than save-all or the greedy rule", "test_x").name == \
+        "never worse than the alternatives"
+    assert grade.section_of(REPO, "tests/python/test_guards.py", "test_nothing_here") == ""
+
+
 def test_every_tagged_test_counts_in_one_part_and_every_part_has_tests():
     # what a student's grade adds up: no test of an assignment outside its points table, no part
     # without a test (Catch2 cases listed by the test binary, pytest's by collection)
