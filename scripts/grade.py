@@ -173,7 +173,7 @@ def section_of(tree, file, function, cache={}):
             m = SECTION.match(line)
             if m:
                 title = m[1].strip()
-            d = re.match(r"^(?:async )?def (\w+)\(", line)
+            d = re.match(r"^\s*(?:async )?def (\w+)\(", line)  # a method of a test class too
             if d:
                 titles[d[1]] = title
         cache[path] = titles
