@@ -342,7 +342,10 @@ bool PartitionWalk::partitioner_recomputes(int id) const {
 //   apart, a residual stream x + f(x), is saved whatever the partitioner says: recomputed,
 //   it would be rebuilt in the backward from the first layer's values, the whole stream at
 //   once; torch bans these too); a recomputed value waits on at most kMaxRecomputeChain
-//   recomputed ops, itself included, else it is saved and the chain starts again after it.
+//   recomputed ops, itself included, counted along the longest path of recomputed values that
+//   ends at it (chain[id]: 1 more than the largest chain of its recomputed inputs), else it is
+//   saved (its inputs keep the fates decided for them) and a value that reads it starts a
+//   chain of its own.
 void PartitionWalk::decide(int id) {
   // A2 BEGIN: the recompute partitioner
   MINI_KIT_STUB(A2);

@@ -17,6 +17,12 @@ namespace {
 
 }  // namespace
 
+bool reads_a_global(const guards::Source& src) {
+  for (const guards::Source* s = &src; s; s = s->base.get())
+    if (s->as<guards::Source::Global>() || s->as<guards::Source::GlobalIn>()) return true;
+  return false;
+}
+
 // ---- automatic dynamic shapes (A7) -----------------------------------------------------------
 // torch's automatic_dynamic_shapes (kept per code in pgo.py's CodeState): a unit is first
 // compiled with every size and number a constant; when a call misses because one of them
@@ -36,7 +42,8 @@ namespace {
 //        (the value from guards::fetch(*src, fv), a New reference or null, unwrapped with
 //        guards::unwrap_tensor); {source, false, {}, repr_of(constant)} for each source
 //        guarded equal to an exact Python int or float (PyLong_CheckExact/PyFloat_CheckExact:
-//        a bool is neither, so bools stay specialized).
+//        a bool is neither, so bools stay specialized) that is not read through a global
+//        (reads_a_global: those stay specialized, whatever changes).
 //   guarantees: the first record of a source stays: a later compile does not overwrite a
 //        record of the same kind (tensor or number), so that changes are measured from the
 //        first call; no reference is leaked.
@@ -55,7 +62,8 @@ void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const g
       PyObject* o = guards::fetch(*src, fv);
       if (TensorImpl* t = o ? guards::unwrap_tensor(o) : nullptr) unit.seen[key] = {src, true, t->sizes, ""};
       Py_XDECREF(o);
-    } else if (constant && (PyFloat_CheckExact(constant->constant) || PyLong_CheckExact(constant->constant))) {
+    } else if (constant && (PyFloat_CheckExact(constant->constant) || PyLong_CheckExact(constant->constant)) &&
+               !reads_a_global(*src)) {
       unit.seen[key] = {src, false, {}, repr_of(constant->constant)};
     }
   }

@@ -86,6 +86,10 @@ const char* skip_reason(const FrameView& view);
 bool frame_has_tensors(const FrameView& view, const std::vector<PyObject*>& locals);
 
 // automatic_dynamic.cpp
+// Whether `src` reads through a global (G['SCALE'], or an attribute or item of one): a number
+// read so is specialized, one graph per value, as Dynamo specializes globals; automatic dynamic
+// neither records it nor turns it into a graph input.
+bool reads_a_global(const guards::Source& src);
 void record_seen(guards::UnitCache& unit, const guards::FrameValues& fv, const guards::GuardSet& gs);
 void automatic_dynamic_on_recompile(guards::UnitCache& unit, const guards::FrameValues& fv);
 // Before a recompile: automatic dynamic's decision (automatic_dynamic_on_recompile) unless it

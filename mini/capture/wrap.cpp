@@ -6,6 +6,7 @@
 #include "capture/compile_log.h"
 #include "capture/config.h"
 #include "capture/trace_context.h"
+#include "capture/unit.h"
 
 namespace mini::capture {
 
@@ -222,10 +223,7 @@ static VarRef wrap_tensor(TraceContext& ctx, PyObject* v, TensorImpl* t, const S
 // is specialized, one graph per value, however often it changes.
 static bool is_dynamic_number(TraceContext& ctx, PyObject* v, const SourceRef& src) {
   bool number = (PyLong_CheckExact(v) || PyFloat_CheckExact(v));
-  bool global = false;
-  for (const guards::Source* s = src.get(); s; s = s->base.get())
-    global = global || s->as<guards::Source::Global>() || s->as<guards::Source::GlobalIn>();
-  return number && !global && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str());
+  return number && !reads_a_global(*src) && ctx.dynamic.scalars && ctx.dynamic.scalars->count(src->str());
 }
 
 // A Python number that changed between calls: a graph input from now on (a 0-d tensor that

@@ -1,7 +1,7 @@
 """Dynamic shapes and Python-number specialization (issue 4): dynamic=False specializes every
 size, dynamic=None (automatic dynamic) recompiles once with the changed dims symbolic,
 dynamic=True and mini.mark_dynamic start symbolic; sizes 0 and 1 stay specialized; int and
-float arguments, globals and closure cells become graph inputs after one change, bools never;
+float arguments and closure cells become graph inputs after one change, globals and bools never;
 MINI_LOGS=dynamic says why. Graphs with views, reductions, matmul and softmax over a dynamic
 dim run at many sizes with one compile; nonzero's data-dependent length stays in the graph.
 Every result is compared with eager's. The tests marked a7 are those of assignment A7
@@ -330,6 +330,24 @@ def test_global_number_is_specialized_per_value():
         _SCALE = v
         same(cf(T(3)), _uses_global(T(3)))
     assert cnt.frame_count == 4
+
+
+@pytest.mark.a7
+def test_a_global_that_changes_is_not_logged_as_turning_dynamic(capsys):
+    # automatic dynamic does not record a number read through a global (reads_a_global): its log
+    # must not claim a graph input that the trace never makes
+    global _SCALE
+    mini.set_logs("dynamic")
+    try:
+        cf, cnt = counted(_uses_global)
+        for v in (0.5, 0.25, 0.125):
+            _SCALE = v
+            same(cf(T(3)), _uses_global(T(3)))
+    finally:
+        mini.set_logs()
+        _SCALE = 0.5
+    assert cnt.frame_count == 3
+    assert "automatic dynamic" not in capsys.readouterr().err
 
 
 @pytest.mark.a7
