@@ -134,3 +134,23 @@ ASSIGNMENTS = {a.id: a for a in [
                    Part("the lab", 15, ("test_labs_reduction_layouts.py",)))),
 ]}
 
+# The course page's schedule (notes/assignments.md, "Schedule"): one assignment a week.
+SCHEDULE = ("A5", "A6", "A7", "A9", "A1", "A2", "A8", "A3", "A4", "A10")
+
+
+def needed_by(assignment_id):
+    """Every assignment whose stage `assignment_id`'s tests go through, directly or not."""
+    found, todo = set(), list(ASSIGNMENTS[assignment_id].requires)
+    while todo:
+        a = todo.pop()
+        if a not in found:
+            found.add(a)
+            todo += ASSIGNMENTS[a].requires
+    return found - {assignment_id}
+
+
+def week_stubs(assignment_id):
+    """What a week's tree stubs: that week's assignment and every later one in SCHEDULE, but the
+    ones it needs (which stay the reference's: A3's week keeps A4, whose tests need each other)."""
+    later = SCHEDULE[SCHEDULE.index(assignment_id):]
+    return [a for a in later if a not in needed_by(assignment_id)]

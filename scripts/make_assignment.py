@@ -3,6 +3,7 @@
     python3 scripts/make_assignment.py --list
     python3 scripts/make_assignment.py OUT              # every assignment stubbed
     python3 scripts/make_assignment.py OUT --only A3    # one assignment stubbed, the rest kept
+    python3 scripts/make_assignment.py OUT --week A2    # A2 and the weeks after it stubbed
 
 The reference code marks each assignment region with a BEGIN and an END comment line:
 
@@ -151,6 +152,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, help="the student tree to create (must not exist)")
     parser.add_argument("--only", nargs="+", metavar="ID", help="stub these assignments only (e.g. A3)")
+    parser.add_argument("--week", metavar="ID", help="the tree of ID's week: ID and every later assignment of "
+                        "the schedule stubbed (scripts/kit.py, SCHEDULE), but those ID's tests need")
     parser.add_argument("--list", action="store_true", help="print the assignment regions and exit")
     args = parser.parse_args(argv)
     files = tracked_files()
@@ -163,6 +166,18 @@ def main(argv=None):
     if args.out is None:
         parser.error("give OUT (the folder to create) or --list")
     ids = {r.id for r in regions}
+    if args.week and args.only:
+        parser.error("give --only or --week, not both")
+    if args.week:
+        sys.path.insert(0, str(REPO / "scripts"))
+        import kit
+        if args.week.upper() not in kit.SCHEDULE:
+            parser.error(f"no assignment {args.week} in the schedule ({', '.join(kit.SCHEDULE)})")
+        args.only = kit.week_stubs(args.week.upper())
+        kept = sorted(kit.needed_by(args.week.upper()) & set(kit.SCHEDULE[kit.SCHEDULE.index(args.week.upper()):]))
+        if kept:
+            print(f"{args.week.upper()}'s week keeps {', '.join(kept)} written (its tests need "
+                  f"{'it' if len(kept) == 1 else 'them'}), though {'it comes' if len(kept) == 1 else 'they come'} later")
     chosen = set(args.only or ids)
     unknown = chosen - ids
     if unknown:

@@ -152,6 +152,16 @@ def test_the_grader_scores_the_handouts_points_table():
         assert sum(table.values()) == 100, a.id
 
 
+def test_a_weeks_tree_stubs_that_week_and_the_later_ones_but_what_it_needs():
+    assert sorted(kit.SCHEDULE) == sorted(kit.ASSIGNMENTS)
+    assert kit.week_stubs(kit.SCHEDULE[0]) == list(kit.SCHEDULE)  # the first week: every stage but none
+    assert kit.week_stubs("A2") == ["A2", "A8", "A3", "A4", "A10"]  # A1, an earlier week, stays written
+    assert kit.week_stubs("A3") == ["A3", "A10"]  # A4 comes later but A3's tests need it
+    assert kit.needed_by("A8") == {"A1", "A2"} and kit.needed_by("A10") == {"A3", "A4"}
+    for a in kit.SCHEDULE:  # a week's tree never stubs what that week's tests need
+        assert not set(kit.week_stubs(a)) & kit.needed_by(a), a
+
+
 def test_a_part_takes_tests_by_file_section_name_or_catch2_case():
     part = kit.Part("p", 10, ("test_a.py § tensor match", "test_b.py::test_one*", "test_capture_*.py", "C++ rule *"))
     assert part.takes("test_a.py", "tensor match (sizes)", "test_x")
