@@ -26,6 +26,7 @@ the report lists a test that counts in no part.
 """
 import argparse
 import ast
+import functools
 import os
 import re
 import shlex
@@ -164,20 +165,23 @@ def what_it_checks(tree, file, function):
 SECTION = re.compile(r"^# ---- (.+?) -*$")
 
 
-def section_of(tree, file, function, cache={}):
-    """The title of the last section comment ("# ---- title ----") above the test's def, or ""."""
-    path = tree / file
-    if path not in cache:
-        titles, title = {}, ""
-        for line in (path.read_text().splitlines() if path.exists() else []):
-            m = SECTION.match(line)
-            if m:
-                title = m[1].strip()
-            d = re.match(r"^\s*(?:async )?def (\w+)\(", line)  # a method of a test class too
-            if d:
-                titles[d[1]] = title
-        cache[path] = titles
-    return cache[path].get(function, "")
+@functools.lru_cache(maxsize=None)
+def section_titles(path):
+    """{test function: the title of the last section comment ("# ---- title ----") above it}."""
+    titles, title = {}, ""
+    for line in (path.read_text().splitlines() if path.exists() else []):
+        m = SECTION.match(line)
+        if m:
+            title = m[1].strip()
+        d = re.match(r"^\s*(?:async )?def (\w+)\(", line)  # a method of a test class too
+        if d:
+            titles[d[1]] = title
+    return titles
+
+
+def section_of(tree, file, function):
+    """The title of the section the test is under, or ""."""
+    return section_titles(Path(tree) / file).get(function, "")
 
 
 def environment(package):

@@ -66,23 +66,25 @@ def tracked_files():
     return [p for p in out.stdout.decode().split("\0") if p]
 
 
-def find_regions(files):
-    """Every marked region, in file order; a malformed marker pair is an error naming it."""
+def find_marked(files, suffixes, begin, end, switch=False):
+    """Every region between a `begin` and an `end` marker line in the files with these suffixes,
+    in file order; a malformed marker pair is an error naming it. With `switch`, a region's first
+    line must be its MINI_KIT_STUB."""
     regions = []
     for rel in files:
-        if Path(rel).suffix not in SOURCE_SUFFIXES:
+        if Path(rel).suffix not in suffixes:
             continue
         lines = (REPO / rel).read_text().splitlines()
         open_region = None
         for number, line in enumerate(lines, 1):
-            b, e = BEGIN.match(line), END.match(line)
+            b, e = begin.match(line), end.match(line)
             if b:
                 if open_region:
                     raise SystemExit(f"{rel}:{number}: {b['id']} BEGIN inside {open_region.id}, "
                                      f"which began at line {open_region.begin}")
                 open_region = Region(b["id"], b["name"], rel, number, -1)
-                switch = SWITCH.match(lines[number]) if number < len(lines) else None
-                if not switch or switch["id"] != b["id"]:
+                first = SWITCH.match(lines[number]) if number < len(lines) else None
+                if switch and (not first or first["id"] != b["id"]):
                     raise SystemExit(f"{rel}:{number + 1}: {b['id']}'s region must open with "
                                      f"MINI_KIT_STUB({b['id']}); (the kit check's switch, mini/tensor/errors.h)")
             elif e:
@@ -96,28 +98,14 @@ def find_regions(files):
     return regions
 
 
+def find_regions(files):
+    """Every marked region of the sources (a function body a stub replaces)."""
+    return find_marked(files, SOURCE_SUFFIXES, BEGIN, END, switch=True)
+
+
 def find_doc_regions(files):
-    """Every marked passage of the Markdown notes, in file order (Region.name: what it holds)."""
-    regions = []
-    for rel in files:
-        if not rel.endswith(".md"):
-            continue
-        open_region = None
-        for number, line in enumerate((REPO / rel).read_text().splitlines(), 1):
-            b, e = DOC_BEGIN.match(line), DOC_END.match(line)
-            if b:
-                if open_region:
-                    raise SystemExit(f"{rel}:{number}: {b['id']} BEGIN inside {open_region.id}'s passage")
-                open_region = Region(b["id"], b["name"], rel, number, -1)
-            elif e:
-                if not open_region or open_region.id != e["id"]:
-                    raise SystemExit(f"{rel}:{number}: {e['id']} END without its BEGIN")
-                open_region.end = number
-                regions.append(open_region)
-                open_region = None
-        if open_region:
-            raise SystemExit(f"{rel}:{open_region.begin}: {open_region.id} BEGIN without its END")
-    return regions
+    """Every marked passage of the Markdown notes (Region.name: what it holds)."""
+    return find_marked(files, {".md"}, DOC_BEGIN, DOC_END)
 
 
 def left_out_line(region):
