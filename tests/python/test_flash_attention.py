@@ -126,3 +126,23 @@ def test_flash_gradients_agree_with_the_float32_path():
         grads[dt] = [to_np(out.detach().float())] + [to_np(t.grad.float()) for t in qkv]
     for fast, slow in zip(grads[mini.bfloat16], grads[mini.float32]):
         assert rel_err(fast, slow.astype(np.float64)) < TOL["bfloat16"]
+
+
+def test_flash_bfloat16_mma_sync_kernels_where_wgmma_would_run():
+    """On a compute capability 9.0 GPU bfloat16 runs Hopper's wgmma kernels (cuda/sm90/); with
+    MINI_FLASH_SM90=0 it runs the mma.sync kernels every other GPU runs. This runs the checks above
+    under that setting in a process of its own (the choice is read once), so that both
+    generations stay right on the machine that has both."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = dict(os.environ, MINI_FLASH_SM90="0")
+    code = ("import test_flash_attention as t\n"
+            "for causal in (False, True):\n"
+            "    t.run_case((2, 3), 200, 200, 64, causal, 1, 'bfloat16', transposed=True)\n"
+            "    t.run_case((1, 2), 100, 77, 128, causal, 2, 'bfloat16')\n"
+            "print('both passed')\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "both passed" in run.stdout, run.stdout + run.stderr

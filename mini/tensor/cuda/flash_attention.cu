@@ -71,21 +71,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x, the lower column, in the low half
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// The A fragment (16 x 16) of columns 16 kk .. 16 kk + 15 of a product's accumulator tiles
-// (16 x 8 each, `c[2 kk]` and `c[2 kk + 1]`): an accumulator's layout is an A operand's.
-template <int N>
-__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
-  a[0] = pack(c[2 * kk][0], c[2 * kk][1]);
-  a[1] = pack(c[2 * kk][2], c[2 * kk][3]);
-  a[2] = pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-  a[3] = pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-}
-
 // Fragment addresses into a row-major tile of row stride `P` elements, for lane `lane`:
 // a_addr: the A operand (16 rows r0.., 16 columns c0..);
 // bn_addr: B operands of two 8-wide n tiles (rows n0..n0+15 of the tile are the n index, columns
@@ -515,6 +500,9 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
                               const Tensor& lse, bool causal, double scale) {
   if (q->dtype == DType::Float32) return flash_attention_backward_f32(dq, dk, dv, q, k, v, out, dout, lse, causal, scale);
+#ifdef MINI_WITH_SM90A
+  if (flash_sm90_runs()) return flash_attention_backward_sm90(dq, dk, dv, q, k, v, out, dout, lse, causal, scale);
+#endif
   const Dims s = dims_of(q, k);
   run_backward<bf16>(dq, out, dout, lse, s, scale, [&](const Tensor& dq_acc, const Tensor& lse2, const Tensor& delta) {
     if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);

@@ -71,6 +71,21 @@ __device__ __forceinline__ void load_rows(T* tile, const T* g, int64_t stride, i
   }
 }
 
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x, the lower column, in the low half
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The A fragment (16 x 16) of columns 16 kk .. 16 kk + 15 of a product's accumulator tiles
+// (16 x 8 each, `c[2 kk]` and `c[2 kk + 1]`): an accumulator's layout is an A operand's.
+template <int N>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[4], const float (&c)[N][4], int kk) {
+  a[0] = pack(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = pack(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
 // ---- the softmax both kernels share --------------------------------------------------------
 // An accumulator tile (mma's m16n8 C, lane = 4 g + t) holds c[0], c[1] of row g, columns 2t and
 // 2t + 1, and c[2], c[3] of row g + 8; s[nt] is the 8 columns from 8 nt. A row's values are
@@ -99,11 +114,12 @@ __device__ __forceinline__ void mask_scores(float (&s)[NT][4], int key0, int row
 }
 
 // One key tile of the online softmax for 16 rows: m is each row's running max (unscaled), l this
-// lane's part of its running sum; a larger max rescales l and the output accumulator by
-// exp(m_old - m_new). The scores become P = exp(scale (s - m)), exp2 of log2(e)-scaled values.
-template <int NT, int DT>
-__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&acc)[DT][4], float (&m)[2], float (&l)[2],
-                                               float scale_log2) {
+// lane's part of its running sum; a larger max rescales l by alpha = exp(m_old - m_new), which
+// the caller also applies to the output accumulator (rescale). The scores become
+// P = exp(scale (s - m)), exp2 of log2(e)-scaled values.
+template <int NT>
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&m)[2], float (&l)[2], float scale_log2,
+                                             float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     float mx = m[h];
@@ -112,7 +128,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&acc)[D
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float ms = mx == -INFINITY ? 0.f : mx * scale_log2;  // a row with no key yet
-    const float alpha = exp2f(m[h] * scale_log2 - ms);       // 0 on the row's first keys
+    alpha[h] = exp2f(m[h] * scale_log2 - ms);                 // 0 on the row's first keys
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
@@ -122,14 +138,29 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&acc)[D
         s[nt][e] = p;
         sum += p;
       }
-    l[h] = l[h] * alpha + sum;  // this lane's part; the quad adds them at the end
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
-      acc[dt][2 * h] *= alpha;
-      acc[dt][2 * h + 1] *= alpha;
-    }
+    l[h] = l[h] * alpha[h] + sum;  // this lane's part; the quad adds them at the end
     m[h] = mx;
   }
+}
+
+// acc's rows g and g + 8 times alpha[0] and alpha[1].
+template <int DT>
+__device__ __forceinline__ void rescale(float (&acc)[DT][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < DT; dt++) {
+    acc[dt][0] *= alpha[0];
+    acc[dt][1] *= alpha[0];
+    acc[dt][2] *= alpha[1];
+    acc[dt][3] *= alpha[1];
+  }
+}
+
+template <int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&acc)[DT][4], float (&m)[2], float (&l)[2],
+                                               float scale_log2) {
+  float alpha[2];
+  softmax_step(s, m, l, scale_log2, alpha);
+  rescale(acc, alpha);
 }
 
 // The end of 16 rows (row0 ..): out = acc / l in o's layout, lse = m scale + log l.
@@ -201,40 +232,88 @@ __device__ __forceinline__ void load_row_stats(float* s_lse, float* s_delta, con
 }
 
 // ---- the backward's first and last kernels -----------------------------------------------------
-// delta[row] = sum_d dout[row, d] * out[row, d] in float, a warp a row; it also writes the row's
-// lse in log2 units (lse2) and zeroes its row of dq_acc, which the main kernel's atomics add into.
+// 16 bytes of T as floats (8 bfloat16 or 4 float), and 8 floats back to T.
+__device__ __forceinline__ void load16(float* x, const __nv_bfloat16* p) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 f = __bfloat1622float2(h[i]);
+    x[2 * i] = f.x, x[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void load16(float* x, const float* p) {
+  const float4 u = *reinterpret_cast<const float4*>(p);
+  x[0] = u.x, x[1] = u.y, x[2] = u.z, x[3] = u.w;
+}
+__device__ __forceinline__ void store8(__nv_bfloat16* p, const float* x) {
+  uint4 u;
+  uint32_t* w = reinterpret_cast<uint32_t*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; i++) w[i] = pack(x[2 * i], x[2 * i + 1]);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+__device__ __forceinline__ void store8(float* p, const float* x) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+}
+
+// delta[row] = sum_d dout[row, d] * out[row, d] in float, LPR = D / (16 bytes of T) lanes a row,
+// 16 bytes of each operand a lane; it also writes the row's lse in log2 units (lse2) and zeroes
+// its row of dq_acc, which the main kernel's atomics add into.
 template <class T>
 __global__ void bwd_delta_kernel(const T* __restrict__ dout, const T* __restrict__ out, const float* __restrict__ lse,
                                  float* __restrict__ delta, float* __restrict__ lse2, float* __restrict__ dq_acc,
                                  Rows dor, Rows outr, int64_t rows, int L, int D) {
-  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const T* dorow = dout + dor.at(row / L, row % L);
-  const T* outrow = out + outr.at(row / L, row % L);
+  constexpr int kVec = 16 / sizeof(T);
+  const int lpr = D / kVec;  // a power of 2 up to 32 (D is 64 or 128)
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / lpr;
+  const int col = (threadIdx.x % lpr) * kVec;
   float sum = 0.f;
-  for (int d = lane * 2; d < D; d += 64) {
-    const float2 a = load2(dorow + d), b = load2(outrow + d);
-    sum += a.x * b.x + a.y * b.y;
-    store2(dq_acc + row * D + d, 0.f, 0.f);
-  }
+  if (row < rows) {
+    float a[kVec], b[kVec];
+    load16(a, dout + dor.at(row / L, row % L) + col);
+    load16(b, out + outr.at(row / L, row % L) + col);
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) {
+    for (int i = 0; i < kVec; i++) sum += a[i] * b[i];
+    float4* z = reinterpret_cast<float4*>(dq_acc + row * D + col);
+#pragma unroll
+    for (int i = 0; i < kVec / 4; i++) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  for (int off = lpr / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (row < rows && col == 0) {
     delta[row] = sum;
     lse2[row] = lse[row] * kLog2e;
   }
 }
 
-// dq = T(dq_acc * scale), two elements a thread, written in dq's layout
+// dq = T(dq_acc * scale), 8 elements a thread, written in dq's layout
 template <class T>
 __global__ void bwd_dq_kernel(const float* __restrict__ acc, T* __restrict__ dq, Rows dqr, int64_t n, int L, int D,
                               float scale) {
-  for (int64_t i = 2 * (int64_t(blockIdx.x) * blockDim.x + threadIdx.x); i < n; i += 2 * int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / D;
-    const float2 a = load2(acc + i);
-    store2(dq + dqr.at(row / L, row % L) + i % D, a.x * scale, a.y * scale);
-  }
+  const int64_t i = 8 * (int64_t(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  const int64_t row = i / D;
+  float x[8];
+  load16(x, acc + i);
+  load16(x + 4, acc + i + 4);
+#pragma unroll
+  for (int e = 0; e < 8; e++) x[e] *= scale;
+  store8(dq + dqr.at(row / L, row % L) + i % D, x);
+}
+
+// The two launches (D a multiple of 8; every row 16-byte aligned: rows_of's rule).
+template <class T>
+void launch_bwd_delta(const T* dout, const T* out, const float* lse, float* delta, float* lse2, float* dq_acc, Rows dor,
+                      Rows outr, int64_t rows, int L, int D, cudaStream_t stream) {
+  const int64_t threads = rows * (D / (16 / int64_t(sizeof(T))));
+  bwd_delta_kernel<T><<<unsigned((threads + 255) / 256), 256, 0, stream>>>(dout, out, lse, delta, lse2, dq_acc, dor,
+                                                                           outr, rows, L, D);
+}
+template <class T>
+void launch_bwd_dq(const float* acc, T* dq, Rows dqr, int64_t rows, int L, int D, float scale, cudaStream_t stream) {
+  const int64_t n = rows * D;
+  bwd_dq_kernel<T><<<unsigned((n / 8 + 255) / 256), 256, 0, stream>>>(acc, dq, dqr, n, L, D, scale);
 }
 
 // ---- host side ------------------------------------------------------------------------------
@@ -303,22 +382,26 @@ void run_backward(const Tensor& dq, const Tensor& out, const Tensor& dout, const
   Tensor delta = TensorImpl::empty({rows}, DType::Float32, dq->device());
   Tensor lse2 = TensorImpl::empty({rows}, DType::Float32, dq->device());
   Tensor dq_acc = TensorImpl::empty({rows * s.D}, DType::Float32, dq->device());
-  constexpr int kRowsABlock = 8;
-  bwd_delta_kernel<T><<<unsigned((rows + kRowsABlock - 1) / kRowsABlock), kRowsABlock * 32, 0, current_stream()>>>(
-      static_cast<const T*>(dout->device_raw()), static_cast<const T*>(out->device_raw()),
-      static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
-      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()),
-      rows_or_fail(dout, "the output's gradient"), rows_or_fail(out, "the output"), rows, s.L, s.D);
+  launch_bwd_delta<T>(static_cast<const T*>(dout->device_raw()), static_cast<const T*>(out->device_raw()),
+                      static_cast<const float*>(lse->device_raw()), static_cast<float*>(delta->device_raw()),
+                      static_cast<float*>(lse2->device_raw()), static_cast<float*>(dq_acc->device_raw()),
+                      rows_or_fail(dout, "the output's gradient"), rows_or_fail(out, "the output"), rows, s.L, s.D,
+                      current_stream());
   check_launch("scaled_dot_product_attention backward");
   main(dq_acc, lse2, delta);
   check_launch("scaled_dot_product_attention backward");
-  const int64_t n = rows * s.D;
-  bwd_dq_kernel<T><<<unsigned(std::min<int64_t>((n / 2 + 255) / 256, int64_t(sm_count()) * 8)), 256, 0,
-                     current_stream()>>>(static_cast<const float*>(dq_acc->device_raw()),
-                                         static_cast<T*>(dq->device_raw()), rows_or_fail(dq, "dq"), n, s.L, s.D,
-                                         float(scale));
+  launch_bwd_dq<T>(static_cast<const float*>(dq_acc->device_raw()), static_cast<T*>(dq->device_raw()),
+                   rows_or_fail(dq, "dq"), rows, s.L, s.D, float(scale), current_stream());
   check_launch("scaled_dot_product_attention backward");
 }
+
+// Hopper's wgmma backward for bfloat16 (sm90/flash_attention.cu, built for sm_90a): the same
+// contract as flash_attention_backward; call it only where flash_sm90_runs() (compute capability
+// 9.0, and MINI_FLASH_SM90 is not "0"). A build without it (MINI_WITH_SM90A unset) never calls it.
+bool flash_sm90_runs();
+void flash_attention_backward_sm90(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                                   const Tensor& lse, bool causal, double scale);
 
 // float32 (flash_attention_f32.cu): the same contract as flash_attention and
 // flash_attention_backward, every operand float32 but for lse (float32 too).

@@ -1,0 +1,57 @@
+// cuda/sm90/flash_attention.cu — mini's tensors into the wgmma FlashAttention kernels of
+// flash_sm90.cuh. Built for sm_90a alone (CMake's mini_cuda_sm90a: the architecture-specific
+// instructions run on compute capability 9.0 and nowhere else), so flash_attention.cu calls in
+// here only where flash_sm90_runs() says the device is one (notes/attention.md).
+#include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "../kernels.h"
+#include "flash_sm90.cuh"
+
+namespace mini::cuda::flash {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+template <int D>
+void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
+                const Tensor& v, const Tensor& dout, const Tensor& lse2, const Tensor& delta, const Dims& s,
+                bool causal, double scale) {
+  using Sh = sm90::BwdShape<D>;
+  auto kernel = sm90::flash_bwd_kernel<D, D == 64>;  // at D = 128 the deferred dQ would spill
+  allow_smem(kernel, Sh::kSmem);
+  const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
+  kernel<<<grid, Sh::kThreads, Sh::kSmem, current_stream()>>>(
+      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
+      static_cast<const bf16*>(v->device_raw()), static_cast<const bf16*>(dout->device_raw()),
+      static_cast<const float*>(lse2->device_raw()), static_cast<const float*>(delta->device_raw()),
+      static_cast<float*>(dq_acc->device_raw()), static_cast<bf16*>(dk->device_raw()),
+      static_cast<bf16*>(dv->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
+      rows_or_fail(v, "value"), rows_or_fail(dout, "the output's gradient"), rows_or_fail(dk, "dk"),
+      rows_or_fail(dv, "dv"), s.L, s.S, causal, float(scale));
+}
+
+}  // namespace
+
+bool flash_sm90_runs() {
+  static const bool yes = [] {
+    const char* env = std::getenv("MINI_FLASH_SM90");  // "1": on; anything else: the mma.sync kernels
+    return env && std::strcmp(env, "1") == 0 && device_arch(0) == "sm_90";
+  }();
+  return yes;
+}
+
+void flash_attention_backward_sm90(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
+                                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& dout,
+                                   const Tensor& lse, bool causal, double scale) {
+  const Dims s = dims_of(q, k);
+  run_backward<bf16>(dq, out, dout, lse, s, scale, [&](const Tensor& dq_acc, const Tensor& lse2, const Tensor& delta) {
+    if (s.D == 64) launch_bwd<64>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+    else launch_bwd<128>(dq_acc, dk, dv, q, k, v, dout, lse2, delta, s, causal, scale);
+  });
+}
+
+}  // namespace mini::cuda::flash
