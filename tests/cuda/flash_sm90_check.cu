@@ -337,6 +337,7 @@ int main(int argc, char** argv) {
       ok &= check<128, 64, 2>({2, 2, 256, 256, 128, causal, gpt}, gen);
       ok &= check<128, 128, 2, true>({1, 2, 190, 190, 128, causal, gpt}, gen);
       ok &= check<64, 64, 2, true, true>({2, 3, 256, 256, 64, causal, gpt}, gen);
+      ok &= check<64, 64, 2, false, true>({2, 2, 300, 300, 64, causal, gpt}, gen);
       ok &= check<64, 128, 2, false, true>({1, 2, 333, 333, 64, causal, gpt}, gen);
       ok &= check<64, 64, 1, false, true>({1, 2, 50, 50, 64, causal, gpt}, gen);
       ok &= check<128, 64, 2, true, true>({1, 2, 200, 200, 128, causal, gpt}, gen);

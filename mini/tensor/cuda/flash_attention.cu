@@ -488,6 +488,9 @@ bool flash_attention_reads(const Tensor& t) {
 void flash_attention(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                      bool causal, double scale) {
   if (q->dtype == DType::Float32) return flash_attention_f32(out, lse, q, k, v, causal, scale);
+#ifdef MINI_WITH_SM90A
+  if (flash_sm90_runs() && flash_attention_sm90(out, lse, q, k, v, causal, scale)) return;
+#endif
   const Dims s = dims_of(q, k);
   // tiles measured on the H200 (notes/attention.md): 128 keys beat 64 at D = 64; at D = 128,
   // 2 x 16 rows a warp with 32-key tiles beat 16 rows with 64

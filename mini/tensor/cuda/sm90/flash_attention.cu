@@ -16,6 +16,20 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
+// The forward at D = 64: the pipelined kernel, two warpgroups (128 query rows), 64-key tiles.
+void launch_fwd64(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Dims& s, bool causal, double scale) {
+  using Sh = sm90::FwdShape<64, 64, 2>;
+  auto kernel = sm90::flash_fwd_pipelined_kernel<64, 64, 2, false>;
+  allow_smem(kernel, Sh::kSmem);
+  const dim3 grid(unsigned(s.bh), (s.L + Sh::kBR - 1) / Sh::kBR);
+  kernel<<<grid, Sh::kThreads, Sh::kSmem, current_stream()>>>(
+      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
+      static_cast<const bf16*>(v->device_raw()), static_cast<bf16*>(out->device_raw()),
+      static_cast<float*>(lse->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
+      rows_or_fail(v, "value"), rows_or_fail(out, "the output"), s.L, s.S, causal, float(scale));
+}
+
 template <int D>
 void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
                 const Tensor& v, const Tensor& dout, const Tensor& lse2, const Tensor& delta, const Dims& s,
@@ -42,6 +56,15 @@ bool flash_sm90_runs() {
     return env && std::strcmp(env, "1") == 0 && device_arch(0) == "sm_90";
   }();
   return yes;
+}
+
+bool flash_attention_sm90(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                          bool causal, double scale) {
+  const Dims s = dims_of(q, k);
+  if (s.D != 64) return false;  // D = 128: the mma.sync forward
+  launch_fwd64(out, lse, q, k, v, s, causal, scale);
+  check_launch("scaled_dot_product_attention");
+  return true;
 }
 
 void flash_attention_backward_sm90(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& q,
