@@ -16,11 +16,11 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-// The forward at D = 64: the pipelined kernel, two warpgroups (128 query rows), 64-key tiles.
+// The forward at D = 64: two warpgroups (128 query rows), 64-key tiles.
 void launch_fwd64(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Dims& s, bool causal, double scale) {
   using Sh = sm90::FwdShape<64, 64, 2>;
-  auto kernel = sm90::flash_fwd_pipelined_kernel<64, 64, 2, false>;
+  auto kernel = sm90::flash_fwd_kernel<64, 64, 2, false>;
   allow_smem(kernel, Sh::kSmem);
   const dim3 grid(unsigned(s.bh), (s.L + Sh::kBR - 1) / Sh::kBR);
   kernel<<<grid, Sh::kThreads, Sh::kSmem, current_stream()>>>(
@@ -35,7 +35,7 @@ void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const 
                 const Tensor& v, const Tensor& dout, const Tensor& lse2, const Tensor& delta, const Dims& s,
                 bool causal, double scale) {
   using Sh = sm90::BwdShape<D>;
-  auto kernel = sm90::flash_bwd_kernel<D, D == 64>;  // at D = 128 the deferred dQ would spill
+  auto kernel = sm90::flash_bwd_kernel<D>;
   allow_smem(kernel, Sh::kSmem);
   const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
   kernel<<<grid, Sh::kThreads, Sh::kSmem, current_stream()>>>(

@@ -17,6 +17,9 @@
 // and dS^T from the saved lse and delta, adds dV += P^T dO and dK += dS^T Q (B = dO and Q,
 // MN-major), writes dS^T to shared memory, and each warpgroup adds dQ = dS K for the tile's 64
 // rows and half the columns into a float32 buffer by atomics (run_backward does the rest).
+// No product sits inside a branch, and no accumulator is read while a product of its group is in
+// flight: ptxas serializes every wgmma of a kernel where it cannot prove that (warnings C7514 and
+// C7515, which scripts/gpu_flash_sm90.sh prints).
 //
 // Operands, strides and outputs as in flash_attention.cu (Rows); tiles in shared memory are blk<D>.
 #pragma once
@@ -32,100 +35,14 @@ struct FwdShape {
   static constexpr size_t kSmem = size_t(kBR + 4 * BC) * D * sizeof(bf16);  // Q, 2 x (K, V)
 };
 
-// QR: Q's fragments are loaded into registers once (A from registers for S = Q K^T) instead of
-// read from shared memory by every product
-template <int D, int BC, int WGS, bool QR>
-__global__ void __launch_bounds__(128 * WGS, 1)
-    flash_fwd_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
-                     bf16* __restrict__ o, float* __restrict__ lse, Rows qr, Rows kr, Rows vr, Rows orows, int L,
-                     int S, bool causal, float scale) {
-  using Sh = FwdShape<D, BC, WGS>;
-  constexpr int BR = Sh::kBR, T = Sh::kThreads;
-  extern __shared__ __align__(128) unsigned char flash_smem[];
-  bf16* sQ = reinterpret_cast<bf16*>(flash_smem);
-  bf16* sK = sQ + BR * D;  // two stages
-  bf16* sV = sK + 2 * BC * D;
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wg = warp / 4;
-  const int m0 = (gridDim.y - 1 - blockIdx.y) * BR;  // the longest causal rows first
-  const int64_t bh = blockIdx.x;
-  const bf16* kh = k + kr.at(bh, 0);
-  const bf16* vh = v + vr.at(bh, 0);
-  const int kv_end = causal ? min(S, m0 + BR) : S;
-  const int tiles = (kv_end + BC - 1) / BC;
-  const int grow = m0 + 64 * wg;            // the warpgroup's first row
-  const int wrow = grow + 16 * (warp % 4);  // the warp's
-  const float scale_log2 = scale * kLog2e;
-
-  load_blk<BR, D, T>(sQ, q + qr.at(bh, 0), qr.row, m0, L);
-  load_blk<BC, D, T>(sK, kh, kr.row, 0, S);
-  load_blk<BC, D, T>(sV, vh, vr.row, 0, S);
-  cp_async_commit();
-
-  uint32_t qf[QR ? D / 16 : 1][4];
-  float acc[D / 8][4];
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  zero(acc);
-
-  for (int j = 0; j < tiles; j++) {
-    if (j + 1 < tiles) {  // the next tile into the other stage, while this one is used
-      load_blk<BC, D, T>(sK + ((j + 1) & 1) * BC * D, kh, kr.row, (j + 1) * BC, S);
-      load_blk<BC, D, T>(sV + ((j + 1) & 1) * BC * D, vh, vr.row, (j + 1) * BC, S);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    fence_smem_for_async();
-    __syncthreads();
-    const bf16* cK = sK + (j & 1) * BC * D;
-    const bf16* cV = sV + (j & 1) * BC * D;
-    const int key0 = j * BC;
-    if (!causal || key0 <= grow + 63) {  // (causal) some row of the warpgroup sees a key of the tile
-      // S = Q K^T: 64 rows x BC keys
-      if constexpr (QR) {
-        if (j == 0) {
-#pragma unroll
-          for (int ks = 0; ks < D / 16; ks++) ldsm_a<D>(qf[ks], sQ, 64 * wg + 16 * (warp % 4), 16 * ks, lane);
-        }
-      }
-      float s[BC / 8][4];
-      fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ks++) {
-        if constexpr (QR) Wgmma<BC>::template rs<0>(s, qf[ks], k_along_cols<D>(cK, 0, 16 * ks), ks);
-        else Wgmma<BC>::template ss<0, 0>(s, k_along_cols<D>(sQ, 64 * wg, 16 * ks), k_along_cols<D>(cK, 0, 16 * ks), ks);
-      }
-      commit();
-      wait<0>();
-      pin(s);
-      if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) mask_scores(s, key0, wrow, S, causal, g, t);
-      online_softmax(s, acc, m, l, scale_log2);
-      // acc += P V: A = P (bfloat16 fragments of s), B = V's BC rows (K = the keys, down the rows)
-      // (the fragments are written before the fence: wgmma reads them asynchronously)
-      uint32_t pf[BC / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) acc_to_a(pf[kk], s, kk);
-      pin(acc);
-      fence();
-#pragma unroll
-      for (int kk = 0; kk < BC / 16; kk++) Wgmma<D>::template rs<1>(acc, pf[kk], k_along_rows<D>(cV, 16 * kk, 0), 1);
-      commit();
-      wait<0>();
-      pin(acc);
-    }
-    __syncthreads();  // the stage is refilled next iteration
-  }
-  finish_rows(acc, m, l, o, orows, lse, bh, wrow, L, scale, g, t);
-}
-
-// The same forward with the products of consecutive key tiles overlapped inside a warpgroup
-// (FlashAttention-3's intra-warpgroup pipelining): S_j = Q K_j^T and O += P_{j-1} V_{j-1} are
+// The products of consecutive key tiles overlap inside a warpgroup (FlashAttention-3's
+// intra-warpgroup pipelining): S_j = Q K_j^T and O += P_{j-1} V_{j-1} are
 // issued together, the softmax of S_j runs while the tensor cores still add P_{j-1} V_{j-1}, and
 // the output is rescaled by S_j's alpha once that product is done. K and V have two stages each;
 // tile j + 1's K and tile j's V are loaded during step j.
 template <int D, int BC, int WGS, bool QR>
 __global__ void __launch_bounds__(128 * WGS, BC * D <= 64 * 64 ? 2 : 1)  // two blocks an SM for the small tiles
-    flash_fwd_pipelined_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
+    flash_fwd_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                                bf16* __restrict__ o, float* __restrict__ lse, Rows qr, Rows kr, Rows vr, Rows orows,
                                int L, int S, bool causal, float scale) {
   using Sh = FwdShape<D, BC, WGS>;
@@ -231,14 +148,13 @@ struct BwdShape {
   static constexpr int kThreads = 256;
   static constexpr int kBC = 128;  // keys a block, 64 a warpgroup
   static constexpr int kBR = 64;   // query rows a step
-  // K, V, 2 x (Q, dO), 2 x dS^T [kBC][kBR], then 2 x (lse, delta) floats
+  // K, V, 2 x (Q, dO), dS^T [kBC][kBR], then 2 x (lse, delta) floats
   static constexpr size_t kSmem =
-      size_t(2 * kBC * D + 4 * kBR * D + 2 * kBC * kBR) * sizeof(bf16) + 4 * kBR * sizeof(float);
+      size_t(2 * kBC * D + 4 * kBR * D + kBC * kBR) * sizeof(bf16) + 4 * kBR * sizeof(float);
   static constexpr bool kKVInRegs = D <= 64;  // the warp's K and V fragments stay in registers
 };
 
-// DEFER: tile i's dQ product runs while tile i + 1's scores are computed, its atomics after
-template <int D, bool DEFER>
+template <int D>
 __global__ void __launch_bounds__(256, 1)
     flash_bwd_kernel(const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v,
                      const bf16* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
@@ -252,8 +168,8 @@ __global__ void __launch_bounds__(256, 1)
   bf16* sV = sK + BC * D;
   bf16* sQ = sV + BC * D;         // two stages
   bf16* sdO = sQ + 2 * BR * D;    // two stages
-  bf16* sdS = sdO + 2 * BR * D;   // two stages of dS^T: blk<BR>, rows the block's keys
-  float* sLse = reinterpret_cast<float*>(sdS + 2 * BC * BR);  // two stages, log2(e)-scaled
+  bf16* sdS = sdO + 2 * BR * D;   // dS^T: blk<BR>, rows the block's keys
+  float* sLse = reinterpret_cast<float*>(sdS + BC * BR);  // two stages, log2(e)-scaled
   float* sDelta = sLse + 2 * BR;                           // two stages
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -316,73 +232,55 @@ __global__ void __launch_bounds__(256, 1)
     }
     const bf16* cQ = sQ + st * BR * D;
     const bf16* cdO = sdO + st * BR * D;
-    bf16* cdS = sdS + st * BC * BR;
     const int q0 = i * BR;
-    const bool live = !causal || q0 + BR - 1 >= gkey;  // (causal) some query row of the tile sees a key of the warpgroup
-
+    // S^T = K Q^T and dP^T = V dO^T: 64 keys x BR queries each (B = Q, dO: K = d along the columns).
+    // (A causal tile none of whose queries sees the warpgroup's keys is computed too and masked to
+    // 0: a branch around the products makes ptxas serialize every wgmma of the kernel.)
     float sT[BR / 8][4], dpT[BR / 8][4];
-    if (live) {
-      // S^T = K Q^T and dP^T = V dO^T: 64 keys x BR queries each (B = Q, dO: K = d along the columns)
-      fence();
+    fence();
 #pragma unroll
-      for (int ks = 0; ks < KD; ks++) {
-        if constexpr (KV) {
-          Wgmma<BR>::template rs<0>(sT, kf[ks], k_along_cols<D>(cQ, 0, 16 * ks), ks);
-          Wgmma<BR>::template rs<0>(dpT, vf[ks], k_along_cols<D>(cdO, 0, 16 * ks), ks);
-        } else {
-          Wgmma<BR>::template ss<0, 0>(sT, k_along_cols<D>(sK, 64 * wg, 16 * ks), k_along_cols<D>(cQ, 0, 16 * ks), ks);
-          Wgmma<BR>::template ss<0, 0>(dpT, k_along_cols<D>(sV, 64 * wg, 16 * ks), k_along_cols<D>(cdO, 0, 16 * ks),
-                                       ks);
-        }
+    for (int ks = 0; ks < KD; ks++) {
+      if constexpr (KV) {
+        Wgmma<BR>::template rs<0>(sT, kf[ks], k_along_cols<D>(cQ, 0, 16 * ks), ks);
+        Wgmma<BR>::template rs<0>(dpT, vf[ks], k_along_cols<D>(cdO, 0, 16 * ks), ks);
+      } else {
+        Wgmma<BR>::template ss<0, 0>(sT, k_along_cols<D>(sK, 64 * wg, 16 * ks), k_along_cols<D>(cQ, 0, 16 * ks), ks);
+        Wgmma<BR>::template ss<0, 0>(dpT, k_along_cols<D>(sV, 64 * wg, 16 * ks), k_along_cols<D>(cdO, 0, 16 * ks), ks);
       }
-      commit();
     }
-    if (DEFER && i > first) {  // the last tile's dQ, computed meanwhile
-      if (live) wait<1>();
-      else wait<0>();
-      pin(dq);
-      add_dq(q0 - BR);
-    }
-    if (live) {
-      wait<0>();
-      pin(sT);
-      pin(dpT);
-      probs_and_score_grads(sT, dpT, sLse + st * BR, sDelta + st * BR, wkey, q0, S, causal, scale_log2, g, t);
+    commit();
+    wait<0>();
+    pin(sT);
+    pin(dpT);
+    probs_and_score_grads(sT, dpT, sLse + st * BR, sDelta + st * BR, wkey, q0, S, causal, scale_log2, g, t);
 
-      // dV += P^T dO and dK += dS^T Q (K = the queries, down the rows of dO and Q)
-      uint32_t pa[BR / 16][4], da[BR / 16][4];
+    // dV += P^T dO and dK += dS^T Q (K = the queries, down the rows of dO and Q)
+    uint32_t pa[BR / 16][4], da[BR / 16][4];
 #pragma unroll
-      for (int kk = 0; kk < BR / 16; kk++) {
-        acc_to_a(pa[kk], sT, kk);
-        acc_to_a(da[kk], dpT, kk);
-      }
-      pin(dkacc);
-      pin(dvacc);
-      fence();
-#pragma unroll
-      for (int kk = 0; kk < BR / 16; kk++) {
-        Wgmma<D>::template rs<1>(dvacc, pa[kk], k_along_rows<D>(cdO, 16 * kk, 0), 1);
-        Wgmma<D>::template rs<1>(dkacc, da[kk], k_along_rows<D>(cQ, 16 * kk, 0), 1);
-      }
-      commit();
-      wait<0>();
-      pin(dkacc);
-      pin(dvacc);
-
-      // dS^T into shared memory: rows the keys, columns the queries
-#pragma unroll
-      for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          *reinterpret_cast<uint32_t*>(cdS + blk<BR>(64 * wg + 16 * wq + g + 8 * h, nt * 8 + 2 * t)) =
-              pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
-    } else {  // none of the tile's queries sees these keys: their part of dS is 0
-#pragma unroll
-      for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          *reinterpret_cast<uint32_t*>(cdS + blk<BR>(64 * wg + 16 * wq + g + 8 * h, nt * 8 + 2 * t)) = 0u;
+    for (int kk = 0; kk < BR / 16; kk++) {
+      acc_to_a(pa[kk], sT, kk);
+      acc_to_a(da[kk], dpT, kk);
     }
+    pin(dkacc);
+    pin(dvacc);
+    fence();
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; kk++) {
+      Wgmma<D>::template rs<1>(dvacc, pa[kk], k_along_rows<D>(cdO, 16 * kk, 0), 1);
+      Wgmma<D>::template rs<1>(dkacc, da[kk], k_along_rows<D>(cQ, 16 * kk, 0), 1);
+    }
+    commit();
+    wait<0>();
+    pin(dkacc);
+    pin(dvacc);
+
+    // dS^T into shared memory: rows the keys, columns the queries
+#pragma unroll
+    for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        *reinterpret_cast<uint32_t*>(sdS + blk<BR>(64 * wg + 16 * wq + g + 8 * h, nt * 8 + 2 * t)) =
+            pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
     fence_smem_for_async();
     __syncthreads();
 
@@ -391,18 +289,11 @@ __global__ void __launch_bounds__(256, 1)
     fence();
 #pragma unroll
     for (int kk = 0; kk < BC / 16; kk++)
-      Wgmma<DH>::template ss<1, 1>(dq, k_along_rows<BR>(cdS, 16 * kk, 0), k_along_rows<D>(sK, 16 * kk, wg * DH), kk);
+      Wgmma<DH>::template ss<1, 1>(dq, k_along_rows<BR>(sdS, 16 * kk, 0), k_along_rows<D>(sK, 16 * kk, wg * DH), kk);
     commit();
-    if (!DEFER) {
-      wait<0>();
-      pin(dq);
-      add_dq(q0);
-    }
-  }
-  if (DEFER && first < tiles) {
     wait<0>();
     pin(dq);
-    add_dq((tiles - 1) * BR);
+    add_dq(q0);
   }
   cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
   finish_keys(dkacc, dvacc, dk, dkr, dv, dvr, bh, wkey, S, scale, g, t);
