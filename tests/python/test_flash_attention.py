@@ -128,16 +128,18 @@ def test_flash_gradients_agree_with_the_float32_path():
         assert rel_err(fast, slow.astype(np.float64)) < TOL["bfloat16"]
 
 
-def test_flash_bfloat16_mma_sync_kernels_where_wgmma_would_run():
-    """On a compute capability 9.0 GPU bfloat16 runs Hopper's wgmma kernels (cuda/sm90/); with
-    MINI_FLASH_SM90=0 it runs the mma.sync kernels every other GPU runs. This runs the checks above
-    under that setting in a process of its own (the choice is read once), so that both
-    generations stay right on the machine that has both."""
+def test_flash_bfloat16_under_the_other_kernel_generation():
+    """On a compute capability 9.0 GPU, MINI_FLASH_SM90=1 runs bfloat16 on Hopper's wgmma kernels
+    (cuda/sm90/) and anything else on the mma.sync kernels every other GPU runs. This process runs
+    the checks above under one setting; this test runs them under the other in a process of its
+    own (the choice is read once), so that both generations stay right on the machine that has
+    both. Elsewhere both settings run the mma.sync kernels."""
     import os
     import subprocess
     import sys
     from pathlib import Path
-    env = dict(os.environ, MINI_FLASH_SM90="0")
+    other = "0" if os.environ.get("MINI_FLASH_SM90") == "1" else "1"
+    env = dict(os.environ, MINI_FLASH_SM90=other)
     code = ("import test_flash_attention as t\n"
             "for causal in (False, True):\n"
             "    t.run_case((2, 3), 200, 200, 64, causal, 1, 'bfloat16', transposed=True)\n"

@@ -397,7 +397,8 @@ void run_backward(const Tensor& dq, const Tensor& out, const Tensor& dout, const
 
 // Hopper's wgmma backward for bfloat16 (sm90/flash_attention.cu, built for sm_90a): the same
 // contract as flash_attention_backward; call it only where flash_sm90_runs() (compute capability
-// 9.0, and MINI_FLASH_SM90 is not "0"). A build without it (MINI_WITH_SM90A unset) never calls it.
+// 9.0 and MINI_FLASH_SM90=1: off by default until it beats the mma.sync kernels, notes/attention.md).
+// A build without it (MINI_WITH_SM90A unset) never calls it.
 bool flash_sm90_runs();
 // The forward, where a wgmma kernel serves the head dim (false: the caller runs its own).
 bool flash_attention_sm90(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
