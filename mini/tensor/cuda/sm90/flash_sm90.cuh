@@ -27,6 +27,51 @@
 
 namespace mini::cuda::flash::sm90 {
 
+// The shared-memory tiles of the last cp.async group, visible to every thread and to the tensor
+// cores, and every warpgroup past its use of the stages about to be refilled.
+__device__ __forceinline__ void tiles_landed() {
+  cp_async_wait<0>();
+  fence_smem_for_async();
+  __syncthreads();
+}
+
+// S = Q K^T for the warpgroup's 64 rows against a K tile of BC keys, issued as one group (not
+// waited for); A = Q from registers (qf) where QR, else from shared memory.
+template <int D, int BC, bool QR>
+__device__ __forceinline__ void issue_scores(float (&s)[BC / 8][4], const uint32_t (&qf)[QR ? D / 16 : 1][4],
+                                             const bf16* sQ, const bf16* cK, int wg) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    if constexpr (QR) Wgmma<BC>::template rs<0>(s, qf[ks], k_along_cols<D>(cK, 0, 16 * ks), ks);
+    else Wgmma<BC>::template ss<0, 0>(s, k_along_cols<D>(sQ, 64 * wg, 16 * ks), k_along_cols<D>(cK, 0, 16 * ks), ks);
+  }
+  commit();
+}
+
+// P's bfloat16 A fragments from the probabilities (written before the fence that precedes the
+// products reading them: wgmma reads them asynchronously).
+template <int BC>
+__device__ __forceinline__ void to_fragments(uint32_t (&pf)[BC / 16][4], const float (&s)[BC / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) acc_to_a(pf[kk], s, kk);
+}
+
+// acc += P V for a V tile of BC keys (K = the keys, down its rows), not committed.
+template <int D, int BC>
+__device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const uint32_t (&pf)[BC / 16][4], const bf16* cV) {
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++) Wgmma<D>::template rs<1>(acc, pf[kk], k_along_rows<D>(cV, 16 * kk, 0), 1);
+}
+
+// The scores of key tile key0 .. masked where needed, then the online softmax's step: s becomes
+// P, alpha the rescale of the output.
+template <int BC>
+__device__ __forceinline__ void masked_softmax(float (&s)[BC / 8][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                               int key0, int wrow, int S, bool causal, float scale_log2, int g, int t) {
+  if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) mask_scores(s, key0, wrow, S, causal, g, t);
+  softmax_step(s, m, l, scale_log2, alpha);
+}
+
 // ---- forward --------------------------------------------------------------------------------
 template <int D, int BC, int WGS>
 struct FwdShape {
@@ -63,32 +108,15 @@ __global__ void __launch_bounds__(128 * WGS, BC * D <= 64 * 64 ? 2 : 1)  // two 
   const int wrow = m0 + 64 * wg + 16 * (warp % 4);  // the warp's first row
   const float scale_log2 = scale * kLog2e;
 
-  uint32_t qf[QR ? D / 16 : 1][4];
+  uint32_t qf[QR ? D / 16 : 1][4], pf[BC / 16][4];
   float acc[D / 8][4], s[BC / 8][4];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   zero(acc);
 
-  // S_j = Q K_j^T into s (issued, not waited for)
-  auto issue_scores = [&](const bf16* cK) {
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-      if constexpr (QR) Wgmma<BC>::template rs<0>(s, qf[ks], k_along_cols<D>(cK, 0, 16 * ks), ks);
-      else Wgmma<BC>::template ss<0, 0>(s, k_along_cols<D>(sQ, 64 * wg, 16 * ks), k_along_cols<D>(cK, 0, 16 * ks), ks);
-    }
-    commit();
-  };
-  auto softmax_of = [&](int j) {  // s = S_j becomes P_j; alpha rescales the output
-    const int key0 = j * BC;
-    if (key0 + BC > S || (causal && key0 + BC - 1 > wrow)) mask_scores(s, key0, wrow, S, causal, g, t);
-    softmax_step(s, m, l, scale_log2, alpha);
-  };
-
   load_blk<BR, D, T>(sQ, q + qr.at(bh, 0), qr.row, m0, L);
   load_blk<BC, D, T>(sK, kh, kr.row, 0, S);
   cp_async_commit();
-  cp_async_wait<0>();
-  fence_smem_for_async();
-  __syncthreads();
+  tiles_landed();
   if (tiles > 1) load_blk<BC, D, T>(sK + BC * D, kh, kr.row, BC, S);
   load_blk<BC, D, T>(sV, vh, vr.row, 0, S);
   cp_async_commit();
@@ -97,45 +125,34 @@ __global__ void __launch_bounds__(128 * WGS, BC * D <= 64 * 64 ? 2 : 1)  // two 
     for (int ks = 0; ks < D / 16; ks++) ldsm_a<D>(qf[ks], sQ, 64 * wg + 16 * (warp % 4), 16 * ks, lane);
   }
   fence();
-  issue_scores(sK);
+  issue_scores<D, BC, QR>(s, qf, sQ, sK, wg);
   wait<0>();
   pin(s);
-  softmax_of(0);  // acc is 0: no rescale
+  masked_softmax<BC>(s, m, l, alpha, 0, wrow, S, causal, scale_log2, g, t);  // acc is 0: no rescale
 
-  uint32_t pf[BC / 16][4];
   for (int j = 1; j < tiles; j++) {
-    cp_async_wait<0>();  // K_j and V_{j-1}
-    fence_smem_for_async();
-    __syncthreads();  // and every warpgroup is done with step j - 1's stages
+    tiles_landed();  // K_j and V_{j-1}; every warpgroup done with step j - 1's stages
     if (j + 1 < tiles) load_blk<BC, D, T>(sK + ((j + 1) & 1) * BC * D, kh, kr.row, (j + 1) * BC, S);
     load_blk<BC, D, T>(sV + (j & 1) * BC * D, vh, vr.row, j * BC, S);
     cp_async_commit();
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++) acc_to_a(pf[kk], s, kk);  // P_{j-1}
+    to_fragments<BC>(pf, s);  // P_{j-1}
     pin(acc);
     fence();
-    issue_scores(sK + (j & 1) * BC * D);
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++)
-      Wgmma<D>::template rs<1>(acc, pf[kk], k_along_rows<D>(sV + ((j - 1) & 1) * BC * D, 16 * kk, 0), 1);
+    issue_scores<D, BC, QR>(s, qf, sQ, sK + (j & 1) * BC * D, wg);
+    issue_pv<D, BC>(acc, pf, sV + ((j - 1) & 1) * BC * D);
     commit();
     wait<1>();  // S_j
     pin(s);
-    softmax_of(j);
+    masked_softmax<BC>(s, m, l, alpha, j * BC, wrow, S, causal, scale_log2, g, t);
     wait<0>();  // P_{j-1} V_{j-1}
     pin(acc);
     rescale(acc, alpha);
   }
-  cp_async_wait<0>();  // the last V
-  fence_smem_for_async();
-  __syncthreads();
-#pragma unroll
-  for (int kk = 0; kk < BC / 16; kk++) acc_to_a(pf[kk], s, kk);
+  tiles_landed();  // the last V
+  to_fragments<BC>(pf, s);
   pin(acc);
   fence();
-#pragma unroll
-  for (int kk = 0; kk < BC / 16; kk++)
-    Wgmma<D>::template rs<1>(acc, pf[kk], k_along_rows<D>(sV + ((tiles - 1) & 1) * BC * D, 16 * kk, 0), 1);
+  issue_pv<D, BC>(acc, pf, sV + ((tiles - 1) & 1) * BC * D);
   commit();
   wait<0>();
   pin(acc);
@@ -153,6 +170,105 @@ struct BwdShape {
       size_t(2 * kBC * D + 4 * kBR * D + kBC * kBR) * sizeof(bf16) + 4 * kBR * sizeof(float);
   static constexpr bool kKVInRegs = D <= 64;  // the warp's K and V fragments stay in registers
 };
+
+// The warp's 16 keys (rows r0 ..) of the K and V tiles as A fragments, into registers once.
+template <int D>
+__device__ __forceinline__ void bwd_kv_fragments(uint32_t (&kf)[D / 16][4], uint32_t (&vf)[D / 16][4], const bf16* sK,
+                                                 const bf16* sV, int r0, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    ldsm_a<D>(kf[ks], sK, r0, 16 * ks, lane);
+    ldsm_a<D>(vf[ks], sV, r0, 16 * ks, lane);
+  }
+}
+
+// S^T = K Q^T and dP^T = V dO^T for the warpgroup's 64 keys against BR queries (B = Q, dO: K = d
+// along their columns), issued as one group; A = the K and V fragments where KV holds them in
+// registers, else the warpgroup's rows of the K and V tiles.
+template <int D, int BR, bool KV>
+__device__ __forceinline__ void bwd_issue_scores(float (&sT)[BR / 8][4], float (&dpT)[BR / 8][4],
+                                                 const uint32_t (&kf)[KV ? D / 16 : 1][4],
+                                                 const uint32_t (&vf)[KV ? D / 16 : 1][4], const bf16* sK,
+                                                 const bf16* sV, const bf16* cQ, const bf16* cdO, int wg) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ks++) {
+    if constexpr (KV) {
+      Wgmma<BR>::template rs<0>(sT, kf[ks], k_along_cols<D>(cQ, 0, 16 * ks), ks);
+      Wgmma<BR>::template rs<0>(dpT, vf[ks], k_along_cols<D>(cdO, 0, 16 * ks), ks);
+    } else {
+      Wgmma<BR>::template ss<0, 0>(sT, k_along_cols<D>(sK, 64 * wg, 16 * ks), k_along_cols<D>(cQ, 0, 16 * ks), ks);
+      Wgmma<BR>::template ss<0, 0>(dpT, k_along_cols<D>(sV, 64 * wg, 16 * ks), k_along_cols<D>(cdO, 0, 16 * ks), ks);
+    }
+  }
+  commit();
+}
+
+// dV += P^T dO and dK += dS^T Q (K = the queries, down the rows of dO and Q), waited for: sT holds
+// P^T and dpT dS^T by now.
+template <int D, int BR>
+__device__ __forceinline__ void bwd_add_dkdv(float (&dkacc)[D / 8][4], float (&dvacc)[D / 8][4],
+                                             const float (&sT)[BR / 8][4], const float (&dpT)[BR / 8][4],
+                                             const bf16* cQ, const bf16* cdO) {
+  uint32_t pa[BR / 16][4], da[BR / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < BR / 16; kk++) {
+    acc_to_a(pa[kk], sT, kk);
+    acc_to_a(da[kk], dpT, kk);
+  }
+  pin(dkacc);
+  pin(dvacc);
+  fence();
+#pragma unroll
+  for (int kk = 0; kk < BR / 16; kk++) {
+    Wgmma<D>::template rs<1>(dvacc, pa[kk], k_along_rows<D>(cdO, 16 * kk, 0), 1);
+    Wgmma<D>::template rs<1>(dkacc, da[kk], k_along_rows<D>(cQ, 16 * kk, 0), 1);
+  }
+  commit();
+  wait<0>();
+  pin(dkacc);
+  pin(dvacc);
+}
+
+// dS^T (bfloat16) into its blk<BR> tile: rows the block's keys (the warp's 16 from key row kr0),
+// columns the queries.
+template <int BR>
+__device__ __forceinline__ void bwd_store_ds(bf16* sdS, const float (&dpT)[BR / 8][4], int kr0, int g, int t) {
+#pragma unroll
+  for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      *reinterpret_cast<uint32_t*>(sdS + blk<BR>(kr0 + g + 8 * h, nt * 8 + 2 * t)) =
+          pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
+}
+
+// dQ = dS K for the tile's BR rows and the warpgroup's D / 2 columns (from c0), waited for: A = dS
+// (dS^T in shared memory, M = the queries along its columns), B = K (K = the keys, down the rows).
+template <int D, int BR, int BC>
+__device__ __forceinline__ void bwd_dq(float (&dq)[D / 16][4], const bf16* sdS, const bf16* sK, int c0) {
+  fence();
+#pragma unroll
+  for (int kk = 0; kk < BC / 16; kk++)
+    Wgmma<D / 2>::template ss<1, 1>(dq, k_along_rows<BR>(sdS, 16 * kk, 0), k_along_rows<D>(sK, 16 * kk, c0), kk);
+  commit();
+  wait<0>();
+  pin(dq);
+}
+
+// dq (rows q0 + 16 wq + g (+ 8), columns c0 ..) into dq_acc by 8-byte atomic reductions; rows >= L
+// left out.
+template <int D>
+__device__ __forceinline__ void bwd_add_dq(float* dq_acc, const float (&dq)[D / 16][4], int64_t bh, int L, int q0,
+                                           int c0, int wq, int g, int t) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int row = q0 + 16 * wq + g + 8 * h;
+    if (row >= L) continue;
+    float* dst = dq_acc + (bh * L + row) * D + c0 + 2 * t;
+#pragma unroll
+    for (int dt = 0; dt < D / 16; dt++)
+      atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dq[dt][2 * h], dq[dt][2 * h + 1]));
+  }
+}
 
 template <int D>
 __global__ void __launch_bounds__(256, 1)
@@ -198,21 +314,9 @@ __global__ void __launch_bounds__(256, 1)
   cp_async_commit();
 
   uint32_t kf[KV ? KD : 1][4], vf[KV ? KD : 1][4];
-  constexpr int DH = D / 2;  // dQ's columns a warpgroup
-  float dkacc[D / 8][4], dvacc[D / 8][4], dq[DH / 8][4];
+  float dkacc[D / 8][4], dvacc[D / 8][4], dq[D / 16][4];
   zero(dkacc);
   zero(dvacc);
-  auto add_dq = [&](int q0) {  // dq (rows q0 + ..., this warpgroup's columns) into dq_acc
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = q0 + 16 * wq + g + 8 * h;
-      if (row >= L) continue;
-      float* dst = dq_acc + (bh * L + row) * D + wg * DH + 2 * t;
-#pragma unroll
-      for (int dt = 0; dt < DH / 8; dt++)  // one 8-byte reduction a pair
-        atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(dq[dt][2 * h], dq[dt][2 * h + 1]));
-    }
-  };
 
   for (int i = first; i < tiles; i++) {
     const int st = (i - first) & 1;
@@ -221,79 +325,26 @@ __global__ void __launch_bounds__(256, 1)
     cp_async_wait<1>();
     fence_smem_for_async();
     __syncthreads();
-    if constexpr (KV) {
-      if (i == first) {
-#pragma unroll
-        for (int ks = 0; ks < KD; ks++) {
-          ldsm_a<D>(kf[ks], sK, 64 * wg + 16 * wq, 16 * ks, lane);
-          ldsm_a<D>(vf[ks], sV, 64 * wg + 16 * wq, 16 * ks, lane);
-        }
-      }
-    }
+    if constexpr (KV)
+      if (i == first) bwd_kv_fragments<D>(kf, vf, sK, sV, 64 * wg + 16 * wq, lane);
     const bf16* cQ = sQ + st * BR * D;
     const bf16* cdO = sdO + st * BR * D;
     const int q0 = i * BR;
-    // S^T = K Q^T and dP^T = V dO^T: 64 keys x BR queries each (B = Q, dO: K = d along the columns).
     // (A causal tile none of whose queries sees the warpgroup's keys is computed too and masked to
     // 0: a branch around the products makes ptxas serialize every wgmma of the kernel.)
     float sT[BR / 8][4], dpT[BR / 8][4];
     fence();
-#pragma unroll
-    for (int ks = 0; ks < KD; ks++) {
-      if constexpr (KV) {
-        Wgmma<BR>::template rs<0>(sT, kf[ks], k_along_cols<D>(cQ, 0, 16 * ks), ks);
-        Wgmma<BR>::template rs<0>(dpT, vf[ks], k_along_cols<D>(cdO, 0, 16 * ks), ks);
-      } else {
-        Wgmma<BR>::template ss<0, 0>(sT, k_along_cols<D>(sK, 64 * wg, 16 * ks), k_along_cols<D>(cQ, 0, 16 * ks), ks);
-        Wgmma<BR>::template ss<0, 0>(dpT, k_along_cols<D>(sV, 64 * wg, 16 * ks), k_along_cols<D>(cdO, 0, 16 * ks), ks);
-      }
-    }
-    commit();
+    bwd_issue_scores<D, BR, KV>(sT, dpT, kf, vf, sK, sV, cQ, cdO, wg);
     wait<0>();
     pin(sT);
     pin(dpT);
     probs_and_score_grads(sT, dpT, sLse + st * BR, sDelta + st * BR, wkey, q0, S, causal, scale_log2, g, t);
-
-    // dV += P^T dO and dK += dS^T Q (K = the queries, down the rows of dO and Q)
-    uint32_t pa[BR / 16][4], da[BR / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BR / 16; kk++) {
-      acc_to_a(pa[kk], sT, kk);
-      acc_to_a(da[kk], dpT, kk);
-    }
-    pin(dkacc);
-    pin(dvacc);
-    fence();
-#pragma unroll
-    for (int kk = 0; kk < BR / 16; kk++) {
-      Wgmma<D>::template rs<1>(dvacc, pa[kk], k_along_rows<D>(cdO, 16 * kk, 0), 1);
-      Wgmma<D>::template rs<1>(dkacc, da[kk], k_along_rows<D>(cQ, 16 * kk, 0), 1);
-    }
-    commit();
-    wait<0>();
-    pin(dkacc);
-    pin(dvacc);
-
-    // dS^T into shared memory: rows the keys, columns the queries
-#pragma unroll
-    for (int nt = 0; nt < BR / 8; nt++)
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-        *reinterpret_cast<uint32_t*>(sdS + blk<BR>(64 * wg + 16 * wq + g + 8 * h, nt * 8 + 2 * t)) =
-            pack(dpT[nt][2 * h], dpT[nt][2 * h + 1]);
+    bwd_add_dkdv<D, BR>(dkacc, dvacc, sT, dpT, cQ, cdO);
+    bwd_store_ds<BR>(sdS, dpT, 64 * wg + 16 * wq, g, t);
     fence_smem_for_async();
     __syncthreads();
-
-    // dQ += dS K for the tile's BR rows and this warpgroup's D / 2 columns: A = dS (dS^T in shared
-    // memory, M = the queries along its columns), B = K (K = the keys, down the rows)
-    fence();
-#pragma unroll
-    for (int kk = 0; kk < BC / 16; kk++)
-      Wgmma<DH>::template ss<1, 1>(dq, k_along_rows<BR>(sdS, 16 * kk, 0), k_along_rows<D>(sK, 16 * kk, wg * DH), kk);
-    commit();
-    wait<0>();
-    pin(dq);
-    add_dq(q0);
+    bwd_dq<D, BR, BC>(dq, sdS, sK, wg * D / 2);
+    bwd_add_dq<D>(dq_acc, dq, bh, L, q0, wg * D / 2, wq, g, t);
   }
   cp_async_wait<0>();  // where no query tile sees these keys, the first loads are still in flight
   finish_keys(dkacc, dvacc, dk, dkr, dv, dvr, bh, wkey, S, scale, g, t);
