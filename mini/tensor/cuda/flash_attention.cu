@@ -446,32 +446,17 @@ template <int D, int MT, int BC, bool QR>
 void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Dims& s, bool causal, double scale) {
   using Sh = FwdShape<D, MT, BC>;
-  auto kernel = flash_fwd_kernel<D, MT, BC, QR>;
-  allow_smem(kernel, Sh::kSmem);
-  const dim3 grid(unsigned(s.bh), (s.L + Sh::kBR - 1) / Sh::kBR);
-  kernel<<<grid, kFlashThreads, Sh::kSmem, current_stream()>>>(
-      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
-      static_cast<const bf16*>(v->device_raw()), static_cast<bf16*>(out->device_raw()),
-      static_cast<float*>(lse->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
-      rows_or_fail(v, "value"), rows_or_fail(out, "the output"), s.L, s.S, causal, float(scale));
+  launch_forward<bf16>(flash_fwd_kernel<D, MT, BC, QR>, kFlashThreads, Sh::kSmem, Sh::kBR, out, lse, q, k, v, s,
+                       causal, scale);
 }
 
 template <int D>
 void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const Tensor& q, const Tensor& k,
-                const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta, const Dims& s,
+                const Tensor& v, const Tensor& dout, const Tensor& lse2, const Tensor& delta, const Dims& s,
                 bool causal, double scale) {
   using Sh = BwdShape<D>;
-  auto kernel = flash_bwd_kernel<D>;
-  allow_smem(kernel, Sh::kSmem);
-  const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
-  kernel<<<grid, kBwdThreads, Sh::kSmem, current_stream()>>>(
-      static_cast<const bf16*>(q->device_raw()), static_cast<const bf16*>(k->device_raw()),
-      static_cast<const bf16*>(v->device_raw()), static_cast<const bf16*>(dout->device_raw()),
-      static_cast<const float*>(lse->device_raw()), static_cast<const float*>(delta->device_raw()),
-      static_cast<float*>(dq_acc->device_raw()), static_cast<bf16*>(dk->device_raw()),
-      static_cast<bf16*>(dv->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
-      rows_or_fail(v, "value"), rows_or_fail(dout, "the output's gradient"), rows_or_fail(dk, "dk"),
-      rows_or_fail(dv, "dv"), s.L, s.S, causal, float(scale));
+  launch_backward<bf16>(flash_bwd_kernel<D>, kBwdThreads, Sh::kSmem, Sh::kBC, dq_acc, dk, dv, q, k, v, dout, lse2,
+                        delta, s, causal, scale);
 }
 
 }  // namespace

@@ -341,18 +341,12 @@ __global__ void __launch_bounds__(W * 32)
 }
 
 // ---- host side ------------------------------------------------------------------------------
-const float* in(const Tensor& t) { return static_cast<const float*>(t->device_raw()); }
-float* out_of(const Tensor& t) { return static_cast<float*>(t->device_raw()); }
 
 template <int D, int BC>
 void launch_fwd(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                 const Dims& s, bool causal, double scale) {
-  auto kernel = fwd_kernel<D, BC>;
-  allow_smem(kernel, Fwd<D, BC>::kSmem);
-  const dim3 grid(unsigned(s.bh), (s.L + kFwdRows - 1) / kFwdRows);
-  kernel<<<grid, kFwdThreads, Fwd<D, BC>::kSmem, current_stream()>>>(
-      in(q), in(k), in(v), out_of(out), out_of(lse), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
-      rows_or_fail(v, "value"), rows_or_fail(out, "the output"), s.L, s.S, causal, float(scale));
+  launch_forward<float>(fwd_kernel<D, BC>, kFwdThreads, Fwd<D, BC>::kSmem, kFwdRows, out, lse, q, k, v, s, causal,
+                        scale);
 }
 
 template <int D, int W>
@@ -360,14 +354,8 @@ void launch_bwd(const Tensor& dq_acc, const Tensor& dk, const Tensor& dv, const 
                 const Tensor& v, const Tensor& dout, const Tensor& lse2, const Tensor& delta, const Dims& s,
                 bool causal, double scale) {
   using Sh = Bwd<D, W>;
-  auto kernel = bwd_kernel<D, W>;
-  allow_smem(kernel, Sh::kSmem);
-  const dim3 grid(unsigned(s.bh), (s.S + Sh::kBC - 1) / Sh::kBC);
-  kernel<<<grid, W * 32, Sh::kSmem, current_stream()>>>(
-      in(q), in(k), in(v), in(dout), in(lse2), in(delta), out_of(dq_acc), out_of(dk), out_of(dv),
-      rows_or_fail(q, "query"), rows_or_fail(k, "key"), rows_or_fail(v, "value"),
-      rows_or_fail(dout, "the output's gradient"), rows_or_fail(dk, "dk"), rows_or_fail(dv, "dv"), s.L, s.S, causal,
-      float(scale));
+  launch_backward<float>(bwd_kernel<D, W>, W * 32, Sh::kSmem, Sh::kBC, dq_acc, dk, dv, q, k, v, dout, lse2, delta, s,
+                         causal, scale);
 }
 
 }  // namespace

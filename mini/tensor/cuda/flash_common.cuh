@@ -372,6 +372,38 @@ inline Rows rows_or_fail(const Tensor& t, const char* what) {
   return rows;
 }
 
+// One launch of a flash forward kernel (every generation's has this signature: q, k, v, out, lse,
+// their Rows, L, S, causal, scale), a block per (batch x head, `rows_a_block` query rows).
+template <class T, class Kernel>
+void launch_forward(Kernel kernel, int threads, size_t smem, int rows_a_block, const Tensor& out, const Tensor& lse,
+                    const Tensor& q, const Tensor& k, const Tensor& v, const Dims& s, bool causal, double scale) {
+  allow_smem(kernel, smem);
+  const dim3 grid(unsigned(s.bh), unsigned((s.L + rows_a_block - 1) / rows_a_block));
+  kernel<<<grid, threads, smem, current_stream()>>>(
+      static_cast<const T*>(q->device_raw()), static_cast<const T*>(k->device_raw()),
+      static_cast<const T*>(v->device_raw()), static_cast<T*>(out->device_raw()),
+      static_cast<float*>(lse->device_raw()), rows_or_fail(q, "query"), rows_or_fail(k, "key"),
+      rows_or_fail(v, "value"), rows_or_fail(out, "the output"), s.L, s.S, causal, float(scale));
+}
+
+// One launch of a flash backward's main kernel (q, k, v, dout, lse2, delta, dq_acc, dk, dv, their
+// Rows, L, S, causal, scale), a block per (batch x head, `keys_a_block` keys).
+template <class T, class Kernel>
+void launch_backward(Kernel kernel, int threads, size_t smem, int keys_a_block, const Tensor& dq_acc, const Tensor& dk,
+                     const Tensor& dv, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                     const Tensor& lse2, const Tensor& delta, const Dims& s, bool causal, double scale) {
+  allow_smem(kernel, smem);
+  const dim3 grid(unsigned(s.bh), unsigned((s.S + keys_a_block - 1) / keys_a_block));
+  kernel<<<grid, threads, smem, current_stream()>>>(
+      static_cast<const T*>(q->device_raw()), static_cast<const T*>(k->device_raw()),
+      static_cast<const T*>(v->device_raw()), static_cast<const T*>(dout->device_raw()),
+      static_cast<const float*>(lse2->device_raw()), static_cast<const float*>(delta->device_raw()),
+      static_cast<float*>(dq_acc->device_raw()), static_cast<T*>(dk->device_raw()), static_cast<T*>(dv->device_raw()),
+      rows_or_fail(q, "query"), rows_or_fail(k, "key"), rows_or_fail(v, "value"),
+      rows_or_fail(dout, "the output's gradient"), rows_or_fail(dk, "dk"), rows_or_fail(dv, "dv"), s.L, s.S, causal,
+      float(scale));
+}
+
 // The backward around its main kernel, for operands of T: delta and lse2 (bwd_delta_kernel), then
 // main(dq_acc, lse2, delta) (float32 tensors: [rows * D], [rows], [rows]), which adds dS K into
 // dq_acc and writes dk and dv, then dq from dq_acc (bwd_dq_kernel).
