@@ -2,8 +2,9 @@
 // decompositions): softmax = amax, sub, exp, sum, div; log_softmax; layer_norm = mean,
 // sub, mul, mean, add, rsqrt, mul (and the affine mul/add); mse_loss = sub, mul, mean/sum;
 // a reduction of a 0-d tensor, and a softmax of an empty one = a cast; for cuBLAS, a copy of a
-// matmul operand it cannot read as it is, and for the fused attention kernels a copy of an
-// operand that is not dense, as a clone fusion sees.
+// matmul operand it cannot read as it is, a bias add folded into the matmul before it (the
+// GEMM's epilogue adds it), and for the fused attention kernels a copy of an operand that is
+// not dense, as a clone fusion sees.
 #include "fusion/schedule.h"
 
 #include <algorithm>
@@ -178,6 +179,43 @@ struct Decomposition {
   // operand is made (beside its siblings, for fusion to merge), and then the copy's node
   std::vector<BlasRead> copy = std::vector<BlasRead>(src.nodes.size(), BlasRead::AsIs);
   std::vector<int> copied = std::vector<int>(src.nodes.size(), -1);
+  // bias adds folded into their matmul: add node -> the matmul it absorbs (-1: none); the
+  // matmul itself is then not emitted, the add becomes matmul(a, b, bias)
+  std::vector<int> folds = std::vector<int>(src.nodes.size(), -1);
+  std::vector<bool> folded = std::vector<bool>(src.nodes.size(), false);
+
+  // matmul(x, w) + bias as one GEMM with the bias in its epilogue (cuBLASLt's, as torch's
+  // addmm), where w is a matrix, bias a vector along the output's last dim, all three of one
+  // dtype, and nothing else reads the matmul's output: the add would otherwise be a kernel of
+  // its own where nothing fuses with it (the qkv projection, read by attention), or a bias load
+  // in the kernel that follows.
+  void plan_bias_folds() {
+    std::vector<int> readers(src.nodes.size(), 0);
+    for (const graph::Node& n : src.nodes)
+      for (int i : n.inputs)
+        if (i >= 0) readers[i]++;
+    for (int o : src.outputs) readers[o] += 2;  // an output is read outside: never folded
+    for (size_t id = 0; id < src.nodes.size(); id++) {
+      const graph::Node& add = src.nodes[id];
+      if (add.kind != graph::NodeKind::Op || add.op != OpKind::Add || add.inputs.size() != 2) continue;
+      for (int side = 0; side < 2; side++) {
+        const int m = add.inputs[side], bias = add.inputs[1 - side];
+        if (m < 0 || bias < 0 || readers[m] != 1) continue;
+        const graph::Node& mm = src.nodes[m];
+        if (mm.kind != graph::NodeKind::Op || mm.op != OpKind::Matmul || mm.inputs.size() != 2) continue;
+        const graph::TensorMeta &x = src.nodes[mm.inputs[0]].meta, &w = src.nodes[mm.inputs[1]].meta,
+                                &b = src.nodes[bias].meta;
+        const DType t = add.meta.dtype;
+        if (x.sizes.size() < 2 || w.sizes.size() != 2 || b.sizes.size() != 1 || b.sizes[0] != w.sizes[1] ||
+            x.dtype != t || w.dtype != t || b.dtype != t || src.nodes[bias].wrapped_number ||
+            mm.meta.sizes != add.meta.sizes)
+          continue;
+        folds[id] = m;
+        folded[m] = true;
+        break;
+      }
+    }
+  }
 
   // Which operands get a copy (one_batch_stride: cuBLAS's matmuls and the fused attention).
   void plan_copies() {
@@ -228,6 +266,13 @@ struct Decomposition {
   // Op node id of src in g: a composite as its parts, any other op as it is.
   int op(size_t id) {
     const graph::Node& n = src.nodes[id];
+    if (folded[id]) return -1;  // emitted by the add that folds it
+    if (folds[id] >= 0) {       // matmul(x, w, bias): the matmul's operands (or their copies), then the bias
+      const graph::Node& mm = src.nodes[folds[id]];
+      std::vector<int> in = inputs_of(mm);
+      in.push_back(map[n.inputs[0] == folds[id] ? n.inputs[1] : n.inputs[0]]);
+      return g.add_op(OpKind::Matmul, in, mm.attrs, mm.code);
+    }
     std::vector<int> in = inputs_of(n);
     Builder b{g, n.code};
     switch (n.op) {
@@ -260,7 +305,10 @@ graph::Graph decompose(const graph::Graph& src, bool one_batch_stride) {
   g.replacements = src.replacements;  // meta inferred again stays as canonical as the source's
   g.device = src.device;
   Decomposition d{src, g};
-  if (one_batch_stride) d.plan_copies();
+  if (one_batch_stride) {
+    d.plan_copies();
+    d.plan_bias_folds();
+  }
   for (size_t id = 0; id < src.nodes.size(); id++) {
     const graph::Node& n = src.nodes[id];
     if (n.kind == graph::NodeKind::Constant) {

@@ -99,7 +99,11 @@ Tensor call_op(OpKind k, const std::vector<Tensor>& in, const Attrs& a) {
       return slice(in[0], a.dim, a.start, a.end, a.step);
     case OpKind::Select: expect_inputs(k, in, 1); return select(in[0], a.dim, a.index);
     case OpKind::Detach: expect_inputs(k, in, 1); return detach(in[0]);
-    case OpKind::Matmul: expect_inputs(k, in, 2); return matmul(in[0], in[1]);
+    case OpKind::Matmul:
+      // a third input: a bias along the last dim, folded into the GEMM by fusion's decompose
+      if (in.size() == 3 && in[1] && in[1]->dim() == 2) return linear(in[0], transpose(in[1], 0, 1), in[2]);
+      expect_inputs(k, in, 2);
+      return matmul(in[0], in[1]);
     case OpKind::Softmax: expect_inputs(k, in, 1); return softmax(in[0], a.dim, false);
     case OpKind::LogSoftmax: expect_inputs(k, in, 1); return softmax(in[0], a.dim, true);
     case OpKind::LayerNorm: {

@@ -738,3 +738,47 @@ def test_an_int64_arange_is_computed_from_the_index_where_it_is_read():
         int64_buffers = re.findall(r"const int64_t\* __restrict__ (in\d+)", text.split("{")[0])
         assert not [b for b in int64_buffers if b + "[x1" in text], text  # no class index loaded
     assert "mini::Vec<mini::bf16, 8>" in body("forward", row)
+
+
+def linear_heads(x, w, b, w2, b2):
+    """A projection read only through views (the qkv split, as attention reads it) and one read by
+    a pointwise op (the MLP's gelu)."""
+    y = F.linear(x, w, b)
+    return y.transpose(1, 2), F.gelu(F.linear(x, w2, b2))
+
+
+def test_a_linears_bias_is_added_in_the_gemms_epilogue():
+    # matmul(x, w) + bias is one GEMM with the bias in cuBLASLt's epilogue: the projection read
+    # through views needs no kernel for its add, and gelu's kernel no longer loads the bias
+    gm = graph_of(linear_heads, mini.randn(2, 8, 16), mini.randn(96, 16), mini.randn(96), mini.randn(32, 16),
+                  mini.randn(32))
+    info = inductor.render_graph_cuda(gm)
+    assert len(info["kernels"]) == 1, info["decisions"]
+    assert info["decisions"][0].startswith("cuda_poi_fused_gelu_0: 1 op over"), info["decisions"]
+
+
+@pytest.mark.parametrize("case", ["matmul read twice", "bias of another dtype", "bias over rows"])
+def test_a_bias_add_stays_a_kernel_where_the_gemm_cannot_take_it(case):
+    # the epilogue adds a vector along the last dim of the one product that nobody else reads,
+    # in the product's dtype; anything else keeps its add
+    x, w = mini.randn(8, 16), mini.randn(16, 32)
+    if case == "matmul read twice":
+        def fn(x, w, b):
+            y = x @ w
+            return y + b, y * 2
+        args = (x, w, mini.randn(32))
+    elif case == "bias of another dtype":
+        fn, args = (lambda x, w, b: x @ w + b), (x, w, mini.randn(32).to(mini.float64))
+    else:
+        fn, args = (lambda x, w, b: x @ w + b), (x, w, mini.randn(8, 1))
+    info = inductor.render_graph_cuda(graph_of(fn, *args))
+    assert any("add" in d.split(":")[0] for d in info["decisions"]), info["decisions"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_SKIP_REASON)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_bias_in_the_gemms_epilogue_runs_as_eager(dtype):
+    t = getattr(mini, dtype)
+    args = [mini.randn(*s).to(t) for s in ((2, 8, 16), (96, 16), (96,), (32, 16), (32,))]
+    run_and_compare(linear_heads, args, f"linear_heads {dtype}")
