@@ -1,7 +1,7 @@
 """GPT-2's column kernels (the layer norm's and the MLP's bias gradients) timed by split and bounds.
 
     PYTHONPATH=build/python python labs/bench/column_variants.py [--programs ln,gelu]
-        [--splits 0,22,44,66,88,132] [--bounds 1,2] [--repeats 50]
+        [--splits 0,22,44,66,88,132] [--bounds 1,2] [--repeats 50] [--save DIR | --load DIR]
 
 The backward of GPT-2's layer norm sums [8192, 768] columns (the weight's and the bias's
 gradients) and the MLP's gelu backward sums [8192, 3072] (fc's bias gradient): generated
@@ -11,7 +11,9 @@ kernel's registers decide that), set how long such a kernel takes. This script r
 program's backward as mini.compile would, launches its column kernel at every split of
 --splits (0: the split the runtime picks, cuda_column_split_grid) under each
 __launch_bounds__ minimum of --bounds, checks every result against the first, and prints the
-median time with CUDA events, the bytes it moves and their rate.
+median time with CUDA events, the bytes it moves and their rate. `--save DIR` writes the rendered
+backward sources (rendering needs no GPU) and `--load DIR` times those instead of this build's:
+two versions of the renderer compared in one GPU call.
 """
 
 import argparse
@@ -48,7 +50,7 @@ def programs(width):
 
 
 def backward_source(fn, shapes):
-    """The program's backward graph rendered for this GPU, in bfloat16 autocast (GPT-2's dtype)."""
+    """The program's backward graph rendered for sm_90 (H100, H200), in bfloat16 autocast (GPT-2's dtype)."""
     graphs = []
 
     def backend(gm, example_inputs):
@@ -59,7 +61,7 @@ def backward_source(fn, shapes):
     args = [mini.randn(*s, requires_grad=True) for s in shapes]
     with mini.autocast("cpu", dtype=mini.bfloat16):
         mini.compile(fn, backend=backend, fullgraph=True)(*args)
-    info = mini._C._inductor_compile_training_cuda(graphs[0], mini.inductor.default_cuda_arch())
+    info = mini._C._inductor_compile_training_cuda(graphs[0], "sm_90")
     return info["backward_source"], info["backward_kernels"]
 
 
@@ -109,7 +111,18 @@ def main(argv=None):
     parser.add_argument("--splits", default="0,22,44,66,88,132")
     parser.add_argument("--bounds", default="1,2")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--save", type=Path, help="write the rendered sources here and stop (no GPU needed)")
+    parser.add_argument("--load", type=Path, help="time the sources --save wrote, not this build's")
     args = parser.parse_args(argv)
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        for prog in args.programs.split(","):
+            fn, shapes = programs(args.width)[prog]
+            source, kernels = backward_source(fn, shapes)
+            (args.save / f"{prog}.cu").write_text(source)
+            (args.save / f"{prog}.kernels").write_text("\n".join(kernels))
+        print(f"column_variants: sources written to {args.save}")
+        return 0
     reason = cuda_unavailable_reason()
     if reason:
         print(f"column_variants: {reason}")
@@ -119,7 +132,11 @@ def main(argv=None):
     print(f"{'program':8s}{'bounds':>7s}{'split':>6s}{'blocks':>7s}{'ms':>8s}{'GB/s':>7s}  max rel diff")
     for prog in args.programs.split(","):
         fn, shapes = programs(args.width)[prog]
-        source, kernels = backward_source(fn, shapes)
+        if args.load:
+            source = (args.load / f"{prog}.cu").read_text()
+            kernels = (args.load / f"{prog}.kernels").read_text().split("\n")
+        else:
+            source, kernels = backward_source(fn, shapes)
         name, params, cv = column_kernel(source, kernels)
         source = strip_sizes(source, name)
         buffers = [(t, n) for t, n in params if n.startswith(("in", "out"))]

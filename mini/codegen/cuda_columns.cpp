@@ -10,6 +10,17 @@
 
 namespace mini::codegen {
 
+// The most column folds that share one round of barriers (plan_column_folds): pages of
+// fold[32][33] doubles, 8.4 KB each, 33 KB for four.
+constexpr int64_t kFoldPages = 4;
+
+// The shared array the column folds go through: pages of [32][33] slots, as many as `folds`
+// (at most kFoldPages), each slot wide enough for any accumulator.
+static Stmt fold_pages(size_t folds, const std::string& note) {
+  const int64_t pages = std::max<int64_t>(1, std::min<int64_t>(int64_t(folds), kFoldPages));
+  return shared("fold", DType::Float64, {pages, 32, 33}, note);
+}
+
 // Vector columns (layouts 2 and up, split columns only: one pass, no full value after the
 // sums): as plan_column_reduction, but each thread takes CV consecutive kept elements, so
 // that a warp's load of a row is 32 x 16 bytes (bfloat16 columns read 64 bytes a warp
@@ -74,7 +85,13 @@ Plan CudaKernelWriter::plan_column_reduction() {
   Stmt thread = statement(Stmt::Kind::ColumnThread, "col");
   thread.index = "cols";
   body.push_back(thread);
-  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column (padded: no bank conflicts)"));
+  size_t most = 0;  // the most reductions a phase folds at once
+  for (int p = 0; p <= L_.phases(); p++) {
+    std::vector<int> reds, stores;
+    L_.phase_targets(p, &reds, &stores);
+    most = std::max(most, reds.size());
+  }
+  body.push_back(fold_pages(most, "a lane's partial per column (padded: no bank conflicts)"));
   body.push_back(unflatten_index("r", L_.kept_dims(), false));
   std::set<int> done;
   plan_unreduced_row_values(body, &done);  // values of the column that need no reduction
@@ -109,7 +126,9 @@ void CudaKernelWriter::plan_column_phase(Body& body, int p, bool split, std::set
   lanes.step = "32";
   lanes.unroll = 4;
   body.push_back(lanes);
-  for (int id : reds) body.push_back(column_fold(id, "acc" + std::to_string(id)));
+  std::vector<std::pair<int, std::string>> accs;
+  for (int id : reds) accs.push_back({id, "acc" + std::to_string(id)});
+  plan_column_folds(body, accs);
   if (split && !reds.empty()) {
     for (size_t r = 0; r < reds.size(); r++) {  // this block's partials, then count it in
       Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r])), reds[r]);
@@ -120,7 +139,8 @@ void CudaKernelWriter::plan_column_phase(Body& body, int p, bool split, std::set
       body.push_back(partial);
     }
     plan_strip_arrival(body);
-    for (size_t r = 0; r < reds.size(); r++) plan_strip_partials_fold(body, r, reds[r], "acc" + std::to_string(reds[r]), "r");
+    for (size_t r = 0; r < reds.size(); r++) plan_strip_partials(body, r, reds[r], accs[r].second, "r");
+    plan_column_folds(body, accs);
   }
   for (int id : reds) {
     body.push_back(result(id, "acc" + std::to_string(id)));
@@ -141,7 +161,7 @@ Plan CudaKernelWriter::plan_vector_columns(int CV) {
     if (!L_.is_full(id) && !L_.is_reduction(id) && L_.reductions_below(id).empty()) column_values.push_back(id);
   plan_vector_columns_start(plan.body, CV, X, reds, column_values);
   plan_vector_columns_pass(plan.body, CV, X, column_values);
-  plan_vector_columns_fold(plan.body, reds);
+  plan_vector_columns_fold(plan.body, CV, reds);
   plan_vector_columns_results(plan.body, X, reds, column_values);
   return plan;
 }
@@ -177,7 +197,7 @@ void CudaKernelWriter::plan_vector_columns_start(Body& body, int CV, const std::
   thread.index = "cols";
   thread.lanes = "CV";
   body.push_back(thread);
-  body.push_back(shared("fold", DType::Float64, {32, 33}, "a lane's partial per column, and each column's sum (padded)"));
+  body.push_back(fold_pages(size_t(CV) * reds.size(), "a lane's partial per column, and each column's sum (padded)"));
   body.push_back(unflatten_index("r", L_.kept_dims(), false));
   body.push_back(index_let(X + "_0", X, false, "the thread's first column; column u is " + X + "_0 + u"));
   for (int id : column_values) {
@@ -261,10 +281,11 @@ void CudaKernelWriter::plan_vector_columns_pass(Body& body, int CV, const std::s
 }
 
 // Each column's lanes folded, then the blocks' partials (the strip's last block, in order).
-void CudaKernelWriter::plan_vector_columns_fold(Body& body, const std::vector<int>& reds) {
-  Body lanes, folds;
-  for (int id : reds) lanes.push_back(column_fold(id, "acc" + std::to_string(id) + "[u]"));
-  body.push_back(each_column(lanes));
+void CudaKernelWriter::plan_vector_columns_fold(Body& body, int CV, const std::vector<int>& reds) {
+  std::vector<std::pair<int, std::string>> accs;  // a thread's CV columns of every reduction
+  for (int u = 0; u < CV; u++)
+    for (int id : reds) accs.push_back({id, "acc" + std::to_string(id) + "[" + std::to_string(u) + "]"});
+  plan_column_folds(body, accs);
   for (size_t r = 0; r < reds.size(); r++) {
     Stmt partial = as_accumulator(statement(Stmt::Kind::Partial, "acc" + std::to_string(reds[r]) + "[u]"), reds[r]);
     partial.slot = (int)r;
@@ -276,9 +297,11 @@ void CudaKernelWriter::plan_vector_columns_fold(Body& body, const std::vector<in
     body.push_back(columns);
   }
   plan_strip_arrival(body);
+  Body partials;
   for (size_t r = 0; r < reds.size(); r++)
-    plan_strip_partials_fold(folds, r, reds[r], "acc" + std::to_string(reds[r]) + "[u]", "r + u");
-  body.push_back(each_column(folds));
+    plan_strip_partials(partials, r, reds[r], "acc" + std::to_string(reds[r]) + "[u]", "r + u");
+  body.push_back(each_column(partials));
+  plan_column_folds(body, accs);
 }
 
 // The column values, a column at a time: the sums, then what they feed; stored by lane 0.
@@ -326,8 +349,8 @@ void CudaKernelWriter::plan_strip_arrival(Body& body) {
 
 // The strip's last block: accumulator `acc` of reduction `id` (the r-th of the pass) folded
 // from every block's partial of column `col`, in y order (the same sum every launch), a block
-// a lane, then over the lanes.
-void CudaKernelWriter::plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col) {
+// a lane; plan_column_folds then folds the lanes.
+void CudaKernelWriter::plan_strip_partials(Body& body, size_t r, int id, const std::string& acc, const std::string& col) {
   Stmt identity = accumulator(id, true);
   identity.name = acc;
   body.push_back(identity);
@@ -339,19 +362,31 @@ void CudaKernelWriter::plan_strip_partials_fold(Body& body, size_t r, int id, co
   Stmt blocks = range(RangeKind::StripBlocks, "y", "lane", "", {partial});
   blocks.step = "32";
   body.push_back(blocks);
-  body.push_back(column_fold(id, acc));
 }
 
-// The 32 lanes of each column fold their accumulator `acc` of reduction `id` through shared
-// memory (fold[32][33]): each lane writes its partial, then warp w reads column w's 32
-// partials (a thread each, the padded row spares bank conflicts), folds them with five
-// shuffles and leaves the result in the spare 33rd slot of fold[w], where every lane of the
-// column reads it. (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
-Stmt CudaKernelWriter::column_fold(int id, const std::string& acc) {
-  Stmt s = as_accumulator(statement(Stmt::Kind::ThreadReduce, acc), id);
-  s.scope = ThreadScope::Column;
-  s.text = "fold";
-  return s;
+// The 32 lanes of each column fold accumulators `accs` (reduction id, name) through shared
+// memory (fold[page][32][33]), kFoldPages at once: each lane writes its partials, a page each;
+// a barrier; warp w reads column w's 32 partials of each page (a thread each, the padded row
+// spares bank conflicts), folds them with five shuffles and leaves the result in the spare
+// 33rd slot of the page's row w; a barrier; every lane of the column reads its results; a
+// barrier before the pages are written again. Three barriers for up to kFoldPages folds, where
+// a fold at a time took three each (a layer norm's two gradients, 4 columns a thread: 24).
+// (Lane 0 folding the 31 others in turn was 31 dependent shared loads.)
+void CudaKernelWriter::plan_column_folds(Body& body, const std::vector<std::pair<int, std::string>>& accs) {
+  for (size_t first = 0; first < accs.size(); first += kFoldPages) {
+    const size_t end = std::min(accs.size(), first + kFoldPages);
+    for (int step = 1; step <= 3; step++) {
+      for (size_t i = first; i < end; i++) {
+        Stmt s = as_accumulator(statement(Stmt::Kind::ThreadReduce, accs[i].second), accs[i].first);
+        s.scope = ThreadScope::Column;
+        s.text = "fold";
+        s.slot = int(i - first);
+        s.fold_step = step;
+        body.push_back(s);
+      }
+      body.push_back(statement(Stmt::Kind::Barrier));
+    }
+  }
 }
 
 // const <dtype> r<id> = reduction `id`'s accumulator `acc` as its dtype (a Mean's: over rnumel).

@@ -269,17 +269,21 @@ void spell_rows(const Speller& sp, const Stmt& s, const std::string& pad) {
 // result in the spare 33rd slot of row w, where every lane of the column reads it.
 void spell_column_fold(const Speller& sp, const Stmt& s, const std::string& pad) {
   const std::string A = accumulator_type(sp, s), n = s.name, f = s.text;
-  const std::string at = "reinterpret_cast<" + A + "*>(&" + f;
-  sp.o << pad << at << "[lane][c])[0] = " << n << ";\n";
-  sp.o << pad << kCudaSpelling.barrier << ";\n";
-  sp.o << pad << "{\n";
-  sp.o << pad << "  const " << A << " v = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s) << ">(" << at
-       << "[c][lane])[0]);\n";
-  sp.o << pad << "  if (c == 0) " << at << "[lane][32])[0] = v;\n";
-  sp.o << pad << "}\n";
-  sp.o << pad << kCudaSpelling.barrier << ";\n";
-  sp.o << pad << n << " = " << at << "[c][32])[0];\n";
-  sp.o << pad << kCudaSpelling.barrier << ";  // " << f << " is written again by the next reduction\n";
+  const std::string page = s.slot >= 0 ? "[" + std::to_string(s.slot) + "]" : "";
+  const std::string at = "reinterpret_cast<" + A + "*>(&" + f + page;
+  const bool all = s.fold_step == 0;
+  if (all || s.fold_step == 1) sp.o << pad << at << "[lane][c])[0] = " << n << ";\n";
+  if (all) sp.o << pad << kCudaSpelling.barrier << ";\n";
+  if (all || s.fold_step == 2) {
+    sp.o << pad << "{\n";
+    sp.o << pad << "  const " << A << " v = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s) << ">("
+         << at << "[c][lane])[0]);\n";
+    sp.o << pad << "  if (c == 0) " << at << "[lane][32])[0] = v;\n";
+    sp.o << pad << "}\n";
+  }
+  if (all) sp.o << pad << kCudaSpelling.barrier << ";\n";
+  if (all || s.fold_step == 3) sp.o << pad << n << " = " << at << "[c][32])[0];\n";
+  if (all) sp.o << pad << kCudaSpelling.barrier << ";  // " << f << " is written again by the next reduction\n";
 }
 
 void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {

@@ -110,13 +110,13 @@ class CudaKernelWriter {
   Stmt block_reduce(int id);
   void plan_column_phase(Body& body, int p, bool split, std::set<int>* done);
   void plan_strip_arrival(Body& body);
-  void plan_strip_partials_fold(Body& body, size_t r, int id, const std::string& acc, const std::string& col);
-  Stmt column_fold(int id, const std::string& acc);
+  void plan_strip_partials(Body& body, size_t r, int id, const std::string& acc, const std::string& col);
+  void plan_column_folds(Body& body, const std::vector<std::pair<int, std::string>>& accs);
   Stmt result(int id, const std::string& acc);
   void plan_vector_columns_start(Body& body, int CV, const std::string& X, const std::vector<int>& reds,
                                  const std::vector<int>& column_values);
   void plan_vector_columns_pass(Body& body, int CV, const std::string& X, const std::vector<int>& column_values);
-  void plan_vector_columns_fold(Body& body, const std::vector<int>& reds);
+  void plan_vector_columns_fold(Body& body, int CV, const std::vector<int>& reds);
   void plan_vector_columns_results(Body& body, const std::string& X, const std::vector<int>& reds,
                                    const std::vector<int>& column_values);
 

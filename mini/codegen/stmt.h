@@ -173,6 +173,11 @@ struct Stmt {
   // Return, the threads where it holds return):
   bool at_element = false;   // VectorStore: to the address of out<buffer>[index]
   bool unbraced = false;     // Range: a body of one statement, spelled without braces
+  // appended for batched column folds (plan_column_folds): ThreadReduce (Column) in one step of
+  // three, the planner placing the barriers: 1 each lane writes its partial to page `slot` of the
+  // shared array, 2 warp w folds column w of that page, 3 each lane reads its column's result;
+  // 0: all three with their barriers, on the array's only page
+  int fold_step = 0;
   // appended for plan_row_reduction and plan_vector_rows (note: spelled on Range and Registers
   // too; compact: also on CUDA's Range; orelse: also on CUDA's If; width: also ThreadReduce of a Warp,
   // the lanes of a row; int_accumulator: also Let and Declare; Registers: `value` where set, the

@@ -611,7 +611,7 @@ def test_a_reduction_keeping_the_innermost_dim_runs_as_columns():
                                                                    for k in kernels), kernels
     source = info["source"]
     col = source[source.index("void __launch_bounds__(1024) cuda_col_"):]
-    assert "fold[32][33]" in col and "j += 32" in col  # 32 lanes over the reduced elements
+    assert re.search(r"fold\[\d\]\[32\]\[33\]", col) and "j += 32" in col  # 32 lanes over the reduced elements
 
 
 def test_few_columns_over_many_rows_share_the_rows_among_blocks():
@@ -626,6 +626,12 @@ def test_few_columns_over_many_rows_share_the_rows_among_blocks():
     assert 2 <= rows <= inductor.cuda_column_max_splits() and 24 * rows >= 132, rows
     source = info["source"][info["source"].index(f" {col['name']}("):]
     assert "j_begin + lane" in source and "atomicAdd(&arrived[blockIdx.x]" in source
+    # the lanes' folds share barriers, four at a time: three barriers per four folds, for the
+    # block's own sums and again for the last block's, and two around the count
+    body = source[:source.index("\n}\n")]
+    folds = col["column_vector"] * 2
+    assert "double fold[4][32][33]" in body, body
+    assert body.count("__syncthreads()") == 2 * 3 * -(-folds // 4) + 2, body
     # a mean that the stored full value reads needs every row: one block per strip
     info = inductor.render_graph_cuda(graph_of(lambda x: x - x.mean(0, keepdim=True), mini.randn(2000, 70)))
     (col,) = [k for k in info["kernels"] if k["shape"] == "col"]
