@@ -1,7 +1,7 @@
 """GPT-2's column kernels (the layer norm's and the MLP's bias gradients) timed by split and bounds.
 
     PYTHONPATH=build/python python labs/bench/column_variants.py [--programs ln,gelu]
-        [--splits 0,22,44,66,88,132] [--bounds 1,2] [--repeats 50] [--save DIR | --load DIR]
+        [--splits 22,44,66,88,132] [--bounds 1,2] [--repeats 50] [--save DIR | --load DIR]
 
 The backward of GPT-2's layer norm sums [8192, 768] columns (the weight's and the bias's
 gradients) and the MLP's gelu backward sums [8192, 3072] (fc's bias gradient): generated
@@ -9,8 +9,8 @@ gradients) and the MLP's gelu backward sums [8192, 3072] (fc's bias gradient): g
 (codegen/cuda_columns.cpp). How many blocks share a strip, and how many blocks an SM holds (the
 kernel's registers decide that), set how long such a kernel takes. This script renders each
 program's backward as mini.compile would, launches its column kernel at every split of
---splits (0: the split the runtime picks, cuda_column_split_grid) under each
-__launch_bounds__ minimum of --bounds, checks every result against the first, and prints the
+--splits (the runtime picks about one wave: cuda_column_split_grid over the blocks the GPU holds
+at once) under each __launch_bounds__ minimum of --bounds, checks every result against the first, and prints the
 median time with CUDA events, the bytes it moves and their rate. `--save DIR` writes the rendered
 backward sources (rendering needs no GPU) and `--load DIR` times those instead of this build's:
 two versions of the renderer compared in one GPU call.
@@ -108,7 +108,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default="ln,gelu")
     parser.add_argument("--width", type=int, default=768)
-    parser.add_argument("--splits", default="0,22,44,66,88,132")
+    parser.add_argument("--splits", default="22,44,66,88,132")
     parser.add_argument("--bounds", default="1,2")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--save", type=Path, help="write the rendered sources here and stop (no GPU needed)")
@@ -152,7 +152,7 @@ def main(argv=None):
                             source)
             program = mini.inductor.compile_cuda(edited)
             for split in [int(s) for s in args.splits.split(",")]:
-                ys = split or mini.inductor.cuda_column_split_grid(cols, ROWS, sms, cv)
+                ys = split
                 partials = mini.zeros(max(1, reductions) * ys * cols, dtype=mini.int64).cuda()
                 arrived = mini.zeros(strips, dtype=mini.int32).cuda()
                 run = lambda: program.launch(name, (strips, ys, 1), (1024, 1, 1), [*tensors, partials, arrived])  # noqa: E731

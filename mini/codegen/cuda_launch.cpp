@@ -103,13 +103,14 @@ int cuda_column_splits(const Schedule& s, const FusionGroup& k, const CudaLayout
   return later_stores.empty() ? (int)reds.size() : 0;  // a full value stored after the column sums needs all of them
 }
 
-int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms, int vector) {
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int64_t resident, int vector) {
   const int64_t strips = (cols / vector + 31) / 32;
-  // blocks of 1024 threads, two an SM: fill the GPU twice over, each lane folding 8 rows at least
-  // (4 rows of `vector` elements in vector columns: layer norm's 768 float32 columns are 6
-  // strips, which 8 rows a lane left at 192 blocks)
+  // as many blocks as the GPU holds at once (one wave: a second wave of blocks pays each block's
+  // folds and partials again for the same rows), each lane folding 8 rows at least (4 rows of
+  // `vector` elements in vector columns: layer norm's 768 float32 columns are 6 strips, which 8
+  // rows a lane left at 192 blocks)
   const int64_t rows_a_lane = vector > 1 ? 4 : 8;
-  const int64_t want = (2 * int64_t(sms) + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * rows_a_lane));
+  const int64_t want = (resident + strips - 1) / strips, most = std::max<int64_t>(1, rnumel / (32 * rows_a_lane));
   return std::max<int64_t>(1, std::min({want, most, cuda_column_max_splits()}));
 }
 

@@ -89,9 +89,10 @@ bool cuda_column_reduction(const fusion::FusionGroup& k, const CudaLayout& layou
 // `arrived` (a counter per x block, each starting at 0 and left at 0) after `sizes`.
 int cuda_column_splits(const fusion::Schedule& s, const fusion::FusionGroup& k, const CudaLayout& layout);
 // Its blocks in y for `cols` kept elements and `rnumel` reduced ones, `vector` kept elements a
-// thread: enough that the GPU holds two blocks an SM, at most cuda_column_max_splits(), each
-// lane folding 8 rows at least.
-int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int sms, int vector = 1);
+// thread, where the GPU holds `resident` blocks of the kernel at once (its SMs times the blocks
+// an SM holds, which the kernel's registers decide: cuda::resident_blocks): about one wave of
+// blocks, at most cuda_column_max_splits(), each lane folding 8 rows at least.
+int64_t cuda_column_split_grid(int64_t cols, int64_t rnumel, int64_t resident, int vector = 1);
 constexpr int64_t cuda_column_max_splits() { return 64; }
 // The block (threads in x) kernel `k` is compiled for and launched with under `layout`: a row's
 // threads times the rows a block takes.

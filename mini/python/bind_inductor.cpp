@@ -165,7 +165,7 @@ void bind_inductor(py::module_& m) {
   });
   m.def("_cuda_split_grid", &mini::codegen::cuda_split_grid);
   m.def("_cuda_column_split_grid", &mini::codegen::cuda_column_split_grid, py::arg("cols"), py::arg("rnumel"),
-        py::arg("sms"), py::arg("vector") = 1);
+        py::arg("resident"), py::arg("vector") = 1);
   m.def("_cuda_column_max_splits", [] { return mini::codegen::cuda_column_max_splits(); });
   m.def("_cuda_layout", [](int number) {
     const auto l = mini::codegen::cuda_layout(number);

@@ -143,7 +143,12 @@ void CompiledCudaGraph::load() const {
     const Tensor& c = g.nodes[id].constant;
     if (c) device_constants_[id] = c->is_cuda() ? c : to_device(c, Device::cuda(0));
   }
+  for (const CudaKernel& k : compiled.kernels) {
+    k.program->load({k.function});
+    kernels_.push_back(k.program->kernels.at(k.function));
+  }
   int64_t slots = 0, counters = 0;
+  resident_.assign(split.size(), 0);
   for (size_t i = 0; i < split.size(); i++) {
     partials_at_.push_back(slots);
     arrived_at_.push_back(counters);
@@ -152,17 +157,14 @@ void CompiledCudaGraph::load() const {
       counters += 1;
     } else if (column_split[i]) {  // static sizes: a slot per reduction per y block per column
       auto [cols, rnumel] = column_extents(schedule.groups[i]);
-      slots += column_split[i] * codegen::cuda_column_split_grid(cols, rnumel, cuda::sm_count(), column_vector[i]) * cols;
+      resident_[i] = cuda::resident_blocks(kernels_[i], codegen::cuda_block(schedule.groups[i], layouts[i]));
+      slots += column_split[i] * codegen::cuda_column_split_grid(cols, rnumel, resident_[i], column_vector[i]) * cols;
       counters += (cols + 31) / 32;
     }
   }
   if (slots) {
     partials_ = TensorImpl::empty({slots}, DType::Int64, Device::cuda(0));  // 8-byte slots
     arrived_ = zeros({counters}, DType::Float32, Device::cuda(0));  // 32-bit zeros
-  }
-  for (const CudaKernel& k : compiled.kernels) {
-    k.program->load({k.function});
-    kernels_.push_back(k.program->kernels.at(k.function));
   }
 }
 
@@ -272,7 +274,7 @@ void CompiledCudaGraph::launch(int group, Run& run, bool timed) const {
     grid[0] = (unsigned)codegen::cuda_split_grid(rnumel, (int)block[0], run.sms);
   } else if (column_split[group]) {
     auto [cols, rnumel] = column_extents(k);
-    grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, run.sms, column_vector[group]);
+    grid[1] = (unsigned)codegen::cuda_column_split_grid(cols, rnumel, resident_[group], column_vector[group]);
   }
   if (split[group] || column_split[group]) {  // a zeroed 32-bit counter (a split row), or one per x block
     partials = static_cast<int64_t*>(partials_->device_raw()) + partials_at_[group];

@@ -70,6 +70,7 @@ struct CompiledCudaGraph {
   // once; each launch leaves its counter at 0)
   mutable Tensor partials_, arrived_;
   mutable std::vector<int64_t> partials_at_, arrived_at_;  // per kernel: its first slot and counter
+  mutable std::vector<int64_t> resident_;  // per kernel: its blocks the GPU holds at once (split columns)
 };
 
 // A fresh CUDA tensor of t's sizes and strides from offset 0 of its own allocation (which

@@ -109,5 +109,7 @@ TEST_CASE("a sum over all but the innermost dim is a column kernel of 1024 threa
   CHECK(cuda_block(k, cuda_layout(9)) == 1024);
   CHECK(cuda_grid(s, k, cuda_layout(9), {}, 132, 1) == 768 / 32);  // 32 kept elements a block
   CHECK(cuda_column_splits(s, k, cuda_layout(9)) == 1);             // one pass: shared among blocks in y
-  CHECK(cuda_column_split_grid(768, 8 * 1024, 132, 1) == 11);       // two blocks an SM over 24 strips
+  CHECK(cuda_column_split_grid(768, 8 * 1024, 264, 1) == 11);       // two blocks an SM of 132 over 24 strips
+  CHECK(cuda_column_split_grid(768, 8 * 1024, 132, 1) == 6);        // one block an SM: one wave still
+  CHECK(cuda_column_split_grid(768, 64, 264, 1) == 1);              // too few rows to share
 }

@@ -241,8 +241,8 @@ TEST_CASE("columns: 32 lanes a column over the reduced elements, folded through 
   CHECK(plan.shape == "columns");
   CHECK(of_kind(plan.body, Stmt::Kind::Chunk).empty());
   auto shared = of_kind(plan.body, Stmt::Kind::Shared);
-  REQUIRE(shared.size() == 1);  // fold[32][33]: a lane's partial per column, padded
-  CHECK((shared[0]->name == "fold" && shared[0]->dims == std::vector<int64_t>{32, 33}));
+  REQUIRE(shared.size() == 1);  // fold[1][32][33]: one page (one sum), a lane's partial per column, padded
+  CHECK((shared[0]->name == "fold" && shared[0]->dims == std::vector<int64_t>{1, 32, 33}));
   REQUIRE(of_kind(plan.body, Stmt::Kind::ColumnThread).size() == 1);
   // a pass a phase: the sums, then the centered values stored where the column is live
   auto passes = ranges(plan.body, RangeKind::Unrolled);
@@ -253,9 +253,14 @@ TEST_CASE("columns: 32 lanes a column over the reduced elements, folded through 
   auto stores = of_kind(passes[1]->body, Stmt::Kind::Store);
   REQUIRE(stores.size() == 1);
   CHECK(stores[0]->guard == "live");
+  // the fold in its three steps (write, combine, read back), each followed by a barrier
   auto folds = of_kind(plan.body, Stmt::Kind::ThreadReduce);
-  REQUIRE(folds.size() == 1);
-  CHECK((folds[0]->scope == ThreadScope::Column && folds[0]->text == "fold" && folds[0]->name == "acc" + sum));
+  REQUIRE(folds.size() == 3);
+  for (int step = 1; step <= 3; step++) {
+    const Stmt* f = folds[step - 1];
+    CHECK((f->scope == ThreadScope::Column && f->text == "fold" && f->name == "acc" + sum && f->slot == 0 &&
+           f->fold_step == step));
+  }
   CHECK(of_kind(plan.body, Stmt::Kind::Result).size() == 1);
   CHECK(of_kind(plan.body, Stmt::Kind::Partial).empty());  // one block a column strip
   CHECK(of_kind(plan.body, Stmt::Kind::Arrive).empty());
@@ -284,7 +289,7 @@ TEST_CASE("split columns: a chunk of rows a block in y, partials per column, the
   REQUIRE(blocks.size() == 1);
   CHECK((blocks[0]->begin == "lane" && blocks[0]->step == "32"));
   CHECK(of_kind(blocks[0]->body, Stmt::Kind::FoldPartial)[0]->column == "r");
-  CHECK(of_kind(plan.body, Stmt::Kind::ThreadReduce).size() == 2);
+  CHECK(of_kind(plan.body, Stmt::Kind::ThreadReduce).size() == 2 * 3);  // the block's fold and the last block's, three steps each
   auto results = of_kind(plan.body, Stmt::Kind::Result);
   REQUIRE(results.size() == 1);
   CHECK((results[0]->op == OpKind::Mean && results[0]->index == "rnumel"));

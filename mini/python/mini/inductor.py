@@ -97,10 +97,11 @@ def render_graph_cuda(gm, layouts=None):
     return _C._inductor_render_cuda(gm, *_layouts(layouts))
 
 
-def cuda_column_split_grid(cols, rnumel, sms, vector=1):
+def cuda_column_split_grid(cols, rnumel, resident, vector=1):
     """The blocks in y that share the `rnumel` reduced elements of a column kernel of `cols` kept
-    elements, `vector` a thread, on a GPU of `sms` SMs (1: not shared)."""
-    return _C._cuda_column_split_grid(int(cols), int(rnumel), int(sms), int(vector))
+    elements, `vector` a thread, on a GPU that holds `resident` blocks of the kernel at once (its
+    SMs times the blocks an SM holds; 1: not shared)."""
+    return _C._cuda_column_split_grid(int(cols), int(rnumel), int(resident), int(vector))
 
 
 def cuda_column_max_splits():

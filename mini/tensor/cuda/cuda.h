@@ -87,6 +87,9 @@ uintptr_t load_cubin(const std::string& cubin, const char* what);
 void unload_cubin(uintptr_t library);
 // The kernel `name` (an extern "C" __global__ function) of a loaded CUBIN.
 uintptr_t cubin_kernel(uintptr_t library, const char* name);
+// The blocks of `threads` threads of `kernel` the whole GPU holds at once: its SMs times the
+// blocks an SM holds (at least one), which the kernel's registers and shared memory decide.
+int64_t resident_blocks(uintptr_t kernel, int threads);
 // Launches `kernel` on the default stream with `args` (pointers to each parameter's value, as
 // cudaLaunchKernel takes them) and checks the launch, naming `op`.
 void launch_kernel(uintptr_t kernel, const unsigned grid[3], const unsigned block[3],

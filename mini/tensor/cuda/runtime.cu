@@ -426,6 +426,13 @@ int sm_count() {
   return n;
 }
 
+int64_t resident_blocks(uintptr_t kernel, int threads) {
+  int per_sm = 0;
+  MINI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(kernel), threads, 0),
+                  "resident_blocks");
+  return int64_t(std::max(per_sm, 1)) * sm_count();
+}
+
 int64_t grid_for(int64_t n, int per_thread, int threads) {
   int64_t per_block = static_cast<int64_t>(per_thread) * threads;
   int64_t needed = n <= 0 ? 1 : (n + per_block - 1) / per_block;

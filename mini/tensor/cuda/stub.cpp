@@ -48,6 +48,7 @@ int sm_count() { no_cuda("the GPU's multiprocessors"); }
 uintptr_t load_cubin(const std::string&, const char* what) { no_cuda(what); }
 void unload_cubin(uintptr_t) {}
 uintptr_t cubin_kernel(uintptr_t, const char* name) { no_cuda(name); }
+int64_t resident_blocks(uintptr_t, int) { no_cuda("the blocks a GPU holds at once"); }
 void launch_kernel(uintptr_t, const unsigned*, const unsigned*, void**, size_t, const char* op) {
   no_cuda(op);
 }
