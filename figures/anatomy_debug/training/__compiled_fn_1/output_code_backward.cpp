@@ -215,7 +215,16 @@ template <class T> MINI_MATH_FN T exp_of(T x) { return MINI_LIBM(exp)(x); }
 template <> MINI_MATH_FN float exp_of<float>(float x) { return exp_f32(x); }
 
 template <class T> MINI_MATH_FN T erf_of(T x) { return MINI_LIBM(erf)(x); }
-template <> MINI_MATH_FN float erf_of<float>(float x) { return erf_f32(x); }
+// On the GPU the device library's erff (2 ulp, one branch a warp mostly agrees on) is about
+// half the instructions of erf_f32's both-branches form, which is written for CPU vector
+// loops: gelu and its backward over GPT-2's [8192, 3072] activations are instruction-bound.
+template <> MINI_MATH_FN float erf_of<float>(float x) {
+#if defined(__CUDA_ARCH__)
+  return erff(x);
+#else
+  return erf_f32(x);
+#endif
+}
 
 template <class T> MINI_MATH_FN T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
 template <> MINI_MATH_FN float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
@@ -255,30 +264,116 @@ template <class T> MINI_MATH_FN T gelu_grad_of(T x, bool tanh_approx) {
 }  // namespace mini
 // ---- end of prelude ----
 
-// cpp_poi_fused_add_0: graph nodes add
-//   over [128, 10]
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
-extern "C" void cpp_poi_fused_add_0(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
+// cpp_poi_fused_mul_0: graph nodes mul
+//   over []
+extern "C" void cpp_poi_fused_mul_0(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
+  (void)strides; (void)symbols;
+  const float* in0 = (const float*)buffers[0];
+  float* out1 = (float*)buffers[1];
+  const int64_t numel = 1LL;
+  #pragma omp parallel for simd if (parallel: numel >= 131072)
+  for (int64_t i = 0; i < numel; i++) {
+    const float t9 = (float(in0[i]) * float(double(0.0015625000000000001)));
+    out1[i] = t9;
+  }
+}
+
+// cpp_per_fused_add_mul_sub_sum_1: graph nodes add sub mul_1 sum
+//   over [128, 10], reducing dims [0]
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
+extern "C" void cpp_per_fused_add_mul_sub_sum_1(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
   (void)strides; (void)symbols;
   const float* in0 = (const float*)buffers[0];
   const float* in1 = (const float*)buffers[1];
-  float* out2 = (float*)buffers[2];
-  const int64_t numel = 128LL * 10LL;
-  (void)numel;
-  #pragma omp parallel for collapse(1) if (numel >= 131072)
-    for (int64_t x0 = 0; x0 < 128LL; x0++) {
-      #pragma omp simd
-      for (int64_t x1 = 0; x1 < 10LL; x1++) {
-        const float t2 = (float(in0[x0 * 10 + x1 * 1]) + float(in1[x1 * 1]));
-        out2[x0 * 10LL + x1] = t2;
+  const float* in2 = (const float*)buffers[2];
+  const float* in3 = (const float*)buffers[3];
+  float* out4 = (float*)buffers[4];
+  float* out5 = (float*)buffers[5];
+  const int64_t rows = 10LL, rnumel = 128LL;
+  // an outer reduction: blocks of 256 outputs, the reduced dims in the outer loop,
+  // the block's outputs in the inner (contiguous, vectorized) one
+  const int64_t blocks = (rows + 256 - 1) / 256, chunks = (rnumel + 128 - 1) / 128;
+  if (blocks <= 16 && chunks >= 2 && rows * rnumel >= 131072) {
+    // few blocks of outputs: (block, chunk of 128 reduced rows) pairs over the threads,
+    // each into its partial; then each block adds its partials in order
+    float* partial13 = static_cast<float*>(std::malloc(sizeof(float) * blocks * chunks * 256));
+    #pragma omp parallel for collapse(2)
+    for (int64_t b = 0; b < blocks; b++) {
+      for (int64_t c = 0; c < chunks; c++) {
+        const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
+        const int64_t j0 = c * 128, j1 = rnumel - j0 < 128 ? rnumel : j0 + 128;
+        float part13[256] = {};
+        for (int64_t j = j0; j < j1; j++) {
+          int64_t rest_j = j;
+          const int64_t x0 = rest_j;
+          #pragma omp simd
+          for (int64_t r = r0; r < r1; r++) {
+            int64_t rest_r = r;
+            const int64_t x1 = rest_r;
+            const float t10 = (float(in0[x0 * 10 + x1 * 1]) + float(in1[x1 * 1]));
+            const float t11 = (float(t10) - float(in2[x0 * 10 + x1 * 1]));
+            const float t12 = (float(in3[0]) * float(t11));
+            part13[r - r0] += t12;
+            out4[x0 * 10LL + x1] = t12;
+          }
+        }
+        for (int64_t r = 0; r < r1 - r0; r++) partial13[(b * chunks + c) * 256 + r] = part13[r];
       }
     }
+    #pragma omp parallel for
+    for (int64_t b = 0; b < blocks; b++) {
+      const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
+      double acc13[256];
+      for (int64_t r = 0; r < r1 - r0; r++) acc13[r] = double(0);
+      for (int64_t c = 0; c < chunks; c++)
+        for (int64_t r = 0; r < r1 - r0; r++) acc13[r] += partial13[(b * chunks + c) * 256 + r];
+      for (int64_t r = r0; r < r1; r++) {
+        int64_t rest_r = r;
+        const int64_t x1 = rest_r;
+        const float r13 = float(acc13[r - r0]);
+        out5[x1] = r13;
+      }
+    }
+    std::free(partial13);
+    return;
+  }
+  #pragma omp parallel for if (rows * rnumel >= 131072)
+  for (int64_t r0 = 0; r0 < rows; r0 += 256) {
+    const int64_t r1 = rows - r0 < 256 ? rows : r0 + 256;
+    double acc13[256];
+    for (int64_t r = 0; r < r1 - r0; r++) acc13[r] = double(0);
+    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
+      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
+      float part13[256] = {};
+      for (int64_t j = j0; j < j1; j++) {
+        int64_t rest_j = j;
+        const int64_t x0 = rest_j;
+        #pragma omp simd
+        for (int64_t r = r0; r < r1; r++) {
+          int64_t rest_r = r;
+          const int64_t x1 = rest_r;
+          const float t10 = (float(in0[x0 * 10 + x1 * 1]) + float(in1[x1 * 1]));
+          const float t11 = (float(t10) - float(in2[x0 * 10 + x1 * 1]));
+          const float t12 = (float(in3[0]) * float(t11));
+          part13[r - r0] += t12;
+          out4[x0 * 10LL + x1] = t12;
+        }
+      }
+      for (int64_t r = 0; r < r1 - r0; r++) acc13[r] += part13[r];
+    }
+    for (int64_t r = r0; r < r1; r++) {
+      int64_t rest_r = r;
+      const int64_t x1 = rest_r;
+      const float r13 = float(acc13[r - r0]);
+      out5[x1] = r13;
+    }
+  }
 }
 
-// cpp_poi_fused_add_relu_1: graph nodes add_1 relu
+// cpp_poi_fused_add_relu_2: graph nodes add_1 relu
 //   over [128, 512]
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
-extern "C" void cpp_poi_fused_add_relu_1(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
+extern "C" void cpp_poi_fused_add_relu_2(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
   (void)strides; (void)symbols;
   const float* in0 = (const float*)buffers[0];
   const float* in1 = (const float*)buffers[1];
@@ -289,130 +384,16 @@ extern "C" void cpp_poi_fused_add_relu_1(char* const* buffers, const int64_t* co
     for (int64_t x0 = 0; x0 < 128LL; x0++) {
       #pragma omp simd
       for (int64_t x1 = 0; x1 < 512LL; x1++) {
-        const float t8 = (float(in0[x0 * 512 + x1 * 1]) + float(in1[x1 * 1]));
-        const float t9 = (float(t8) < 0 ? float(0) : float(t8));
-        out2[x0 * 512LL + x1] = t9;
+        const float t15 = (float(in0[x0 * 512 + x1 * 1]) + float(in1[x1 * 1]));
+        const float t16 = (float(t15) < 0 ? float(0) : float(t15));
+        out2[x0 * 512LL + x1] = t16;
       }
     }
 }
 
-// cpp_poi_fused_sub_2: graph nodes sub
-//   over [128, 10]
-extern "C" void cpp_poi_fused_sub_2(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
-  (void)strides; (void)symbols;
-  const float* in0 = (const float*)buffers[0];
-  const float* in1 = (const float*)buffers[1];
-  float* out2 = (float*)buffers[2];
-  const int64_t numel = 128LL * 10LL;
-  #pragma omp parallel for simd if (parallel: numel >= 131072)
-  for (int64_t i = 0; i < numel; i++) {
-    const float t12 = (float(in0[i]) - float(in1[i]));
-    out2[i] = t12;
-  }
-}
-
-// cpp_poi_fused_mul_3: graph nodes mul
-//   over []
-extern "C" void cpp_poi_fused_mul_3(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
-  (void)strides; (void)symbols;
-  const float* in0 = (const float*)buffers[0];
-  float* out1 = (float*)buffers[1];
-  const int64_t numel = 1LL;
-  #pragma omp parallel for simd if (parallel: numel >= 131072)
-  for (int64_t i = 0; i < numel; i++) {
-    const float t14 = (float(in0[i]) * float(double(0.0015625000000000001)));
-    out1[i] = t14;
-  }
-}
-
-// cpp_per_fused_mul_sum_4: graph nodes mul_1 sum
-//   over [128, 10], reducing dims [0]
-extern "C" void cpp_per_fused_mul_sum_4(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
-  (void)strides; (void)symbols;
-  const float* in0 = (const float*)buffers[0];
-  const float* in1 = (const float*)buffers[1];
-  float* out2 = (float*)buffers[2];
-  float* out3 = (float*)buffers[3];
-  const int64_t rows = 10LL, rnumel = 128LL;
-  // an outer reduction: blocks of 256 outputs, the reduced dims in the outer loop,
-  // the block's outputs in the inner (contiguous, vectorized) one
-  const int64_t blocks = (rows + 256 - 1) / 256, chunks = (rnumel + 128 - 1) / 128;
-  if (blocks <= 16 && chunks >= 2 && rows * rnumel >= 131072) {
-    // few blocks of outputs: (block, chunk of 128 reduced rows) pairs over the threads,
-    // each into its partial; then each block adds its partials in order
-    float* partial16 = static_cast<float*>(std::malloc(sizeof(float) * blocks * chunks * 256));
-    #pragma omp parallel for collapse(2)
-    for (int64_t b = 0; b < blocks; b++) {
-      for (int64_t c = 0; c < chunks; c++) {
-        const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
-        const int64_t j0 = c * 128, j1 = rnumel - j0 < 128 ? rnumel : j0 + 128;
-        float part16[256] = {};
-        for (int64_t j = j0; j < j1; j++) {
-          int64_t rest_j = j;
-          const int64_t x0 = rest_j;
-          #pragma omp simd
-          for (int64_t r = r0; r < r1; r++) {
-            int64_t rest_r = r;
-            const int64_t x1 = rest_r;
-            const float t15 = (float(in1[0]) * float(in0[x0 * 10 + x1 * 1]));
-            part16[r - r0] += t15;
-            out2[x0 * 10LL + x1] = t15;
-          }
-        }
-        for (int64_t r = 0; r < r1 - r0; r++) partial16[(b * chunks + c) * 256 + r] = part16[r];
-      }
-    }
-    #pragma omp parallel for
-    for (int64_t b = 0; b < blocks; b++) {
-      const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
-      double acc16[256];
-      for (int64_t r = 0; r < r1 - r0; r++) acc16[r] = double(0);
-      for (int64_t c = 0; c < chunks; c++)
-        for (int64_t r = 0; r < r1 - r0; r++) acc16[r] += partial16[(b * chunks + c) * 256 + r];
-      for (int64_t r = r0; r < r1; r++) {
-        int64_t rest_r = r;
-        const int64_t x1 = rest_r;
-        const float r16 = float(acc16[r - r0]);
-        out3[x1] = r16;
-      }
-    }
-    std::free(partial16);
-    return;
-  }
-  #pragma omp parallel for if (rows * rnumel >= 131072)
-  for (int64_t r0 = 0; r0 < rows; r0 += 256) {
-    const int64_t r1 = rows - r0 < 256 ? rows : r0 + 256;
-    double acc16[256];
-    for (int64_t r = 0; r < r1 - r0; r++) acc16[r] = double(0);
-    for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
-      const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-      float part16[256] = {};
-      for (int64_t j = j0; j < j1; j++) {
-        int64_t rest_j = j;
-        const int64_t x0 = rest_j;
-        #pragma omp simd
-        for (int64_t r = r0; r < r1; r++) {
-          int64_t rest_r = r;
-          const int64_t x1 = rest_r;
-          const float t15 = (float(in1[0]) * float(in0[x0 * 10 + x1 * 1]));
-          part16[r - r0] += t15;
-          out2[x0 * 10LL + x1] = t15;
-        }
-      }
-      for (int64_t r = 0; r < r1 - r0; r++) acc16[r] += part16[r];
-    }
-    for (int64_t r = r0; r < r1; r++) {
-      int64_t rest_r = r;
-      const int64_t x1 = rest_r;
-      const float r16 = float(acc16[r - r0]);
-      out3[x1] = r16;
-    }
-  }
-}
-
-// cpp_per_fused_gt_sum_where_5: graph nodes gt where sum_1
+// cpp_per_fused_gt_sum_where_3: graph nodes gt where sum_1
 //   over [128, 512], reducing dims [0]
-extern "C" void cpp_per_fused_gt_sum_where_5(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
+extern "C" void cpp_per_fused_gt_sum_where_3(char* const* buffers, const int64_t* const* strides, const int64_t* symbols) {
   (void)strides; (void)symbols;
   const float* in0 = (const float*)buffers[0];
   const float* in1 = (const float*)buffers[1];
@@ -425,13 +406,13 @@ extern "C" void cpp_per_fused_gt_sum_where_5(char* const* buffers, const int64_t
   if (blocks <= 16 && chunks >= 2 && rows * rnumel >= 131072) {
     // few blocks of outputs: (block, chunk of 128 reduced rows) pairs over the threads,
     // each into its partial; then each block adds its partials in order
-    float* partial27 = static_cast<float*>(std::malloc(sizeof(float) * blocks * chunks * 256));
+    float* partial23 = static_cast<float*>(std::malloc(sizeof(float) * blocks * chunks * 256));
     #pragma omp parallel for collapse(2)
     for (int64_t b = 0; b < blocks; b++) {
       for (int64_t c = 0; c < chunks; c++) {
         const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
         const int64_t j0 = c * 128, j1 = rnumel - j0 < 128 ? rnumel : j0 + 128;
-        float part27[256] = {};
+        float part23[256] = {};
         for (int64_t j = j0; j < j1; j++) {
           int64_t rest_j = j;
           const int64_t x0 = rest_j;
@@ -439,40 +420,40 @@ extern "C" void cpp_per_fused_gt_sum_where_5(char* const* buffers, const int64_t
           for (int64_t r = r0; r < r1; r++) {
             int64_t rest_r = r;
             const int64_t x1 = rest_r;
-            const bool t24 = (float(in0[x0 * 512 + x1 * 1]) > float(double(0)));
-            const float t26 = mini::select<float>(t24, float(in1[x0 * 512 + x1 * 1]), float(double(0)));
-            part27[r - r0] += t26;
-            out2[x0 * 512LL + x1] = t26;
+            const bool t20 = (float(in1[x0 * 512 + x1 * 1]) > float(double(0)));
+            const float t22 = mini::select<float>(t20, float(in0[x0 * 512 + x1 * 1]), float(double(0)));
+            part23[r - r0] += t22;
+            out2[x0 * 512LL + x1] = t22;
           }
         }
-        for (int64_t r = 0; r < r1 - r0; r++) partial27[(b * chunks + c) * 256 + r] = part27[r];
+        for (int64_t r = 0; r < r1 - r0; r++) partial23[(b * chunks + c) * 256 + r] = part23[r];
       }
     }
     #pragma omp parallel for
     for (int64_t b = 0; b < blocks; b++) {
       const int64_t r0 = b * 256, r1 = rows - r0 < 256 ? rows : r0 + 256;
-      double acc27[256];
-      for (int64_t r = 0; r < r1 - r0; r++) acc27[r] = double(0);
+      double acc23[256];
+      for (int64_t r = 0; r < r1 - r0; r++) acc23[r] = double(0);
       for (int64_t c = 0; c < chunks; c++)
-        for (int64_t r = 0; r < r1 - r0; r++) acc27[r] += partial27[(b * chunks + c) * 256 + r];
+        for (int64_t r = 0; r < r1 - r0; r++) acc23[r] += partial23[(b * chunks + c) * 256 + r];
       for (int64_t r = r0; r < r1; r++) {
         int64_t rest_r = r;
         const int64_t x1 = rest_r;
-        const float r27 = float(acc27[r - r0]);
-        out3[x1] = r27;
+        const float r23 = float(acc23[r - r0]);
+        out3[x1] = r23;
       }
     }
-    std::free(partial27);
+    std::free(partial23);
     return;
   }
   #pragma omp parallel for if (rows * rnumel >= 131072)
   for (int64_t r0 = 0; r0 < rows; r0 += 256) {
     const int64_t r1 = rows - r0 < 256 ? rows : r0 + 256;
-    double acc27[256];
-    for (int64_t r = 0; r < r1 - r0; r++) acc27[r] = double(0);
+    double acc23[256];
+    for (int64_t r = 0; r < r1 - r0; r++) acc23[r] = double(0);
     for (int64_t j0 = 0; j0 < rnumel; j0 += 1024) {
       const int64_t j1 = rnumel - j0 < 1024 ? rnumel : j0 + 1024;
-      float part27[256] = {};
+      float part23[256] = {};
       for (int64_t j = j0; j < j1; j++) {
         int64_t rest_j = j;
         const int64_t x0 = rest_j;
@@ -480,19 +461,19 @@ extern "C" void cpp_per_fused_gt_sum_where_5(char* const* buffers, const int64_t
         for (int64_t r = r0; r < r1; r++) {
           int64_t rest_r = r;
           const int64_t x1 = rest_r;
-          const bool t24 = (float(in0[x0 * 512 + x1 * 1]) > float(double(0)));
-          const float t26 = mini::select<float>(t24, float(in1[x0 * 512 + x1 * 1]), float(double(0)));
-          part27[r - r0] += t26;
-          out2[x0 * 512LL + x1] = t26;
+          const bool t20 = (float(in1[x0 * 512 + x1 * 1]) > float(double(0)));
+          const float t22 = mini::select<float>(t20, float(in0[x0 * 512 + x1 * 1]), float(double(0)));
+          part23[r - r0] += t22;
+          out2[x0 * 512LL + x1] = t22;
         }
       }
-      for (int64_t r = 0; r < r1 - r0; r++) acc27[r] += part27[r];
+      for (int64_t r = 0; r < r1 - r0; r++) acc23[r] += part23[r];
     }
     for (int64_t r = r0; r < r1; r++) {
       int64_t rest_r = r;
       const int64_t x1 = rest_r;
-      const float r27 = float(acc27[r - r0]);
-      out3[x1] = r27;
+      const float r23 = float(acc23[r - r0]);
+      out3[x1] = r23;
     }
   }
 }

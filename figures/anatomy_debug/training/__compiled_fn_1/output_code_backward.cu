@@ -210,7 +210,16 @@ template <class T> MINI_MATH_FN T exp_of(T x) { return MINI_LIBM(exp)(x); }
 template <> MINI_MATH_FN float exp_of<float>(float x) { return exp_f32(x); }
 
 template <class T> MINI_MATH_FN T erf_of(T x) { return MINI_LIBM(erf)(x); }
-template <> MINI_MATH_FN float erf_of<float>(float x) { return erf_f32(x); }
+// On the GPU the device library's erff (2 ulp, one branch a warp mostly agrees on) is about
+// half the instructions of erf_f32's both-branches form, which is written for CPU vector
+// loops: gelu and its backward over GPT-2's [8192, 3072] activations are instruction-bound.
+template <> MINI_MATH_FN float erf_of<float>(float x) {
+#if defined(__CUDA_ARCH__)
+  return erff(x);
+#else
+  return erf_f32(x);
+#endif
+}
 
 template <class T> MINI_MATH_FN T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
 template <> MINI_MATH_FN float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
@@ -268,7 +277,7 @@ template <class T, int N> __device__ __forceinline__ bool aligned(const T* p) {
   return (reinterpret_cast<unsigned long long>(p) % sizeof(Vec<T, N>)) == 0;
 }
 
-struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
+struct Sizes {  // passed by value to every kernel (cuda_launch.h: kCudaMax*)
   int64_t symbols[64];
   int64_t strides[16][8];
 };
@@ -315,88 +324,19 @@ template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v,
   return r;
 }
 
+// v combined over each aligned group of Lanes lanes of this warp (every lane gets its group's
+// result): a row a warp, or Lanes lanes a row (codegen::cuda_rows_per_block > 1), each group
+// reducing its own row, never waiting for the others. Every lane of the warp must call it.
+template <class T, T (*Op)(T, T), int Lanes = 32> __device__ __forceinline__ T warp_reduce(T v) {
+  for (int offset = Lanes / 2; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 }  // namespace mini
 // ---- end of prelude ----
 
-// cuda_poi_fused_add_0: graph nodes add
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
-extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_0(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, mini::Sizes sizes) {
-  const int64_t* symbols = sizes.symbols;
-  const int64_t (*strides)[8] = sizes.strides;
-  (void)symbols; (void)strides;
-  const int64_t numel = 128LL * 10LL;
-  constexpr int V = 4;
-  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)
-  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = v * V;
-    const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
-    mini::Vec<float, V> s2;
-    #pragma unroll
-    for (int lane = 0; lane < V; lane++) {
-      const int il = int(i + lane);
-      int rest_il = il;
-      const int x1 = rest_il % 10;
-      rest_il /= 10;
-      const int x0 = rest_il;
-      const float t2 = (float(l0.v[lane]) + float(in1[x1 * 1]));
-      s2.v[lane] = t2;
-    }
-    *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s2;
-  }
-}
-
-// cuda_poi_fused_add_relu_1: graph nodes add_1 relu
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
-extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_relu_1(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, mini::Sizes sizes) {
-  const int64_t* symbols = sizes.symbols;
-  const int64_t (*strides)[8] = sizes.strides;
-  (void)symbols; (void)strides;
-  const int64_t numel = 128LL * 512LL;
-  constexpr int V = 4;
-  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)
-  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = v * V;
-    const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
-    mini::Vec<float, V> s9;
-    #pragma unroll
-    for (int lane = 0; lane < V; lane++) {
-      const int il = int(i + lane);
-      int rest_il = il;
-      const int x1 = rest_il % 512;
-      rest_il /= 512;
-      const int x0 = rest_il;
-      const float t8 = (float(l0.v[lane]) + float(in1[x1 * 1]));
-      const float t9 = (float(t8) < 0 ? float(0) : float(t8));
-      s9.v[lane] = t9;
-    }
-    *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s9;
-  }
-}
-
-// cuda_poi_fused_sub_2: graph nodes sub
-extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_sub_2(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, mini::Sizes sizes) {
-  const int64_t* symbols = sizes.symbols;
-  const int64_t (*strides)[8] = sizes.strides;
-  (void)symbols; (void)strides;
-  const int64_t numel = 128LL * 10LL;
-  constexpr int V = 4;
-  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)
-  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = v * V;
-    const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
-    const mini::Vec<float, V> l1 = *reinterpret_cast<const mini::Vec<float, V>*>(in1 + i);
-    mini::Vec<float, V> s12;
-    #pragma unroll
-    for (int lane = 0; lane < V; lane++) {
-      const float t12 = (float(l0.v[lane]) - float(l1.v[lane]));
-      s12.v[lane] = t12;
-    }
-    *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s12;
-  }
-}
-
-// cuda_poi_fused_mul_3: graph nodes mul
-extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_mul_3(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
+// cuda_poi_fused_mul_0: graph nodes mul
+extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_mul_0(const float* __restrict__ in0, float* __restrict__ out1, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
@@ -406,70 +346,199 @@ extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_mul_3(const flo
   for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = v * V;
     const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
-    mini::Vec<float, V> s14;
+    mini::Vec<float, V> s9;
     #pragma unroll
     for (int lane = 0; lane < V; lane++) {
-      const float t14 = (float(l0.v[lane]) * float(double(0.0015625000000000001)));
-      s14.v[lane] = t14;
+      const float t9 = (float(l0.v[lane]) * float(double(0.0015625000000000001)));
+      s9.v[lane] = t9;
     }
-    *reinterpret_cast<mini::Vec<float, V>*>(out1 + i) = s14;
+    *reinterpret_cast<mini::Vec<float, V>*>(out1 + i) = s9;
   }
   for (int64_t i = nvec * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < numel;
        i += (int64_t)gridDim.x * blockDim.x) {
-    const float t14 = (float(in0[i]) * float(double(0.0015625000000000001)));
-    out1[i] = t14;
+    const float t9 = (float(in0[i]) * float(double(0.0015625000000000001)));
+    out1[i] = t9;
   }
 }
 
-// cuda_red_fused_mul_sum_4: graph nodes mul_1 sum
-extern "C" __global__ void __launch_bounds__(32, 32) cuda_red_fused_mul_sum_4(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, float* __restrict__ out3, mini::Sizes sizes) {
+// cuda_red_fused_add_mul_sub_sum_1: graph nodes add sub mul_1 sum
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
+extern "C" __global__ void __launch_bounds__(256, 8) cuda_red_fused_add_mul_sub_sum_1(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, float* __restrict__ out4, float* __restrict__ out5, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
   const int64_t rows = 10LL, rnumel = 128LL;
-  __shared__ double smem[32];  // block reductions: one value per warp
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  // a warp per row: 8 rows a block, each warp its own (lane: the thread's place in it)
+  const int lane = threadIdx.x & 31;
+  const int64_t first_row = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5) * 1, row_step = int64_t(gridDim.x) * 8;
+  for (int64_t r = first_row; r < rows; r += row_step) {
     int64_t rest_r = r;
     const int64_t x1 = rest_r;
-    float acc16 = float(0);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
+    float acc13 = float(0);
+    for (int64_t j = lane; j < rnumel; j += 32) {
       int64_t rest_j = j;
       const int64_t x0 = rest_j;
-      const float t15 = (float(in1[0]) * float(in0[x0 * 10 + x1 * 1]));
-      acc16 = mini::sum_of<float>(acc16, float(t15));
-      out2[x0 * 10LL + x1] = t15;
+      const float t10 = (float(in0[x0 * 10 + x1 * 1]) + float(in1[x1 * 1]));
+      const float t11 = (float(t10) - float(in2[x0 * 10 + x1 * 1]));
+      const float t12 = (float(in3[0]) * float(t11));
+      acc13 = mini::sum_of<float>(acc13, float(t12));
+      out4[x0 * 10LL + x1] = t12;
     }
-    acc16 = mini::block_reduce<float, mini::sum_of<float>>(acc16, reinterpret_cast<float*>(smem));
-    const float r16 = float(acc16);
-    if (threadIdx.x == 0) {
-      out3[x1] = r16;
+    acc13 = mini::warp_reduce<float, mini::sum_of<float>>(acc13);
+    const float r13 = float(acc13);
+    if (lane == 0) {
+      out5[x1] = r13;
     }
   }
 }
 
-// cuda_red_fused_gt_sum_where_5: graph nodes gt where sum_1
-extern "C" __global__ void __launch_bounds__(32, 32) cuda_red_fused_gt_sum_where_5(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, float* __restrict__ out3, mini::Sizes sizes) {
+// cuda_poi_fused_add_relu_2: graph nodes add_1 relu
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
+extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_relu_2(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
   (void)symbols; (void)strides;
-  const int64_t rows = 512LL, rnumel = 128LL;
-  __shared__ double smem[32];  // block reductions: one value per warp
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t rest_r = r;
-    const int64_t x1 = rest_r;
-    float acc27 = float(0);
-    for (int64_t j = threadIdx.x; j < rnumel; j += blockDim.x) {
-      int64_t rest_j = j;
-      const int64_t x0 = rest_j;
-      const bool t24 = (float(in0[x0 * 512 + x1 * 1]) > float(double(0)));
-      const float t26 = mini::select<float>(t24, float(in1[x0 * 512 + x1 * 1]), float(double(0)));
-      acc27 = mini::sum_of<float>(acc27, float(t26));
-      out2[x0 * 512LL + x1] = t26;
+  const int64_t numel = 128LL * 512LL;
+  constexpr int V = 4;
+  const int64_t nvec = numel / V;  // every pointer aligned to its Vec (cuda_assumes_aligned)
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = v * V;
+    const mini::Vec<float, V> l0 = *reinterpret_cast<const mini::Vec<float, V>*>(in0 + i);
+    mini::Vec<float, V> s16;
+    #pragma unroll
+    for (int lane = 0; lane < V; lane++) {
+      const int il = int(i + lane);
+      int rest_il = il;
+      const int x1 = rest_il % 512;
+      rest_il /= 512;
+      const int x0 = rest_il;
+      const float t15 = (float(l0.v[lane]) + float(in1[x1 * 1]));
+      const float t16 = (float(t15) < 0 ? float(0) : float(t15));
+      s16.v[lane] = t16;
     }
-    acc27 = mini::block_reduce<float, mini::sum_of<float>>(acc27, reinterpret_cast<float*>(smem));
-    const float r27 = float(acc27);
-    if (threadIdx.x == 0) {
-      out3[x1] = r27;
+    *reinterpret_cast<mini::Vec<float, V>*>(out2 + i) = s16;
+  }
+}
+
+// cuda_col_fused_gt_sum_where_3: graph nodes gt where sum_1
+extern "C" __global__ void __launch_bounds__(1024) cuda_col_fused_gt_sum_where_3(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, float* __restrict__ out3, mini::Sizes sizes, unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived) {
+  const int64_t* symbols = sizes.symbols;
+  const int64_t (*strides)[8] = sizes.strides;
+  (void)symbols; (void)strides;
+  // columns in vectors: 4 consecutive kept elements a thread, 32 threads a strip (threadIdx.x & 31),
+  // 32 lanes over the reduced ones (threadIdx.x >> 5), shared in chunks among gridDim.y blocks
+  constexpr int CV = 4;
+  const int64_t cols = 512LL, rnumel = 128LL;
+  const int64_t chunk = (rnumel + gridDim.y - 1) / gridDim.y;
+  const int64_t j_begin = blockIdx.y * chunk, j_end = min(rnumel, j_begin + chunk);
+  __shared__ bool last;
+  const int64_t col0 = (int64_t(blockIdx.x) * 32 + (threadIdx.x & 31)) * CV;
+  const bool live = col0 < cols;
+  const int64_t r = live ? col0 : cols - CV;  // a thread past the end computes the last columns, stores nothing
+  const int lane = threadIdx.x >> 5, c = threadIdx.x & 31;
+  __shared__ double fold[4][32][33];  // a lane's partial per column, and each column's sum (padded)
+  int64_t rest_r = r;
+  const int64_t x1 = rest_r;
+  const int64_t x1_0 = x1;  // the thread's first column; column u is x1_0 + u
+  float acc23[CV];
+  #pragma unroll
+  for (int u = 0; u < CV; u++) {
+    acc23[u] = float(0);
+  }
+  #pragma unroll 2
+  for (int64_t j = j_begin + lane; j < j_end; j += 32) {
+    int64_t rest_j = j;
+    const int64_t x0 = rest_j;
+    const mini::Vec<float, CV> v1 = *reinterpret_cast<const mini::Vec<float, CV>*>(&in0[x0 * 512 + x1 * 1]);
+    const mini::Vec<float, CV> v0 = *reinterpret_cast<const mini::Vec<float, CV>*>(&in1[x0 * 512 + x1 * 1]);
+    mini::Vec<float, CV> s22;
+    #pragma unroll
+    for (int u = 0; u < CV; u++) {
+      const int64_t x1 = x1_0 + u;
+      const bool t20 = (float(v0.v[u]) > float(double(0)));
+      const float t22 = mini::select<float>(t20, float(v1.v[u]), float(double(0)));
+      acc23[u] = mini::sum_of<float>(acc23[u], float(t22));
+      s22.v[u] = t22;
     }
+    if (live) *reinterpret_cast<mini::Vec<float, CV>*>(&out2[x0 * 512LL + x1]) = s22;
+  }
+  reinterpret_cast<float*>(&fold[0][lane][c])[0] = acc23[0];
+  reinterpret_cast<float*>(&fold[1][lane][c])[0] = acc23[1];
+  reinterpret_cast<float*>(&fold[2][lane][c])[0] = acc23[2];
+  reinterpret_cast<float*>(&fold[3][lane][c])[0] = acc23[3];
+  __syncthreads();
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[0][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[0][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[1][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[1][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[2][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[2][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[3][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[3][lane][32])[0] = v;
+  }
+  __syncthreads();
+  acc23[0] = reinterpret_cast<float*>(&fold[0][c][32])[0];
+  acc23[1] = reinterpret_cast<float*>(&fold[1][c][32])[0];
+  acc23[2] = reinterpret_cast<float*>(&fold[2][c][32])[0];
+  acc23[3] = reinterpret_cast<float*>(&fold[3][c][32])[0];
+  __syncthreads();
+  if (live && lane == 0)
+    for (int u = 0; u < CV; u++)
+      reinterpret_cast<float*>(&partials[(0 * gridDim.y + blockIdx.y) * cols + col0 + u])[0] = acc23[u];
+  __threadfence();  // the partials are visible before the block counts itself
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;  // the strip's last block folds every block's partials
+  __threadfence();
+  if (threadIdx.x == 0) arrived[blockIdx.x] = 0;  // for the next launch
+  #pragma unroll
+  for (int u = 0; u < CV; u++) {
+    acc23[u] = float(0);
+    for (unsigned y = lane; y < gridDim.y; y += 32) {
+      const unsigned long long bits = __ldcg(&partials[(0 * gridDim.y + y) * cols + r + u]);
+      acc23[u] = mini::sum_of<float>(acc23[u], reinterpret_cast<const float*>(&bits)[0]);
+    }
+  }
+  reinterpret_cast<float*>(&fold[0][lane][c])[0] = acc23[0];
+  reinterpret_cast<float*>(&fold[1][lane][c])[0] = acc23[1];
+  reinterpret_cast<float*>(&fold[2][lane][c])[0] = acc23[2];
+  reinterpret_cast<float*>(&fold[3][lane][c])[0] = acc23[3];
+  __syncthreads();
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[0][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[0][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[1][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[1][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[2][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[2][lane][32])[0] = v;
+  }
+  {
+    const float v = mini::warp_reduce<float, mini::sum_of<float>>(reinterpret_cast<float*>(&fold[3][c][lane])[0]);
+    if (c == 0) reinterpret_cast<float*>(&fold[3][lane][32])[0] = v;
+  }
+  __syncthreads();
+  acc23[0] = reinterpret_cast<float*>(&fold[0][c][32])[0];
+  acc23[1] = reinterpret_cast<float*>(&fold[1][c][32])[0];
+  acc23[2] = reinterpret_cast<float*>(&fold[2][c][32])[0];
+  acc23[3] = reinterpret_cast<float*>(&fold[3][c][32])[0];
+  __syncthreads();
+  if (!live || lane != 0) return;
+  #pragma unroll
+  for (int u = 0; u < CV; u++) {
+    const int64_t x1 = x1_0 + u;
+    const float r23 = float(acc23[u]);
+    out3[x1] = r23;
   }
 }

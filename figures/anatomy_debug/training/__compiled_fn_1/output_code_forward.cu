@@ -210,7 +210,16 @@ template <class T> MINI_MATH_FN T exp_of(T x) { return MINI_LIBM(exp)(x); }
 template <> MINI_MATH_FN float exp_of<float>(float x) { return exp_f32(x); }
 
 template <class T> MINI_MATH_FN T erf_of(T x) { return MINI_LIBM(erf)(x); }
-template <> MINI_MATH_FN float erf_of<float>(float x) { return erf_f32(x); }
+// On the GPU the device library's erff (2 ulp, one branch a warp mostly agrees on) is about
+// half the instructions of erf_f32's both-branches form, which is written for CPU vector
+// loops: gelu and its backward over GPT-2's [8192, 3072] activations are instruction-bound.
+template <> MINI_MATH_FN float erf_of<float>(float x) {
+#if defined(__CUDA_ARCH__)
+  return erff(x);
+#else
+  return erf_f32(x);
+#endif
+}
 
 template <class T> MINI_MATH_FN T sigmoid_of(T x) { return T(1) / (T(1) + exp_of<T>(-x)); }
 template <> MINI_MATH_FN float sigmoid_of<float>(float x) { return sigmoid_f32(x); }
@@ -268,7 +277,7 @@ template <class T, int N> __device__ __forceinline__ bool aligned(const T* p) {
   return (reinterpret_cast<unsigned long long>(p) % sizeof(Vec<T, N>)) == 0;
 }
 
-struct Sizes {  // passed by value to every kernel (cuda_kernel.h: kCudaMax*)
+struct Sizes {  // passed by value to every kernel (cuda_launch.h: kCudaMax*)
   int64_t symbols[64];
   int64_t strides[16][8];
 };
@@ -315,11 +324,19 @@ template <class T, T (*Op)(T, T)> __device__ __forceinline__ T block_reduce(T v,
   return r;
 }
 
+// v combined over each aligned group of Lanes lanes of this warp (every lane gets its group's
+// result): a row a warp, or Lanes lanes a row (codegen::cuda_rows_per_block > 1), each group
+// reducing its own row, never waiting for the others. Every lane of the warp must call it.
+template <class T, T (*Op)(T, T), int Lanes = 32> __device__ __forceinline__ T warp_reduce(T v) {
+  for (int offset = Lanes / 2; offset > 0; offset >>= 1) v = Op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 }  // namespace mini
 // ---- end of prelude ----
 
 // cuda_poi_fused_add_relu_0: graph nodes add relu
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
 extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_relu_0(const float* __restrict__ in0, const float* __restrict__ in1, float* __restrict__ out2, mini::Sizes sizes) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
@@ -347,7 +364,7 @@ extern "C" __global__ void __launch_bounds__(256) cuda_poi_fused_add_relu_0(cons
 }
 
 // cuda_red_fused_add_mean_mul_sub_1: graph nodes add_1 sub mul mean
-//   File: /work/main/build/python/mini/nn/functional.py:18 in linear, code: output = output + bias
+//   File: /work/main/build/python/mini/nn/functional.py:22 in linear, code: output = output + bias
 extern "C" __global__ void __launch_bounds__(512, 4) cuda_red_fused_add_mean_mul_sub_1(const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out3, mini::Sizes sizes, unsigned long long* __restrict__ partials, unsigned* __restrict__ arrived) {
   const int64_t* symbols = sizes.symbols;
   const int64_t (*strides)[8] = sizes.strides;
