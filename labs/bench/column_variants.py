@@ -154,7 +154,7 @@ def main(argv=None):
             for split in [int(s) for s in args.splits.split(",")]:
                 ys = split
                 partials = mini.zeros(max(1, reductions) * ys * cols, dtype=mini.int64).cuda()
-                arrived = mini.zeros(strips, dtype=mini.int32).cuda()
+                arrived = mini.zeros(strips, dtype=mini.int64).cuda()  # 32-bit zeros, twice over
                 run = lambda: program.launch(name, (strips, ys, 1), (1024, 1, 1), [*tensors, partials, arrived])  # noqa: E731
                 run()
                 outs = [tensors[i].float().cpu().numpy() for i, (_, n) in enumerate(buffers) if n.startswith("out")]
