@@ -22,6 +22,8 @@
 #                            only where MINI_GPU_STAGES names it
 #   nvrtc probe              scripts/nvrtc_probe.py: first and repeated NVRTC compiles against the
 #                            page cache, only where MINI_GPU_STAGES names it
+#   column variants          labs/bench/column_variants.py: GPT-2's column kernels (layer norm's and the
+#                            MLP's bias gradients) by blocks in y and launch bounds, only where named
 #   kernel variants          labs/bench/cuda_kernel_variants.py: hand edits of the fused layer norm and
 #                            softmax kernels timed side by side, only where MINI_GPU_STAGES names it
 #   mini_cuda_tests          the C++ CUDA tests (build-gpu/mini_cuda_tests), where they build
@@ -305,6 +307,7 @@ stage "nvrtc probe" 120 "$out/bench_labs.txt" only_when_named "$python" scripts/
 stage "kernel variants" 120 "$out/bench_labs.txt" only_when_named bash -c \
   "'$python' labs/bench/cuda_kernel_variants.py --program layernorm_decomp &&
    '$python' labs/bench/cuda_kernel_variants.py --program softmax_decomp"
+stage "column variants" 120 "$out/bench_labs.txt" only_when_named "$python" labs/bench/column_variants.py
 
 # ---- compute-sanitizer ------------------------------------------------------------------------
 sanitize() {   # sanitize TOOL COMMAND...
