@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,9 @@ REPO = Path(__file__).resolve().parents[1]
 STUB = re.compile(r"not implemented: (A\d+) ([^(\n]+?) \(([^;)]+)")
 HIDDEN = Path("tests/python/hidden")
 MAX_DETAIL = 40  # lines of one failure's explanation; the rerun command shows the rest
+# Tests this machine cannot run (no GPU, no NVRTC), by the reason pytest gave: the report says
+# how many, since they count neither way (run_pytest fills it)
+SKIPPED = Counter()
 
 
 @dataclass
@@ -121,19 +124,36 @@ def stubs_in(tree):
 def advice(message, text=""):
     """What went wrong: "still the stub: ..." where the failure's message (the exception, one
     line) is a stub's, else every line of the assertion's explanation in `text` (pytest's "E"
-    lines, untruncated), else the message's first line."""
+    lines, untruncated), else a message of several lines whole (pytest.fail's), else the
+    message's first line."""
     stub = STUB.search(message.split("\n", 1)[0] if text else message)
+    said = [line.rstrip() for line in message.strip().splitlines() if line.strip()]  # the message alone
     message = message + "\n" + text
     if stub:
         return f"still the stub: write {stub.group(1)} {stub.group(2).strip()} in {stub.group(3)}"
     lines = [line.rstrip() for line in message.strip().splitlines() if line.strip()]
     explained = [line[1:].strip() if line.startswith("E ") else None for line in lines]
     explained = [line for line in explained if line is not None]
+    if not explained and len(said) > 1:  # a message of several lines (pytest.fail's): all of it
+        explained = [line.strip() for line in said]
     if explained:
         if len(explained) > MAX_DETAIL:
             explained = explained[:MAX_DETAIL] + [f"... {len(explained) - MAX_DETAIL} more lines: rerun the test"]
         return "\n".join(explained)
     return lines[0].strip() if lines else "failed without a message"
+
+
+def catch2_advice(message, text):
+    """What went wrong in a Catch2 failure (its junit report): "still the stub: ..." where the
+    stub's error is anywhere in it, else the check with its expansion and where it is, without
+    Catch2's "FAILED:" header."""
+    stub = STUB.search(message + "\n" + text)
+    if stub:
+        return f"still the stub: write {stub.group(1)} {stub.group(2).strip()} in {stub.group(3)}"
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip() and line.strip() != "FAILED:"]
+    if len(lines) > MAX_DETAIL:
+        lines = lines[:MAX_DETAIL] + [f"... {len(lines) - MAX_DETAIL} more lines: rerun the test"]
+    return "\n".join(lines) or message or "failed without a message"
 
 
 def what_it_checks(tree, file, function):
@@ -203,8 +223,10 @@ def run_pytest(tree, assignment, build, paths):
         root = ET.parse(xml_path).getroot()
     found = []
     for case in root.iter("testcase"):
-        if case.find("skipped") is not None:
-            continue  # a test this machine cannot run (no GPU): neither a point won nor lost
+        skipped = case.find("skipped")
+        if skipped is not None:  # a test this machine cannot run (no GPU): neither a point won nor lost
+            SKIPPED[(skipped.get("message") or "skipped").removeprefix("Skipped: ").strip()] += 1
+            continue
         module = case.get("classname", "")
         file = module.replace(".", "/") + ".py"
         name = case.get("name")
@@ -249,7 +271,7 @@ def run_catch2(tree, tag):
             name = case.get("name")
             result = Result(name, failure is None)
             if failure is not None:
-                result.why = advice(failure.get("message") or "", failure.text or "")
+                result.why = catch2_advice(failure.get("message") or "", failure.text or "")
                 result.rerun = f"build/mini_tests {shlex.quote(name)}"
             results.append(result)
         # a case with sections is reported once whole and once per section ("case/section"):
@@ -330,6 +352,10 @@ def report(assignment, tree, groups, lab_ok, lab_output):
                 print(f"           rerun it: {t.rerun}")
     if total == 0:
         print(f"  no tests carry the marker {assignment.marker} in this tree")
+    if SKIPPED:
+        print(f"\n  skipped here, counted neither way: {sum(SKIPPED.values())} tests")
+        for why, n in SKIPPED.most_common():
+            print(f"      {n:3d}  {why}")
     if lab_ok is not None:
         print(f"\n  lab: {' '.join(assignment.lab)}: {'runs' if lab_ok else 'FAILS'}")
         for line in lab_output:

@@ -210,9 +210,10 @@ int64_t cuda_grid(const Schedule& s, const FusionGroup& k, const CudaLayout& lay
 
 int64_t cuda_split_grid(int64_t rnumel, int threads, int sms) {
   // Contract: the blocks a split row of `rnumel` elements is shared among, in blocks of
-  // `threads`: enough that each thread folds at least 16 elements (fewer blocks for a short
-  // row: each block's partial and the last block's fold cost more than they save), at least 1
-  // and at most cuda_split_max_grid(sms) (the partials hold that many a reduction).
+  // `threads`: the fewest blocks in which no thread folds more than 16 elements,
+  // ceil(rnumel / (threads * 16)) (no more blocks than that for a short row: each block's
+  // partial and the last block's fold cost more than they save), at least 1 and at most
+  // cuda_split_max_grid(sms) (the partials hold that many a reduction).
   // A10 BEGIN: a CUDA reduction's layout
   MINI_KIT_STUB(A10);
   int64_t want = (rnumel + int64_t(threads) * 16 - 1) / (int64_t(threads) * 16);  // 16 elements a thread at least

@@ -176,10 +176,11 @@ bool holds(const DuplicateInput& g, const Checked& c) {
 }
 
 // The tensor guard (torch's TENSOR_MATCH): is c.value (Borrowed, may be NULL) still a tensor
-// like the one the graph was compiled for? In order: its Python type, dtype, requires_grad,
-// rank, each dynamic size (>= 2), each static size, each checked stride. The first mismatch
-// returns c.fail(torch's sentence: "tensor 'x' size mismatch at index 0. expected 8, actual
-// 16"), naming the tensor by its source; nothing is allocated while every check passes.
+// like the one the graph was compiled for? In order: its Python type, dtype, device,
+// requires_grad, rank, each dynamic size (>= 2), each static size, each checked stride. The
+// first mismatch returns c.fail(torch's sentence, notes/assignments/A5.md lists each one:
+// "tensor 'x' size mismatch at index 0. expected 8, actual 16"), naming the tensor by its
+// source; nothing is allocated while every check passes.
 bool holds(const TensorMatch& spec, const Checked& c) {
   // A5 BEGIN: the tensor guard (TENSOR_MATCH)
   MINI_KIT_STUB(A5);
@@ -280,10 +281,10 @@ bool GuardSet::has(int source) const {
 // In:  the tensor the trace saw (`value`, its TensorImpl `t`), the dims the compile made
 //      dynamic (dynamic[i]: dim i symbolic; may be shorter than the rank), and its source.
 // Out: the spec holds() checks later: value's Python type (not held: the type lives as long as
-//      the class), dtype, device, requires_grad (t->needs_grad()), the sizes with each dynamic
+//      the class), dtype, device, requires_grad (t.needs_grad()), the sizes with each dynamic
 //      dim -1, and the strides, with -1 for every dim before a dynamic one (its stride grows
 //      with that size, so it is not checked); *code, the guard as MINI_LOGS=guards prints it:
-//        check_tensor(L['x'], Tensor, mini.float32, device=cpu, requires_grad=False,
+//        check_tensor(L['x'], mini._C.Tensor, mini.float32, device=cpu, requires_grad=False,
 //                     size=[8, None], stride=[None, 1])
 //      (one line; sizes and strides as ints() prints them, -1 as None, as torch prints an
 //      unchecked one; the type's tp_name).

@@ -75,6 +75,17 @@ TEST_CASE("short rows share a block: 8 warps' worth of rows, several rows a warp
   CHECK(cuda_reduction_threads(64, cuda_layout(1)) == 256);
 }
 
+TEST_CASE("a layout of a block per row gives a short held row a whole warp", "[A10]") {
+  // block_reduce combines whole warps: where rows never share a block (warp_rows == 1) a row
+  // takes 32 threads at least, even one whose elements fit in fewer at row_registers a thread
+  CudaLayout held = cuda_layout(3);  // rows held in registers, 16 elements a thread
+  held.warp_rows = 1;
+  CHECK(cuda_reduction_threads(100, held) == 32);   // 7 threads would hold it; a warp it is
+  CHECK(cuda_reduction_threads(1024, held) == 64);  // past a warp, as before
+  CHECK(cuda_rows_per_block(100, held) == 1);
+  CHECK(cuda_reduction_threads(100, cuda_layout(3)) == 8);  // rows that share a block: 8 threads
+}
+
 TEST_CASE("lean rows ask for as many blocks an SM as the registers allow", "[A10]") {
   CHECK(cuda_min_blocks_per_sm(512, cuda_layout(9)) == 4);   // 65536 / 32 registers / 512 threads
   CHECK(cuda_min_blocks_per_sm(128, cuda_layout(5)) == 8);   // 65536 / 64 / 128 = 8, under 2048 / 128

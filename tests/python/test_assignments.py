@@ -254,6 +254,17 @@ def test_the_grader_turns_a_stub_or_an_assertion_into_a_sentence():
     assert not grade.advice("AssertionError: assert 'mismatch' in ...", said).startswith("still the stub")
 
 
+def test_a_catch2_failure_says_its_check_and_its_expansion_or_the_stub():
+    # Catch2's junit report: a failed CHECK has the expression as its message and "FAILED:", the
+    # check, its expansion and its place as text; an exception has no message
+    failed = "\nFAILED:\n  CHECK( cuda_reduction_threads(100, l) == 32 )\nwith expansion:\n  64 == 32\nat t.cpp:66\n"
+    assert grade.catch2_advice("cuda_reduction_threads(100, l) == 32", failed) == (
+        "CHECK( cuda_reduction_threads(100, l) == 32 )\nwith expansion:\n64 == 32\nat t.cpp:66")
+    stub = "\nFAILED:\nnot implemented: A10 a CUDA reduction's layout (mini/codegen/cuda_launch.cpp; see A10.md)\nat t.cpp:5\n"
+    assert grade.catch2_advice("", stub) == ("still the stub: write A10 a CUDA reduction's layout in "
+                                             "mini/codegen/cuda_launch.cpp")
+
+
 def test_the_grader_says_what_a_test_checks_and_warns_of_a_stale_build(tmp_path):
     test = tmp_path / "tests" / "test_x.py"
     test.parent.mkdir()

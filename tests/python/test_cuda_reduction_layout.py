@@ -149,6 +149,17 @@ def sum_and_max(x):
     return x.sum(), x.amax()
 
 
+def minus_sum(x):
+    """A full-size value that needs the whole row's sum: never split (a block cannot store its
+    share before every block's partial is in)."""
+    return x - x.sum()
+
+
+def doubled_and_sum(x):
+    """A full-size value beside the sum, in the same pass: stored by the kernel, so not split."""
+    return x * 2, x.sum()
+
+
 def rendered(fn, shape, number, dynamic=None):
     return inductor.render_graph_cuda(graph_of(fn, mini.randn(*shape), dynamic=dynamic), layouts=number)
 
@@ -234,6 +245,10 @@ def test_one_long_row_is_split_over_blocks_and_many_rows_are_not(number):
     assert k["split"] == 0, f"64 rows: a block per row, {k}"
     # a row whose pass needs a reduction's result (a softmax): two passes, not split
     assert all(k["split"] == 0 for k in reductions(rendered(softmax, (1, 1 << 14), number)))
+    # a kernel that stores a full-size value (is_full) is never split, one pass or two
+    for fn in (minus_sum, doubled_and_sum):
+        ks = reductions(rendered(fn, (1 << 16,), number))
+        assert ks and all(k["split"] == 0 for k in ks), f"{fn.__name__} over 65536 elements: {ks}"
 
 
 def test_the_naive_layout_never_splits():
@@ -247,7 +262,8 @@ SWEEP = [(row_sum, (64, r)) for r in (1, 31, 32, 33, 129, 1000, 4097, 40000)] + 
         [(row_sum, (61, 7)), (softmax, (100_003, 3)), (row_sum, (3, 64)), (softmax, (1001, 8)), (softmax, (77, 1)),
          (softmax, (300, 16)), (row_sum, (1000, 2))] + \
         [(softmax, (16, r)) for r in (1, 100, 513, 5000)] + \
-        [(full_sum, (n,)) for n in (1, 4097, 1 << 20)] + [(sum_and_max, (100_003,))]
+        [(full_sum, (n,)) for n in (1, 4097, 1 << 20)] + [(sum_and_max, (100_003,))] + \
+        [(minus_sum, (1 << 16,)), (doubled_and_sum, (1 << 16,))]
 
 
 @pytest.mark.skipif(inductor.nvrtc_version() is None, reason="this build has no CUDA toolkit (NVRTC)")

@@ -142,6 +142,9 @@ def family_cases():
 
 @pytest.mark.parametrize("family,backend", family_cases())
 def test_guard_fuzz(family, backend):
+    """Seeded random programs of one family, each called many times under this backend with
+    what it depends on changed between calls: every call's result (and gradients) equals eager's.
+    A failure names the call that differs, the program shrunk to a short script, and a replay."""
     problem = run_isolated(family, backend)
     if problem:
         pytest.fail(problem, pytrace=False)

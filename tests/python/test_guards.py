@@ -85,6 +85,65 @@ def test_a_dynamic_dim_unchecks_its_size_and_the_strides_before_it(capsys):
     assert frames_over(fn, [(T(4, 3, 5),), (T(6, 2, 7),), (T(7, 6, 2).transpose(0, 2),)], dynamic=True) == [1, 1, 2]
 
 
+def _reasons(capsys, fn, first, second, **compile_kwargs):
+    """The guard failures the recompile log gives when `second` misses the entry `first` compiled
+    (each without its "0/0: " entry number)."""
+    mini.set_logs("recompiles")
+    try:
+        cf = mini.compile(fn, backend="eager", **compile_kwargs)
+        cf(*first)
+        capsys.readouterr()
+        cf(*second)
+    finally:
+        mini.set_logs()
+    lines = [line.strip()[2:] for line in capsys.readouterr().err.splitlines() if line.strip().startswith("- ")]
+    return [line.split(": ", 1)[1] for line in lines]
+
+
+# Each field's miss, named as torch names it (the handout's sentences): the tensor by its source,
+# the field, what the entry expected and what the call passed.
+MISSES = {
+    "type": ((T(4),), (mini.nn.Parameter(T(4), requires_grad=False),),
+             "expected type of 'x' to be mini._C.Tensor, but found Parameter"),
+    "dtype": ((T(4),), (T(4, dtype=mini.float64),), "tensor 'x' dtype mismatch. expected float32, actual float64"),
+    "requires_grad": ((T(4),), (T(4, requires_grad=True),),
+                      "tensor 'x' requires_grad mismatch. expected requires_grad=0"),
+    "rank": ((T(4),), (T(4, 1),), "tensor 'x' rank mismatch. expected 1, actual 2"),
+    "size": ((T(3, 4),), (T(5, 4),), "tensor 'x' size mismatch at index 0. expected 3, actual 5"),
+    "stride": ((T(3, 4),), (T(4, 3).t(),), "tensor 'x' stride mismatch at index 0. expected 4, actual 1"),
+}
+
+
+@pytest.mark.parametrize("field", list(MISSES))
+def test_each_field_that_misses_is_named_as_torch_names_it(capsys, field):
+    first, second, sentence = MISSES[field]
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        assert _reasons(capsys, lambda x: x.reshape(-1) * 2, first, second) == [sentence]
+
+
+def test_a_dynamic_dim_misses_below_size_2_and_says_so(capsys):
+    # a dynamic size is any size >= 2: 0 and 1 stay specialized (notes/dynamic_shapes.md), so a
+    # graph traced at 32 rows does not run one of 1 row
+    fn = lambda x: x * 2  # noqa: E731
+    assert frames_over(fn, [(T(32, 16),), (T(1, 16),)], dynamic=True) == [1, 2]
+    assert _reasons(capsys, fn, (T(32, 16),), (T(1, 16),), dynamic=True) == [
+        "tensor 'x' size mismatch at index 0. expected a dynamic size >= 2, actual 1"]
+
+
+@pytest.mark.parametrize("first, second, sentence", [
+    # two fields differ each time: the earlier one in the contract's order is named
+    ((T(4),), (T(4, dtype=mini.float64, requires_grad=True),),
+     "tensor 'x' dtype mismatch. expected float32, actual float64"),         # dtype, requires_grad
+    ((T(4),), (T(4, 1, requires_grad=True),),
+     "tensor 'x' requires_grad mismatch. expected requires_grad=0"),          # requires_grad, rank
+    ((T(4),), (T(5, 4, 1),), "tensor 'x' rank mismatch. expected 1, actual 3"),  # rank, sizes
+    ((T(4, 6),), (T(4, 6).t(),), "tensor 'x' size mismatch at index 0. expected 4, actual 6"),  # sizes, strides
+])
+def test_the_first_field_in_the_contracts_order_decides(capsys, first, second, sentence):
+    with mini.config.patch(automatic_dynamic_shapes=False):
+        assert _reasons(capsys, lambda x: x.reshape(-1) * 2, first, second) == [sentence]
+
+
 def test_tensor_unrelated_changes_hit():
     base = T(6, 4, seed=9)
     view = base[2:5]  # same sizes and strides, another storage offset
