@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -205,23 +206,58 @@ def section_of(tree, file, function):
 
 
 def environment(package):
-    env = dict(os.environ, PYTHONPATH=str(package), MPLBACKEND="Agg", MINI_PYTHON_DIR=str(package))
+    # unbuffered: a test that crashes the interpreter leaves its id in the output (crashed_test)
+    env = dict(os.environ, PYTHONPATH=str(package), MPLBACKEND="Agg", MINI_PYTHON_DIR=str(package),
+               PYTHONUNBUFFERED="1")
     env.pop("MINI_LOGS", None)
     return env
 
 
+def crashed_test(stdout):
+    """The test a crashed pytest run was in: verbose pytest prints a test's id as it starts it
+    and its verdict when it ends, so the last id printed without a verdict; or None."""
+    for line in reversed([line for line in stdout.splitlines() if line.strip()]):
+        m = re.match(r"^(\S+\.py::\S+)\s*$", line)
+        if m:
+            return m[1]
+        if "::" in line:
+            return None  # the last test ended: the run died elsewhere
+    return None
+
+
 def run_pytest(tree, assignment, build, paths):
-    """[(group, Result)] of `pytest -m MARKER PATHS` with this build."""
+    """[(group, Result)] of `pytest -m MARKER PATHS` with this build. A test that crashes the
+    interpreter (a segfault in the student's C++) fails alone: the run goes on without it."""
+    crashes = []
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "pytest.xml"
-        cmd = [build.python, "-m", "pytest", "-q", "-vv", "-p", "no:cacheprovider", "-m", assignment.marker,
-               *paths, f"--junitxml={xml_path}", "-W", "ignore::UserWarning"]
-        done = subprocess.run(cmd, cwd=tree, env=environment(build.package), capture_output=True, text=True,
-                              timeout=3600)
-        if not xml_path.exists():
-            raise SystemExit(f"pytest did not run on {tree}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        while True:
+            cmd = [build.python, "-m", "pytest", "-q", "-vv", "-p", "no:cacheprovider", "-m", assignment.marker,
+                   *paths, f"--junitxml={xml_path}", "-W", "ignore::UserWarning",
+                   *[f"--deselect={c}" for c, _ in crashes]]
+            done = subprocess.run(cmd, cwd=tree, env=environment(build.package), capture_output=True, text=True,
+                                  timeout=3600)
+            if xml_path.exists():
+                break
+            crashed = crashed_test(done.stdout)
+            if crashed is None or len(crashes) >= 10:
+                raise SystemExit(f"pytest did not run on {tree}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+            signal_name = (signal.Signals(-done.returncode).name if done.returncode < 0
+                           else f"exit status {done.returncode}")
+            crashes.append((crashed, signal_name))
         root = ET.parse(xml_path).getroot()
     found = []
+    for crashed, how in crashes:
+        file, _, name = crashed.partition("::")
+        python = os.path.relpath(build.python, tree) if build.python.startswith(str(tree)) else build.python
+        result = Result(name, False, f"the test process crashed ({how}) in this test: the C++ it runs read or "
+                        "wrote memory it must not (run the rerun command; gdb --args or the sanitized build "
+                        "says where)", file=Path(file).name, section=section_of(tree, file, name.split("[")[0]),
+                        checks=what_it_checks(tree, file, name.split("[")[0]),
+                        rerun=f"PYTHONPATH={os.path.relpath(build.package, tree)} {python} -m pytest -q "
+                        + shlex.quote(crashed))
+        group = Path(file).name + (f" ({build.label})" if build.label else "")
+        found.append((("hidden: " if file.startswith(str(HIDDEN)) else "") + group, result))
     for case in root.iter("testcase"):
         skipped = case.find("skipped")
         if skipped is not None:  # a test this machine cannot run (no GPU): neither a point won nor lost
@@ -275,8 +311,13 @@ def run_catch2(tree, tag):
                 result.rerun = f"build/mini_tests {shlex.quote(name)}"
             results.append(result)
         # a case with sections is reported once whole and once per section ("case/section"):
-        # the sections carry the failures, so the whole counts neither way
+        # the sections carry the failures, so the whole counts neither way; Catch2 runs one
+        # section of a case with -c
         names = [r.name for r in results]
+        for r in results:
+            case, _, section = r.name.partition("/")
+            if section and r.rerun and case in names:
+                r.rerun = f"build/mini_tests {shlex.quote(case)} -c {shlex.quote(section)}"
         return [r for r in results if not any(n.startswith(r.name + "/") for n in names)]
 
 

@@ -73,7 +73,7 @@ ASSIGNMENTS = {a.id: a for a in [
                lab_out=False, parts=(
                    Part("every rule against finite differences", 45, ("test_autograd.py::test_gradcheck*", "C++ *")),
                    Part("eager autograd through your rules", 25, ("test_autograd.py",)),
-                   Part("the rules traced into graphs", 10, ("test_guard_fuzz.py",)))),
+                   Part("the rules traced into graphs", 10, ("test_guard_fuzz.py", "test_attention_node.py")))),
     Assignment("A2", "the recompute partitioner", "a2",
                ("labs/bench/bench_training.py", "--quick", "--only", "chain8|softmax|layer norm"),
                requires=("A1",), lab_out=False, parts=(

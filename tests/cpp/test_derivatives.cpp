@@ -260,8 +260,10 @@ const std::set<OpKind> kFactories = {OpKind::Full, OpKind::Empty, OpKind::Arange
 
 }  // namespace
 
-// Attention's rule is not in A1's region (its backward is one fused op of its own): its
-// cases are checked apart, so that every case of A1's test goes through the student's rules.
+// Eager attention runs a backward of its own (a custom node), not Rules::apply: its cases are
+// checked apart, so that every case of A1's test goes through the student's rules. Attention's
+// rule (A1's, for the joint graph) is graded through a compiled graph
+// (tests/python/test_attention_node.py, its aot_eager cases).
 TEST_CASE("every derivative rule matches finite differences in float64", "[autograd][gradcheck][A1]") {
   for (const GradcheckCase& c : differentiable_cases()) {
     if (c.kind != OpKind::Attention) DYNAMIC_SECTION(c.label) { gradcheck(c); }
@@ -331,7 +333,7 @@ TEST_CASE("sign and slice_backward derivative rules", "[autograd][gradcheck][A1]
 
 // Reducing a 0-d tensor over an explicit dim (sum(x, dims={0}), allowed as in torch)
 // records dims={0}; Rules::unreduce and Mean's reduced_count must handle the empty shape.
-TEST_CASE("backward of a 0-d reduction over dim 0", "[autograd]") {
+TEST_CASE("backward of a 0-d reduction over dim 0", "[autograd][A1]") {
   gradcheck({"sum 0-d dim 0", OpKind::Sum, {f64({1.5}, {})}, with_dims({0}, false)});
   gradcheck({"mean 0-d dim -1", OpKind::Mean, {f64({1.5}, {})}, with_dims({-1}, false)});
 }

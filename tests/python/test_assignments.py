@@ -254,6 +254,16 @@ def test_the_grader_turns_a_stub_or_an_assertion_into_a_sentence():
     assert not grade.advice("AssertionError: assert 'mismatch' in ...", said).startswith("still the stub")
 
 
+def test_a_test_that_crashes_the_interpreter_is_found_in_the_verbose_output():
+    # verbose pytest prints a test's id as it starts and its verdict as it ends: a crash leaves
+    # the id alone on the last line, and the grader reruns without it (grade.run_pytest)
+    out = ("tests/python/test_g.py::test_a PASSED                 [ 50%]\n"
+           "tests/python/test_g.py::test_b[x-1] \n")
+    assert grade.crashed_test(out) == "tests/python/test_g.py::test_b[x-1]"
+    assert grade.crashed_test("tests/python/test_g.py::test_a PASSED [100%]\n") is None  # died after it
+    assert grade.crashed_test("ImportError: no module\n") is None
+
+
 def test_a_catch2_failure_says_its_check_and_its_expansion_or_the_stub():
     # Catch2's junit report: a failed CHECK has the expression as its message and "FAILED:", the
     # check, its expansion and its place as text; an exception has no message

@@ -123,7 +123,9 @@ def test_forward_saves_output_and_lse_and_backward_is_one_call(partitioner, caps
     assert log.count("computed by the call of attention_backward (one attention_backward call, 3 outputs)") == 2
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+# aot_eager traces A1's rules (Attention's among them) into the joint graph and runs them as they
+# are: A1's; inductor also needs the partitioner and the code generator, so it is no one's
+@pytest.mark.parametrize("backend", [pytest.param("aot_eager", marks=pytest.mark.a1), "inductor"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_compiled_attention_matches_float64_and_the_decomposition(backend, causal):
     def loss(q, k, v):

@@ -150,6 +150,30 @@ def test_gradcheck(case):
     gradcheck(fn, *arrays)
 
 
+# Where a derivative has a choice (a kink, a tie), torch's value, exactly: finite differences
+# cannot see these, the inputs above avoid them. (notes/assignments/A1.md, "Kinks and ties")
+KINKS = {
+    # d/dx x**0 = 0 * x**-1: torch masks it to 0 where the exponent is 0, not NaN at x = 0
+    "pow, exponent 0 at x = 0": (lambda x: x ** 0, [0.0, 2.0], [0.0, 0.0]),
+    # d/dy 0**y = 0**y * log(0): masked to 0 where the base is 0 and y >= 0
+    "pow, base 0": (lambda y: mini.zeros(2, dtype=mini.float64) ** y, [0.0, 1.0], [0.0, 0.0]),
+    # a tie gives each side half: maximum(x, x) sums back to 1, not 2
+    "maximum, a tie": (lambda x: mini.maximum(x, x), [1.0, 3.0], [1.0, 1.0]),
+    "minimum, a tie": (lambda x: mini.minimum(x, x), [1.0, 3.0], [1.0, 1.0]),
+    # elements tied for the extreme share it equally
+    "amax, two tie": (lambda x: x.amax(), [2.0, 2.0, 1.0], [0.5, 0.5, 0.0]),
+    "amin, two tie": (lambda x: x.amin(), [1.0, 1.0, 3.0], [0.5, 0.5, 0.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(KINKS))
+def test_kinks_and_ties_take_torchs_values(case):
+    fn, values, want = KINKS[case]
+    x = mini.tensor(values, dtype=mini.float64, requires_grad=True)
+    fn(x).sum().backward()
+    assert x.grad.tolist() == want, f"{case}: gradient {x.grad.tolist()}, torch's is {want}"
+
+
 # ---------------------------------------------------------------------------------------------
 # tape semantics
 
