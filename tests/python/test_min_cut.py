@@ -100,6 +100,21 @@ def test_min_cut_partitioner_saves_fewer_bytes_where_the_greedy_rule_saves_a_tra
     assert_grads((x, w), want)
 
 
+def test_min_cut_saves_no_view_it_can_take_again(capsys):
+    # (x.t() * w).exp(): as above, but x reaches the product through a view. A view costs no
+    # kernel and reads an input that is alive anyway: the backward takes it again, and the
+    # minimum still saves nothing. A cut that saves the view (16 KiB) is not the minimum.
+    def f(x, w):
+        return (x.t() * w).exp().sum()
+
+    x, w = mini.randn(64, 64, requires_grad=True), mini.randn(64, 64)
+    want = eager_grads(f, (x, w))
+    cut = partition(f, (x, w), capsys)
+    assert_min_cut_ran(cut.name, cut.log)
+    assert (sorted(cut.saved), cut.nbytes) == (["l_w_", "l_x_"], 0), cut.backward  # the inputs alone
+    assert_grads((x, w), want)
+
+
 def test_min_cut_passes_through_a_reductions_small_output(capsys):
     # t = tanh(x.sum(1, keepdim=True) + y), x and y [64, 64]; tanh's backward reads t (16 KiB).
     # By hand, the cuts that separate the source (x, y, and the sum, which may not be
