@@ -249,15 +249,9 @@ def run_pytest(tree, assignment, build, paths):
     found = []
     for crashed, how in crashes:
         file, _, name = crashed.partition("::")
-        python = os.path.relpath(build.python, tree) if build.python.startswith(str(tree)) else build.python
-        result = Result(name, False, f"the test process crashed ({how}) in this test: the C++ it runs read or "
-                        "wrote memory it must not (run the rerun command; gdb --args or the sanitized build "
-                        "says where)", file=Path(file).name, section=section_of(tree, file, name.split("[")[0]),
-                        checks=what_it_checks(tree, file, name.split("[")[0]),
-                        rerun=f"PYTHONPATH={os.path.relpath(build.package, tree)} {python} -m pytest -q "
-                        + shlex.quote(crashed))
-        group = Path(file).name + (f" ({build.label})" if build.label else "")
-        found.append((("hidden: " if file.startswith(str(HIDDEN)) else "") + group, result))
+        found.append(pytest_result(tree, build, file, name, f"the test process crashed ({how}) in this test: the "
+                                   "C++ it runs read or wrote memory it must not (run the rerun command; gdb --args "
+                                   "or the sanitized build says where)"))
     for case in root.iter("testcase"):
         skipped = case.find("skipped")
         if skipped is not None:  # a test this machine cannot run (no GPU): neither a point won nor lost
@@ -269,19 +263,25 @@ def run_pytest(tree, assignment, build, paths):
         failure = case.find("failure")
         if failure is None:
             failure = case.find("error")
-        group = Path(file).name + (f" ({build.label})" if build.label else "")
-        if file.startswith(str(HIDDEN)):
-            group = "hidden: " + group
-        result = Result(name, failure is None, file=Path(file).name,
-                        section=section_of(tree, file, name.split("[")[0]))
-        if failure is not None:
-            result.why = advice(failure.get("message") or "", failure.text or "")
-            result.checks = what_it_checks(tree, file, name.split("[")[0])
-            python = os.path.relpath(build.python, tree) if build.python.startswith(str(tree)) else build.python
-            result.rerun = (f"PYTHONPATH={os.path.relpath(build.package, tree)} {python} -m pytest -q "
-                            + shlex.quote(f"{file}::{name}"))
-        found.append((group, result))
+        found.append(pytest_result(tree, build, file, name, None if failure is None else
+                                   advice(failure.get("message") or "", failure.text or "")))
     return found
+
+
+def pytest_result(tree, build, file, name, why):
+    """(group, Result) of test `name` of `file` run with this build, failed where `why` says what
+    went wrong (None: passed): then also what it checks and the command that reruns it alone."""
+    group = Path(file).name + (f" ({build.label})" if build.label else "")
+    if file.startswith(str(HIDDEN)):
+        group = "hidden: " + group
+    function = name.split("[")[0]
+    result = Result(name, why is None, why or "", file=Path(file).name, section=section_of(tree, file, function))
+    if why is not None:
+        result.checks = what_it_checks(tree, file, function)
+        python = os.path.relpath(build.python, tree) if build.python.startswith(str(tree)) else build.python
+        result.rerun = (f"PYTHONPATH={os.path.relpath(build.package, tree)} {python} -m pytest -q "
+                        + shlex.quote(f"{file}::{name}"))
+    return group, result
 
 
 def run_catch2(tree, tag):

@@ -264,26 +264,24 @@ void spell_rows(const Speller& sp, const Stmt& s, const std::string& pad) {
 }
 
 // The column reduction's statements (plan_column_reduction).
-// The 32 lanes of each column fold accumulator <name> through the shared array <text>: each
-// lane writes its partial, warp w folds column w's 32 partials with shuffles and leaves the
-// result in the spare 33rd slot of row w, where every lane of the column reads it.
+// The 32 lanes of each column fold accumulator <name> through page `slot` of the shared array
+// <text>, in the step `fold_step` names (plan_column_folds places the barriers between them):
+// 1 each lane writes its partial; 2 warp w folds column w's 32 partials with shuffles and
+// leaves the result in the spare 33rd slot of row w; 3 every lane of the column reads it.
 void spell_column_fold(const Speller& sp, const Stmt& s, const std::string& pad) {
   const std::string A = accumulator_type(sp, s), n = s.name, f = s.text;
-  const std::string page = s.slot >= 0 ? "[" + std::to_string(s.slot) + "]" : "";
-  const std::string at = "reinterpret_cast<" + A + "*>(&" + f + page;
-  const bool all = s.fold_step == 0;
-  if (all || s.fold_step == 1) sp.o << pad << at << "[lane][c])[0] = " << n << ";\n";
-  if (all) sp.o << pad << kCudaSpelling.barrier << ";\n";
-  if (all || s.fold_step == 2) {
-    sp.o << pad << "{\n";
-    sp.o << pad << "  const " << A << " v = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s) << ">("
-         << at << "[c][lane])[0]);\n";
-    sp.o << pad << "  if (c == 0) " << at << "[lane][32])[0] = v;\n";
-    sp.o << pad << "}\n";
+  const std::string at = "reinterpret_cast<" + A + "*>(&" + f + "[" + std::to_string(s.slot) + "]";
+  switch (s.fold_step) {
+    case 1: sp.o << pad << at << "[lane][c])[0] = " << n << ";\n"; break;
+    case 2:
+      sp.o << pad << "{\n";
+      sp.o << pad << "  const " << A << " v = " << kCudaSpelling.warp_reduce << "<" << A << ", " << combine(sp, s) << ">("
+           << at << "[c][lane])[0]);\n";
+      sp.o << pad << "  if (c == 0) " << at << "[lane][32])[0] = v;\n";
+      sp.o << pad << "}\n";
+      break;
+    default: sp.o << pad << n << " = " << at << "[c][32])[0];\n";  // step 3
   }
-  if (all) sp.o << pad << kCudaSpelling.barrier << ";\n";
-  if (all || s.fold_step == 3) sp.o << pad << n << " = " << at << "[c][32])[0];\n";
-  if (all) sp.o << pad << kCudaSpelling.barrier << ";  // " << f << " is written again by the next reduction\n";
 }
 
 void spell_columns(const Speller& sp, const Stmt& s, const std::string& pad) {

@@ -48,8 +48,8 @@ enum class RangeKind {
 enum class ThreadScope {
   Warp,    // the `width` lanes of a row (a warp's 32, or fewer: a warp holds several rows)
   Block,
-  Column,  // appended: the 32 lanes of each column of a column block, through the 2-D shared
-           // array <text> (a lane's partial per column, and each column's result)
+  Column,  // appended: the 32 lanes of each column of a column block, through a page of the
+           // shared array <text> (a lane's partial per column, and each column's result)
 };
 
 struct Stmt {
@@ -175,9 +175,8 @@ struct Stmt {
   bool unbraced = false;     // Range: a body of one statement, spelled without braces
   // appended for batched column folds (plan_column_folds): ThreadReduce (Column) in one step of
   // three, the planner placing the barriers: 1 each lane writes its partial to page `slot` of the
-  // shared array, 2 warp w folds column w of that page, 3 each lane reads its column's result;
-  // 0: all three with their barriers, on the array's only page
-  int fold_step = 0;
+  // shared array, 2 warp w folds column w of that page, 3 each lane reads its column's result
+  int fold_step = 1;
   // appended for plan_row_reduction and plan_vector_rows (note: spelled on Range and Registers
   // too; compact: also on CUDA's Range; orelse: also on CUDA's If; width: also ThreadReduce of a Warp,
   // the lanes of a row; int_accumulator: also Let and Declare; Registers: `value` where set, the

@@ -333,9 +333,7 @@ void launch_reduce(const char* op, const Tensor& out, const Tensor& a, const Pla
   int64_t blocks_of_work = args.group == kWarp ? ceil_div(plan.rows, threads / kWarp) : plan.rows;
   if (blocks_of_work < 2 * sms && plan.n >= 16384) {
     threads = args.group = 512;
-    int per_sm = 0;
-    MINI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), op);
-    int64_t resident = std::max<int64_t>(per_sm, 1) * sms;
+    const int64_t resident = resident_blocks(reinterpret_cast<uintptr_t>(kernel), threads);
     args.splits = std::min(ceil_div(resident, plan.rows), ceil_div(plan.n, 8192));
   }
   args.chunk = ceil_div(ceil_div(plan.n, args.splits), 16) * 16;  // splits start 16-aligned
